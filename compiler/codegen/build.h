@@ -1,0 +1,35 @@
+// LLVM codegen entry point: LoweredFunc + Target -> Artifact (an ELF shared object).
+// No LLVM type appears in this header; LLVM stays inside compiler/codegen/*.cc.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir/ir.h"
+#include "compiler/target/target.h"
+
+namespace tuneforge {
+
+// A built kernel: the bytes of a shared object whose symbol `entry_symbol` has the
+// runtime::KernelEntry signature. Undefined symbols (tf_parallel_for, memset) are
+// resolved at load time against the loading process, which must export the runtime.
+struct Artifact {
+  std::string entry_symbol;
+  std::string shared_object;  // ELF bytes
+  std::string hash;           // HashHex(shared_object)
+  double build_seconds = 0;   // codegen + optimisation + object emission + link
+};
+
+struct BuildOptions {
+  int opt_level = 3;          // LLVM optimisation level for the target CPU
+  bool dump_llvm_ir = false;  // log the optimised IR at debug level
+};
+
+// Thread-safe: builder pools call it from many threads at once.
+absl::StatusOr<Artifact> BuildArtifact(const ir::LoweredFunc& func, const Target& target,
+                                       const BuildOptions& options = {});
+
+// The machine this process runs on, with all its cores as threads.
+Target DetectHostTarget(const std::string& device_key);
+
+}  // namespace tuneforge

@@ -1,0 +1,201 @@
+#include "compiler/ir/ir.h"
+
+#include <algorithm>
+
+#include "compiler/support/status.h"
+
+namespace tuneforge::ir {
+namespace {
+
+Expr MakeBinary(ExprKind kind, DType dtype, Expr a, Expr b) {
+  TF_CHECK(a && b, "null operand");
+  auto node = std::make_shared<ExprNode>();
+  node->kind = kind;
+  node->dtype = dtype;
+  node->operands = {std::move(a), std::move(b)};
+  return node;
+}
+
+bool IsFloatConst(const Expr& e, double v) {
+  return e->kind == ExprKind::kFloatImm && e->float_value == v;
+}
+
+}  // namespace
+
+bool IsConst(const Expr& e, int64_t* value) {
+  if (!e || e->kind != ExprKind::kIntImm) return false;
+  if (value) *value = e->int_value;
+  return true;
+}
+
+Expr IntImm(int64_t v) {
+  auto node = std::make_shared<ExprNode>();
+  node->kind = ExprKind::kIntImm;
+  node->dtype = DType::kInt64;
+  node->int_value = v;
+  return node;
+}
+
+Expr FloatImm(double v) {
+  auto node = std::make_shared<ExprNode>();
+  node->kind = ExprKind::kFloatImm;
+  node->dtype = DType::kFloat32;
+  node->float_value = v;
+  return node;
+}
+
+Expr Var(const std::string& name) {
+  auto node = std::make_shared<ExprNode>();
+  node->kind = ExprKind::kVar;
+  node->dtype = DType::kInt64;
+  node->name = name;
+  return node;
+}
+
+Expr Add(Expr a, Expr b) {
+  int64_t x, y;
+  if (IsConst(a, &x) && IsConst(b, &y)) return IntImm(x + y);
+  if (IsConst(a, &x) && x == 0) return b;
+  if (IsConst(b, &y) && y == 0) return a;
+  if (a->dtype == DType::kFloat32 && IsFloatConst(b, 0.0)) return a;
+  // Keep constants on the right and fold (x + c1) + c2.
+  if (IsConst(a)) std::swap(a, b);
+  if (IsConst(b, &y) && a->kind == ExprKind::kAdd && IsConst(a->operands[1], &x))
+    return Add(a->operands[0], IntImm(x + y));
+  return MakeBinary(ExprKind::kAdd, a->dtype, a, b);
+}
+
+Expr Sub(Expr a, Expr b) {
+  int64_t x, y;
+  if (IsConst(a, &x) && IsConst(b, &y)) return IntImm(x - y);
+  if (IsConst(b, &y) && y == 0) return a;
+  if (a == b && a->dtype == DType::kInt64) return IntImm(0);
+  return MakeBinary(ExprKind::kSub, a->dtype, a, b);
+}
+
+Expr Mul(Expr a, Expr b) {
+  int64_t x, y;
+  if (IsConst(a, &x) && IsConst(b, &y)) return IntImm(x * y);
+  if (IsConst(a)) std::swap(a, b);
+  if (IsConst(b, &y)) {
+    if (y == 0) return IntImm(0);
+    if (y == 1) return a;
+  }
+  if (a->dtype == DType::kFloat32 && IsFloatConst(b, 1.0)) return a;
+  return MakeBinary(ExprKind::kMul, a->dtype, a, b);
+}
+
+Expr Div(Expr a, Expr b) {
+  int64_t x, y;
+  TF_CHECK(!(IsConst(b, &y) && y == 0), "division by zero");
+  if (IsConst(a, &x) && IsConst(b, &y)) return IntImm(x / y);
+  if (IsConst(b, &y) && y == 1) return a;
+  return MakeBinary(ExprKind::kDiv, DType::kInt64, a, b);
+}
+
+Expr Mod(Expr a, Expr b) {
+  int64_t x, y;
+  TF_CHECK(!(IsConst(b, &y) && y == 0), "modulo by zero");
+  if (IsConst(a, &x) && IsConst(b, &y)) return IntImm(x % y);
+  if (IsConst(b, &y) && y == 1) return IntImm(0);
+  return MakeBinary(ExprKind::kMod, DType::kInt64, a, b);
+}
+
+Expr Min(Expr a, Expr b) {
+  int64_t x, y;
+  if (IsConst(a, &x) && IsConst(b, &y)) return IntImm(std::min(x, y));
+  if (a == b) return a;
+  return MakeBinary(ExprKind::kMin, a->dtype, a, b);
+}
+
+Expr Max(Expr a, Expr b) {
+  int64_t x, y;
+  if (IsConst(a, &x) && IsConst(b, &y)) return IntImm(std::max(x, y));
+  if (a == b) return a;
+  return MakeBinary(ExprKind::kMax, a->dtype, a, b);
+}
+
+Expr LT(Expr a, Expr b) { return MakeBinary(ExprKind::kLT, DType::kBool, a, b); }
+Expr LE(Expr a, Expr b) { return MakeBinary(ExprKind::kLE, DType::kBool, a, b); }
+Expr EQ(Expr a, Expr b) { return MakeBinary(ExprKind::kEQ, DType::kBool, a, b); }
+Expr And(Expr a, Expr b) { return MakeBinary(ExprKind::kAnd, DType::kBool, a, b); }
+
+Expr Load(const std::string& buffer, DType dtype, Expr index) {
+  auto node = std::make_shared<ExprNode>();
+  node->kind = ExprKind::kLoad;
+  node->dtype = dtype;
+  node->name = buffer;
+  node->operands = {std::move(index)};
+  return node;
+}
+
+const char* ForKindName(ForKind kind) {
+  switch (kind) {
+    case ForKind::kSerial: return "serial";
+    case ForKind::kParallel: return "parallel";
+    case ForKind::kVectorized: return "vectorized";
+    case ForKind::kUnrolled: return "unrolled";
+  }
+  return "?";
+}
+
+Stmt For(const std::string& var, Expr extent, int64_t max_extent, ForKind kind, Stmt body) {
+  TF_CHECK(extent && body, "For needs an extent and a body");
+  int64_t c;
+  if (IsConst(extent, &c)) TF_CHECK(c == max_extent, "constant extent ", c, " != max ", max_extent);
+  if (kind == ForKind::kVectorized) TF_CHECK(IsConst(extent), "vectorized loop ", var,
+                                             " needs a constant extent");
+  auto node = std::make_shared<StmtNode>();
+  node->kind = StmtKind::kFor;
+  node->var = var;
+  node->extent = std::move(extent);
+  node->max_extent = max_extent;
+  node->for_kind = kind;
+  node->body = std::move(body);
+  return node;
+}
+
+Stmt Store(const std::string& buffer, Expr index, Expr value) {
+  auto node = std::make_shared<StmtNode>();
+  node->kind = StmtKind::kStore;
+  node->buffer = buffer;
+  node->index = std::move(index);
+  node->value = std::move(value);
+  return node;
+}
+
+Stmt Block(std::vector<Stmt> stmts) {
+  if (stmts.size() == 1) return stmts[0];
+  auto node = std::make_shared<StmtNode>();
+  node->kind = StmtKind::kBlock;
+  node->stmts = std::move(stmts);
+  return node;
+}
+
+Stmt IfThenElse(Expr condition, Stmt then_case, Stmt else_case) {
+  auto node = std::make_shared<StmtNode>();
+  node->kind = StmtKind::kIfThenElse;
+  node->condition = std::move(condition);
+  node->body = std::move(then_case);
+  node->else_case = std::move(else_case);
+  return node;
+}
+
+Stmt Allocate(const std::string& buffer, DType dtype, int64_t size, Stmt body) {
+  TF_CHECK(size > 0, "allocation of ", size, " elements");
+  auto node = std::make_shared<StmtNode>();
+  node->kind = StmtKind::kAllocate;
+  node->buffer = buffer;
+  node->alloc_dtype = dtype;
+  node->alloc_size = size;
+  node->body = std::move(body);
+  return node;
+}
+
+int64_t BufferParam::NumElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+}  // namespace tuneforge::ir

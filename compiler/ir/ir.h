@@ -1,0 +1,138 @@
+// The loop IR: what lowering produces, what the printer shows, what LLVM codegen and
+// feature extraction consume.
+//
+// A tour: Expr and Stmt are immutable, reference-counted nodes (std::shared_ptr to
+// const). A pass changes IR by building new nodes. Buffers are flat: lowering turns
+// every multi-dimensional access into one row-major index. The most interesting
+// node is For: its extent may be a non-constant expression (tails of splits that do
+// not divide), but a For marked kVectorized always has a constant extent (lowering
+// guarantees it by versioning the loop), and a local Allocate always has a constant
+// size.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace tuneforge::ir {
+
+enum class DType { kInt64, kFloat32, kBool };
+
+enum class ExprKind {
+  kIntImm,    // int_value, dtype kInt64
+  kFloatImm,  // float_value, dtype kFloat32
+  kVar,       // name; an int64 loop variable
+  kAdd, kSub, kMul,
+  kDiv,       // integer division of non-negative values (floor == trunc here)
+  kMod,       // integer remainder of non-negative values
+  kMin, kMax,
+  kLT, kLE, kEQ,  // comparisons of int64, dtype kBool
+  kAnd,           // logical and of two kBool
+  kLoad,      // name = buffer, operands[0] = flat index; dtype of the buffer
+};
+
+struct ExprNode;
+using Expr = std::shared_ptr<const ExprNode>;
+
+struct ExprNode {
+  ExprKind kind;
+  DType dtype;
+  int64_t int_value = 0;
+  double float_value = 0.0;
+  std::string name;             // kVar: variable; kLoad: buffer
+  std::vector<Expr> operands;   // binary ops: {a, b}; kLoad: {index}
+};
+
+// Constructors. Arithmetic constructors fold constants and drop identities
+// (x + 0, x * 1, x * 0, min of two constants, ...), so lowered IR stays readable.
+Expr IntImm(int64_t v);
+Expr FloatImm(double v);
+Expr Var(const std::string& name);
+Expr Add(Expr a, Expr b);
+Expr Sub(Expr a, Expr b);
+Expr Mul(Expr a, Expr b);
+Expr Div(Expr a, Expr b);
+Expr Mod(Expr a, Expr b);
+Expr Min(Expr a, Expr b);
+Expr Max(Expr a, Expr b);
+Expr LT(Expr a, Expr b);
+Expr LE(Expr a, Expr b);
+Expr EQ(Expr a, Expr b);
+Expr And(Expr a, Expr b);
+Expr Load(const std::string& buffer, DType dtype, Expr index);
+
+bool IsConst(const Expr& e, int64_t* value = nullptr);
+
+enum class ForKind { kSerial, kParallel, kVectorized, kUnrolled };
+const char* ForKindName(ForKind kind);
+
+enum class StmtKind { kFor, kStore, kBlock, kIfThenElse, kAllocate };
+
+struct StmtNode;
+using Stmt = std::shared_ptr<const StmtNode>;
+
+struct StmtNode {
+  StmtKind kind;
+  // kFor: loop `var` from 0 to `extent` (exclusive), annotated with `for_kind`.
+  //   `max_extent` is a static upper bound of `extent` (equal when constant).
+  std::string var;
+  Expr extent;
+  int64_t max_extent = 0;
+  ForKind for_kind = ForKind::kSerial;
+  // kStore: buffer[index] = value.  kAllocate: a local buffer of `alloc_size`
+  //   elements of `alloc_dtype`, visible in `body`, uninitialised.
+  std::string buffer;
+  Expr index;
+  Expr value;
+  DType alloc_dtype = DType::kFloat32;
+  int64_t alloc_size = 0;
+  // kIfThenElse: condition; then_case = body, else_case may be null.
+  Expr condition;
+  Stmt body;
+  Stmt else_case;
+  // kBlock: run in order.
+  std::vector<Stmt> stmts;
+};
+
+Stmt For(const std::string& var, Expr extent, int64_t max_extent, ForKind kind, Stmt body);
+Stmt Store(const std::string& buffer, Expr index, Expr value);
+Stmt Block(std::vector<Stmt> stmts);
+Stmt IfThenElse(Expr condition, Stmt then_case, Stmt else_case = nullptr);
+Stmt Allocate(const std::string& buffer, DType dtype, int64_t size, Stmt body);
+
+// A kernel argument. Arguments are global float32 buffers, in entry-point order.
+struct BufferParam {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  bool is_output = false;
+  int64_t NumElements() const;
+};
+
+// The result of lowering: one function, the unit codegen compiles.
+struct LoweredFunc {
+  std::string name;                  // becomes the entry symbol
+  std::vector<BufferParam> params;
+  Stmt body;
+};
+
+// Human-readable text of the IR (what `tuneforge show` prints).
+std::string ToString(const Expr& e);
+std::string ToString(const Stmt& s, int indent = 0);
+std::string ToString(const LoweredFunc& f);
+
+}  // namespace tuneforge::ir
+
+// ---- Utilities over the IR (compiler/ir/mutate.cc) ----
+namespace tuneforge::ir {
+
+// Replaces variables by expressions, rebuilding (and re-folding) only what changed.
+Expr Substitute(const Expr& e, const std::map<std::string, Expr>& vars);
+Stmt Substitute(const Stmt& s, const std::map<std::string, Expr>& vars);
+// Names of the variables `e` reads.
+void CollectVars(const Expr& e, std::set<std::string>* vars);
+
+}  // namespace tuneforge::ir

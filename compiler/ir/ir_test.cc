@@ -1,0 +1,65 @@
+#include "compiler/ir/ir.h"
+
+#include <gtest/gtest.h>
+
+#include "compiler/ir/interpreter.h"
+
+namespace tuneforge::ir {
+namespace {
+
+TEST(IrTest, ConstantFoldingAndIdentities) {
+  Expr x = Var("x");
+  EXPECT_TRUE(IsConst(Add(IntImm(2), IntImm(3))));
+  EXPECT_EQ(Add(x, IntImm(0)), x);
+  EXPECT_EQ(Mul(x, IntImm(1)), x);
+  int64_t v = -1;
+  EXPECT_TRUE(IsConst(Mul(x, IntImm(0)), &v));
+  EXPECT_EQ(v, 0);
+  EXPECT_TRUE(IsConst(Min(IntImm(4), IntImm(9)), &v));
+  EXPECT_EQ(v, 4);
+  EXPECT_EQ(ToString(Add(Add(x, IntImm(2)), IntImm(3))), "x + 5");
+}
+
+TEST(IrTest, PrinterParenthesisesOnlyWhereNeeded) {
+  Expr x = Var("x"), y = Var("y");
+  EXPECT_EQ(ToString(Mul(Add(x, y), IntImm(4))), "(x + y)*4");
+  EXPECT_EQ(ToString(Add(Mul(x, IntImm(4)), y)), "x*4 + y");
+  EXPECT_EQ(ToString(Sub(x, Sub(y, IntImm(1)))), "x - (y - 1)");
+  Stmt loop = For("i", IntImm(8), 8, ForKind::kVectorized, Store("C", Var("i"), FloatImm(0)));
+  EXPECT_EQ(ToString(loop), "vectorized for (i, 0, 8) {\n  C[i] = 0f\n}\n");
+}
+
+TEST(IrTest, SubstituteRefoldsAndRespectsShadowing) {
+  Expr e = Add(Mul(Var("x"), IntImm(4)), Var("y"));
+  Expr r = Substitute(e, {{"x", IntImm(2)}, {"y", IntImm(1)}});
+  int64_t v;
+  ASSERT_TRUE(IsConst(r, &v));
+  EXPECT_EQ(v, 9);
+  Stmt loop = For("x", IntImm(2), 2, ForKind::kSerial, Store("C", Var("x"), FloatImm(1)));
+  Stmt same = Substitute(loop, {{"x", IntImm(7)}});
+  EXPECT_EQ(ToString(same), ToString(loop));
+}
+
+TEST(IrTest, VectorisedLoopNeedsConstantExtent) {
+  EXPECT_DEATH(For("i", Var("n"), 8, ForKind::kVectorized, Store("C", Var("i"), FloatImm(0))),
+               "constant extent");
+}
+
+TEST(InterpreterTest, RunsLoopsAndReportsOutOfBounds) {
+  LoweredFunc f;
+  f.name = "fill";
+  f.params = {BufferParam{"C", DType::kFloat32, {4}, true}};
+  f.body = For("i", IntImm(4), 4, ForKind::kSerial,
+               Store("C", Var("i"), Add(Load("C", DType::kFloat32, Var("i")), FloatImm(1.5))));
+  std::map<std::string, std::vector<float>> buffers{{"C", {0, 1, 2, 3}}};
+  ASSERT_TRUE(Interpret(f, &buffers).ok());
+  EXPECT_EQ(buffers["C"], (std::vector<float>{1.5, 2.5, 3.5, 4.5}));
+
+  f.body = For("i", IntImm(5), 5, ForKind::kSerial, Store("C", Var("i"), FloatImm(0)));
+  absl::Status st = Interpret(f, &buffers);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("out of bounds"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tuneforge::ir

@@ -1,0 +1,73 @@
+#include "compiler/ir/ir.h"
+#include "compiler/support/status.h"
+
+namespace tuneforge::ir {
+
+Expr Substitute(const Expr& e, const std::map<std::string, Expr>& vars) {
+  switch (e->kind) {
+    case ExprKind::kIntImm:
+    case ExprKind::kFloatImm:
+      return e;
+    case ExprKind::kVar: {
+      auto it = vars.find(e->name);
+      return it == vars.end() ? e : it->second;
+    }
+    case ExprKind::kLoad: {
+      Expr index = Substitute(e->operands[0], vars);
+      return index == e->operands[0] ? e : Load(e->name, e->dtype, index);
+    }
+    default: break;
+  }
+  Expr a = Substitute(e->operands[0], vars);
+  Expr b = Substitute(e->operands[1], vars);
+  if (a == e->operands[0] && b == e->operands[1]) return e;
+  switch (e->kind) {
+    case ExprKind::kAdd: return Add(a, b);
+    case ExprKind::kSub: return Sub(a, b);
+    case ExprKind::kMul: return Mul(a, b);
+    case ExprKind::kDiv: return Div(a, b);
+    case ExprKind::kMod: return Mod(a, b);
+    case ExprKind::kMin: return Min(a, b);
+    case ExprKind::kMax: return Max(a, b);
+    case ExprKind::kLT: return LT(a, b);
+    case ExprKind::kLE: return LE(a, b);
+    case ExprKind::kEQ: return EQ(a, b);
+    case ExprKind::kAnd: return And(a, b);
+    default: TF_CHECK(false, "unhandled expression kind");
+  }
+}
+
+Stmt Substitute(const Stmt& s, const std::map<std::string, Expr>& vars) {
+  if (!s) return s;
+  switch (s->kind) {
+    case StmtKind::kFor: {
+      // The loop variable shadows any substitution of the same name.
+      std::map<std::string, Expr> inner = vars;
+      inner.erase(s->var);
+      Expr extent = Substitute(s->extent, vars);
+      int64_t c;
+      int64_t max_extent = IsConst(extent, &c) ? c : s->max_extent;
+      return For(s->var, extent, max_extent, s->for_kind, Substitute(s->body, inner));
+    }
+    case StmtKind::kStore:
+      return Store(s->buffer, Substitute(s->index, vars), Substitute(s->value, vars));
+    case StmtKind::kBlock: {
+      std::vector<Stmt> stmts;
+      for (const Stmt& c : s->stmts) stmts.push_back(Substitute(c, vars));
+      return Block(std::move(stmts));
+    }
+    case StmtKind::kIfThenElse:
+      return IfThenElse(Substitute(s->condition, vars), Substitute(s->body, vars),
+                        Substitute(s->else_case, vars));
+    case StmtKind::kAllocate:
+      return Allocate(s->buffer, s->alloc_dtype, s->alloc_size, Substitute(s->body, vars));
+  }
+  return s;
+}
+
+void CollectVars(const Expr& e, std::set<std::string>* vars) {
+  if (e->kind == ExprKind::kVar) vars->insert(e->name);
+  for (const Expr& o : e->operands) CollectVars(o, vars);
+}
+
+}  // namespace tuneforge::ir

@@ -1,0 +1,33 @@
+// The tiny runtime that generated kernels call, and that every process loading a
+// kernel (agent sandbox, tests, deploy) links and exports. Kept free of LLVM so the
+// agent stays small. C ABI: generated code calls these by name.
+#pragma once
+
+#include <cstdint>
+
+extern "C" {
+
+// Calls fn(i, closure) for every i in [0, n), spread over up to `num_threads` threads
+// (the calling thread is one of them), and returns when all calls have returned.
+// Thread-safe; nested calls run serially on the calling thread.
+void tf_parallel_for(int64_t n, int32_t num_threads, void (*fn)(int64_t, void*),
+                     void* closure);
+
+}  // extern "C"
+
+namespace tuneforge::runtime {
+
+// Signature of every kernel entry point: buffers in the LoweredFunc's param order.
+// Returns 0 on success.
+using KernelEntry = int32_t (*)(void** buffers);
+
+// Deterministic input data shared by server (reference) and agent (measurement):
+// buffer `buffer_index` of a request with `seed` gets values uniform in [-1, 1).
+void FillBuffer(uint64_t seed, int buffer_index, float* data, int64_t n);
+
+// Checks `actual` against `expected`: |a - e| <= atol + rtol * |e| everywhere and no
+// NaN. Returns the index of the first mismatch, or -1 when all match.
+int64_t FirstMismatch(const float* actual, const float* expected, int64_t n, double atol,
+                      double rtol);
+
+}  // namespace tuneforge::runtime

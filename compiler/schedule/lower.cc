@@ -1,0 +1,299 @@
+// Lowering: Schedule -> LoweredFunc. One straight pipeline:
+//   1. extents of every loop from the split tree (constants where the factor divides,
+//      min() tails where it does not); loops of extent 1 disappear;
+//   2. axis values (i = i.o * f + i.i) substituted into the output index and value;
+//   3. the nest: spatial loops outside the first reduction, then the output's zero
+//      initialisation and the update nest; with CacheWrite, the update accumulates in
+//      a local tile that is zeroed, updated and written back inside the chosen loop;
+//   4. versioning: a tile whose loops can all be full gets a copy with constant
+//      extents (guarded by one condition), and a vectorised loop with a tail gets a
+//      vector copy and a scalar copy, so codegen only ever sees constant vector loops.
+#include <map>
+#include <set>
+
+#include "compiler/schedule/schedule.h"
+#include "compiler/support/status.h"
+
+namespace tuneforge {
+namespace {
+
+using ir::Expr;
+using ir::Stmt;
+
+// What lowering decided about one leaf loop.
+struct LoopPlan {
+  std::string name;
+  Expr extent;
+  int64_t max_extent = 0;
+  ir::ForKind kind = ir::ForKind::kSerial;
+  bool is_reduce = false;
+};
+
+// Maximum elements of a CacheWrite tile; it lives on the stack (registers, ideally).
+constexpr int64_t kMaxLocalTile = 4096;
+
+class Lowerer {
+ public:
+  explicit Lowerer(const Schedule& s) : s_(s) {}
+
+  absl::StatusOr<ir::LoweredFunc> Run(const std::string& func_name) {
+    ComputeExtents();
+    RETURN_IF_ERROR(PlanLoops());
+    Substituted();
+    ir::LoweredFunc f;
+    f.name = func_name;
+    f.params = s_.def().params;
+    ASSIGN_OR_RETURN(f.body, BuildBody());
+    return f;
+  }
+
+ private:
+  // Step 1: extents through the split tree, in the order splits were made.
+  void ComputeExtents() {
+    for (const AxisDef& axis : s_.def().axes) {
+      extent_[axis.name] = ir::IntImm(axis.extent);
+      max_[axis.name] = axis.extent;
+      var_[axis.name] = ir::Var(axis.name);
+    }
+    for (const Schedule::SplitRecord& sp : s_.splits()) {
+      Expr parent = extent_[sp.parent];
+      int64_t pmax = max_[sp.parent];
+      int64_t f = sp.factor;
+      int64_t c;
+      if (f >= pmax) {
+        // The whole parent fits in one inner iteration.
+        Set(sp.outer, ir::IntImm(1), 1);
+        Set(sp.inner, parent, pmax);
+      } else if (ir::IsConst(parent, &c) && c % f == 0) {
+        Set(sp.outer, ir::IntImm(c / f), c / f);
+        Set(sp.inner, ir::IntImm(f), f);
+      } else {
+        int64_t omax = (pmax + f - 1) / f;
+        Expr outer_extent = ir::IsConst(parent) ? ir::IntImm(omax)
+                                                : ir::Div(ir::Add(parent, ir::IntImm(f - 1)), ir::IntImm(f));
+        Set(sp.outer, outer_extent, omax);
+        Set(sp.inner, ir::Min(ir::IntImm(f), ir::Sub(parent, ir::Mul(var_[sp.outer], ir::IntImm(f)))),
+            f);
+      }
+      split_of_[sp.parent] = &sp;
+      parent_of_[sp.outer] = &sp;
+      parent_of_[sp.inner] = &sp;
+    }
+  }
+
+  void Set(const std::string& loop, Expr extent, int64_t max) {
+    extent_[loop] = extent;
+    max_[loop] = max;
+    int64_t c;
+    // A loop of extent 1 is not emitted; its variable is 0 everywhere.
+    var_[loop] = (ir::IsConst(extent, &c) && c == 1) ? ir::IntImm(0) : ir::Var(loop);
+  }
+
+  // Finds the loop (or split-away loop) at or above `loop` whose extent depends only
+  // on `bound` variables and whose fullness implies `loop`'s: every split between
+  // them divides evenly. False when there is none.
+  bool FindFullAnchor(const std::string& loop, const std::set<std::string>& bound,
+                      std::set<std::string>* anchors) {
+    std::set<std::string> used;
+    ir::CollectVars(extent_[loop], &used);
+    bool all_bound = true;
+    for (const std::string& v : used) all_bound &= bound.count(v) > 0;
+    if (all_bound) {
+      anchors->insert(loop);
+      return true;
+    }
+    auto it = parent_of_.find(loop);
+    if (it == parent_of_.end()) return false;
+    const Schedule::SplitRecord& sp = *it->second;
+    if (sp.factor < max_[sp.parent] && max_[sp.parent] % sp.factor != 0) return false;
+    return FindFullAnchor(sp.parent, bound, anchors);
+  }
+
+  Expr AxisValue(const std::string& loop) {
+    auto it = split_of_.find(loop);
+    if (it == split_of_.end()) return var_[loop];
+    const Schedule::SplitRecord& sp = *it->second;
+    return ir::Add(ir::Mul(AxisValue(sp.outer), ir::IntImm(sp.factor)), AxisValue(sp.inner));
+  }
+
+  // Leaves that survive (extent != 1), checked for lowerability.
+  absl::Status PlanLoops() {
+    std::set<std::string> outer_vars;
+    for (const Schedule::Loop& leaf : s_.leaves()) {
+      int64_t c;
+      if (ir::IsConst(extent_[leaf.name], &c) && c == 1) continue;
+      std::set<std::string> used;
+      ir::CollectVars(extent_[leaf.name], &used);
+      for (const std::string& v : used) {
+        if (!outer_vars.count(v)) {
+          return absl::InvalidArgumentError("loop " + leaf.name + " has a tail that depends on " + v +
+                                            ", which is not outside it");
+        }
+      }
+      outer_vars.insert(leaf.name);
+      loops_.push_back(LoopPlan{leaf.name, extent_[leaf.name], max_[leaf.name], leaf.kind,
+                                leaf.is_reduce});
+    }
+    for (size_t i = 0; i < loops_.size(); ++i) {
+      if (loops_[i].kind == ir::ForKind::kVectorized && i + 1 != loops_.size()) {
+        return absl::InvalidArgumentError("vectorized loop " + loops_[i].name +
+                                          " is not the innermost loop");
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  void Substituted() {
+    std::map<std::string, Expr> axis_values;
+    for (const AxisDef& axis : s_.def().axes) axis_values[axis.name] = AxisValue(axis.name);
+    out_index_ = ir::Substitute(s_.def().output_index, axis_values);
+    value_ = ir::Substitute(s_.def().value, axis_values);
+  }
+
+  // Builds loops around `body`, innermost last in `loops`. Loops named in `full` get
+  // their maximum extent as a constant (the caller guarantees it holds).
+  Stmt Nest(const std::vector<const LoopPlan*>& loops, Stmt body,
+            const std::set<std::string>& full = {}) {
+    for (auto it = loops.rbegin(); it != loops.rend(); ++it) {
+      const LoopPlan& l = **it;
+      Expr extent = full.count(l.name) ? ir::IntImm(l.max_extent) : l.extent;
+      if (l.kind == ir::ForKind::kVectorized && !ir::IsConst(extent)) {
+        Expr max = ir::IntImm(l.max_extent);
+        body = ir::IfThenElse(ir::EQ(extent, max),
+                              ir::For(l.name, max, l.max_extent, ir::ForKind::kVectorized, body),
+                              ir::For(l.name, extent, l.max_extent, ir::ForKind::kSerial, body));
+      } else {
+        body = ir::For(l.name, extent, l.max_extent, l.kind, body);
+      }
+    }
+    return body;
+  }
+
+  static std::vector<const LoopPlan*> Spatial(const std::vector<const LoopPlan*>& loops) {
+    std::vector<const LoopPlan*> out;
+    for (const LoopPlan* l : loops)
+      if (!l->is_reduce) out.push_back(l);
+    return out;
+  }
+
+  absl::StatusOr<Stmt> BuildBody() {
+    const std::string& out = s_.def().output().name;
+    std::vector<const LoopPlan*> all;
+    for (const LoopPlan& l : loops_) all.push_back(&l);
+
+    size_t first_reduce = all.size();
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (all[i]->is_reduce) {
+        first_reduce = i;
+        break;
+      }
+    }
+    bool has_reduction = false;
+    for (const AxisDef& a : s_.def().axes) has_reduction |= a.is_reduce;
+    if (!has_reduction || first_reduce == all.size()) {
+      // No reduction loop left (none defined, or all of extent 1): out = value.
+      for (const LoopPlan* l : all) {
+        if (l->kind == ir::ForKind::kParallel && l->is_reduce)
+          return absl::InvalidArgumentError("parallel reduction loop " + l->name);
+      }
+      return Nest(all, ir::Store(out, out_index_, value_));
+    }
+
+    std::vector<const LoopPlan*> prefix(all.begin(), all.begin() + first_reduce);
+    std::vector<const LoopPlan*> rest(all.begin() + first_reduce, all.end());
+    Stmt init = Nest(Spatial(rest), ir::Store(out, out_index_, ir::FloatImm(0.0)));
+
+    if (!s_.cache_write_at()) {
+      Stmt update = ir::Store(out, out_index_, ir::Add(ir::Load(out, ir::DType::kFloat32, out_index_), value_));
+      return Nest(prefix, ir::Block({init, Nest(rest, update)}));
+    }
+
+    // CacheWrite: the tile starts at the first surviving loop at or after the named one.
+    size_t at = rest.size();
+    bool seen = false;
+    for (const Schedule::Loop& leaf : s_.leaves()) {
+      seen |= (leaf.name == *s_.cache_write_at());
+      if (!seen) continue;
+      for (size_t i = 0; i < rest.size() && at == rest.size(); ++i)
+        if (rest[i]->name == leaf.name) at = i;
+      if (at != rest.size()) break;
+    }
+    for (size_t i = 0; i < prefix.size(); ++i) {
+      if (prefix[i]->name == *s_.cache_write_at()) {
+        return absl::InvalidArgumentError("cache_write at " + prefix[i]->name +
+                                          ", outside the first reduction loop");
+      }
+    }
+    std::vector<const LoopPlan*> outer(rest.begin(), rest.begin() + at);
+    std::vector<const LoopPlan*> inner(rest.begin() + at, rest.end());
+    std::vector<const LoopPlan*> tile = Spatial(inner);
+
+    const std::string acc = out + ".local";
+    Expr local_index = ir::IntImm(0);
+    int64_t size = 1;
+    for (const LoopPlan* l : tile) {
+      if (l->kind == ir::ForKind::kParallel)
+        return absl::InvalidArgumentError("parallel loop " + l->name + " inside cache_write tile");
+      local_index = ir::Add(ir::Mul(local_index, ir::IntImm(l->max_extent)), ir::Var(l->name));
+      size *= l->max_extent;
+    }
+    if (size > kMaxLocalTile) {
+      return absl::InvalidArgumentError("cache_write tile of " + std::to_string(size) +
+                                        " elements is larger than " + std::to_string(kMaxLocalTile));
+    }
+    for (const LoopPlan* l : inner) {
+      if (l->kind == ir::ForKind::kParallel)
+        return absl::InvalidArgumentError("parallel loop " + l->name + " inside cache_write tile");
+    }
+    // With every reduction loop inside the tile, the tile holds the final value.
+    bool complete = outer.empty();
+    Expr acc_value = ir::Load(acc, ir::DType::kFloat32, local_index);
+    auto build_tile = [&](const std::set<std::string>& full) {
+      Stmt zero = Nest(tile, ir::Store(acc, local_index, ir::FloatImm(0.0)), full);
+      Stmt update = Nest(inner, ir::Store(acc, local_index, ir::Add(acc_value, value_)), full);
+      Expr written = complete ? acc_value
+                              : ir::Add(ir::Load(out, ir::DType::kFloat32, out_index_), acc_value);
+      Stmt back = Nest(tile, ir::Store(out, out_index_, written), full);
+      return ir::Allocate(acc, ir::DType::kFloat32, size, ir::Block({zero, update, back}));
+    };
+
+    // Full-tile versioning: one condition on the loops outside the tile says that
+    // every tail inside it is full; that copy gets constant extents.
+    std::set<std::string> bound;
+    for (const LoopPlan* l : prefix) bound.insert(l->name);
+    for (const LoopPlan* l : outer) bound.insert(l->name);
+    std::set<std::string> full, anchors;
+    bool can_specialise = true;
+    for (const LoopPlan* l : inner) {
+      if (ir::IsConst(l->extent)) continue;
+      full.insert(l->name);
+      can_specialise &= FindFullAnchor(l->name, bound, &anchors);
+    }
+    Expr condition;
+    for (const std::string& a : anchors) {
+      Expr eq = ir::EQ(extent_[a], ir::IntImm(max_[a]));
+      condition = condition ? ir::And(condition, eq) : eq;
+    }
+    Stmt block = build_tile({});
+    if (condition && can_specialise) block = ir::IfThenElse(condition, build_tile(full), block);
+    Stmt main = Nest(outer, block);
+    return Nest(prefix, complete ? main : ir::Block({init, main}));
+  }
+
+  const Schedule& s_;
+  std::map<std::string, Expr> extent_;
+  std::map<std::string, int64_t> max_;
+  std::map<std::string, Expr> var_;
+  std::map<std::string, const Schedule::SplitRecord*> split_of_;   // parent -> its split
+  std::map<std::string, const Schedule::SplitRecord*> parent_of_;  // child -> its split
+  std::vector<LoopPlan> loops_;
+  Expr out_index_, value_;
+};
+
+}  // namespace
+
+absl::StatusOr<ir::LoweredFunc> Lower(const Schedule& schedule, const std::string& func_name) {
+  return Lowerer(schedule).Run(func_name);
+}
+
+}  // namespace tuneforge

@@ -1,0 +1,102 @@
+#include "compiler/schedule/schedule.h"
+
+#include <algorithm>
+#include <set>
+
+#include "compiler/support/status.h"
+
+namespace tuneforge {
+
+const ir::BufferParam& ComputeDef::output() const {
+  for (const ir::BufferParam& p : params)
+    if (p.is_output) return p;
+  TF_CHECK(false, "compute ", name, " has no output buffer");
+}
+
+Schedule::Schedule(ComputeDef def) : def_(std::move(def)) {
+  for (const AxisDef& axis : def_.axes) {
+    leaves_.push_back(Loop{axis.name, axis.name, axis.is_reduce, ir::ForKind::kSerial});
+  }
+}
+
+Schedule::Loop* Schedule::Find(const std::string& name) {
+  for (Loop& l : leaves_)
+    if (l.name == name) return &l;
+  return nullptr;
+}
+
+bool Schedule::NameInUse(const std::string& name) const {
+  for (const Loop& l : leaves_)
+    if (l.name == name) return true;
+  return std::find(retired_.begin(), retired_.end(), name) != retired_.end();
+}
+
+absl::Status Schedule::Split(const std::string& loop, int64_t factor, const std::string& outer,
+                             const std::string& inner) {
+  Loop* l = Find(loop);
+  if (!l) return absl::InvalidArgumentError("split: no loop named " + loop);
+  if (factor < 1) return absl::InvalidArgumentError("split: factor must be >= 1");
+  if (outer == inner || NameInUse(outer) || NameInUse(inner)) {
+    return absl::InvalidArgumentError("split: loop names " + outer + ", " + inner + " are taken");
+  }
+  if (l->kind != ir::ForKind::kSerial) {
+    return absl::InvalidArgumentError("split: loop " + loop + " is already annotated");
+  }
+  Loop o = *l, i = *l;
+  o.name = outer;
+  i.name = inner;
+  size_t pos = l - leaves_.data();
+  leaves_[pos] = o;
+  leaves_.insert(leaves_.begin() + pos + 1, i);
+  splits_.push_back(SplitRecord{loop, outer, inner, factor});
+  retired_.push_back(loop);
+  return absl::OkStatus();
+}
+
+absl::Status Schedule::Reorder(const std::vector<std::string>& loops) {
+  std::vector<size_t> positions;
+  std::set<std::string> seen;
+  for (const std::string& name : loops) {
+    Loop* l = Find(name);
+    if (!l) return absl::InvalidArgumentError("reorder: no loop named " + name);
+    if (!seen.insert(name).second) return absl::InvalidArgumentError("reorder: " + name + " twice");
+    positions.push_back(l - leaves_.data());
+  }
+  std::vector<Loop> moved;
+  for (size_t p : positions) moved.push_back(leaves_[p]);
+  std::sort(positions.begin(), positions.end());
+  for (size_t i = 0; i < positions.size(); ++i) leaves_[positions[i]] = moved[i];
+  return absl::OkStatus();
+}
+
+absl::Status Schedule::Vectorize(const std::string& loop) {
+  Loop* l = Find(loop);
+  if (!l) return absl::InvalidArgumentError("vectorize: no loop named " + loop);
+  if (l->is_reduce) return absl::InvalidArgumentError("vectorize: " + loop + " is a reduction loop");
+  l->kind = ir::ForKind::kVectorized;
+  return absl::OkStatus();
+}
+
+absl::Status Schedule::Unroll(const std::string& loop) {
+  Loop* l = Find(loop);
+  if (!l) return absl::InvalidArgumentError("unroll: no loop named " + loop);
+  l->kind = ir::ForKind::kUnrolled;
+  return absl::OkStatus();
+}
+
+absl::Status Schedule::Parallel(const std::string& loop) {
+  Loop* l = Find(loop);
+  if (!l) return absl::InvalidArgumentError("parallel: no loop named " + loop);
+  if (l->is_reduce) return absl::InvalidArgumentError("parallel: " + loop + " is a reduction loop");
+  l->kind = ir::ForKind::kParallel;
+  return absl::OkStatus();
+}
+
+absl::Status Schedule::CacheWrite(const std::string& loop) {
+  if (!Find(loop)) return absl::InvalidArgumentError("cache_write: no loop named " + loop);
+  if (cache_write_at_) return absl::InvalidArgumentError("cache_write: already set");
+  cache_write_at_ = loop;
+  return absl::OkStatus();
+}
+
+}  // namespace tuneforge

@@ -1,0 +1,52 @@
+// The one logging header. Library code logs through TF_LOG, never std::cout.
+// Levels: 0 error, 1 warning, 2 info (default), 3 debug. The level is process-wide
+// and set by the executables from their --verbose / --quiet flags.
+#pragma once
+
+#include <chrono>
+#include <sstream>
+#include <string>
+
+namespace tuneforge {
+
+enum class LogLevel { kError = 0, kWarning = 1, kInfo = 2, kDebug = 3 };
+
+void SetLogLevel(LogLevel level);
+LogLevel GetLogLevel();
+// Prefix added to every line (e.g. "agent" or "server"), so interleaved output of the
+// embedded default's processes stays readable.
+void SetLogPrefix(const std::string& prefix);
+
+namespace internal {
+class LogMessage {
+ public:
+  LogMessage(LogLevel level, const char* file, int line);
+  ~LogMessage();
+  std::ostringstream& stream() { return stream_; }
+
+ private:
+  LogLevel level_;
+  std::ostringstream stream_;
+};
+}  // namespace internal
+
+// Times a scope and logs its duration at debug level; Seconds() reads it early.
+class ScopedTimer {
+ public:
+  explicit ScopedTimer(std::string what);
+  ~ScopedTimer();
+  double Seconds() const;
+
+ private:
+  std::string what_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace tuneforge
+
+#define TF_LOG(level)                                                          \
+  if (::tuneforge::LogLevel::k##level > ::tuneforge::GetLogLevel()) {          \
+  } else                                                                       \
+    ::tuneforge::internal::LogMessage(::tuneforge::LogLevel::k##level, __FILE__, \
+                                      __LINE__)                                \
+        .stream()

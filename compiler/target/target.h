@@ -1,0 +1,34 @@
+// Target identity (DESIGN.md): LLVM triple + CPU + features + thread count, plus the
+// DeviceKey chosen by whoever runs the agent. Records are keyed by (workload, target).
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace tuneforge {
+
+struct Target {
+  std::string triple;      // e.g. x86_64-pc-linux-gnu
+  std::string cpu;         // LLVM CPU name, e.g. znver4
+  std::string features;    // sorted LLVM feature string, e.g. +avx,+avx2,+fma
+  int num_threads = 1;     // threads the generated code uses
+  std::string device_key;  // e.g. epyc-znver4; "local" for the embedded default
+
+  // Widest float32 vector the target's features allow: 16 (avx512f), 8 (avx), 4 (sse).
+  int MaxF32Lanes() const;
+  bool HasFeature(const std::string& name) const;  // name without '+', e.g. "avx512f"
+  // Canonical key, stable across runs: triple, cpu, thread count, device key and a
+  // hash of the feature string.
+  std::string Key() const;
+  // One-line human summary.
+  std::string ToString() const;
+};
+
+// Parses the text form accepted on the command line:
+//   "llvm -mtriple=T -mcpu=C -mattr=+a,+b -threads=N -device-key=K"
+// Every field is optional except that the result must name a triple and cpu; see
+// docs/architecture.md.
+absl::StatusOr<Target> ParseTarget(const std::string& text, const Target& defaults);
+
+}  // namespace tuneforge

@@ -1,0 +1,177 @@
+#include "compiler/task/task.h"
+
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "compiler/support/hash.h"
+#include "compiler/support/status.h"
+#include "nlohmann/json.hpp"
+
+namespace tuneforge {
+
+const std::vector<OpInfo>& KnownOps() {
+  static const std::vector<OpInfo> ops = {
+      {"matmul", {"M", "N", "K"}, "C[M,N] = A[M,K] * B[K,N], row-major"},
+  };
+  return ops;
+}
+
+namespace {
+
+const OpInfo* FindOp(const std::string& name) {
+  for (const OpInfo& op : KnownOps())
+    if (op.name == name) return &op;
+  return nullptr;
+}
+
+std::string OpNames() {
+  std::vector<std::string> names;
+  for (const OpInfo& op : KnownOps()) names.push_back(op.name);
+  return absl::StrJoin(names, ", ");
+}
+
+std::string Usage(const OpInfo& op) {
+  std::string s = op.name;
+  for (const std::string& p : op.params) s += " " + p + "=<int>";
+  return s + " [dtype=float32]";
+}
+
+}  // namespace
+
+int64_t TuningTask::Param(const std::string& name) const {
+  for (const auto& [k, v] : params_)
+    if (k == name) return v;
+  TF_CHECK(false, "task ", op_, " has no parameter ", name);
+}
+
+std::string TuningTask::CanonicalText() const {
+  std::string s = op_;
+  for (const auto& [k, v] : params_) s += " " + k + "=" + std::to_string(v);
+  return s + " dtype=" + dtype_;
+}
+
+std::string TuningTask::ToJson() const {
+  nlohmann::ordered_json j;
+  j["op"] = op_;
+  j["params"] = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : params_) j["params"][k] = v;
+  j["dtype"] = dtype_;
+  return j.dump();
+}
+
+std::string TuningTask::WorkloadKey() const { return op_ + "-" + HashHex(CanonicalText()); }
+
+double TuningTask::Flops() const {
+  if (op_ == "matmul") return 2.0 * Param("M") * Param("N") * Param("K");
+  TF_CHECK(false, "no flop count for op ", op_);
+}
+
+int64_t TuningTask::BufferBytes() const {
+  if (op_ == "matmul") {
+    int64_t m = Param("M"), n = Param("N"), k = Param("K");
+    return 4 * (m * k + k * n + m * n);
+  }
+  TF_CHECK(false, "no buffer size for op ", op_);
+}
+
+absl::StatusOr<TuningTask> MakeTask(const std::string& op,
+                                    std::vector<std::pair<std::string, int64_t>> params,
+                                    const std::string& dtype) {
+  const OpInfo* info = FindOp(op);
+  if (!info) {
+    return absl::InvalidArgumentError("unknown op '" + op + "' (known: " + OpNames() + ")");
+  }
+  if (dtype != "float32") {
+    return absl::InvalidArgumentError("unsupported dtype '" + dtype + "' (supported: float32)");
+  }
+  std::map<std::string, int64_t> given;
+  for (const auto& [k, v] : params) {
+    bool known = false;
+    for (const std::string& p : info->params) known |= (p == k);
+    if (!known) {
+      return absl::InvalidArgumentError("unknown parameter '" + k + "' for " + op +
+                                        " (usage: " + Usage(*info) + ")");
+    }
+    if (!given.emplace(k, v).second) {
+      return absl::InvalidArgumentError("parameter '" + k + "' given twice");
+    }
+    if (v < 1) {
+      return absl::InvalidArgumentError("parameter " + k + "=" + std::to_string(v) +
+                                        " must be at least 1");
+    }
+    if (v > kMaxDim) {
+      return absl::InvalidArgumentError("parameter " + k + "=" + std::to_string(v) +
+                                        " is too large (at most " + std::to_string(kMaxDim) + ")");
+    }
+  }
+  TuningTask task;
+  task.op_ = op;
+  task.dtype_ = dtype;
+  for (const std::string& p : info->params) {
+    auto it = given.find(p);
+    if (it == given.end()) {
+      return absl::InvalidArgumentError("missing parameter " + p + " (usage: " + Usage(*info) + ")");
+    }
+    task.params_.emplace_back(p, it->second);
+  }
+  // Products of dims up to 2^20 each fit in int64 for three factors (2^60).
+  if (task.BufferBytes() > kMaxTaskBytes) {
+    return absl::InvalidArgumentError(
+        "task '" + task.CanonicalText() + "' needs " + std::to_string(task.BufferBytes() >> 20) +
+        " MiB of buffers (at most " + std::to_string(kMaxTaskBytes >> 20) + " MiB)");
+  }
+  return task;
+}
+
+absl::StatusOr<TuningTask> ParseTask(const std::string& text) {
+  std::vector<std::string> words = absl::StrSplit(text, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+  if (words.empty()) {
+    return absl::InvalidArgumentError("empty task (expected e.g. \"matmul M=512 N=512 K=512\")");
+  }
+  const std::string& op = words[0];
+  if (op.find('=') != std::string::npos) {
+    return absl::InvalidArgumentError("task must start with an op name, got '" + op + "'");
+  }
+  std::string dtype = "float32";
+  std::vector<std::pair<std::string, int64_t>> params;
+  for (size_t i = 1; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    size_t eq = w.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == w.size()) {
+      return absl::InvalidArgumentError("malformed task parameter '" + w + "' (expected NAME=VALUE)");
+    }
+    std::string key = w.substr(0, eq), value = w.substr(eq + 1);
+    if (key == "dtype") {
+      dtype = value;
+      continue;
+    }
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(value, &v)) {
+      return absl::InvalidArgumentError("parameter " + key + "='" + value +
+                                        "' is not an integer");
+    }
+    params.emplace_back(key, v);
+  }
+  return MakeTask(op, std::move(params), dtype);
+}
+
+absl::StatusOr<TuningTask> TaskFromJson(const std::string& json) {
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("op") || !j["op"].is_string() ||
+      !j.contains("params") || !j["params"].is_object()) {
+    return absl::InvalidArgumentError("task JSON must be {\"op\": ..., \"params\": {...}}");
+  }
+  std::vector<std::pair<std::string, int64_t>> params;
+  for (auto it = j["params"].begin(); it != j["params"].end(); ++it) {
+    if (!it.value().is_number_integer()) {
+      return absl::InvalidArgumentError("task JSON parameter " + it.key() + " is not an integer");
+    }
+    params.emplace_back(it.key(), it.value().get<int64_t>());
+  }
+  std::string dtype = j.value("dtype", std::string("float32"));
+  return MakeTask(j["op"].get<std::string>(), std::move(params), dtype);
+}
+
+}  // namespace tuneforge

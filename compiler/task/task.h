@@ -1,0 +1,59 @@
+// TuningTask: an operator with its shape and dtype, e.g.
+//   matmul M=512 N=512 K=512 dtype=float32
+// The canonical text lists the op's parameters in the op's order and always names
+// the dtype, so the same task typed twice (in any parameter order, with or without
+// dtype) has the same canonical text and the same workload key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tuneforge {
+
+// Parameters and cost of one operator kind. The table of ops lives in task.cc.
+struct OpInfo {
+  std::string name;
+  std::vector<std::string> params;  // canonical order
+  std::string summary;              // one line for --help and errors
+};
+const std::vector<OpInfo>& KnownOps();
+
+// Limits for user input: a dimension above kMaxDim, or a task whose buffers need more
+// than kMaxTaskBytes, is rejected as absurd rather than attempted.
+inline constexpr int64_t kMaxDim = 1 << 20;
+inline constexpr int64_t kMaxTaskBytes = int64_t{4} << 30;
+
+class TuningTask {
+ public:
+  const std::string& op() const { return op_; }
+  const std::string& dtype() const { return dtype_; }
+  // Value of a parameter; TF_CHECKs that the op has it.
+  int64_t Param(const std::string& name) const;
+  const std::vector<std::pair<std::string, int64_t>>& params() const { return params_; }
+
+  std::string CanonicalText() const;
+  std::string ToJson() const;       // {"op":"matmul","params":{"M":512,...},"dtype":"float32"}
+  std::string WorkloadKey() const;  // "<op>-" + hash of the canonical text
+  double Flops() const;             // floating-point operations of one run
+  int64_t BufferBytes() const;      // inputs + output
+
+ private:
+  friend absl::StatusOr<TuningTask> MakeTask(const std::string&, std::vector<std::pair<std::string, int64_t>>, const std::string&);
+  std::string op_;
+  std::vector<std::pair<std::string, int64_t>> params_;  // canonical order
+  std::string dtype_ = "float32";
+};
+
+// Builds and validates a task. Errors name the offending part of the input.
+absl::StatusOr<TuningTask> MakeTask(const std::string& op,
+                                    std::vector<std::pair<std::string, int64_t>> params,
+                                    const std::string& dtype);
+// Parses "matmul M=512 N=512 K=512 [dtype=float32]".
+absl::StatusOr<TuningTask> ParseTask(const std::string& text);
+absl::StatusOr<TuningTask> TaskFromJson(const std::string& json);
+
+}  // namespace tuneforge

@@ -1,0 +1,67 @@
+// ConfigSpace and Config. A Template defines Knobs (a name and a list of candidate
+// values) and a constraint; a Config picks one value per knob. Configs are JSON
+// objects with sorted keys, so equal configs have equal text (Config::ToJson), which
+// is what the db stores and what "never measure a config twice" compares.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace tuneforge {
+
+struct Knob {
+  std::string name;
+  std::vector<nlohmann::json> values;  // ints or strings
+  std::string doc;
+};
+
+class Config {
+ public:
+  Config() : values_(nlohmann::json::object()) {}
+  explicit Config(nlohmann::json values) : values_(std::move(values)) {}
+  // Parses JSON text; only checks that it is an object (ConfigSpace::Check does the rest).
+  static absl::StatusOr<Config> FromJson(const std::string& text);
+
+  int64_t Int(const std::string& knob) const;   // TF_CHECKs presence and type
+  std::string Str(const std::string& knob) const;
+  const nlohmann::json& values() const { return values_; }
+  std::string ToJson() const { return values_.dump(); }
+  bool operator==(const Config& o) const { return values_ == o.values_; }
+
+ private:
+  nlohmann::json values_;
+};
+
+class ConfigSpace {
+ public:
+  using Constraint = std::function<absl::Status(const Config&)>;
+  ConfigSpace(std::vector<Knob> knobs, Constraint constraint);
+
+  const std::vector<Knob>& knobs() const { return knobs_; }
+  // Product of the knob sizes: every point, valid or not.
+  uint64_t RawSize() const;
+  // The point with this mixed-radix index (knob 0 varies fastest).
+  Config At(uint64_t index) const;
+  // Ok when every knob is present with one of its values, there are no unknown
+  // keys and the template's constraint holds. Errors say which knob is wrong.
+  absl::Status Check(const Config& config) const;
+  // A uniformly random valid point (rejection sampling); NotFound if none is found
+  // in `max_tries` draws.
+  absl::StatusOr<Config> Sample(std::mt19937_64& rng, int max_tries = 10000) const;
+  // Number of valid points: exact when RawSize() <= limit, else estimated from
+  // `limit` random draws.
+  uint64_t CountValid(uint64_t limit = 2000000) const;
+  std::string Describe() const;  // knob table for --help / docs
+
+ private:
+  std::vector<Knob> knobs_;
+  Constraint constraint_;
+};
+
+}  // namespace tuneforge

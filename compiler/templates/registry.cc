@@ -1,0 +1,20 @@
+#include "compiler/support/hash.h"
+#include "compiler/templates/matmul_template.h"
+#include "compiler/templates/template.h"
+
+namespace tuneforge {
+
+absl::StatusOr<const Template*> FindTemplate(const TuningTask& task) {
+  static const MatmulTemplate* matmul = new MatmulTemplate();
+  if (task.op() == "matmul") return matmul;
+  return absl::NotFoundError("no template for op " + task.op());
+}
+
+std::string KernelSymbol(const TuningTask& task, const Template& tmpl, const Config& config) {
+  return "tf_" + task.op() + "_" +
+         HashHex(task.CanonicalText() + "|" + tmpl.name() + "|" + std::to_string(tmpl.version()) +
+                 "|" + config.ToJson())
+             .substr(0, 12);
+}
+
+}  // namespace tuneforge

@@ -1,0 +1,38 @@
+// Template: turns (TuningTask, Target, Config) into a lowered kernel. Each op has
+// one or more templates; each has a name and a version that records carry, so a
+// record made with an older template version can be told apart.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir/ir.h"
+#include "compiler/target/target.h"
+#include "compiler/task/task.h"
+#include "compiler/templates/config_space.h"
+
+namespace tuneforge {
+
+// Thread-safe: templates are stateless.
+class Template {
+ public:
+  virtual ~Template() = default;
+  virtual std::string name() const = 0;
+  virtual int version() const = 0;
+  virtual ConfigSpace Space(const TuningTask& task, const Target& target) const = 0;
+  // The untuned schedule (plain loop nest) that speedups are measured against.
+  virtual Config Naive(const TuningTask& task, const Target& target) const = 0;
+  // Checks the config against the space, schedules and lowers. InvalidArgument for
+  // an invalid config.
+  virtual absl::StatusOr<ir::LoweredFunc> Instantiate(const TuningTask& task, const Target& target,
+                                                      const Config& config) const = 0;
+};
+
+// The template for a task's op; NotFound when the op has none.
+absl::StatusOr<const Template*> FindTemplate(const TuningTask& task);
+
+// Entry symbol for a kernel: unique per (task, template, config).
+std::string KernelSymbol(const TuningTask& task, const Template& tmpl, const Config& config);
+
+}  // namespace tuneforge
