@@ -28,6 +28,10 @@ class LogMessage {
   LogLevel level_;
   std::ostringstream stream_;
 };
+// Turns `stream << ...` into a void expression for TF_LOG's conditional.
+struct LogVoidify {
+  void operator&(std::ostream&) {}
+};
 }  // namespace internal
 
 // Times a scope and logs its duration at debug level; Seconds() reads it early.
@@ -44,9 +48,12 @@ class ScopedTimer {
 
 }  // namespace tuneforge
 
-#define TF_LOG(level)                                                          \
-  if (::tuneforge::LogLevel::k##level > ::tuneforge::GetLogLevel()) {          \
-  } else                                                                       \
-    ::tuneforge::internal::LogMessage(::tuneforge::LogLevel::k##level, __FILE__, \
-                                      __LINE__)                                \
-        .stream()
+// Usable as a single statement anywhere (no dangling-else): the stream is only
+// evaluated when the level is enabled.
+#define TF_LOG(level)                                                            \
+  !(::tuneforge::LogLevel::k##level <= ::tuneforge::GetLogLevel())               \
+      ? (void)0                                                                  \
+      : ::tuneforge::internal::LogVoidify() &                                    \
+            ::tuneforge::internal::LogMessage(::tuneforge::LogLevel::k##level,   \
+                                              __FILE__, __LINE__)                \
+                .stream()

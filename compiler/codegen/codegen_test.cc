@@ -1,0 +1,557 @@
+// Builds small hand-written LoweredFuncs, loads the shared objects with dlopen and
+// compares what they compute with plain C++ loops.
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "compiler/codegen/build.h"
+#include "compiler/codegen/ir_analysis.h"
+#include "compiler/runtime/runtime.h"
+
+namespace tuneforge {
+namespace {
+
+using ir::Add;
+using ir::Allocate;
+using ir::And;
+using ir::Block;
+using ir::DType;
+using ir::Expr;
+using ir::FloatImm;
+using ir::ForKind;
+using ir::IfThenElse;
+using ir::IntImm;
+using ir::LT;
+using ir::Mul;
+using ir::Stmt;
+using ir::Store;
+using ir::Sub;
+using ir::Var;
+
+// A kernel loaded from an Artifact: the test's own minimal loader (the agent has the
+// real one). The .so is written to a temporary file, dlopen'ed and the file removed.
+class LoadedKernel {
+ public:
+  static std::unique_ptr<LoadedKernel> Load(const Artifact& artifact) {
+    char path[] = "/tmp/tuneforge-codegen-test-XXXXXX.so";
+    int fd = mkstemps(path, 3);
+    if (fd < 0) return nullptr;
+    bool written = write(fd, artifact.shared_object.data(), artifact.shared_object.size()) ==
+                   static_cast<ssize_t>(artifact.shared_object.size());
+    close(fd);
+    void* handle = written ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
+    if (!handle) ADD_FAILURE() << "dlopen failed: " << dlerror();
+    unlink(path);
+    if (!handle) return nullptr;
+    auto entry =
+        reinterpret_cast<runtime::KernelEntry>(dlsym(handle, artifact.entry_symbol.c_str()));
+    if (!entry) {
+      ADD_FAILURE() << "no symbol " << artifact.entry_symbol;
+      dlclose(handle);
+      return nullptr;
+    }
+    return std::unique_ptr<LoadedKernel>(new LoadedKernel(handle, entry));
+  }
+  ~LoadedKernel() { dlclose(handle_); }
+
+  int32_t Run(std::vector<std::vector<float>*> buffers) {
+    std::vector<void*> pointers;
+    for (std::vector<float>* b : buffers) pointers.push_back(b->data());
+    return entry_(pointers.data());
+  }
+
+ private:
+  LoadedKernel(void* handle, runtime::KernelEntry entry) : handle_(handle), entry_(entry) {}
+  void* handle_;
+  runtime::KernelEntry entry_;
+};
+
+Target TestTarget(int threads = 4) {
+  Target target = DetectHostTarget("test");
+  target.num_threads = threads;
+  return target;
+}
+
+ir::BufferParam Param(const std::string& name, int64_t size, bool is_output = false) {
+  ir::BufferParam p;
+  p.name = name;
+  p.dtype = DType::kFloat32;
+  p.shape = {size};
+  p.is_output = is_output;
+  return p;
+}
+
+Expr Ld(const std::string& buffer, Expr index) {
+  return ir::Load(buffer, DType::kFloat32, std::move(index));
+}
+
+Stmt Loop(const std::string& var, int64_t extent, ForKind kind, Stmt body) {
+  return ir::For(var, IntImm(extent), extent, kind, std::move(body));
+}
+
+std::vector<float> Random(int64_t n, int index) {
+  std::vector<float> v(n);
+  runtime::FillBuffer(42, index, v.data(), n);
+  return v;
+}
+
+// Builds `func` for the host and runs it on `buffers`.
+void BuildAndRun(const ir::LoweredFunc& func, std::vector<std::vector<float>*> buffers,
+                 const Target& target = TestTarget()) {
+  absl::StatusOr<Artifact> artifact = BuildArtifact(func, target);
+  ASSERT_TRUE(artifact.ok()) << artifact.status() << "\n" << ir::ToString(func);
+  EXPECT_EQ(artifact->entry_symbol, func.name);
+  EXPECT_FALSE(artifact->hash.empty());
+  std::unique_ptr<LoadedKernel> kernel = LoadedKernel::Load(*artifact);
+  ASSERT_NE(kernel, nullptr);
+  EXPECT_EQ(kernel->Run(std::move(buffers)), 0);
+}
+
+void ExpectNear(const std::vector<float>& actual, const std::vector<float>& expected,
+                double tol = 1e-5) {
+  ASSERT_EQ(actual.size(), expected.size());
+  int64_t bad = runtime::FirstMismatch(actual.data(), expected.data(), actual.size(), tol, tol);
+  EXPECT_EQ(bad, -1) << "at " << bad << ": " << actual[bad] << " vs " << expected[bad];
+}
+
+TEST(CodegenTest, SerialLoopsWithDynamicExtent) {
+  // C[i] = A[i] + 2 * B[i];  P[i] = sum_{j <= i} A[j]  (extent i + 1).
+  const int64_t n = 37;
+  ir::LoweredFunc f;
+  f.name = "serial_kernel";
+  f.params = {Param("A", n), Param("B", n), Param("C", n, true), Param("P", n, true)};
+  Expr i = Var("i"), j = Var("j");
+  f.body = Block({
+      Loop("i", n, ForKind::kSerial,
+           Store("C", i, Add(Ld("A", i), Mul(FloatImm(2.0), Ld("B", i))))),
+      Loop("i", n, ForKind::kSerial,
+           Block({Store("P", i, FloatImm(0.0)),
+                  ir::For("j", Add(i, IntImm(1)), n, ForKind::kSerial,
+                          Store("P", i, Add(Ld("P", i), Ld("A", j))))})),
+  });
+  std::vector<float> a = Random(n, 0), b = Random(n, 1), c(n), p(n);
+  BuildAndRun(f, {&a, &b, &c, &p});
+  std::vector<float> want_c(n), want_p(n);
+  float sum = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    want_c[k] = std::fma(2.0f, b[k], a[k]);
+    sum += a[k];
+    want_p[k] = sum;
+  }
+  ExpectNear(c, want_c);
+  ExpectNear(p, want_p);
+}
+
+TEST(CodegenTest, OptLevelZeroGivesTheSameResults) {
+  const int64_t n = 16;
+  ir::LoweredFunc f;
+  f.name = "o0_kernel";
+  f.params = {Param("A", n), Param("C", n, true)};
+  Expr io = Var("io"), j = Var("j");
+  Expr i = Add(Mul(io, IntImm(4)), j);
+  f.body = Loop("io", n / 4, ForKind::kParallel,
+                Loop("j", 4, ForKind::kVectorized, Store("C", i, Mul(Ld("A", i), Ld("A", i)))));
+  BuildOptions options;
+  options.opt_level = 0;
+  absl::StatusOr<Artifact> artifact = BuildArtifact(f, TestTarget(), options);
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  std::unique_ptr<LoadedKernel> kernel = LoadedKernel::Load(*artifact);
+  ASSERT_NE(kernel, nullptr);
+  std::vector<float> a = Random(n, 0), c(n), want(n);
+  EXPECT_EQ(kernel->Run({&a, &c}), 0);
+  for (int x = 0; x < n; ++x) want[x] = a[x] * a[x];
+  ExpectNear(c, want, 0);
+}
+
+TEST(CodegenTest, LinearStrideAnalysis) {
+  Expr i = Var("i"), j = Var("j");
+  EXPECT_EQ(codegen::LinearStride(Add(Mul(i, IntImm(8)), j), "j"), 1);
+  EXPECT_EQ(codegen::LinearStride(Add(Mul(i, IntImm(8)), j), "i"), 8);
+  EXPECT_EQ(codegen::LinearStride(Sub(Mul(IntImm(3), Add(j, i)), j), "j"), 2);
+  EXPECT_EQ(codegen::LinearStride(Mul(i, IntImm(8)), "j"), 0);
+  EXPECT_EQ(codegen::LinearStride(ir::Mod(j, IntImm(3)), "j"), std::nullopt);
+  EXPECT_EQ(codegen::LinearStride(Mul(i, j), "j"), std::nullopt);
+  EXPECT_EQ(codegen::LinearStride(ir::Div(i, IntImm(2)), "j"), 0);
+  EXPECT_TRUE(codegen::DependsOn(Add(IntImm(1), Mul(i, j)), "j"));
+  EXPECT_FALSE(codegen::DependsOn(Add(IntImm(1), i), "j"));
+}
+
+TEST(CodegenTest, IntegerArithmetic) {
+  // C[i] = A[(i / 3) * 3 + i % 3] + A[min(i, 5)] - A[max(i - 4, 0)].
+  const int64_t n = 20;
+  ir::LoweredFunc f;
+  f.name = "int_kernel";
+  f.params = {Param("A", n), Param("C", n, true)};
+  Expr i = Var("i");
+  Expr permuted = Add(Mul(ir::Div(i, IntImm(3)), IntImm(3)), ir::Mod(i, IntImm(3)));
+  f.body = Loop("i", n, ForKind::kSerial,
+                Store("C", i,
+                      Sub(Add(Ld("A", permuted), Ld("A", ir::Min(i, IntImm(5)))),
+                          Ld("A", ir::Max(Sub(i, IntImm(4)), IntImm(0))))));
+  std::vector<float> a = Random(n, 0), c(n);
+  BuildAndRun(f, {&a, &c});
+  std::vector<float> want(n);
+  for (int64_t k = 0; k < n; ++k) {
+    want[k] = (a[k] + a[std::min<int64_t>(k, 5)]) - a[std::max<int64_t>(k - 4, 0)];
+  }
+  ExpectNear(c, want, 0);
+}
+
+TEST(CodegenTest, UnrolledLoopsConstantAndDynamic) {
+  // Constant: C[i] = A[i] * A[i] for 8 unrolled i.
+  // Dynamic: io in [0, 3), ii unrolled with extent min(4, 10 - 4 io): D[4 io + ii] = A + 1.
+  ir::LoweredFunc f;
+  f.name = "unroll_kernel";
+  f.params = {Param("A", 10), Param("C", 8, true), Param("D", 10, true)};
+  Expr i = Var("i"), io = Var("io"), ii = Var("ii");
+  Expr flat = Add(Mul(io, IntImm(4)), ii);
+  f.body = Block({
+      Loop("i", 8, ForKind::kUnrolled, Store("C", i, Mul(Ld("A", i), Ld("A", i)))),
+      Loop("io", 3, ForKind::kSerial,
+           ir::For("ii", ir::Min(IntImm(4), Sub(IntImm(10), Mul(io, IntImm(4)))), 4,
+                   ForKind::kUnrolled, Store("D", flat, Add(Ld("A", flat), FloatImm(1.0))))),
+  });
+  std::vector<float> a = Random(10, 0), c(8), d(10, -7.0f);
+  BuildAndRun(f, {&a, &c, &d});
+  std::vector<float> want_c(8), want_d(10);
+  for (int k = 0; k < 8; ++k) want_c[k] = a[k] * a[k];
+  for (int k = 0; k < 10; ++k) want_d[k] = a[k] + 1.0f;
+  ExpectNear(c, want_c, 0);
+  ExpectNear(d, want_d, 0);
+}
+
+TEST(CodegenTest, VectorizedStrides) {
+  // For i in [0, 4), j vectorized over 8 lanes:
+  //   C[8i + j] = max(A[8i + j] * B[j], 0)      stride 1 loads and store, float max
+  //   D[8i + j] = A[i]                          stride 0 load, broadcast
+  //   E[8i + j] = A[2j + i] - B[j % 3]          stride 2 and non-linear gathers
+  //   T[4j + i] = A[8i + j]                     stride 4 scatter (transpose)
+  //   L[i] = A[8i + j]                          stride 0 store: the last lane wins
+  ir::LoweredFunc f;
+  f.name = "vector_kernel";
+  f.params = {Param("A", 32),       Param("B", 8),        Param("C", 32, true),
+              Param("D", 32, true), Param("E", 32, true), Param("T", 32, true),
+              Param("L", 4, true)};
+  Expr i = Var("i"), j = Var("j");
+  Expr row = Add(Mul(i, IntImm(8)), j);
+  Stmt body = Block({
+      Store("C", row, ir::Max(Mul(Ld("A", row), Ld("B", j)), FloatImm(0.0))),
+      Store("D", row, Ld("A", i)),
+      Store("E", row, Sub(Ld("A", Add(Mul(j, IntImm(2)), i)), Ld("B", ir::Mod(j, IntImm(3))))),
+      Store("T", Add(Mul(j, IntImm(4)), i), Ld("A", row)),
+      Store("L", i, Ld("A", row)),
+  });
+  f.body = Loop("i", 4, ForKind::kSerial, Loop("j", 8, ForKind::kVectorized, body));
+  std::vector<float> a = Random(32, 0), b = Random(8, 1), c(32), d(32), e(32), t(32), l(4);
+  BuildAndRun(f, {&a, &b, &c, &d, &e, &t, &l});
+  std::vector<float> wc(32), wd(32), we(32), wt(32), wl(4);
+  for (int x = 0; x < 4; ++x) {
+    for (int y = 0; y < 8; ++y) {
+      wc[8 * x + y] = std::max(a[8 * x + y] * b[y], 0.0f);
+      wd[8 * x + y] = a[x];
+      we[8 * x + y] = a[2 * y + x] - b[y % 3];
+      wt[4 * y + x] = a[8 * x + y];
+      wl[x] = a[8 * x + y];
+    }
+  }
+  ExpectNear(c, wc, 0);
+  ExpectNear(d, wd, 0);
+  ExpectNear(e, we, 0);
+  ExpectNear(t, wt, 0);
+  ExpectNear(l, wl, 0);
+}
+
+TEST(CodegenTest, VectorizedBodyWithLoopsIfsAndScalarFallback) {
+  // j vectorized (16 lanes) around a serial k loop and an if on a scalar condition:
+  //   C[j] = sum_k A[16k + j];  if (K > 2) C[j] = C[j] + 1.
+  // A second vectorized loop whose body allocates must be scalarised:
+  //   for v vectorized 4: allocate t[1] { t[0] = B[v] * 2; D[v] = t[0] + B[v] }.
+  const int64_t k_extent = 5;
+  ir::LoweredFunc f;
+  f.name = "vector_control_kernel";
+  f.params = {Param("A", 16 * k_extent), Param("B", 4), Param("C", 16, true), Param("D", 4, true)};
+  Expr j = Var("j"), k = Var("k"), v = Var("v");
+  f.body = Block({
+      Loop("j", 16, ForKind::kVectorized,
+           Block({Store("C", j, FloatImm(0.0)),
+                  Loop("k", k_extent, ForKind::kSerial,
+                       Store("C", j, Add(Ld("C", j), Ld("A", Add(Mul(k, IntImm(16)), j))))),
+                  IfThenElse(LT(IntImm(2), IntImm(k_extent)),
+                             Store("C", j, Add(Ld("C", j), FloatImm(1.0))))})),
+      Loop("v", 4, ForKind::kVectorized,
+           Allocate("t", DType::kFloat32, 1,
+                    Block({Store("t", IntImm(0), Mul(Ld("B", v), FloatImm(2.0))),
+                           Store("D", v, Add(Ld("t", IntImm(0)), Ld("B", v)))}))),
+  });
+  std::vector<float> a = Random(16 * k_extent, 0), b = Random(4, 1), c(16), d(4);
+  BuildAndRun(f, {&a, &b, &c, &d});
+  std::vector<float> wc(16), wd(4);
+  for (int x = 0; x < 16; ++x) {
+    float s = 0;
+    for (int y = 0; y < k_extent; ++y) s += a[16 * y + x];
+    wc[x] = s + 1.0f;
+  }
+  for (int x = 0; x < 4; ++x) wd[x] = b[x] * 2.0f + b[x];
+  ExpectNear(c, wc, 1e-6);
+  ExpectNear(d, wd, 1e-6);
+}
+
+TEST(CodegenTest, LocalAccumulatorTile) {
+  // Row sums, four rows at a time, accumulated in a local buffer:
+  //   for io: allocate acc[4] { for ii unrolled: acc[ii] = 0;
+  //     for k: for ii unrolled: acc[ii] += A[(4io + ii) K + k];
+  //     for ii unrolled: C[4io + ii] = acc[ii] }
+  const int64_t rows = 12, cols = 33;
+  ir::LoweredFunc f;
+  f.name = "accumulate_kernel";
+  f.params = {Param("A", rows * cols), Param("C", rows, true)};
+  Expr io = Var("io"), ii = Var("ii"), k = Var("k");
+  Expr row = Add(Mul(io, IntImm(4)), ii);
+  f.body = Loop(
+      "io", rows / 4, ForKind::kSerial,
+      Allocate(
+          "acc", DType::kFloat32, 4,
+          Block({Loop("ii", 4, ForKind::kUnrolled, Store("acc", ii, FloatImm(0.0))),
+                 Loop("k", cols, ForKind::kSerial,
+                      Loop("ii", 4, ForKind::kUnrolled,
+                           Store("acc", ii,
+                                 Add(Ld("acc", ii), Ld("A", Add(Mul(row, IntImm(cols)), k)))))),
+                 Loop("ii", 4, ForKind::kUnrolled, Store("C", row, Ld("acc", ii)))})));
+  std::vector<float> a = Random(rows * cols, 0), c(rows);
+  BuildAndRun(f, {&a, &c});
+  std::vector<float> want(rows);
+  for (int r = 0; r < rows; ++r) {
+    float s = 0;
+    for (int x = 0; x < cols; ++x) s += a[r * cols + x];
+    want[r] = s;
+  }
+  ExpectNear(c, want, 0);
+}
+
+TEST(CodegenTest, IfThenElse) {
+  // C[i] = (i < 5 && 2 < i) ? A[i] : -A[i];  D[i] = A[i] only where i < 3.
+  const int64_t n = 10;
+  ir::LoweredFunc f;
+  f.name = "if_kernel";
+  f.params = {Param("A", n), Param("C", n, true), Param("D", n, true)};
+  Expr i = Var("i");
+  f.body =
+      Loop("i", n, ForKind::kSerial,
+           Block({IfThenElse(And(LT(i, IntImm(5)), LT(IntImm(2), i)), Store("C", i, Ld("A", i)),
+                             Store("C", i, Sub(FloatImm(0.0), Ld("A", i)))),
+                  IfThenElse(ir::LE(i, IntImm(2)), Store("D", i, Ld("A", i)))}));
+  std::vector<float> a = Random(n, 0), c(n), d(n, 9.0f);
+  BuildAndRun(f, {&a, &c, &d});
+  std::vector<float> wc(n), wd(n, 9.0f);
+  for (int x = 0; x < n; ++x) {
+    wc[x] = (x < 5 && 2 < x) ? a[x] : 0.0f - a[x];
+    if (x <= 2) wd[x] = a[x];
+  }
+  ExpectNear(c, wc, 0);
+  ExpectNear(d, wd, 0);
+}
+
+TEST(CodegenTest, ParallelLoopWithCapturedVariables) {
+  // for t in [0, 3): for i parallel, extent 20 + 10 t (captures t, A, B, C):
+  //   allocate tmp[8] { for v vectorized 8: tmp[v] = A[64 t + i] * B[v];
+  //                     for p parallel 2 (nested: runs serially):
+  //                       C[64 t + i] += tmp[4p] + tmp[4p + 3] }
+  ir::LoweredFunc f;
+  f.name = "parallel_kernel";
+  f.params = {Param("A", 192), Param("B", 8), Param("C", 192, true)};
+  Expr t = Var("t"), i = Var("i"), v = Var("v"), p = Var("p");
+  Expr at = Add(Mul(t, IntImm(64)), i);
+  Stmt inner = Allocate(
+      "tmp", DType::kFloat32, 8,
+      Block({Loop("v", 8, ForKind::kVectorized, Store("tmp", v, Mul(Ld("A", at), Ld("B", v)))),
+             Loop("p", 2, ForKind::kParallel,
+                  Store("C", at,
+                        Add(Ld("C", at), Add(Ld("tmp", Mul(p, IntImm(4))),
+                                             Ld("tmp", Add(Mul(p, IntImm(4)), IntImm(3)))))))}));
+  f.body = Loop("t", 3, ForKind::kSerial,
+                ir::For("i", Add(IntImm(20), Mul(t, IntImm(10))), 40, ForKind::kParallel, inner));
+  std::vector<float> a = Random(192, 0), b = Random(8, 1), c(192, 0.5f);
+  BuildAndRun(f, {&a, &b, &c});
+  std::vector<float> want(192, 0.5f);
+  for (int x = 0; x < 3; ++x) {
+    for (int y = 0; y < 20 + 10 * x; ++y) {
+      float av = a[64 * x + y];
+      for (int q = 0; q < 2; ++q) want[64 * x + y] += av * b[4 * q] + av * b[4 * q + 3];
+    }
+  }
+  ExpectNear(c, want, 1e-6);
+}
+
+TEST(CodegenTest, FusedMultiplyAdd) {
+  // C[i] = A[i] * B[i] + C[i];  D[i] = A[i] * B[i] - 1;  E[i] = 1 - A[i] * B[i].
+  const int64_t n = 64;
+  ir::LoweredFunc f;
+  f.name = "fma_kernel";
+  f.params = {Param("A", n), Param("B", n), Param("C", n, true), Param("D", n, true),
+              Param("E", n, true)};
+  Expr io = Var("io"), j = Var("j");
+  Expr i = Add(Mul(io, IntImm(8)), j);
+  Expr ab = Mul(Ld("A", i), Ld("B", i));
+  f.body =
+      Loop("io", n / 8, ForKind::kSerial,
+           Loop("j", 8, ForKind::kVectorized,
+                Block({Store("C", i, Add(ab, Ld("C", i))), Store("D", i, Sub(ab, FloatImm(1.0))),
+                       Store("E", i, Sub(FloatImm(1.0), ab))})));
+  std::vector<float> a = Random(n, 0), b = Random(n, 1), c = Random(n, 2), d(n), e(n);
+  const std::vector<float> c0 = c;
+  std::vector<float> wc(n), wd(n), we(n);
+  for (int x = 0; x < n; ++x) {
+    wc[x] = a[x] * b[x] + c[x];
+    wd[x] = a[x] * b[x] - 1.0f;
+    we[x] = 1.0f - a[x] * b[x];
+  }
+  BuildAndRun(f, {&a, &b, &c, &d, &e});
+  ExpectNear(c, wc, 1e-6);
+  ExpectNear(d, wd, 1e-6);
+  ExpectNear(e, we, 1e-6);
+  if (TestTarget().HasFeature("fma")) {
+    // With FMA hardware the contraction is a single rounding.
+    for (int x = 0; x < n; ++x) EXPECT_EQ(c[x], std::fma(a[x], b[x], c0[x])) << x;
+  }
+}
+
+// C[M x N] = A[M x K] * B[K x N], tiled 4 x 16 with accumulators in registers:
+//   for io parallel M/4: for jo N/16: allocate acc[4 * 16] {
+//     for ii unrolled 4: for jj vectorized 16: acc[16 ii + jj] = 0
+//     for k: for ii unrolled 4: for jj vectorized 16:
+//       acc[16 ii + jj] = acc[16 ii + jj] + A[(4 io + ii) K + k] * B[k N + 16 jo + jj]
+//     for ii unrolled 4: for jj vectorized 16: C[(4 io + ii) N + 16 jo + jj] = acc[...] }
+ir::LoweredFunc TiledMatmul(int64_t m, int64_t n, int64_t k_extent) {
+  ir::LoweredFunc f;
+  f.name = "matmul_tiled";
+  f.params = {Param("A", m * k_extent), Param("B", k_extent * n), Param("C", m * n, true)};
+  Expr io = Var("io"), jo = Var("jo"), ii = Var("ii"), jj = Var("jj"), k = Var("k");
+  Expr acc_index = Add(Mul(ii, IntImm(16)), jj);
+  Expr row = Add(Mul(io, IntImm(4)), ii);
+  Expr col = Add(Mul(jo, IntImm(16)), jj);
+  auto tile = [&](Stmt body) {
+    return Loop("ii", 4, ForKind::kUnrolled, Loop("jj", 16, ForKind::kVectorized, body));
+  };
+  Stmt update = Store("acc", acc_index,
+                      Add(Ld("acc", acc_index), Mul(Ld("A", Add(Mul(row, IntImm(k_extent)), k)),
+                                                    Ld("B", Add(Mul(k, IntImm(n)), col)))));
+  f.body = Loop(
+      "io", m / 4, ForKind::kParallel,
+      Loop("jo", n / 16, ForKind::kSerial,
+           Allocate(
+               "acc", DType::kFloat32, 64,
+               Block({tile(Store("acc", acc_index, FloatImm(0.0))),
+                      Loop("k", k_extent, ForKind::kSerial, tile(update)),
+                      tile(Store("C", Add(Mul(row, IntImm(n)), col), Ld("acc", acc_index)))}))));
+  return f;
+}
+
+TEST(CodegenTest, TiledMatmulBuildsFastAndIsCorrect) {
+  const int64_t m = 64, n = 64, k = 64;
+  ir::LoweredFunc f = TiledMatmul(m, n, k);
+  const Target target = TestTarget();
+  std::vector<double> seconds;
+  Artifact artifact;
+  for (int rep = 0; rep < 5; ++rep) {
+    absl::StatusOr<Artifact> built = BuildArtifact(f, target);
+    ASSERT_TRUE(built.ok()) << built.status();
+    seconds.push_back(built->build_seconds);
+    artifact = *std::move(built);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  std::printf("tiled matmul build: median %.1f ms, min %.1f ms, max %.1f ms\n", seconds[2] * 1e3,
+              seconds[0] * 1e3, seconds[4] * 1e3);
+  EXPECT_LT(seconds[2], 1.0);
+
+  std::unique_ptr<LoadedKernel> kernel = LoadedKernel::Load(artifact);
+  ASSERT_NE(kernel, nullptr);
+  std::vector<float> a = Random(m * k, 0), b = Random(k * n, 1), c(m * n);
+  EXPECT_EQ(kernel->Run({&a, &b, &c}), 0);
+  std::vector<float> want(m * n, 0.0f);
+  for (int64_t x = 0; x < m; ++x) {
+    for (int64_t z = 0; z < k; ++z) {
+      for (int64_t y = 0; y < n; ++y) want[x * n + y] += a[x * k + z] * b[z * n + y];
+    }
+  }
+  ExpectNear(c, want, 1e-4);
+}
+
+TEST(CodegenTest, BuildsAreDeterministicAndThreadSafe) {
+  ir::LoweredFunc f = TiledMatmul(32, 32, 16);
+  std::vector<std::string> hashes(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      absl::StatusOr<Artifact> built = BuildArtifact(f, TestTarget());
+      hashes[t] = built.ok() ? built->hash : built.status().ToString();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int t = 1; t < 4; ++t) EXPECT_EQ(hashes[t], hashes[0]);
+  EXPECT_EQ(hashes[0].size(), 16u);
+}
+
+TEST(CodegenTest, MalformedIrIsAnError) {
+  ir::LoweredFunc f;
+  f.name = "bad_kernel";
+  f.params = {Param("A", 4)};
+  f.body = Loop("i", 4, ForKind::kSerial, Store("Nope", Var("i"), FloatImm(1.0)));
+  absl::StatusOr<Artifact> built = BuildArtifact(f, TestTarget());
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(built.status().message().find("Nope"), std::string::npos) << built.status();
+
+  f.body = Loop("i", 4, ForKind::kSerial, Store("A", Var("q"), FloatImm(1.0)));
+  built = BuildArtifact(f, TestTarget());
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+
+  f.body = Loop("i", 4, ForKind::kSerial, Store("A", Var("i"), Var("i")));
+  built = BuildArtifact(f, TestTarget());
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+
+  f.params = {Param("A", 4), Param("A", 4)};
+  f.body = Loop("i", 4, ForKind::kSerial, Store("A", Var("i"), FloatImm(1.0)));
+  built = BuildArtifact(f, TestTarget());
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+  f.params = {Param("A", 4)};
+
+  Target bad = TestTarget();
+  bad.triple = "nonsense-unknown-none";
+  f.body = Loop("i", 4, ForKind::kSerial, Store("A", Var("i"), FloatImm(1.0)));
+  built = BuildArtifact(f, bad);
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CodegenTest, DetectHostTarget) {
+  Target host = DetectHostTarget("my-box");
+  EXPECT_FALSE(host.triple.empty());
+  EXPECT_FALSE(host.cpu.empty());
+  EXPECT_EQ(host.device_key, "my-box");
+  EXPECT_GE(host.num_threads, 1);
+  // Enabled features only, sorted, in "+a,+b" form.
+  std::vector<std::string> features;
+  for (size_t start = 0; start < host.features.size();) {
+    size_t comma = std::min(host.features.find(',', start), host.features.size());
+    features.push_back(host.features.substr(start, comma - start));
+    start = comma + 1;
+  }
+  for (const std::string& feature : features) {
+    EXPECT_GT(feature.size(), 1u);
+    EXPECT_EQ(feature[0], '+') << feature;
+  }
+  EXPECT_TRUE(std::is_sorted(features.begin(), features.end()));
+  std::printf("host target: %s features=%s\n", host.ToString().c_str(), host.features.c_str());
+}
+
+}  // namespace
+}  // namespace tuneforge

@@ -1,0 +1,199 @@
+// tf_parallel_for: the fork-join primitive behind every ForKind::kParallel loop.
+//
+// One process-wide pool of worker threads, created lazily and kept for the life of
+// the process (never destroyed, so no static-destruction order problem when a kernel
+// runs during exit). A call splits [0, n) into min(n, num_threads) contiguous
+// chunks of nearly equal size; the calling thread runs chunk 0 and worker w runs
+// chunk w. Workers and the waiting caller spin briefly before blocking, because a
+// tuning run calls the same kernel back to back and wake-up latency would otherwise
+// dominate small kernels.
+//
+// Concurrency: calls from different threads are serialised by `dispatch_mutex_`
+// (the pool runs one parallel loop at a time). A call made from inside a parallel
+// loop (a worker, or the caller while it runs its own chunk) runs serially.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "compiler/runtime/runtime.h"
+
+namespace tuneforge::runtime {
+namespace {
+
+using ParallelBody = void (*)(int64_t, void*);
+
+// More threads than this are clamped: a larger request is almost certainly a bad
+// target description, and each worker costs a stack.
+constexpr int kMaxThreads = 256;
+// How long a worker (or a waiting caller) polls before it blocks.
+constexpr std::chrono::microseconds kSpinTime{100};
+
+// True on pool workers, and on a calling thread while it is inside tf_parallel_for.
+thread_local bool t_inside_parallel_for = false;
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Polls `done()` for up to kSpinTime. Returns true if it became true.
+template <typename Pred>
+bool SpinUntil(Pred done) {
+  auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+  while (true) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      CpuRelax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+  }
+}
+
+// Runs fn(i) for i in [begin, end).
+inline void RunRange(ParallelBody fn, void* closure, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) fn(i, closure);
+}
+
+class ThreadPool {
+ public:
+  static ThreadPool& Get() {
+    // Intentionally leaked: workers outlive static destructors.
+    static ThreadPool* pool = new ThreadPool();
+    return *pool;
+  }
+
+  void ParallelFor(int64_t n, int num_threads, ParallelBody fn, void* closure) {
+    std::lock_guard<std::mutex> dispatch_lock(dispatch_mutex_);
+    const int64_t wanted = std::min<int64_t>(n, num_threads);
+    const int64_t participants = 1 + EnsureWorkers(static_cast<int>(wanted) - 1);
+
+    // Chunk c is [c * base + min(c, rem), ...): the first `rem` chunks get one extra.
+    const int64_t base = n / participants;
+    const int64_t rem = n % participants;
+    auto chunk_begin = [&](int64_t c) { return c * base + std::min(c, rem); };
+
+    remaining_.store(participants - 1, std::memory_order_relaxed);
+    for (int64_t c = 1; c < participants; ++c) {
+      workers_[c - 1]->Assign(fn, closure, chunk_begin(c), chunk_begin(c + 1), &remaining_,
+                              &done_mutex_, &done_cv_);
+    }
+
+    t_inside_parallel_for = true;
+    RunRange(fn, closure, 0, chunk_begin(1));
+    t_inside_parallel_for = false;
+
+    auto all_done = [this] { return remaining_.load(std::memory_order_acquire) == 0; };
+    if (!SpinUntil(all_done)) {
+      std::unique_lock<std::mutex> lock(done_mutex_);
+      done_cv_.wait(lock, all_done);
+    }
+  }
+
+ private:
+  // One worker thread with a private mailbox. Only the dispatcher writes the task,
+  // and only while the worker is idle (the previous task's `remaining` decrement is
+  // the worker's last access to it), so the task fields need no lock.
+  class Worker {
+   public:
+    Worker() : thread_([this] { Loop(); }) { thread_.detach(); }
+
+    void Assign(ParallelBody fn, void* closure, int64_t begin, int64_t end,
+                std::atomic<int64_t>* remaining, std::mutex* done_mutex,
+                std::condition_variable* done_cv) {
+      fn_ = fn;
+      closure_ = closure;
+      begin_ = begin;
+      end_ = end;
+      remaining_ = remaining;
+      done_mutex_ = done_mutex;
+      done_cv_ = done_cv;
+      {
+        // The release store publishes the task; the lock orders it against a worker
+        // that is about to block, so the wake-up cannot be lost.
+        std::lock_guard<std::mutex> lock(mutex_);
+        generation_.fetch_add(1, std::memory_order_release);
+      }
+      cv_.notify_one();
+    }
+
+   private:
+    void Loop() {
+      t_inside_parallel_for = true;
+      uint64_t seen = 0;
+      while (true) {
+        auto has_task = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+        if (!SpinUntil(has_task)) {
+          std::unique_lock<std::mutex> lock(mutex_);
+          cv_.wait(lock, has_task);
+        }
+        seen = generation_.load(std::memory_order_acquire);
+        RunRange(fn_, closure_, begin_, end_);
+        // Copy before the decrement: afterwards the dispatcher may reuse this worker.
+        std::mutex* done_mutex = done_mutex_;
+        std::condition_variable* done_cv = done_cv_;
+        if (remaining_->fetch_sub(1, std::memory_order_acq_rel) == 1) {
+          // Last one out wakes the caller if it blocked. Taking the mutex orders this
+          // notify after the caller's predicate check.
+          std::lock_guard<std::mutex> lock(*done_mutex);
+          done_cv->notify_one();
+        }
+      }
+    }
+
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    alignas(64) std::atomic<uint64_t> generation_{0};
+    ParallelBody fn_ = nullptr;
+    void* closure_ = nullptr;
+    int64_t begin_ = 0;
+    int64_t end_ = 0;
+    std::atomic<int64_t>* remaining_ = nullptr;
+    std::mutex* done_mutex_ = nullptr;
+    std::condition_variable* done_cv_ = nullptr;
+    std::thread thread_;  // last: starts after every other member is constructed
+  };
+
+  // Grows the pool to `count` workers if it can and returns how many are available
+  // (fewer if the system refuses more threads; the loop then uses fewer chunks).
+  // REQUIRES: dispatch_mutex_ is held.
+  int EnsureWorkers(int count) {
+    try {
+      while (static_cast<int>(workers_.size()) < count) {
+        workers_.push_back(std::make_unique<Worker>());
+      }
+    } catch (const std::system_error&) {
+      // Out of threads: carry on with the workers we have.
+    }
+    return std::min(count, static_cast<int>(workers_.size()));
+  }
+
+  std::mutex dispatch_mutex_;
+  std::vector<std::unique_ptr<Worker>> workers_;   // GUARDED_BY(dispatch_mutex_)
+  alignas(64) std::atomic<int64_t> remaining_{0};  // workers still running this call
+  std::mutex done_mutex_;
+  std::condition_variable done_cv_;
+};
+
+}  // namespace
+}  // namespace tuneforge::runtime
+
+extern "C" void tf_parallel_for(int64_t n, int32_t num_threads, void (*fn)(int64_t, void*),
+                                void* closure) {
+  using tuneforge::runtime::t_inside_parallel_for;
+  if (n <= 0) return;
+  const int threads = std::clamp<int32_t>(num_threads, 1, tuneforge::runtime::kMaxThreads);
+  if (threads == 1 || n == 1 || t_inside_parallel_for) {
+    for (int64_t i = 0; i < n; ++i) fn(i, closure);
+    return;
+  }
+  tuneforge::runtime::ThreadPool::Get().ParallelFor(n, threads, fn, closure);
+}

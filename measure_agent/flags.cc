@@ -1,0 +1,123 @@
+#include "measure_agent/flags.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compiler/support/status.h"
+
+namespace tuneforge::agent {
+namespace {
+
+absl::Status IntFlag(const std::string& name, const std::string& value, int min, int max,
+                     int* out) {
+  int v = 0;
+  if (!absl::SimpleAtoi(value, &v) || v < min || v > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " must be an integer in [", min, ", ", max, "], got '", value, "'"));
+  }
+  *out = v;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string AgentUsage() {
+  return R"(usage: tuneforge-agent --server HOST:PORT --device-key KEY [options]
+
+The tuneforge device agent: registers with a tuneforge server, runs the kernels it
+sends in a sandboxed child process and streams the measurements back.
+
+  --server HOST:PORT         tuneforge server to register with (required)
+  --device-key KEY           device key of this machine, e.g. epyc-znver4 (required)
+  --workers N                requests measured at once (default 1; more than 1 makes
+                             timings interfere)
+  --connect-timeout-s S      give up if the server cannot be reached within S seconds
+                             at start-up (default 30); later disconnects are retried
+                             forever
+  --temp-dir DIR             where sandbox directories are made (default $TMPDIR or
+                             /tmp; must not be mounted noexec)
+  --verbose                  log debug messages
+  --quiet                    log errors only
+  --help                     print this help
+
+SIGTERM or SIGINT: finish the request in progress, then exit 0 (a second one exits
+at once).
+)";
+}
+
+absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args) {
+  AgentFlags flags;
+  bool verbose = false, quiet = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string name = args[i];
+    std::string value;
+    bool has_inline_value = false;
+    if (name.rfind("--", 0) == 0) {
+      size_t eq = name.find('=');
+      if (eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+        has_inline_value = true;
+      }
+    }
+    // Returns the flag's value, from `--flag=value` or the next argument.
+    auto take_value = [&]() -> absl::StatusOr<std::string> {
+      if (has_inline_value) {
+        if (value.empty()) return absl::InvalidArgumentError(name + " needs a value");
+        return value;
+      }
+      if (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0) {
+        return absl::InvalidArgumentError(name + " needs a value");
+      }
+      return args[++i];
+    };
+    auto no_value = [&]() -> absl::Status {
+      if (has_inline_value) return absl::InvalidArgumentError(name + " takes no value");
+      return absl::OkStatus();
+    };
+
+    if (name == "--server") {
+      ASSIGN_OR_RETURN(flags.agent.server_address, take_value());
+      if (flags.agent.server_address.find(':') == std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--server must be HOST:PORT, got '", flags.agent.server_address, "'"));
+      }
+    } else if (name == "--device-key") {
+      ASSIGN_OR_RETURN(flags.agent.device_key, take_value());
+    } else if (name == "--workers") {
+      ASSIGN_OR_RETURN(std::string v, take_value());
+      RETURN_IF_ERROR(IntFlag(name, v, 1, 256, &flags.agent.workers));
+    } else if (name == "--connect-timeout-s") {
+      ASSIGN_OR_RETURN(std::string v, take_value());
+      RETURN_IF_ERROR(IntFlag(name, v, 1, 24 * 3600, &flags.agent.connect_timeout_s));
+    } else if (name == "--temp-dir") {
+      ASSIGN_OR_RETURN(flags.agent.temp_dir, take_value());
+    } else if (name == "--verbose") {
+      RETURN_IF_ERROR(no_value());
+      verbose = true;
+    } else if (name == "--quiet") {
+      RETURN_IF_ERROR(no_value());
+      quiet = true;
+    } else if (name == "--help" || name == "-h") {
+      flags.help = true;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag '", args[i], "'"));
+    }
+  }
+  if (flags.help) return flags;
+  if (verbose && quiet) {
+    return absl::InvalidArgumentError("--verbose and --quiet are mutually exclusive");
+  }
+  if (verbose) flags.log_level = LogLevel::kDebug;
+  if (quiet) flags.log_level = LogLevel::kError;
+  std::vector<std::string> missing;
+  if (flags.agent.server_address.empty()) missing.push_back("--server");
+  if (flags.agent.device_key.empty()) missing.push_back("--device-key");
+  if (!missing.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("missing required flag(s): ", absl::StrJoin(missing, ", ")));
+  }
+  return flags;
+}
+
+}  // namespace tuneforge::agent

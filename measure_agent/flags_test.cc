@@ -1,0 +1,66 @@
+#include "measure_agent/flags.h"
+
+#include <gtest/gtest.h>
+
+namespace tuneforge::agent {
+namespace {
+
+absl::StatusOr<AgentFlags> Parse(std::vector<std::string> args) { return ParseAgentFlags(args); }
+
+TEST(AgentFlagsTest, RequiredAndOptionalFlags) {
+  absl::StatusOr<AgentFlags> flags =
+      Parse({"--server", "localhost:7070", "--device-key=epyc", "--workers", "2",
+             "--connect-timeout-s=5", "--temp-dir", "/var/tmp", "--verbose"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->agent.server_address, "localhost:7070");
+  EXPECT_EQ(flags->agent.device_key, "epyc");
+  EXPECT_EQ(flags->agent.workers, 2);
+  EXPECT_EQ(flags->agent.connect_timeout_s, 5);
+  EXPECT_EQ(flags->agent.temp_dir, "/var/tmp");
+  EXPECT_EQ(flags->log_level, LogLevel::kDebug);
+  EXPECT_FALSE(flags->help);
+}
+
+TEST(AgentFlagsTest, Defaults) {
+  absl::StatusOr<AgentFlags> flags = Parse({"--server", "h:1", "--device-key", "k"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->agent.workers, 1);
+  EXPECT_EQ(flags->agent.connect_timeout_s, 30);
+  EXPECT_EQ(flags->log_level, LogLevel::kInfo);
+}
+
+TEST(AgentFlagsTest, HelpNeedsNothingElse) {
+  absl::StatusOr<AgentFlags> flags = Parse({"--help"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_TRUE(flags->help);
+  EXPECT_NE(AgentUsage().find("--device-key"), std::string::npos);
+}
+
+TEST(AgentFlagsTest, ErrorsAreOneLineAndNameTheProblem) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  } cases[] = {
+      {{"--server", "h:1", "--device-key", "k", "--frobnicate"}, "unknown flag '--frobnicate'"},
+      {{"--server", "h:1", "--device-key"}, "--device-key needs a value"},
+      {{"--server", "--device-key", "k"}, "--server needs a value"},
+      {{"--server", "h:1", "--device-key", "k", "--workers", "0"}, "--workers must be"},
+      {{"--server", "h:1", "--device-key", "k", "--workers", "two"}, "--workers must be"},
+      {{"--server", "nohostport", "--device-key", "k"}, "HOST:PORT"},
+      {{"--device-key", "k"}, "missing required flag(s): --server"},
+      {{}, "--server, --device-key"},
+      {{"--server", "h:1", "--device-key", "k", "--quiet", "--verbose"}, "mutually exclusive"},
+      {{"--server", "h:1", "--device-key", "k", "--quiet=yes"}, "--quiet takes no value"},
+      {{"positional"}, "unknown flag 'positional'"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<AgentFlags> flags = Parse(c.args);
+    ASSERT_FALSE(flags.ok()) << c.message;
+    EXPECT_NE(flags.status().message().find(c.message), std::string::npos)
+        << flags.status().message();
+    EXPECT_EQ(flags.status().message().find('\n'), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace tuneforge::agent

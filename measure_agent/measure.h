@@ -1,0 +1,49 @@
+// The measurement protocol of DESIGN.md, as run inside the sandbox child:
+//
+//   warm-up runs (untimed)
+//   calibrate: time one sample of `number` runs, doubling `number` until a sample
+//              lasts min_repeat_ms (bounded by kMaxNumber and by the time budget)
+//   `repeat` samples of `number` runs each; cost = sample seconds / number
+//
+// with an optional cache flush before every sample. Knows nothing about processes or
+// protos: it times a kernel entry point on buffers that are already set up, so it can
+// be tested in-process with an ordinary function.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/runtime/runtime.h"
+
+namespace tuneforge::agent {
+
+struct TimingOptions {
+  int warmup = 0;            // untimed runs before calibration; < 0 is treated as 0
+  int number = 1;            // first number of runs per sample; < 1 is treated as 1
+  int repeat = 1;            // timed samples; < 1 is treated as 1
+  int min_repeat_ms = 0;     // grow `number` until one sample lasts this long
+  bool flush_cache = false;  // overwrite kFlushBytes before every sample
+  // Wall time the calibration and the timed samples may take together; 0 means no
+  // bound. Growth of `number` stops before the predicted total would exceed it, so a
+  // slow kernel with a large min_repeat_ms is not run absurdly often. It is a
+  // prediction, not a deadline: the caller's timeout still applies.
+  double budget_seconds = 0;
+};
+
+// Upper bound on `number`, whatever min_repeat_ms asks for.
+inline constexpr int64_t kMaxNumber = int64_t{1} << 24;
+// Bigger than the last-level cache of the machines we target.
+inline constexpr int64_t kFlushBytes = int64_t{64} << 20;
+
+struct Timing {
+  std::vector<double> costs;  // seconds per run, one entry per sample (`repeat` entries)
+  int64_t number = 0;         // runs per sample after calibration
+};
+
+// Runs `kernel(buffers)` following the protocol. Fails (and stops at once) if the
+// kernel returns non-zero. Not thread-safe with respect to `buffers`.
+absl::StatusOr<Timing> TimeKernel(runtime::KernelEntry kernel, void** buffers,
+                                  const TimingOptions& options);
+
+}  // namespace tuneforge::agent

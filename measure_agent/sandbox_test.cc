@@ -1,0 +1,207 @@
+// The sandbox against real shared objects (measure_agent/testdata) and the real agent
+// binary as the child: every way a kernel can behave must come back as a
+// MeasureResult, and nothing may be left in the temp directory.
+#include "measure_agent/sandbox.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/support/hash.h"
+#include "measure_agent/testing/kernel_request.h"
+
+namespace tuneforge::agent {
+namespace {
+
+using test::MakeKernelRequest;
+using ::testing::HasSubstr;
+using tuneforge::v1::MeasureRequest;
+using tuneforge::v1::MeasureResult;
+
+class SandboxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string templ = (std::filesystem::temp_directory_path() / "sandbox_test-XXXXXX").string();
+    ASSERT_NE(mkdtemp(templ.data()), nullptr);
+    root_ = templ;
+    options_.agent_binary = TUNEFORGE_AGENT_BINARY;
+    options_.temp_root = root_;
+    options_.agent_id = "agent-under-test";
+    options_.environment_json = R"({"cpu_model":"test"})";
+  }
+
+  void TearDown() override {
+    // Every Run must have removed its private directory.
+    EXPECT_TRUE(std::filesystem::is_empty(root_)) << "sandbox left files in " << root_;
+    std::filesystem::remove_all(root_);
+  }
+
+  MeasureResult Run(const MeasureRequest& request) { return Sandbox(options_).Run(request); }
+
+  std::string root_;
+  SandboxOptions options_;
+};
+
+TEST_F(SandboxTest, GoodKernelIsMeasured) {
+  MeasureRequest request = MakeKernelRequest(ADD_KERNEL_PATH, "add_kernel", "r1");
+  MeasureResult result = Run(request);
+  ASSERT_EQ(result.error(), tuneforge::v1::NONE) << result.error_message();
+  EXPECT_EQ(result.request_id(), "r1");
+  EXPECT_EQ(result.agent_id(), "agent-under-test");
+  EXPECT_EQ(result.environment_json(), options_.environment_json);
+  ASSERT_EQ(result.costs_size(), 3);
+  for (double c : result.costs()) {
+    EXPECT_GT(c, 0);
+    EXPECT_LT(c, 1.0);
+  }
+  EXPECT_GT(result.start_unix_us(), 0);
+  EXPECT_GE(result.end_unix_us(), result.start_unix_us());
+}
+
+TEST_F(SandboxTest, FlushCacheAndRepeatAreHonoured) {
+  MeasureRequest request = MakeKernelRequest(ADD_KERNEL_PATH, "add_kernel", "r1");
+  request.mutable_options()->set_flush_cache(true);
+  request.mutable_options()->set_repeat(5);
+  MeasureResult result = Run(request);
+  ASSERT_EQ(result.error(), tuneforge::v1::NONE) << result.error_message();
+  EXPECT_EQ(result.costs_size(), 5);
+}
+
+TEST_F(SandboxTest, WrongAnswerNamesTheFirstBadElement) {
+  MeasureResult result = Run(MakeKernelRequest(BAD_KERNELS_PATH, "wrong_kernel", "r"));
+  EXPECT_EQ(result.error(), tuneforge::v1::WRONG_ANSWER);
+  EXPECT_THAT(result.error_message(), HasSubstr("C[0] = "));
+  EXPECT_THAT(result.error_message(), HasSubstr("expected"));
+  EXPECT_EQ(result.costs_size(), 0);
+}
+
+TEST_F(SandboxTest, KernelThatWritesNothingIsWrong) {
+  MeasureResult result = Run(MakeKernelRequest(BAD_KERNELS_PATH, "noop_kernel", "r"));
+  EXPECT_EQ(result.error(), tuneforge::v1::WRONG_ANSWER);
+  EXPECT_THAT(result.error_message(), HasSubstr("nan"));
+}
+
+TEST_F(SandboxTest, KernelThatGoesWrongWhenRepeatedIsWrong) {
+  MeasureResult result = Run(MakeKernelRequest(BAD_KERNELS_PATH, "flaky_kernel", "r"));
+  EXPECT_EQ(result.error(), tuneforge::v1::WRONG_ANSWER);
+  EXPECT_THAT(result.error_message(), HasSubstr("after the timed runs"));
+}
+
+TEST_F(SandboxTest, SegfaultIsARuntimeError) {
+  MeasureResult result = Run(MakeKernelRequest(BAD_KERNELS_PATH, "segv_kernel", "r"));
+  EXPECT_EQ(result.error(), tuneforge::v1::RUNTIME_ERROR);
+  EXPECT_THAT(result.error_message(), HasSubstr("SIGSEGV"));
+  EXPECT_EQ(result.agent_id(), "agent-under-test");
+}
+
+TEST_F(SandboxTest, AbortIsARuntimeError) {
+  MeasureResult result = Run(MakeKernelRequest(BAD_KERNELS_PATH, "abort_kernel", "r"));
+  EXPECT_EQ(result.error(), tuneforge::v1::RUNTIME_ERROR);
+  EXPECT_THAT(result.error_message(), HasSubstr("SIGABRT"));
+}
+
+TEST_F(SandboxTest, ExitInsideTheKernelIsARuntimeError) {
+  MeasureResult result = Run(MakeKernelRequest(BAD_KERNELS_PATH, "exit_kernel", "r"));
+  EXPECT_EQ(result.error(), tuneforge::v1::RUNTIME_ERROR);
+  EXPECT_THAT(result.error_message(), HasSubstr("exited with code 3"));
+}
+
+TEST_F(SandboxTest, NonZeroReturnIsARuntimeError) {
+  MeasureResult result = Run(MakeKernelRequest(BAD_KERNELS_PATH, "fail_kernel", "r"));
+  EXPECT_EQ(result.error(), tuneforge::v1::RUNTIME_ERROR);
+  EXPECT_THAT(result.error_message(), HasSubstr("returned 7"));
+}
+
+TEST_F(SandboxTest, InfiniteLoopTimesOut) {
+  MeasureRequest request = MakeKernelRequest(BAD_KERNELS_PATH, "loop_kernel", "r");
+  request.mutable_options()->set_timeout_ms(500);
+  auto start = std::chrono::steady_clock::now();
+  MeasureResult result = Run(request);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(result.error(), tuneforge::v1::RUN_TIMEOUT);
+  EXPECT_THAT(result.error_message(), HasSubstr("500 ms"));
+  EXPECT_GE(seconds, 0.5);
+  EXPECT_LT(seconds, 2.5);
+}
+
+TEST_F(SandboxTest, ZeroTimeoutMeansTheDefault) {
+  options_.default_timeout_ms = 300;
+  MeasureRequest request = MakeKernelRequest(BAD_KERNELS_PATH, "loop_kernel", "r");
+  request.mutable_options()->set_timeout_ms(0);
+  MeasureResult result = Run(request);
+  EXPECT_EQ(result.error(), tuneforge::v1::RUN_TIMEOUT);
+  EXPECT_THAT(result.error_message(), HasSubstr("300 ms"));
+}
+
+TEST_F(SandboxTest, HashMismatchIsRejectedBeforeLoading) {
+  // The segfaulting kernel: had it been run, the error would name SIGSEGV.
+  MeasureRequest request = MakeKernelRequest(BAD_KERNELS_PATH, "segv_kernel", "r");
+  request.set_artifact_hash(HashHex("something else"));
+  MeasureResult result = Run(request);
+  EXPECT_EQ(result.error(), tuneforge::v1::RUNTIME_ERROR);
+  EXPECT_THAT(result.error_message(), HasSubstr("artifact hash mismatch"));
+  EXPECT_THAT(result.error_message(), ::testing::Not(HasSubstr("SIGSEGV")));
+}
+
+TEST_F(SandboxTest, MissingEntrySymbolReportsDlerror) {
+  MeasureResult result = Run(MakeKernelRequest(ADD_KERNEL_PATH, "no_such_entry", "r"));
+  EXPECT_EQ(result.error(), tuneforge::v1::RUNTIME_ERROR);
+  EXPECT_THAT(result.error_message(), HasSubstr("dlsym(no_such_entry)"));
+}
+
+TEST_F(SandboxTest, ArtifactThatIsNotASharedObjectReportsDlerror) {
+  MeasureRequest request = MakeKernelRequest(ADD_KERNEL_PATH, "add_kernel", "r");
+  request.set_artifact("definitely not ELF");
+  request.set_artifact_hash(HashHex(request.artifact()));
+  MeasureResult result = Run(request);
+  EXPECT_EQ(result.error(), tuneforge::v1::RUNTIME_ERROR);
+  EXPECT_THAT(result.error_message(), HasSubstr("dlopen failed"));
+}
+
+TEST_F(SandboxTest, MalformedRequestIsARuntimeError) {
+  MeasureRequest request = MakeKernelRequest(ADD_KERNEL_PATH, "add_kernel", "r");
+  request.set_expected_output("short");
+  MeasureResult result = Run(request);
+  EXPECT_EQ(result.error(), tuneforge::v1::RUNTIME_ERROR);
+  EXPECT_THAT(result.error_message(), HasSubstr("invalid MeasureRequest"));
+}
+
+TEST_F(SandboxTest, OneSandboxSurvivesFailuresAndGoesOn) {
+  Sandbox sandbox(options_);
+  EXPECT_EQ(sandbox.Run(MakeKernelRequest(BAD_KERNELS_PATH, "segv_kernel", "a")).error(),
+            tuneforge::v1::RUNTIME_ERROR);
+  EXPECT_EQ(sandbox.Run(MakeKernelRequest(BAD_KERNELS_PATH, "abort_kernel", "b")).error(),
+            tuneforge::v1::RUNTIME_ERROR);
+  MeasureResult good = sandbox.Run(MakeKernelRequest(ADD_KERNEL_PATH, "add_kernel", "c"));
+  EXPECT_EQ(good.error(), tuneforge::v1::NONE) << good.error_message();
+  EXPECT_EQ(good.request_id(), "c");
+}
+
+TEST_F(SandboxTest, StaleDirectoriesOfDeadAgentsAreRemoved) {
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  waitpid(dead, nullptr, 0);
+  namespace fs = std::filesystem;
+  fs::path stale = fs::path(root_) / absl::StrCat("tuneforge-sandbox-", dead, "-abcdef");
+  fs::path live = fs::path(root_) / absl::StrCat("tuneforge-sandbox-", getpid(), "-abcdef");
+  fs::path other = fs::path(root_) / "tuneforge-sandbox-notapid";
+  for (const fs::path& p : {stale, live, other}) fs::create_directories(p / "inner");
+
+  EXPECT_EQ(RemoveStaleSandboxDirs(root_), 1);
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_TRUE(fs::exists(other));
+  fs::remove_all(live);
+  fs::remove_all(other);
+}
+
+}  // namespace
+}  // namespace tuneforge::agent

@@ -1,0 +1,61 @@
+#include "measure_agent/testing/kernel_request.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "compiler/runtime/runtime.h"
+#include "compiler/support/hash.h"
+#include "measure_agent/testdata/test_kernel.h"
+
+namespace tuneforge::agent::test {
+
+std::string ReadFileOrDie(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "cannot read %s\n", path.c_str());
+    std::abort();
+  }
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+tuneforge::v1::MeasureRequest MakeKernelRequest(const std::string& so_path,
+                                                const std::string& entry,
+                                                const std::string& request_id) {
+  tuneforge::v1::MeasureRequest request;
+  request.set_request_id(request_id);
+  request.set_task("test add n=4096");
+  request.set_config_json("{}");
+  request.set_artifact(ReadFileOrDie(so_path));
+  request.set_artifact_hash(HashHex(request.artifact()));
+  request.set_entry_symbol(entry);
+  const char* names[] = {"A", "B", "C"};
+  for (int i = 0; i < 3; ++i) {
+    auto* b = request.add_buffers();
+    b->set_name(names[i]);
+    b->set_num_elements(kTestElements);
+    b->set_role(i < 2 ? tuneforge::v1::INPUT : tuneforge::v1::OUTPUT);
+  }
+  request.set_seed(42);
+  std::vector<float> a(kTestElements), b(kTestElements), c(kTestElements);
+  runtime::FillBuffer(request.seed(), 0, a.data(), kTestElements);
+  runtime::FillBuffer(request.seed(), 1, b.data(), kTestElements);
+  for (int i = 0; i < kTestElements; ++i) c[i] = a[i] + b[i];
+  request.set_expected_output(
+      std::string(reinterpret_cast<const char*>(c.data()), c.size() * sizeof(float)));
+  request.set_atol(1e-6);
+  request.set_rtol(1e-6);
+  auto* options = request.mutable_options();
+  options->set_warmup(1);
+  options->set_number(1);
+  options->set_repeat(3);
+  options->set_min_repeat_ms(1);
+  options->set_timeout_ms(5000);
+  return request;
+}
+
+}  // namespace tuneforge::agent::test

@@ -1,0 +1,149 @@
+#include "server/agent_runner.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+
+#include "compiler/support/log.h"
+
+namespace tuneforge {
+
+MeasureResult FromProto(const v1::MeasureResult& r) {
+  MeasureResult m;
+  m.costs.assign(r.costs().begin(), r.costs().end());
+  switch (r.error()) {
+    case v1::NONE: m.error = MeasureErrorKind::kNone; break;
+    case v1::INVALID_CONFIG: m.error = MeasureErrorKind::kInvalidConfig; break;
+    case v1::BUILD_ERROR: m.error = MeasureErrorKind::kBuildError; break;
+    case v1::BUILD_TIMEOUT: m.error = MeasureErrorKind::kBuildTimeout; break;
+    case v1::WRONG_ANSWER: m.error = MeasureErrorKind::kWrongAnswer; break;
+    case v1::RUN_TIMEOUT: m.error = MeasureErrorKind::kRunTimeout; break;
+    case v1::AGENT_LOST: m.error = MeasureErrorKind::kAgentLost; break;
+    default: m.error = MeasureErrorKind::kRuntimeError; break;
+  }
+  // A "success" without costs cannot be ranked: treat it as an agent error.
+  if (m.error == MeasureErrorKind::kNone && m.costs.empty()) {
+    m.error = MeasureErrorKind::kRuntimeError;
+    m.error_message = "agent reported success without costs";
+  } else {
+    m.error_message = r.error_message();
+  }
+  m.start_unix_us = r.start_unix_us();
+  m.end_unix_us = r.end_unix_us();
+  m.agent_id = r.agent_id();
+  m.environment_json = r.environment_json();
+  return m;
+}
+
+AgentRunner::AgentRunner(AgentRegistry* registry, std::string device_key,
+                         std::string request_prefix, StatusCallback on_wait,
+                         const std::atomic<bool>* cancel)
+    : registry_(registry),
+      device_key_(std::move(device_key)),
+      request_prefix_(std::move(request_prefix)),
+      on_wait_(std::move(on_wait)),
+      cancel_(cancel) {}
+
+int AgentRunner::Parallelism() const { return std::max(1, registry_->ConnectedAgents(device_key_)); }
+
+namespace {
+
+v1::MeasureRequest ToRequest(const MeasureInput& in, const std::string& id) {
+  v1::MeasureRequest r;
+  r.set_request_id(id);
+  r.set_task(in.task_text);
+  r.set_config_json(in.config_json);
+  r.set_artifact(in.artifact->shared_object);
+  r.set_artifact_hash(in.artifact->hash);
+  r.set_entry_symbol(in.artifact->entry_symbol);
+  const ExpectedOutput& e = *in.expected;
+  for (size_t i = 0; i < e.buffer_sizes.size(); ++i) {
+    v1::BufferSpec* b = r.add_buffers();
+    b->set_name("arg" + std::to_string(i));
+    b->set_num_elements(e.buffer_sizes[i]);
+    b->set_role(static_cast<int>(i) == e.output_index ? v1::OUTPUT : v1::INPUT);
+  }
+  r.set_seed(e.seed);
+  r.set_expected_output(e.values.data(), e.values.size() * sizeof(float));
+  r.set_atol(e.atol);
+  r.set_rtol(e.rtol);
+  v1::MeasureOptions* o = r.mutable_options();
+  o->set_warmup(in.options.warmup);
+  o->set_number(in.options.number);
+  o->set_repeat(in.options.repeat);
+  o->set_min_repeat_ms(in.options.min_repeat_ms);
+  o->set_flush_cache(in.options.flush_cache);
+  o->set_timeout_ms(in.options.timeout_ms);
+  return r;
+}
+
+}  // namespace
+
+std::vector<MeasureResult> AgentRunner::Measure(const std::vector<MeasureInput>& inputs) {
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::optional<v1::MeasureResult>> results;
+    size_t done = 0;
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->results.resize(inputs.size());
+  std::vector<std::string> ids(inputs.size());
+  std::vector<std::chrono::steady_clock::time_point> deadlines(inputs.size());
+
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ids[i] = request_prefix_ + "/r" + std::to_string(next_request_++);
+    v1::MeasureRequest request = ToRequest(inputs[i], ids[i]);
+    auto done = [shared, i](const v1::MeasureResult& r) {
+      std::lock_guard<std::mutex> lock(shared->mu);
+      if (!shared->results[i]) {
+        shared->results[i] = r;
+        ++shared->done;
+        shared->cv.notify_all();
+      }
+    };
+    bool waited = false;
+    while (!registry_->Dispatch(device_key_, request, done)) {
+      if (cancel_ && cancel_->load()) {
+        v1::MeasureResult lost;
+        lost.set_request_id(ids[i]);
+        lost.set_error(v1::AGENT_LOST);
+        lost.set_error_message("job cancelled before an agent was available");
+        done(lost);
+        break;
+      }
+      if (!waited && on_wait_) on_wait_("waiting for an agent with device key '" + device_key_ + "'");
+      waited = true;
+      registry_->WaitForAgent(device_key_, 1000);
+    }
+    // Requests queue on agents, so the deadline covers the whole batch ahead of it.
+    deadlines[i] = std::chrono::steady_clock::now() +
+                   std::chrono::milliseconds(int64_t{inputs[i].options.timeout_ms} *
+                                                 static_cast<int64_t>(inputs.size()) +
+                                             kDeadlineGraceMs);
+  }
+
+  std::unique_lock<std::mutex> lock(shared->mu);
+  while (shared->done < inputs.size()) {
+    auto now = std::chrono::steady_clock::now();
+    std::vector<size_t> overdue;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (!shared->results[i] && now > deadlines[i]) overdue.push_back(i);
+    if (!overdue.empty()) {
+      lock.unlock();
+      for (size_t i : overdue) {
+        TF_LOG(Warning) << "request " << ids[i] << " is past its deadline; giving up on it";
+        registry_->Abandon(ids[i], "no result from the agent before the deadline");
+      }
+      lock.lock();
+      continue;
+    }
+    shared->cv.wait_for(lock, std::chrono::milliseconds(500));
+  }
+  std::vector<MeasureResult> out;
+  for (auto& r : shared->results) out.push_back(FromProto(*r));
+  return out;
+}
+
+}  // namespace tuneforge

@@ -1,0 +1,16 @@
+// The CLI's commands. Each returns the process exit code; errors are printed by
+// main as one line "tuneforge <command>: <reason>".
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tuneforge::cli {
+
+absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args);
+absl::StatusOr<int> DbCommand(const std::vector<std::string>& args);
+absl::StatusOr<int> ShowCommand(const std::vector<std::string>& args);
+
+}  // namespace tuneforge::cli

@@ -1,0 +1,53 @@
+// tuneforge: the user CLI. `tuneforge --help` lists the commands.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "compiler/support/log.h"
+#include "server/cli/commands.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: tuneforge <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  tune     tune a task (embedded server + local agent, or --server HOST:PORT)\n"
+    "  db       query the tuning log: db best, db list\n"
+    "  show     print the lowered loop nest of a config, or a task's config space\n"
+    "  version  print the version\n"
+    "\n"
+    "`tuneforge <command> --help` describes a command's options.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  std::string command = args[0];
+  args.erase(args.begin());
+  tuneforge::SetLogPrefix("tuneforge");
+  absl::StatusOr<int> rc;
+  if (command == "tune") {
+    rc = tuneforge::cli::TuneCommand(args);
+  } else if (command == "db") {
+    rc = tuneforge::cli::DbCommand(args);
+  } else if (command == "show") {
+    rc = tuneforge::cli::ShowCommand(args);
+  } else if (command == "version" || command == "--version") {
+    std::printf("tuneforge %s\n", TUNEFORGE_VERSION);
+    return 0;
+  } else {
+    std::fprintf(stderr, "tuneforge: unknown command '%s' (see tuneforge --help)\n", command.c_str());
+    return 2;
+  }
+  if (!rc.ok()) {
+    std::fprintf(stderr, "tuneforge %s: %s\n", command.c_str(),
+                 std::string(rc.status().message()).c_str());
+    return 1;
+  }
+  return *rc;
+}

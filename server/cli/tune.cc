@@ -1,0 +1,275 @@
+// `tuneforge tune`: submit a TuningJob and follow it. Without --server it runs the
+// embedded default: an in-process Server on a free loopback port, one
+// tuneforge-agent child process connected to it over gRPC, and a SQLite file. The
+// CLI then talks to that server exactly as it would to a remote one.
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <csignal>
+#include <thread>
+
+#include "compiler/support/log.h"
+#include "compiler/task/task.h"
+#include "nlohmann/json.hpp"
+#include "server/cli/commands.h"
+#include "server/cli/flags.h"
+#include "compiler/support/status.h"
+#include "server/job_manager.h"
+#include "server/server.h"
+#include "tuneforge/v1/tuning.grpc.pb.h"
+
+namespace tuneforge::cli {
+namespace {
+
+constexpr const char* kTuneUsage =
+    "usage: tuneforge tune --task \"matmul M=512 N=512 K=512\" [--trials N] [--db PATH]\n"
+    "                      [--server HOST:PORT] [--device-key KEY] [--seed S] [--json]\n"
+    "                      [--target TEXT] [--batch N] [--timeout-ms MS] [--verbose]\n"
+    "  --task        the operator and shape (see docs: matmul M= N= K=)\n"
+    "  --trials      candidates to measure (default 200)\n"
+    "  --db          tuning-log SQLite file of the embedded server (default tuneforge.db)\n"
+    "  --server      use a running tuneforge-server instead of the embedded default\n"
+    "  --device-key  which agents measure (default local)\n"
+    "  --seed        search and input seed (default 1)\n"
+    "  --json        print one JSON object with the result on stdout\n"
+    "  --target      \"llvm -mcpu=CPU -mattr=+f,... -threads=N\" (default: the server's CPU)\n"
+    "  --batch       candidates per round (default: 2 x agents, at least 8)\n"
+    "  --timeout-ms  per-candidate measurement timeout (default 10000)\n";
+
+std::atomic<bool> g_interrupted{false};
+void OnInterrupt(int) { g_interrupted = true; }
+
+// The agent binary sits next to this executable.
+std::string AgentPath() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "tuneforge-agent";
+  std::string self(buf, n);
+  return self.substr(0, self.rfind('/') + 1) + "tuneforge-agent";
+}
+
+// A tuneforge-agent child process; killed (SIGTERM, then SIGKILL) on destruction.
+class AgentProcess {
+ public:
+  static absl::StatusOr<std::unique_ptr<AgentProcess>> Spawn(const std::string& server,
+                                                             const std::string& device_key,
+                                                             bool verbose) {
+    std::string path = AgentPath();
+    if (access(path.c_str(), X_OK) != 0) {
+      return absl::FailedPreconditionError("agent binary not found at " + path);
+    }
+    pid_t pid = fork();
+    if (pid < 0) return absl::InternalError("fork failed");
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the CLI
+      const char* level = verbose ? "--verbose" : "--quiet";
+      execl(path.c_str(), path.c_str(), "--server", server.c_str(), "--device-key",
+            device_key.c_str(), level, static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    auto p = std::make_unique<AgentProcess>();
+    p->pid_ = pid;
+    return p;
+  }
+  ~AgentProcess() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    for (int i = 0; i < 50; ++i) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  bool Exited() { return waitpid(pid_, nullptr, WNOHANG) == pid_ ? (pid_ = -1, true) : false; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+void PrintBest(const char* label, const v1::BestResult& b) {
+  std::printf("%s %.2f GFLOP/s (%.3f ms)\n", label, b.gflops(), b.seconds() * 1e3);
+}
+
+nlohmann::json BestJson(const v1::BestResult& b) {
+  nlohmann::json config = nlohmann::json::parse(b.config_json(), nullptr, false);
+  return {{"config", config}, {"gflops", b.gflops()}, {"seconds", b.seconds()},
+          {"record_id", b.record_id()}};
+}
+
+}  // namespace
+
+absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
+  ASSIGN_OR_RETURN(Flags flags,
+                   Flags::Parse(args,
+                                {"task", "trials", "db", "server", "device-key", "seed", "target",
+                                 "batch", "timeout-ms"},
+                                {"json", "help", "verbose", "quiet"}));
+  if (flags.Has("help")) {
+    std::fputs(kTuneUsage, stdout);
+    return 0;
+  }
+  if (!flags.positional().empty()) {
+    return absl::InvalidArgumentError("unexpected argument '" + flags.positional()[0] + "'");
+  }
+  RETURN_IF_ERROR(flags.Require("task"));
+  // Validate locally first, so a typo fails before any server or agent starts.
+  ASSIGN_OR_RETURN(TuningTask task, ParseTask(flags.Get("task")));
+  ASSIGN_OR_RETURN(int64_t trials, flags.GetInt("trials", 200, 1, JobManager::kMaxTrials));
+  ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 1, 0, INT64_MAX));
+  ASSIGN_OR_RETURN(int64_t batch, flags.GetInt("batch", 0, 1, 1024));
+  ASSIGN_OR_RETURN(int64_t timeout_ms, flags.GetInt("timeout-ms", 10000, 100, 3600000));
+  bool json = flags.Has("json");
+  bool verbose = flags.Has("verbose");
+  std::string device_key = flags.Get("device-key", "local");
+  if (device_key.empty()) return absl::InvalidArgumentError("--device-key must not be empty");
+  SetLogLevel(verbose ? LogLevel::kDebug : LogLevel::kWarning);
+
+  std::unique_ptr<Server> server;
+  std::unique_ptr<AgentProcess> agent;
+  std::string address = flags.Get("server");
+  std::string db_path = flags.Get("db", "tuneforge.db");
+  if (address.empty()) {
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.db_path = db_path;
+    ASSIGN_OR_RETURN(server, Server::Start(options));
+    address = "127.0.0.1:" + std::to_string(server->port());
+    ASSIGN_OR_RETURN(agent, AgentProcess::Spawn(address, device_key, verbose));
+    if (!json) {
+      std::fprintf(stderr, "embedded default: server on %s, db %s, one local agent\n",
+                   address.c_str(), db_path.c_str());
+    }
+  } else {
+    if (flags.Has("db")) {
+      return absl::InvalidArgumentError("--db is the embedded server's file; with --server the "
+                                        "server's own --db is used");
+    }
+    RETURN_IF_ERROR(CheckAddress(address));
+  }
+
+  grpc::ChannelArguments channel_args;
+  channel_args.SetMaxReceiveMessageSize(64 << 20);
+  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), channel_args);
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(5))) {
+    return absl::UnavailableError("cannot reach tuneforge server at " + address);
+  }
+  auto stub = v1::TuningService::NewStub(channel);
+
+  v1::SubmitJobRequest submit;
+  v1::JobSpec* spec = submit.mutable_spec();
+  spec->set_task(task.CanonicalText());
+  spec->set_trials(static_cast<int>(trials));
+  spec->set_device_key(device_key);
+  spec->set_seed(static_cast<uint64_t>(seed));
+  spec->set_batch_size(static_cast<int>(batch));
+  spec->set_target(flags.Get("target"));
+  spec->mutable_measure()->set_timeout_ms(static_cast<int>(timeout_ms));
+  const char* user = getenv("USER");
+  spec->set_owner(user ? user : "");
+  v1::SubmitJobResponse submitted;
+  {
+    grpc::ClientContext ctx;
+    grpc::Status st = stub->SubmitJob(&ctx, submit, &submitted);
+    if (!st.ok()) return absl::InvalidArgumentError(st.error_message());
+  }
+  const std::string job_id = submitted.job_id();
+  if (!json) std::fprintf(stderr, "job %s: %s, %lld trials\n", job_id.c_str(),
+                          task.CanonicalText().c_str(), static_cast<long long>(trials));
+
+  std::signal(SIGINT, OnInterrupt);
+  std::atomic<bool> watching{true};
+  std::thread canceller([&] {
+    // Ctrl-C cancels the job on the server; the watch then ends with CANCELLED.
+    while (watching) {
+      if (g_interrupted.exchange(false)) {
+        grpc::ClientContext ctx;
+        v1::JobRequest req;
+        req.set_job_id(job_id);
+        v1::JobStatus ignored;
+        stub->CancelJob(&ctx, req, &ignored);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+
+  v1::JobStatus last;
+  {
+    grpc::ClientContext ctx;
+    v1::JobRequest req;
+    req.set_job_id(job_id);
+    auto reader = stub->WatchJob(&ctx, req);
+    std::string printed;
+    v1::JobStatus status;
+    while (reader->Read(&status)) {
+      last = status;
+      if (!json && status.last_event() != printed && !status.last_event().empty()) {
+        printed = status.last_event();
+        std::fprintf(stderr, "[%6.1fs] %s\n", status.elapsed_seconds(), printed.c_str());
+      }
+      if (agent && agent->Exited()) {
+        TF_LOG(Error) << "the local agent exited";
+      }
+    }
+    grpc::Status st = reader->Finish();
+    watching = false;
+    canceller.join();
+    if (!st.ok()) return absl::UnavailableError("lost the server while watching: " + st.error_message());
+  }
+  agent.reset();
+  if (server) server->Shutdown();
+
+  if (last.state() == v1::CANCELLED) return absl::CancelledError("job " + job_id + " cancelled");
+  if (last.state() != v1::SUCCEEDED) {
+    return absl::InternalError("job " + job_id + " failed: " + last.message());
+  }
+  double speedup = last.has_baseline() && last.baseline().seconds() > 0
+                       ? last.baseline().seconds() / last.best().seconds()
+                       : 0;
+  double per_second = last.elapsed_seconds() > 0 ? last.trials_done() / last.elapsed_seconds() : 0;
+  if (json) {
+    nlohmann::json out = {
+        {"job_id", job_id},
+        {"task", last.task()},
+        {"target", {{"triple", last.target().triple()}, {"cpu", last.target().cpu()},
+                    {"num_threads", last.target().num_threads()},
+                    {"device_key", last.target().device_key()}}},
+        {"trials", last.trials_done()},
+        {"records", last.records()},
+        {"errors", last.errors()},
+        {"best", BestJson(last.best())},
+        {"elapsed_seconds", last.elapsed_seconds()},
+        {"trials_per_second", per_second},
+        {"median_build_seconds", last.median_build_seconds()},
+    };
+    if (last.has_baseline()) out["baseline"] = BestJson(last.baseline());
+    if (speedup > 0) out["speedup_over_baseline"] = speedup;
+    if (server) out["db"] = db_path;
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
+  std::printf("task:        %s\n", last.task().c_str());
+  std::printf("target:      %s -mcpu=%s, %d threads, device key %s\n", last.target().triple().c_str(),
+              last.target().cpu().c_str(), last.target().num_threads(),
+              last.target().device_key().c_str());
+  std::printf("best config: %s\n", last.best().config_json().c_str());
+  PrintBest("best:       ", last.best());
+  if (last.has_baseline()) {
+    PrintBest("untuned:    ", last.baseline());
+    std::printf("speedup:     %.1fx over the untuned loop nest\n", speedup);
+  }
+  std::printf("trials:      %d (%d failed), %d records, %.1f s, %.2f trials/s, median build %.0f ms\n",
+              last.trials_done(), last.errors(), last.records(), last.elapsed_seconds(), per_second,
+              last.median_build_seconds() * 1e3);
+  if (server) std::printf("db:          %s\n", db_path.c_str());
+  return 0;
+}
+
+}  // namespace tuneforge::cli

@@ -1,0 +1,242 @@
+#include "server/job_manager.h"
+
+#include <chrono>
+
+#include "compiler/codegen/build.h"
+#include "compiler/support/log.h"
+#include "compiler/task/task.h"
+#include "google/protobuf/util/json_util.h"
+#include "server/agent_runner.h"
+#include "tuner/search_policy.h"
+#include "tuner/tuning_loop.h"
+
+namespace tuneforge {
+
+bool IsTerminal(v1::JobState state) {
+  return state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED;
+}
+
+namespace {
+
+const char* StateName(v1::JobState s) {
+  switch (s) {
+    case v1::QUEUED: return "queued";
+    case v1::RUNNING: return "running";
+    case v1::SUCCEEDED: return "succeeded";
+    case v1::FAILED: return "failed";
+    case v1::CANCELLED: return "cancelled";
+    default: return "unknown";
+  }
+}
+
+int64_t NowUnixUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void SetBest(const TrialSummary& s, v1::BestResult* out) {
+  out->set_config_json(s.config_json);
+  out->set_seconds(s.seconds);
+  out->set_gflops(s.gflops);
+  out->set_record_id(std::to_string(s.record_id));
+}
+
+}  // namespace
+
+JobManager::JobManager(Database* db, AgentRegistry* registry, const Builder* builder)
+    : db_(db), registry_(registry), builder_(builder) {
+  // Job ids stay unique across server restarts on the same db.
+  id_prefix_ = "job-" + std::to_string(NowUnixUs() / 1000000 % 1000000000) + "-";
+}
+
+JobManager::~JobManager() {
+  CancelAll();
+  std::map<std::string, std::unique_ptr<Job>> jobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs.swap(jobs_);
+  }
+  for (auto& [id, job] : jobs)
+    if (job->thread.joinable()) job->thread.join();
+}
+
+absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec_in) {
+  v1::JobSpec spec = spec_in;
+  absl::StatusOr<TuningTask> task = ParseTask(spec.task());
+  if (!task.ok()) return task.status();
+  if (spec.trials() < 1 || spec.trials() > kMaxTrials) {
+    return absl::InvalidArgumentError("trials must be between 1 and " + std::to_string(kMaxTrials) +
+                                      ", got " + std::to_string(spec.trials()));
+  }
+  if (spec.device_key().empty()) spec.set_device_key("local");
+  if (spec.policy().empty()) spec.set_policy("random");
+  if (spec.policy() != "random") {
+    return absl::InvalidArgumentError("unknown search policy '" + spec.policy() +
+                                      "' (available: random)");
+  }
+  if (spec.batch_size() < 0 || spec.batch_size() > 1024) {
+    return absl::InvalidArgumentError("batch_size must be 0..1024");
+  }
+  Target host = DetectHostTarget(spec.device_key());
+  if (!spec.target().empty()) {
+    absl::StatusOr<Target> t = ParseTarget(spec.target(), host);
+    if (!t.ok()) return t.status();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string id = id_prefix_ + std::to_string(next_job_++);
+  auto job = std::make_unique<Job>();
+  job->status.set_job_id(id);
+  *job->status.mutable_spec() = spec;
+  job->status.set_state(v1::QUEUED);
+  job->status.set_task(task->CanonicalText());
+  job->started = std::chrono::steady_clock::now();
+  Job* raw = job.get();
+  jobs_[id] = std::move(job);
+  raw->thread = std::thread([this, raw, spec] { RunJob(raw, spec); });
+  return id;
+}
+
+void JobManager::Persist(const v1::JobStatus& status) {
+  JobRow row;
+  row.id = status.job_id();
+  row.owner = status.spec().owner();
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(status.spec(), &json);
+  row.spec_json = json;
+  row.state = StateName(status.state());
+  row.message = status.message();
+  row.updated_unix_us = NowUnixUs();
+  absl::Status st = db_->PutJob(row);
+  if (!st.ok()) TF_LOG(Error) << "could not store job " << row.id << ": " << st;
+}
+
+void JobManager::Update(Job* job, const std::function<void(v1::JobStatus*)>& change) {
+  v1::JobStatus snapshot;
+  bool state_changed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    v1::JobState before = job->status.state();
+    change(&job->status);
+    job->status.set_elapsed_seconds(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - job->started).count());
+    ++job->version;
+    state_changed = before != job->status.state();
+    snapshot = job->status;
+    cv_.notify_all();
+  }
+  if (state_changed) Persist(snapshot);
+}
+
+void JobManager::RunJob(Job* job, v1::JobSpec spec) {
+  Persist(job->status);
+  TuningTask task = *ParseTask(spec.task());
+  Target target = DetectHostTarget(spec.device_key());
+  if (!spec.target().empty()) target = *ParseTarget(spec.target(), target);
+  target.device_key = spec.device_key();
+  Update(job, [&](v1::JobStatus* s) {
+    s->set_state(v1::RUNNING);
+    v1::Target* t = s->mutable_target();
+    t->set_triple(target.triple);
+    t->set_cpu(target.cpu);
+    t->set_features(target.features);
+    t->set_num_threads(target.num_threads);
+    t->set_device_key(target.device_key);
+  });
+
+  TuningOptions options;
+  options.trials = spec.trials();
+  options.batch_size = spec.batch_size();
+  options.seed = spec.seed() ? spec.seed() : 1;
+  options.policy = spec.policy();
+  options.job_id = job->status.job_id();
+  if (spec.has_measure()) {
+    const v1::MeasureOptions& m = spec.measure();
+    if (m.warmup() > 0) options.measure.warmup = m.warmup();
+    if (m.number() > 0) options.measure.number = m.number();
+    if (m.repeat() > 0) options.measure.repeat = m.repeat();
+    if (m.min_repeat_ms() > 0) options.measure.min_repeat_ms = m.min_repeat_ms();
+    if (m.timeout_ms() > 0) options.measure.timeout_ms = m.timeout_ms();
+    options.measure.flush_cache = m.flush_cache();
+  }
+  AgentRunner runner(
+      registry_, target.device_key, job->status.job_id(),
+      [&](const std::string& why) {
+        Update(job, [&](v1::JobStatus* s) {
+          s->set_message(why);
+          s->set_last_event(why);
+        });
+      },
+      &job->cancel);
+  TuningLoop loop(task, target, options, db_, builder_, &runner);
+  absl::StatusOr<TuningProgress> result = loop.Run(
+      [&](const TuningProgress& p) {
+        Update(job, [&](v1::JobStatus* s) {
+          s->set_message("");
+          s->set_trials_done(p.trials_done);
+          s->set_records(p.records);
+          s->set_errors(p.errors);
+          s->set_median_build_seconds(p.median_build_seconds);
+          s->set_last_event(p.last_event);
+          if (p.best) SetBest(*p.best, s->mutable_best());
+          if (p.baseline) SetBest(*p.baseline, s->mutable_baseline());
+        });
+      },
+      &job->cancel);
+  Update(job, [&](v1::JobStatus* s) {
+    if (result.ok()) {
+      s->set_state(s->has_best() ? v1::SUCCEEDED : v1::FAILED);
+      if (!s->has_best()) s->set_message("no candidate ran correctly");
+    } else if (absl::IsCancelled(result.status())) {
+      s->set_state(v1::CANCELLED);
+      s->set_message("cancelled");
+    } else {
+      s->set_state(v1::FAILED);
+      s->set_message(std::string(result.status().message()));
+    }
+  });
+  TF_LOG(Info) << "job " << job->status.job_id() << " finished";
+}
+
+absl::StatusOr<v1::JobStatus> JobManager::Get(const std::string& job_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError("no job " + job_id);
+  return it->second->status;
+}
+
+absl::StatusOr<v1::JobStatus> JobManager::Cancel(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError("no job " + job_id);
+  it->second->cancel = true;
+  cv_.notify_all();
+  return it->second->status;
+}
+
+absl::Status JobManager::Watch(const std::string& job_id,
+                               const std::function<bool(const v1::JobStatus&)>& on_status) const {
+  int64_t seen = -1;
+  for (;;) {
+    v1::JobStatus snapshot;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      auto it = jobs_.find(job_id);
+      if (it == jobs_.end()) return absl::NotFoundError("no job " + job_id);
+      Job* job = it->second.get();
+      cv_.wait_for(lock, std::chrono::seconds(1), [&] { return job->version != seen; });
+      if (job->version == seen) continue;
+      seen = job->version;
+      snapshot = job->status;
+    }
+    if (!on_status(snapshot) || IsTerminal(snapshot.state())) return absl::OkStatus();
+  }
+}
+
+void JobManager::CancelAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, job] : jobs_) job->cancel = true;
+  cv_.notify_all();
+}
+
+}  // namespace tuneforge

@@ -1,0 +1,66 @@
+// JobManager: accepts TuningJobs, runs each TuningLoop on its own thread, and keeps
+// each job's JobStatus for GetJob/WatchJob. Job rows are written to the db at every
+// state change.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "db/database.h"
+#include "server/agent_registry.h"
+#include "tuner/builder.h"
+#include "tuneforge/v1/tuning.pb.h"
+
+namespace tuneforge {
+
+// Thread-safe.
+class JobManager {
+ public:
+  JobManager(Database* db, AgentRegistry* registry, const Builder* builder);
+  ~JobManager();  // cancels and joins every job
+
+  // Validates the spec (task, trials, policy, target, device key) and starts it.
+  absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
+  absl::StatusOr<v1::JobStatus> Get(const std::string& job_id) const;
+  absl::StatusOr<v1::JobStatus> Cancel(const std::string& job_id);
+  // Calls `on_status` with the current status and after every change until the job
+  // ends (the last call carries the final state) or `on_status` returns false.
+  absl::Status Watch(const std::string& job_id,
+                     const std::function<bool(const v1::JobStatus&)>& on_status) const;
+  void CancelAll();
+
+  // Limits on user input.
+  static constexpr int kMaxTrials = 100000;
+
+ private:
+  struct Job {
+    v1::JobStatus status;       // GUARDED_BY(mu_)
+    int64_t version = 0;        // GUARDED_BY(mu_), bumped on every change
+    std::atomic<bool> cancel{false};
+    std::thread thread;
+    std::chrono::steady_clock::time_point started;
+  };
+  void RunJob(Job* job, v1::JobSpec spec);
+  void Update(Job* job, const std::function<void(v1::JobStatus*)>& change);
+  void Persist(const v1::JobStatus& status);
+
+  Database* db_;
+  AgentRegistry* registry_;
+  const Builder* builder_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::map<std::string, std::unique_ptr<Job>> jobs_;  // GUARDED_BY(mu_)
+  int64_t next_job_ = 1;                              // GUARDED_BY(mu_)
+  std::string id_prefix_;
+};
+
+bool IsTerminal(v1::JobState state);
+
+}  // namespace tuneforge

@@ -1,0 +1,100 @@
+#include "server/server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "compiler/support/log.h"
+#include "compiler/support/status.h"
+#include "db/database.h"
+#include "server/agent_registry.h"
+#include "server/job_manager.h"
+#include "server/services.h"
+#include "tuner/builder.h"
+
+namespace tuneforge {
+
+absl::Status CheckAddress(const std::string& address) {
+  size_t colon = address.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
+    return absl::InvalidArgumentError("address '" + address + "' is not HOST:PORT (port 0..65535)");
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+class ServerImpl : public Server {
+ public:
+  int port() const override { return port_; }
+
+  void Shutdown() override {
+    std::lock_guard<std::mutex> lock(shutdown_mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    // Init may have failed part-way: only stop what was started.
+    if (jobs_) jobs_->CancelAll();
+    registry_.Shutdown();
+    if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    jobs_.reset();  // joins job threads
+  }
+
+  void Wait() override { grpc_->Wait(); }
+
+  ~ServerImpl() override { Shutdown(); }
+
+  absl::Status Init(const ServerOptions& options) {
+    RETURN_IF_ERROR(CheckAddress(options.listen));
+    DatabaseOptions db_options;
+    db_options.path = options.db_path;
+    ASSIGN_OR_RETURN(db_, Database::Open(db_options));
+    int threads = options.builder_threads > 0 ? options.builder_threads
+                                              : std::max(1u, std::thread::hardware_concurrency());
+    builder_ = std::make_unique<Builder>(threads);
+    jobs_ = std::make_unique<JobManager>(db_.get(), &registry_, builder_.get());
+    tuning_ = std::make_unique<TuningServiceImpl>(jobs_.get());
+    agents_ = std::make_unique<AgentServiceImpl>(&registry_);
+
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port_);
+    builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+    builder.SetMaxSendMessageSize(options.max_message_bytes);
+    builder.RegisterService(tuning_.get());
+    builder.RegisterService(agents_.get());
+    grpc_ = builder.BuildAndStart();
+    if (!grpc_ || port_ == 0) {
+      return absl::UnavailableError("could not listen on " + options.listen +
+                                    " (address in use or not local?)");
+    }
+    TF_LOG(Info) << "tuneforge server listening on port " << port_ << ", db " << options.db_path
+                 << ", " << threads << " builder threads";
+    return absl::OkStatus();
+  }
+
+ private:
+  std::unique_ptr<Database> db_;
+  AgentRegistry registry_;
+  std::unique_ptr<Builder> builder_;
+  std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<TuningServiceImpl> tuning_;
+  std::unique_ptr<AgentServiceImpl> agents_;
+  std::unique_ptr<grpc::Server> grpc_;
+  int port_ = 0;
+  std::mutex shutdown_mu_;
+  bool shut_down_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
+  auto server = std::make_unique<ServerImpl>();
+  RETURN_IF_ERROR(server->Init(options));
+  return server;
+}
+
+}  // namespace tuneforge

@@ -1,0 +1,36 @@
+// Server: the tuneforge service in one object. It owns the Database, the
+// AgentRegistry, the Builder pool, the JobManager and the gRPC server with the
+// TuningService and AgentService. Used by `tuneforge-server` and by the CLI's
+// embedded default (same code path as a real farm).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace tuneforge {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:7070";  // host:port; port 0 picks a free port
+  std::string db_path = "tuneforge.db";
+  int builder_threads = 0;                // 0: one per core
+  int max_message_bytes = 256 << 20;      // artifacts + expected outputs travel in messages
+};
+
+class Server {
+ public:
+  virtual ~Server() = default;
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options);
+  virtual int port() const = 0;
+  // Cancels jobs, disconnects agents, stops gRPC. Idempotent.
+  virtual void Shutdown() = 0;
+  // Blocks until Shutdown.
+  virtual void Wait() = 0;
+};
+
+// "host:port" checks shared by the server and clients: InvalidArgument when the
+// text is not host:port with a port in 0..65535.
+absl::Status CheckAddress(const std::string& address);
+
+}  // namespace tuneforge

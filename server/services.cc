@@ -1,0 +1,108 @@
+#include "server/services.h"
+
+#include <chrono>
+#include <thread>
+
+#include "compiler/support/log.h"
+
+namespace tuneforge {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  grpc::StatusCode code = grpc::StatusCode::UNKNOWN;
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument: code = grpc::StatusCode::INVALID_ARGUMENT; break;
+    case absl::StatusCode::kNotFound: code = grpc::StatusCode::NOT_FOUND; break;
+    case absl::StatusCode::kFailedPrecondition: code = grpc::StatusCode::FAILED_PRECONDITION; break;
+    case absl::StatusCode::kCancelled: code = grpc::StatusCode::CANCELLED; break;
+    case absl::StatusCode::kUnavailable: code = grpc::StatusCode::UNAVAILABLE; break;
+    default: code = grpc::StatusCode::INTERNAL; break;
+  }
+  return grpc::Status(code, std::string(s.message()));
+}
+
+grpc::Status TuningServiceImpl::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* req,
+                                          v1::SubmitJobResponse* resp) {
+  absl::StatusOr<std::string> id = jobs_->Submit(req->spec());
+  if (!id.ok()) return ToGrpc(id.status());
+  resp->set_job_id(*id);
+  return grpc::Status::OK;
+}
+
+grpc::Status TuningServiceImpl::WatchJob(grpc::ServerContext* ctx, const v1::JobRequest* req,
+                                         grpc::ServerWriter<v1::JobStatus>* writer) {
+  return ToGrpc(jobs_->Watch(req->job_id(), [&](const v1::JobStatus& s) {
+    return !ctx->IsCancelled() && writer->Write(s);
+  }));
+}
+
+grpc::Status TuningServiceImpl::GetJob(grpc::ServerContext*, const v1::JobRequest* req,
+                                       v1::JobStatus* resp) {
+  absl::StatusOr<v1::JobStatus> s = jobs_->Get(req->job_id());
+  if (!s.ok()) return ToGrpc(s.status());
+  *resp = *s;
+  return grpc::Status::OK;
+}
+
+grpc::Status TuningServiceImpl::CancelJob(grpc::ServerContext*, const v1::JobRequest* req,
+                                          v1::JobStatus* resp) {
+  absl::StatusOr<v1::JobStatus> s = jobs_->Cancel(req->job_id());
+  if (!s.ok()) return ToGrpc(s.status());
+  *resp = *s;
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
+                                        v1::RegisterResponse* resp) {
+  if (req->device_key().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "device_key must not be empty");
+  }
+  std::string id = registry_->Register(req->device_key(), req->capabilities());
+  TF_LOG(Info) << "agent " << id << " registered from " << ctx->peer() << " with device key '"
+               << req->device_key() << "' (" << req->capabilities().cpu_model() << ", "
+               << req->capabilities().cores() << " cores)";
+  resp->set_agent_id(id);
+  resp->set_heartbeat_interval_ms(kHeartbeatIntervalMs);
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentServiceImpl::Connect(
+    grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::ServerMessage, v1::AgentMessage>* stream) {
+  v1::AgentMessage hello;
+  if (!stream->Read(&hello) || hello.kind_case() != v1::AgentMessage::kHelloAgentId) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "first message must be hello");
+  }
+  const std::string agent_id = hello.hello_agent_id();
+  if (!registry_->Connect(agent_id)) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown agent id " + agent_id + "; register first");
+  }
+  // Reader: results and heartbeats up. Writer (this thread): requests down.
+  std::thread reader([&] {
+    v1::AgentMessage msg;
+    while (stream->Read(&msg)) {
+      if (msg.has_result()) {
+        v1::MeasureResult r = msg.result();
+        r.set_agent_id(agent_id);
+        registry_->Complete(agent_id, r);
+      } else if (msg.has_heartbeat()) {
+        registry_->Heartbeat(agent_id, msg.heartbeat().unix_ms());
+      }
+    }
+    registry_->Disconnect(agent_id);
+  });
+  v1::MeasureRequest request;
+  while (registry_->NextRequest(agent_id, &request)) {
+    v1::ServerMessage out;
+    *out.mutable_request() = std::move(request);
+    if (!stream->Write(out)) break;
+  }
+  // The agent went away, or the server is shutting down: end the stream so the
+  // reader's Read returns.
+  if (!ctx->IsCancelled()) ctx->TryCancel();
+  reader.join();
+  registry_->Disconnect(agent_id);
+  TF_LOG(Info) << "agent " << agent_id << " disconnected";
+  return grpc::Status::OK;
+}
+
+}  // namespace tuneforge

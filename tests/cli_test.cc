@@ -1,0 +1,122 @@
+// The CLI contract: --help everywhere, exit 0 on success, non-zero with a one-line
+// reason on bad input, and no harm to an existing db.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "nlohmann/json.hpp"
+#include "tests/process_util.h"
+
+namespace tuneforge {
+namespace {
+
+using testing::ReadFile;
+using testing::RunCommand;
+
+const std::string kBin = TF_BIN_DIR;
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() / ("tf_cli_" + std::to_string(getpid()))).string();
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Runs tuneforge and expects failure with a one-line message containing `part`.
+  void ExpectError(const std::vector<std::string>& args, const std::string& part) {
+    std::vector<std::string> argv = {kBin + "/tuneforge"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = RunCommand(argv, dir_, std::chrono::seconds(60));
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    EXPECT_NE(r.exit_code, 0) << joined;
+    EXPECT_NE(r.err.find(part), std::string::npos) << joined << "\nstderr: " << r.err;
+    // One line: the reason, nothing else (no stack traces, no log spam).
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << joined << "\nstderr: " << r.err;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(CliTest, HelpOnEveryCommand) {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"--help"}, {"tune", "--help"}, {"db", "--help"}, {"show", "--help"}}) {
+    std::vector<std::string> argv = {kBin + "/tuneforge"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = RunCommand(argv, dir_);
+    EXPECT_EQ(r.exit_code, 0) << args[0];
+    EXPECT_NE(r.out.find("usage:"), std::string::npos) << r.out;
+  }
+  for (const char* bin : {"/tuneforge-server", "/tuneforge-agent"}) {
+    auto r = RunCommand({kBin + bin, "--help"}, dir_);
+    EXPECT_EQ(r.exit_code, 0) << bin;
+    EXPECT_NE(r.out.find("usage:"), std::string::npos) << bin << r.out;
+  }
+}
+
+TEST_F(CliTest, BadTasks) {
+  ExpectError({"tune", "--task", "conv9d M=1", "--trials", "1"}, "unknown op 'conv9d'");
+  ExpectError({"tune", "--task", "matmul M=512 N=512", "--trials", "1"}, "missing parameter K");
+  ExpectError({"tune", "--task", "matmul M=512 N= K=1", "--trials", "1"}, "malformed task parameter");
+  ExpectError({"tune", "--task", "matmul M=0 N=512 K=512"}, "must be at least 1");
+  ExpectError({"tune", "--task", "matmul M=-5 N=512 K=512"}, "must be at least 1");
+  ExpectError({"tune", "--task", "matmul M=1000000000 N=512 K=512"}, "too large");
+  ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--trials", "0"}, "--trials");
+  ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--trials", "lots"}, "--trials");
+  ExpectError({"tune"}, "missing required option --task");
+  ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--bogus"}, "unknown option --bogus");
+  ExpectError({"frobnicate"}, "unknown command 'frobnicate'");
+}
+
+TEST_F(CliTest, UnreachableServer) {
+  ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--server", "127.0.0.1:1"},
+              "cannot reach tuneforge server at 127.0.0.1:1");
+  ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--server", "nonsense"}, "not HOST:PORT");
+}
+
+TEST_F(CliTest, ShowPrintsTheLoopNestAndRejectsBadConfigs) {
+  auto r = RunCommand({kBin + "/tuneforge", "show", "--task", "matmul M=64 N=64 K=64", "--config",
+                R"({"accumulate":"registers","loop_order":"ijk","parallel":1,"tile_i_blocks":2,)"
+                R"("tile_i_reg":4,"tile_j_blocks":2,"tile_j_vecs":2,"tile_k":16,"unroll_k":2,)"
+                R"("vec_lanes":4})"},
+               dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("parallel for (i.o"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("vectorized for (j.l, 0, 4)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("allocate C.local"), std::string::npos) << r.out;
+
+  auto space = RunCommand({kBin + "/tuneforge", "show", "--task", "matmul M=64 N=64 K=64", "--space"}, dir_);
+  ASSERT_EQ(space.exit_code, 0) << space.err;
+  EXPECT_NE(space.out.find("tile_i_reg"), std::string::npos);
+
+  ExpectError({"show", "--task", "matmul M=8 N=8 K=8", "--config", "{not json"}, "not valid JSON");
+  ExpectError({"show", "--task", "matmul M=8 N=8 K=8", "--config", "[1,2]"}, "JSON object");
+  ExpectError({"show", "--task", "matmul M=8 N=8 K=8", "--config", R"({"tile_i_reg":5})"},
+              "invalid config");
+}
+
+TEST_F(CliTest, BadDatabasePaths) {
+  ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--trials", "1", "--db",
+               dir_ + "/no/such/dir/x.db"},
+              "no/such/dir");
+  // A file that is not a SQLite database is refused and left exactly as it was.
+  std::string text = dir_ + "/notes.txt";
+  {
+    std::ofstream out(text);
+    out << "precious notes, not a database\n";
+  }
+  ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--trials", "1", "--db", text},
+              "not a tuneforge database");
+  ExpectError({"db", "best", "--db", text, "--task", "matmul M=8 N=8 K=8"}, "not a tuneforge database");
+  EXPECT_EQ(ReadFile(text), "precious notes, not a database\n");
+  ExpectError({"db", "list", "--db", dir_ + "/missing.db"}, "missing.db");
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/missing.db"));
+  ExpectError({"db", "best", "--db", dir_ + "/missing.db"}, "missing required option --task");
+  ExpectError({"db"}, "expected a subcommand");
+}
+
+}  // namespace
+}  // namespace tuneforge

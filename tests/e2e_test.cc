@@ -1,0 +1,151 @@
+// End to end on loopback with real processes: tuneforge-server, two tuneforge-agent
+// processes and the tuneforge CLI as the client; a real SQLite file; real LLVM builds.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+
+#include "db/database.h"
+#include "compiler/task/task.h"
+#include "nlohmann/json.hpp"
+#include "tests/process_util.h"
+
+namespace tuneforge {
+namespace {
+
+using testing::Process;
+using testing::RunCommand;
+
+const std::string kBin = TF_BIN_DIR;
+
+class EndToEndTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() /
+            ("tf_e2e_" + std::to_string(getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+               .string();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+
+  // Starts the server on a free port; returns "127.0.0.1:PORT".
+  std::string StartServer(const std::string& db) {
+    server_ = std::make_unique<Process>(
+        std::vector<std::string>{kBin + "/tuneforge-server", "--listen", "127.0.0.1:0", "--db", db},
+        dir_ + "/server.out", dir_ + "/server.err");
+    for (int i = 0; i < 200; ++i) {
+      std::string out = server_->Stdout();
+      size_t p = out.find("listening on port ");
+      if (p != std::string::npos && out.find('\n', p) != std::string::npos) {
+        return "127.0.0.1:" + std::to_string(std::stoi(out.substr(p + 18)));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "server did not start: " << server_->Stderr();
+    return "";
+  }
+
+  std::string dir_;
+  std::unique_ptr<Process> server_;
+};
+
+TEST_F(EndToEndTest, ServerTwoAgentsAndCliTuneASmallMatmul) {
+  const std::string db = dir_ + "/farm.db";
+  std::string address = StartServer(db);
+  ASSERT_FALSE(address.empty());
+  Process agent1({kBin + "/tuneforge-agent", "--server", address, "--device-key", "e2e"},
+                 dir_ + "/agent1.out", dir_ + "/agent1.err");
+  Process agent2({kBin + "/tuneforge-agent", "--server", address, "--device-key", "e2e"},
+                 dir_ + "/agent2.out", dir_ + "/agent2.err");
+
+  const std::string task = "matmul M=64 N=48 K=33";
+  auto r = RunCommand({kBin + "/tuneforge", "tune", "--server", address, "--device-key", "e2e", "--task",
+                task, "--trials", "16", "--batch", "8", "--seed", "3", "--json"},
+               dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err << "\nserver:\n" << server_->Stderr() << "\nagent1:\n"
+                            << agent1.Stderr();
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["task"], "matmul M=64 N=48 K=33 dtype=float32");
+  EXPECT_EQ(j["trials"], 16);
+  EXPECT_GT(j["best"]["gflops"].get<double>(), 0.0);
+  EXPECT_GT(j["best"]["seconds"].get<double>(), 0.0);
+  EXPECT_TRUE(j["best"]["config"].is_object());
+  EXPECT_EQ(j["target"]["device_key"], "e2e");
+  EXPECT_GE(j["records"].get<int>(), 17);
+
+  // Both agents measured, every record is in the db, and the best is correct data.
+  server_->Kill(SIGTERM);
+  DatabaseOptions o;
+  o.path = db;
+  o.create_if_missing = false;
+  auto database = Database::Open(o);
+  ASSERT_TRUE(database.ok()) << database.status();
+  TuningTask t = *ParseTask(task);
+  auto records = (*database)->Records(t.WorkloadKey(), "");
+  ASSERT_TRUE(records.ok());
+  EXPECT_EQ(static_cast<int>(records->size()), j["records"].get<int>());
+  std::set<std::string> agents;
+  for (const TuningRecord& rec : *records) {
+    if (rec.result.error == MeasureErrorKind::kNone) agents.insert(rec.result.agent_id);
+    EXPECT_NE(rec.result.error, MeasureErrorKind::kWrongAnswer) << rec.config_json;
+  }
+  EXPECT_EQ(agents.size(), 2u);
+
+  auto best = RunCommand({kBin + "/tuneforge", "db", "best", "--db", db, "--task", task, "--json"}, dir_);
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  nlohmann::json b = nlohmann::json::parse(best.out);
+  EXPECT_EQ(b["device_key"], "e2e");
+  EXPECT_GT(b["gflops"].get<double>(), 0.0);
+
+  auto list = RunCommand({kBin + "/tuneforge", "db", "list", "--db", db}, dir_);
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.out.find("matmul M=64 N=48 K=33"), std::string::npos) << list.out;
+}
+
+TEST_F(EndToEndTest, EmbeddedDefaultTunesWithALocalAgent) {
+  const std::string db = dir_ + "/embedded.db";
+  auto r = RunCommand({kBin + "/tuneforge", "tune", "--task", "matmul M=37 N=29 K=41", "--trials", "10",
+                "--db", db, "--json"},
+               dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["trials"], 10);
+  EXPECT_EQ(j["target"]["device_key"], "local");
+  EXPECT_GT(j["best"]["gflops"].get<double>(), 0.0);
+  EXPECT_GT(j["speedup_over_baseline"].get<double>(), 0.0);
+  EXPECT_TRUE(std::filesystem::exists(db));
+
+  // Human output mentions the best config, GFLOP/s and the speedup.
+  auto text = RunCommand({kBin + "/tuneforge", "tune", "--task", "matmul M=16 N=16 K=16", "--trials", "4",
+                   "--db", db},
+                  dir_);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("best config:"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("GFLOP/s"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("speedup:"), std::string::npos) << text.out;
+}
+
+TEST_F(EndToEndTest, JobWaitsForAgentsOfItsKeyAndCanBeCancelled) {
+  std::string address = StartServer(dir_ + "/wait.db");
+  ASSERT_FALSE(address.empty());
+  Process cli({kBin + "/tuneforge", "tune", "--server", address, "--device-key", "nobody",
+               "--task", "matmul M=8 N=8 K=8", "--trials", "2"},
+              dir_ + "/cli.out", dir_ + "/cli.err");
+  bool waiting = false;
+  for (int i = 0; i < 200 && !waiting; ++i) {
+    waiting = cli.Stderr().find("waiting for an agent with device key 'nobody'") != std::string::npos;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(waiting) << cli.Stderr();
+  kill(cli.pid(), SIGINT);  // Ctrl-C cancels the job
+  int code = cli.Wait(std::chrono::seconds(20));
+  EXPECT_NE(code, 0);
+  EXPECT_NE(cli.Stderr().find("cancelled"), std::string::npos) << cli.Stderr();
+}
+
+}  // namespace
+}  // namespace tuneforge

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The two set-up commands of README.md:
+#   ./tuneforge.sh demo   install what is missing, build, tune matmul 512^3 (200 trials)
+#                         on the embedded default (in-process server, one local agent,
+#                         SQLite file tuneforge.db)
+#   ./tuneforge.sh test   install what is missing, build, run the whole test suite
+# Also: ./tuneforge.sh build (install + build only).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=$(nproc)
+
+build() {
+  scripts/install-deps
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$BUILD_DIR" -j"$JOBS"
+}
+
+case "${1:-}" in
+  demo)
+    build
+    exec "$BUILD_DIR/bin/tuneforge" tune --task "matmul M=512 N=512 K=512" --trials 200 \
+      --db tuneforge.db
+    ;;
+  test)
+    build
+    cd "$BUILD_DIR"
+    exec ctest --output-on-failure -j"$JOBS"
+    ;;
+  build)
+    build
+    ;;
+  *)
+    echo "usage: $0 demo | test | build" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,51 @@
+// Runner: measures built Artifacts somewhere (agents over gRPC in the server; a
+// fake in unit tests) and returns one MeasureResult per input, in order.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/build.h"
+#include "db/record.h"
+
+namespace tuneforge {
+
+// The measurement protocol of DESIGN.md. Defaults suit kernels of ~0.1-100 ms.
+struct MeasureOptions {
+  int warmup = 1;
+  int number = 1;
+  int repeat = 3;
+  int min_repeat_ms = 40;
+  bool flush_cache = false;
+  int timeout_ms = 10000;
+};
+
+// What a kernel's correctness is checked against; shared by all inputs of a task.
+struct ExpectedOutput {
+  std::vector<int64_t> buffer_sizes;  // elements per kernel argument, entry order
+  int output_index = 0;               // which argument is the output
+  uint64_t seed = 0;                  // inputs are FillBuffer(seed, argument index)
+  std::vector<float> values;          // the reference output
+  double atol = 0, rtol = 0;
+};
+
+struct MeasureInput {
+  std::string task_text;
+  std::string config_json;
+  std::shared_ptr<const Artifact> artifact;
+  std::shared_ptr<const ExpectedOutput> expected;
+  MeasureOptions options;
+};
+
+class Runner {
+ public:
+  virtual ~Runner() = default;
+  // Blocks until every input has a result. Never fails as a whole: problems are
+  // per-result errors (runtime_error, run_timeout, agent_lost, ...).
+  virtual std::vector<MeasureResult> Measure(const std::vector<MeasureInput>& inputs) = 0;
+  // How many measurements can run at once (e.g. free agents); guides batch size.
+  virtual int Parallelism() const { return 1; }
+};
+
+}  // namespace tuneforge

@@ -1,0 +1,273 @@
+#include "tuner/tuning_loop.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <sstream>
+
+#include "compiler/reference/reference.h"
+#include "compiler/support/log.h"
+#include "compiler/support/status.h"
+#include "tuner/search_policy.h"
+
+namespace tuneforge {
+namespace {
+
+int64_t NowUnixUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+WorkloadInfo MakeWorkloadInfo(const TuningTask& task) {
+  return WorkloadInfo{task.WorkloadKey(), task.op(), task.CanonicalText(), task.ToJson(),
+                      task.Flops()};
+}
+
+TargetInfo MakeTargetInfo(const Target& target) {
+  return TargetInfo{target.Key(), target.triple, target.cpu, target.features, target.num_threads,
+                    target.device_key};
+}
+
+TuningLoop::TuningLoop(TuningTask task, Target target, TuningOptions options, Database* db,
+                       const Builder* builder, Runner* runner)
+    : task_(std::move(task)),
+      target_(std::move(target)),
+      options_(std::move(options)),
+      db_(db),
+      builder_(builder),
+      runner_(runner) {}
+
+TrialSummary TuningLoop::Summarise(const TuningRecord& r) const {
+  double s = r.result.MedianCost();
+  return TrialSummary{r.config_json, s, task_.Flops() / s / 1e9, r.id};
+}
+
+TuningRecord TuningLoop::MakeRecord(const Config& config, const MeasureResult& result) const {
+  TuningRecord r;
+  r.workload = MakeWorkloadInfo(task_);
+  r.target = MakeTargetInfo(target_);
+  r.template_name = template_->name();
+  r.template_version = template_->version();
+  r.config_json = config.ToJson();
+  r.result = result;
+  r.job_id = options_.job_id;
+  return r;
+}
+
+absl::StatusOr<std::vector<TuningRecord>> TuningLoop::RunBatch(
+    const std::vector<Candidate>& candidates) {
+  std::vector<BuildResult> built;
+  {
+    ScopedTimer timer("build batch");
+    built = builder_->Build(task_, *template_, target_, candidates);
+  }
+  std::vector<MeasureInput> inputs;
+  std::vector<size_t> input_of;  // built index -> inputs index, or npos
+  for (const BuildResult& b : built) {
+    if (b.error != MeasureErrorKind::kNone) {
+      input_of.push_back(std::string::npos);
+      continue;
+    }
+    build_seconds_.push_back(b.build_seconds);
+    input_of.push_back(inputs.size());
+    inputs.push_back(MeasureInput{task_.CanonicalText(), b.candidate.config.ToJson(), b.artifact,
+                                  expected_, options_.measure});
+  }
+  std::vector<MeasureResult> measured;
+  if (!inputs.empty()) {
+    ScopedTimer timer("measure batch");
+    measured = runner_->Measure(inputs);
+    TF_CHECK(measured.size() == inputs.size(), "runner returned ", measured.size(), " results for ",
+             inputs.size(), " inputs");
+  }
+  std::vector<TuningRecord> records;
+  for (size_t i = 0; i < built.size(); ++i) {
+    MeasureResult result;
+    if (input_of[i] == std::string::npos) {
+      result.error = built[i].error;
+      result.error_message = built[i].error_message;
+      result.start_unix_us = result.end_unix_us = NowUnixUs();
+    } else {
+      result = measured[input_of[i]];
+      artifacts_[built[i].candidate.config.ToJson()] = built[i].artifact;
+    }
+    result.build_seconds = built[i].build_seconds;
+    records.push_back(MakeRecord(built[i].candidate.config, result));
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> ids, db_->Commit(records));
+  for (size_t i = 0; i < records.size(); ++i) records[i].id = ids[i];
+  return records;
+}
+
+void TuningLoop::Account(const std::vector<TuningRecord>& records, bool count_trials) {
+  for (const TuningRecord& r : records) {
+    ++progress_.records;
+    if (count_trials) ++progress_.trials_done;
+    if (r.result.error != MeasureErrorKind::kNone) {
+      ++progress_.errors;
+      continue;
+    }
+    measured_.push_back(r);
+    TrialSummary s = Summarise(r);
+    if (!progress_.best || s.seconds < progress_.best->seconds) progress_.best = s;
+  }
+  progress_.median_build_seconds = Median(build_seconds_);
+}
+
+absl::Status TuningLoop::Remeasure(const std::atomic<bool>* cancel) {
+  // Distinct configs by their best measured median, best first.
+  std::vector<const TuningRecord*> order;
+  for (const TuningRecord& r : measured_) order.push_back(&r);
+  std::sort(order.begin(), order.end(), [](const TuningRecord* a, const TuningRecord* b) {
+    return a->result.MedianCost() < b->result.MedianCost();
+  });
+  std::vector<std::string> top;
+  for (const TuningRecord* r : order) {
+    if (static_cast<int>(top.size()) >= options_.top_k_remeasure) break;
+    if (std::find(top.begin(), top.end(), r->config_json) == top.end() &&
+        artifacts_.count(r->config_json))
+      top.push_back(r->config_json);
+  }
+  if (top.size() < 2) return absl::OkStatus();  // nothing to choose between
+
+  // Interleaved: every round measures each finalist once, so drift hits all alike.
+  std::map<std::string, std::vector<double>> costs;
+  std::map<std::string, TuningRecord> last_record;
+  for (int round = 0; round < options_.remeasure_rounds; ++round) {
+    if (cancel && cancel->load()) return absl::OkStatus();
+    std::vector<MeasureInput> inputs;
+    for (const std::string& config : top) {
+      inputs.push_back(MeasureInput{task_.CanonicalText(), config, artifacts_[config], expected_,
+                                    options_.measure});
+    }
+    std::vector<MeasureResult> results = runner_->Measure(inputs);
+    std::vector<TuningRecord> records;
+    for (size_t i = 0; i < top.size(); ++i) {
+      absl::StatusOr<Config> config = Config::FromJson(top[i]);
+      TF_CHECK(config.ok());
+      records.push_back(MakeRecord(*config, results[i]));
+    }
+    ASSIGN_OR_RETURN(std::vector<int64_t> ids, db_->Commit(records));
+    for (size_t i = 0; i < records.size(); ++i) {
+      records[i].id = ids[i];
+      ++progress_.records;
+      if (records[i].result.error != MeasureErrorKind::kNone) {
+        ++progress_.errors;
+        costs[top[i]].push_back(INFINITY);  // a finalist that fails once cannot win
+        continue;
+      }
+      for (double c : records[i].result.costs) costs[top[i]].push_back(c);
+      last_record[top[i]] = records[i];
+    }
+  }
+  std::string winner;
+  double winner_cost = INFINITY;
+  for (const std::string& config : top) {
+    double m = Median(costs[config]);
+    if (m < winner_cost && last_record.count(config)) {
+      winner = config;
+      winner_cost = m;
+    }
+  }
+  if (winner.empty()) return absl::OkStatus();
+  TrialSummary s = Summarise(last_record[winner]);
+  s.seconds = winner_cost;
+  s.gflops = task_.Flops() / winner_cost / 1e9;
+  progress_.best = s;
+  std::ostringstream event;
+  event << "re-measured top " << top.size() << " interleaved x" << options_.remeasure_rounds
+        << ": winner " << winner << " at " << s.gflops << " GFLOP/s";
+  progress_.last_event = event.str();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TuningProgress> TuningLoop::Run(const ProgressCallback& on_progress,
+                                               const std::atomic<bool>* cancel) {
+  on_progress_ = on_progress;
+  auto report = [&](const std::string& event) {
+    progress_.last_event = event;
+    TF_LOG(Info) << event;
+    if (on_progress_) on_progress_(progress_);
+  };
+  ASSIGN_OR_RETURN(template_, FindTemplate(task_));
+  ConfigSpace space = template_->Space(task_, target_);
+  ASSIGN_OR_RETURN(std::unique_ptr<SearchPolicy> policy,
+                   MakeSearchPolicy(options_.policy, space, options_.seed));
+
+  // The expected output, computed once per job by the reference implementation.
+  Config naive = template_->Naive(task_, target_);
+  ASSIGN_OR_RETURN(ir::LoweredFunc naive_func, template_->Instantiate(task_, target_, naive));
+  {
+    auto expected = std::make_shared<ExpectedOutput>();
+    for (size_t i = 0; i < naive_func.params.size(); ++i) {
+      expected->buffer_sizes.push_back(naive_func.params[i].NumElements());
+      if (naive_func.params[i].is_output) expected->output_index = static_cast<int>(i);
+    }
+    expected->seed = options_.seed;
+    ASSIGN_OR_RETURN(expected->values, ReferenceOutput(task_, MakeInputs(task_, options_.seed)));
+    Tolerance tol = ToleranceFor(task_);
+    expected->atol = tol.atol;
+    expected->rtol = tol.rtol;
+    expected_ = std::move(expected);
+  }
+
+  // Configs this (workload, target) already has records for are not measured again.
+  ASSIGN_OR_RETURN(std::vector<TuningRecord> previous,
+                   db_->Records(task_.WorkloadKey(), target_.Key()));
+  policy->Observe(previous);
+  report("tuning " + task_.CanonicalText() + " on " + target_.ToString() + " with " +
+         policy->name() + " search, " + std::to_string(options_.trials) + " trials; " +
+         std::to_string(space.knobs().size()) + " knobs, " + std::to_string(previous.size()) +
+         " earlier records");
+
+  ASSIGN_OR_RETURN(std::vector<TuningRecord> baseline, RunBatch({Candidate{naive, true}}));
+  policy->Observe(baseline);
+  progress_.records += 1;
+  if (baseline[0].result.error == MeasureErrorKind::kNone) {
+    progress_.baseline = Summarise(baseline[0]);
+    report("baseline (untuned loop nest): " + std::to_string(progress_.baseline->gflops) +
+           " GFLOP/s");
+  } else {
+    ++progress_.errors;
+    report(std::string("baseline failed: ") + MeasureErrorKindName(baseline[0].result.error) +
+           ": " + baseline[0].result.error_message);
+  }
+
+  int batch = options_.batch_size > 0 ? options_.batch_size
+                                      : std::max(8, 2 * runner_->Parallelism());
+  while (progress_.trials_done < options_.trials) {
+    if (cancel && cancel->load()) return absl::CancelledError("job cancelled");
+    int n = std::min(batch, options_.trials - progress_.trials_done);
+    std::vector<Config> configs = policy->Propose(n);
+    if (configs.empty()) {
+      report("search space exhausted after " + std::to_string(progress_.trials_done) + " trials");
+      break;
+    }
+    std::vector<Candidate> candidates;
+    for (Config& c : configs) candidates.push_back(Candidate{std::move(c), false});
+    ASSIGN_OR_RETURN(std::vector<TuningRecord> records, RunBatch(candidates));
+    policy->Observe(records);
+    Account(records, /*count_trials=*/true);
+    std::ostringstream event;
+    event << "trial " << progress_.trials_done << "/" << options_.trials;
+    if (progress_.best) event << ": best " << progress_.best->gflops << " GFLOP/s";
+    event << ", " << progress_.errors << " failed";
+    report(event.str());
+  }
+  if (cancel && cancel->load()) return absl::CancelledError("job cancelled");
+  RETURN_IF_ERROR(Remeasure(cancel));
+  if (on_progress_) on_progress_(progress_);
+  return progress_;
+}
+
+}  // namespace tuneforge

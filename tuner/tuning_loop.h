@@ -1,0 +1,100 @@
+// The tuning loop for one TuningTask on one Target:
+//
+//   baseline = measure(template.Naive)
+//   repeat until the budget is spent:
+//     candidates = policy.Propose(batch)
+//     artifacts  = builder.Build(candidates)
+//     results    = runner.Measure(artifacts)
+//     records    = db.Commit(...)
+//     policy.Observe(records)
+//   re-measure the top-k interleaved; the winner is best by the re-measurement
+//
+// Not thread-safe; one TuningLoop per job, run on the job's thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "compiler/target/target.h"
+#include "compiler/task/task.h"
+#include "db/database.h"
+#include "tuner/builder.h"
+#include "tuner/runner.h"
+
+namespace tuneforge {
+
+struct TuningOptions {
+  int trials = 200;           // candidates measured (baseline and re-measurements excluded)
+  int batch_size = 0;         // 0: 2 x runner parallelism, at least 8
+  uint64_t seed = 1;
+  std::string policy = "random";
+  MeasureOptions measure;
+  int top_k_remeasure = 3;    // candidates re-measured at the end
+  int remeasure_rounds = 2;   // interleaved rounds of re-measurement
+  std::string job_id;
+};
+
+struct TrialSummary {
+  std::string config_json;
+  double seconds = 0;  // median cost
+  double gflops = 0;
+  int64_t record_id = 0;
+};
+
+// What a job reports while it runs and at the end.
+struct TuningProgress {
+  int trials_done = 0;
+  int records = 0;
+  int errors = 0;
+  std::optional<TrialSummary> best;
+  std::optional<TrialSummary> baseline;
+  double median_build_seconds = 0;
+  std::string last_event;
+};
+
+class TuningLoop {
+ public:
+  using ProgressCallback = std::function<void(const TuningProgress&)>;
+
+  TuningLoop(TuningTask task, Target target, TuningOptions options, Database* db,
+             const Builder* builder, Runner* runner);
+
+  // Runs to completion (or until `cancel` becomes true). Errors are for things that
+  // make tuning impossible (no template, db write failure); failed candidates are
+  // records, not errors.
+  absl::StatusOr<TuningProgress> Run(const ProgressCallback& on_progress,
+                                     const std::atomic<bool>* cancel = nullptr);
+
+ private:
+  // Builds, measures and commits one batch; returns the committed records.
+  absl::StatusOr<std::vector<TuningRecord>> RunBatch(const std::vector<Candidate>& candidates);
+  TuningRecord MakeRecord(const Config& config, const MeasureResult& result) const;
+  void Account(const std::vector<TuningRecord>& records, bool count_trials);
+  absl::Status Remeasure(const std::atomic<bool>* cancel);
+  TrialSummary Summarise(const TuningRecord& r) const;
+
+  TuningTask task_;
+  Target target_;
+  TuningOptions options_;
+  Database* db_;
+  const Builder* builder_;
+  Runner* runner_;
+  const Template* template_ = nullptr;
+  std::shared_ptr<const ExpectedOutput> expected_;
+  TuningProgress progress_;
+  std::vector<double> build_seconds_;
+  std::vector<TuningRecord> measured_;  // successful records of this run
+  std::map<std::string, std::shared_ptr<const Artifact>> artifacts_;  // by config, for re-measuring
+  ProgressCallback on_progress_;
+};
+
+// Helpers shared with the CLI and server.
+WorkloadInfo MakeWorkloadInfo(const TuningTask& task);
+TargetInfo MakeTargetInfo(const Target& target);
+
+}  // namespace tuneforge

@@ -1,0 +1,147 @@
+#include "tuner/tuning_loop.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+
+#include "compiler/codegen/build.h"
+#include "compiler/templates/config_space.h"
+
+namespace tuneforge {
+namespace {
+
+// Pretends to measure: cost falls with the register tile, so "best" is predictable.
+// Configs with parallel=1 and vec_lanes=4 "crash", to exercise failures as data.
+class FakeRunner : public Runner {
+ public:
+  std::vector<MeasureResult> Measure(const std::vector<MeasureInput>& inputs) override {
+    std::vector<MeasureResult> out;
+    for (const MeasureInput& in : inputs) {
+      ++calls;
+      EXPECT_NE(in.artifact, nullptr);
+      EXPECT_FALSE(in.artifact->shared_object.empty());
+      EXPECT_EQ(in.expected->values.size(), in.expected->buffer_sizes[in.expected->output_index]);
+      Config c = *Config::FromJson(in.config_json);
+      MeasureResult r;
+      if (c.Int("parallel") == 1 && c.Int("vec_lanes") == 4) {
+        r.error = MeasureErrorKind::kRuntimeError;
+        r.error_message = "fake crash";
+      } else {
+        double work = c.Int("tile_i_reg") * c.Int("vec_lanes") * c.Int("tile_j_vecs");
+        r.costs = {1.0 / work, 1.1 / work, 0.9 / work};
+      }
+      r.agent_id = "fake";
+      out.push_back(r);
+    }
+    return out;
+  }
+  int calls = 0;
+};
+
+class TuningLoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("tuner_test_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    DatabaseOptions o;
+    o.path = (dir_ / "t.db").string();
+    auto db = Database::Open(o);
+    ASSERT_TRUE(db.ok()) << db.status();
+    db_ = std::move(*db);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<Database> db_;
+};
+
+TEST_F(TuningLoopTest, SpendsTheBudgetRecordsEverythingAndNeverRepeats) {
+  TuningTask task = *ParseTask("matmul M=32 N=32 K=32");
+  Target target = DetectHostTarget("test");
+  TuningOptions options;
+  options.trials = 24;
+  options.batch_size = 8;
+  options.seed = 5;
+  options.job_id = "job-test";
+  Builder builder(2);
+  FakeRunner runner;
+  TuningLoop loop(task, target, options, db_.get(), &builder, &runner);
+  int callbacks = 0;
+  auto progress = loop.Run([&](const TuningProgress&) { ++callbacks; });
+  ASSERT_TRUE(progress.ok()) << progress.status();
+  EXPECT_EQ(progress->trials_done, 24);
+  EXPECT_GT(callbacks, 3);
+  ASSERT_TRUE(progress->best.has_value());
+  ASSERT_TRUE(progress->baseline.has_value());
+  EXPECT_GT(progress->median_build_seconds, 0);
+
+  auto records = db_->Records(task.WorkloadKey(), target.Key());
+  ASSERT_TRUE(records.ok());
+  EXPECT_EQ(static_cast<int>(records->size()), progress->records);
+  // Baseline + trials are distinct configs; re-measurements repeat the finalists.
+  std::set<std::string> distinct;
+  int first_pass = 0;
+  for (const TuningRecord& r : *records) {
+    if (first_pass < 25) {
+      EXPECT_TRUE(distinct.insert(r.config_json).second) << "measured twice: " << r.config_json;
+      ++first_pass;
+    }
+    EXPECT_EQ(r.job_id, "job-test");
+    EXPECT_EQ(r.template_name, "matmul_cpu");
+  }
+  EXPECT_EQ(first_pass, 25);
+  // The reported best is the best successful config of the run.
+  double best_seen = INFINITY;
+  for (const TuningRecord& r : *records)
+    if (r.result.error == MeasureErrorKind::kNone) best_seen = std::min(best_seen, r.result.MedianCost());
+  EXPECT_NEAR(progress->best->seconds, best_seen, best_seen * 1e-9);
+}
+
+TEST_F(TuningLoopTest, SecondRunSkipsConfigsAlreadyInTheDb) {
+  TuningTask task = *ParseTask("matmul M=8 N=8 K=8");
+  Target target = DetectHostTarget("test");
+  TuningOptions options;
+  options.trials = 10;
+  options.top_k_remeasure = 0;
+  Builder builder(2);
+  FakeRunner runner;
+  {
+    TuningLoop loop(task, target, options, db_.get(), &builder, &runner);
+    ASSERT_TRUE(loop.Run(nullptr).ok());
+  }
+  {
+    TuningLoop loop(task, target, options, db_.get(), &builder, &runner);
+    ASSERT_TRUE(loop.Run(nullptr).ok());
+  }
+  auto records = db_->Records(task.WorkloadKey(), target.Key());
+  ASSERT_TRUE(records.ok());
+  std::set<std::string> trial_configs;
+  Config naive = (*FindTemplate(task))->Naive(task, target);
+  for (const TuningRecord& r : *records) {
+    if (r.config_json == naive.ToJson()) continue;  // the baseline is measured each run
+    EXPECT_TRUE(trial_configs.insert(r.config_json).second) << r.config_json;
+  }
+  EXPECT_EQ(trial_configs.size(), 20u);
+}
+
+TEST_F(TuningLoopTest, CancelStopsTheLoop) {
+  TuningTask task = *ParseTask("matmul M=16 N=16 K=16");
+  TuningOptions options;
+  options.trials = 1000;
+  options.batch_size = 4;
+  Builder builder(1);
+  FakeRunner runner;
+  std::atomic<bool> cancel{false};
+  TuningLoop loop(task, DetectHostTarget("test"), options, db_.get(), &builder, &runner);
+  auto result = loop.Run([&](const TuningProgress& p) { if (p.trials_done >= 8) cancel = true; },
+                         &cancel);
+  EXPECT_TRUE(absl::IsCancelled(result.status())) << result.status();
+  EXPECT_LT(runner.calls, 20);
+}
+
+}  // namespace
+}  // namespace tuneforge
