@@ -1,6 +1,7 @@
 // Loads a kernel shared object (Artifact bytes) into this process: writes it to a
 // private temporary file, dlopens it, resolves the entry symbol. The process must
-// export the runtime (tf_parallel_for): link with ENABLE_EXPORTS.
+// export the runtime's tf_parallel_for; linking tuneforge_runtime into an executable
+// does that (see compiler/runtime/CMakeLists.txt).
 #pragma once
 
 #include <memory>

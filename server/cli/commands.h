@@ -9,6 +9,8 @@
 
 namespace tuneforge::cli {
 
+using CommandFn = absl::StatusOr<int> (*)(const std::vector<std::string>& args);
+
 absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> DbCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> ShowCommand(const std::vector<std::string>& args);

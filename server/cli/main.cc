@@ -1,5 +1,6 @@
 // tuneforge: the user CLI. `tuneforge --help` lists the commands.
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,20 +31,22 @@ int main(int argc, char** argv) {
   std::string command = args[0];
   args.erase(args.begin());
   tuneforge::SetLogPrefix("tuneforge");
-  absl::StatusOr<int> rc;
-  if (command == "tune") {
-    rc = tuneforge::cli::TuneCommand(args);
-  } else if (command == "db") {
-    rc = tuneforge::cli::DbCommand(args);
-  } else if (command == "show") {
-    rc = tuneforge::cli::ShowCommand(args);
-  } else if (command == "version" || command == "--version") {
+  if (command == "version" || command == "--version") {
     std::printf("tuneforge %s\n", TUNEFORGE_VERSION);
     return 0;
-  } else {
+  }
+  // One line per command; the functions live in server/cli/<command>.cc.
+  const std::map<std::string, tuneforge::cli::CommandFn> commands = {
+      {"tune", tuneforge::cli::TuneCommand},
+      {"db", tuneforge::cli::DbCommand},
+      {"show", tuneforge::cli::ShowCommand},
+  };
+  auto it = commands.find(command);
+  if (it == commands.end()) {
     std::fprintf(stderr, "tuneforge: unknown command '%s' (see tuneforge --help)\n", command.c_str());
     return 2;
   }
+  absl::StatusOr<int> rc = it->second(args);
   if (!rc.ok()) {
     std::fprintf(stderr, "tuneforge %s: %s\n", command.c_str(),
                  std::string(rc.status().message()).c_str());
