@@ -2,6 +2,7 @@
 // factory. The SQLite backend lives in db/sqlite_database.cc; callers never see it.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,10 +14,92 @@
 namespace tuneforge {
 
 struct DatabaseOptions {
-  std::string path;                // SQLite file; its directory must exist
-  bool create_if_missing = true;   // false: a missing file is an error
+  std::string path;               // SQLite file; its directory must exist
+  bool create_if_missing = true;  // false: a missing file is an error
   bool read_only = false;
   int busy_timeout_ms = 5000;
+  // 0: no limit. Otherwise writes that would grow the file past this many bytes fail
+  // with ResourceExhausted and leave nothing half-written (a quota; also how tests
+  // simulate a full disk).
+  int64_t max_file_bytes = 0;
+};
+
+// What a write did: ids in input order (an already stored record reports the id it
+// has), and how many records were new.
+struct CommitResult {
+  std::vector<int64_t> ids;
+  int64_t inserted = 0;
+  int64_t duplicates = 0;
+};
+
+// One config of a (workload, target) as the noise-aware ranking sees it: all samples
+// of all its successful records pooled.
+struct RankedConfig {
+  std::string template_name;
+  int template_version = 0;
+  std::string config_json;
+  double median_cost = 0;    // median of the pooled samples, seconds
+  int64_t measurements = 0;  // successful records of this config
+  int64_t samples = 0;       // pooled samples
+  bool remeasured = false;   // measurements >= 2
+  TuningRecord record;       // its most recent successful record
+};
+
+// One point of a workload's history on a target, in measurement order.
+struct HistoryPoint {
+  int64_t record_id = 0;
+  int64_t start_unix_us = 0;
+  MeasureErrorKind error = MeasureErrorKind::kNone;
+  double median_cost = 0;  // +inf when the record has no costs
+  double best_so_far = 0;  // lowest successful median up to here; +inf before any
+  bool improved = false;   // this record lowered best_so_far
+};
+
+// Per target: what the db holds for it.
+struct TargetStats {
+  TargetInfo target;
+  int64_t workloads = 0;
+  int64_t records = 0;
+  int64_t errors = 0;
+  int64_t first_unix_us = 0;
+  int64_t last_unix_us = 0;
+};
+
+// Per template: the newest version with a successful record (tuned / stale checks).
+struct TemplateVersionSummary {
+  std::string template_name;
+  int newest_version = 0;
+  int64_t successes = 0;
+};
+
+struct DatabaseStats {
+  int schema_version = 0;
+  int64_t records = 0;
+  int64_t failed_records = 0;
+  int64_t workloads = 0;
+  int64_t targets = 0;
+  int64_t configs = 0;
+  int64_t foreign_records = 0;
+  int64_t jobs = 0;
+  int64_t oldest_unix_us = 0;
+  int64_t newest_unix_us = 0;
+  int64_t file_bytes = 0;  // database file (+ WAL when present)
+  int64_t free_bytes = 0;  // free pages VACUUM would return
+};
+
+struct CompactResult {
+  int64_t records_before = 0;
+  int64_t records_deleted = 0;
+  int64_t bytes_before = 0;
+  int64_t bytes_after = 0;
+};
+
+// Which records Scan visits. Empty keys and zero times mean "any".
+struct RecordFilter {
+  std::string workload_key;
+  std::string target_key;
+  int64_t since_unix_us = 0;  // start_unix_us >= since
+  int64_t until_unix_us = 0;  // start_unix_us < until (0: no bound)
 };
 
 struct TargetSummary {
@@ -44,12 +127,28 @@ class Database {
 
   virtual int SchemaVersion() const = 0;
 
-  // Stores all records in one transaction (all or nothing) and returns their ids in
-  // order. Workloads and targets are upserted by key.
-  virtual absl::StatusOr<std::vector<int64_t>> Commit(const std::vector<TuningRecord>& records) = 0;
+  // Stores the records all or nothing. Workloads and targets are upserted by key; a
+  // record whose content id is already stored is skipped (idempotent imports and
+  // merges). Calls from many threads are grouped into one transaction (each call
+  // keeps its own all-or-nothing through a savepoint), so writers scale.
+  virtual absl::StatusOr<CommitResult> Insert(const std::vector<TuningRecord>& records) = 0;
 
-  // The best record for (workload key, target key): lowest median cost among records
-  // with error none. NotFound when there is none.
+  // Insert, returning only the ids (the tuner's view).
+  absl::StatusOr<std::vector<int64_t>> Commit(const std::vector<TuningRecord>& records) {
+    absl::StatusOr<CommitResult> r = Insert(records);
+    if (!r.ok()) return r.status();
+    return std::move(r->ids);
+  }
+
+  // The noise-aware ranking of (workload, target)'s configs, best first, at most k:
+  // a config that ever gave a wrong answer (or never succeeded) is never ranked;
+  // re-measured configs (>= 2 successful records) come before configs measured once;
+  // within each group the lowest median of all pooled samples wins, ties by age.
+  virtual absl::StatusOr<std::vector<RankedConfig>> TopK(const std::string& workload_key,
+                                                         const std::string& target_key, int k) = 0;
+
+  // The most recent successful record of TopK's first config. NotFound when nothing
+  // is ranked.
   virtual absl::StatusOr<TuningRecord> Best(const std::string& workload_key,
                                             const std::string& target_key) = 0;
 
@@ -62,6 +161,34 @@ class Database {
 
   // One line per (workload, target) in the db.
   virtual absl::StatusOr<std::vector<WorkloadSummary>> List() = 0;
+
+  // (workload, target)'s records in measurement order with the running best.
+  virtual absl::StatusOr<std::vector<HistoryPoint>> History(const std::string& workload_key,
+                                                            const std::string& target_key) = 0;
+
+  // One line per target.
+  virtual absl::StatusOr<std::vector<TargetStats>> TargetSummaries() = 0;
+
+  // Per template, the newest version with a successful record of (workload, target).
+  virtual absl::StatusOr<std::vector<TemplateVersionSummary>> TemplateVersions(
+      const std::string& workload_key, const std::string& target_key) = 0;
+
+  // Calls fn for every matching record, oldest id first, from one read snapshot; stops
+  // at fn's first error. fn must not call back into this Database.
+  virtual absl::Status Scan(const RecordFilter& filter,
+                            const std::function<absl::Status(const TuningRecord&)>& fn) = 0;
+
+  // Foreign records (imported logs of other tuners): stored verbatim, deduplicated by
+  // content id, never ranked.
+  virtual absl::StatusOr<CommitResult> InsertForeign(const std::vector<ForeignRecord>& records) = 0;
+  virtual absl::Status ScanForeign(const std::function<absl::Status(const ForeignRecord&)>& fn) = 0;
+
+  virtual absl::StatusOr<DatabaseStats> Stats() = 0;
+
+  // Keeps, per (workload, target), the `keep` successful records with the lowest
+  // median plus every record of the best config, deletes the rest, then VACUUMs.
+  // Configs that ever gave a wrong answer stay disqualified.
+  virtual absl::StatusOr<CompactResult> Compact(int keep) = 0;
 
   // Jobs: upsert by id; read back.
   virtual absl::Status PutJob(const JobRow& job) = 0;

@@ -1,6 +1,7 @@
 #include "db/schema.h"
 
 #include "compiler/support/status.h"
+#include "db/record_writer.h"
 
 namespace tuneforge::db_internal {
 
@@ -65,12 +66,70 @@ CREATE TABLE records (
 CREATE INDEX records_best ON records (workload_id, target_id, error_kind, median_cost);
 )sql";
 
+// Version 2: the shared tuning log.
+// - records.content_id names a measurement (db/record.h ContentId); its unique index
+//   makes imports and merges idempotent. Filled for v1 rows by BackfillV2.
+// - configs: one row per (workload, target, template, version, config) with the
+//   pooled samples of its successful records, so the noise-aware Best is one index
+//   range scan (configs_rank) however many records a workload has. rank_class: 0 =
+//   re-measured, 1 = measured once, 2 = never rankable (a wrong answer, or no success).
+// - foreign_records: other tuners' log lines without an exact mapping, verbatim.
+// - records_history serves History and date-filtered exports of one workload;
+//   records_config finds a config's records (its representative: the most recent
+//   successful one). records_best of v1 is dropped: Best reads configs now.
+constexpr char kSchemaV2[] = R"sql(
+CREATE TABLE configs (
+  id INTEGER PRIMARY KEY,
+  workload_id INTEGER NOT NULL REFERENCES workloads(id),
+  target_id INTEGER NOT NULL REFERENCES targets(id),
+  template_name TEXT NOT NULL,
+  template_version INTEGER NOT NULL,
+  config_json TEXT NOT NULL,
+  successes INTEGER NOT NULL,
+  failures INTEGER NOT NULL,
+  wrong_answers INTEGER NOT NULL,
+  samples_json TEXT NOT NULL,
+  median_cost REAL,
+  rank_class INTEGER NOT NULL CHECK (rank_class IN (0, 1, 2)),
+  UNIQUE (workload_id, target_id, template_name, template_version, config_json)
+);
+CREATE INDEX configs_rank ON configs (workload_id, target_id, rank_class, median_cost);
+ALTER TABLE records ADD COLUMN content_id TEXT;
+ALTER TABLE records ADD COLUMN config_id INTEGER REFERENCES configs(id);
+CREATE INDEX records_history ON records (workload_id, target_id, start_unix_us);
+CREATE INDEX records_config ON records (config_id, start_unix_us);
+DROP INDEX records_best;
+CREATE TABLE foreign_records (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  content_id TEXT NOT NULL UNIQUE,
+  source TEXT NOT NULL,
+  target_text TEXT NOT NULL,
+  task_name TEXT NOT NULL,
+  workload_json TEXT NOT NULL,
+  config_json TEXT NOT NULL,
+  costs_json TEXT NOT NULL,
+  error_no INTEGER NOT NULL,
+  timestamp_unix_us INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  raw TEXT NOT NULL,
+  created_unix_us INTEGER NOT NULL
+);
+CREATE INDEX foreign_records_task ON foreign_records (source, task_name);
+)sql";
+
+absl::Status FinishV2(sqlite3* db) {
+  RETURN_IF_ERROR(BackfillContentIdsAndConfigs(db));
+  return Exec(db, "CREATE UNIQUE INDEX records_content ON records (content_id)");
+}
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
   static const std::vector<Migration>* const migrations = [] {
     auto* list = new std::vector<Migration>{
         {1, "initial schema: workloads, targets, jobs, records", kSchemaV1},
+        {2, "content ids, configs ranking table, foreign records, history index", kSchemaV2,
+         FinishV2},
     };
     for (size_t i = 0; i < list->size(); ++i) {
       TF_CHECK((*list)[i].version == static_cast<int>(i) + 1, "migrations must be 1, 2, ...");

@@ -7,6 +7,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
+
+struct sqlite3;
+
 namespace tuneforge::db_internal {
 
 // Stored in the SQLite header (PRAGMA application_id) so a tuneforge file can be told
@@ -19,6 +23,9 @@ struct Migration {
   // One or more statements without parameters. They run inside the migration's
   // transaction, so no BEGIN/COMMIT, VACUUM or PRAGMA journal_mode.
   const char* sql;
+  // Optional: runs after `sql` in the same transaction, for the data changes SQL alone
+  // cannot make (v2 computes content ids in C++). Null for most migrations.
+  absl::Status (*after)(sqlite3* db) = nullptr;
 };
 
 // In increasing version order; the last one is the version this build writes.

@@ -1,116 +1,23 @@
-// The SQLite backend of Database: the queries and the Commit transaction.
-// db/sqlite_open.cc opens, checks and migrates the file; db/sqlite_util.h wraps the
-// C API. Every error a caller sees is one line that starts with the database path.
+// The SQLite backend's writes and queries (see db/sqlite_database.h for the tour).
 
-#include <sqlite3.h>
+#include "db/sqlite_database.h"
 
 #include <cmath>
-#include <map>
+#include <limits>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "compiler/support/status.h"
-#include "db/database.h"
+#include "db/record_writer.h"
 #include "db/sqlite_open.h"
-#include "db/sqlite_util.h"
-#include "nlohmann/json.hpp"
 
 namespace tuneforge {
+namespace db_internal {
 
 namespace {
-
-using db_internal::Connection;
-using db_internal::Statement;
-using db_internal::Transaction;
-using db_internal::UnixMicrosNow;
-using db_internal::WithPath;
-
-// ---------------------------------------------------------------------------------
-// Row <-> domain conversion.
-
-// The columns every record query selects, in the order RecordFromRow reads them.
-constexpr char kRecordSelect[] =
-    "SELECT r.id, w.key, w.op, w.task_text, w.task_json, w.flops, "
-    "t.key, t.triple, t.cpu, t.features, t.num_threads, t.device_key, "
-    "r.job_id, r.template_name, r.template_version, r.config_json, r.costs_json, "
-    "r.error_kind, r.error_message, r.build_seconds, r.start_unix_us, r.end_unix_us, "
-    "r.agent_id, r.environment_json "
-    "FROM records r JOIN workloads w ON w.id = r.workload_id "
-    "JOIN targets t ON t.id = r.target_id ";
-
-absl::StatusOr<TuningRecord> RecordFromRow(const Statement& row) {
-  TuningRecord r;
-  r.id = row.ColumnInt64(0);
-  r.workload.key = row.ColumnText(1);
-  r.workload.op = row.ColumnText(2);
-  r.workload.task_text = row.ColumnText(3);
-  r.workload.task_json = row.ColumnText(4);
-  r.workload.flops = row.ColumnDouble(5);
-  r.target.key = row.ColumnText(6);
-  r.target.triple = row.ColumnText(7);
-  r.target.cpu = row.ColumnText(8);
-  r.target.features = row.ColumnText(9);
-  r.target.num_threads = static_cast<int>(row.ColumnInt64(10));
-  r.target.device_key = row.ColumnText(11);
-  r.job_id = row.ColumnText(12);
-  r.template_name = row.ColumnText(13);
-  r.template_version = static_cast<int>(row.ColumnInt64(14));
-  r.config_json = row.ColumnText(15);
-
-  nlohmann::json costs = nlohmann::json::parse(row.ColumnText(16), nullptr,
-                                               /*allow_exceptions=*/false);
-  if (!costs.is_array()) {
-    return absl::DataLossError(absl::StrCat("record ", r.id, ": costs_json is not a JSON array"));
-  }
-  for (const nlohmann::json& c : costs) {
-    if (!c.is_number()) {
-      return absl::DataLossError(
-          absl::StrCat("record ", r.id, ": costs_json holds a non-number: ", c.dump()));
-    }
-    r.result.costs.push_back(c.get<double>());
-  }
-  std::string kind = row.ColumnText(17);
-  std::optional<MeasureErrorKind> parsed = ParseMeasureErrorKind(kind);
-  if (!parsed) {
-    return absl::DataLossError(absl::StrCat("record ", r.id, ": unknown error_kind '", kind, "'"));
-  }
-  r.result.error = *parsed;
-  r.result.error_message = row.ColumnText(18);
-  r.result.build_seconds = row.ColumnDouble(19);
-  r.result.start_unix_us = row.ColumnInt64(20);
-  r.result.end_unix_us = row.ColumnInt64(21);
-  r.result.agent_id = row.ColumnText(22);
-  r.result.environment_json = row.ColumnText(23);
-  return r;
-}
-
-absl::StatusOr<std::vector<TuningRecord>> CollectRecords(Statement& stmt) {
-  std::vector<TuningRecord> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, stmt.Step());
-    if (!row) return out;
-    ASSIGN_OR_RETURN(TuningRecord r, RecordFromRow(stmt));
-    out.push_back(std::move(r));
-  }
-}
-
-// Reads the six target columns starting at `col`.
-TargetInfo TargetFromRow(const Statement& row, int col) {
-  TargetInfo t;
-  t.key = row.ColumnText(col);
-  t.triple = row.ColumnText(col + 1);
-  t.cpu = row.ColumnText(col + 2);
-  t.features = row.ColumnText(col + 3);
-  t.num_threads = static_cast<int>(row.ColumnInt64(col + 4));
-  t.device_key = row.ColumnText(col + 5);
-  return t;
-}
 
 JobRow JobFromRow(const Statement& row) {
   JobRow j;
@@ -124,258 +31,192 @@ JobRow JobFromRow(const Statement& row) {
   return j;
 }
 
-// Checks what the schema cannot express well; the schema's CHECKs stay as a backstop.
-absl::Status ValidateRecord(size_t index, const TuningRecord& r) {
-  auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat("record ", index, ": ", why));
+absl::StatusOr<std::vector<TuningRecord>> CollectRecords(Statement& stmt) {
+  std::vector<TuningRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return out;
+    ASSIGN_OR_RETURN(TuningRecord r, RecordFromRow(stmt));
+    out.push_back(std::move(r));
+  }
+}
+
+absl::Status RecordContext(size_t index, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat("record ", index, ": ", s.message()));
+}
+
+// The configs ranking of DESIGN's noise-aware best, as SQL: served by configs_rank
+// (equality on workload and target, then rank_class, median_cost).
+constexpr char kRankSql[] =
+    "SELECT c.template_name, c.template_version, c.config_json, c.median_cost, c.successes, "
+    "json_array_length(c.samples_json), c.id FROM configs c "
+    "WHERE c.workload_id = (SELECT id FROM workloads WHERE key = ?1) "
+    "AND c.target_id = (SELECT id FROM targets WHERE key = ?2) "
+    "AND c.rank_class < 2 ORDER BY c.rank_class, c.median_cost, c.id LIMIT ?3";
+
+// A config's representative: its most recent successful record (records_config).
+const std::string& RepresentativeSql() {
+  static const std::string sql =
+      absl::StrCat(kRecordSelect,
+                   "WHERE r.config_id = ? AND r.error_kind = 'none' AND r.median_cost IS NOT NULL "
+                   "ORDER BY r.start_unix_us DESC, r.id DESC LIMIT 1");
+  return sql;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------
+// Writes: group commit.
+
+absl::StatusOr<CommitResult> SqliteDatabase::Insert(const std::vector<TuningRecord>& records) {
+  RETURN_IF_ERROR(WithPath(path_, CheckWritable()));
+  if (records.empty()) return CommitResult();
+  PendingWrite me;
+  me.records = &records;
+  absl::MutexLock queue_lock(&queue_mu_);
+  queue_.push_back(&me);
+  while (!me.done) {
+    if (leader_active_) {
+      group_done_.Wait(&queue_mu_);
+      continue;
+    }
+    // Lead: take everything queued so far (us included) and commit it as one group.
+    leader_active_ = true;
+    std::vector<PendingWrite*> group(queue_.begin(), queue_.end());
+    queue_.clear();
+    queue_mu_.Unlock();
+    {
+      absl::MutexLock lock(&mu_);
+      CommitGroup(group);
+    }
+    queue_mu_.Lock();
+    for (PendingWrite* w : group) w->done = true;
+    leader_active_ = false;
+    group_done_.SignalAll();
+  }
+  return WithPath(path_, std::move(me.result));
+}
+
+void SqliteDatabase::CommitGroup(const std::vector<PendingWrite*>& group) {
+  sqlite3* db = db_.get();
+  auto fail_all = [&](const absl::Status& s) {
+    for (PendingWrite* w : group) w->result = s;
   };
-  if (r.workload.key.empty()) return bad("empty workload key");
-  if (r.target.key.empty()) return bad("empty target key");
-  for (size_t j = 0; j < r.result.costs.size(); ++j) {
-    // JSON has no inf/NaN, and a negative time is a measurement bug; either would
-    // corrupt Best.
-    double c = r.result.costs[j];
-    if (!std::isfinite(c) || c < 0) {
-      return bad(absl::StrCat("cost[", j, "] = ", c, " is not a finite, non-negative time"));
+  absl::StatusOr<Transaction> txn = Transaction::Begin(db, Transaction::Mode::kWrite);
+  if (!txn.ok()) return fail_all(txn.status());
+  // The writer's statements are finalized before COMMIT (end of this block): an open
+  // statement would keep a snapshot and stall the WAL checkpoint.
+  {
+    absl::StatusOr<RecordWriter> writer = RecordWriter::Prepare(db);
+    if (!writer.ok()) return fail_all(writer.status());
+    const int64_t now = UnixMicrosNow();
+    for (PendingWrite* w : group) {
+      absl::Status s = Exec(db, "SAVEPOINT tf_write");
+      if (!s.ok()) return fail_all(s);
+      CommitResult result;
+      absl::Status failed;
+      for (size_t i = 0; i < w->records->size(); ++i) {
+        absl::StatusOr<std::pair<int64_t, bool>> got = writer->Write((*w->records)[i], now);
+        if (!got.ok()) {
+          failed = RecordContext(i, got.status());
+          break;
+        }
+        result.ids.push_back(got->first);
+        (got->second ? result.inserted : result.duplicates) += 1;
+      }
+      if (failed.ok()) {
+        s = Exec(db, "RELEASE tf_write");
+        if (!s.ok()) return fail_all(s);
+        w->result = std::move(result);
+        continue;
+      }
+      if (InAutocommit(db)) {
+        // SQLite rolled the whole transaction back on its own (e.g. disk full): the
+        // earlier members of the group are gone too.
+        return fail_all(failed);
+      }
+      w->result = failed;
+      s = Exec(db, "ROLLBACK TO tf_write");
+      if (s.ok()) s = Exec(db, "RELEASE tf_write");
+      if (!s.ok()) return fail_all(s);
+      writer->ClearCache();  // ids of rows created under the savepoint are gone
     }
   }
-  return absl::OkStatus();
+  absl::Status committed = txn->Commit();
+  if (!committed.ok()) {
+    // Nothing of the group is stored, also not the members that succeeded.
+    fail_all(committed);
+  }
 }
 
 // ---------------------------------------------------------------------------------
+// Queries.
 
-// Thread-safe: one connection, serialised by mu_. SQLite in WAL mode lets other
-// processes read while we write; the busy timeout covers their writes.
-class SqliteDatabase final : public Database {
- public:
-  SqliteDatabase(std::string path, Connection db, bool read_only, int schema_version)
-      : path_(std::move(path)),
-        read_only_(read_only),
-        schema_version_(schema_version),
-        db_(std::move(db)) {}
-
-  int SchemaVersion() const override { return schema_version_; }
-
-  absl::StatusOr<std::vector<int64_t>> Commit(const std::vector<TuningRecord>& records) override {
-    return WithPath(path_, CommitImpl(records));
-  }
-  absl::StatusOr<TuningRecord> Best(const std::string& workload_key,
-                                    const std::string& target_key) override {
-    return WithPath(path_, BestImpl(workload_key, target_key));
-  }
-  absl::StatusOr<std::vector<TuningRecord>> Records(const std::string& workload_key,
-                                                    const std::string& target_key) override {
-    return WithPath(path_, RecordsImpl(workload_key, target_key));
-  }
-  absl::StatusOr<std::vector<TargetSummary>> TargetsOf(const std::string& workload_key) override {
-    return WithPath(path_, TargetsOfImpl(workload_key));
-  }
-  absl::StatusOr<std::vector<WorkloadSummary>> List() override {
-    return WithPath(path_, ListImpl());
-  }
-  absl::Status PutJob(const JobRow& job) override { return WithPath(path_, PutJobImpl(job)); }
-  absl::StatusOr<JobRow> GetJob(const std::string& id) override {
-    return WithPath(path_, GetJobImpl(id));
-  }
-  absl::StatusOr<std::vector<JobRow>> ListJobs() override {
-    return WithPath(path_, ListJobsImpl());
-  }
-
- private:
-  // The *Impl methods take mu_ themselves; the public wrappers add the path to errors.
-  absl::StatusOr<std::vector<int64_t>> CommitImpl(const std::vector<TuningRecord>& records);
-  absl::StatusOr<TuningRecord> BestImpl(const std::string& workload_key,
-                                        const std::string& target_key);
-  absl::StatusOr<std::vector<TuningRecord>> RecordsImpl(const std::string& workload_key,
-                                                        const std::string& target_key);
-  absl::StatusOr<std::vector<TargetSummary>> TargetsOfImpl(const std::string& workload_key);
-  absl::StatusOr<std::vector<WorkloadSummary>> ListImpl();
-  absl::Status PutJobImpl(const JobRow& job);
-  absl::StatusOr<JobRow> GetJobImpl(const std::string& id);
-  absl::StatusOr<std::vector<JobRow>> ListJobsImpl();
-
-  absl::Status CheckWritable() const {
-    if (!read_only_) return absl::OkStatus();
-    return absl::FailedPreconditionError("database was opened read-only");
-  }
-
-  const std::string path_;
-  const bool read_only_;
-  const int schema_version_;
-  absl::Mutex mu_;
-  const Connection db_ ABSL_PT_GUARDED_BY(mu_);
-};
-
-// A key must always name the same task / target: two different tasks under one key
-// (a bug in key derivation, or a hand-edited import) would silently merge their
-// records. The canonical task text is the workload's identity; for a target every
-// field is part of its identity.
-absl::Status CheckSameWorkload(const WorkloadInfo& stored, const WorkloadInfo& w) {
-  if (stored.task_text == w.task_text) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("workload key '", w.key, "' already names '",
-                                                 stored.task_text, "', not '", w.task_text, "'"));
-}
-
-absl::Status CheckSameTarget(const TargetInfo& stored, const TargetInfo& t) {
-  if (stored.triple == t.triple && stored.cpu == t.cpu && stored.features == t.features &&
-      stored.num_threads == t.num_threads && stored.device_key == t.device_key) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "target key '", t.key, "' already names a different target (", stored.triple, " ", stored.cpu,
-      " ", stored.features, " threads=", stored.num_threads, " device=", stored.device_key, ")"));
-}
-
-// Upserts by key and returns the row id; an existing row must describe the same
-// workload (CheckSameWorkload).
-absl::StatusOr<int64_t> UpsertWorkload(Statement& insert, Statement& select,
-                                       const WorkloadInfo& w) {
-  insert.Reset();
-  insert.BindText(1, w.key);
-  insert.BindText(2, w.op);
-  insert.BindText(3, w.task_text);
-  insert.BindText(4, w.task_json);
-  insert.BindDouble(5, w.flops);
-  RETURN_IF_ERROR(insert.Run());
-  select.Reset();
-  select.BindText(1, w.key);
-  ASSIGN_OR_RETURN(bool row, select.Step());
-  TF_CHECK(row, "workload row vanished inside a transaction");
-  WorkloadInfo stored;
-  stored.key = w.key;
-  stored.task_text = select.ColumnText(1);
-  RETURN_IF_ERROR(CheckSameWorkload(stored, w));
-  return select.ColumnInt64(0);
-}
-
-absl::StatusOr<int64_t> UpsertTarget(Statement& insert, Statement& select, const TargetInfo& t) {
-  insert.Reset();
-  insert.BindText(1, t.key);
-  insert.BindText(2, t.triple);
-  insert.BindText(3, t.cpu);
-  insert.BindText(4, t.features);
-  insert.BindInt64(5, t.num_threads);
-  insert.BindText(6, t.device_key);
-  RETURN_IF_ERROR(insert.Run());
-  select.Reset();
-  select.BindText(1, t.key);
-  ASSIGN_OR_RETURN(bool row, select.Step());
-  TF_CHECK(row, "target row vanished inside a transaction");
-  RETURN_IF_ERROR(CheckSameTarget(TargetFromRow(select, 1), t));
-  return select.ColumnInt64(0);
-}
-
-absl::StatusOr<std::vector<int64_t>> SqliteDatabase::CommitImpl(
-    const std::vector<TuningRecord>& records) {
-  RETURN_IF_ERROR(CheckWritable());
-  if (records.empty()) return std::vector<int64_t>();
+absl::StatusOr<std::vector<RankedConfig>> SqliteDatabase::TopKImpl(const std::string& workload_key,
+                                                                   const std::string& target_key,
+                                                                   int k) {
+  if (k <= 0) return absl::InvalidArgumentError(absl::StrCat("top-k needs k >= 1, got ", k));
   absl::MutexLock lock(&mu_);
   sqlite3* db = db_.get();
-  ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(db, Transaction::Mode::kWrite));
-  ASSIGN_OR_RETURN(
-      Statement insert_workload,
-      Statement::Prepare(db,
-                         "INSERT INTO workloads (key, op, task_text, task_json, flops) "
-                         "VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING"));
-  ASSIGN_OR_RETURN(Statement select_workload,
-                   Statement::Prepare(db, "SELECT id, task_text FROM workloads WHERE key = ?"));
-  ASSIGN_OR_RETURN(Statement insert_target,
-                   Statement::Prepare(
-                       db,
-                       "INSERT INTO targets (key, triple, cpu, features, num_threads, device_key) "
-                       "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING"));
-  ASSIGN_OR_RETURN(Statement select_target,
-                   Statement::Prepare(db,
-                                      "SELECT id, key, triple, cpu, features, num_threads, "
-                                      "device_key FROM targets WHERE key = ?"));
-  ASSIGN_OR_RETURN(
-      Statement insert_record,
-      Statement::Prepare(
-          db,
-          "INSERT INTO records (workload_id, target_id, job_id, template_name, template_version, "
-          "config_json, costs_json, median_cost, error_kind, error_message, build_seconds, "
-          "start_unix_us, end_unix_us, agent_id, environment_json, created_unix_us) "
-          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-
-  // A batch usually repeats one workload and one target; look each up once and
-  // compare later uses with the first one.
-  std::map<std::string, std::pair<int64_t, const WorkloadInfo*>> workload_ids;
-  std::map<std::string, std::pair<int64_t, const TargetInfo*>> target_ids;
-  std::vector<int64_t> ids;
-  ids.reserve(records.size());
-  const int64_t now = UnixMicrosNow();
-  for (size_t i = 0; i < records.size(); ++i) {
-    const TuningRecord& r = records[i];
-    RETURN_IF_ERROR(ValidateRecord(i, r));
-    auto context = [i](const absl::Status& s) {
-      return absl::Status(s.code(), absl::StrCat("record ", i, ": ", s.message()));
-    };
-    auto w = workload_ids.find(r.workload.key);
-    if (w == workload_ids.end()) {
-      absl::StatusOr<int64_t> id = UpsertWorkload(insert_workload, select_workload, r.workload);
-      if (!id.ok()) return context(id.status());
-      w = workload_ids.emplace(r.workload.key, std::make_pair(*id, &r.workload)).first;
-    } else if (absl::Status same = CheckSameWorkload(*w->second.second, r.workload); !same.ok()) {
-      return context(same);
+  ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(db, Transaction::Mode::kRead));
+  // Prepared once: Best is the hot query (p99 <= 1 ms at 1M records).
+  if (!rank_stmt_) {
+    ASSIGN_OR_RETURN(Statement rank, Statement::Prepare(db, kRankSql));
+    ASSIGN_OR_RETURN(Statement rep, Statement::Prepare(db, RepresentativeSql().c_str()));
+    rank_stmt_ = std::make_unique<Statement>(std::move(rank));
+    representative_stmt_ = std::make_unique<Statement>(std::move(rep));
+  }
+  Statement& rank = *rank_stmt_;
+  Statement& by_config = *representative_stmt_;
+  // Cached statements must not stay active past this call (they would pin the read
+  // snapshot), also on an early error return.
+  struct ResetOnExit {
+    Statement& a;
+    Statement& b;
+    ~ResetOnExit() {
+      a.Reset();
+      b.Reset();
     }
-    auto t = target_ids.find(r.target.key);
-    if (t == target_ids.end()) {
-      absl::StatusOr<int64_t> id = UpsertTarget(insert_target, select_target, r.target);
-      if (!id.ok()) return context(id.status());
-      t = target_ids.emplace(r.target.key, std::make_pair(*id, &r.target)).first;
-    } else if (absl::Status same = CheckSameTarget(*t->second.second, r.target); !same.ok()) {
-      return context(same);
+  } reset_on_exit{rank, by_config};
+  rank.Reset();
+  rank.BindText(1, workload_key);
+  rank.BindText(2, target_key);
+  rank.BindInt64(3, k);
+  std::vector<RankedConfig> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, rank.Step());
+    if (!row) break;
+    RankedConfig c;
+    c.template_name = rank.ColumnText(0);
+    c.template_version = static_cast<int>(rank.ColumnInt64(1));
+    c.config_json = rank.ColumnText(2);
+    c.median_cost = rank.ColumnDouble(3);
+    c.measurements = rank.ColumnInt64(4);
+    c.samples = rank.ColumnInt64(5);
+    c.remeasured = c.measurements >= 2;
+    by_config.Reset();
+    by_config.BindInt64(1, rank.ColumnInt64(6));
+    ASSIGN_OR_RETURN(std::vector<TuningRecord> record, CollectRecords(by_config));
+    if (record.size() != 1) {
+      return absl::DataLossError(
+          absl::StrCat("config ", rank.ColumnInt64(6), " is ranked but has no successful record"));
     }
-
-    Statement& s = insert_record;
-    s.Reset();
-    s.BindInt64(1, w->second.first);
-    s.BindInt64(2, t->second.first);
-    s.BindTextOrNull(3, r.job_id);
-    s.BindText(4, r.template_name);
-    s.BindInt64(5, r.template_version);
-    s.BindText(6, r.config_json);
-    s.BindText(7, nlohmann::json(r.result.costs).dump());
-    if (r.result.costs.empty()) {
-      s.BindNull(8);
-    } else {
-      s.BindDouble(8, r.result.MedianCost());
-    }
-    s.BindText(9, MeasureErrorKindName(r.result.error));
-    s.BindText(10, r.result.error_message);
-    s.BindDouble(11, r.result.build_seconds);
-    s.BindInt64(12, r.result.start_unix_us);
-    s.BindInt64(13, r.result.end_unix_us);
-    s.BindText(14, r.result.agent_id);
-    s.BindText(15, r.result.environment_json);
-    s.BindInt64(16, now);
-    absl::Status inserted = s.Run();
-    if (!inserted.ok()) return context(inserted);
-    ids.push_back(sqlite3_last_insert_rowid(db));
+    c.record = std::move(record.front());
+    out.push_back(std::move(c));
   }
   RETURN_IF_ERROR(txn.Commit());
-  return ids;
+  return out;
 }
 
-absl::StatusOr<TuningRecord> SqliteDatabase::BestImpl(const std::string& workload_key,
-                                                      const std::string& target_key) {
-  absl::MutexLock lock(&mu_);
-  // Served by the records_best index: equality on (workload, target, error_kind), then
-  // median_cost ascending with the rowid as the tie-break. NULL median (no costs)
-  // never wins.
-  static const std::string kSql =
-      absl::StrCat(kRecordSelect,
-                   "WHERE w.key = ?1 AND t.key = ?2 AND r.error_kind = 'none' "
-                   "AND r.median_cost IS NOT NULL ORDER BY r.median_cost, r.id LIMIT 1");
-  ASSIGN_OR_RETURN(Statement stmt, Statement::Prepare(db_.get(), kSql.c_str()));
-  stmt.BindText(1, workload_key);
-  stmt.BindText(2, target_key);
-  ASSIGN_OR_RETURN(std::vector<TuningRecord> found, CollectRecords(stmt));
-  if (found.empty()) {
-    return absl::NotFoundError(absl::StrCat("no successful record for workload '", workload_key,
-                                            "' on target '", target_key, "'"));
+absl::StatusOr<TuningRecord> SqliteDatabase::Best(const std::string& workload_key,
+                                                  const std::string& target_key) {
+  ASSIGN_OR_RETURN(std::vector<RankedConfig> top, TopK(workload_key, target_key, 1));
+  if (top.empty()) {
+    return WithPath(
+        path_, absl::NotFoundError(absl::StrCat("no successful record for workload '", workload_key,
+                                                "' on target '", target_key, "'")));
   }
-  return std::move(found.front());
+  return std::move(top.front().record);
 }
 
 absl::StatusOr<std::vector<TuningRecord>> SqliteDatabase::RecordsImpl(
@@ -430,14 +271,14 @@ absl::StatusOr<std::vector<WorkloadSummary>> SqliteDatabase::ListImpl() {
                          "SELECT w.key, w.op, w.task_text, w.task_json, w.flops, "
                          "t.key, t.triple, t.cpu, t.features, t.num_threads, t.device_key, "
                          "count(*), sum(r.error_kind <> 'none'), "
-                         "(SELECT b.id FROM records b WHERE b.workload_id = r.workload_id "
-                         " AND b.target_id = r.target_id AND b.error_kind = 'none' "
-                         " AND b.median_cost IS NOT NULL ORDER BY b.median_cost, b.id LIMIT 1) "
+                         "(SELECT c.id FROM configs c "
+                         " WHERE c.workload_id = r.workload_id AND c.target_id = r.target_id "
+                         " AND c.rank_class < 2 ORDER BY c.rank_class, c.median_cost, c.id "
+                         " LIMIT 1) "
                          "FROM records r JOIN workloads w ON w.id = r.workload_id "
                          "JOIN targets t ON t.id = r.target_id "
                          "GROUP BY r.workload_id, r.target_id ORDER BY w.key, t.key"));
-  static const std::string kByIdSql = absl::StrCat(kRecordSelect, "WHERE r.id = ?");
-  ASSIGN_OR_RETURN(Statement by_id, Statement::Prepare(db, kByIdSql.c_str()));
+  ASSIGN_OR_RETURN(Statement by_id, Statement::Prepare(db, RepresentativeSql().c_str()));
   std::vector<WorkloadSummary> out;
   while (true) {
     ASSIGN_OR_RETURN(bool row, groups.Step());
@@ -455,7 +296,7 @@ absl::StatusOr<std::vector<WorkloadSummary>> SqliteDatabase::ListImpl() {
       by_id.Reset();
       by_id.BindInt64(1, groups.ColumnInt64(13));
       ASSIGN_OR_RETURN(std::vector<TuningRecord> best, CollectRecords(by_id));
-      TF_CHECK(best.size() == 1, "best record id from the same snapshot not found");
+      TF_CHECK(best.size() == 1, "best config from the same snapshot has no record");
       s.best = std::move(best.front());
     }
     out.push_back(std::move(s));
@@ -463,6 +304,91 @@ absl::StatusOr<std::vector<WorkloadSummary>> SqliteDatabase::ListImpl() {
   RETURN_IF_ERROR(txn.Commit());
   return out;
 }
+
+absl::StatusOr<std::vector<HistoryPoint>> SqliteDatabase::HistoryImpl(
+    const std::string& workload_key, const std::string& target_key) {
+  absl::MutexLock lock(&mu_);
+  // Served by records_history.
+  ASSIGN_OR_RETURN(
+      Statement stmt,
+      Statement::Prepare(db_.get(),
+                         "SELECT r.id, r.start_unix_us, r.error_kind, r.median_cost FROM records r "
+                         "WHERE r.workload_id = (SELECT id FROM workloads WHERE key = ?1) "
+                         "AND r.target_id = (SELECT id FROM targets WHERE key = ?2) "
+                         "ORDER BY r.start_unix_us, r.id"));
+  stmt.BindText(1, workload_key);
+  stmt.BindText(2, target_key);
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  double best = kInf;
+  std::vector<HistoryPoint> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return out;
+    HistoryPoint p;
+    p.record_id = stmt.ColumnInt64(0);
+    p.start_unix_us = stmt.ColumnInt64(1);
+    std::optional<MeasureErrorKind> kind = ParseMeasureErrorKind(stmt.ColumnText(2));
+    if (!kind) return absl::DataLossError(absl::StrCat("record ", p.record_id, ": bad error_kind"));
+    p.error = *kind;
+    p.median_cost = stmt.ColumnIsNull(3) ? kInf : stmt.ColumnDouble(3);
+    if (p.error == MeasureErrorKind::kNone && p.median_cost < best) {
+      best = p.median_cost;
+      p.improved = true;
+    }
+    p.best_so_far = best;
+    out.push_back(p);
+  }
+}
+
+absl::StatusOr<std::vector<TargetStats>> SqliteDatabase::TargetSummariesImpl() {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(
+      Statement stmt,
+      Statement::Prepare(db_.get(),
+                         "SELECT t.key, t.triple, t.cpu, t.features, t.num_threads, t.device_key, "
+                         "count(DISTINCT r.workload_id), count(*), sum(r.error_kind <> 'none'), "
+                         "min(r.start_unix_us), max(r.start_unix_us) "
+                         "FROM records r JOIN targets t ON t.id = r.target_id "
+                         "GROUP BY r.target_id ORDER BY t.key"));
+  std::vector<TargetStats> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return out;
+    TargetStats s;
+    s.target = TargetFromRow(stmt, 0);
+    s.workloads = stmt.ColumnInt64(6);
+    s.records = stmt.ColumnInt64(7);
+    s.errors = stmt.ColumnInt64(8);
+    s.first_unix_us = stmt.ColumnInt64(9);
+    s.last_unix_us = stmt.ColumnInt64(10);
+    out.push_back(std::move(s));
+  }
+}
+
+absl::StatusOr<std::vector<TemplateVersionSummary>> SqliteDatabase::TemplateVersionsImpl(
+    const std::string& workload_key, const std::string& target_key) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(
+      Statement stmt,
+      Statement::Prepare(db_.get(),
+                         "SELECT template_name, max(template_version), sum(successes) FROM configs "
+                         "WHERE workload_id = (SELECT id FROM workloads WHERE key = ?1) "
+                         "AND target_id = (SELECT id FROM targets WHERE key = ?2) "
+                         "AND successes > 0 AND wrong_answers = 0 "
+                         "GROUP BY template_name ORDER BY template_name"));
+  stmt.BindText(1, workload_key);
+  stmt.BindText(2, target_key);
+  std::vector<TemplateVersionSummary> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return out;
+    out.push_back(TemplateVersionSummary{stmt.ColumnText(0), static_cast<int>(stmt.ColumnInt64(1)),
+                                         stmt.ColumnInt64(2)});
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// Jobs.
 
 absl::Status SqliteDatabase::PutJobImpl(const JobRow& job) {
   RETURN_IF_ERROR(CheckWritable());
@@ -514,12 +440,12 @@ absl::StatusOr<std::vector<JobRow>> SqliteDatabase::ListJobsImpl() {
   }
 }
 
-}  // namespace
+}  // namespace db_internal
 
 absl::StatusOr<std::unique_ptr<Database>> Database::Open(const DatabaseOptions& options) {
   ASSIGN_OR_RETURN(db_internal::OpenedFile file, db_internal::OpenFile(options));
-  return std::unique_ptr<Database>(
-      new SqliteDatabase(options.path, std::move(file.db), options.read_only, file.schema_version));
+  return std::unique_ptr<Database>(new db_internal::SqliteDatabase(
+      options.path, std::move(file.db), options.read_only, file.schema_version));
 }
 
 }  // namespace tuneforge

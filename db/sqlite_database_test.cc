@@ -50,14 +50,20 @@ TargetInfo Target(const std::string& device) {
   return t;
 }
 
+// Every record gets its own config and start time, so each is a distinct measurement
+// of a distinct config (tests of shared configs set config_json themselves).
 TuningRecord Record(const WorkloadInfo& w, const TargetInfo& t, std::vector<double> costs,
                     MeasureErrorKind error = MeasureErrorKind::kNone) {
+  static std::atomic<int64_t> counter{1};
+  int64_t n = counter++;
   TuningRecord r;
   r.workload = w;
   r.target = t;
   r.template_name = "matmul_tiled";
   r.template_version = 2;
-  r.config_json = R"({"tile_m":32})";
+  r.config_json = R"({"tile_m":)" + std::to_string(n) + "}";
+  r.result.start_unix_us = 1700000000000000 + n;
+  r.result.end_unix_us = r.result.start_unix_us + 10;
   r.result.costs = std::move(costs);
   r.result.error = error;
   return r;
@@ -129,14 +135,14 @@ class SqliteDatabaseTest : public ::testing::Test {
 TEST_F(SqliteDatabaseTest, NewFileGetsSchemaWalAndApplicationId) {
   std::unique_ptr<Database> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(db->SchemaVersion(), 1);
+  EXPECT_EQ(db->SchemaVersion(), 2);
   db.reset();
-  EXPECT_EQ(RawQueryText(path_, "SELECT max(version) FROM schema_migrations"), "1");
+  EXPECT_EQ(RawQueryText(path_, "SELECT max(version) FROM schema_migrations"), "2");
   EXPECT_EQ(RawQueryText(path_, "PRAGMA journal_mode"), "wal");
   EXPECT_EQ(RawQueryText(path_, "PRAGMA application_id"), std::to_string(0x54465247));
   // Opening again applies nothing twice.
   ASSERT_NE(OpenOrDie(), nullptr);
-  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "1");
+  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "2");
 }
 
 TEST_F(SqliteDatabaseTest, RoundTripKeepsEveryField) {
@@ -185,6 +191,8 @@ TEST_F(SqliteDatabaseTest, RoundTripKeepsEveryField) {
   EXPECT_EQ(g.result.agent_id, r.result.agent_id);
   EXPECT_EQ(g.result.environment_json, r.result.environment_json);
   EXPECT_EQ(g.result.build_seconds, r.result.build_seconds);
+  EXPECT_EQ(g.content_id, ContentId(r));
+  EXPECT_EQ(g.content_id.size(), 32u);
 
   const TuningRecord& f = (*got)[1];
   EXPECT_EQ(f.id, (*ids)[1]);
@@ -394,7 +402,7 @@ TEST_F(SqliteDatabaseTest, NewerSchemaIsRefusedAndFileUntouched) {
   ASSERT_NE(OpenOrDie(), nullptr);
   RawSql(path_,
          "INSERT INTO schema_migrations (version, applied_unix_us, description) "
-         "VALUES (2, 0, 'from the future')");
+         "VALUES (3, 0, 'from the future')");
   const std::string before = ReadBytes(path_);
   ASSERT_FALSE(before.empty());
 
@@ -406,7 +414,7 @@ TEST_F(SqliteDatabaseTest, NewerSchemaIsRefusedAndFileUntouched) {
     ASSERT_FALSE(db.ok());
     EXPECT_TRUE(absl::IsFailedPrecondition(db.status())) << db.status();
     EXPECT_THAT(std::string(db.status().message()),
-                HasSubstr("written by a newer tuneforge (schema 2, this build knows 1)"));
+                HasSubstr("written by a newer tuneforge (schema 3, this build knows 2)"));
     ExpectOneLineNamingPath(db.status(), path_);
   }
   EXPECT_EQ(ReadBytes(path_), before);
@@ -423,7 +431,7 @@ TEST_F(SqliteDatabaseTest, EmptyFileBecomesANewDatabase) {
   ExpectOneLineNamingPath(ro.status(), path_);
   std::unique_ptr<Database> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(db->SchemaVersion(), 1);
+  EXPECT_EQ(db->SchemaVersion(), 2);
 }
 
 TEST_F(SqliteDatabaseTest, ConcurrentOpensOfANewFileMigrateOnce) {
@@ -439,9 +447,9 @@ TEST_F(SqliteDatabaseTest, ConcurrentOpensOfANewFileMigrateOnce) {
   for (std::thread& t : threads) t.join();
   for (const std::unique_ptr<Database>& db : dbs) {
     ASSERT_NE(db, nullptr);
-    EXPECT_EQ(db->SchemaVersion(), 1);
+    EXPECT_EQ(db->SchemaVersion(), 2);
   }
-  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "1");
+  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "2");
 }
 
 TEST_F(SqliteDatabaseTest, NonSqliteFilesAreRefusedAndUntouched) {

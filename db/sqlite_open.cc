@@ -8,6 +8,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -146,6 +147,7 @@ absl::StatusOr<int> Migrate(const std::string& path, sqlite3* db) {
   for (const Migration& m : Migrations()) {
     if (m.version <= version) continue;
     RETURN_IF_ERROR(Exec(db, m.sql));
+    if (m.after != nullptr) RETURN_IF_ERROR(m.after(db));
     note.Reset();
     note.BindInt64(1, m.version);
     note.BindInt64(2, UnixMicrosNow());
@@ -211,6 +213,11 @@ absl::StatusOr<OpenedFile> OpenFile(const DatabaseOptions& options) {
   ASSIGN_OR_RETURN(int version, WithPath(path, InspectExisting(path, db.get())));
   const int latest = LatestSchemaVersion();
   if (version > latest) return NewerSchemaError(path, version);
+  // (Only now: on a file that is not ours it would be the first read.)
+  // A page cache big enough for the indexes of a large log (SQLite's default is 2 MiB):
+  // inserts touch the content-id index at random, and every miss is a read. Memory is
+  // only taken as pages are used. Negative = KiB.
+  RETURN_IF_ERROR(WithPath(path, Exec(db.get(), "PRAGMA cache_size = -65536")));
   if (options.read_only) {
     if (version < latest) {
       return absl::FailedPreconditionError(absl::StrCat(path, " has schema ", version,
@@ -220,6 +227,14 @@ absl::StatusOr<OpenedFile> OpenFile(const DatabaseOptions& options) {
   } else {
     RETURN_IF_ERROR(WithPath(path, UseWal(path, db.get(), options.busy_timeout_ms)));
     RETURN_IF_ERROR(WithPath(path, Exec(db.get(), "PRAGMA synchronous = NORMAL")));
+    if (options.max_file_bytes > 0) {
+      // A quota: SQLite then fails a growing write with SQLITE_FULL, exactly as a full
+      // disk does. PRAGMA takes no parameters; the value is a validated integer.
+      ASSIGN_OR_RETURN(int64_t page_size, WithPath(path, QueryInt64(db.get(), "PRAGMA page_size")));
+      int64_t pages = std::max<int64_t>(1, options.max_file_bytes / page_size);
+      RETURN_IF_ERROR(
+          WithPath(path, Exec(db.get(), absl::StrCat("PRAGMA max_page_count = ", pages).c_str())));
+    }
     if (version < latest) {
       ASSIGN_OR_RETURN(version, WithPath(path, Migrate(path, db.get())));
     }

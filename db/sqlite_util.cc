@@ -186,6 +186,10 @@ bool Statement::ColumnIsNull(int col) const {
   return sqlite3_column_type(stmt_, col) == SQLITE_NULL;
 }
 
+int64_t Changes(sqlite3* db) { return sqlite3_changes64(db); }
+int64_t LastInsertRowid(sqlite3* db) { return sqlite3_last_insert_rowid(db); }
+bool InAutocommit(sqlite3* db) { return sqlite3_get_autocommit(db) != 0; }
+
 absl::StatusOr<int64_t> QueryInt64(sqlite3* db, const char* sql) {
   ASSIGN_OR_RETURN(Statement stmt, Statement::Prepare(db, sql));
   ASSIGN_OR_RETURN(bool row, stmt.Step());

@@ -55,6 +55,8 @@ class Statement {
  public:
   static absl::StatusOr<Statement> Prepare(sqlite3* db, const char* sql);
 
+  Statement() = default;  // empty until assigned from Prepare
+
   Statement(Statement&& other) noexcept;
   Statement& operator=(Statement&& other) noexcept;
   Statement(const Statement&) = delete;
@@ -91,6 +93,13 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
   absl::Status bind_status_;
 };
+
+// Rows changed by the connection's last INSERT/UPDATE/DELETE, and its last rowid.
+int64_t Changes(sqlite3* db);
+int64_t LastInsertRowid(sqlite3* db);
+// True when the connection is not inside a transaction (SQLite may have rolled one
+// back on its own, e.g. after SQLITE_FULL).
+bool InAutocommit(sqlite3* db);
 
 // Run SQL that yields at least one row and return its first column (count(*),
 // PRAGMA application_id, PRAGMA journal_mode).

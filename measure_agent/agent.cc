@@ -100,12 +100,13 @@ class Session {
   enum class End { kStopped, kShutdown, kBroken };
 
   Session(AgentService::Stub* stub, std::string agent_id, int heartbeat_ms, const Sandbox* sandbox,
-          int workers)
+          int workers, int test_slowdown)
       : stub_(stub),
         agent_id_(std::move(agent_id)),
         heartbeat_ms_(heartbeat_ms),
         sandbox_(sandbox),
-        num_workers_(workers) {}
+        num_workers_(workers),
+        test_slowdown_(test_slowdown) {}
 
   // Serves the stream until Stop(), a shutdown_reason or a broken stream, then
   // finishes the requests in progress and closes the stream. `detail` says why it
@@ -139,6 +140,7 @@ class Session {
   const int heartbeat_ms_;
   const Sandbox* const sandbox_;
   const int num_workers_;
+  const int test_slowdown_;  // AgentOptions::test_slowdown
 
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<AgentMessage, ServerMessage>> stream_;
@@ -279,6 +281,9 @@ void Session::WorkerLoop() {
       continue;
     }
     MeasureResult result = sandbox_->Run(request);
+    if (test_slowdown_ > 1) {
+      for (double& c : *result.mutable_costs()) c *= test_slowdown_;
+    }
     {
       absl::MutexLock lock(&mu_);
       --busy_;
@@ -435,7 +440,8 @@ absl::Status Agent::Run() {
     sandbox_options.agent_id = registered.agent_id();
     sandbox_options.environment_json = environment;
     Sandbox sandbox(sandbox_options);
-    Session session(stub.get(), registered.agent_id(), heartbeat_ms, &sandbox, options_.workers);
+    Session session(stub.get(), registered.agent_id(), heartbeat_ms, &sandbox, options_.workers,
+                    options_.test_slowdown);
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return absl::OkStatus();

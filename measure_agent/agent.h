@@ -41,6 +41,9 @@ struct AgentOptions {
   // [1/2, 1] of the current value so that a farm does not reconnect in lockstep.
   int initial_backoff_ms = 200;
   int max_backoff_ms = 30'000;
+  // Fault injection for tests only: report costs this many times higher, as a device
+  // that got slower would (the nightly canary must notice). 1 = off.
+  int test_slowdown = 1;
 };
 
 // Thread-safe: Stop() may be called from any thread while Run() runs on another.

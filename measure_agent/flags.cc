@@ -36,6 +36,8 @@ sends in a sandboxed child process and streams the measurements back.
                              forever
   --temp-dir DIR             where sandbox directories are made (default $TMPDIR or
                              /tmp; must not be mounted noexec)
+  --test-slowdown F          fault injection for tests: report costs F times higher
+                             (an artificially slower device)
   --verbose                  log debug messages
   --quiet                    log errors only
   --help                     print this help
@@ -90,6 +92,9 @@ absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args)
     } else if (name == "--connect-timeout-s") {
       ASSIGN_OR_RETURN(std::string v, take_value());
       RETURN_IF_ERROR(IntFlag(name, v, 1, 24 * 3600, &flags.agent.connect_timeout_s));
+    } else if (name == "--test-slowdown") {
+      ASSIGN_OR_RETURN(std::string v, take_value());
+      RETURN_IF_ERROR(IntFlag(name, v, 1, 1000, &flags.agent.test_slowdown));
     } else if (name == "--temp-dir") {
       ASSIGN_OR_RETURN(flags.agent.temp_dir, take_value());
     } else if (name == "--verbose") {

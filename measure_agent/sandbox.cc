@@ -33,7 +33,7 @@
 #include "compiler/support/hash.h"
 #include "compiler/support/log.h"
 #include "compiler/support/status.h"
-#include "measure_agent/measure.h"
+#include "compiler/runtime/timing.h"
 
 namespace tuneforge::agent {
 
@@ -490,7 +490,7 @@ absl::Status SetChildLimits(const MeasureRequest& request) {
   // the kernel's buffers (and the copy of the expected output).
   const rlim_t kGiB = rlim_t{1} << 30;
   rlim_t as = kGiB + 2 * static_cast<rlim_t>(TotalBufferBytes(request)) +
-              static_cast<rlim_t>(kFlushBytes) + static_cast<rlim_t>(cpus) * (rlim_t{80} << 20);
+              static_cast<rlim_t>(runtime::kFlushBytes) + static_cast<rlim_t>(cpus) * (rlim_t{80} << 20);
   RETURN_IF_ERROR(LowerLimit(RLIMIT_AS, "RLIMIT_AS", as, as));
   return absl::OkStatus();
 }
@@ -598,7 +598,7 @@ void MeasureInChild(const std::string& dir, const MeasureRequest& request,
   }
   if (!check_output("")) return;
 
-  TimingOptions timing_options;
+  runtime::TimingOptions timing_options;
   timing_options.warmup = request.options().warmup();
   timing_options.number = request.options().number();
   timing_options.repeat = request.options().repeat();
@@ -608,7 +608,7 @@ void MeasureInChild(const std::string& dir, const MeasureRequest& request,
   double elapsed = std::chrono::duration<double>(Clock::now() - child_start).count();
   timing_options.budget_seconds =
       std::max(1e-3, 0.8 * request.options().timeout_ms() / 1e3 - elapsed);
-  absl::StatusOr<Timing> timing = TimeKernel(entry, args.data(), timing_options);
+  absl::StatusOr<runtime::Timing> timing = runtime::TimeKernel(entry, args.data(), timing_options);
   if (!timing.ok()) {
     SetError(result, tuneforge::v1::RUNTIME_ERROR, std::string(timing.status().message()));
     return;

@@ -1,5 +1,6 @@
 #include "server/job_manager.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "compiler/codegen/build.h"
@@ -65,16 +66,21 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec_in) {
   v1::JobSpec spec = spec_in;
   absl::StatusOr<TuningTask> task = ParseTask(spec.task());
   if (!task.ok()) return task.status();
+  if (spec.configs_size() > 0) {
+    spec.set_trials(spec.configs_size());  // the budget is exactly the given configs
+  }
   if (spec.trials() < 1 || spec.trials() > kMaxTrials) {
     return absl::InvalidArgumentError("trials must be between 1 and " + std::to_string(kMaxTrials) +
                                       ", got " + std::to_string(spec.trials()));
   }
   if (spec.device_key().empty()) spec.set_device_key("local");
-  if (spec.policy().empty()) spec.set_policy("random");
-  if (spec.policy() != "random") {
+  if (spec.policy().empty()) spec.set_policy("model");
+  const std::vector<std::string>& policies = SearchPolicyNames();
+  if (std::find(policies.begin(), policies.end(), spec.policy()) == policies.end()) {
     return absl::InvalidArgumentError("unknown search policy '" + spec.policy() +
-                                      "' (available: random)");
+                                      "' (available: model, random, grid, ga)");
   }
+  if (spec.early_stop() < 0) return absl::InvalidArgumentError("early_stop must be >= 0");
   if (spec.batch_size() < 0 || spec.batch_size() > 1024) {
     return absl::InvalidArgumentError("batch_size must be 0..1024");
   }
@@ -149,7 +155,9 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
   options.batch_size = spec.batch_size();
   options.seed = spec.seed() ? spec.seed() : 1;
   options.policy = spec.policy();
+  options.early_stop = spec.early_stop();
   options.job_id = job->status.job_id();
+  options.fixed_configs.assign(spec.configs().begin(), spec.configs().end());
   if (spec.has_measure()) {
     const v1::MeasureOptions& m = spec.measure();
     if (m.warmup() > 0) options.measure.warmup = m.warmup();

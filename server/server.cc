@@ -11,6 +11,7 @@
 #include "compiler/support/status.h"
 #include "db/database.h"
 #include "server/agent_registry.h"
+#include "server/database_service.h"
 #include "server/job_manager.h"
 #include "server/services.h"
 #include "tuner/builder.h"
@@ -59,6 +60,8 @@ class ServerImpl : public Server {
     jobs_ = std::make_unique<JobManager>(db_.get(), &registry_, builder_.get());
     tuning_ = std::make_unique<TuningServiceImpl>(jobs_.get());
     agents_ = std::make_unique<AgentServiceImpl>(&registry_);
+    // No authorizer yet: the farm issue adds authentication to every service.
+    database_ = std::make_unique<DatabaseServiceImpl>(db_.get());
 
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port_);
@@ -66,6 +69,7 @@ class ServerImpl : public Server {
     builder.SetMaxSendMessageSize(options.max_message_bytes);
     builder.RegisterService(tuning_.get());
     builder.RegisterService(agents_.get());
+    builder.RegisterService(database_.get());
     grpc_ = builder.BuildAndStart();
     if (!grpc_ || port_ == 0) {
       return absl::UnavailableError("could not listen on " + options.listen +
@@ -83,6 +87,7 @@ class ServerImpl : public Server {
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<TuningServiceImpl> tuning_;
   std::unique_ptr<AgentServiceImpl> agents_;
+  std::unique_ptr<DatabaseServiceImpl> database_;
   std::unique_ptr<grpc::Server> grpc_;
   int port_ = 0;
   std::mutex shutdown_mu_;

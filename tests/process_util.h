@@ -43,7 +43,7 @@ class Process {
       std::vector<char*> args;
       for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
       args.push_back(nullptr);
-      execv(args[0], args.data());
+      execvp(args[0], args.data());  // PATH lookup for cc, systemd-analyze, ...
       _exit(127);
     }
   }

@@ -1,8 +1,14 @@
 #include "tuner/search_policy.h"
 
+#include <numeric>
+
+#include "tuner/ga_policy.h"
+#include "tuner/model_policy.h"
+
 namespace tuneforge {
 
-RandomPolicy::RandomPolicy(ConfigSpace space, uint64_t seed) : space_(std::move(space)), rng_(seed) {}
+RandomPolicy::RandomPolicy(ConfigSpace space, uint64_t seed)
+    : space_(std::move(space)), rng_(seed) {}
 
 std::vector<Config> RandomPolicy::Propose(int n) {
   std::vector<Config> out;
@@ -27,10 +33,62 @@ void RandomPolicy::Observe(const std::vector<TuningRecord>& records) {
   }
 }
 
+GridPolicy::GridPolicy(ConfigSpace space, uint64_t seed)
+    : space_(std::move(space)), raw_size_(space_.RawSize()) {
+  std::mt19937_64 rng(seed);
+  start_ = rng() % raw_size_;
+  // A stride near raw/phi, moved to the next value coprime to raw_size_.
+  stride_ = std::max<uint64_t>(1, static_cast<uint64_t>(raw_size_ * 0.6180339887));
+  while (std::gcd(stride_, raw_size_) != 1) ++stride_;
+}
+
+std::vector<Config> GridPolicy::Propose(int n) {
+  std::vector<Config> out;
+  while (static_cast<int>(out.size()) < n && next_ < raw_size_) {
+    // (start + i*stride) mod raw without overflow: raw sizes are far below 2^32 today,
+    // but use 128-bit arithmetic so larger spaces stay correct.
+    uint64_t index = static_cast<uint64_t>(
+        (static_cast<unsigned __int128>(next_) * stride_ + start_) % raw_size_);
+    ++next_;
+    Config c = space_.At(index);
+    if (!space_.Check(c).ok() || !visited_.insert(c.ToJson()).second) continue;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void GridPolicy::Observe(const std::vector<TuningRecord>& records) {
+  for (const TuningRecord& r : records) {
+    absl::StatusOr<Config> c = Config::FromJson(r.config_json);
+    if (c.ok()) visited_.insert(c->ToJson());
+  }
+}
+
+const std::vector<std::string>& SearchPolicyNames() {
+  static const std::vector<std::string> names = {"model", "random", "grid", "ga"};
+  return names;
+}
+
+absl::StatusOr<std::unique_ptr<SearchPolicy>> MakeSearchPolicy(const std::string& name,
+                                                               const PolicyContext& context) {
+  if (!context.tmpl) return absl::InvalidArgumentError("search policy needs a template");
+  ConfigSpace space = context.tmpl->Space(context.task, context.target);
+  if (name == "random") return std::make_unique<RandomPolicy>(std::move(space), context.seed);
+  if (name == "grid") return std::make_unique<GridPolicy>(std::move(space), context.seed);
+  if (name == "ga") return std::make_unique<GeneticPolicy>(context, GeneticOptions{});
+  if (name.empty() || name == "model")
+    return std::make_unique<ModelPolicy>(context, ModelPolicyOptions{});
+  return absl::InvalidArgumentError("unknown search policy '" + name +
+                                    "' (available: model, random, grid, ga)");
+}
+
 absl::StatusOr<std::unique_ptr<SearchPolicy>> MakeSearchPolicy(const std::string& name,
                                                                ConfigSpace space, uint64_t seed) {
-  if (name.empty() || name == "random") return std::make_unique<RandomPolicy>(std::move(space), seed);
-  return absl::InvalidArgumentError("unknown search policy '" + name + "' (available: random)");
+  if (name.empty() || name == "random")
+    return std::make_unique<RandomPolicy>(std::move(space), seed);
+  if (name == "grid") return std::make_unique<GridPolicy>(std::move(space), seed);
+  return absl::InvalidArgumentError("search policy '" + name +
+                                    "' needs the task and target (use the PolicyContext overload)");
 }
 
 }  // namespace tuneforge

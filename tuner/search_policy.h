@@ -1,6 +1,10 @@
 // SearchPolicy: proposes the next Configs to measure and learns from results.
-// The foundation ships RandomPolicy; the model-based policy (XGBoost + simulated
-// annealing) implements the same interface in the cost-model issue.
+//
+// Policies (MakeSearchPolicy names):
+//   random  RandomPolicy   uniform valid configs                    (this file)
+//   grid    GridPolicy     every point once, in a scrambled order   (this file)
+//   ga      GeneticPolicy  genetic algorithm on measured configs    (tuner/ga_policy.h)
+//   model   ModelPolicy    XGBoost cost model + simulated annealing (tuner/model_policy.h)
 #pragma once
 
 #include <memory>
@@ -10,10 +14,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compiler/target/target.h"
+#include "compiler/task/task.h"
 #include "compiler/templates/config_space.h"
+#include "compiler/templates/template.h"
 #include "db/record.h"
 
 namespace tuneforge {
+
+class ModelStore;
 
 // Not thread-safe; owned by one TuningLoop.
 class SearchPolicy {
@@ -22,9 +31,21 @@ class SearchPolicy {
   virtual std::string name() const = 0;
   // Up to `n` configs never proposed before (fewer when the space runs out).
   virtual std::vector<Config> Propose(int n) = 0;
-  // Tells the policy about measured configs (also ones it did not propose, e.g. the
-  // baseline or records loaded from the db), so it never proposes them.
+  // Tells the policy about measured configs of its task (also ones it did not propose,
+  // e.g. the baseline or records loaded from the db), so it never proposes them.
   virtual void Observe(const std::vector<TuningRecord>& records) = 0;
+  // Records of other tasks of the same operator and target (transfer learning). Policies
+  // without a model ignore them.
+  virtual void ObserveOtherTasks(const std::vector<TuningRecord>& records) {}
+};
+
+// Everything a policy may need to know about what it searches.
+struct PolicyContext {
+  TuningTask task;
+  Target target;
+  const Template* tmpl = nullptr;  // not owned; templates are static
+  uint64_t seed = 1;
+  ModelStore* model_store = nullptr;  // optional, not owned: where "model" keeps its model
 };
 
 // Uniform random valid configs, no repeats.
@@ -41,7 +62,32 @@ class RandomPolicy : public SearchPolicy {
   std::set<std::string> visited_;  // Config::ToJson of everything proposed or observed
 };
 
-// "random" (the default until the cost model lands). InvalidArgument for unknown names.
+// Grid search: walks every point of the space exactly once, skipping invalid and
+// visited ones. The walk is index = (start + i * stride) mod RawSize with a stride
+// coprime to RawSize (both from the seed), so a short budget samples all knobs rather
+// than only the fastest-varying one of the mixed-radix order.
+class GridPolicy : public SearchPolicy {
+ public:
+  GridPolicy(ConfigSpace space, uint64_t seed);
+  std::string name() const override { return "grid"; }
+  std::vector<Config> Propose(int n) override;
+  void Observe(const std::vector<TuningRecord>& records) override;
+
+ private:
+  ConfigSpace space_;
+  uint64_t raw_size_;
+  uint64_t start_, stride_;
+  uint64_t next_ = 0;  // steps taken
+  std::set<std::string> visited_;
+};
+
+// Policy names MakeSearchPolicy accepts, for --help and validation.
+const std::vector<std::string>& SearchPolicyNames();
+// "model" is the default (empty name). InvalidArgument for unknown names.
+absl::StatusOr<std::unique_ptr<SearchPolicy>> MakeSearchPolicy(const std::string& name,
+                                                               const PolicyContext& context);
+// The policies that need nothing but the space: "random" (also the empty name) and
+// "grid". Kept for callers that only sample a space (e.g. bench kernels).
 absl::StatusOr<std::unique_ptr<SearchPolicy>> MakeSearchPolicy(const std::string& name,
                                                                ConfigSpace space, uint64_t seed);
 

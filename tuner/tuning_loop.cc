@@ -115,13 +115,32 @@ void TuningLoop::Account(const std::vector<TuningRecord>& records, bool count_tr
     if (count_trials) ++progress_.trials_done;
     if (r.result.error != MeasureErrorKind::kNone) {
       ++progress_.errors;
+      if (count_trials) ++progress_.trials_since_improvement;
       continue;
     }
     measured_.push_back(r);
     TrialSummary s = Summarise(r);
-    if (!progress_.best || s.seconds < progress_.best->seconds) progress_.best = s;
+    if (!progress_.best || s.seconds < progress_.best->seconds) {
+      progress_.best = s;
+      if (count_trials) progress_.trials_since_improvement = -1;  // this one improved
+    }
+    if (count_trials) ++progress_.trials_since_improvement;
   }
   progress_.median_build_seconds = Median(build_seconds_);
+}
+
+absl::StatusOr<std::vector<TuningRecord>> TuningLoop::OtherTaskRecords() {
+  // Same operator and target, other workloads (shapes).
+  std::vector<TuningRecord> out;
+  ASSIGN_OR_RETURN(std::vector<WorkloadSummary> list, db_->List());
+  for (const WorkloadSummary& w : list) {
+    if (w.workload.op != task_.op() || w.target.key != target_.Key() ||
+        w.workload.key == task_.WorkloadKey())
+      continue;
+    ASSIGN_OR_RETURN(std::vector<TuningRecord> records, db_->Records(w.workload.key, target_.Key()));
+    out.insert(out.end(), records.begin(), records.end());
+  }
+  return out;
 }
 
 absl::Status TuningLoop::Remeasure(const std::atomic<bool>* cancel) {
@@ -191,6 +210,26 @@ absl::Status TuningLoop::Remeasure(const std::atomic<bool>* cancel) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<TuningProgress> TuningLoop::MeasureFixedConfigs(const ConfigSpace& space) {
+  std::vector<Candidate> candidates;
+  for (const std::string& text : options_.fixed_configs) {
+    ASSIGN_OR_RETURN(Config config, Config::FromJson(text));
+    absl::Status valid = space.Check(config);
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError("config " + text + " is not valid for " +
+                                        template_->name() + " v" +
+                                        std::to_string(template_->version()) + ": " +
+                                        std::string(valid.message()));
+    }
+    candidates.push_back(Candidate{std::move(config), false});
+  }
+  ASSIGN_OR_RETURN(std::vector<TuningRecord> records, RunBatch(candidates));
+  Account(records, /*count_trials=*/true);
+  progress_.last_event = "measured " + std::to_string(records.size()) + " given config(s)";
+  if (on_progress_) on_progress_(progress_);
+  return progress_;
+}
+
 absl::StatusOr<TuningProgress> TuningLoop::Run(const ProgressCallback& on_progress,
                                                const std::atomic<bool>* cancel) {
   on_progress_ = on_progress;
@@ -201,8 +240,9 @@ absl::StatusOr<TuningProgress> TuningLoop::Run(const ProgressCallback& on_progre
   };
   ASSIGN_OR_RETURN(template_, FindTemplate(task_));
   ConfigSpace space = template_->Space(task_, target_);
+  PolicyContext policy_context{task_, target_, template_, options_.seed, options_.model_store};
   ASSIGN_OR_RETURN(std::unique_ptr<SearchPolicy> policy,
-                   MakeSearchPolicy(options_.policy, space, options_.seed));
+                   MakeSearchPolicy(options_.policy, policy_context));
 
   // The expected output, computed once per job by the reference implementation.
   Config naive = template_->Naive(task_, target_);
@@ -225,10 +265,20 @@ absl::StatusOr<TuningProgress> TuningLoop::Run(const ProgressCallback& on_progre
   ASSIGN_OR_RETURN(std::vector<TuningRecord> previous,
                    db_->Records(task_.WorkloadKey(), target_.Key()));
   policy->Observe(previous);
+  // Only the model policy learns from other tasks; skip the db reads for the others.
+  if (options_.transfer_learning && policy->name() == "model" && options_.fixed_configs.empty()) {
+    ASSIGN_OR_RETURN(std::vector<TuningRecord> others, OtherTaskRecords());
+    policy->ObserveOtherTasks(others);
+    if (!others.empty())
+      TF_LOG(Info) << "transfer learning: " << others.size()
+                   << " records of other shapes of " << task_.op() << " on this target";
+  }
   report("tuning " + task_.CanonicalText() + " on " + target_.ToString() + " with " +
          policy->name() + " search, " + std::to_string(options_.trials) + " trials; " +
          std::to_string(space.knobs().size()) + " knobs, " + std::to_string(previous.size()) +
          " earlier records");
+
+  if (!options_.fixed_configs.empty()) return MeasureFixedConfigs(space);
 
   ASSIGN_OR_RETURN(std::vector<TuningRecord> baseline, RunBatch({Candidate{naive, true}}));
   policy->Observe(baseline);
@@ -263,6 +313,12 @@ absl::StatusOr<TuningProgress> TuningLoop::Run(const ProgressCallback& on_progre
     if (progress_.best) event << ": best " << progress_.best->gflops << " GFLOP/s";
     event << ", " << progress_.errors << " failed";
     report(event.str());
+    if (options_.early_stop > 0 && progress_.trials_since_improvement >= options_.early_stop) {
+      progress_.early_stopped = true;
+      report("early stop: no improvement in " + std::to_string(progress_.trials_since_improvement) +
+             " trials");
+      break;
+    }
   }
   if (cancel && cancel->load()) return absl::CancelledError("job cancelled");
   RETURN_IF_ERROR(Remeasure(cancel));

@@ -24,6 +24,7 @@
 #include "compiler/task/task.h"
 #include "db/database.h"
 #include "tuner/builder.h"
+#include "tuner/model_store.h"
 #include "tuner/runner.h"
 
 namespace tuneforge {
@@ -32,11 +33,18 @@ struct TuningOptions {
   int trials = 200;           // candidates measured (baseline and re-measurements excluded)
   int batch_size = 0;         // 0: 2 x runner parallelism, at least 8
   uint64_t seed = 1;
-  std::string policy = "random";
+  std::string policy = "model";  // see SearchPolicyNames()
+  int early_stop = 0;         // stop after this many trials without a new best; 0 = never
+  // Train the model on the db's records of other shapes of the op on this target.
+  bool transfer_learning = true;
+  ModelStore* model_store = nullptr;  // optional, not owned: cost models between jobs
   MeasureOptions measure;
   int top_k_remeasure = 3;    // candidates re-measured at the end
   int remeasure_rounds = 2;   // interleaved rounds of re-measurement
   std::string job_id;
+  // When set, measure exactly these configs (no baseline, no search, no
+  // re-measurement): the nightly canary re-measures last night's best this way.
+  std::vector<std::string> fixed_configs;
 };
 
 struct TrialSummary {
@@ -51,6 +59,8 @@ struct TuningProgress {
   int trials_done = 0;
   int records = 0;
   int errors = 0;
+  int trials_since_improvement = 0;  // for early stopping
+  bool early_stopped = false;
   std::optional<TrialSummary> best;
   std::optional<TrialSummary> baseline;
   double median_build_seconds = 0;
@@ -76,7 +86,9 @@ class TuningLoop {
   TuningRecord MakeRecord(const Config& config, const MeasureResult& result) const;
   void Account(const std::vector<TuningRecord>& records, bool count_trials);
   absl::Status Remeasure(const std::atomic<bool>* cancel);
+  absl::StatusOr<TuningProgress> MeasureFixedConfigs(const ConfigSpace& space);
   TrialSummary Summarise(const TuningRecord& r) const;
+  absl::StatusOr<std::vector<TuningRecord>> OtherTaskRecords();
 
   TuningTask task_;
   Target target_;

@@ -33,11 +33,28 @@ class FakeRunner : public Runner {
         r.costs = {1.0 / work, 1.1 / work, 0.9 / work};
       }
       r.agent_id = "fake";
+      // Distinct timestamps, as a real runner's: the db treats records with equal
+      // content (config, costs, times, agent) as one measurement.
+      r.start_unix_us = ++clock_us;
+      r.end_unix_us = r.start_unix_us + 1;
       out.push_back(r);
     }
     return out;
   }
   int calls = 0;
+  int64_t clock_us = 0;
+};
+
+// Every config costs the same: nothing after the first trial is an improvement.
+class ConstantRunner : public Runner {
+ public:
+  std::vector<MeasureResult> Measure(const std::vector<MeasureInput>& inputs) override {
+    std::vector<MeasureResult> out(inputs.size());
+    for (MeasureResult& r : out) r.costs = {1e-3, 1e-3, 1e-3};
+    calls += inputs.size();
+    return out;
+  }
+  size_t calls = 0;
 };
 
 class TuningLoopTest : public ::testing::Test {
@@ -141,6 +158,41 @@ TEST_F(TuningLoopTest, CancelStopsTheLoop) {
                          &cancel);
   EXPECT_TRUE(absl::IsCancelled(result.status())) << result.status();
   EXPECT_LT(runner.calls, 20);
+}
+
+TEST_F(TuningLoopTest, EarlyStopAfterTrialsWithoutImprovement) {
+  TuningTask task = *ParseTask("matmul M=8 N=8 K=8");
+  TuningOptions options;
+  options.trials = 200;
+  options.batch_size = 4;
+  options.early_stop = 8;
+  options.top_k_remeasure = 0;
+  Builder builder(2);
+  ConstantRunner runner;
+  TuningLoop loop(task, DetectHostTarget("test"), options, db_.get(), &builder, &runner);
+  auto progress = loop.Run(nullptr);
+  ASSERT_TRUE(progress.ok()) << progress.status();
+  EXPECT_TRUE(progress->early_stopped);
+  // Trial 1 sets the best; trials 2..12 do not improve; the check runs per batch of 4.
+  EXPECT_EQ(progress->trials_done, 12);
+}
+
+TEST_F(TuningLoopTest, EveryPolicyRunsThroughTheLoop) {
+  TuningTask task = *ParseTask("matmul M=16 N=16 K=16");
+  for (const char* policy : {"random", "grid", "ga", "model"}) {
+    TuningOptions options;
+    options.trials = 16;
+    options.batch_size = 8;
+    options.policy = policy;
+    options.top_k_remeasure = 0;
+    Builder builder(2);
+    FakeRunner runner;
+    TuningLoop loop(task, DetectHostTarget(std::string("test-") + policy), options, db_.get(),
+                    &builder, &runner);
+    auto progress = loop.Run(nullptr);
+    ASSERT_TRUE(progress.ok()) << policy << ": " << progress.status();
+    EXPECT_EQ(progress->trials_done, 16) << policy;
+  }
 }
 
 }  // namespace

@@ -28,6 +28,11 @@ absl::StatusOr<Artifact> BuildArtifact(const ir::LoweredFunc& func, const Target
   return artifact;
 }
 
+absl::StatusOr<std::string> BuildObject(const ir::LoweredFunc& func, const Target& target,
+                                        const BuildOptions& options) {
+  return codegen::CompileToObject(func, target, options);
+}
+
 Target DetectHostTarget(const std::string& device_key) {
   codegen::HostInfo host = codegen::DetectHost();
   Target target;

@@ -29,6 +29,11 @@ struct BuildOptions {
 absl::StatusOr<Artifact> BuildArtifact(const ir::LoweredFunc& func, const Target& target,
                                        const BuildOptions& options = {});
 
+// The same kernel as a relocatable ELF object (PIC), for linking several kernels into
+// one deployable library. Thread-safe.
+absl::StatusOr<std::string> BuildObject(const ir::LoweredFunc& func, const Target& target,
+                                        const BuildOptions& options = {});
+
 // The machine this process runs on, with all its cores as threads.
 Target DetectHostTarget(const std::string& device_key);
 

@@ -564,9 +564,27 @@ void ModuleEmitter::EmitAllocate(const ir::Stmt& s) {
                       s->alloc_size));
     return;
   }
-  llvm::Value* storage = EntryAlloca(llvm::ArrayType::get(f32_, s->alloc_size), s->buffer);
-  ScopedBind<BufferRef> bind(scope_.buffers, s->buffer, BufferRef{storage, s->alloc_size});
-  EmitStmt(s->body);
+  if (s->alloc_scope == ir::MemoryScope::kLocal) {
+    llvm::Value* storage = EntryAlloca(llvm::ArrayType::get(f32_, s->alloc_size), s->buffer);
+    ScopedBind<BufferRef> bind(scope_.buffers, s->buffer, BufferRef{storage, s->alloc_size});
+    EmitStmt(s->body);
+    return;
+  }
+  // Heap scratch: aligned_alloc / free from the loading process's libc, like memset.
+  // LLVM knows both, so the buffer is known not to alias the arguments.
+  llvm::FunctionCallee alloc_fn =
+      module_.getOrInsertFunction("aligned_alloc", ptr_, i64_, i64_);
+  llvm::FunctionCallee free_fn =
+      module_.getOrInsertFunction("free", llvm::Type::getVoidTy(ctx_), ptr_);
+  const int64_t bytes = (s->alloc_size * 4 + 63) / 64 * 64;
+  llvm::Value* storage = b_.CreateCall(
+      alloc_fn, {llvm::ConstantInt::get(i64_, 64), llvm::ConstantInt::get(i64_, bytes)},
+      s->buffer);
+  {
+    ScopedBind<BufferRef> bind(scope_.buffers, s->buffer, BufferRef{storage, s->alloc_size});
+    EmitStmt(s->body);
+  }
+  b_.CreateCall(free_fn, {storage});
 }
 
 // ---------------------------------------------------------------------------

@@ -181,13 +181,15 @@ Stmt IfThenElse(Expr condition, Stmt then_case, Stmt else_case) {
   return node;
 }
 
-Stmt Allocate(const std::string& buffer, DType dtype, int64_t size, Stmt body) {
+Stmt Allocate(const std::string& buffer, DType dtype, int64_t size, Stmt body,
+              MemoryScope scope) {
   TF_CHECK(size > 0, "allocation of ", size, " elements");
   auto node = std::make_shared<StmtNode>();
   node->kind = StmtKind::kAllocate;
   node->buffer = buffer;
   node->alloc_dtype = dtype;
   node->alloc_size = size;
+  node->alloc_scope = scope;
   node->body = std::move(body);
   return node;
 }

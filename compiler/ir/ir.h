@@ -71,6 +71,11 @@ const char* ForKindName(ForKind kind);
 
 enum class StmtKind { kFor, kStore, kBlock, kIfThenElse, kAllocate };
 
+// Where an Allocate lives: kLocal is a small constant-size tile (a stack slot that
+// codegen can promote to registers); kHeap is a large scratch buffer (e.g. a packed
+// operand), 64-byte aligned, allocated on entry to the Allocate and freed after it.
+enum class MemoryScope { kLocal, kHeap };
+
 struct StmtNode;
 using Stmt = std::shared_ptr<const StmtNode>;
 
@@ -89,6 +94,7 @@ struct StmtNode {
   Expr value;
   DType alloc_dtype = DType::kFloat32;
   int64_t alloc_size = 0;
+  MemoryScope alloc_scope = MemoryScope::kLocal;
   // kIfThenElse: condition; then_case = body, else_case may be null.
   Expr condition;
   Stmt body;
@@ -101,7 +107,8 @@ Stmt For(const std::string& var, Expr extent, int64_t max_extent, ForKind kind, 
 Stmt Store(const std::string& buffer, Expr index, Expr value);
 Stmt Block(std::vector<Stmt> stmts);
 Stmt IfThenElse(Expr condition, Stmt then_case, Stmt else_case = nullptr);
-Stmt Allocate(const std::string& buffer, DType dtype, int64_t size, Stmt body);
+Stmt Allocate(const std::string& buffer, DType dtype, int64_t size, Stmt body,
+              MemoryScope scope = MemoryScope::kLocal);
 
 // A kernel argument. Arguments are global float32 buffers, in entry-point order.
 struct BufferParam {

@@ -60,7 +60,8 @@ Stmt Substitute(const Stmt& s, const std::map<std::string, Expr>& vars) {
       return IfThenElse(Substitute(s->condition, vars), Substitute(s->body, vars),
                         Substitute(s->else_case, vars));
     case StmtKind::kAllocate:
-      return Allocate(s->buffer, s->alloc_dtype, s->alloc_size, Substitute(s->body, vars));
+      return Allocate(s->buffer, s->alloc_dtype, s->alloc_size, Substitute(s->body, vars),
+                      s->alloc_scope);
   }
   return s;
 }

@@ -92,7 +92,8 @@ void PrintStmt(std::ostream& os, const Stmt& s, int indent) {
       os << pad << "}\n";
       return;
     case StmtKind::kAllocate:
-      os << pad << "allocate " << s->buffer << "[float32 * " << s->alloc_size << "]\n";
+      os << pad << (s->alloc_scope == MemoryScope::kHeap ? "allocate heap " : "allocate ")
+         << s->buffer << "[float32 * " << s->alloc_size << "]\n";
       PrintStmt(os, s->body, indent);
       return;
   }

@@ -6,7 +6,9 @@
 namespace tuneforge {
 
 Tolerance ToleranceFor(const TuningTask& task) {
-  if (task.op() == "matmul") return {4e-6 * task.Param("K") + 1e-5, 1e-4};
+  // batch_matmul: each matrix is a matmul of the same K.
+  if (task.op() == "matmul" || task.op() == "batch_matmul")
+    return {4e-6 * task.Param("K") + 1e-5, 1e-4};
   TF_CHECK(false, "no tolerance for op ", task.op());
 }
 
@@ -14,6 +16,9 @@ std::vector<std::vector<float>> MakeInputs(const TuningTask& task, uint64_t seed
   std::vector<int64_t> sizes;
   if (task.op() == "matmul") {
     sizes = {task.Param("M") * task.Param("K"), task.Param("K") * task.Param("N")};
+  } else if (task.op() == "batch_matmul") {
+    int64_t b = task.Param("B");
+    sizes = {b * task.Param("M") * task.Param("K"), b * task.Param("K") * task.Param("N")};
   }
   TF_CHECK(!sizes.empty(), "no inputs for op ", task.op());
   std::vector<std::vector<float>> inputs;
@@ -50,6 +55,19 @@ absl::StatusOr<std::vector<float>> ReferenceOutput(const TuningTask& task,
   if (task.op() == "matmul") {
     if (inputs.size() != 2) return absl::InvalidArgumentError("matmul needs 2 inputs");
     return Matmul(inputs[0], inputs[1], task.Param("M"), task.Param("N"), task.Param("K"));
+  }
+  if (task.op() == "batch_matmul") {
+    if (inputs.size() != 2) return absl::InvalidArgumentError("batch_matmul needs 2 inputs");
+    int64_t b = task.Param("B"), m = task.Param("M"), n = task.Param("N"), k = task.Param("K");
+    std::vector<float> c;
+    c.reserve(b * m * n);
+    for (int64_t x = 0; x < b; ++x) {
+      std::vector<float> a_x(inputs[0].begin() + x * m * k, inputs[0].begin() + (x + 1) * m * k);
+      std::vector<float> b_x(inputs[1].begin() + x * k * n, inputs[1].begin() + (x + 1) * k * n);
+      std::vector<float> c_x = Matmul(a_x, b_x, m, n, k);
+      c.insert(c.end(), c_x.begin(), c_x.end());
+    }
+    return c;
   }
   return absl::UnimplementedError("no reference for op " + task.op());
 }

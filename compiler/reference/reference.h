@@ -16,8 +16,9 @@ struct Tolerance {
   double rtol = 0;
 };
 
-// matmul: float32 accumulation in any order has an error that grows with K; inputs
-// are uniform in [-1, 1). atol = 4e-6 * K + 1e-5, rtol = 1e-4 (see docs/architecture.md).
+// matmul and batch_matmul: float32 accumulation in any order has an error that grows
+// with K; inputs are uniform in [-1, 1). atol = 4e-6 * K + 1e-5, rtol = 1e-4 (see
+// docs/architecture.md).
 Tolerance ToleranceFor(const TuningTask& task);
 
 // Input buffers in entry-point order, filled with runtime::FillBuffer(seed, index).

@@ -51,9 +51,7 @@ class Lowerer {
   // Step 1: extents through the split tree, in the order splits were made.
   void ComputeExtents() {
     for (const AxisDef& axis : s_.def().axes) {
-      extent_[axis.name] = ir::IntImm(axis.extent);
-      max_[axis.name] = axis.extent;
-      var_[axis.name] = ir::Var(axis.name);
+      Set(axis.name, ir::IntImm(axis.extent), axis.extent);  // extent 1: the variable is 0
     }
     for (const Schedule::SplitRecord& sp : s_.splits()) {
       Expr parent = extent_[sp.parent];

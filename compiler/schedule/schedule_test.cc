@@ -46,6 +46,19 @@ TEST(LowerTest, UnscheduledMatmulIsThePlainLoopNest) {
   EXPECT_LT(MaxErrorVsReference(*f, 4, 5, 6), 1e-5);
 }
 
+// An unsplit axis of extent 1 vanishes like a split loop of extent 1: its variable
+// is 0 (it used to stay as an unbound variable).
+TEST(LowerTest, UnsplitAxisOfExtentOneIsZero) {
+  Schedule s(MatmulCompute(1, 5, 1));
+  auto f = Lower(s, "mm");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(ir::ToString(f->body),
+            "for (j, 0, 5) {\n"
+            "  C[j] = A[0]*B[j]\n"
+            "}\n");
+  EXPECT_LT(MaxErrorVsReference(*f, 1, 5, 1), 1e-5);
+}
+
 TEST(LowerTest, SplitWithTailUsesMinExtent) {
   Schedule s(MatmulCompute(10, 3, 2));
   ASSERT_TRUE(s.Split("i", 4, "i.o", "i.i").ok());

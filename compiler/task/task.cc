@@ -14,6 +14,8 @@ namespace tuneforge {
 const std::vector<OpInfo>& KnownOps() {
   static const std::vector<OpInfo> ops = {
       {"matmul", {"M", "N", "K"}, "C[M,N] = A[M,K] * B[K,N], row-major"},
+      {"batch_matmul", {"B", "M", "N", "K"},
+       "C[b,M,N] = A[b,M,K] * B[b,K,N] for b < B, row-major, batch outermost"},
   };
   return ops;
 }
@@ -65,6 +67,7 @@ std::string TuningTask::WorkloadKey() const { return op_ + "-" + HashHex(Canonic
 
 double TuningTask::Flops() const {
   if (op_ == "matmul") return 2.0 * Param("M") * Param("N") * Param("K");
+  if (op_ == "batch_matmul") return 2.0 * Param("B") * Param("M") * Param("N") * Param("K");
   TF_CHECK(false, "no flop count for op ", op_);
 }
 
@@ -72,6 +75,10 @@ int64_t TuningTask::BufferBytes() const {
   if (op_ == "matmul") {
     int64_t m = Param("M"), n = Param("N"), k = Param("K");
     return 4 * (m * k + k * n + m * n);
+  }
+  if (op_ == "batch_matmul") {
+    int64_t b = Param("B"), m = Param("M"), n = Param("N"), k = Param("K");
+    return 4 * b * (m * k + k * n + m * n);
   }
   TF_CHECK(false, "no buffer size for op ", op_);
 }

@@ -54,7 +54,10 @@ absl::Status ConfigSpace::Check(const Config& config) const {
   }
   for (const Knob& k : knobs_) {
     auto it = j.find(k.name);
-    if (it == j.end()) return absl::InvalidArgumentError("missing knob '" + k.name + "'");
+    if (it == j.end()) {
+      if (k.default_value) continue;
+      return absl::InvalidArgumentError("missing knob '" + k.name + "'");
+    }
     bool allowed = false;
     for (const nlohmann::json& v : k.values) allowed |= (v == *it);
     if (!allowed) {
@@ -63,7 +66,14 @@ absl::Status ConfigSpace::Check(const Config& config) const {
                                         " is not one of " + choices.dump());
     }
   }
-  return constraint_ ? constraint_(config) : absl::OkStatus();
+  return constraint_ ? constraint_(WithDefaults(config)) : absl::OkStatus();
+}
+
+Config ConfigSpace::WithDefaults(const Config& config) const {
+  nlohmann::json j = config.values();
+  for (const Knob& k : knobs_)
+    if (k.default_value && !j.contains(k.name)) j[k.name] = *k.default_value;
+  return Config(std::move(j));
 }
 
 absl::StatusOr<Config> ConfigSpace::Sample(std::mt19937_64& rng, int max_tries) const {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,9 +17,21 @@
 namespace tuneforge {
 
 struct Knob {
+  Knob() = default;
+  Knob(std::string name, std::vector<nlohmann::json> values, std::string doc,
+       std::optional<nlohmann::json> default_value = std::nullopt)
+      : name(std::move(name)),
+        values(std::move(values)),
+        doc(std::move(doc)),
+        default_value(std::move(default_value)) {}
+
   std::string name;
   std::vector<nlohmann::json> values;  // ints or strings
   std::string doc;
+  // Knobs added by a later template version have a default: the value that means
+  // what configs without the knob (older records, hand-written configs) did. A config
+  // may omit such a knob; ConfigSpace::WithDefaults fills it in.
+  std::optional<nlohmann::json> default_value;
 };
 
 class Config {
@@ -50,7 +63,10 @@ class ConfigSpace {
   Config At(uint64_t index) const;
   // Ok when every knob is present with one of its values, there are no unknown
   // keys and the template's constraint holds. Errors say which knob is wrong.
+  // A knob with a default_value may be missing (see Knob).
   absl::Status Check(const Config& config) const;
+  // The config with every missing defaulted knob set to its default.
+  Config WithDefaults(const Config& config) const;
   // A uniformly random valid point (rejection sampling); NotFound if none is found
   // in `max_tries` draws.
   absl::StatusOr<Config> Sample(std::mt19937_64& rng, int max_tries = 10000) const;

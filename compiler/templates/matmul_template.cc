@@ -1,5 +1,7 @@
 #include "compiler/templates/matmul_template.h"
 
+#include <algorithm>
+
 #include "compiler/schedule/schedule.h"
 #include "compiler/support/status.h"
 
@@ -8,21 +10,76 @@ namespace tuneforge {
 using nlohmann::json;
 
 ComputeDef MatmulCompute(int64_t m, int64_t n, int64_t k) {
+  return BatchMatmulCompute(0, m, n, k, /*panel=*/0);
+}
+
+ComputeDef MatmulPackedCompute(int64_t m, int64_t n, int64_t k, int64_t panel) {
+  return BatchMatmulCompute(0, m, n, k, panel);
+}
+
+// batch == 0: matmul, no batch axis. batch >= 1: axis b outermost and every buffer
+// offset by b times its matrix size. panel > 0: B is read from B.packed, column
+// panels of `panel` columns, each panel K x panel contiguous:
+//   B.packed[b*K*N + (j / panel)*K*panel + k*panel + j % panel] = B[b*K*N + k*N + j]
+// with axes jp (panel) and jr (column in the panel) instead of j; panel divides n.
+ComputeDef BatchMatmulCompute(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t panel) {
   using namespace ir;  // NOLINT: the expression builders read like math here.
+  TF_CHECK(panel == 0 || n % panel == 0, "panel ", panel, " must divide N ", n);
   ComputeDef def;
-  def.name = "matmul";
-  def.params = {BufferParam{"A", DType::kFloat32, {m, k}, false},
-                BufferParam{"B", DType::kFloat32, {k, n}, false},
-                BufferParam{"C", DType::kFloat32, {m, n}, true}};
-  def.axes = {{"i", m, false}, {"j", n, false}, {"k", k, true}};
-  Expr i = Var("i"), j = Var("j"), kk = Var("k");
-  def.output_index = Add(Mul(i, IntImm(n)), j);
-  def.value = Mul(Load("A", DType::kFloat32, Add(Mul(i, IntImm(k)), kk)),
-                  Load("B", DType::kFloat32, Add(Mul(kk, IntImm(n)), j)));
+  def.name = batch ? "batch_matmul" : "matmul";
+  std::vector<int64_t> lead = batch ? std::vector<int64_t>{batch} : std::vector<int64_t>{};
+  auto shape = [&](std::vector<int64_t> dims) {
+    dims.insert(dims.begin(), lead.begin(), lead.end());
+    return dims;
+  };
+  def.params = {BufferParam{"A", DType::kFloat32, shape({m, k}), false},
+                panel ? BufferParam{"B.packed", DType::kFloat32, shape({n / panel, k, panel}), false}
+                      : BufferParam{"B", DType::kFloat32, shape({k, n}), false},
+                BufferParam{"C", DType::kFloat32, shape({m, n}), true}};
+  Expr b = batch ? Var("b") : IntImm(0);
+  if (batch) def.axes.push_back({"b", batch, false});
+  Expr i = Var("i"), kk = Var("k"), j, b_index;
+  def.axes.push_back({"i", m, false});
+  if (panel) {
+    def.axes.push_back({"jp", n / panel, false});
+    def.axes.push_back({"jr", panel, false});
+    j = Add(Mul(Var("jp"), IntImm(panel)), Var("jr"));
+    b_index = Add(Add(Mul(Var("jp"), IntImm(k * panel)), Mul(kk, IntImm(panel))), Var("jr"));
+  } else {
+    def.axes.push_back({"j", n, false});
+    j = Var("j");
+    b_index = Add(Mul(kk, IntImm(n)), j);
+  }
+  def.axes.push_back({"k", k, true});
+  def.output_index = Add(Mul(b, IntImm(m * n)), Add(Mul(i, IntImm(n)), j));
+  def.value = Mul(Load("A", DType::kFloat32, Add(Mul(b, IntImm(m * k)), Add(Mul(i, IntImm(k)), kk))),
+                  Load(panel ? "B.packed" : "B", DType::kFloat32,
+                       Add(Mul(b, IntImm(k * n)), b_index)));
   return def;
 }
 
 namespace {
+
+// The copy of B into B.packed (see BatchMatmulCompute): matrices, then panels (on
+// the thread pool when `parallel`), then rows of the panel, then the panel's columns
+// as `vecs` unrolled vectors of `lanes` — contiguous on both sides.
+ir::Stmt PackBNest(int64_t batch, int64_t n, int64_t k, int64_t lanes, int64_t vecs,
+                   bool parallel) {
+  using namespace ir;  // NOLINT
+  const int64_t panel = lanes * vecs;
+  Expr b = Var("p.b"), jp = Var("p.j"), kk = Var("p.k"), jv = Var("p.v"), jl = Var("p.l");
+  Expr col = Add(Mul(jv, IntImm(lanes)), jl);
+  Expr base = Mul(b, IntImm(k * n));
+  Stmt s = Store("B.packed",
+                 Add(base, Add(Add(Mul(jp, IntImm(k * panel)), Mul(kk, IntImm(panel))), col)),
+                 Load("B", DType::kFloat32,
+                      Add(base, Add(Mul(kk, IntImm(n)), Add(Mul(jp, IntImm(panel)), col)))));
+  s = For("p.l", IntImm(lanes), lanes, lanes > 1 ? ForKind::kVectorized : ForKind::kSerial, s);
+  s = For("p.v", IntImm(vecs), vecs, ForKind::kUnrolled, s);
+  s = For("p.k", IntImm(k), k, ForKind::kSerial, s);
+  s = For("p.j", IntImm(n / panel), n / panel, parallel ? ForKind::kParallel : ForKind::kSerial, s);
+  return For("p.b", IntImm(batch), batch, ForKind::kSerial, s);
+}
 
 // Register budget of one tile (accumulators); AVX-512 has 32 vector registers and
 // the tile also needs a broadcast of A and a load of B.
@@ -61,6 +118,8 @@ absl::Status CheckMatmul(const Config& c, int64_t m, int64_t n) {
     return absl::InvalidArgumentError("register tile needs more than " +
                                       std::to_string(kMaxAccumulatorVectors) + " registers");
   if (u * ri * vecs > 128) return absl::InvalidArgumentError("unrolled body too large");
+  if (c.Int("pack_b") && n % rj != 0)
+    return absl::InvalidArgumentError("pack_b: the register tile width must divide N");
   return absl::OkStatus();
 }
 
@@ -80,6 +139,8 @@ ConfigSpace MatmulTemplate::Space(const TuningTask& task, const Target& target) 
       {"loop_order", {"ijk", "jik", "ikj"}, "order of the cache-tile loops"},
       {"parallel", {0, 1}, "run the outermost loop on the runtime thread pool"},
       {"accumulate", {"memory", "registers"}, "accumulate the register tile locally"},
+      {"pack_b", {0, 1}, "copy B into contiguous panels of the register tile's width first",
+       /*default_value=*/0},  // new in matmul_cpu v2: v1 configs did not pack
   };
   return ConfigSpace(std::move(knobs),
                      [m, n](const Config& c) { return CheckMatmul(c, m, n); });
@@ -90,25 +151,113 @@ Config MatmulTemplate::Naive(const TuningTask& task, const Target& target) const
   return Config(json{{"tile_i_reg", 1}, {"vec_lanes", 1}, {"tile_j_vecs", 1},
                      {"tile_i_blocks", 1}, {"tile_j_blocks", 1}, {"tile_k", tk.back()},
                      {"unroll_k", 1}, {"loop_order", "ijk"}, {"parallel", 0},
-                     {"accumulate", "memory"}});
+                     {"accumulate", "memory"}, {"pack_b", 0}});
+}
+
+namespace {
+
+// The candidate value of `knob` closest to `want` from below (the smallest when all
+// are above); knobs are int-valued and listed in increasing order.
+int64_t NearestBelow(const ConfigSpace& space, const std::string& knob, int64_t want) {
+  for (const Knob& k : space.knobs()) {
+    if (k.name != knob) continue;
+    int64_t best = k.values.front().get<int64_t>();
+    for (const json& v : k.values)
+      if (v.get<int64_t>() <= want) best = std::max(best, v.get<int64_t>());
+    return best;
+  }
+  TF_CHECK(false, "no knob ", knob);
+  return 0;
+}
+
+}  // namespace
+
+// The classic CPU GEMM shape: a register tile of ri x (vecs * lanes) accumulators
+// (6x4 or 8x3 vectors fill AVX-512's 32 registers with room for the A broadcast and
+// B load), an L1-sized reduction slice (tile_k 128..256), a cache tile of about
+// 96 rows x 256 columns for L2, and the outermost loop parallel when the target has
+// threads. ijk and jik so that a short M still has parallel work; packed B where it
+// is valid, and a few serial variants for problems too small to share.
+std::vector<Config> MatmulTemplate::Heuristics(const TuningTask& task, const Target& target) const {
+  ConfigSpace space = Space(task, target);
+  std::vector<Config> out;
+  auto add = [&](Config c) {
+    if (space.Check(c).ok() && std::find(out.begin(), out.end(), c) == out.end())
+      out.push_back(std::move(c));
+  };
+  const std::pair<int64_t, int64_t> reg_tiles[] = {{6, 4}, {8, 3}, {4, 4}, {8, 2}};
+  for (const auto& [want_ri, want_vecs] : reg_tiles) {
+    for (int64_t want_tk : {256, 128}) {
+      for (const char* order : {"ijk", "jik"}) {
+        int64_t ri = NearestBelow(space, "tile_i_reg", want_ri);
+        int64_t lanes = NearestBelow(space, "vec_lanes", target.MaxF32Lanes());
+        int64_t vecs = NearestBelow(space, "tile_j_vecs", want_vecs);
+        int64_t bi = NearestBelow(space, "tile_i_blocks", std::max<int64_t>(1, 96 / ri));
+        int64_t bj = NearestBelow(space, "tile_j_blocks", std::max<int64_t>(1, 256 / (lanes * vecs)));
+        int64_t tk = NearestBelow(space, "tile_k", want_tk);
+        int64_t u = NearestBelow(space, "unroll_k", 2);
+        // Shrink what the constraint rejects (tiles much larger than the shape).
+        for (int attempt = 0; attempt < 16; ++attempt) {
+          json base{{"tile_i_reg", ri}, {"vec_lanes", lanes}, {"tile_j_vecs", vecs},
+                    {"tile_i_blocks", bi}, {"tile_j_blocks", bj}, {"tile_k", tk},
+                    {"unroll_k", u}, {"loop_order", order},
+                    {"parallel", target.num_threads > 1 ? 1 : 0},
+                    {"accumulate", "registers"}, {"pack_b", 0}};
+          if (space.Check(Config(base)).ok()) {
+            // Packed B first where the panel fits N: contiguous, TLB-friendly reads.
+            json packed = base;
+            packed["pack_b"] = 1;
+            add(Config(packed));
+            add(Config(base));
+            break;
+          }
+          if (bi > 1) bi /= 2;
+          else if (bj > 1) bj /= 2;
+          else if (vecs > 1) vecs = NearestBelow(space, "tile_j_vecs", vecs - 1);
+          else if (u > 1) u = 1;
+          else break;
+        }
+      }
+    }
+  }
+  // Small problems lose more to the thread pool than they gain: serial variants too.
+  if (target.num_threads > 1) {
+    size_t n_parallel = out.size();
+    for (size_t i = 0; i < std::min<size_t>(n_parallel, 4); ++i) {
+      json serial = out[i].values();
+      serial["parallel"] = 0;
+      add(Config(serial));
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<ir::LoweredFunc> MatmulTemplate::Instantiate(const TuningTask& task,
                                                             const Target& target,
-                                                            const Config& c) const {
-  if (task.op() != "matmul") return absl::InvalidArgumentError("matmul template got " + task.op());
-  RETURN_IF_ERROR(Space(task, target).Check(c));
+                                                            const Config& config) const {
+  const std::string op = batched_ ? "batch_matmul" : "matmul";
+  if (task.op() != op) return absl::InvalidArgumentError(name() + " template got " + task.op());
+  ConfigSpace space = Space(task, target);
+  RETURN_IF_ERROR(space.Check(config));
+  const Config c = space.WithDefaults(config);
   int64_t m = task.Param("M"), n = task.Param("N"), k = task.Param("K");
   int64_t ri = c.Int("tile_i_reg"), lanes = c.Int("vec_lanes"), vecs = c.Int("tile_j_vecs");
   int64_t ti = ri * c.Int("tile_i_blocks"), rj = lanes * vecs, tj = rj * c.Int("tile_j_blocks");
   int64_t tk = c.Int("tile_k"), u = c.Int("unroll_k");
+  const int64_t batch = batched_ ? task.Param("B") : 0;
 
-  Schedule s(MatmulCompute(m, n, k));
+  const bool pack = c.Int("pack_b") == 1;
+  Schedule s(BatchMatmulCompute(batch, m, n, k, pack ? rj : 0));
   RETURN_IF_ERROR(s.Split("i", ti, "i.o", "i.1"));
   RETURN_IF_ERROR(s.Split("i.1", ri, "i.m", "i.r"));
-  RETURN_IF_ERROR(s.Split("j", tj, "j.o", "j.1"));
-  RETURN_IF_ERROR(s.Split("j.1", rj, "j.m", "j.r"));
-  RETURN_IF_ERROR(s.Split("j.r", lanes, "j.v", "j.l"));
+  if (pack) {  // the panel is the register tile's width: j = jp * rj + jr
+    RETURN_IF_ERROR(s.Split("jp", c.Int("tile_j_blocks"), "j.o", "j.m"));
+    RETURN_IF_ERROR(s.Split("jr", lanes, "j.v", "j.l"));
+  } else {
+    RETURN_IF_ERROR(s.Split("j", tj, "j.o", "j.1"));
+    RETURN_IF_ERROR(s.Split("j.1", rj, "j.m", "j.r"));
+    RETURN_IF_ERROR(s.Split("j.r", lanes, "j.v", "j.l"));
+  }
   RETURN_IF_ERROR(s.Split("k", tk, "k.o", "k.1"));
   RETURN_IF_ERROR(s.Split("k.1", u, "k.m", "k.u"));
   std::string order = c.Str("loop_order");
@@ -116,15 +265,31 @@ absl::StatusOr<ir::LoweredFunc> MatmulTemplate::Instantiate(const TuningTask& ta
                                    : order == "jik" ? std::vector<std::string>{"j.o", "i.o", "k.o"}
                                                     : std::vector<std::string>{"i.o", "k.o", "j.o"};
   std::vector<std::string> all = outer;
+  if (batched_) all.insert(all.begin(), "b");
   for (const char* l : {"i.m", "j.m", "k.m", "k.u", "i.r", "j.v", "j.l"}) all.push_back(l);
   RETURN_IF_ERROR(s.Reorder(all));
   RETURN_IF_ERROR(s.Unroll("k.u"));
   RETURN_IF_ERROR(s.Unroll("i.r"));
   RETURN_IF_ERROR(s.Unroll("j.v"));
   if (lanes > 1) RETURN_IF_ERROR(s.Vectorize("j.l"));
-  if (c.Int("parallel")) RETURN_IF_ERROR(s.Parallel(outer[0]));
+  // Batches are independent and equal: share them out when there are enough.
+  const bool parallel_batch = batch >= 2 * target.num_threads;
+  if (c.Int("parallel")) RETURN_IF_ERROR(s.Parallel(parallel_batch ? "b" : outer[0]));
   if (c.Str("accumulate") == "registers") RETURN_IF_ERROR(s.CacheWrite("k.m"));
-  return Lower(s, KernelSymbol(task, *this, c));
+  ASSIGN_OR_RETURN(ir::LoweredFunc func, Lower(s, KernelSymbol(task, *this, config)));
+  if (!pack) return func;
+  // The entry point still takes B; B.packed is scratch filled first, inside the
+  // timed region (matmul's operands are all dynamic).
+  const int64_t nb = std::max<int64_t>(batch, 1);
+  func.params[1] = ir::BufferParam{
+      "B", ir::DType::kFloat32, batch ? std::vector<int64_t>{batch, k, n} : std::vector<int64_t>{k, n},
+      false};
+  func.body = ir::Allocate(
+      "B.packed", ir::DType::kFloat32, nb * k * n,
+      ir::Block({PackBNest(nb, n, k, lanes, vecs, c.Int("parallel") && target.num_threads > 1),
+                 func.body}),
+      ir::MemoryScope::kHeap);
+  return func;
 }
 
 }  // namespace tuneforge

@@ -6,6 +6,9 @@
 //       k.m  k.u (unrolled)                                reduction inside the tile
 //         i.r (unrolled)  j.v (unrolled)  j.l (vectorised) register tile: tile_i_reg rows
 //                                                           x tile_j_vecs vectors of vec_lanes
+// batch_matmul (C[b] = A[b] * B[b] for each of B matrices, stored one after the
+// other) is the same template with a batch loop b outermost, parallel when there
+// are at least two batches per thread.
 // Knobs: see MatmulTemplate::Space or docs/architecture.md. Tails of any size are
 // handled by lowering (min() extents and versioned full tiles).
 #pragma once
@@ -16,15 +19,24 @@
 namespace tuneforge {
 
 ComputeDef MatmulCompute(int64_t m, int64_t n, int64_t k);
+// The same with B read from column panels of width `panel` (knob pack_b).
+ComputeDef MatmulPackedCompute(int64_t m, int64_t n, int64_t k, int64_t panel);
+// Both, with a batch axis when batch >= 1 (batch == 0: matmul); panel 0 = unpacked.
+ComputeDef BatchMatmulCompute(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t panel);
 
 class MatmulTemplate : public Template {
  public:
-  std::string name() const override { return "matmul_cpu"; }
-  int version() const override { return 1; }
+  explicit MatmulTemplate(bool batched = false) : batched_(batched) {}
+  std::string name() const override { return batched_ ? "batch_matmul_cpu" : "matmul_cpu"; }
+  int version() const override { return batched_ ? 1 : 2; }
   ConfigSpace Space(const TuningTask& task, const Target& target) const override;
   Config Naive(const TuningTask& task, const Target& target) const override;
+  std::vector<Config> Heuristics(const TuningTask& task, const Target& target) const override;
   absl::StatusOr<ir::LoweredFunc> Instantiate(const TuningTask& task, const Target& target,
                                               const Config& config) const override;
+
+ private:
+  bool batched_;
 };
 
 }  // namespace tuneforge

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "compiler/ir/interpreter.h"
 #include "compiler/reference/reference.h"
@@ -61,6 +62,22 @@ TEST(MatmulTemplateTest, InvalidConfigsAreRejectedWithTheKnobName) {
   EXPECT_FALSE(tmpl.Instantiate(task, Avx512(), Config(j)).ok());
 }
 
+// v1 configs (no pack_b) stay valid and mean what they meant: pack_b = 0.
+TEST(MatmulTemplateTest, ConfigsWithoutPackBDefaultToUnpacked) {
+  MatmulTemplate tmpl;
+  TuningTask task = Task(64, 64, 64);
+  nlohmann::json j = tmpl.Heuristics(task, Avx512()).front().values();
+  j["pack_b"] = 0;
+  nlohmann::json old = j;
+  old.erase("pack_b");
+  auto with = tmpl.Instantiate(task, Avx512(), Config(j));
+  auto without = tmpl.Instantiate(task, Avx512(), Config(old));
+  ASSERT_TRUE(with.ok()) << with.status();
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_EQ(ir::ToString(with->body), ir::ToString(without->body));
+  EXPECT_TRUE(tmpl.Space(task, Avx512()).Check(Config(old)).ok());
+}
+
 TEST(MatmulTemplateTest, NaiveIsThePlainLoopNest) {
   MatmulTemplate tmpl;
   TuningTask task = Task(16, 16, 16);
@@ -69,6 +86,111 @@ TEST(MatmulTemplateTest, NaiveIsThePlainLoopNest) {
   std::string text = ir::ToString(f->body);
   EXPECT_EQ(text.find("vectorized"), std::string::npos) << text;
   EXPECT_EQ(text.find("parallel"), std::string::npos) << text;
+}
+
+TEST(MatmulTemplateTest, HeuristicsAreValidAndInterpretToTheReference) {
+  MatmulTemplate tmpl;
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 33, 17}, {64, 100, 300},
+                         {512, 512, 512}, {13, 7, 2}}) {
+    TuningTask task = Task(m, n, k);
+    for (int threads : {1, 2}) {
+      Target target = Avx512();
+      target.num_threads = threads;
+      std::vector<Config> configs = tmpl.Heuristics(task, target);
+      ASSERT_FALSE(configs.empty()) << task.CanonicalText();
+      for (const Config& c : configs) {
+        auto f = tmpl.Instantiate(task, target, c);
+        ASSERT_TRUE(f.ok()) << task.CanonicalText() << " " << c.ToJson() << ": " << f.status();
+        if (threads == 1) {
+          EXPECT_EQ(c.Int("parallel"), 0);
+        }
+      }
+      if (m * n * k > 100000) continue;  // the interpreter is slow; small shapes suffice
+      auto inputs = MakeInputs(task, 7);
+      auto expected = ReferenceOutput(task, inputs);
+      ASSERT_TRUE(expected.ok());
+      auto f = tmpl.Instantiate(task, target, configs.front());
+      std::map<std::string, std::vector<float>> buffers{
+          {"A", inputs[0]}, {"B", inputs[1]}, {"C", std::vector<float>(m * n, std::nanf(""))}};
+      ASSERT_TRUE(ir::Interpret(*f, &buffers).ok());
+      Tolerance tol = ToleranceFor(task);
+      for (int64_t i = 0; i < m * n; ++i)
+        ASSERT_LE(std::fabs(buffers["C"][i] - (*expected)[i]),
+                  tol.atol + tol.rtol * std::fabs((*expected)[i]))
+            << task.CanonicalText() << " " << configs.front().ToJson() << " index " << i;
+    }
+  }
+}
+
+// pack_b: B copied into panels first, in a heap scratch buffer; tails in M and K.
+TEST(MatmulTemplateTest, PackedBInterpretsToTheReference) {
+  MatmulTemplate tmpl;
+  TuningTask task = Task(13, 48, 7);
+  nlohmann::json j = {{"tile_i_reg", 3}, {"vec_lanes", 8}, {"tile_j_vecs", 2},
+                      {"tile_i_blocks", 2}, {"tile_j_blocks", 2}, {"tile_k", 4},
+                      {"unroll_k", 2}, {"loop_order", "ikj"}, {"parallel", 1},
+                      {"accumulate", "registers"}, {"pack_b", 1}};
+  auto f = tmpl.Instantiate(task, Avx512(), Config(j));
+  ASSERT_TRUE(f.ok()) << f.status();
+  std::string text = ir::ToString(*f);
+  EXPECT_NE(text.find("allocate heap B.packed"), std::string::npos) << text;
+  ASSERT_EQ(f->params[1].name, "B");
+  auto inputs = MakeInputs(task, 3);
+  auto expected = ReferenceOutput(task, inputs);
+  ASSERT_TRUE(expected.ok());
+  std::map<std::string, std::vector<float>> buffers{
+      {"A", inputs[0]}, {"B", inputs[1]}, {"C", std::vector<float>(13 * 48, std::nanf(""))}};
+  ASSERT_TRUE(ir::Interpret(*f, &buffers).ok());
+  Tolerance tol = ToleranceFor(task);
+  for (int64_t i = 0; i < 13 * 48; ++i)
+    ASSERT_LE(std::fabs(buffers["C"][i] - (*expected)[i]),
+              tol.atol + tol.rtol * std::fabs((*expected)[i])) << i << "\n" << text;
+  // A panel that does not divide N is an invalid config, named by its knob.
+  j["tile_j_vecs"] = 4;
+  auto bad = tmpl.Instantiate(Task(13, 40, 7), Avx512(), Config(j));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("pack_b"), std::string::npos);
+}
+
+// batch_matmul: the property test of the operator — random shapes (1, primes,
+// tails) and batch counts x random valid configs, interpreted, against the reference.
+TEST(BatchMatmulTemplateTest, RandomConfigsInterpretToTheReference) {
+  std::mt19937_64 rng(99);
+  const int64_t sizes[] = {1, 2, 3, 5, 7, 8, 13, 16, 17};
+  int packed = 0, parallel_batch = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    int64_t b = 1 + rng() % 5, m = sizes[rng() % 9], n = sizes[rng() % 9], k = sizes[rng() % 9];
+    auto task = MakeTask("batch_matmul", {{"B", b}, {"M", m}, {"N", n}, {"K", k}}, "float32");
+    ASSERT_TRUE(task.ok()) << task.status();
+    auto tmpl = FindTemplate(*task);
+    ASSERT_TRUE(tmpl.ok());
+    EXPECT_EQ((*tmpl)->name(), "batch_matmul_cpu");
+    EXPECT_DOUBLE_EQ(task->Flops(), 2.0 * b * m * n * k);
+    Target target = Avx512();
+    target.num_threads = 1 + trial % 2;
+    auto config = (*tmpl)->Space(*task, target).Sample(rng);
+    ASSERT_TRUE(config.ok());
+    auto f = (*tmpl)->Instantiate(*task, target, *config);
+    ASSERT_TRUE(f.ok()) << task->CanonicalText() << " " << config->ToJson() << ": " << f.status();
+    packed += config->Int("pack_b");
+    std::string text = ir::ToString(*f);
+    parallel_batch += text.find("parallel for (b,") != std::string::npos;
+    auto inputs = MakeInputs(*task, trial);
+    auto expected = ReferenceOutput(*task, inputs);
+    ASSERT_TRUE(expected.ok());
+    std::map<std::string, std::vector<float>> buffers{
+        {"A", inputs[0]}, {"B", inputs[1]}, {"C", std::vector<float>(b * m * n, std::nanf(""))}};
+    absl::Status st = ir::Interpret(*f, &buffers);
+    ASSERT_TRUE(st.ok()) << st << "\n" << text;
+    Tolerance tol = ToleranceFor(*task);
+    for (int64_t i = 0; i < b * m * n; ++i) {
+      float e = (*expected)[i], a = buffers["C"][i];
+      ASSERT_LE(std::fabs(a - e), tol.atol + tol.rtol * std::fabs(e))
+          << task->CanonicalText() << " " << config->ToJson() << " index " << i << "\n" << text;
+    }
+  }
+  EXPECT_GT(packed, 10);
+  EXPECT_GT(parallel_batch, 10);
 }
 
 // Lowering correctness, independent of LLVM: random (shape, config) pairs, odd

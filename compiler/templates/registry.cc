@@ -6,7 +6,9 @@ namespace tuneforge {
 
 absl::StatusOr<const Template*> FindTemplate(const TuningTask& task) {
   static const MatmulTemplate* matmul = new MatmulTemplate();
+  static const MatmulTemplate* batch_matmul = new MatmulTemplate(/*batched=*/true);
   if (task.op() == "matmul") return matmul;
+  if (task.op() == "batch_matmul") return batch_matmul;
   return absl::NotFoundError("no template for op " + task.op());
 }
 

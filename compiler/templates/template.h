@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "compiler/ir/ir.h"
@@ -23,6 +24,14 @@ class Template {
   virtual ConfigSpace Space(const TuningTask& task, const Target& target) const = 0;
   // The untuned schedule (plain loop nest) that speedups are measured against.
   virtual Config Naive(const TuningTask& task, const Target& target) const = 0;
+  // Hand-picked configs that are usually good on the target (register tiles sized
+  // for its vector registers, cache tiles for L1/L2): a search may measure them first.
+  // Every one is valid in Space(task, target). Empty by default.
+  virtual std::vector<Config> Heuristics(const TuningTask& task, const Target& target) const {
+    (void)task;
+    (void)target;
+    return {};
+  }
   // Checks the config against the space, schedules and lowers. InvalidArgument for
   // an invalid config.
   virtual absl::StatusOr<ir::LoweredFunc> Instantiate(const TuningTask& task, const Target& target,

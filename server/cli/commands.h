@@ -14,5 +14,11 @@ using CommandFn = absl::StatusOr<int> (*)(const std::vector<std::string>& args);
 absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> DbCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> ShowCommand(const std::vector<std::string>& args);
+absl::StatusOr<int> DeployCommand(const std::vector<std::string>& args);
+absl::StatusOr<int> NightlyCommand(const std::vector<std::string>& args);
+absl::StatusOr<int> BenchCommand(const std::vector<std::string>& args);
+absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args);  // bench kernels
+absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args);  // bench search
+absl::StatusOr<int> BenchDbCommand(const std::vector<std::string>& args);  // bench db
 
 }  // namespace tuneforge::cli

@@ -14,8 +14,11 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  tune     tune a task (embedded server + local agent, or --server HOST:PORT)\n"
-    "  db       query the tuning log: db best, db list\n"
+    "  db       the tuning log: best, top, history, list, status, export, import, ...\n"
     "  show     print the lowered loop nest of a config, or a task's config space\n"
+    "  deploy   build a linkable library from the best records; deploy inspect\n"
+    "  nightly  run a nightly tuning job from a YAML spec, with canary and report\n"
+    "  bench    benchmarks: bench kernels, ... (tuneforge bench --help lists them)\n"
     "  version  print the version\n"
     "\n"
     "`tuneforge <command> --help` describes a command's options.\n";
@@ -40,6 +43,9 @@ int main(int argc, char** argv) {
       {"tune", tuneforge::cli::TuneCommand},
       {"db", tuneforge::cli::DbCommand},
       {"show", tuneforge::cli::ShowCommand},
+      {"deploy", tuneforge::cli::DeployCommand},
+      {"nightly", tuneforge::cli::NightlyCommand},
+      {"bench", tuneforge::cli::BenchCommand},
   };
   auto it = commands.find(command);
   if (it == commands.end()) {

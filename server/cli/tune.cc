@@ -8,11 +8,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <csignal>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 #include "compiler/support/log.h"
@@ -23,6 +28,8 @@
 #include "compiler/support/status.h"
 #include "server/job_manager.h"
 #include "server/server.h"
+#include "tuner/search_policy.h"
+#include "tuner/task_scheduler.h"
 #include "tuneforge/v1/tuning.grpc.pb.h"
 
 namespace tuneforge::cli {
@@ -32,8 +39,15 @@ constexpr const char* kTuneUsage =
     "usage: tuneforge tune --task \"matmul M=512 N=512 K=512\" [--trials N] [--db PATH]\n"
     "                      [--server HOST:PORT] [--device-key KEY] [--seed S] [--json]\n"
     "                      [--target TEXT] [--batch N] [--timeout-ms MS] [--verbose]\n"
+    "                      [--policy model|random|grid|ga] [--early-stop N]\n"
+    "       tuneforge tune --tasks FILE [--trials N] [--round-trials N] [options above]\n"
     "  --task        the operator and shape (see docs: matmul M= N= K=)\n"
-    "  --trials      candidates to measure (default 200)\n"
+    "  --tasks       many tasks, one per line with an optional weight=W (how often it\n"
+    "                runs); the budget is split across them by expected gain, in rounds\n"
+    "                of --round-trials (default 32), each round one job\n"
+    "  --trials      candidates to measure (default 200; with --tasks: all tasks together)\n"
+    "  --policy      search policy (default model: XGBoost cost model + simulated annealing)\n"
+    "  --early-stop  stop a job after N trials without a new best (default 0: never)\n"
     "  --db          tuning-log SQLite file of the embedded server (default tuneforge.db)\n"
     "  --server      use a running tuneforge-server instead of the embedded default\n"
     "  --device-key  which agents measure (default local)\n"
@@ -98,6 +112,21 @@ void PrintBest(const char* label, const v1::BestResult& b) {
   std::printf("%s %.2f GFLOP/s (%.3f ms)\n", label, b.gflops(), b.seconds() * 1e3);
 }
 
+// Reads and validates a --tasks file (every task parses, or the first error).
+absl::StatusOr<std::vector<ScheduledTask>> ReadTasksFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError("cannot read tasks file " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  ASSIGN_OR_RETURN(std::vector<ScheduledTask> tasks, ParseTasksFile(text.str()));
+  for (ScheduledTask& t : tasks) {
+    absl::StatusOr<TuningTask> task = ParseTask(t.task_text);
+    if (!task.ok()) return absl::InvalidArgumentError(path + ": " + std::string(task.status().message()));
+    t.task_text = task->CanonicalText();
+  }
+  return tasks;
+}
+
 nlohmann::json BestJson(const v1::BestResult& b) {
   nlohmann::json config = nlohmann::json::parse(b.config_json(), nullptr, false);
   return {{"config", config}, {"gflops", b.gflops()}, {"seconds", b.seconds()},
@@ -109,8 +138,9 @@ nlohmann::json BestJson(const v1::BestResult& b) {
 absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags,
                    Flags::Parse(args,
-                                {"task", "trials", "db", "server", "device-key", "seed", "target",
-                                 "batch", "timeout-ms"},
+                                {"task", "tasks", "trials", "db", "server", "device-key", "seed",
+                                 "target", "batch", "timeout-ms", "policy", "early-stop",
+                                 "round-trials"},
                                 {"json", "help", "verbose", "quiet"}));
   if (flags.Has("help")) {
     std::fputs(kTuneUsage, stdout);
@@ -119,10 +149,28 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   if (!flags.positional().empty()) {
     return absl::InvalidArgumentError("unexpected argument '" + flags.positional()[0] + "'");
   }
-  RETURN_IF_ERROR(flags.Require("task"));
+  if (flags.Has("task") && flags.Has("tasks"))
+    return absl::InvalidArgumentError("give either --task or --tasks FILE, not both");
+  if (!flags.Has("tasks")) RETURN_IF_ERROR(flags.Require("task"));
   // Validate locally first, so a typo fails before any server or agent starts.
-  ASSIGN_OR_RETURN(TuningTask task, ParseTask(flags.Get("task")));
+  std::vector<ScheduledTask> tasks;
+  if (flags.Has("tasks")) {
+    ASSIGN_OR_RETURN(tasks, ReadTasksFile(flags.Get("tasks")));
+  } else {
+    ASSIGN_OR_RETURN(TuningTask one, ParseTask(flags.Get("task")));
+    tasks.push_back(ScheduledTask{one.CanonicalText(), 1});
+  }
+  const bool multi = flags.Has("tasks");
   ASSIGN_OR_RETURN(int64_t trials, flags.GetInt("trials", 200, 1, JobManager::kMaxTrials));
+  ASSIGN_OR_RETURN(int64_t round_trials, flags.GetInt("round-trials", 32, 1, JobManager::kMaxTrials));
+  ASSIGN_OR_RETURN(int64_t early_stop, flags.GetInt("early-stop", 0, 0, JobManager::kMaxTrials));
+  std::string policy = flags.Get("policy", "model");
+  {
+    const std::vector<std::string>& names = SearchPolicyNames();
+    if (std::find(names.begin(), names.end(), policy) == names.end())
+      return absl::InvalidArgumentError("unknown --policy '" + policy +
+                                        "' (available: model, random, grid, ga)");
+  }
   ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 1, 0, INT64_MAX));
   ASSIGN_OR_RETURN(int64_t batch, flags.GetInt("batch", 0, 1, 1024));
   ASSIGN_OR_RETURN(int64_t timeout_ms, flags.GetInt("timeout-ms", 10000, 100, 3600000));
@@ -163,45 +211,49 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   }
   auto stub = v1::TuningService::NewStub(channel);
 
-  v1::SubmitJobRequest submit;
-  v1::JobSpec* spec = submit.mutable_spec();
-  spec->set_task(task.CanonicalText());
-  spec->set_trials(static_cast<int>(trials));
-  spec->set_device_key(device_key);
-  spec->set_seed(static_cast<uint64_t>(seed));
-  spec->set_batch_size(static_cast<int>(batch));
-  spec->set_target(flags.Get("target"));
-  spec->mutable_measure()->set_timeout_ms(static_cast<int>(timeout_ms));
-  const char* user = getenv("USER");
-  spec->set_owner(user ? user : "");
-  v1::SubmitJobResponse submitted;
-  {
-    grpc::ClientContext ctx;
-    grpc::Status st = stub->SubmitJob(&ctx, submit, &submitted);
-    if (!st.ok()) return absl::InvalidArgumentError(st.error_message());
-  }
-  const std::string job_id = submitted.job_id();
-  if (!json) std::fprintf(stderr, "job %s: %s, %lld trials\n", job_id.c_str(),
-                          task.CanonicalText().c_str(), static_cast<long long>(trials));
-
+  // Submits one job and follows it to its end.
   std::signal(SIGINT, OnInterrupt);
-  std::atomic<bool> watching{true};
-  std::thread canceller([&] {
-    // Ctrl-C cancels the job on the server; the watch then ends with CANCELLED.
-    while (watching) {
-      if (g_interrupted.exchange(false)) {
-        grpc::ClientContext ctx;
-        v1::JobRequest req;
-        req.set_job_id(job_id);
-        v1::JobStatus ignored;
-        stub->CancelJob(&ctx, req, &ignored);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto run_job = [&](const std::string& task_text, int64_t job_trials,
+                     uint64_t job_seed) -> absl::StatusOr<v1::JobStatus> {
+    v1::SubmitJobRequest submit;
+    v1::JobSpec* spec = submit.mutable_spec();
+    spec->set_task(task_text);
+    spec->set_trials(static_cast<int>(job_trials));
+    spec->set_device_key(device_key);
+    spec->set_seed(job_seed);
+    spec->set_batch_size(static_cast<int>(batch));
+    spec->set_target(flags.Get("target"));
+    spec->set_policy(policy);
+    spec->set_early_stop(static_cast<int>(early_stop));
+    spec->mutable_measure()->set_timeout_ms(static_cast<int>(timeout_ms));
+    const char* user = getenv("USER");
+    spec->set_owner(user ? user : "");
+    v1::SubmitJobResponse submitted;
+    {
+      grpc::ClientContext ctx;
+      grpc::Status st = stub->SubmitJob(&ctx, submit, &submitted);
+      if (!st.ok()) return absl::InvalidArgumentError(st.error_message());
     }
-  });
+    const std::string job_id = submitted.job_id();
+    if (!json) std::fprintf(stderr, "job %s: %s, %lld trials, %s search\n", job_id.c_str(),
+                            task_text.c_str(), static_cast<long long>(job_trials), policy.c_str());
 
-  v1::JobStatus last;
-  {
+    std::atomic<bool> watching{true};
+    std::thread canceller([&] {
+      // Ctrl-C cancels the job on the server; the watch then ends with CANCELLED.
+      while (watching) {
+        if (g_interrupted.exchange(false)) {
+          grpc::ClientContext ctx;
+          v1::JobRequest req;
+          req.set_job_id(job_id);
+          v1::JobStatus ignored;
+          stub->CancelJob(&ctx, req, &ignored);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+
+    v1::JobStatus last;
     grpc::ClientContext ctx;
     v1::JobRequest req;
     req.set_job_id(job_id);
@@ -222,14 +274,67 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     watching = false;
     canceller.join();
     if (!st.ok()) return absl::UnavailableError("lost the server while watching: " + st.error_message());
+    if (last.state() == v1::CANCELLED) return absl::CancelledError("job " + job_id + " cancelled");
+    if (last.state() != v1::SUCCEEDED) {
+      return absl::InternalError("job " + job_id + " failed: " + last.message());
+    }
+    return last;
+  };
+
+  if (multi) {
+    // Rounds: the TaskScheduler picks a task by expected gain, a job tunes it for one
+    // round. Later rounds of a task start from its records in the db (the model policy
+    // trains on them and never re-measures a config).
+    std::vector<double> weights;
+    for (const ScheduledTask& t : tasks) weights.push_back(t.weight);
+    TaskSchedulerOptions so;
+    so.total_trials = static_cast<int>(trials);
+    so.round_trials = static_cast<int>(round_trials);
+    TaskScheduler scheduler(weights, so);
+    std::vector<std::optional<v1::BestResult>> best(tasks.size());
+    int round_trials_now = 0, round = 0;
+    for (int i; (i = scheduler.Next(&round_trials_now)) >= 0; ++round) {
+      ASSIGN_OR_RETURN(v1::JobStatus done,
+                       run_job(tasks[i].task_text, round_trials_now, static_cast<uint64_t>(seed) + round));
+      if (done.has_best() && done.best().seconds() > 0 &&
+          (!best[i] || done.best().seconds() < best[i]->seconds()))
+        best[i] = done.best();
+      scheduler.Update(i, done.trials_done(), best[i] ? best[i]->seconds() : INFINITY);
+      if (!json)
+        std::fprintf(stderr, "round %d: %s, %d trials; objective %.4g ms\n", round + 1,
+                     tasks[i].task_text.c_str(), done.trials_done(), scheduler.Objective() * 1e3);
+    }
+    agent.reset();
+    if (server) server->Shutdown();
+    nlohmann::json out_tasks = nlohmann::json::array();
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      nlohmann::json t = {{"task", tasks[i].task_text}, {"weight", tasks[i].weight},
+                          {"trials", scheduler.trials()[i]}};
+      if (best[i]) t["best"] = BestJson(*best[i]);
+      out_tasks.push_back(t);
+      if (!json)
+        std::printf("%-50s weight %-4g %5d trials  %s\n", tasks[i].task_text.c_str(),
+                    tasks[i].weight, scheduler.trials()[i],
+                    best[i] ? (std::to_string(best[i]->gflops()) + " GFLOP/s").c_str() : "no result");
+    }
+    double objective = scheduler.Objective();
+    if (json) {
+      nlohmann::json out = {{"tasks", out_tasks}, {"trials", scheduler.spent()}, {"rounds", round},
+                            {"objective_seconds", std::isfinite(objective) ? objective : -1}};
+      if (server) out["db"] = db_path;
+      std::printf("%s\n", out.dump().c_str());
+    } else {
+      std::printf("objective:   %.4g ms (weighted sum of best latencies), %d trials in %d rounds\n",
+                  objective * 1e3, scheduler.spent(), round);
+    }
+    return 0;
   }
+
+  ASSIGN_OR_RETURN(v1::JobStatus last, run_job(tasks[0].task_text, trials, static_cast<uint64_t>(seed)));
+  const std::string job_id = last.job_id();
   agent.reset();
   if (server) server->Shutdown();
 
-  if (last.state() == v1::CANCELLED) return absl::CancelledError("job " + job_id + " cancelled");
-  if (last.state() != v1::SUCCEEDED) {
-    return absl::InternalError("job " + job_id + " failed: " + last.message());
-  }
   double speedup = last.has_baseline() && last.baseline().seconds() > 0
                        ? last.baseline().seconds() / last.best().seconds()
                        : 0;

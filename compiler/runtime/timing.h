@@ -1,4 +1,5 @@
-// The measurement protocol of DESIGN.md, as run inside the sandbox child:
+// The measurement protocol of DESIGN.md (the agent's sandbox child, deploy inspect and
+// the benchmarks all time kernels with it):
 //
 //   warm-up runs (untimed)
 //   calibrate: time one sample of `number` runs, doubling `number` until a sample
@@ -16,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "compiler/runtime/runtime.h"
 
-namespace tuneforge::agent {
+namespace tuneforge::runtime {
 
 struct TimingOptions {
   int warmup = 0;            // untimed runs before calibration; < 0 is treated as 0
@@ -46,4 +47,4 @@ struct Timing {
 absl::StatusOr<Timing> TimeKernel(runtime::KernelEntry kernel, void** buffers,
                                   const TimingOptions& options);
 
-}  // namespace tuneforge::agent
+}  // namespace tuneforge::runtime

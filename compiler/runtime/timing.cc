@@ -1,4 +1,4 @@
-#include "measure_agent/measure.h"
+#include "compiler/runtime/timing.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace tuneforge::agent {
+namespace tuneforge::runtime {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -100,4 +100,4 @@ absl::StatusOr<Timing> TimeKernel(runtime::KernelEntry kernel, void** buffers,
   return timing;
 }
 
-}  // namespace tuneforge::agent
+}  // namespace tuneforge::runtime

@@ -1,11 +1,11 @@
 // The measurement protocol, in-process, on ordinary functions standing in for kernels.
-#include "measure_agent/measure.h"
+#include "compiler/runtime/timing.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 
-namespace tuneforge::agent {
+namespace tuneforge::runtime {
 namespace {
 
 int g_calls = 0;
@@ -107,4 +107,4 @@ TEST(TimeKernelTest, FlushCacheStillMeasures) {
 }
 
 }  // namespace
-}  // namespace tuneforge::agent
+}  // namespace tuneforge::runtime

@@ -1,0 +1,90 @@
+#include "compiler/support/files.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+
+extern char** environ;
+
+namespace tuneforge {
+
+absl::StatusOr<TempDir> TempDir::Create(const std::string& prefix) {
+  std::error_code ec;
+  std::filesystem::path base = std::filesystem::temp_directory_path(ec);
+  if (ec) base = "/tmp";
+  std::string pattern = (base / (prefix + "-XXXXXX")).string();
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("mkdtemp(", pattern, ") failed: ", std::strerror(errno)));
+  }
+  return TempDir(pattern);
+}
+
+TempDir::~TempDir() {
+  if (path_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InternalError(absl::StrCat("cannot read ", path));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+absl::StatusOr<int> RunAndWait(std::vector<std::string> argv, const std::string& log_path) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    return absl::InternalError(absl::StrCat("cannot start '", argv[0], "': ", std::strerror(rc)));
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      return absl::InternalError(absl::StrCat("waitpid failed: ", std::strerror(errno)));
+    }
+  }
+  return status;
+}
+
+absl::Status RunChecked(std::vector<std::string> argv, const std::string& log_path) {
+  std::string program = argv[0];
+  absl::StatusOr<int> status = RunAndWait(std::move(argv), log_path);
+  if (!status.ok()) return status.status();
+  if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+    absl::StatusOr<std::string> output = ReadFile(log_path);
+    return absl::InternalError(absl::StrCat("'", program, "' failed (wait status ", *status,
+                                            "): ", output.ok() ? *output : "(no output)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tuneforge

@@ -1,0 +1,38 @@
+// Small file and process helpers shared by the codegen linker and deploy.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tuneforge {
+
+// A mkdtemp directory (under $TMPDIR or /tmp) that removes itself and its contents.
+class TempDir {
+ public:
+  static absl::StatusOr<TempDir> Create(const std::string& prefix);
+  TempDir(TempDir&& other) noexcept : path_(std::move(other.path_)) { other.path_.clear(); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  explicit TempDir(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+absl::Status WriteFile(const std::string& path, const std::string& bytes);
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+// Runs argv (argv[0] looked up in PATH) with stdout and stderr redirected to
+// `log_path`; returns the wait status. Errors only when the program cannot start.
+absl::StatusOr<int> RunAndWait(std::vector<std::string> argv, const std::string& log_path);
+
+// Runs argv like RunAndWait and turns a non-zero exit into an Internal error that
+// carries the program's output.
+absl::Status RunChecked(std::vector<std::string> argv, const std::string& log_path);
+
+}  // namespace tuneforge

@@ -1,0 +1,409 @@
+// Loop-IR features. A tour: Walk() collects one StoreSite per Store statement (its
+// enclosing loops and its accesses as affine forms of the loop variables); the
+// "dominant" site (the one executed most often: the update of a reduction) gives most
+// features, computed by Describe*(). docs/features.md lists them by index.
+#include "costmodel/features.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "compiler/support/status.h"
+
+namespace tuneforge::costmodel {
+namespace {
+
+using ir::Expr;
+using ir::ExprKind;
+using ir::Stmt;
+using ir::StmtKind;
+
+constexpr double kElemBytes = 4;  // float32: the only buffer dtype today
+constexpr int kAccessSlots = 3;   // the store target and the first two other buffers read
+
+// An affine form sum(coef[v] * v) + constant. `affine` is false when the expression
+// is not affine in the loop variables (div, mod, min, a product of variables); the
+// variables it depends on are still listed (with coefficient 1) so footprints count them.
+struct Affine {
+  std::vector<std::pair<std::string, int64_t>> coef;
+  int64_t constant = 0;
+  bool affine = true;
+
+  int64_t Coef(const std::string& var) const {
+    for (const auto& [v, c] : coef)
+      if (v == var) return c;
+    return 0;
+  }
+  void AddTerm(const std::string& var, int64_t c) {
+    for (auto& [v, old] : coef)
+      if (v == var) {
+        old += c;
+        return;
+      }
+    coef.emplace_back(var, c);
+  }
+};
+
+Affine Combine(const Affine& a, const Affine& b, int64_t b_sign) {
+  Affine r = a;
+  r.constant += b_sign * b.constant;
+  r.affine = a.affine && b.affine;
+  for (const auto& [v, c] : b.coef) r.AddTerm(v, b_sign * c);
+  return r;
+}
+
+Affine Dependence(const Affine& a, const Affine& b) {  // non-affine: keep who it depends on
+  Affine r;
+  r.affine = false;
+  for (const auto& [v, c] : a.coef) r.AddTerm(v, 1);
+  for (const auto& [v, c] : b.coef)
+    if (r.Coef(v) == 0) r.AddTerm(v, 1);
+  return r;
+}
+
+Affine ToAffine(const Expr& e) {
+  switch (e->kind) {
+    case ExprKind::kIntImm: {
+      Affine r;
+      r.constant = e->int_value;
+      return r;
+    }
+    case ExprKind::kVar: {
+      Affine r;
+      r.coef.emplace_back(e->name, 1);
+      return r;
+    }
+    case ExprKind::kAdd:
+      return Combine(ToAffine(e->operands[0]), ToAffine(e->operands[1]), 1);
+    case ExprKind::kSub:
+      return Combine(ToAffine(e->operands[0]), ToAffine(e->operands[1]), -1);
+    case ExprKind::kMul: {
+      Affine a = ToAffine(e->operands[0]), b = ToAffine(e->operands[1]);
+      if (!b.coef.empty()) std::swap(a, b);
+      if (!b.coef.empty()) return Dependence(a, b);
+      for (auto& [v, c] : a.coef) c *= b.constant;
+      a.constant *= b.constant;
+      a.affine = a.affine && b.affine;
+      return a;
+    }
+    default:
+      if (e->operands.size() == 2)
+        return Dependence(ToAffine(e->operands[0]), ToAffine(e->operands[1]));
+      if (e->operands.size() == 1) return Dependence(ToAffine(e->operands[0]), Affine());
+      return Affine();
+  }
+}
+
+struct Loop {
+  std::string var;
+  int64_t extent;  // static upper bound
+  ir::ForKind kind;
+};
+
+struct Access {
+  std::string buffer;
+  Affine index;
+  bool local = false;
+  int64_t buffer_elems = 1;
+};
+
+struct StoreSite {
+  std::vector<Loop> loops;       // outermost first
+  std::vector<Access> accesses;  // [0] the store target, then loads in order
+  int float_ops = 0;
+  double trips = 1;
+};
+
+struct WalkState {
+  std::vector<Loop> loops;
+  std::vector<std::pair<std::string, int64_t>> locals;  // allocated buffer -> elements
+  std::vector<StoreSite> sites;
+  int ifs = 0;
+  int allocs = 0;
+  double local_bytes = 0;
+  const ir::LoweredFunc* func = nullptr;
+};
+
+void FillBuffer(const WalkState& st, Access* a) {
+  for (const auto& [name, n] : st.locals)
+    if (name == a->buffer) {
+      a->local = true;
+      a->buffer_elems = n;
+      return;
+    }
+  for (const ir::BufferParam& p : st.func->params)
+    if (p.name == a->buffer) a->buffer_elems = p.NumElements();
+}
+
+void CollectValue(const Expr& e, const WalkState& st, StoreSite* site) {
+  if (e->kind == ExprKind::kLoad) {
+    Access a{e->name, ToAffine(e->operands[0])};
+    FillBuffer(st, &a);
+    site->accesses.push_back(std::move(a));
+    return;
+  }
+  if (e->dtype == ir::DType::kFloat32 && e->operands.size() == 2) ++site->float_ops;
+  for (const Expr& op : e->operands) CollectValue(op, st, site);
+}
+
+void Walk(const Stmt& s, WalkState* st) {
+  if (!s) return;
+  switch (s->kind) {
+    case StmtKind::kFor:
+      st->loops.push_back(Loop{s->var, std::max<int64_t>(1, s->max_extent), s->for_kind});
+      Walk(s->body, st);
+      st->loops.pop_back();
+      return;
+    case StmtKind::kStore: {
+      StoreSite site;
+      site.loops = st->loops;
+      for (const Loop& l : site.loops) site.trips *= static_cast<double>(l.extent);
+      Access target{s->buffer, ToAffine(s->index)};
+      FillBuffer(*st, &target);
+      site.accesses.push_back(std::move(target));
+      CollectValue(s->value, *st, &site);
+      st->sites.push_back(std::move(site));
+      return;
+    }
+    case StmtKind::kBlock:
+      for (const Stmt& c : s->stmts) Walk(c, st);
+      return;
+    case StmtKind::kIfThenElse:
+      ++st->ifs;
+      Walk(s->body, st);
+      Walk(s->else_case, st);
+      return;
+    case StmtKind::kAllocate:
+      ++st->allocs;
+      st->local_bytes += static_cast<double>(s->alloc_size) * kElemBytes;
+      st->locals.emplace_back(s->buffer, s->alloc_size);
+      Walk(s->body, st);
+      st->locals.pop_back();
+      return;
+  }
+}
+
+double Log2p(double x) { return std::log2(1.0 + std::max(0.0, x)); }
+
+// Distinct elements `a` touches while loops [level, end) run (a box estimate: exact
+// for the nested strides lowering produces), capped at the buffer's size.
+double Footprint(const Access& a, const std::vector<Loop>& loops, size_t level) {
+  double elems = 1;
+  for (size_t i = level; i < loops.size(); ++i)
+    if (a.index.Coef(loops[i].var) != 0) elems *= static_cast<double>(loops[i].extent);
+  return std::min(elems, static_cast<double>(a.buffer_elems));
+}
+
+// Bytes of all distinct buffers the site touches inside loops [level, end).
+double WorkingSet(const StoreSite& s, size_t level) {
+  std::vector<std::pair<std::string, double>> per_buffer;
+  for (const Access& a : s.accesses) {
+    double f = Footprint(a, s.loops, level);
+    bool found = false;
+    for (auto& [b, v] : per_buffer)
+      if (b == a.buffer) {
+        v = std::max(v, f);
+        found = true;
+      }
+    if (!found) per_buffer.emplace_back(a.buffer, f);
+  }
+  double bytes = 0;
+  for (const auto& [b, v] : per_buffer) bytes += v * kElemBytes;
+  return bytes;
+}
+
+double TripsInside(const StoreSite& s, size_t level) {
+  double t = 1;
+  for (size_t i = level; i < s.loops.size(); ++i) t *= static_cast<double>(s.loops[i].extent);
+  return t;
+}
+
+const std::vector<std::string>& Names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n = {
+        // 0-4: whole function
+        "num_stores", "dominant_trip_fraction", "log2_num_ifs", "num_allocs", "log2_local_bytes",
+        // 5-19: the dominant store's loop nest
+        "depth", "log2_trips", "vector_lanes_over_max", "log2_vector_lanes", "innermost_vectorized",
+        "log2_unroll_product", "num_unrolled_loops", "log2_parallel_extent",
+        "parallel_extent_over_cores", "parallel_balance", "has_parallel",
+        "log2_innermost_serial_extent", "float_ops_per_iter", "loads_per_iter", "store_is_local"};
+    for (int s = 0; s < kAccessSlots; ++s) {
+      std::string p = "access" + std::to_string(s) + "_";
+      for (const char* f : {"log2_stride_innermost", "log2_stride_first_serial", "present",
+                            "is_local", "log2_reuse_in_l1_tile"})
+        n.push_back(p + f);
+    }
+    for (const char* f :
+         {"l1_fit_trip_fraction", "l2_fit_trip_fraction", "l3_fit_trip_fraction",
+          "log2_innermost_working_set", "log2_intensity_l1_tile", "log2_intensity_l2_tile",
+          "log2_l2_traffic_per_flop", "log2_l3_traffic_per_flop", "log2_dram_traffic_per_flop"})
+      n.push_back(f);
+    return n;
+  }();
+  return names;
+}
+
+}  // namespace
+
+const std::vector<std::string>& IrFeatureNames() {
+  TF_CHECK(static_cast<int>(Names().size()) == kNumIrFeatures,
+           "feature names out of sync: ", Names().size());
+  return Names();
+}
+
+FeatureExtractor::FeatureExtractor(const ConfigSpace& space, const Target& target,
+                                   FeatureOptions options)
+    : knobs_(space.knobs()),
+      cores_(std::max(1, target.num_threads)),
+      max_lanes_(std::max(1, target.MaxF32Lanes())),
+      options_(options) {}
+
+std::vector<std::string> FeatureExtractor::Names() const {
+  std::vector<std::string> n = IrFeatureNames();
+  for (const Knob& k : knobs_) n.push_back("knob_" + k.name);
+  return n;
+}
+
+FeatureVector FeatureExtractor::Extract(const ir::LoweredFunc& func, const Config& config) const {
+  FeatureVector v(size(), 0.0f);
+  ExtractIr(func, v.data());
+  for (size_t i = 0; i < knobs_.size(); ++i) {
+    const Knob& k = knobs_[i];
+    auto it = config.values().find(k.name);
+    float value = -1;  // absent knob (should not happen for a checked config)
+    if (it != config.values().end()) {
+      if (it->is_number()) {
+        value = it->get<float>();
+      } else {
+        for (size_t j = 0; j < k.values.size(); ++j)
+          if (k.values[j] == *it) value = static_cast<float>(j);
+      }
+    }
+    v[kNumIrFeatures + i] = value;
+  }
+  return v;
+}
+
+void FeatureExtractor::ExtractIr(const ir::LoweredFunc& func, float* out) const {
+  WalkState st;
+  st.func = &func;
+  Walk(func.body, &st);
+  if (st.sites.empty()) return;  // all zeros
+
+  double total_trips = 0;
+  size_t dom = 0;
+  for (size_t i = 0; i < st.sites.size(); ++i) {
+    total_trips += st.sites[i].trips;
+    if (st.sites[i].trips > st.sites[dom].trips) dom = i;
+  }
+  const StoreSite& s = st.sites[dom];
+  int f = 0;
+  auto put = [&](double x) { out[f++] = static_cast<float>(std::isfinite(x) ? x : 0.0); };
+
+  // 0-4
+  put(static_cast<double>(st.sites.size()));
+  put(s.trips / total_trips);
+  put(Log2p(st.ifs));
+  put(st.allocs);
+  put(Log2p(st.local_bytes));
+
+  // 5-19
+  double lanes = 1, unroll = 1, parallel = 1, serial_inner = 1;
+  int unrolled = 0;
+  bool has_parallel = false, found_serial = false;
+  for (auto it = s.loops.rbegin(); it != s.loops.rend(); ++it) {
+    switch (it->kind) {
+      case ir::ForKind::kVectorized:
+        lanes *= it->extent;
+        break;
+      case ir::ForKind::kUnrolled:
+        unroll *= it->extent;
+        ++unrolled;
+        break;
+      case ir::ForKind::kParallel:
+        parallel *= it->extent;
+        has_parallel = true;
+        break;
+      case ir::ForKind::kSerial:
+        if (!found_serial) serial_inner = it->extent;
+        found_serial = true;
+        break;
+    }
+  }
+  bool inner_vec = !s.loops.empty() && s.loops.back().kind == ir::ForKind::kVectorized;
+  put(static_cast<double>(s.loops.size()));
+  put(std::log2(s.trips));
+  put(lanes / max_lanes_);
+  put(std::log2(lanes));
+  put(inner_vec ? 1 : 0);
+  put(std::log2(unroll));
+  put(unrolled);
+  put(has_parallel ? std::log2(parallel) : 0);
+  put(has_parallel ? std::min(parallel / cores_, 64.0) : 0);
+  put(has_parallel ? parallel / (std::ceil(parallel / cores_) * cores_) : 0);
+  put(has_parallel ? 1 : 0);
+  put(std::log2(serial_inner));
+  put(s.float_ops);
+  put(static_cast<double>(s.accesses.size()) - 1);
+  put(s.accesses[0].local ? 1 : 0);
+
+  // Working sets by level (0 = outermost; level == loops.size() is one iteration).
+  size_t depth = s.loops.size();
+  std::vector<double> ws(depth + 1);
+  for (size_t l = 0; l <= depth; ++l) ws[l] = WorkingSet(s, l);
+  auto fit_level = [&](double bytes) {  // outermost level whose working set fits
+    for (size_t l = 0; l <= depth; ++l)
+      if (ws[l] <= bytes) return l;
+    return depth;
+  };
+  size_t l1 = fit_level(options_.l1_bytes), l2 = fit_level(options_.l2_bytes),
+         l3 = fit_level(options_.l3_bytes);
+
+  // 20-34: up to kAccessSlots accesses: the target, then the first other buffers read.
+  std::vector<const Access*> slots = {&s.accesses[0]};
+  for (size_t i = 1; i < s.accesses.size() && static_cast<int>(slots.size()) < kAccessSlots; ++i) {
+    bool dup = false;
+    for (const Access* a : slots) dup |= a->buffer == s.accesses[i].buffer;
+    if (!dup) slots.push_back(&s.accesses[i]);
+  }
+  std::string first_serial;
+  for (auto it = s.loops.rbegin(); it != s.loops.rend(); ++it)
+    if (it->kind == ir::ForKind::kSerial) {
+      first_serial = it->var;
+      break;
+    }
+  for (int k = 0; k < kAccessSlots; ++k) {
+    if (k >= static_cast<int>(slots.size())) {
+      f += 5;
+      continue;
+    }
+    const Access& a = *slots[k];
+    double inner = s.loops.empty() ? 0 : std::abs(a.index.Coef(s.loops.back().var));
+    put(Log2p(inner));
+    put(Log2p(first_serial.empty() ? 0 : std::abs(a.index.Coef(first_serial))));
+    put(1);
+    put(a.local ? 1 : 0);
+    put(std::log2(TripsInside(s, l1) / std::max(1.0, Footprint(a, s.loops, l1))));
+  }
+
+  // 35-43: cache fit, intensity, traffic.
+  double log_trips = std::max(1.0, std::log2(s.trips));
+  put(std::log2(TripsInside(s, l1)) / log_trips);
+  put(std::log2(TripsInside(s, l2)) / log_trips);
+  put(std::log2(TripsInside(s, l3)) / log_trips);
+  put(Log2p(ws[depth > 0 ? depth - 1 : 0]));
+  double ops = std::max(1, s.float_ops);
+  put(std::log2(ops * TripsInside(s, l1) / std::max(kElemBytes, ws[l1])));
+  put(std::log2(ops * TripsInside(s, l2) / std::max(kElemBytes, ws[l2])));
+  double flops = ops * s.trips;
+  auto traffic = [&](size_t level) {  // bytes loaded into the tile at `level`, per flop
+    return ws[level] * (s.trips / TripsInside(s, level)) / flops;
+  };
+  put(std::log2(traffic(l1)));
+  put(std::log2(traffic(l2)));
+  put(std::log2(traffic(l3)));
+  TF_CHECK(f == kNumIrFeatures, "wrote ", f, " features");
+}
+
+}  // namespace tuneforge::costmodel

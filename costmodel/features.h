@@ -1,0 +1,61 @@
+// Feature extraction: (lowered loop IR, Config) -> FeatureVector, the input of the
+// CostModel. Every feature is documented in docs/features.md; keep the two in sync.
+//
+// The vector has two parts:
+//   1. kNumIrFeatures loop-nest features computed from ir::LoweredFunc. They are
+//      shape-generic (ratios, log2 of sizes, fractions), so a model trained on one
+//      shape of an operator ranks configs of another shape of the same operator.
+//   2. Knob features: one per integer knob (log2 of its value) and one per string knob
+//      (index of the value in the knob's list), in ConfigSpace order. Their number
+//      depends on the template, so a FeatureVector is fixed-length per template.
+//
+// Extraction is one walk over the IR (no interpretation); bench search reports its
+// cost in microseconds per candidate.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/ir/ir.h"
+#include "compiler/target/target.h"
+#include "compiler/templates/config_space.h"
+
+namespace tuneforge::costmodel {
+
+using FeatureVector = std::vector<float>;
+
+// Cache sizes are not part of the Target's identity (LLVM does not know them), so they
+// are options with the sizes of a current x86 server core as defaults.
+struct FeatureOptions {
+  double l1_bytes = 32 * 1024;
+  double l2_bytes = 1024 * 1024;
+  double l3_bytes = 32 * 1024 * 1024;
+};
+
+// Number of loop-IR features (part 1 above).
+inline constexpr int kNumIrFeatures = 44;
+
+// Thread-safe (immutable after construction).
+class FeatureExtractor {
+ public:
+  FeatureExtractor(const ConfigSpace& space, const Target& target, FeatureOptions options = {});
+
+  int size() const { return kNumIrFeatures + static_cast<int>(knobs_.size()); }
+  // Names, index-aligned with the vector (for docs, debugging and feature importance).
+  std::vector<std::string> Names() const;
+  // Deterministic: the same (func, config) always gives the same vector.
+  FeatureVector Extract(const ir::LoweredFunc& func, const Config& config) const;
+
+ private:
+  void ExtractIr(const ir::LoweredFunc& func, float* out) const;
+
+  std::vector<Knob> knobs_;
+  int cores_;
+  int max_lanes_;
+  FeatureOptions options_;
+};
+
+// The loop-IR feature names alone (the first kNumIrFeatures of Names()).
+const std::vector<std::string>& IrFeatureNames();
+
+}  // namespace tuneforge::costmodel

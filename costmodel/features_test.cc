@@ -1,0 +1,121 @@
+#include "costmodel/features.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+
+#include "compiler/task/task.h"
+#include "compiler/templates/template.h"
+
+namespace tuneforge::costmodel {
+namespace {
+
+Target TestTarget() {
+  Target t;
+  t.triple = "x86_64-pc-linux-gnu";
+  t.cpu = "znver4";
+  t.features = "+avx,+avx2,+avx512f,+fma";
+  t.num_threads = 2;
+  t.device_key = "test";
+  return t;
+}
+
+struct Fixture {
+  explicit Fixture(const std::string& text)
+      : task(*ParseTask(text)),
+        tmpl(*FindTemplate(task)),
+        space(tmpl->Space(task, TestTarget())),
+        extractor(space, TestTarget()) {}
+  FeatureVector Features(const Config& c) const {
+    auto f = tmpl->Instantiate(task, TestTarget(), c);
+    EXPECT_TRUE(f.ok()) << f.status();
+    return extractor.Extract(*f, c);
+  }
+  TuningTask task;
+  const Template* tmpl;
+  ConfigSpace space;
+  FeatureExtractor extractor;
+};
+
+TEST(FeaturesTest, FixedLengthNamedAndDeterministic) {
+  Fixture fx("matmul M=64 N=64 K=64");
+  EXPECT_EQ(fx.extractor.Names().size(), static_cast<size_t>(fx.extractor.size()));
+  EXPECT_EQ(IrFeatureNames().size(), static_cast<size_t>(kNumIrFeatures));
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 50; ++i) {
+    Config c = *fx.space.Sample(rng);
+    FeatureVector a = fx.Features(c), b = fx.Features(c);
+    ASSERT_EQ(a.size(), static_cast<size_t>(fx.extractor.size()));
+    EXPECT_EQ(a, b);
+    for (float x : a) EXPECT_TRUE(std::isfinite(x));
+  }
+}
+
+TEST(FeaturesTest, DistinguishesSchedules) {
+  Fixture fx("matmul M=64 N=64 K=64");
+  FeatureVector naive = fx.Features(fx.tmpl->Naive(fx.task, TestTarget()));
+  std::mt19937_64 rng(4);
+  int differ = 0;
+  for (int i = 0; i < 20; ++i) {
+    FeatureVector f = fx.Features(*fx.space.Sample(rng));
+    differ += !std::equal(f.begin(), f.begin() + kNumIrFeatures, naive.begin());
+  }
+  EXPECT_GE(differ, 19);
+  // The naive nest is scalar and serial.
+  auto names = IrFeatureNames();
+  auto at = [&](const std::string& n) {
+    return naive[std::find(names.begin(), names.end(), n) - names.begin()];
+  };
+  EXPECT_EQ(at("log2_vector_lanes"), 0);
+  EXPECT_EQ(at("has_parallel"), 0);
+  EXPECT_EQ(at("float_ops_per_iter"), 2);  // a multiply and an add
+}
+
+TEST(FeaturesTest, ShapeGeneric) {
+  // Same config on two shapes of an op: same length, same knob part, and the loop
+  // features that only depend on the schedule (lanes, unroll, stride) agree.
+  Fixture a("matmul M=128 N=128 K=128"), b("matmul M=256 N=512 K=384");
+  ASSERT_EQ(a.extractor.size(), b.extractor.size());
+  Config c(nlohmann::json::parse(
+      R"({"accumulate":"registers","loop_order":"ijk","parallel":1,"tile_i_blocks":4,"tile_i_reg":4,)"
+      R"("tile_j_blocks":2,"tile_j_vecs":2,"tile_k":16,"unroll_k":2,"vec_lanes":8})"));
+  // Knobs added by later template versions take their first value.
+  nlohmann::json values = c.values();
+  for (const Knob& k : a.space.knobs())
+    if (!values.contains(k.name)) values[k.name] = k.values[0];
+  c = Config(values);
+  ASSERT_TRUE(a.space.Check(c).ok());
+  ASSERT_TRUE(b.space.Check(c).ok());
+  FeatureVector fa = a.Features(c), fb = b.Features(c);
+  for (int i = kNumIrFeatures; i < a.extractor.size(); ++i) EXPECT_EQ(fa[i], fb[i]);
+  auto names = IrFeatureNames();
+  for (const char* n : {"log2_vector_lanes", "log2_unroll_product", "access1_log2_stride_innermost",
+                        "access2_log2_stride_innermost", "float_ops_per_iter"}) {
+    size_t i = std::find(names.begin(), names.end(), n) - names.begin();
+    EXPECT_EQ(fa[i], fb[i]) << n;
+  }
+}
+
+TEST(FeaturesTest, CheapEnough) {
+  // Not a timed assertion: prints the cost so regressions are visible in the log.
+  Fixture fx("matmul M=512 N=512 K=512");
+  std::mt19937_64 rng(5);
+  std::vector<Config> configs;
+  for (int i = 0; i < 200; ++i) configs.push_back(*fx.space.Sample(rng));
+  std::vector<ir::LoweredFunc> funcs;
+  auto t0 = std::chrono::steady_clock::now();
+  for (const Config& c : configs) funcs.push_back(*fx.tmpl->Instantiate(fx.task, TestTarget(), c));
+  auto t1 = std::chrono::steady_clock::now();
+  size_t total = 0;
+  for (size_t i = 0; i < configs.size(); ++i)
+    total += fx.extractor.Extract(funcs[i], configs[i]).size();
+  auto t2 = std::chrono::steady_clock::now();
+  EXPECT_EQ(total, configs.size() * fx.extractor.size());
+  std::printf("lowering %.1f us/candidate, feature extraction %.1f us/candidate\n",
+              std::chrono::duration<double, std::micro>(t1 - t0).count() / configs.size(),
+              std::chrono::duration<double, std::micro>(t2 - t1).count() / configs.size());
+}
+
+}  // namespace
+}  // namespace tuneforge::costmodel

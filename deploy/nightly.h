@@ -1,0 +1,68 @@
+// Nightly tuning jobs: the job spec (YAML) and the report. The orchestration (submit
+// canary and tuning jobs to a server, wait) is in server/cli/nightly_command.cc;
+// this file holds what needs no network: parsing and validating the spec, deciding
+// budgets, comparing with last night and writing the report folder.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tuneforge {
+
+// A YAML job spec; unknown keys are errors. See docs/operations.md for an example.
+struct NightlySpec {
+  std::string name = "nightly";
+  std::string db;                       // the tuning log (relative to the spec's folder)
+  std::vector<std::string> device_keys = {"local"};
+  std::vector<std::string> tasks;       // canonical task texts (from tasks + tasks_files)
+  int new_trials = 200;                 // untuned tasks, or tuned with an older template
+  int converged_trials = 32;            // tasks that already have a current best
+  double time_limit_minutes = 0;        // 0 = none; tasks not started in time are skipped
+  double regression_threshold = 0.10;   // relative slow-down that counts as a regression
+  bool canary = true;                   // re-measure last night's best first
+};
+
+absl::StatusOr<NightlySpec> LoadNightlySpec(const std::string& path);
+
+// One (task, device key) of a night.
+struct NightlyTaskResult {
+  std::string task;
+  std::string device_key;
+  std::string status;            // "tuned", "skipped (time limit)", "failed: ..."
+  int trials = 0;
+  bool was_stale = false;        // had no current-template record before tonight
+  double best_gflops = 0;        // the db's best after tonight
+  double previous_gflops = 0;    // last night's report (0 = no previous report)
+  double canary_recorded_gflops = 0;  // the record being re-measured
+  double canary_measured_gflops = 0;  // 0 = no canary
+  // Best-so-far GFLOP/s after each record of tonight's job (baseline, trials, re-measurements).
+  std::vector<double> curve;
+  bool canary_slower = false;    // device/toolchain got slower
+  bool regression = false;       // schedule got slower with a healthy canary
+};
+
+struct NightlyReport {
+  std::string name;
+  std::string date;              // YYYY-MM-DD
+  double threshold = 0.10;
+  std::vector<NightlyTaskResult> tasks;
+  bool HasRegression() const;
+};
+
+// Fills `regression` / `canary_slower` from the numbers and the threshold.
+void Classify(NightlyReport* report);
+
+// The previous report under `report_dir` (latest dated folder with a report.json
+// other than `exclude`), as (task|device -> best GFLOP/s). Empty when none.
+std::vector<std::pair<std::string, double>> PreviousBest(const std::string& report_dir,
+                                                         const std::string& exclude);
+
+// Writes report.md, report.html, report.json and curve-<n>.svg into `dir`.
+absl::Status WriteNightlyReport(const NightlyReport& report, const std::string& dir);
+
+// A tuning curve as a standalone SVG.
+std::string CurveSvg(const std::string& title, const std::vector<double>& curve);
+
+}  // namespace tuneforge

@@ -1,0 +1,137 @@
+#include "server/cli/client.h"
+
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <thread>
+
+#include "compiler/support/status.h"
+
+namespace tuneforge::cli {
+
+absl::StatusOr<std::unique_ptr<TuningClient>> TuningClient::Connect(const std::string& address) {
+  RETURN_IF_ERROR(CheckAddress(address));
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(5))) {
+    return absl::UnavailableError("cannot reach tuneforge server at " + address);
+  }
+  auto client = std::make_unique<TuningClient>();
+  client->stub_ = v1::TuningService::NewStub(channel);
+  return client;
+}
+
+absl::StatusOr<std::string> TuningClient::Submit(const v1::JobSpec& spec) {
+  grpc::ClientContext ctx;
+  v1::SubmitJobRequest req;
+  *req.mutable_spec() = spec;
+  v1::SubmitJobResponse resp;
+  grpc::Status st = stub_->SubmitJob(&ctx, req, &resp);
+  if (!st.ok()) return absl::InvalidArgumentError(st.error_message());
+  return resp.job_id();
+}
+
+absl::StatusOr<v1::JobStatus> TuningClient::Wait(
+    const std::string& job_id, const std::function<void(const v1::JobStatus&)>& on_status) {
+  grpc::ClientContext ctx;
+  v1::JobRequest req;
+  req.set_job_id(job_id);
+  auto reader = stub_->WatchJob(&ctx, req);
+  v1::JobStatus status, last;
+  while (reader->Read(&status)) {
+    last = status;
+    if (on_status) on_status(status);
+  }
+  grpc::Status st = reader->Finish();
+  if (!st.ok()) return absl::UnavailableError("lost the server while watching: " + st.error_message());
+  return last;
+}
+
+absl::Status TuningClient::Cancel(const std::string& job_id) {
+  grpc::ClientContext ctx;
+  v1::JobRequest req;
+  req.set_job_id(job_id);
+  v1::JobStatus ignored;
+  grpc::Status st = stub_->CancelJob(&ctx, req, &ignored);
+  return st.ok() ? absl::OkStatus() : absl::UnavailableError(st.error_message());
+}
+
+namespace {
+std::string AgentPath() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "tuneforge-agent";
+  std::string self(buf, n);
+  return self.substr(0, self.rfind('/') + 1) + "tuneforge-agent";
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<AgentProcess>> AgentProcess::Spawn(
+    const std::string& server, const std::string& device_key, bool verbose,
+    const std::vector<std::string>& extra_args) {
+  std::string path = AgentPath();
+  if (access(path.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError("agent binary not found at " + path);
+  }
+  std::vector<std::string> argv = {path, "--server", server, "--device-key", device_key,
+                                   verbose ? "--verbose" : "--quiet"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the CLI
+    execv(path.c_str(), args.data());
+    _exit(127);
+  }
+  auto p = std::make_unique<AgentProcess>();
+  p->pid_ = pid;
+  return p;
+}
+
+AgentProcess::~AgentProcess() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGTERM);
+  for (int i = 0; i < 50; ++i) {
+    if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+}
+
+bool AgentProcess::Exited() {
+  if (pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == pid_) pid_ = -1;
+  return pid_ <= 0;
+}
+
+absl::StatusOr<std::unique_ptr<EmbeddedFarm>> EmbeddedFarm::Start(
+    const std::string& db_path, const std::vector<std::string>& device_keys, bool verbose) {
+  auto farm = std::make_unique<EmbeddedFarm>();
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.db_path = db_path;
+  ASSIGN_OR_RETURN(farm->server_, Server::Start(options));
+  farm->address_ = "127.0.0.1:" + std::to_string(farm->server_->port());
+  for (const std::string& key : device_keys) {
+    ASSIGN_OR_RETURN(std::unique_ptr<AgentProcess> agent,
+                     AgentProcess::Spawn(farm->address_, key, verbose));
+    farm->agents_.push_back(std::move(agent));
+  }
+  return farm;
+}
+
+EmbeddedFarm::~EmbeddedFarm() {
+  agents_.clear();
+  if (server_) server_->Shutdown();
+}
+
+}  // namespace tuneforge::cli

@@ -1,0 +1,61 @@
+// Client side of the TuningService, shared by the CLI commands that run jobs
+// (tune, nightly), and the embedded default (in-process Server + a local
+// tuneforge-agent child process), so every command takes the same code path.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/server.h"
+#include "tuneforge/v1/tuning.grpc.pb.h"
+
+namespace tuneforge::cli {
+
+class TuningClient {
+ public:
+  // Connects within 5 s or fails with "cannot reach tuneforge server at ...".
+  static absl::StatusOr<std::unique_ptr<TuningClient>> Connect(const std::string& address);
+  absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
+  // Follows the job until it ends; `on_status` sees every update. Returns the last.
+  absl::StatusOr<v1::JobStatus> Wait(const std::string& job_id,
+                                     const std::function<void(const v1::JobStatus&)>& on_status);
+  absl::Status Cancel(const std::string& job_id);
+
+ private:
+  std::unique_ptr<v1::TuningService::Stub> stub_;
+};
+
+// A tuneforge-agent child process; killed (SIGTERM, then SIGKILL) on destruction.
+class AgentProcess {
+ public:
+  // The agent binary next to this executable.
+  static absl::StatusOr<std::unique_ptr<AgentProcess>> Spawn(
+      const std::string& server, const std::string& device_key, bool verbose,
+      const std::vector<std::string>& extra_args = {});
+  ~AgentProcess();
+  bool Exited();
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// The embedded default: a Server on a free loopback port with `db_path`, and one
+// local agent per device key.
+class EmbeddedFarm {
+ public:
+  static absl::StatusOr<std::unique_ptr<EmbeddedFarm>> Start(
+      const std::string& db_path, const std::vector<std::string>& device_keys, bool verbose);
+  ~EmbeddedFarm();
+  const std::string& address() const { return address_; }
+
+ private:
+  std::unique_ptr<Server> server_;
+  std::vector<std::unique_ptr<AgentProcess>> agents_;
+  std::string address_;
+};
+
+}  // namespace tuneforge::cli

@@ -1,0 +1,205 @@
+// `tuneforge nightly run SPEC`: a nightly tuning job. For every (device key, task):
+//   1. canary: re-measure last night's best config first, so a device or toolchain
+//      that got slower is flagged instead of being mistaken for a worse schedule;
+//   2. tune: the full budget for new or stale tasks (no record made with the current
+//      template version), a small one for converged tasks; the search starts from
+//      the db (earlier records are not re-measured; the model transfers);
+//   3. report: a dated folder with report.md, report.html, report.json and a
+//      tuning-curve SVG per task, compared with the previous report.
+// Exit status 0, or 3 when a regression beyond the spec's threshold is found.
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <map>
+
+#include "compiler/support/status.h"
+#include "compiler/task/task.h"
+#include "compiler/templates/template.h"
+#include "db/database.h"
+#include "deploy/nightly.h"
+#include "server/cli/client.h"
+#include "server/cli/commands.h"
+#include "server/cli/flags.h"
+
+namespace tuneforge::cli {
+namespace {
+
+constexpr const char* kNightlyUsage =
+    "usage: tuneforge nightly run SPEC.yaml [--server HOST:PORT] [--report-dir DIR] [--verbose]\n"
+    "  Runs the nightly job described by SPEC (see docs/operations.md): canary\n"
+    "  re-measurement of last night's best, tuning with a budget that depends on\n"
+    "  whether a task is new, stale or converged, and a dated report folder.\n"
+    "  Without --server it runs on the embedded default with the spec's db.\n"
+    "  --report-dir  where dated report folders go (default: reports/ next to SPEC)\n"
+    "  Exit status: 0 ok, 3 regression found, other non-zero: the job could not run.\n";
+
+std::string Stamp() {
+  std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d_%H%M%S", std::localtime(&now));
+  return buf;
+}
+
+// The target of `device_key` with the most records of this workload, if any.
+absl::StatusOr<std::optional<TargetInfo>> TargetFor(Database* db, const TuningTask& task,
+                                                    const std::string& device_key) {
+  ASSIGN_OR_RETURN(std::vector<TargetSummary> targets, db->TargetsOf(task.WorkloadKey()));
+  std::optional<TargetInfo> best;
+  int64_t most = -1;
+  for (const TargetSummary& t : targets) {
+    if (t.target.device_key == device_key && t.records > most) {
+      best = t.target;
+      most = t.records;
+    }
+  }
+  return best;
+}
+
+absl::StatusOr<v1::JobStatus> RunJob(TuningClient* client, const v1::JobSpec& spec, bool verbose) {
+  ASSIGN_OR_RETURN(std::string id, client->Submit(spec));
+  std::string printed;
+  return client->Wait(id, [&](const v1::JobStatus& s) {
+    if (verbose && s.last_event() != printed) {
+      printed = s.last_event();
+      std::fprintf(stderr, "  [%s] %s\n", id.c_str(), printed.c_str());
+    }
+  });
+}
+
+absl::StatusOr<int> Run(const Flags& flags) {
+  if (flags.positional().size() != 2) return absl::InvalidArgumentError("nightly run needs SPEC");
+  const std::string spec_path = flags.positional()[1];
+  ASSIGN_OR_RETURN(NightlySpec spec, LoadNightlySpec(spec_path));
+  bool verbose = flags.Has("verbose");
+  std::string report_root =
+      flags.Get("report-dir", (std::filesystem::absolute(spec_path).parent_path() / "reports").string());
+
+  std::unique_ptr<EmbeddedFarm> farm;
+  std::string address = flags.Get("server");
+  if (address.empty()) {
+    ASSIGN_OR_RETURN(farm, EmbeddedFarm::Start(spec.db, spec.device_keys, verbose));
+    address = farm->address();
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<TuningClient> client, TuningClient::Connect(address));
+  DatabaseOptions db_options;
+  db_options.path = spec.db;
+  db_options.create_if_missing = false;
+  db_options.read_only = true;
+  ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::Open(db_options));
+
+  NightlyReport report;
+  report.name = spec.name;
+  std::string stamp = Stamp();
+  report.date = stamp.substr(0, 10);
+  report.threshold = spec.regression_threshold;
+  const std::string dir = report_root + "/" + stamp;
+  auto started = std::chrono::steady_clock::now();
+
+  for (const std::string& device_key : spec.device_keys) {
+    for (const std::string& text : spec.tasks) {
+      TuningTask task = *ParseTask(text);
+      NightlyTaskResult r;
+      r.task = task.CanonicalText();
+      r.device_key = device_key;
+      double minutes =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() / 60;
+      if (spec.time_limit_minutes > 0 && minutes > spec.time_limit_minutes) {
+        r.status = "skipped (time limit)";
+        report.tasks.push_back(r);
+        continue;
+      }
+      ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
+      ASSIGN_OR_RETURN(std::optional<TargetInfo> target, TargetFor(db.get(), task, device_key));
+      std::optional<TuningRecord> previous;
+      if (target) {
+        absl::StatusOr<TuningRecord> best = db->Best(task.WorkloadKey(), target->key);
+        if (best.ok() && best->template_name == tmpl->name() &&
+            best->template_version == tmpl->version()) {
+          previous = *best;
+        }
+      }
+      r.was_stale = !previous.has_value();
+      std::fprintf(stderr, "nightly: %s on %s (%s)\n", r.task.c_str(), device_key.c_str(),
+                   r.was_stale ? "new or stale" : "converged");
+
+      if (spec.canary && previous) {
+        v1::JobSpec canary;
+        canary.set_task(r.task);
+        canary.set_device_key(device_key);
+        canary.add_configs(previous->config_json);
+        canary.set_owner("nightly:" + spec.name);
+        ASSIGN_OR_RETURN(v1::JobStatus s, RunJob(client.get(), canary, verbose));
+        r.canary_recorded_gflops = task.Flops() / previous->result.MedianCost() / 1e9;
+        if (s.state() == v1::SUCCEEDED) r.canary_measured_gflops = s.best().gflops();
+      }
+
+      v1::JobSpec tune;
+      tune.set_task(r.task);
+      tune.set_device_key(device_key);
+      tune.set_trials(r.was_stale ? spec.new_trials : spec.converged_trials);
+      tune.set_owner("nightly:" + spec.name);
+      std::string job_id;
+      if (tune.trials() > 0) {
+        ASSIGN_OR_RETURN(v1::JobStatus s, RunJob(client.get(), tune, verbose));
+        r.trials = s.trials_done();
+        job_id = s.job_id();
+        r.status = s.state() == v1::SUCCEEDED ? "tuned" : "failed: " + s.message();
+        if (!target && s.has_target()) {
+          ASSIGN_OR_RETURN(target, TargetFor(db.get(), task, device_key));
+        }
+      } else {
+        r.status = "canary only";
+      }
+      if (target) {
+        absl::StatusOr<TuningRecord> best = db->Best(task.WorkloadKey(), target->key);
+        if (best.ok()) r.best_gflops = task.Flops() / best->result.MedianCost() / 1e9;
+        ASSIGN_OR_RETURN(std::vector<TuningRecord> records, db->Records(task.WorkloadKey(), target->key));
+        double so_far = 0;
+        for (const TuningRecord& rec : records) {
+          if (job_id.empty() || rec.job_id != job_id) continue;
+          if (rec.result.error == MeasureErrorKind::kNone)
+            so_far = std::max(so_far, task.Flops() / rec.result.MedianCost() / 1e9);
+          r.curve.push_back(so_far);
+        }
+      }
+      report.tasks.push_back(r);
+    }
+  }
+  std::map<std::string, double> previous_night;
+  for (const auto& [key, gflops] : PreviousBest(report_root, dir)) previous_night[key] = gflops;
+  for (NightlyTaskResult& t : report.tasks) {
+    auto it = previous_night.find(t.task + "|" + t.device_key);
+    if (it != previous_night.end()) t.previous_gflops = it->second;
+  }
+  Classify(&report);
+  RETURN_IF_ERROR(WriteNightlyReport(report, dir));
+  std::printf("report: %s/report.md\n", dir.c_str());
+  for (const NightlyTaskResult& t : report.tasks) {
+    std::printf("  %-45s %-12s %-10s %8.2f GFLOP/s%s%s\n", t.task.c_str(), t.device_key.c_str(),
+                t.status.c_str(), t.best_gflops, t.canary_slower ? "  CANARY SLOWER" : "",
+                t.regression ? "  REGRESSION" : "");
+  }
+  if (report.HasRegression()) {
+    std::fprintf(stderr, "tuneforge nightly: regression beyond %.0f%% found (see %s/report.md)\n",
+                 spec.regression_threshold * 100, dir.c_str());
+    return 3;
+  }
+  return 0;
+}
+
+}  // namespace
+
+absl::StatusOr<int> NightlyCommand(const std::vector<std::string>& args) {
+  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"server", "report-dir"}, {"help", "verbose"}));
+  if (flags.Has("help")) {
+    std::fputs(kNightlyUsage, stdout);
+    return 0;
+  }
+  if (flags.positional().empty() || flags.positional()[0] != "run") {
+    return absl::InvalidArgumentError("expected: nightly run SPEC (see --help)");
+  }
+  return Run(flags);
+}
+
+}  // namespace tuneforge::cli

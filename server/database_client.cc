@@ -1,0 +1,286 @@
+#include "server/database_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <utility>
+
+#include "compiler/support/status.h"
+#include "db/log_io.h"
+#include "server/server.h"
+#include "tuneforge/v1/database.grpc.pb.h"
+
+namespace tuneforge {
+namespace {
+
+absl::Status FromGrpc(const std::string& address, const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  std::string message = "server " + address + ": " + s.error_message();
+  switch (s.error_code()) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return absl::InvalidArgumentError(message);
+    case grpc::StatusCode::NOT_FOUND:
+      return absl::NotFoundError(message);
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return absl::FailedPreconditionError(message);
+    case grpc::StatusCode::UNAVAILABLE:
+      return absl::UnavailableError(message);
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return absl::UnauthenticatedError(message);
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return absl::PermissionDeniedError(message);
+    case grpc::StatusCode::CANCELLED:
+      return absl::CancelledError(message);
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return absl::UnimplementedError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+absl::Status NotRemote(const char* what) {
+  return absl::UnimplementedError(std::string(what) +
+                                  " is not available over --server yet; run it with --db on "
+                                  "the server's machine");
+}
+
+// Uploads go in slices well under the server's per-call limit.
+constexpr int kUploadSlice = 5000;
+
+// Thread-safe: gRPC stubs are.
+class RemoteDatabase final : public Database {
+ public:
+  explicit RemoteDatabase(RemoteDatabaseOptions options) : options_(std::move(options)) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(256 << 20);
+    args.SetMaxSendMessageSize(256 << 20);
+    stub_ = v1::DatabaseService::NewStub(
+        grpc::CreateCustomChannel(options_.address, grpc::InsecureChannelCredentials(), args));
+  }
+
+  int SchemaVersion() const override { return 0; }  // the server's; see Stats
+
+  absl::StatusOr<CommitResult> Insert(const std::vector<TuningRecord>& records) override {
+    CommitResult result;
+    for (size_t begin = 0; begin < records.size(); begin += kUploadSlice) {
+      v1::UploadRequest req;
+      req.set_format_version(kLogFormatVersion);
+      size_t end = std::min(records.size(), begin + kUploadSlice);
+      for (size_t i = begin; i < end; ++i) req.add_lines(RecordToLogLine(records[i]));
+      ASSIGN_OR_RETURN(v1::UploadResponse resp, Upload(req));
+      if (resp.rejected_size() > 0) {
+        return absl::InvalidArgumentError("record " +
+                                          std::to_string(begin + resp.rejected(0).line() - 1) +
+                                          ": " + resp.rejected(0).reason());
+      }
+      result.inserted += resp.inserted();
+      result.duplicates += resp.duplicates();
+    }
+    return result;
+  }
+
+  absl::StatusOr<std::vector<RankedConfig>> TopK(const std::string& workload_key,
+                                                 const std::string& target_key, int k) override {
+    v1::TopKRequest req;
+    req.set_workload_key(workload_key);
+    req.set_target_key(target_key);
+    req.set_k(k);
+    v1::TopKResponse resp;
+    grpc::ClientContext ctx;
+    Prepare(&ctx, /*deadline=*/true);
+    RETURN_IF_ERROR(FromGrpc(options_.address, stub_->TopK(&ctx, req, &resp)));
+    std::vector<RankedConfig> out;
+    for (const v1::RankedConfig& c : resp.configs()) {
+      RankedConfig r;
+      r.template_name = c.template_name();
+      r.template_version = c.template_version();
+      r.config_json = c.config_json();
+      r.median_cost = c.median_cost();
+      r.measurements = c.measurements();
+      r.samples = c.samples();
+      r.remeasured = r.measurements >= 2;
+      absl::StatusOr<LogLine> line = ParseLogLine(c.record_line());
+      if (!line.ok() || line->kind != LogLine::Kind::kRecord) {
+        return absl::DataLossError("server " + options_.address + " sent a bad record line");
+      }
+      r.record = std::move(line->record);
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
+  absl::StatusOr<TuningRecord> Best(const std::string& workload_key,
+                                    const std::string& target_key) override {
+    ASSIGN_OR_RETURN(std::vector<RankedConfig> top, TopK(workload_key, target_key, 1));
+    if (top.empty()) {
+      return absl::NotFoundError("server " + options_.address + ": no successful record for " +
+                                 "workload '" + workload_key + "' on target '" + target_key + "'");
+    }
+    return std::move(top.front().record);
+  }
+
+  absl::StatusOr<std::vector<TargetSummary>> TargetsOf(const std::string& workload_key) override {
+    v1::TargetsOfRequest req;
+    req.set_workload_key(workload_key);
+    v1::TargetsOfResponse resp;
+    grpc::ClientContext ctx;
+    Prepare(&ctx, true);
+    RETURN_IF_ERROR(FromGrpc(options_.address, stub_->TargetsOf(&ctx, req, &resp)));
+    std::vector<TargetSummary> out;
+    for (const v1::TargetRecords& t : resp.targets()) {
+      TargetSummary s;
+      s.target = TargetInfo{t.key(),
+                            t.target().triple(),
+                            t.target().cpu(),
+                            t.target().features(),
+                            t.target().num_threads(),
+                            t.target().device_key()};
+      s.records = t.records();
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  absl::Status Scan(const RecordFilter& filter,
+                    const std::function<absl::Status(const TuningRecord&)>& fn) override {
+    v1::DownloadRequest req;
+    req.set_workload_key(filter.workload_key);
+    req.set_target_key(filter.target_key);
+    req.set_since_unix_us(filter.since_unix_us);
+    req.set_until_unix_us(filter.until_unix_us);
+    return Download(req, [&](const LogLine& line) {
+      if (line.kind != LogLine::Kind::kRecord) return absl::OkStatus();
+      return fn(line.record);
+    });
+  }
+
+  absl::StatusOr<CommitResult> InsertForeign(const std::vector<ForeignRecord>& records) override {
+    CommitResult result;
+    for (size_t begin = 0; begin < records.size(); begin += kUploadSlice) {
+      v1::UploadRequest req;
+      req.set_format_version(kLogFormatVersion);
+      size_t end = std::min(records.size(), begin + kUploadSlice);
+      for (size_t i = begin; i < end; ++i) req.add_lines(ForeignToLogLine(records[i]));
+      ASSIGN_OR_RETURN(v1::UploadResponse resp, Upload(req));
+      if (resp.rejected_size() > 0) {
+        return absl::InvalidArgumentError("foreign record: " + resp.rejected(0).reason());
+      }
+      result.inserted += resp.foreign_inserted();
+      result.duplicates += resp.foreign_duplicates();
+    }
+    return result;
+  }
+
+  absl::Status ScanForeign(const std::function<absl::Status(const ForeignRecord&)>& fn) override {
+    v1::DownloadRequest req;
+    req.set_foreign(true);
+    return Download(req, [&](const LogLine& line) {
+      if (line.kind != LogLine::Kind::kForeign) return absl::OkStatus();
+      return fn(line.foreign);
+    });
+  }
+
+  absl::StatusOr<DatabaseStats> Stats() override {
+    v1::StatsResponse resp;
+    grpc::ClientContext ctx;
+    Prepare(&ctx, true);
+    RETURN_IF_ERROR(FromGrpc(options_.address, stub_->Stats(&ctx, v1::StatsRequest(), &resp)));
+    DatabaseStats s;
+    s.schema_version = resp.schema_version();
+    s.records = resp.records();
+    s.failed_records = resp.failed_records();
+    s.workloads = resp.workloads();
+    s.targets = resp.targets();
+    s.configs = resp.configs();
+    s.foreign_records = resp.foreign_records();
+    s.jobs = resp.jobs();
+    s.oldest_unix_us = resp.oldest_unix_us();
+    s.newest_unix_us = resp.newest_unix_us();
+    s.file_bytes = resp.file_bytes();
+    s.free_bytes = resp.free_bytes();
+    return s;
+  }
+
+  absl::StatusOr<std::vector<TuningRecord>> Records(const std::string&,
+                                                    const std::string&) override {
+    return NotRemote("reading all records");
+  }
+  absl::StatusOr<std::vector<WorkloadSummary>> List() override { return NotRemote("db list"); }
+  absl::StatusOr<std::vector<HistoryPoint>> History(const std::string&,
+                                                    const std::string&) override {
+    return NotRemote("db history");
+  }
+  absl::StatusOr<std::vector<TargetStats>> TargetSummaries() override {
+    return NotRemote("db targets");
+  }
+  absl::StatusOr<std::vector<TemplateVersionSummary>> TemplateVersions(
+      const std::string&, const std::string&) override {
+    return NotRemote("db status");
+  }
+  absl::StatusOr<CompactResult> Compact(int) override { return NotRemote("db compact"); }
+  absl::Status PutJob(const JobRow&) override { return NotRemote("writing jobs"); }
+  absl::StatusOr<JobRow> GetJob(const std::string&) override { return NotRemote("reading jobs"); }
+  absl::StatusOr<std::vector<JobRow>> ListJobs() override { return NotRemote("listing jobs"); }
+
+ private:
+  void Prepare(grpc::ClientContext* ctx, bool deadline) const {
+    if (deadline) {
+      ctx->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(options_.timeout_ms));
+    }
+    if (!options_.token.empty()) ctx->AddMetadata("authorization", "Bearer " + options_.token);
+  }
+
+  absl::StatusOr<v1::UploadResponse> Upload(const v1::UploadRequest& req) {
+    v1::UploadResponse resp;
+    grpc::ClientContext ctx;
+    Prepare(&ctx, true);
+    RETURN_IF_ERROR(FromGrpc(options_.address, stub_->Upload(&ctx, req, &resp)));
+    return resp;
+  }
+
+  absl::Status Download(const v1::DownloadRequest& req,
+                        const std::function<absl::Status(const LogLine&)>& fn) {
+    grpc::ClientContext ctx;
+    Prepare(&ctx, /*deadline=*/false);
+    std::unique_ptr<grpc::ClientReader<v1::DownloadChunk>> reader = stub_->Download(&ctx, req);
+    v1::DownloadChunk chunk;
+    absl::Status failed;
+    while (failed.ok() && reader->Read(&chunk)) {
+      if (chunk.format_version() > kLogFormatVersion) {
+        failed = absl::FailedPreconditionError("server " + options_.address +
+                                               " sends a newer log format; upgrade tuneforge");
+        break;
+      }
+      for (const std::string& text : chunk.lines()) {
+        absl::StatusOr<LogLine> line = ParseLogLine(text);
+        if (!line.ok()) {
+          failed = absl::DataLossError("server " + options_.address +
+                                       " sent a bad line: " + std::string(line.status().message()));
+          break;
+        }
+        failed = fn(*line);
+        if (!failed.ok()) break;
+      }
+    }
+    if (!failed.ok()) {
+      ctx.TryCancel();
+      reader->Finish();
+      return failed;
+    }
+    return FromGrpc(options_.address, reader->Finish());
+  }
+
+  const RemoteDatabaseOptions options_;
+  std::unique_ptr<v1::DatabaseService::Stub> stub_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Database>> ConnectRemoteDatabase(
+    const RemoteDatabaseOptions& options) {
+  RETURN_IF_ERROR(CheckAddress(options.address));
+  return std::unique_ptr<Database>(new RemoteDatabase(options));
+}
+
+}  // namespace tuneforge

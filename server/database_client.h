@@ -1,0 +1,29 @@
+// RemoteDatabase: the Database interface over a server's DatabaseService, so the CLI's
+// `tuneforge db ... --server HOST:PORT` runs the same code as with a local file. A
+// second backend behind the same interface, as DESIGN.md asks of the db.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "db/database.h"
+
+namespace tuneforge {
+
+struct RemoteDatabaseOptions {
+  std::string address;     // HOST:PORT of a tuneforge server
+  int timeout_ms = 30000;  // per unary call; downloads have no deadline
+  // Sent as "authorization: Bearer <token>" metadata when not empty: the client half
+  // of the authentication hook (the server checks nothing until the farm issue).
+  std::string token;
+};
+
+// Connects lazily (the first call reports an unreachable server). Supported remotely:
+// TopK, Best, TargetsOf, Insert, Scan, InsertForeign, ScanForeign, Stats. The others
+// return Unimplemented with a message that says to use --db on the server's machine.
+// Insert returns no ids (ids are the server's).
+absl::StatusOr<std::unique_ptr<Database>> ConnectRemoteDatabase(
+    const RemoteDatabaseOptions& options);
+
+}  // namespace tuneforge

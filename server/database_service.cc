@@ -1,0 +1,133 @@
+#include "server/database_service.h"
+
+#include <string>
+#include <vector>
+
+#include "db/log_io.h"
+#include "server/services.h"
+
+namespace tuneforge {
+
+grpc::Status DatabaseServiceImpl::TopK(grpc::ServerContext* ctx, const v1::TopKRequest* req,
+                                       v1::TopKResponse* resp) {
+  if (grpc::Status s = Authorize(ctx); !s.ok()) return s;
+  absl::StatusOr<std::vector<RankedConfig>> top =
+      db_->TopK(req->workload_key(), req->target_key(), req->k());
+  if (!top.ok()) return ToGrpc(top.status());
+  for (const RankedConfig& c : *top) {
+    v1::RankedConfig* out = resp->add_configs();
+    out->set_template_name(c.template_name);
+    out->set_template_version(c.template_version);
+    out->set_config_json(c.config_json);
+    out->set_median_cost(c.median_cost);
+    out->set_measurements(c.measurements);
+    out->set_samples(c.samples);
+    out->set_record_line(RecordToLogLine(c.record));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status DatabaseServiceImpl::TargetsOf(grpc::ServerContext* ctx,
+                                            const v1::TargetsOfRequest* req,
+                                            v1::TargetsOfResponse* resp) {
+  if (grpc::Status s = Authorize(ctx); !s.ok()) return s;
+  absl::StatusOr<std::vector<TargetSummary>> targets = db_->TargetsOf(req->workload_key());
+  if (!targets.ok()) return ToGrpc(targets.status());
+  for (const TargetSummary& t : *targets) {
+    v1::TargetRecords* out = resp->add_targets();
+    out->set_key(t.target.key);
+    out->mutable_target()->set_triple(t.target.triple);
+    out->mutable_target()->set_cpu(t.target.cpu);
+    out->mutable_target()->set_features(t.target.features);
+    out->mutable_target()->set_num_threads(t.target.num_threads);
+    out->mutable_target()->set_device_key(t.target.device_key);
+    out->set_records(t.records);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status DatabaseServiceImpl::Upload(grpc::ServerContext* ctx, const v1::UploadRequest* req,
+                                         v1::UploadResponse* resp) {
+  if (grpc::Status s = Authorize(ctx); !s.ok()) return s;
+  if (req->format_version() < 1 || req->format_version() > kLogFormatVersion) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "upload is log format version " + std::to_string(req->format_version()) +
+                            "; this server reads version " + std::to_string(kLogFormatVersion));
+  }
+  if (req->lines_size() > kMaxUploadLines) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "at most " + std::to_string(kMaxUploadLines) + " lines per upload");
+  }
+  std::vector<std::string> lines(req->lines().begin(), req->lines().end());
+  ImportReport report;
+  absl::Status stored = StoreLogLines(*db_, lines, 1, &report);
+  if (!stored.ok()) return ToGrpc(stored);
+  resp->set_inserted(report.inserted);
+  resp->set_duplicates(report.duplicates);
+  resp->set_foreign_inserted(report.foreign_inserted);
+  resp->set_foreign_duplicates(report.foreign_duplicates);
+  for (const auto& [line, reason] : report.rejected) {
+    v1::RejectedLine* r = resp->add_rejected();
+    r->set_line(line);
+    r->set_reason(reason);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status DatabaseServiceImpl::Download(grpc::ServerContext* ctx, const v1::DownloadRequest* req,
+                                           grpc::ServerWriter<v1::DownloadChunk>* writer) {
+  if (grpc::Status s = Authorize(ctx); !s.ok()) return s;
+  v1::DownloadChunk chunk;
+  chunk.set_format_version(kLogFormatVersion);
+  auto flush = [&]() -> absl::Status {
+    if (ctx->IsCancelled() || !writer->Write(chunk)) {
+      return absl::CancelledError("client went away");
+    }
+    chunk.clear_lines();
+    return absl::OkStatus();
+  };
+  absl::Status scanned;
+  if (req->foreign()) {
+    scanned = db_->ScanForeign([&](const ForeignRecord& f) {
+      chunk.add_lines(ForeignToLogLine(f));
+      return chunk.lines_size() >= kChunkLines ? flush() : absl::OkStatus();
+    });
+  } else {
+    RecordFilter filter;
+    filter.workload_key = req->workload_key();
+    filter.target_key = req->target_key();
+    filter.since_unix_us = req->since_unix_us();
+    filter.until_unix_us = req->until_unix_us();
+    scanned = db_->Scan(filter, [&](const TuningRecord& r) {
+      chunk.add_lines(RecordToLogLine(r));
+      return chunk.lines_size() >= kChunkLines ? flush() : absl::OkStatus();
+    });
+  }
+  if (!scanned.ok()) return ToGrpc(scanned);
+  if (chunk.lines_size() > 0) {
+    if (absl::Status s = flush(); !s.ok()) return ToGrpc(s);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status DatabaseServiceImpl::Stats(grpc::ServerContext* ctx, const v1::StatsRequest*,
+                                        v1::StatsResponse* resp) {
+  if (grpc::Status s = Authorize(ctx); !s.ok()) return s;
+  absl::StatusOr<DatabaseStats> s = db_->Stats();
+  if (!s.ok()) return ToGrpc(s.status());
+  resp->set_schema_version(s->schema_version);
+  resp->set_records(s->records);
+  resp->set_failed_records(s->failed_records);
+  resp->set_workloads(s->workloads);
+  resp->set_targets(s->targets);
+  resp->set_configs(s->configs);
+  resp->set_foreign_records(s->foreign_records);
+  resp->set_jobs(s->jobs);
+  resp->set_oldest_unix_us(s->oldest_unix_us);
+  resp->set_newest_unix_us(s->newest_unix_us);
+  resp->set_file_bytes(s->file_bytes);
+  resp->set_free_bytes(s->free_bytes);
+  return grpc::Status::OK;
+}
+
+}  // namespace tuneforge

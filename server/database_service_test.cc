@@ -1,0 +1,157 @@
+// DatabaseService over real gRPC on loopback, through RemoteDatabase: the CLI's
+// `--server` path. A real SQLite file behind it.
+#include "server/database_service.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "db/log_io.h"
+#include "gtest/gtest.h"
+#include "server/database_client.h"
+
+namespace tuneforge {
+namespace {
+
+namespace fs = std::filesystem;
+
+TuningRecord Record(const std::string& config, std::vector<double> costs, int64_t t,
+                    const std::string& device = "epyc") {
+  TuningRecord r;
+  r.workload = WorkloadInfo{"wl-a", "matmul", "matmul a", "{}", 1e9};
+  r.target = TargetInfo{"tk-" + device, "x86_64", "znver4", "", 4, device};
+  r.template_name = "matmul_cpu";
+  r.template_version = 1;
+  r.config_json = config;
+  r.result.costs = std::move(costs);
+  r.result.start_unix_us = t;
+  return r;
+}
+
+class DatabaseServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::path(::testing::TempDir()) / "tuneforge_dbsvc_XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    DatabaseOptions options;
+    options.path = dir_ + "/server.db";
+    auto db = Database::Open(options);
+    ASSERT_TRUE(db.ok()) << db.status();
+    db_ = std::move(*db);
+  }
+  void StartServer(DatabaseAuthorizer authorizer = nullptr) {
+    service_ = std::make_unique<DatabaseServiceImpl>(db_.get(), std::move(authorizer));
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+    fs::remove_all(dir_);
+  }
+  std::unique_ptr<Database> Remote(const std::string& token = "") {
+    RemoteDatabaseOptions options;
+    options.address = "127.0.0.1:" + std::to_string(port_);
+    options.token = token;
+    auto remote = ConnectRemoteDatabase(options);
+    EXPECT_TRUE(remote.ok()) << remote.status();
+    return std::move(*remote);
+  }
+
+  std::string dir_;
+  std::unique_ptr<Database> db_;
+  std::unique_ptr<DatabaseServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+TEST_F(DatabaseServiceTest, UploadQueryDownload) {
+  StartServer();
+  std::unique_ptr<Database> remote = Remote();
+  std::vector<TuningRecord> batch = {Record("{1}", {2.0}, 1), Record("{2}", {1.0}, 2),
+                                     Record("{2}", {1.2}, 3), Record("{3}", {0.5}, 4, "arm")};
+  absl::StatusOr<CommitResult> up = remote->Insert(batch);
+  ASSERT_TRUE(up.ok()) << up.status();
+  EXPECT_EQ(up->inserted, 4);
+  up = remote->Insert(batch);  // idempotent
+  ASSERT_TRUE(up.ok()) << up.status();
+  EXPECT_EQ(up->inserted, 0);
+  EXPECT_EQ(up->duplicates, 4);
+  EXPECT_EQ(db_->Records("", "")->size(), 4u);
+
+  absl::StatusOr<std::vector<RankedConfig>> top = remote->TopK("wl-a", "tk-epyc", 5);
+  ASSERT_TRUE(top.ok()) << top.status();
+  ASSERT_EQ(top->size(), 2u);
+  EXPECT_EQ((*top)[0].config_json, "{2}");
+  EXPECT_TRUE((*top)[0].remeasured);
+  EXPECT_EQ((*top)[0].record.content_id, ContentId((*top)[0].record));
+  absl::StatusOr<TuningRecord> best = remote->Best("wl-a", "tk-epyc");
+  ASSERT_TRUE(best.ok()) << best.status();
+  EXPECT_EQ(best->config_json, "{2}");
+  EXPECT_EQ(remote->TargetsOf("wl-a")->size(), 2u);
+
+  // Download one target, as deploy would.
+  std::vector<TuningRecord> arm;
+  RecordFilter only_arm;
+  only_arm.target_key = "tk-arm";
+  ASSERT_TRUE(remote
+                  ->Scan(only_arm,
+                         [&](const TuningRecord& r) {
+                           arm.push_back(r);
+                           return absl::OkStatus();
+                         })
+                  .ok());
+  ASSERT_EQ(arm.size(), 1u);
+  EXPECT_EQ(arm[0].config_json, "{3}");
+
+  // Export over the wire equals export from the file.
+  std::stringstream local, wire;
+  ASSERT_TRUE(ExportLog(*db_, ExportOptions(), local).ok());
+  ASSERT_TRUE(ExportLog(*remote, ExportOptions(), wire).ok());
+  EXPECT_EQ(local.str(), wire.str());
+
+  absl::StatusOr<DatabaseStats> stats = remote->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->records, 4);
+  EXPECT_EQ(stats->schema_version, 2);
+
+  // Bad records are refused with the reason; nothing of the batch is stored.
+  TuningRecord bad = Record("{9}", {-1.0}, 9);
+  absl::StatusOr<CommitResult> refused = remote->Insert({bad});
+  EXPECT_FALSE(refused.ok());
+  EXPECT_EQ(db_->Records("", "")->size(), 4u);
+  EXPECT_TRUE(absl::IsUnimplemented(remote->Compact(1).status()));
+}
+
+TEST_F(DatabaseServiceTest, AuthorizerHookRefusesCalls) {
+  StartServer([](grpc::ServerContext* ctx) {
+    auto it = ctx->client_metadata().find("authorization");
+    if (it != ctx->client_metadata().end() && it->second == "Bearer s3cret") {
+      return grpc::Status::OK;
+    }
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "bad token");
+  });
+  absl::StatusOr<DatabaseStats> denied = Remote("wrong")->Stats();
+  EXPECT_TRUE(absl::IsUnauthenticated(denied.status())) << denied.status();
+  EXPECT_TRUE(Remote("s3cret")->Stats().ok());
+}
+
+TEST_F(DatabaseServiceTest, UnreachableServerIsAClearError) {
+  RemoteDatabaseOptions options;
+  options.address = "127.0.0.1:1";
+  options.timeout_ms = 2000;
+  auto remote = ConnectRemoteDatabase(options);
+  ASSERT_TRUE(remote.ok());
+  absl::StatusOr<DatabaseStats> s = (*remote)->Stats();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(std::string(s.status().message()).find("127.0.0.1:1"), std::string::npos);
+  options.address = "nonsense";
+  EXPECT_TRUE(absl::IsInvalidArgument(ConnectRemoteDatabase(options).status()));
+}
+
+}  // namespace
+}  // namespace tuneforge

@@ -1,0 +1,128 @@
+// Deploy round trip with real processes: tune (embedded default) -> deploy ->
+// compile deploy/examples/example.c against the library -> run -> correct. Also
+// missing records (error vs fallback) and inspect.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "nlohmann/json.hpp"
+#include "tests/process_util.h"
+
+namespace tuneforge {
+namespace {
+
+using testing::ReadFile;
+using testing::RunCommand;
+
+const std::string kBin = TF_BIN_DIR;
+const std::string kExample = TF_EXAMPLE_C;
+
+class DeployTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() / ("tf_deploy_" + std::to_string(getpid()))).string();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    db_ = dir_ + "/t.db";
+  }
+  void TearDown() override {
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+  void Tune(const std::string& task) {
+    auto r = RunCommand({kBin + "/tuneforge", "tune", "--task", task, "--trials", "6", "--db", db_,
+                         "--json"},
+                        dir_);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  std::string dir_, db_;
+};
+
+TEST_F(DeployTest, TuneDeployLinkRunCorrect) {
+  Tune("matmul M=48 N=40 K=33");
+  Tune("matmul M=7 N=129 K=16");
+  std::string tasks = dir_ + "/tasks.txt";
+  {
+    std::ofstream out(tasks);
+    out << "# two layers\nmatmul M=48 N=40 K=33 weight=2\n\nmatmul M=7 N=129 K=16\n";
+  }
+  std::string out_dir = dir_ + "/lib";
+  auto d = RunCommand({kBin + "/tuneforge", "deploy", "--db", db_, "--tasks", tasks, "--out", out_dir,
+                       "--json"},
+                      dir_);
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  nlohmann::json j = nlohmann::json::parse(d.out);
+  ASSERT_EQ(j["kernels"].size(), 2u);
+  EXPECT_GT(j["kernels"][0]["record_id"].get<int64_t>(), 0);
+  EXPECT_TRUE(std::filesystem::exists(out_dir + "/libtuneforge_kernels.so"));
+  EXPECT_TRUE(std::filesystem::exists(out_dir + "/libtuneforge_kernels.a"));
+  std::string header = ReadFile(out_dir + "/tuneforge_kernels.h");
+  EXPECT_NE(header.find("int tuneforge_kernels_matmul_48x40x33(const float* A, const float* B, float* C);"),
+            std::string::npos)
+      << header;
+
+  // Shared and static linking of the example; both must run and be correct.
+  auto cc = RunCommand({"cc", kExample, "-I", out_dir, "-L", out_dir, "-ltuneforge_kernels",
+                        "-Wl,-rpath," + out_dir, "-lm", "-o", dir_ + "/example"},
+                       dir_);
+  ASSERT_EQ(cc.exit_code, 0) << cc.err;
+  auto run = RunCommand({dir_ + "/example"}, dir_);
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("tuneforge_kernels_matmul_7x129x16: matmul M=7 N=129 K=16 dtype=float32 correct"),
+            std::string::npos)
+      << run.out;
+  auto cc_static = RunCommand({"cc", kExample, "-I", out_dir, out_dir + "/libtuneforge_kernels.a",
+                               "-lstdc++", "-lpthread", "-lm", "-o", dir_ + "/example_static"},
+                              dir_);
+  ASSERT_EQ(cc_static.exit_code, 0) << cc_static.err;
+  EXPECT_EQ(RunCommand({dir_ + "/example_static"}, dir_).exit_code, 0);
+
+  // Provenance via inspect, with a re-measurement that must be correct.
+  auto inspect = RunCommand({kBin + "/tuneforge", "deploy", "inspect",
+                             out_dir + "/libtuneforge_kernels.so", "--bench", "--json"},
+                            dir_);
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  nlohmann::json in = nlohmann::json::parse(inspect.out);
+  EXPECT_EQ(in["provenance"]["kernels"].size(), 2u);
+  EXPECT_FALSE(in["provenance"]["tuneforge_version"].get<std::string>().empty());
+  for (const auto& k : in["bench"]) {
+    EXPECT_TRUE(k["correct"].get<bool>());
+    EXPECT_GT(k["measured_gflops"].get<double>(), 0.0);
+  }
+}
+
+TEST_F(DeployTest, MissingRecordsAreAnErrorUnlessFallback) {
+  Tune("matmul M=16 N=16 K=16");
+  std::string tasks = dir_ + "/tasks.txt";
+  {
+    std::ofstream out(tasks);
+    out << "matmul M=16 N=16 K=16\nmatmul M=8 N=9 K=10\nmatmul M=3 N=3 K=3\n";
+  }
+  auto err = RunCommand({kBin + "/tuneforge", "deploy", "--db", db_, "--tasks", tasks, "--out",
+                         dir_ + "/lib"},
+                        dir_);
+  EXPECT_NE(err.exit_code, 0);
+  // Every missing task is listed, and nothing was written.
+  EXPECT_NE(err.err.find("matmul M=8 N=9 K=10"), std::string::npos) << err.err;
+  EXPECT_NE(err.err.find("matmul M=3 N=3 K=3"), std::string::npos) << err.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/lib"));
+
+  auto ok = RunCommand({kBin + "/tuneforge", "deploy", "--db", db_, "--tasks", tasks, "--out",
+                        dir_ + "/lib", "--fallback", "default", "--json"},
+                       dir_);
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.err.find("WARNING: no record for matmul M=8 N=9 K=10"), std::string::npos) << ok.err;
+  EXPECT_NE(ok.err.find("WARNING: no record for matmul M=3 N=3 K=3"), std::string::npos) << ok.err;
+  nlohmann::json j = nlohmann::json::parse(ok.out);
+  EXPECT_FALSE(j["kernels"][0]["fallback"].get<bool>());
+  EXPECT_TRUE(j["kernels"][1]["fallback"].get<bool>());
+
+  auto bad_name = RunCommand({kBin + "/tuneforge", "deploy", "--db", db_, "--task",
+                              "matmul M=16 N=16 K=16", "--out", dir_ + "/x", "--name", "9-lives"},
+                             dir_);
+  EXPECT_NE(bad_name.exit_code, 0);
+  EXPECT_NE(bad_name.err.find("C identifier"), std::string::npos) << bad_name.err;
+}
+
+}  // namespace
+}  // namespace tuneforge

@@ -1,0 +1,136 @@
+// Nightly jobs end to end: two runs on the same db (the second resumes and its report
+// compares with the first), and a canary that catches an artificially slower device.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "nlohmann/json.hpp"
+#include "tests/process_util.h"
+
+namespace tuneforge {
+namespace {
+
+using testing::Process;
+using testing::ReadFile;
+using testing::RunCommand;
+
+const std::string kBin = TF_BIN_DIR;
+
+class NightlyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() / ("tf_nightly_" + std::to_string(getpid()))).string();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+  std::string WriteSpec(const std::string& device_key) {
+    std::string path = dir_ + "/nightly.yaml";
+    std::ofstream(path) << "name: test-night\n"
+                        << "db: t.db\n"
+                        << "device_keys: [" << device_key << "]\n"
+                        << "tasks:\n  - matmul M=32 N=24 K=16\n  - matmul M=9 N=40 K=8\n"
+                        << "trials: {new: 6, converged: 3}\n"
+                        << "regression_threshold: 0.8\n";
+    return path;
+  }
+  std::string LatestDir() {
+    std::vector<std::string> dirs;
+    for (const auto& e : std::filesystem::directory_iterator(dir_ + "/reports")) dirs.push_back(e.path());
+    std::sort(dirs.begin(), dirs.end());
+    return dirs.back();
+  }
+  // The report.json of the newest report folder.
+  nlohmann::json LatestReport() {
+    std::string dir = LatestDir();
+    EXPECT_TRUE(std::filesystem::exists(dir + "/report.md"));
+    EXPECT_TRUE(std::filesystem::exists(dir + "/report.html"));
+    EXPECT_TRUE(std::filesystem::exists(dir + "/curve-1.svg"));
+    return nlohmann::json::parse(ReadFile(dir + "/report.json"));
+  }
+  std::string dir_;
+};
+
+TEST_F(NightlyTest, SecondRunResumesAndComparesWithTheFirst) {
+  std::string spec = WriteSpec("local");
+  auto first = RunCommand({kBin + "/tuneforge", "nightly", "run", spec}, dir_);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  nlohmann::json r1 = LatestReport();
+  ASSERT_EQ(r1["tasks"].size(), 2u);
+  for (const auto& t : r1["tasks"]) {
+    EXPECT_TRUE(t["was_stale"].get<bool>());
+    EXPECT_EQ(t["trials"], 6);
+    EXPECT_EQ(t["previous_gflops"], 0.0);
+    EXPECT_GT(t["best_gflops"].get<double>(), 0.0);
+    // One point per record of the job: baseline, the 6 trials, the re-measurements.
+    EXPECT_GE(t["curve"].size(), 7u);
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // distinct report folder
+  auto second = RunCommand({kBin + "/tuneforge", "nightly", "run", spec}, dir_);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  nlohmann::json r2 = LatestReport();
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& t = r2["tasks"][i];
+    EXPECT_FALSE(t["was_stale"].get<bool>());
+    EXPECT_EQ(t["trials"], 3);  // converged: the small budget
+    EXPECT_DOUBLE_EQ(t["previous_gflops"].get<double>(), r1["tasks"][i]["best_gflops"].get<double>());
+    EXPECT_GT(t["canary_measured_gflops"].get<double>(), 0.0);
+  }
+  EXPECT_NE(ReadFile(LatestDir() + "/report.md").find("Canary"), std::string::npos);
+}
+
+TEST_F(NightlyTest, CanaryFlagsASlowerDevice) {
+  std::string spec = WriteSpec("farm");
+  // Night 1 on a healthy agent.
+  Process server({kBin + "/tuneforge-server", "--listen", "127.0.0.1:0", "--db", dir_ + "/t.db"},
+                 dir_ + "/server.out", dir_ + "/server.err");
+  std::string address;
+  for (int i = 0; i < 200 && address.empty(); ++i) {
+    std::string out = server.Stdout();
+    size_t p = out.find("listening on port ");
+    if (p != std::string::npos && out.find('\n', p) != std::string::npos)
+      address = "127.0.0.1:" + std::to_string(std::stoi(out.substr(p + 18)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(address.empty()) << server.Stderr();
+  {
+    Process agent({kBin + "/tuneforge-agent", "--server", address, "--device-key", "farm"},
+                  dir_ + "/a1.out", dir_ + "/a1.err");
+    auto night1 = RunCommand({kBin + "/tuneforge", "nightly", "run", spec, "--server", address}, dir_);
+    ASSERT_EQ(night1.exit_code, 0) << night1.err;
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  // Night 2: the device got 20x slower (the threshold is generous so that timing noise on a
+  // loaded CI machine never trips night 1 or the resume test). The canary says so, and the job exits 3.
+  Process slow({kBin + "/tuneforge-agent", "--server", address, "--device-key", "farm",
+                "--test-slowdown", "20"},
+               dir_ + "/a2.out", dir_ + "/a2.err");
+  auto night2 = RunCommand({kBin + "/tuneforge", "nightly", "run", spec, "--server", address}, dir_);
+  EXPECT_EQ(night2.exit_code, 3) << night2.err;
+  nlohmann::json r = LatestReport();
+  for (const auto& t : r["tasks"]) {
+    EXPECT_TRUE(t["canary_slower"].get<bool>()) << t.dump();
+    EXPECT_FALSE(t["regression"].get<bool>()) << "a slower device is not a schedule regression";
+  }
+  EXPECT_NE(night2.err.find("regression"), std::string::npos) << night2.err;
+}
+
+TEST_F(NightlyTest, BadSpecsAreRejected) {
+  std::string path = dir_ + "/bad.yaml";
+  std::ofstream(path) << "db: t.db\ntasks: [matmul M=4 N=4 K=4]\nbudget: 3\n";
+  auto r = RunCommand({kBin + "/tuneforge", "nightly", "run", path}, dir_);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("unknown key 'budget'"), std::string::npos) << r.err;
+  std::ofstream(path) << "db: t.db\ntasks: [matmul M=0 N=4 K=4]\n";
+  r = RunCommand({kBin + "/tuneforge", "nightly", "run", path}, dir_);
+  EXPECT_NE(r.err.find("must be at least 1"), std::string::npos) << r.err;
+  std::ofstream(path) << "tasks: [matmul M=4 N=4 K=4]\n";
+  r = RunCommand({kBin + "/tuneforge", "nightly", "run", path}, dir_);
+  EXPECT_NE(r.err.find("missing 'db'"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace tuneforge

@@ -1,0 +1,290 @@
+#include "tuner/model_policy.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "compiler/support/log.h"
+#include "tuner/model_store.h"
+
+namespace tuneforge {
+namespace {
+
+double Throughput(const TuningRecord& r) {
+  if (r.result.error != MeasureErrorKind::kNone) return 0;
+  double cost = r.result.MedianCost();
+  return std::isfinite(cost) && cost > 0 ? r.workload.flops / cost : 0;
+}
+
+// Labels: throughput / best throughput of the group, so every task's labels are in
+// [0, 1] whatever its size.
+void AppendGroup(const std::vector<double>& throughput, std::vector<float>* labels) {
+  double best = *std::max_element(throughput.begin(), throughput.end());
+  for (double t : throughput) labels->push_back(best > 0 ? static_cast<float>(t / best) : 0.0f);
+}
+
+}  // namespace
+
+ModelPolicy::ModelPolicy(const PolicyContext& context, ModelPolicyOptions options)
+    : context_(context),
+      space_(context.tmpl->Space(context.task, context.target)),
+      options_(options),
+      extractor_(space_, context.target),
+      model_(options.xgb),
+      rng_(context.seed) {
+  if (context_.model_store) {
+    auto bytes = context_.model_store->Load(
+        ModelKey(context_.tmpl->name(), context_.tmpl->version(), context_.target.Key()));
+    if (bytes.ok() && bytes->has_value()) {
+      absl::Status st = model_.LoadFromBytes(**bytes);
+      if (!st.ok()) TF_LOG(Warning) << "ignoring stored cost model: " << st;
+    }
+  }
+}
+
+int ModelPolicy::rows() const { return static_cast<int>(own_.size()) + transfer_count_; }
+
+bool ModelPolicy::FeaturesOf(const TuningTask& task, const Config& config,
+                             costmodel::FeatureVector* out) {
+  bool own = task.WorkloadKey() == context_.task.WorkloadKey();
+  std::string key = config.ToJson();
+  if (own) {
+    auto it = feature_cache_.find(key);
+    if (it != feature_cache_.end()) {
+      *out = it->second;
+      return !out->empty();
+    }
+  }
+  absl::StatusOr<ir::LoweredFunc> func = context_.tmpl->Instantiate(task, context_.target, config);
+  out->clear();
+  if (func.ok()) *out = extractor_.Extract(*func, config);
+  if (own) {
+    if (feature_cache_.size() > 200000) feature_cache_.clear();  // bound memory
+    feature_cache_[key] = *out;
+  }
+  return !out->empty();
+}
+
+void ModelPolicy::Observe(const std::vector<TuningRecord>& records) {
+  std::vector<TuningRecord> others;
+  for (const TuningRecord& r : records) {
+    absl::StatusOr<Config> c = Config::FromJson(r.config_json);
+    if (!c.ok()) continue;
+    if (r.workload.key != context_.task.WorkloadKey()) {
+      others.push_back(r);
+      continue;
+    }
+    std::string key = c->ToJson();
+    visited_.insert(key);
+    double& t = own_[key];
+    t = std::max(t, Throughput(r));
+    dirty_ = true;
+  }
+  if (!others.empty()) ObserveOtherTasks(others);
+}
+
+void ModelPolicy::ObserveOtherTasks(const std::vector<TuningRecord>& records) {
+  // Newest first, up to the cap.
+  for (auto it = records.rbegin(); it != records.rend(); ++it) {
+    const TuningRecord& r = *it;
+    if (transfer_count_ >= options_.max_transfer_records) break;
+    if (r.template_name != context_.tmpl->name() ||
+        r.template_version != context_.tmpl->version() || r.target.key != context_.target.Key() ||
+        r.workload.key == context_.task.WorkloadKey())
+      continue;
+    absl::StatusOr<TuningTask> task = ParseTask(r.workload.task_text);
+    absl::StatusOr<Config> config = Config::FromJson(r.config_json);
+    if (!task.ok() || !config.ok() || task->op() != context_.task.op()) continue;
+    costmodel::FeatureVector f;
+    if (!FeaturesOf(*task, *config, &f)) continue;
+    Group& g = transfer_[r.workload.key];
+    g.rows.push_back(std::move(f));
+    g.throughput.push_back(Throughput(r));
+    ++transfer_count_;
+    dirty_ = true;
+  }
+}
+
+absl::Status ModelPolicy::Retrain() {
+  if (!dirty_ || rows() < options_.min_records) return absl::OkStatus();
+  auto start = std::chrono::steady_clock::now();
+  std::vector<costmodel::FeatureVector> rows;
+  std::vector<float> labels;
+  std::vector<unsigned> groups;
+  for (const auto& [key, g] : transfer_) {
+    if (g.rows.size() < 2) continue;
+    rows.insert(rows.end(), g.rows.begin(), g.rows.end());
+    AppendGroup(g.throughput, &labels);
+    groups.push_back(static_cast<unsigned>(g.rows.size()));
+  }
+  std::vector<double> own_throughput;
+  for (const auto& [key, t] : own_) {
+    costmodel::FeatureVector f;
+    absl::StatusOr<Config> c = Config::FromJson(key);
+    if (!c.ok() || !FeaturesOf(context_.task, *c, &f)) continue;
+    rows.push_back(std::move(f));
+    own_throughput.push_back(t);
+  }
+  if (!own_throughput.empty()) {
+    AppendGroup(own_throughput, &labels);
+    groups.push_back(static_cast<unsigned>(own_throughput.size()));
+  }
+  if (static_cast<int>(rows.size()) < options_.min_records) return absl::OkStatus();
+  absl::Status st = model_.Train(rows, labels, groups);
+  dirty_ = false;
+  last_train_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!st.ok()) return st;
+  TF_LOG(Debug) << "cost model trained on " << rows.size() << " rows in " << last_train_seconds_
+                << " s";
+  if (context_.model_store) {
+    absl::StatusOr<std::string> bytes = model_.SaveToBytes();
+    absl::Status saved =
+        bytes.ok()
+            ? context_.model_store->Save(
+                  ModelKey(context_.tmpl->name(), context_.tmpl->version(), context_.target.Key()),
+                  *bytes)
+            : bytes.status();
+    if (!saved.ok()) TF_LOG(Warning) << "could not save the cost model: " << saved;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> ModelPolicy::Score(const std::vector<Config>& configs) {
+  if (!model_.trained()) return absl::FailedPreconditionError("no cost model yet");
+  std::vector<costmodel::FeatureVector> rows;
+  std::vector<size_t> row_of(configs.size(), SIZE_MAX);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    costmodel::FeatureVector f;
+    if (!FeaturesOf(context_.task, configs[i], &f)) continue;
+    row_of[i] = rows.size();
+    rows.push_back(std::move(f));
+  }
+  std::vector<float> scores(configs.size(), -INFINITY);
+  if (rows.empty()) return scores;
+  absl::StatusOr<std::vector<float>> predicted = model_.Predict(rows);
+  if (!predicted.ok()) return predicted.status();
+  for (size_t i = 0; i < configs.size(); ++i)
+    if (row_of[i] != SIZE_MAX) scores[i] = (*predicted)[row_of[i]];
+  return scores;
+}
+
+Config ModelPolicy::Mutate(const Config& c) {
+  const std::vector<Knob>& knobs = space_.knobs();
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    nlohmann::json values = c.values();
+    const Knob& k = knobs[std::uniform_int_distribution<size_t>(0, knobs.size() - 1)(rng_)];
+    if (k.values.size() < 2) continue;
+    values[k.name] = k.values[std::uniform_int_distribution<size_t>(0, k.values.size() - 1)(rng_)];
+    Config next(std::move(values));
+    if (!(next == c) && space_.Check(next).ok()) return next;
+  }
+  return c;
+}
+
+std::vector<Config> ModelPolicy::RandomConfigs(int n) {
+  std::vector<Config> out;
+  int misses = 0;
+  while (static_cast<int>(out.size()) < n && misses < 2000) {
+    absl::StatusOr<Config> c = space_.Sample(rng_, 1000);
+    if (!c.ok() || !visited_.insert(c->ToJson()).second) {
+      ++misses;
+      continue;
+    }
+    out.push_back(*std::move(c));
+  }
+  return out;
+}
+
+std::vector<Config> ModelPolicy::Propose(int n) {
+  if (n <= 0) return {};
+  absl::Status st = Retrain();
+  if (!st.ok()) TF_LOG(Warning) << "cost model training failed, searching at random: " << st;
+  if (!model_.trained() || !st.ok()) return RandomConfigs(n);
+
+  // Start points: the best measured configs, then random ones.
+  std::vector<std::pair<double, std::string>> measured;
+  for (const auto& [key, t] : own_)
+    if (t > 0) measured.emplace_back(t, key);
+  std::sort(measured.rbegin(), measured.rend());
+  std::vector<Config> current;
+  for (size_t i = 0; i < measured.size() && static_cast<int>(current.size()) < options_.chains / 2;
+       ++i)
+    current.push_back(*Config::FromJson(measured[i].second));
+  while (static_cast<int>(current.size()) < options_.chains) {
+    absl::StatusOr<Config> c = space_.Sample(rng_, 1000);
+    if (!c.ok()) break;
+    current.push_back(*std::move(c));
+  }
+  absl::StatusOr<std::vector<float>> scores = Score(current);
+  if (!scores.ok()) return RandomConfigs(n);
+  std::vector<float> cur_score = *scores;
+
+  // Best-scored unvisited configs seen by any walk.
+  std::unordered_map<std::string, std::pair<float, Config>> pool;
+  auto offer = [&](const Config& c, float s) {
+    std::string key = c.ToJson();
+    if (std::isfinite(s) && !visited_.count(key)) pool.emplace(key, std::make_pair(s, c));
+  };
+  for (size_t i = 0; i < current.size(); ++i) offer(current[i], cur_score[i]);
+
+  // Temperature from the spread of the start scores (rank scores have no fixed scale),
+  // cooling linearly to zero.
+  double mean = 0, var = 0;
+  int finite = 0;
+  for (float s : cur_score)
+    if (std::isfinite(s)) mean += s, ++finite;
+  mean /= std::max(1, finite);
+  for (float s : cur_score)
+    if (std::isfinite(s)) var += (s - mean) * (s - mean);
+  double t0 = std::max(1e-3, std::sqrt(var / std::max(1, finite)));
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int step = 0; step < options_.steps; ++step) {
+    double temperature = t0 * (1.0 - static_cast<double>(step) / options_.steps);
+    std::vector<Config> next;
+    for (const Config& c : current) next.push_back(Mutate(c));
+    absl::StatusOr<std::vector<float>> next_score = Score(next);
+    if (!next_score.ok()) break;
+    for (size_t i = 0; i < current.size(); ++i) {
+      float s = (*next_score)[i];
+      offer(next[i], s);
+      double delta = s - cur_score[i];
+      if (delta >= 0 || (temperature > 0 && u(rng_) < std::exp(delta / temperature))) {
+        current[i] = std::move(next[i]);
+        cur_score[i] = s;
+      }
+    }
+  }
+
+  // Trees score many configs exactly alike: break ties at random (from the policy's
+  // seed, so a run is reproducible), not by config text, which would always favour the
+  // same knob values among equals.
+  std::vector<std::pair<float, std::string>> ranked;
+  for (const auto& [key, entry] : pool) ranked.emplace_back(entry.first, key);
+  std::sort(ranked.begin(), ranked.end(),
+            [](const auto& a, const auto& b) { return a.second < b.second; });
+  std::shuffle(ranked.begin(), ranked.end(), rng_);
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<Config> out;
+  size_t next_ranked = 0;
+  for (int slot = 0; slot < n; ++slot) {
+    bool explore = u(rng_) < options_.epsilon;
+    if (!explore) {
+      while (next_ranked < ranked.size() && visited_.count(ranked[next_ranked].second))
+        ++next_ranked;
+      if (next_ranked < ranked.size()) {
+        const std::string& key = ranked[next_ranked++].second;
+        visited_.insert(key);
+        out.push_back(pool.at(key).second);
+        continue;
+      }
+    }
+    std::vector<Config> r = RandomConfigs(1);
+    if (r.empty()) break;
+    out.push_back(std::move(r[0]));
+  }
+  return out;
+}
+
+}  // namespace tuneforge

@@ -1,0 +1,89 @@
+// ModelPolicy ("model"): model-guided search, as in AutoTVM/Ansor.
+//
+//   Observe(records)      -> training rows (features of the config's lowered IR,
+//                            label = throughput normalised by the task's best; failed
+//                            candidates count as zero throughput); the model is retrained
+//                            before the next Propose, i.e. after every batch
+//   Propose(n)            -> parallel simulated annealing: `chains` walks over the
+//                            ConfigSpace (one knob changed per step), scored by the
+//                            XGBoost model in batches; the best-scored unvisited configs
+//                            seen by any walk fill the batch, except that each slot is a
+//                            uniform random config with probability `epsilon`
+//   ObserveOtherTasks     -> transfer learning: records of other shapes of the same
+//                            operator on the same target train the model too (one rank
+//                            group per task), so a new task starts with a useful model
+//
+// Before the model has anything to learn from (fewer than `min_records` rows) it
+// proposes random configs. A config is never proposed twice, nor one observed.
+// With a ModelStore, the model is loaded at start (when nothing else is known) and
+// saved after every retrain, keyed by template and target (ModelKey).
+#pragma once
+
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "costmodel/features.h"
+#include "costmodel/xgb_model.h"
+#include "tuner/search_policy.h"
+
+namespace tuneforge {
+
+struct ModelPolicyOptions {
+  int chains = 64;                  // parallel simulated-annealing walks
+  int steps = 24;                   // steps per walk and Propose
+  double epsilon = 0.05;            // share of random picks (exploration)
+  int min_records = 8;              // rows needed before the model is trained
+  int max_transfer_records = 3000;  // newest records of other tasks used for training
+  costmodel::XgbParams xgb;
+};
+
+// Not thread-safe; owned by one TuningLoop (or a benchmark).
+class ModelPolicy : public SearchPolicy {
+ public:
+  ModelPolicy(const PolicyContext& context, ModelPolicyOptions options);
+  std::string name() const override { return "model"; }
+  std::vector<Config> Propose(int n) override;
+  void Observe(const std::vector<TuningRecord>& records) override;
+  void ObserveOtherTasks(const std::vector<TuningRecord>& records) override;
+
+  // Retrains now if there is anything new. Ok and no model when there are too few rows.
+  absl::Status Retrain();
+  // Model scores of configs of this policy's task (higher = predicted faster);
+  // invalid configs score -inf. FailedPrecondition when there is no model yet.
+  absl::StatusOr<std::vector<float>> Score(const std::vector<Config>& configs);
+  const costmodel::XgbModel& model() const { return model_; }
+  double last_train_seconds() const { return last_train_seconds_; }
+  int rows() const;
+
+ private:
+  // Features of `config` on `task` (cached for this task); false when it does not lower.
+  bool FeaturesOf(const TuningTask& task, const Config& config, costmodel::FeatureVector* out);
+  Config Mutate(const Config& c);
+  std::vector<Config> RandomConfigs(int n);
+
+  PolicyContext context_;
+  ConfigSpace space_;
+  ModelPolicyOptions options_;
+  costmodel::FeatureExtractor extractor_;
+  costmodel::XgbModel model_;
+  std::mt19937_64 rng_;
+  std::set<std::string> visited_;
+  // Own task: best throughput (FLOP/s) per config; 0 = failed.
+  std::map<std::string, double> own_;
+  // Other tasks: rows and throughputs per workload key.
+  struct Group {
+    std::vector<costmodel::FeatureVector> rows;
+    std::vector<double> throughput;
+  };
+  std::map<std::string, Group> transfer_;
+  int transfer_count_ = 0;
+  std::unordered_map<std::string, costmodel::FeatureVector> feature_cache_;  // own task
+  bool dirty_ = false;
+  double last_train_seconds_ = 0;
+};
+
+}  // namespace tuneforge
