@@ -5,6 +5,18 @@
 #include "compiler/support/log.h"
 
 namespace tuneforge {
+namespace {
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+std::string AgentInfo::State() const {
+  if (!connected) return "lost";
+  return in_flight > 0 ? "busy" : "idle";
+}
 
 std::string AgentRegistry::Register(const std::string& device_key,
                                     const v1::AgentCapabilities& caps) {
@@ -31,7 +43,7 @@ void AgentRegistry::Disconnect(const std::string& agent_id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = agents_.find(agent_id);
-    if (it == agents_.end()) return;
+    if (it == agents_.end() || !it->second.info.connected) return;
     Agent& agent = it->second;
     agent.info.connected = false;
     agent.queue.clear();
@@ -56,7 +68,13 @@ void AgentRegistry::Disconnect(const std::string& agent_id) {
       it2 = next;
     }
     agent.info.in_flight = 0;
-    agents_.erase(it);
+    // Kept (as lost) for `farm status`; a reconnecting agent registers anew.
+    agent.info.disconnected_unix_ms = NowUnixMs();
+    for (auto a = agents_.begin(); a != agents_.end();) {
+      bool expired = !a->second.info.connected &&
+                     a->second.info.disconnected_unix_ms + kLostRetentionMs < NowUnixMs();
+      a = expired ? agents_.erase(a) : std::next(a);
+    }
     cv_.notify_all();
   }
   for (auto& cb : callbacks) cb();
@@ -102,6 +120,7 @@ void AgentRegistry::Complete(const std::string& agent_id, const v1::MeasureResul
     if (a != agents_.end()) {
       --a->second.info.in_flight;
       ++a->second.info.measurements;
+      if (result.error() != v1::NONE) ++a->second.info.errors;
     }
     cv_.notify_all();
   }

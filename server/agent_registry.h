@@ -27,10 +27,15 @@ struct AgentInfo {
   std::string id;
   std::string device_key;
   v1::AgentCapabilities capabilities;
-  bool connected = false;
+  bool connected = false;        // false after the stream ended: the agent is lost
   int in_flight = 0;
-  int64_t measurements = 0;
+  int64_t measurements = 0;      // results received
+  int64_t errors = 0;            // results with an error other than none
   int64_t last_heartbeat_unix_ms = 0;
+  int64_t disconnected_unix_ms = 0;
+
+  // idle, busy or lost (draining and quarantined arrive with leases and health checks).
+  std::string State() const;
 };
 
 // Thread-safe.
@@ -62,7 +67,9 @@ class AgentRegistry {
   int ConnectedAgents(const std::string& device_key) const;
   // Waits up to `timeout_ms` for an agent of the key; true when one is connected.
   bool WaitForAgent(const std::string& device_key, int timeout_ms) const;
+  // Connected agents, and lost ones for kLostRetentionMs after they went away.
   std::vector<AgentInfo> Agents() const;
+  static constexpr int64_t kLostRetentionMs = 3600 * 1000;
   // Wakes every NextRequest with false; no new dispatch succeeds.
   void Shutdown();
 

@@ -213,6 +213,18 @@ absl::StatusOr<v1::JobStatus> JobManager::Get(const std::string& job_id) const {
   return it->second->status;
 }
 
+std::vector<v1::JobStatus> JobManager::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::JobStatus> out;
+  for (const auto& [id, job] : jobs_) out.push_back(job->status);
+  // Ids end in a counter: order by it, not by text.
+  std::sort(out.begin(), out.end(), [](const v1::JobStatus& a, const v1::JobStatus& b) {
+    return a.job_id().size() != b.job_id().size() ? a.job_id().size() < b.job_id().size()
+                                                  : a.job_id() < b.job_id();
+  });
+  return out;
+}
+
 absl::StatusOr<v1::JobStatus> JobManager::Cancel(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job_id);

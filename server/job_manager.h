@@ -29,6 +29,8 @@ class JobManager {
   // Validates the spec (task, trials, policy, target, device key) and starts it.
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
   absl::StatusOr<v1::JobStatus> Get(const std::string& job_id) const;
+  // Every job this server ran since it started, oldest first.
+  std::vector<v1::JobStatus> List() const;
   absl::StatusOr<v1::JobStatus> Cancel(const std::string& job_id);
   // Calls `on_status` with the current status and after every change until the job
   // ends (the last call carries the final state) or `on_status` returns false.

@@ -60,6 +60,7 @@ class ServerImpl : public Server {
     jobs_ = std::make_unique<JobManager>(db_.get(), &registry_, builder_.get());
     tuning_ = std::make_unique<TuningServiceImpl>(jobs_.get());
     agents_ = std::make_unique<AgentServiceImpl>(&registry_);
+    farm_ = std::make_unique<FarmServiceImpl>(&registry_, jobs_.get());
     // No authorizer yet: the farm issue adds authentication to every service.
     database_ = std::make_unique<DatabaseServiceImpl>(db_.get());
 
@@ -69,6 +70,7 @@ class ServerImpl : public Server {
     builder.SetMaxSendMessageSize(options.max_message_bytes);
     builder.RegisterService(tuning_.get());
     builder.RegisterService(agents_.get());
+    builder.RegisterService(farm_.get());
     builder.RegisterService(database_.get());
     grpc_ = builder.BuildAndStart();
     if (!grpc_ || port_ == 0) {
@@ -87,6 +89,7 @@ class ServerImpl : public Server {
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<TuningServiceImpl> tuning_;
   std::unique_ptr<AgentServiceImpl> agents_;
+  std::unique_ptr<FarmServiceImpl> farm_;
   std::unique_ptr<DatabaseServiceImpl> database_;
   std::unique_ptr<grpc::Server> grpc_;
   int port_ = 0;

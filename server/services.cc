@@ -106,3 +106,37 @@ grpc::Status AgentServiceImpl::Connect(
 }
 
 }  // namespace tuneforge
+
+namespace tuneforge {
+
+grpc::Status FarmServiceImpl::Status(grpc::ServerContext*, const v1::FarmStatusRequest*,
+                                     v1::FarmStatus* resp) {
+  for (const AgentInfo& a : registry_->Agents()) {
+    v1::AgentStatus* out = resp->add_agents();
+    out->set_agent_id(a.id);
+    out->set_device_key(a.device_key);
+    out->set_state(a.State());
+    out->set_hostname(a.capabilities.hostname());
+    out->set_cpu_model(a.capabilities.cpu_model());
+    out->set_cores(a.capabilities.cores());
+    out->set_in_flight(a.in_flight);
+    out->set_measurements(a.measurements);
+    out->set_errors(a.errors);
+    out->set_last_heartbeat_unix_ms(a.last_heartbeat_unix_ms);
+  }
+  for (const v1::JobStatus& j : jobs_->List()) {
+    v1::JobSummary* out = resp->add_jobs();
+    out->set_job_id(j.job_id());
+    out->set_owner(j.spec().owner());
+    out->set_task(j.task());
+    out->set_state(v1::JobState_Name(j.state()));
+    out->set_trials_done(j.trials_done());
+    out->set_trials(j.spec().trials());
+    out->set_trials_per_second(j.elapsed_seconds() > 0 ? j.trials_done() / j.elapsed_seconds() : 0);
+    out->set_best_gflops(j.best().gflops());
+    out->set_message(j.message());
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace tuneforge

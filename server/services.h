@@ -5,6 +5,7 @@
 #include "server/agent_registry.h"
 #include "server/job_manager.h"
 #include "tuneforge/v1/agent.grpc.pb.h"
+#include "tuneforge/v1/farm.grpc.pb.h"
 #include "tuneforge/v1/tuning.grpc.pb.h"
 
 namespace tuneforge {
@@ -35,6 +36,16 @@ class AgentServiceImpl final : public v1::AgentService::Service {
 
  private:
   AgentRegistry* registry_;
+};
+
+class FarmServiceImpl final : public v1::FarmService::Service {
+ public:
+  FarmServiceImpl(AgentRegistry* registry, JobManager* jobs) : registry_(registry), jobs_(jobs) {}
+  grpc::Status Status(grpc::ServerContext*, const v1::FarmStatusRequest*, v1::FarmStatus*) override;
+
+ private:
+  AgentRegistry* registry_;
+  JobManager* jobs_;
 };
 
 grpc::Status ToGrpc(const absl::Status& s);

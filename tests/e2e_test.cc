@@ -77,6 +77,25 @@ TEST_F(EndToEndTest, ServerTwoAgentsAndCliTuneASmallMatmul) {
   EXPECT_EQ(j["target"]["device_key"], "e2e");
   EXPECT_GE(j["records"].get<int>(), 17);
 
+  // farm status: both agents idle with measurements, the job done; a killed agent
+  // shows as lost.
+  agent2.Kill(SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto farm = RunCommand({kBin + "/tuneforge", "farm", "status", "--server", address, "--json"}, dir_);
+  ASSERT_EQ(farm.exit_code, 0) << farm.err;
+  nlohmann::json f = nlohmann::json::parse(farm.out);
+  ASSERT_EQ(f["agents"].size(), 2u) << farm.out;
+  std::multiset<std::string> states;
+  for (const auto& a : f["agents"]) {
+    EXPECT_EQ(a["device_key"], "e2e");
+    EXPECT_GT(a["measurements"].get<int64_t>(), 0);
+    states.insert(a["state"].get<std::string>());
+  }
+  EXPECT_EQ(states, (std::multiset<std::string>{"idle", "lost"})) << farm.out;
+  ASSERT_EQ(f["jobs"].size(), 1u);
+  EXPECT_EQ(f["jobs"][0]["state"], "SUCCEEDED");
+  EXPECT_EQ(f["jobs"][0]["trials_done"], 16);
+
   // Both agents measured, every record is in the db, and the best is correct data.
   server_->Kill(SIGTERM);
   DatabaseOptions o;

@@ -14,7 +14,7 @@
 
 namespace tuneforge::cli {
 
-absl::StatusOr<std::unique_ptr<TuningClient>> TuningClient::Connect(const std::string& address) {
+absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const std::string& address) {
   RETURN_IF_ERROR(CheckAddress(address));
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
@@ -22,6 +22,11 @@ absl::StatusOr<std::unique_ptr<TuningClient>> TuningClient::Connect(const std::s
   if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(5))) {
     return absl::UnavailableError("cannot reach tuneforge server at " + address);
   }
+  return channel;
+}
+
+absl::StatusOr<std::unique_ptr<TuningClient>> TuningClient::Connect(const std::string& address) {
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ConnectChannel(address));
   auto client = std::make_unique<TuningClient>();
   client->stub_ = v1::TuningService::NewStub(channel);
   return client;

@@ -11,9 +11,15 @@
 
 #include "absl/status/statusor.h"
 #include "server/server.h"
+#include <grpcpp/channel.h>
+
 #include "tuneforge/v1/tuning.grpc.pb.h"
 
 namespace tuneforge::cli {
+
+// A channel to a tuneforge server, connected within 5 s or "cannot reach tuneforge
+// server at ...".
+absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const std::string& address);
 
 class TuningClient {
  public:

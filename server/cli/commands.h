@@ -16,6 +16,7 @@ absl::StatusOr<int> DbCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> ShowCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> DeployCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> NightlyCommand(const std::vector<std::string>& args);
+absl::StatusOr<int> FarmCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> BenchCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args);  // bench kernels
 absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args);  // bench search

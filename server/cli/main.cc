@@ -18,6 +18,7 @@ constexpr const char* kUsage =
     "  show     print the lowered loop nest of a config, or a task's config space\n"
     "  deploy   build a linkable library from the best records; deploy inspect\n"
     "  nightly  run a nightly tuning job from a YAML spec, with canary and report\n"
+    "  farm     farm status: a server's agents and jobs\n"
     "  bench    benchmarks: bench kernels, ... (tuneforge bench --help lists them)\n"
     "  version  print the version\n"
     "\n"
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
       {"show", tuneforge::cli::ShowCommand},
       {"deploy", tuneforge::cli::DeployCommand},
       {"nightly", tuneforge::cli::NightlyCommand},
+      {"farm", tuneforge::cli::FarmCommand},
       {"bench", tuneforge::cli::BenchCommand},
   };
   auto it = commands.find(command);

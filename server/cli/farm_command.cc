@@ -1,0 +1,91 @@
+// `tuneforge farm status`: agents (key, state, last heartbeat, measurements, error
+// rate) and jobs (owner, state, progress, trials/s) of a running server.
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "compiler/support/status.h"
+#include "nlohmann/json.hpp"
+#include "server/cli/client.h"
+#include "server/cli/commands.h"
+#include "server/cli/flags.h"
+#include "tuneforge/v1/farm.grpc.pb.h"
+
+namespace tuneforge::cli {
+namespace {
+
+constexpr const char* kFarmUsage =
+    "usage: tuneforge farm status --server HOST:PORT [--json]\n"
+    "  Lists the server's agents (device key, state idle/busy/lost, last heartbeat,\n"
+    "  measurements, error rate) and its jobs (owner, state, progress, trials/s).\n";
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+absl::StatusOr<int> FarmCommand(const std::vector<std::string>& args) {
+  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"server"}, {"json", "help"}));
+  if (flags.Has("help")) {
+    std::fputs(kFarmUsage, stdout);
+    return 0;
+  }
+  if (flags.positional().size() != 1 || flags.positional()[0] != "status") {
+    return absl::InvalidArgumentError("expected: farm status --server HOST:PORT (see --help)");
+  }
+  RETURN_IF_ERROR(flags.Require("server"));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ConnectChannel(flags.Get("server")));
+  auto stub = v1::FarmService::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::FarmStatus status;
+  grpc::Status st = stub->Status(&ctx, v1::FarmStatusRequest(), &status);
+  if (!st.ok()) return absl::UnavailableError("farm status failed: " + st.error_message());
+
+  if (flags.Has("json")) {
+    nlohmann::json out = {{"agents", nlohmann::json::array()}, {"jobs", nlohmann::json::array()}};
+    for (const v1::AgentStatus& a : status.agents()) {
+      out["agents"].push_back(
+          {{"agent_id", a.agent_id()}, {"device_key", a.device_key()}, {"state", a.state()},
+           {"hostname", a.hostname()}, {"cpu_model", a.cpu_model()}, {"cores", a.cores()},
+           {"in_flight", a.in_flight()}, {"measurements", a.measurements()},
+           {"errors", a.errors()},
+           {"error_rate", a.measurements() ? double(a.errors()) / a.measurements() : 0.0},
+           {"last_heartbeat_unix_ms", a.last_heartbeat_unix_ms()}});
+    }
+    for (const v1::JobSummary& j : status.jobs()) {
+      out["jobs"].push_back({{"job_id", j.job_id()}, {"owner", j.owner()}, {"task", j.task()},
+                             {"state", j.state()}, {"trials_done", j.trials_done()},
+                             {"trials", j.trials()}, {"trials_per_second", j.trials_per_second()},
+                             {"best_gflops", j.best_gflops()}, {"message", j.message()}});
+    }
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
+  std::printf("agents (%d)\n", status.agents_size());
+  std::printf("  %-10s %-14s %-6s %-16s %10s %8s %s\n", "id", "device key", "state", "host",
+              "measured", "errors", "last heartbeat");
+  for (const v1::AgentStatus& a : status.agents()) {
+    std::string heartbeat = a.last_heartbeat_unix_ms()
+                                ? std::to_string((NowMs() - a.last_heartbeat_unix_ms()) / 1000) + " s ago"
+                                : "-";
+    std::printf("  %-10s %-14s %-6s %-16s %10lld %7.1f%% %s\n", a.agent_id().c_str(),
+                a.device_key().c_str(), a.state().c_str(), a.hostname().c_str(),
+                static_cast<long long>(a.measurements()),
+                a.measurements() ? 100.0 * a.errors() / a.measurements() : 0.0, heartbeat.c_str());
+  }
+  std::printf("jobs (%d)\n", status.jobs_size());
+  for (const v1::JobSummary& j : status.jobs()) {
+    std::printf("  %-22s %-10s %-10s %5d/%-5d %6.2f trials/s %8.2f GFLOP/s  %s%s%s\n",
+                j.job_id().c_str(), j.owner().c_str(), j.state().c_str(), j.trials_done(), j.trials(),
+                j.trials_per_second(), j.best_gflops(), j.task().c_str(),
+                j.message().empty() ? "" : "  -- ", j.message().c_str());
+  }
+  return 0;
+}
+
+}  // namespace tuneforge::cli
