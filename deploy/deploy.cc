@@ -221,14 +221,21 @@ absl::StatusOr<DeployReport> Deploy(const DeployOptions& o) {
     p.kernel.task = task.CanonicalText();
     absl::StatusOr<TuningRecord> best = db->Best(task.WorkloadKey(), target_info.key);
     if (best.ok()) {
-      if (best->template_name != tmpl->name() || best->template_version != tmpl->version()) {
+      // A record of an older version of the same template still deploys when its
+      // config (with new knobs at their defaults) is valid today: it then compiles to
+      // the schedule that was measured. Anything else must be re-tuned.
+      ConfigSpace space = tmpl->Space(task, target);
+      absl::StatusOr<Config> config = Config::FromJson(best->config_json);
+      absl::Status valid = config.ok() ? space.Check(space.WithDefaults(*config)) : config.status();
+      if (best->template_name != tmpl->name() || best->template_version > tmpl->version() ||
+          !valid.ok()) {
         return absl::FailedPreconditionError(
             "best record of " + task.CanonicalText() + " was made with template " +
             best->template_name + " v" + std::to_string(best->template_version) +
             "; this build has " + tmpl->name() + " v" + std::to_string(tmpl->version()) +
-            " (re-tune the task)");
+            " and cannot rebuild it (re-tune the task)");
       }
-      ASSIGN_OR_RETURN(p.config, Config::FromJson(best->config_json));
+      p.config = space.WithDefaults(*config);
       p.kernel.record_id = best->id;
       p.kernel.gflops = task.Flops() / best->result.MedianCost() / 1e9;
     } else if (absl::IsNotFound(best.status())) {
