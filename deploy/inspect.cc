@@ -2,7 +2,10 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <memory>
 
 #include "compiler/reference/reference.h"
 #include "compiler/runtime/runtime.h"
@@ -61,14 +64,23 @@ absl::StatusOr<Inspection> InspectLibrary(const std::string& library, bool bench
     ASSIGN_OR_RETURN(TuningTask task, ParseTask(info->task));
     std::vector<std::vector<float>> inputs = MakeInputs(task, 42);
     ASSIGN_OR_RETURN(std::vector<float> expected, ReferenceOutput(task, inputs));
-    std::vector<float> output(expected.size(), std::nanf(""));
+    // 64-byte aligned copies, as the agent measures: AVX-512 loads that straddle cache
+    // lines would otherwise make the comparison with the record unfair.
+    std::vector<std::unique_ptr<float, decltype(&std::free)>> owned;
     std::vector<void*> buffers;
-    for (auto& in : inputs) buffers.push_back(in.data());
-    buffers.push_back(output.data());
+    auto aligned = [&](size_t n) {
+      size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+      owned.emplace_back(static_cast<float*>(std::aligned_alloc(64, bytes)), &std::free);
+      buffers.push_back(owned.back().get());
+      return owned.back().get();
+    };
+    for (const auto& in : inputs) std::copy(in.begin(), in.end(), aligned(in.size()));
+    float* result = aligned(expected.size());
+    std::fill(result, result + expected.size(), std::nanf(""));
     if (info->run(buffers.data()) != 0) return absl::InternalError(check.function + " returned an error");
     Tolerance tol = ToleranceFor(task);
-    check.correct = runtime::FirstMismatch(output.data(), expected.data(),
-                                           static_cast<int64_t>(output.size()), tol.atol, tol.rtol) < 0;
+    check.correct = runtime::FirstMismatch(result, expected.data(),
+                                           static_cast<int64_t>(expected.size()), tol.atol, tol.rtol) < 0;
     runtime::TimingOptions timing;
     timing.warmup = 2;
     timing.repeat = 5;

@@ -12,6 +12,9 @@
 namespace tuneforge {
 
 // The measurement protocol of DESIGN.md. Defaults suit kernels of ~0.1-100 ms.
+// Timeout of the untuned baseline measurement (see TuningLoop).
+inline constexpr int kBaselineTimeoutMs = 120000;
+
 struct MeasureOptions {
   int warmup = 1;
   int number = 1;

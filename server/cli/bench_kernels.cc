@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -347,13 +348,22 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
   // The winner against the vendor, alternating samples.
   ASSIGN_OR_RETURN(RunFn vendor, VendorRun(task, data, threads, &result.vendor));
   RETURN_IF_ERROR(CheckOutput(vendor, data, result.vendor));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // see `quiet` below
   RETURN_IF_ERROR(CheckOutput(runs[winner], data, "tuneforge " + result.best_config));
   int64_t tf_number = Calibrate(runs[winner], min_sample_s);
   int64_t vendor_number = Calibrate(vendor, min_sample_s);
   std::vector<double> tf_samples, vendor_samples;
+  // OpenBLAS's workers spin for a while after a call returns (up to ~2^28 cycles by
+  // default) and would steal the second core from whatever runs next. Each side
+  // keeps its own spinning within its sample; between samples both sides get a quiet
+  // pause, so neither pays for the other's idle threads.
+  auto quiet = [] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); };
+  quiet();
   for (int r = 0; r < 5; ++r) {
     tf_samples.push_back(Sample(runs[winner], tf_number));
+    quiet();
     vendor_samples.push_back(Sample(vendor, vendor_number));
+    quiet();
   }
   double flops = task.Flops();
   result.tf_gflops = flops / Median(tf_samples) / 1e9;
