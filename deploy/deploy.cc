@@ -157,30 +157,6 @@ std::string GenerateGlue(const DeployOptions& o, const std::string& provenance,
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> ReadTasksFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError("cannot read tasks file " + path);
-  std::vector<std::string> tasks;
-  std::string line;
-  int number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    size_t start = line.find_first_not_of(" \t\r");
-    if (start == std::string::npos || line[start] == '#') continue;
-    std::vector<std::string> words = absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
-    if (!words.empty() && words.back().rfind("weight=", 0) == 0) words.pop_back();
-    std::string task = absl::StrJoin(words, " ");
-    absl::StatusOr<TuningTask> parsed = ParseTask(task);
-    if (!parsed.ok()) {
-      return absl::InvalidArgumentError(path + ":" + std::to_string(number) + ": " +
-                                        std::string(parsed.status().message()));
-    }
-    tasks.push_back(task);
-  }
-  if (tasks.empty()) return absl::InvalidArgumentError("tasks file " + path + " lists no task");
-  return tasks;
-}
-
 absl::StatusOr<DeployReport> Deploy(const DeployOptions& o) {
   if (!IsCIdentifier(o.name)) {
     return absl::InvalidArgumentError("library name '" + o.name +

@@ -47,8 +47,4 @@ struct DeployReport {
 
 absl::StatusOr<DeployReport> Deploy(const DeployOptions& options);
 
-// Reads tuneforge's tasks file format: one task per line; blank lines and lines
-// starting with '#' are skipped; an optional trailing "weight=W" is ignored here.
-absl::StatusOr<std::vector<std::string>> ReadTasksFile(const std::string& path);
-
 }  // namespace tuneforge

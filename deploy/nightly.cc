@@ -12,7 +12,7 @@
 #include "compiler/support/files.h"
 #include "compiler/support/status.h"
 #include "compiler/task/task.h"
-#include "deploy/deploy.h"
+#include "compiler/task/task_list.h"
 #include "nlohmann/json.hpp"
 
 namespace tuneforge {
@@ -60,8 +60,8 @@ absl::StatusOr<NightlySpec> LoadNightlySpec(const std::string& path) {
     }
     if (root["tasks_files"]) {
       for (const std::string& f : root["tasks_files"].as<std::vector<std::string>>()) {
-        ASSIGN_OR_RETURN(std::vector<std::string> tasks, ReadTasksFile((base / f).string()));
-        for (const std::string& t : tasks) spec.tasks.push_back(ParseTask(t)->CanonicalText());
+        ASSIGN_OR_RETURN(std::vector<ScheduledTask> tasks, ReadTasksFile((base / f).string()));
+        for (const ScheduledTask& t : tasks) spec.tasks.push_back(t.task_text);
       }
     }
     if (spec.tasks.empty()) return SpecError(path, "no tasks (give 'tasks' or 'tasks_files')");

@@ -22,17 +22,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compiler/task/task_list.h"
 
 namespace tuneforge {
 
-struct ScheduledTask {
-  std::string task_text;  // as written; ParseTask validates it
-  double weight = 1;
-};
-
-// Parses a tasks file: one task per line, an optional trailing `weight=W` (W > 0,
-// default 1); blank lines and lines starting with '#' are skipped. Errors name the line.
-absl::StatusOr<std::vector<ScheduledTask>> ParseTasksFile(const std::string& text);
+// ScheduledTask and the tasks-file format live with TuningTask (compiler/task/task_list.h).
 
 struct TaskSchedulerOptions {
   int total_trials = 200;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "compiler/support/status.h"
+#include "compiler/task/task_list.h"
 #include "deploy/deploy.h"
 #include "deploy/inspect.h"
 #include "nlohmann/json.hpp"
@@ -92,7 +93,8 @@ absl::StatusOr<int> DeployCommand(const std::vector<std::string>& args) {
   if (flags.Has("task")) {
     o.tasks = {flags.Get("task")};
   } else {
-    ASSIGN_OR_RETURN(o.tasks, ReadTasksFile(flags.Get("tasks")));
+    ASSIGN_OR_RETURN(std::vector<ScheduledTask> tasks, ReadTasksFile(flags.Get("tasks")));
+    for (const ScheduledTask& t : tasks) o.tasks.push_back(t.task_text);  // weights unused
   }
   ASSIGN_OR_RETURN(DeployReport r, Deploy(o));
   for (const std::string& w : r.warnings) std::fprintf(stderr, "%s\n", w.c_str());

@@ -2,16 +2,12 @@
 // embedded default: an in-process Server on a free loopback port, one
 // tuneforge-agent child process connected to it over gRPC, and a SQLite file. The
 // CLI then talks to that server exactly as it would to a remote one.
-#include <grpcpp/grpcpp.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <csignal>
@@ -24,6 +20,7 @@
 #include "compiler/task/task.h"
 #include "nlohmann/json.hpp"
 #include "server/cli/commands.h"
+#include "server/cli/client.h"
 #include "server/cli/flags.h"
 #include "compiler/support/status.h"
 #include "server/job_manager.h"
@@ -60,71 +57,8 @@ constexpr const char* kTuneUsage =
 std::atomic<bool> g_interrupted{false};
 void OnInterrupt(int) { g_interrupted = true; }
 
-// The agent binary sits next to this executable.
-std::string AgentPath() {
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "tuneforge-agent";
-  std::string self(buf, n);
-  return self.substr(0, self.rfind('/') + 1) + "tuneforge-agent";
-}
-
-// A tuneforge-agent child process; killed (SIGTERM, then SIGKILL) on destruction.
-class AgentProcess {
- public:
-  static absl::StatusOr<std::unique_ptr<AgentProcess>> Spawn(const std::string& server,
-                                                             const std::string& device_key,
-                                                             bool verbose) {
-    std::string path = AgentPath();
-    if (access(path.c_str(), X_OK) != 0) {
-      return absl::FailedPreconditionError("agent binary not found at " + path);
-    }
-    pid_t pid = fork();
-    if (pid < 0) return absl::InternalError("fork failed");
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the CLI
-      const char* level = verbose ? "--verbose" : "--quiet";
-      execl(path.c_str(), path.c_str(), "--server", server.c_str(), "--device-key",
-            device_key.c_str(), level, static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    auto p = std::make_unique<AgentProcess>();
-    p->pid_ = pid;
-    return p;
-  }
-  ~AgentProcess() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    for (int i = 0; i < 50; ++i) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
-  bool Exited() { return waitpid(pid_, nullptr, WNOHANG) == pid_ ? (pid_ = -1, true) : false; }
-
- private:
-  pid_t pid_ = -1;
-};
-
 void PrintBest(const char* label, const v1::BestResult& b) {
   std::printf("%s %.2f GFLOP/s (%.3f ms)\n", label, b.gflops(), b.seconds() * 1e3);
-}
-
-// Reads and validates a --tasks file (every task parses, or the first error).
-absl::StatusOr<std::vector<ScheduledTask>> ReadTasksFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError("cannot read tasks file " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  ASSIGN_OR_RETURN(std::vector<ScheduledTask> tasks, ParseTasksFile(text.str()));
-  for (ScheduledTask& t : tasks) {
-    absl::StatusOr<TuningTask> task = ParseTask(t.task_text);
-    if (!task.ok()) return absl::InvalidArgumentError(path + ": " + std::string(task.status().message()));
-    t.task_text = task->CanonicalText();
-  }
-  return tasks;
 }
 
 nlohmann::json BestJson(const v1::BestResult& b) {
@@ -180,61 +114,40 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   if (device_key.empty()) return absl::InvalidArgumentError("--device-key must not be empty");
   SetLogLevel(verbose ? LogLevel::kDebug : LogLevel::kWarning);
 
-  std::unique_ptr<Server> server;
-  std::unique_ptr<AgentProcess> agent;
+  std::unique_ptr<EmbeddedFarm> farm;
   std::string address = flags.Get("server");
   std::string db_path = flags.Get("db", "tuneforge.db");
   if (address.empty()) {
-    ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.db_path = db_path;
-    ASSIGN_OR_RETURN(server, Server::Start(options));
-    address = "127.0.0.1:" + std::to_string(server->port());
-    ASSIGN_OR_RETURN(agent, AgentProcess::Spawn(address, device_key, verbose));
+    ASSIGN_OR_RETURN(farm, EmbeddedFarm::Start(db_path, {device_key}, verbose));
+    address = farm->address();
     if (!json) {
       std::fprintf(stderr, "embedded default: server on %s, db %s, one local agent\n",
                    address.c_str(), db_path.c_str());
     }
-  } else {
-    if (flags.Has("db")) {
-      return absl::InvalidArgumentError("--db is the embedded server's file; with --server the "
-                                        "server's own --db is used");
-    }
-    RETURN_IF_ERROR(CheckAddress(address));
+  } else if (flags.Has("db")) {
+    return absl::InvalidArgumentError("--db is the embedded server's file; with --server the "
+                                      "server's own --db is used");
   }
-
-  grpc::ChannelArguments channel_args;
-  channel_args.SetMaxReceiveMessageSize(64 << 20);
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), channel_args);
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(5))) {
-    return absl::UnavailableError("cannot reach tuneforge server at " + address);
-  }
-  auto stub = v1::TuningService::NewStub(channel);
+  ASSIGN_OR_RETURN(std::unique_ptr<TuningClient> client, TuningClient::Connect(address));
+  const bool address_was_embedded = farm != nullptr;
 
   // Submits one job and follows it to its end.
   std::signal(SIGINT, OnInterrupt);
   auto run_job = [&](const std::string& task_text, int64_t job_trials,
                      uint64_t job_seed) -> absl::StatusOr<v1::JobStatus> {
-    v1::SubmitJobRequest submit;
-    v1::JobSpec* spec = submit.mutable_spec();
-    spec->set_task(task_text);
-    spec->set_trials(static_cast<int>(job_trials));
-    spec->set_device_key(device_key);
-    spec->set_seed(job_seed);
-    spec->set_batch_size(static_cast<int>(batch));
-    spec->set_target(flags.Get("target"));
-    spec->set_policy(policy);
-    spec->set_early_stop(static_cast<int>(early_stop));
-    spec->mutable_measure()->set_timeout_ms(static_cast<int>(timeout_ms));
+    v1::JobSpec spec;
+    spec.set_task(task_text);
+    spec.set_trials(static_cast<int>(job_trials));
+    spec.set_device_key(device_key);
+    spec.set_seed(job_seed);
+    spec.set_batch_size(static_cast<int>(batch));
+    spec.set_target(flags.Get("target"));
+    spec.set_policy(policy);
+    spec.set_early_stop(static_cast<int>(early_stop));
+    spec.mutable_measure()->set_timeout_ms(static_cast<int>(timeout_ms));
     const char* user = getenv("USER");
-    spec->set_owner(user ? user : "");
-    v1::SubmitJobResponse submitted;
-    {
-      grpc::ClientContext ctx;
-      grpc::Status st = stub->SubmitJob(&ctx, submit, &submitted);
-      if (!st.ok()) return absl::InvalidArgumentError(st.error_message());
-    }
-    const std::string job_id = submitted.job_id();
+    spec.set_owner(user ? user : "");
+    ASSIGN_OR_RETURN(const std::string job_id, client->Submit(spec));
     if (!json) std::fprintf(stderr, "job %s: %s, %lld trials, %s search\n", job_id.c_str(),
                             task_text.c_str(), static_cast<long long>(job_trials), policy.c_str());
 
@@ -242,38 +155,21 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     std::thread canceller([&] {
       // Ctrl-C cancels the job on the server; the watch then ends with CANCELLED.
       while (watching) {
-        if (g_interrupted.exchange(false)) {
-          grpc::ClientContext ctx;
-          v1::JobRequest req;
-          req.set_job_id(job_id);
-          v1::JobStatus ignored;
-          stub->CancelJob(&ctx, req, &ignored);
-        }
+        if (g_interrupted.exchange(false)) (void)client->Cancel(job_id);
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     });
-
-    v1::JobStatus last;
-    grpc::ClientContext ctx;
-    v1::JobRequest req;
-    req.set_job_id(job_id);
-    auto reader = stub->WatchJob(&ctx, req);
     std::string printed;
-    v1::JobStatus status;
-    while (reader->Read(&status)) {
-      last = status;
+    absl::StatusOr<v1::JobStatus> watched = client->Wait(job_id, [&](const v1::JobStatus& status) {
       if (!json && status.last_event() != printed && !status.last_event().empty()) {
         printed = status.last_event();
         std::fprintf(stderr, "[%6.1fs] %s\n", status.elapsed_seconds(), printed.c_str());
       }
-      if (agent && agent->Exited()) {
-        TF_LOG(Error) << "the local agent exited";
-      }
-    }
-    grpc::Status st = reader->Finish();
+    });
     watching = false;
     canceller.join();
-    if (!st.ok()) return absl::UnavailableError("lost the server while watching: " + st.error_message());
+    if (!watched.ok()) return watched.status();
+    const v1::JobStatus& last = *watched;
     if (last.state() == v1::CANCELLED) return absl::CancelledError("job " + job_id + " cancelled");
     if (last.state() != v1::SUCCEEDED) {
       return absl::InternalError("job " + job_id + " failed: " + last.message());
@@ -304,8 +200,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
         std::fprintf(stderr, "round %d: %s, %d trials; objective %.4g ms\n", round + 1,
                      tasks[i].task_text.c_str(), done.trials_done(), scheduler.Objective() * 1e3);
     }
-    agent.reset();
-    if (server) server->Shutdown();
+    farm.reset();  // stop the local agent and the embedded server
     nlohmann::json out_tasks = nlohmann::json::array();
     for (size_t i = 0; i < tasks.size(); ++i) {
       nlohmann::json t = {{"task", tasks[i].task_text}, {"weight", tasks[i].weight},
@@ -321,7 +216,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     if (json) {
       nlohmann::json out = {{"tasks", out_tasks}, {"trials", scheduler.spent()}, {"rounds", round},
                             {"objective_seconds", std::isfinite(objective) ? objective : -1}};
-      if (server) out["db"] = db_path;
+      if (address_was_embedded) out["db"] = db_path;
       std::printf("%s\n", out.dump().c_str());
     } else {
       std::printf("objective:   %.4g ms (weighted sum of best latencies), %d trials in %d rounds\n",
@@ -332,8 +227,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
 
   ASSIGN_OR_RETURN(v1::JobStatus last, run_job(tasks[0].task_text, trials, static_cast<uint64_t>(seed)));
   const std::string job_id = last.job_id();
-  agent.reset();
-  if (server) server->Shutdown();
+  farm.reset();  // stop the local agent and the embedded server
 
   double speedup = last.has_baseline() && last.baseline().seconds() > 0
                        ? last.baseline().seconds() / last.best().seconds()
@@ -356,7 +250,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     };
     if (last.has_baseline()) out["baseline"] = BestJson(last.baseline());
     if (speedup > 0) out["speedup_over_baseline"] = speedup;
-    if (server) out["db"] = db_path;
+    if (address_was_embedded) out["db"] = db_path;
     std::printf("%s\n", out.dump().c_str());
     return 0;
   }
@@ -373,7 +267,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   std::printf("trials:      %d (%d failed), %d records, %.1f s, %.2f trials/s, median build %.0f ms\n",
               last.trials_done(), last.errors(), last.records(), last.elapsed_seconds(), per_second,
               last.median_build_seconds() * 1e3);
-  if (server) std::printf("db:          %s\n", db_path.c_str());
+  if (address_was_embedded) std::printf("db:          %s\n", db_path.c_str());
   return 0;
 }
 
