@@ -1,0 +1,50 @@
+#include <gtest/gtest.h>
+
+#include "deploy/nightly.h"
+
+namespace tuneforge {
+namespace {
+
+TEST(NightlySpecTest, TheShippedExampleLoads) {
+  auto spec = LoadNightlySpec(TF_EXAMPLE_SPEC);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->db, "/var/lib/tuneforge/tuneforge.db");
+  EXPECT_EQ(spec->device_keys, std::vector<std::string>{"epyc-znver4"});
+  ASSERT_EQ(spec->tasks.size(), 2u);
+  EXPECT_EQ(spec->tasks[0], "matmul M=512 N=512 K=512 dtype=float32");
+  EXPECT_EQ(spec->new_trials, 200);
+  EXPECT_EQ(spec->converged_trials, 32);
+  EXPECT_DOUBLE_EQ(spec->regression_threshold, 0.10);
+}
+
+TEST(NightlySpecTest, ClassifyTellsASlowerDeviceFromAWorseSchedule) {
+  NightlyReport r;
+  r.threshold = 0.1;
+  NightlyTaskResult healthy_but_worse;   // canary fine, best dropped 30%
+  healthy_but_worse.canary_recorded_gflops = 100;
+  healthy_but_worse.canary_measured_gflops = 98;
+  healthy_but_worse.previous_gflops = 100;
+  healthy_but_worse.best_gflops = 70;
+  NightlyTaskResult slower_device = healthy_but_worse;  // canary 40% slower too
+  slower_device.canary_measured_gflops = 60;
+  NightlyTaskResult fine = healthy_but_worse;
+  fine.best_gflops = 95;
+  r.tasks = {healthy_but_worse, slower_device, fine};
+  Classify(&r);
+  EXPECT_TRUE(r.tasks[0].regression);
+  EXPECT_FALSE(r.tasks[0].canary_slower);
+  EXPECT_TRUE(r.tasks[1].canary_slower);
+  EXPECT_FALSE(r.tasks[1].regression);
+  EXPECT_FALSE(r.tasks[2].regression || r.tasks[2].canary_slower);
+  EXPECT_TRUE(r.HasRegression());
+}
+
+TEST(NightlySpecTest, CurveSvgIsAPolyline) {
+  std::string svg = CurveSvg("t", {1, 2, 2, 5});
+  EXPECT_NE(svg.find("<svg"), std::string::npos);
+  EXPECT_NE(svg.find("<polyline"), std::string::npos);
+  EXPECT_NE(svg.find("trial 4"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tuneforge
