@@ -63,15 +63,7 @@ std::vector<Config> GeneticPolicy::Propose(int n) {
     }
   }
   // Random fill: too few measured configs yet, or the children kept colliding.
-  int misses = 0;
-  while (static_cast<int>(out.size()) < n && misses < 2000) {
-    absl::StatusOr<Config> c = space_.Sample(rng_, 1000);
-    if (!c.ok() || !visited_.insert(c->ToJson()).second) {
-      ++misses;
-      continue;
-    }
-    out.push_back(*std::move(c));
-  }
+  SampleUnvisited(space_, n, &rng_, &visited_, &out);
   return out;
 }
 

@@ -184,15 +184,7 @@ Config ModelPolicy::Mutate(const Config& c) {
 
 std::vector<Config> ModelPolicy::RandomConfigs(int n) {
   std::vector<Config> out;
-  int misses = 0;
-  while (static_cast<int>(out.size()) < n && misses < 2000) {
-    absl::StatusOr<Config> c = space_.Sample(rng_, 1000);
-    if (!c.ok() || !visited_.insert(c->ToJson()).second) {
-      ++misses;
-      continue;
-    }
-    out.push_back(*std::move(c));
-  }
+  SampleUnvisited(space_, n, &rng_, &visited_, &out);
   return out;
 }
 

@@ -7,22 +7,27 @@
 
 namespace tuneforge {
 
+void SampleUnvisited(const ConfigSpace& space, int n, std::mt19937_64* rng,
+                     std::set<std::string>* visited, std::vector<Config>* out) {
+  // Rejection sampling; give up after many misses (the space, or what is left of it,
+  // is small).
+  int misses = 0;
+  while (static_cast<int>(out->size()) < n && misses < 2000) {
+    absl::StatusOr<Config> c = space.Sample(*rng, 1000);
+    if (!c.ok() || !visited->insert(c->ToJson()).second) {
+      ++misses;
+      continue;
+    }
+    out->push_back(*std::move(c));
+  }
+}
+
 RandomPolicy::RandomPolicy(ConfigSpace space, uint64_t seed)
     : space_(std::move(space)), rng_(seed) {}
 
 std::vector<Config> RandomPolicy::Propose(int n) {
   std::vector<Config> out;
-  // Rejection sampling of unvisited points; give up after many misses (the space,
-  // or what is left of it, is small).
-  int misses = 0;
-  while (static_cast<int>(out.size()) < n && misses < 2000) {
-    absl::StatusOr<Config> c = space_.Sample(rng_, 1000);
-    if (!c.ok() || !visited_.insert(c->ToJson()).second) {
-      ++misses;
-      continue;
-    }
-    out.push_back(*std::move(c));
-  }
+  SampleUnvisited(space_, n, &rng_, &visited_, &out);
   return out;
 }
 

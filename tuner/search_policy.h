@@ -48,6 +48,11 @@ struct PolicyContext {
   ModelStore* model_store = nullptr;  // optional, not owned: where "model" keeps its model
 };
 
+// Appends uniformly random valid configs not in `visited` to `out` (and to
+// `visited`) until `out` holds `n`, or the space seems exhausted.
+void SampleUnvisited(const ConfigSpace& space, int n, std::mt19937_64* rng,
+                     std::set<std::string>* visited, std::vector<Config>* out);
+
 // Uniform random valid configs, no repeats.
 class RandomPolicy : public SearchPolicy {
  public:
