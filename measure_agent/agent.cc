@@ -100,13 +100,15 @@ class Session {
   enum class End { kStopped, kShutdown, kBroken };
 
   Session(AgentService::Stub* stub, std::string agent_id, int heartbeat_ms, const Sandbox* sandbox,
-          int workers, int test_slowdown)
+          int workers, int test_slowdown, const std::string& token)
       : stub_(stub),
         agent_id_(std::move(agent_id)),
         heartbeat_ms_(heartbeat_ms),
         sandbox_(sandbox),
         num_workers_(workers),
-        test_slowdown_(test_slowdown) {}
+        test_slowdown_(test_slowdown) {
+    if (!token.empty()) context_.AddMetadata("authorization", "Bearer " + token);
+  }
 
   // Serves the stream until Stop(), a shutdown_reason or a broken stream, then
   // finishes the requests in progress and closes the stream. `detail` says why it
@@ -393,6 +395,7 @@ absl::Status Agent::Run() {
     *register_request.mutable_capabilities() = capabilities;
     tuneforge::v1::RegisterResponse registered;
     grpc::ClientContext context;
+    if (!options_.token.empty()) context.AddMetadata("authorization", "Bearer " + options_.token);
     auto deadline = kRegisterDeadline;
     if (!ever_registered) {
       // Do not let one attempt run past the start-up limit.
@@ -441,7 +444,7 @@ absl::Status Agent::Run() {
     sandbox_options.environment_json = environment;
     Sandbox sandbox(sandbox_options);
     Session session(stub.get(), registered.agent_id(), heartbeat_ms, &sandbox, options_.workers,
-                    options_.test_slowdown);
+                    options_.test_slowdown, options_.token);
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return absl::OkStatus();

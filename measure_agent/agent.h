@@ -44,6 +44,8 @@ struct AgentOptions {
   // Fault injection for tests only: report costs this many times higher, as a device
   // that got slower would (the nightly canary must notice). 1 = off.
   int test_slowdown = 1;
+  // Sent as "authorization: Bearer <token>" on every call (from --token-file).
+  std::string token;
 };
 
 // Thread-safe: Stop() may be called from any thread while Run() runs on another.

@@ -58,11 +58,22 @@ class ServerImpl : public Server {
                                               : std::max(1u, std::thread::hardware_concurrency());
     builder_ = std::make_unique<Builder>(threads);
     jobs_ = std::make_unique<JobManager>(db_.get(), &registry_, builder_.get());
-    tuning_ = std::make_unique<TuningServiceImpl>(jobs_.get());
-    agents_ = std::make_unique<AgentServiceImpl>(&registry_);
-    farm_ = std::make_unique<FarmServiceImpl>(&registry_, jobs_.get());
+    if (!options.tokens_path.empty()) {
+      ASSIGN_OR_RETURN(auth_, TokenAuth::Load(options.tokens_path));
+    } else if (options.listen.rfind("127.", 0) != 0 && options.listen.rfind("localhost:", 0) != 0 &&
+               options.listen.rfind("[::1]:", 0) != 0) {
+      TF_LOG(Warning) << "listening on " << options.listen
+                      << " without --tokens: anyone who can reach it can run code on the agents";
+    }
+    tuning_ = std::make_unique<TuningServiceImpl>(jobs_.get(), auth_.get());
+    agents_ = std::make_unique<AgentServiceImpl>(&registry_, auth_.get());
+    farm_ = std::make_unique<FarmServiceImpl>(&registry_, jobs_.get(), auth_.get());
     // No authorizer yet: the farm issue adds authentication to every service.
-    database_ = std::make_unique<DatabaseServiceImpl>(db_.get());
+    const TokenAuth* auth = auth_.get();
+    database_ = std::make_unique<DatabaseServiceImpl>(db_.get(), [auth](grpc::ServerContext* ctx) {
+      Principal who;
+      return Authorize(auth, ctx, {Role::kUser, Role::kAdmin}, &who);
+    });
 
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port_);
@@ -91,6 +102,7 @@ class ServerImpl : public Server {
   std::unique_ptr<AgentServiceImpl> agents_;
   std::unique_ptr<FarmServiceImpl> farm_;
   std::unique_ptr<DatabaseServiceImpl> database_;
+  std::unique_ptr<TokenAuth> auth_;  // null: open server
   std::unique_ptr<grpc::Server> grpc_;
   int port_ = 0;
   std::mutex shutdown_mu_;

@@ -14,6 +14,8 @@ namespace tuneforge {
 struct ServerOptions {
   std::string listen = "127.0.0.1:7070";  // host:port; port 0 picks a free port
   std::string db_path = "tuneforge.db";
+  // Tokens file (server/auth.h); empty: no authentication, for loopback use only.
+  std::string tokens_path;
   int builder_threads = 0;                // 0: one per core
   int max_message_bytes = 256 << 20;      // artifacts + expected outputs travel in messages
 };

@@ -21,9 +21,25 @@ grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(code, std::string(s.message()));
 }
 
-grpc::Status TuningServiceImpl::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* req,
+grpc::Status TuningServiceImpl::OwnJob(const Principal& who, const std::string& job_id,
+                                       v1::JobStatus* status) {
+  absl::StatusOr<v1::JobStatus> s = jobs_->Get(job_id);
+  if (!s.ok()) return ToGrpc(s.status());
+  if (auth_ && who.role != Role::kAdmin && s->spec().owner() != who.name) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "no job " + job_id);
+  }
+  *status = *s;
+  return grpc::Status::OK;
+}
+
+grpc::Status TuningServiceImpl::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
                                           v1::SubmitJobResponse* resp) {
-  absl::StatusOr<std::string> id = jobs_->Submit(req->spec());
+  Principal who;
+  grpc::Status st = Authorize(auth_, ctx, {Role::kUser, Role::kAdmin}, &who);
+  if (!st.ok()) return st;
+  v1::JobSpec spec = req->spec();
+  if (auth_) spec.set_owner(who.name);  // the token, not the request, says who owns it
+  absl::StatusOr<std::string> id = jobs_->Submit(spec);
   if (!id.ok()) return ToGrpc(id.status());
   resp->set_job_id(*id);
   return grpc::Status::OK;
@@ -31,21 +47,29 @@ grpc::Status TuningServiceImpl::SubmitJob(grpc::ServerContext*, const v1::Submit
 
 grpc::Status TuningServiceImpl::WatchJob(grpc::ServerContext* ctx, const v1::JobRequest* req,
                                          grpc::ServerWriter<v1::JobStatus>* writer) {
+  Principal who;
+  v1::JobStatus ignored;
+  grpc::Status st = Authorize(auth_, ctx, {Role::kUser, Role::kAdmin}, &who);
+  if (st.ok()) st = OwnJob(who, req->job_id(), &ignored);
+  if (!st.ok()) return st;
   return ToGrpc(jobs_->Watch(req->job_id(), [&](const v1::JobStatus& s) {
     return !ctx->IsCancelled() && writer->Write(s);
   }));
 }
 
-grpc::Status TuningServiceImpl::GetJob(grpc::ServerContext*, const v1::JobRequest* req,
+grpc::Status TuningServiceImpl::GetJob(grpc::ServerContext* ctx, const v1::JobRequest* req,
                                        v1::JobStatus* resp) {
-  absl::StatusOr<v1::JobStatus> s = jobs_->Get(req->job_id());
-  if (!s.ok()) return ToGrpc(s.status());
-  *resp = *s;
-  return grpc::Status::OK;
+  Principal who;
+  grpc::Status st = Authorize(auth_, ctx, {Role::kUser, Role::kAdmin}, &who);
+  return st.ok() ? OwnJob(who, req->job_id(), resp) : st;
 }
 
-grpc::Status TuningServiceImpl::CancelJob(grpc::ServerContext*, const v1::JobRequest* req,
+grpc::Status TuningServiceImpl::CancelJob(grpc::ServerContext* ctx, const v1::JobRequest* req,
                                           v1::JobStatus* resp) {
+  Principal who;
+  grpc::Status st = Authorize(auth_, ctx, {Role::kUser, Role::kAdmin}, &who);
+  if (st.ok()) st = OwnJob(who, req->job_id(), resp);
+  if (!st.ok()) return st;
   absl::StatusOr<v1::JobStatus> s = jobs_->Cancel(req->job_id());
   if (!s.ok()) return ToGrpc(s.status());
   *resp = *s;
@@ -54,6 +78,9 @@ grpc::Status TuningServiceImpl::CancelJob(grpc::ServerContext*, const v1::JobReq
 
 grpc::Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                                         v1::RegisterResponse* resp) {
+  Principal who;
+  grpc::Status st = Authorize(auth_, ctx, {Role::kAgent, Role::kAdmin}, &who);
+  if (!st.ok()) return st;
   if (req->device_key().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "device_key must not be empty");
   }
@@ -68,6 +95,9 @@ grpc::Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::Regi
 
 grpc::Status AgentServiceImpl::Connect(
     grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::ServerMessage, v1::AgentMessage>* stream) {
+  Principal who;
+  grpc::Status st = Authorize(auth_, ctx, {Role::kAgent, Role::kAdmin}, &who);
+  if (!st.ok()) return st;
   v1::AgentMessage hello;
   if (!stream->Read(&hello) || hello.kind_case() != v1::AgentMessage::kHelloAgentId) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "first message must be hello");
@@ -109,8 +139,11 @@ grpc::Status AgentServiceImpl::Connect(
 
 namespace tuneforge {
 
-grpc::Status FarmServiceImpl::Status(grpc::ServerContext*, const v1::FarmStatusRequest*,
+grpc::Status FarmServiceImpl::Status(grpc::ServerContext* ctx, const v1::FarmStatusRequest*,
                                      v1::FarmStatus* resp) {
+  Principal who;
+  grpc::Status st = Authorize(auth_, ctx, {Role::kUser, Role::kAdmin}, &who);
+  if (!st.ok()) return st;
   for (const AgentInfo& a : registry_->Agents()) {
     v1::AgentStatus* out = resp->add_agents();
     out->set_agent_id(a.id);
@@ -125,6 +158,7 @@ grpc::Status FarmServiceImpl::Status(grpc::ServerContext*, const v1::FarmStatusR
     out->set_last_heartbeat_unix_ms(a.last_heartbeat_unix_ms);
   }
   for (const v1::JobStatus& j : jobs_->List()) {
+    if (auth_ && who.role != Role::kAdmin && j.spec().owner() != who.name) continue;
     v1::JobSummary* out = resp->add_jobs();
     out->set_job_id(j.job_id());
     out->set_owner(j.spec().owner());

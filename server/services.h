@@ -3,6 +3,7 @@
 #pragma once
 
 #include "server/agent_registry.h"
+#include "server/auth.h"
 #include "server/job_manager.h"
 #include "tuneforge/v1/agent.grpc.pb.h"
 #include "tuneforge/v1/farm.grpc.pb.h"
@@ -12,7 +13,7 @@ namespace tuneforge {
 
 class TuningServiceImpl final : public v1::TuningService::Service {
  public:
-  explicit TuningServiceImpl(JobManager* jobs) : jobs_(jobs) {}
+  TuningServiceImpl(JobManager* jobs, const TokenAuth* auth) : jobs_(jobs), auth_(auth) {}
   grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest*,
                          v1::SubmitJobResponse*) override;
   grpc::Status WatchJob(grpc::ServerContext*, const v1::JobRequest*,
@@ -21,12 +22,18 @@ class TuningServiceImpl final : public v1::TuningService::Service {
   grpc::Status CancelJob(grpc::ServerContext*, const v1::JobRequest*, v1::JobStatus*) override;
 
  private:
+  // The job, if `who` may see it: its owner or an admin. NOT_FOUND otherwise, so
+  // other users' job ids are not revealed.
+  grpc::Status OwnJob(const Principal& who, const std::string& job_id, v1::JobStatus* status);
+
   JobManager* jobs_;
+  const TokenAuth* auth_;  // null: open server
 };
 
 class AgentServiceImpl final : public v1::AgentService::Service {
  public:
-  explicit AgentServiceImpl(AgentRegistry* registry) : registry_(registry) {}
+  AgentServiceImpl(AgentRegistry* registry, const TokenAuth* auth)
+      : registry_(registry), auth_(auth) {}
   grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest*,
                         v1::RegisterResponse*) override;
   grpc::Status Connect(grpc::ServerContext*,
@@ -36,16 +43,19 @@ class AgentServiceImpl final : public v1::AgentService::Service {
 
  private:
   AgentRegistry* registry_;
+  const TokenAuth* auth_;
 };
 
 class FarmServiceImpl final : public v1::FarmService::Service {
  public:
-  FarmServiceImpl(AgentRegistry* registry, JobManager* jobs) : registry_(registry), jobs_(jobs) {}
+  FarmServiceImpl(AgentRegistry* registry, JobManager* jobs, const TokenAuth* auth)
+      : registry_(registry), jobs_(jobs), auth_(auth) {}
   grpc::Status Status(grpc::ServerContext*, const v1::FarmStatusRequest*, v1::FarmStatus*) override;
 
  private:
   AgentRegistry* registry_;
   JobManager* jobs_;
+  const TokenAuth* auth_;
 };
 
 grpc::Status ToGrpc(const absl::Status& s);

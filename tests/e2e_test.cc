@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "db/database.h"
@@ -33,10 +34,10 @@ class EndToEndTest : public ::testing::Test {
   }
 
   // Starts the server on a free port; returns "127.0.0.1:PORT".
-  std::string StartServer(const std::string& db) {
-    server_ = std::make_unique<Process>(
-        std::vector<std::string>{kBin + "/tuneforge-server", "--listen", "127.0.0.1:0", "--db", db},
-        dir_ + "/server.out", dir_ + "/server.err");
+  std::string StartServer(const std::string& db, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {kBin + "/tuneforge-server", "--listen", "127.0.0.1:0", "--db", db};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    server_ = std::make_unique<Process>(argv, dir_ + "/server.out", dir_ + "/server.err");
     for (int i = 0; i < 200; ++i) {
       std::string out = server_->Stdout();
       size_t p = out.find("listening on port ");
@@ -164,6 +165,60 @@ TEST_F(EndToEndTest, JobWaitsForAgentsOfItsKeyAndCanBeCancelled) {
   int code = cli.Wait(std::chrono::seconds(20));
   EXPECT_NE(code, 0);
   EXPECT_NE(cli.Stderr().find("cancelled"), std::string::npos) << cli.Stderr();
+}
+
+TEST_F(EndToEndTest, TokensAndRolesAreCheckedOnEveryCall) {
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir_ + "/" + name) << text;
+    return dir_ + "/" + name;
+  };
+  std::string tokens = write("tokens", "# role name token\n"
+                                       "agent farm agent-token-0123456789\n"
+                                       "user alice alice-token-0123456789\n"
+                                       "user bob bob-token-0123456789abc\n"
+                                       "admin ops admin-token-0123456789\n");
+  std::string agent_token = write("agent.token", "agent-token-0123456789\n");
+  std::string alice = write("alice.token", "alice-token-0123456789\n");
+  std::string bob = write("bob.token", "bob-token-0123456789abc\n");
+  std::string admin = write("admin.token", "admin-token-0123456789\n");
+  std::string wrong = write("wrong.token", "not-a-token-at-all-xyz\n");
+  std::string address = StartServer(dir_ + "/auth.db", {"--tokens", tokens});
+  ASSERT_FALSE(address.empty());
+  Process agent({kBin + "/tuneforge-agent", "--server", address, "--device-key", "k",
+                 "--token-file", agent_token},
+                dir_ + "/agent.out", dir_ + "/agent.err");
+
+  const std::vector<std::string> tune = {kBin + "/tuneforge", "tune", "--server", address,
+                                         "--device-key", "k", "--task", "matmul M=8 N=8 K=8",
+                                         "--trials", "2", "--json"};
+  auto with = [&](std::vector<std::string> argv, const std::vector<std::string>& more) {
+    argv.insert(argv.end(), more.begin(), more.end());
+    return RunCommand(argv, dir_);
+  };
+  auto none = with(tune, {});
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.err.find("missing token"), std::string::npos) << none.err;
+  auto bad = with(tune, {"--token-file", wrong});
+  EXPECT_NE(bad.err.find("unknown token"), std::string::npos) << bad.err;
+  auto as_agent = with(tune, {"--token-file", agent_token});
+  EXPECT_NE(as_agent.err.find("may not call"), std::string::npos) << as_agent.err;
+
+  auto ok = with(tune, {"--token-file", alice});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err << agent.Stderr();
+
+  // Users see only their own jobs; admins see all.
+  const std::vector<std::string> farm = {kBin + "/tuneforge", "farm", "status", "--server",
+                                         address, "--json"};
+  auto as_bob = with(farm, {"--token-file", bob});
+  ASSERT_EQ(as_bob.exit_code, 0) << as_bob.err;
+  EXPECT_EQ(nlohmann::json::parse(as_bob.out)["jobs"].size(), 0u);
+  auto as_alice = with(farm, {"--token-file", alice});
+  ASSERT_EQ(as_alice.exit_code, 0) << as_alice.err;
+  nlohmann::json jobs = nlohmann::json::parse(as_alice.out)["jobs"];
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0]["owner"], "alice");  // from the token, not from the request
+  auto as_admin = with(farm, {"--token-file", admin});
+  EXPECT_EQ(nlohmann::json::parse(as_admin.out)["jobs"].size(), 1u);
 }
 
 }  // namespace

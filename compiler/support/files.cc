@@ -51,6 +51,17 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return bytes.str();
 }
 
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read secret file ", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string s = text.str();
+  size_t begin = s.find_first_not_of(" \t\r\n"), end = s.find_last_not_of(" \t\r\n");
+  if (begin == std::string::npos) return absl::InvalidArgumentError(absl::StrCat(path, " is empty"));
+  return s.substr(begin, end - begin + 1);
+}
+
 absl::StatusOr<int> RunAndWait(std::vector<std::string> argv, const std::string& log_path) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);

@@ -27,6 +27,11 @@ class TempDir {
 absl::Status WriteFile(const std::string& path, const std::string& bytes);
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
+// Reads a secret (e.g. a token) from a file: surrounding whitespace removed; an empty
+// or unreadable file is an error naming the path. Secrets never come from the command
+// line, where `ps` shows them.
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path);
+
 // Runs argv (argv[0] looked up in PATH) with stdout and stderr redirected to
 // `log_path`; returns the wait status. Errors only when the program cannot start.
 absl::StatusOr<int> RunAndWait(std::vector<std::string> argv, const std::string& log_path);

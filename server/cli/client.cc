@@ -10,7 +10,9 @@
 #include <climits>
 #include <thread>
 
+#include "compiler/support/files.h"
 #include "compiler/support/status.h"
+#include "server/auth.h"
 
 namespace tuneforge::cli {
 
@@ -25,15 +27,23 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const std::string&
   return channel;
 }
 
-absl::StatusOr<std::unique_ptr<TuningClient>> TuningClient::Connect(const std::string& address) {
+absl::StatusOr<std::string> TokenFromFlag(const std::string& token_file) {
+  if (token_file.empty()) return std::string();
+  return ReadSecretFile(token_file);
+}
+
+absl::StatusOr<std::unique_ptr<TuningClient>> TuningClient::Connect(const std::string& address,
+                                                                   const std::string& token) {
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ConnectChannel(address));
   auto client = std::make_unique<TuningClient>();
+  client->token_ = token;
   client->stub_ = v1::TuningService::NewStub(channel);
   return client;
 }
 
 absl::StatusOr<std::string> TuningClient::Submit(const v1::JobSpec& spec) {
   grpc::ClientContext ctx;
+  AddToken(&ctx, token_);
   v1::SubmitJobRequest req;
   *req.mutable_spec() = spec;
   v1::SubmitJobResponse resp;
@@ -45,6 +55,7 @@ absl::StatusOr<std::string> TuningClient::Submit(const v1::JobSpec& spec) {
 absl::StatusOr<v1::JobStatus> TuningClient::Wait(
     const std::string& job_id, const std::function<void(const v1::JobStatus&)>& on_status) {
   grpc::ClientContext ctx;
+  AddToken(&ctx, token_);
   v1::JobRequest req;
   req.set_job_id(job_id);
   auto reader = stub_->WatchJob(&ctx, req);
@@ -60,6 +71,7 @@ absl::StatusOr<v1::JobStatus> TuningClient::Wait(
 
 absl::Status TuningClient::Cancel(const std::string& job_id) {
   grpc::ClientContext ctx;
+  AddToken(&ctx, token_);
   v1::JobRequest req;
   req.set_job_id(job_id);
   v1::JobStatus ignored;

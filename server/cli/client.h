@@ -24,7 +24,9 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const std::string&
 class TuningClient {
  public:
   // Connects within 5 s or fails with "cannot reach tuneforge server at ...".
-  static absl::StatusOr<std::unique_ptr<TuningClient>> Connect(const std::string& address);
+  // `token` (may be empty) is sent with every call.
+  static absl::StatusOr<std::unique_ptr<TuningClient>> Connect(const std::string& address,
+                                                               const std::string& token = "");
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
   // Follows the job until it ends; `on_status` sees every update. Returns the last.
   absl::StatusOr<v1::JobStatus> Wait(const std::string& job_id,
@@ -33,7 +35,11 @@ class TuningClient {
 
  private:
   std::unique_ptr<v1::TuningService::Stub> stub_;
+  std::string token_;
 };
+
+// The token of --token-file, or "" when the flag is absent.
+absl::StatusOr<std::string> TokenFromFlag(const std::string& token_file);
 
 // A tuneforge-agent child process; killed (SIGTERM, then SIGKILL) on destruction.
 class AgentProcess {

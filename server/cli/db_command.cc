@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "compiler/support/status.h"
 #include "compiler/task/task.h"
+#include "server/cli/client.h"
 #include "compiler/templates/template.h"
 #include "server/cli/commands.h"
 #include "server/database_client.h"
@@ -52,6 +53,7 @@ absl::StatusOr<std::unique_ptr<Database>> OpenDb(const Flags& flags, bool create
   if (flags.Has("server")) {
     RemoteDatabaseOptions options;
     options.address = flags.Get("server");
+    ASSIGN_OR_RETURN(options.token, TokenFromFlag(flags.Get("token-file")));
     return ConnectRemoteDatabase(options);
   }
   DatabaseOptions options;
@@ -435,7 +437,7 @@ absl::StatusOr<int> DbCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags,
                    Flags::Parse(args,
                                 {"db", "server", "task", "tasks", "device-key", "target-key", "k",
-                                 "keep", "out", "format", "since", "until"},
+                                 "keep", "out", "format", "since", "until", "token-file"},
                                 {"json", "help"}));
   if (flags.Has("help")) {
     std::fputs(kDbUsage, stdout);

@@ -7,6 +7,7 @@
 
 #include "compiler/support/status.h"
 #include "nlohmann/json.hpp"
+#include "server/auth.h"
 #include "server/cli/client.h"
 #include "server/cli/commands.h"
 #include "server/cli/flags.h"
@@ -16,7 +17,7 @@ namespace tuneforge::cli {
 namespace {
 
 constexpr const char* kFarmUsage =
-    "usage: tuneforge farm status --server HOST:PORT [--json]\n"
+    "usage: tuneforge farm status --server HOST:PORT [--token-file FILE] [--json]\n"
     "  Lists the server's agents (device key, state idle/busy/lost, last heartbeat,\n"
     "  measurements, error rate) and its jobs (owner, state, progress, trials/s).\n";
 
@@ -29,7 +30,7 @@ int64_t NowMs() {
 }  // namespace
 
 absl::StatusOr<int> FarmCommand(const std::vector<std::string>& args) {
-  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"server"}, {"json", "help"}));
+  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"server", "token-file"}, {"json", "help"}));
   if (flags.Has("help")) {
     std::fputs(kFarmUsage, stdout);
     return 0;
@@ -40,7 +41,9 @@ absl::StatusOr<int> FarmCommand(const std::vector<std::string>& args) {
   RETURN_IF_ERROR(flags.Require("server"));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ConnectChannel(flags.Get("server")));
   auto stub = v1::FarmService::NewStub(channel);
+  ASSIGN_OR_RETURN(std::string token, TokenFromFlag(flags.Get("token-file")));
   grpc::ClientContext ctx;
+  AddToken(&ctx, token);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::FarmStatus status;
   grpc::Status st = stub->Status(&ctx, v1::FarmStatusRequest(), &status);

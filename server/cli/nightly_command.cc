@@ -26,7 +26,8 @@ namespace tuneforge::cli {
 namespace {
 
 constexpr const char* kNightlyUsage =
-    "usage: tuneforge nightly run SPEC.yaml [--server HOST:PORT] [--report-dir DIR] [--verbose]\n"
+    "usage: tuneforge nightly run SPEC.yaml [--server HOST:PORT] [--report-dir DIR]\n"
+    "                         [--token-file FILE] [--verbose]\n"
     "  Runs the nightly job described by SPEC (see docs/operations.md): canary\n"
     "  re-measurement of last night's best, tuning with a budget that depends on\n"
     "  whether a task is new, stale or converged, and a dated report folder.\n"
@@ -81,7 +82,8 @@ absl::StatusOr<int> Run(const Flags& flags) {
     ASSIGN_OR_RETURN(farm, EmbeddedFarm::Start(spec.db, spec.device_keys, verbose));
     address = farm->address();
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<TuningClient> client, TuningClient::Connect(address));
+  ASSIGN_OR_RETURN(std::string token, TokenFromFlag(flags.Get("token-file")));
+  ASSIGN_OR_RETURN(std::unique_ptr<TuningClient> client, TuningClient::Connect(address, token));
   DatabaseOptions db_options;
   db_options.path = spec.db;
   db_options.create_if_missing = false;
@@ -191,7 +193,7 @@ absl::StatusOr<int> Run(const Flags& flags) {
 }  // namespace
 
 absl::StatusOr<int> NightlyCommand(const std::vector<std::string>& args) {
-  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"server", "report-dir"}, {"help", "verbose"}));
+  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"server", "report-dir", "token-file"}, {"help", "verbose"}));
   if (flags.Has("help")) {
     std::fputs(kNightlyUsage, stdout);
     return 0;

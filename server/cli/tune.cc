@@ -52,7 +52,8 @@ constexpr const char* kTuneUsage =
     "  --json        print one JSON object with the result on stdout\n"
     "  --target      \"llvm -mcpu=CPU -mattr=+f,... -threads=N\" (default: the server's CPU)\n"
     "  --batch       candidates per round (default: 2 x agents, at least 8)\n"
-    "  --timeout-ms  per-candidate measurement timeout (default 10000)\n";
+    "  --timeout-ms  per-candidate measurement timeout (default 10000)\n"
+    "  --token-file  file holding this user's token, for a server started with --tokens\n";
 
 std::atomic<bool> g_interrupted{false};
 void OnInterrupt(int) { g_interrupted = true; }
@@ -73,7 +74,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags,
                    Flags::Parse(args,
                                 {"task", "tasks", "trials", "db", "server", "device-key", "seed",
-                                 "target", "batch", "timeout-ms", "policy", "early-stop",
+                                 "target", "batch", "timeout-ms", "token-file", "policy", "early-stop",
                                  "round-trials"},
                                 {"json", "help", "verbose", "quiet"}));
   if (flags.Has("help")) {
@@ -128,7 +129,8 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     return absl::InvalidArgumentError("--db is the embedded server's file; with --server the "
                                       "server's own --db is used");
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<TuningClient> client, TuningClient::Connect(address));
+  ASSIGN_OR_RETURN(std::string token, TokenFromFlag(flags.Get("token-file")));
+  ASSIGN_OR_RETURN(std::unique_ptr<TuningClient> client, TuningClient::Connect(address, token));
   const bool address_was_embedded = farm != nullptr;
 
   // Submits one job and follows it to its end.

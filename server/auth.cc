@@ -1,0 +1,98 @@
+#include "server/auth.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace tuneforge {
+namespace {
+
+constexpr size_t kMinTokenLength = 16;
+
+// Compares without an early exit, so timing does not reveal a token's prefix.
+bool SameToken(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TokenAuth>> TokenAuth::Load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError("cannot read tokens file " + path);
+  auto auth = std::make_unique<TokenAuth>();
+  std::set<std::string> tokens;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    std::istringstream words(line);
+    std::string role, name, token, extra;
+    if (!(words >> role) || role[0] == '#') continue;
+    std::string where = path + ":" + std::to_string(number) + ": ";
+    if (!(words >> name >> token) || (words >> extra)) {
+      return absl::InvalidArgumentError(where + "expected: ROLE NAME TOKEN");
+    }
+    Entry e;
+    e.principal.name = name;
+    if (role == "agent") {
+      e.principal.role = Role::kAgent;
+    } else if (role == "user") {
+      e.principal.role = Role::kUser;
+    } else if (role == "admin") {
+      e.principal.role = Role::kAdmin;
+    } else {
+      return absl::InvalidArgumentError(where + "unknown role '" + role + "' (agent, user, admin)");
+    }
+    if (token.size() < kMinTokenLength) {
+      return absl::InvalidArgumentError(where + "token of " + name + " is shorter than " +
+                                        std::to_string(kMinTokenLength) + " characters");
+    }
+    if (!tokens.insert(token).second) return absl::InvalidArgumentError(where + "duplicate token");
+    e.token = token;
+    auth->entries_.push_back(std::move(e));
+  }
+  if (auth->entries_.empty()) return absl::InvalidArgumentError("tokens file " + path + " has no tokens");
+  return auth;
+}
+
+grpc::Status TokenAuth::Check(grpc::ServerContext* ctx, std::initializer_list<Role> allowed,
+                              Principal* who) const {
+  const auto& metadata = ctx->client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing token (use --token-file)");
+  }
+  std::string value(it->second.data(), it->second.size());
+  const std::string prefix = "Bearer ";
+  std::string token = value.rfind(prefix, 0) == 0 ? value.substr(prefix.size()) : "";
+  const Entry* found = nullptr;
+  for (const Entry& e : entries_)
+    if (SameToken(e.token, token)) found = &e;
+  if (!found) return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "unknown token");
+  for (Role r : allowed) {
+    if (r == found->principal.role) {
+      *who = found->principal;
+      return grpc::Status::OK;
+    }
+  }
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      found->principal.name + " may not call this service with its role");
+}
+
+grpc::Status Authorize(const TokenAuth* auth, grpc::ServerContext* ctx,
+                       std::initializer_list<Role> allowed, Principal* who) {
+  if (!auth) {
+    *who = Principal{"", Role::kAdmin};
+    return grpc::Status::OK;
+  }
+  return auth->Check(ctx, allowed, who);
+}
+
+void AddToken(grpc::ClientContext* ctx, const std::string& token) {
+  if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+}
+
+}  // namespace tuneforge

@@ -1,0 +1,57 @@
+// Token authentication with roles. The server reads a tokens file (never tokens on
+// the command line):
+//
+//   # role  name    token (at least 16 characters)
+//   agent   farm    9f2c...        agents: AgentService only
+//   user    alice   41ab...        users: tuning jobs (their own), farm status, db
+//   admin   ops     77d0...        everything, every user's jobs
+//
+// Every RPC then needs "authorization: Bearer <token>" metadata. Without a tokens
+// file the server is open (for loopback use, as the embedded default); see
+// docs/security.md for the threat model.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tuneforge {
+
+enum class Role { kAgent, kUser, kAdmin };
+
+struct Principal {
+  std::string name;
+  Role role = Role::kAdmin;
+};
+
+// Thread-safe (immutable after Load).
+class TokenAuth {
+ public:
+  static absl::StatusOr<std::unique_ptr<TokenAuth>> Load(const std::string& path);
+
+  // Who sent this call, if their token's role is one of `allowed`. UNAUTHENTICATED
+  // for a missing or unknown token, PERMISSION_DENIED for a role not allowed.
+  grpc::Status Check(grpc::ServerContext* ctx, std::initializer_list<Role> allowed,
+                     Principal* who) const;
+
+ private:
+  struct Entry {
+    Principal principal;
+    std::string token;
+  };
+  std::vector<Entry> entries_;
+};
+
+// Check for an optional TokenAuth: with none configured every call is an anonymous admin.
+grpc::Status Authorize(const TokenAuth* auth, grpc::ServerContext* ctx,
+                       std::initializer_list<Role> allowed, Principal* who);
+
+// Adds the bearer token (when not empty) to an outgoing call.
+void AddToken(grpc::ClientContext* ctx, const std::string& token);
+
+}  // namespace tuneforge
