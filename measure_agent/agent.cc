@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "compiler/support/rpc_credentials.h"
 #include "compiler/support/log.h"
 #include "compiler/support/status.h"
 #include "measure_agent/capabilities.h"
@@ -50,7 +51,8 @@ int64_t NowUnixMs() {
       .count();
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           std::shared_ptr<grpc::ChannelCredentials> credentials) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
   // Finds a server host that died without closing the connection (power loss, network
@@ -59,8 +61,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   // otherwise answer our pings with GOAWAY.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 6 * 60 * 1000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20 * 1000);
-  // TODO(farm auth): TLS and token credentials once the server side lands them.
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, std::move(credentials), args);
 }
 
 const char* StatusCodeName(grpc::StatusCode code) {
@@ -337,6 +338,11 @@ void Session::AnswerAgentLost(const MeasureRequest& request, const std::string& 
 }
 
 Agent::Agent(AgentOptions options) : options_(std::move(options)) {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ClientCredentials(options_.tls_ca);
+  TF_CHECK(credentials.ok(), "bad --tls-ca should have been rejected by flag parsing: ",
+           credentials.status().ToString());
+  credentials_ = *std::move(credentials);
   TF_CHECK(options_.workers >= 1);
   TF_CHECK(options_.initial_backoff_ms > 0 &&
            options_.max_backoff_ms >= options_.initial_backoff_ms);
@@ -389,7 +395,7 @@ absl::Status Agent::Run() {
     // A fresh channel per attempt: no state (subchannel backoff, a stale resolution)
     // carries over from a connection that failed.
     std::unique_ptr<AgentService::Stub> stub =
-        AgentService::NewStub(MakeChannel(options_.server_address));
+        AgentService::NewStub(MakeChannel(options_.server_address, credentials_));
     tuneforge::v1::RegisterRequest register_request;
     register_request.set_device_key(options_.device_key);
     *register_request.mutable_capabilities() = capabilities;

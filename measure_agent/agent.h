@@ -16,6 +16,8 @@
 // A gRPC sync stream allows one writer at a time, so every write takes one mutex.
 #pragma once
 
+#include <grpcpp/security/credentials.h>
+
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -46,6 +48,9 @@ struct AgentOptions {
   int test_slowdown = 1;
   // Sent as "authorization: Bearer <token>" on every call (from --token-file).
   std::string token;
+  // PEM certificate to verify the server with (TLS); empty: plaintext. With TLS the
+  // agent only runs artifacts from the server it authenticated.
+  std::string tls_ca;
 };
 
 // Thread-safe: Stop() may be called from any thread while Run() runs on another.
@@ -71,6 +76,7 @@ class Agent {
   bool SleepUnlessStopped(int ms);
 
   const AgentOptions options_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;  // from options_.tls_ca
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Session* session_ ABSL_GUARDED_BY(mu_) = nullptr;  // the live session, if any

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "compiler/support/files.h"
+#include "compiler/support/rpc_credentials.h"
 #include "compiler/support/status.h"
 
 namespace tuneforge::agent {
@@ -37,6 +38,7 @@ sends in a sandboxed child process and streams the measurements back.
                              forever
   --temp-dir DIR             where sandbox directories are made (default $TMPDIR or
                              /tmp; must not be mounted noexec)
+  --tls-ca FILE              verify a TLS server with this PEM certificate
   --token-file FILE          file holding this agent's token, for a server started
                              with --tokens
   --test-slowdown F          fault injection for tests: report costs F times higher
@@ -95,6 +97,9 @@ absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args)
     } else if (name == "--connect-timeout-s") {
       ASSIGN_OR_RETURN(std::string v, take_value());
       RETURN_IF_ERROR(IntFlag(name, v, 1, 24 * 3600, &flags.agent.connect_timeout_s));
+    } else if (name == "--tls-ca") {
+      ASSIGN_OR_RETURN(flags.agent.tls_ca, take_value());
+      RETURN_IF_ERROR(ClientCredentials(flags.agent.tls_ca).status());
     } else if (name == "--token-file") {
       ASSIGN_OR_RETURN(std::string path, take_value());
       ASSIGN_OR_RETURN(flags.agent.token, ReadSecretFile(path));

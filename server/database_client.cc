@@ -5,6 +5,7 @@
 #include <chrono>
 #include <utility>
 
+#include "compiler/support/rpc_credentials.h"
 #include "compiler/support/status.h"
 #include "db/log_io.h"
 #include "server/server.h"
@@ -50,12 +51,13 @@ constexpr int kUploadSlice = 5000;
 // Thread-safe: gRPC stubs are.
 class RemoteDatabase final : public Database {
  public:
-  explicit RemoteDatabase(RemoteDatabaseOptions options) : options_(std::move(options)) {
+  RemoteDatabase(RemoteDatabaseOptions options, std::shared_ptr<grpc::ChannelCredentials> credentials)
+      : options_(std::move(options)) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(256 << 20);
     args.SetMaxSendMessageSize(256 << 20);
     stub_ = v1::DatabaseService::NewStub(
-        grpc::CreateCustomChannel(options_.address, grpc::InsecureChannelCredentials(), args));
+        grpc::CreateCustomChannel(options_.address, credentials, args));
   }
 
   int SchemaVersion() const override { return 0; }  // the server's; see Stats
@@ -280,7 +282,9 @@ class RemoteDatabase final : public Database {
 absl::StatusOr<std::unique_ptr<Database>> ConnectRemoteDatabase(
     const RemoteDatabaseOptions& options) {
   RETURN_IF_ERROR(CheckAddress(options.address));
-  return std::unique_ptr<Database>(new RemoteDatabase(options));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                   ClientCredentials(options.tls_ca));
+  return std::unique_ptr<Database>(new RemoteDatabase(options, std::move(credentials)));
 }
 
 }  // namespace tuneforge

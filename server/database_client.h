@@ -17,6 +17,7 @@ struct RemoteDatabaseOptions {
   // Sent as "authorization: Bearer <token>" metadata when not empty: the client half
   // of the authentication hook (the server checks nothing until the farm issue).
   std::string token;
+  std::string tls_ca;  // PEM file; empty: plaintext
 };
 
 // Connects lazily (the first call reports an unreachable server). Supported remotely:

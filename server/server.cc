@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "compiler/support/log.h"
+#include "compiler/support/rpc_credentials.h"
 #include "compiler/support/status.h"
 #include "db/database.h"
 #include "server/agent_registry.h"
@@ -76,7 +77,9 @@ class ServerImpl : public Server {
     });
 
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port_);
+    ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                     ServerCredentials(options.tls_cert_path, options.tls_key_path));
+    builder.AddListeningPort(options.listen, credentials, &port_);
     builder.SetMaxReceiveMessageSize(options.max_message_bytes);
     builder.SetMaxSendMessageSize(options.max_message_bytes);
     builder.RegisterService(tuning_.get());

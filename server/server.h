@@ -16,6 +16,9 @@ struct ServerOptions {
   std::string db_path = "tuneforge.db";
   // Tokens file (server/auth.h); empty: no authentication, for loopback use only.
   std::string tokens_path;
+  // TLS certificate chain and key (PEM); both empty: plaintext.
+  std::string tls_cert_path;
+  std::string tls_key_path;
   int builder_threads = 0;                // 0: one per core
   int max_message_bytes = 256 << 20;      // artifacts + expected outputs travel in messages
 };

@@ -13,14 +13,16 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: tuneforge-server [--listen HOST:PORT] [--db PATH] [--builder-threads N]\n"
-    "                        [--tokens FILE] [--verbose | --quiet]\n"
+    "                        [--tokens FILE] [--tls-cert FILE --tls-key FILE]\n"
+    "                        [--verbose | --quiet]\n"
     "  Runs the tuneforge service: TuningService for users, AgentService for\n"
     "  tuneforge-agent processes, tuning log in a SQLite file.\n"
     "  --listen           address to serve on (default 127.0.0.1:7070; port 0 = any free)\n"
     "  --db               tuning-log database (default tuneforge.db)\n"
     "  --builder-threads  LLVM build threads (default: one per core)\n"
     "  --tokens           tokens file: lines 'ROLE NAME TOKEN', roles agent/user/admin;\n"
-    "                     every RPC then needs a token (default: none, loopback only)\n";
+    "                     every RPC then needs a token (default: none, loopback only)\n"
+    "  --tls-cert/--tls-key  serve TLS with this PEM certificate chain and key\n";
 
 volatile std::sig_atomic_t g_stop = 0;
 void OnSignal(int) { g_stop = 1; }
@@ -48,6 +50,10 @@ int main(int argc, char** argv) {
       if (!value(&options.listen)) return Fail("--listen needs a value");
     } else if (a == "--db") {
       if (!value(&options.db_path)) return Fail("--db needs a value");
+    } else if (a == "--tls-cert") {
+      if (!value(&options.tls_cert_path)) return Fail("--tls-cert needs a file");
+    } else if (a == "--tls-key") {
+      if (!value(&options.tls_key_path)) return Fail("--tls-key needs a file");
     } else if (a == "--tokens") {
       if (!value(&options.tokens_path)) return Fail("--tokens needs a file");
     } else if (a == "--builder-threads") {

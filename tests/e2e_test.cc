@@ -221,5 +221,41 @@ TEST_F(EndToEndTest, TokensAndRolesAreCheckedOnEveryCall) {
   EXPECT_EQ(nlohmann::json::parse(as_admin.out)["jobs"].size(), 1u);
 }
 
+TEST_F(EndToEndTest, TlsServerIsVerifiedByAgentAndClient) {
+  const std::string cert = dir_ + "/cert.pem", key = dir_ + "/key.pem";
+  auto gen = RunCommand({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                         "-out", cert, "-days", "1", "-subj", "/CN=localhost", "-addext",
+                         "subjectAltName=DNS:localhost,IP:127.0.0.1"},
+                        dir_);
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  std::string address = StartServer(dir_ + "/tls.db", {"--tls-cert", cert, "--tls-key", key});
+  ASSERT_FALSE(address.empty());
+  Process agent({kBin + "/tuneforge-agent", "--server", address, "--device-key", "tls",
+                 "--tls-ca", cert},
+                dir_ + "/agent.out", dir_ + "/agent.err");
+  const std::vector<std::string> tune = {kBin + "/tuneforge", "tune", "--server", address,
+                                         "--device-key", "tls", "--task", "matmul M=8 N=8 K=8",
+                                         "--trials", "2", "--json"};
+  std::vector<std::string> with_ca = tune;
+  with_ca.insert(with_ca.end(), {"--tls-ca", cert});
+  auto ok = RunCommand(with_ca, dir_);
+  ASSERT_EQ(ok.exit_code, 0) << ok.err << agent.Stderr();
+  EXPECT_EQ(nlohmann::json::parse(ok.out)["trials"], 2);
+  // A plaintext client cannot talk to the TLS server.
+  auto plain = RunCommand(tune, dir_, std::chrono::seconds(60));
+  EXPECT_NE(plain.exit_code, 0);
+  EXPECT_NE(plain.err.find("cannot reach"), std::string::npos) << plain.err;
+  // Nor can a client that trusts another certificate.
+  const std::string other = dir_ + "/other.pem";
+  ASSERT_EQ(RunCommand({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                        dir_ + "/other.key", "-out", other, "-days", "1", "-subj", "/CN=localhost"},
+                       dir_)
+                .exit_code,
+            0);
+  std::vector<std::string> wrong_ca = tune;
+  wrong_ca.insert(wrong_ca.end(), {"--tls-ca", other});
+  EXPECT_NE(RunCommand(wrong_ca, dir_, std::chrono::seconds(60)).exit_code, 0);
+}
+
 }  // namespace
 }  // namespace tuneforge

@@ -11,16 +11,19 @@
 #include <thread>
 
 #include "compiler/support/files.h"
+#include "compiler/support/rpc_credentials.h"
 #include "compiler/support/status.h"
 #include "server/auth.h"
 
 namespace tuneforge::cli {
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const std::string& address) {
+absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const std::string& address,
+                                                              const std::string& tls_ca) {
   RETURN_IF_ERROR(CheckAddress(address));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials, ClientCredentials(tls_ca));
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  auto channel = grpc::CreateCustomChannel(address, credentials, args);
   if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(5))) {
     return absl::UnavailableError("cannot reach tuneforge server at " + address);
   }
@@ -33,8 +36,9 @@ absl::StatusOr<std::string> TokenFromFlag(const std::string& token_file) {
 }
 
 absl::StatusOr<std::unique_ptr<TuningClient>> TuningClient::Connect(const std::string& address,
-                                                                   const std::string& token) {
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ConnectChannel(address));
+                                                                   const std::string& token,
+                                                                   const std::string& tls_ca) {
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ConnectChannel(address, tls_ca));
   auto client = std::make_unique<TuningClient>();
   client->token_ = token;
   client->stub_ = v1::TuningService::NewStub(channel);

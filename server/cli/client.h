@@ -19,14 +19,17 @@ namespace tuneforge::cli {
 
 // A channel to a tuneforge server, connected within 5 s or "cannot reach tuneforge
 // server at ...".
-absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const std::string& address);
+// `tls_ca` empty: plaintext; else TLS trusting that PEM file.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const std::string& address,
+                                                              const std::string& tls_ca = "");
 
 class TuningClient {
  public:
   // Connects within 5 s or fails with "cannot reach tuneforge server at ...".
   // `token` (may be empty) is sent with every call.
   static absl::StatusOr<std::unique_ptr<TuningClient>> Connect(const std::string& address,
-                                                               const std::string& token = "");
+                                                               const std::string& token = "",
+                                                               const std::string& tls_ca = "");
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
   // Follows the job until it ends; `on_status` sees every update. Returns the last.
   absl::StatusOr<v1::JobStatus> Wait(const std::string& job_id,

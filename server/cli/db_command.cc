@@ -54,6 +54,7 @@ absl::StatusOr<std::unique_ptr<Database>> OpenDb(const Flags& flags, bool create
     RemoteDatabaseOptions options;
     options.address = flags.Get("server");
     ASSIGN_OR_RETURN(options.token, TokenFromFlag(flags.Get("token-file")));
+    options.tls_ca = flags.Get("tls-ca");
     return ConnectRemoteDatabase(options);
   }
   DatabaseOptions options;
@@ -437,7 +438,7 @@ absl::StatusOr<int> DbCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags,
                    Flags::Parse(args,
                                 {"db", "server", "task", "tasks", "device-key", "target-key", "k",
-                                 "keep", "out", "format", "since", "until", "token-file"},
+                                 "keep", "out", "format", "since", "until", "token-file", "tls-ca"},
                                 {"json", "help"}));
   if (flags.Has("help")) {
     std::fputs(kDbUsage, stdout);

@@ -17,7 +17,8 @@ namespace tuneforge::cli {
 namespace {
 
 constexpr const char* kFarmUsage =
-    "usage: tuneforge farm status --server HOST:PORT [--token-file FILE] [--json]\n"
+    "usage: tuneforge farm status --server HOST:PORT [--token-file FILE]\n"
+    "                       [--tls-ca FILE] [--json]\n"
     "  Lists the server's agents (device key, state idle/busy/lost, last heartbeat,\n"
     "  measurements, error rate) and its jobs (owner, state, progress, trials/s).\n";
 
@@ -30,7 +31,7 @@ int64_t NowMs() {
 }  // namespace
 
 absl::StatusOr<int> FarmCommand(const std::vector<std::string>& args) {
-  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"server", "token-file"}, {"json", "help"}));
+  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"server", "token-file", "tls-ca"}, {"json", "help"}));
   if (flags.Has("help")) {
     std::fputs(kFarmUsage, stdout);
     return 0;
@@ -39,7 +40,7 @@ absl::StatusOr<int> FarmCommand(const std::vector<std::string>& args) {
     return absl::InvalidArgumentError("expected: farm status --server HOST:PORT (see --help)");
   }
   RETURN_IF_ERROR(flags.Require("server"));
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ConnectChannel(flags.Get("server")));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ConnectChannel(flags.Get("server"), flags.Get("tls-ca")));
   auto stub = v1::FarmService::NewStub(channel);
   ASSIGN_OR_RETURN(std::string token, TokenFromFlag(flags.Get("token-file")));
   grpc::ClientContext ctx;

@@ -27,7 +27,7 @@ namespace {
 
 constexpr const char* kNightlyUsage =
     "usage: tuneforge nightly run SPEC.yaml [--server HOST:PORT] [--report-dir DIR]\n"
-    "                         [--token-file FILE] [--verbose]\n"
+    "                         [--token-file FILE] [--tls-ca FILE] [--verbose]\n"
     "  Runs the nightly job described by SPEC (see docs/operations.md): canary\n"
     "  re-measurement of last night's best, tuning with a budget that depends on\n"
     "  whether a task is new, stale or converged, and a dated report folder.\n"
@@ -83,7 +83,7 @@ absl::StatusOr<int> Run(const Flags& flags) {
     address = farm->address();
   }
   ASSIGN_OR_RETURN(std::string token, TokenFromFlag(flags.Get("token-file")));
-  ASSIGN_OR_RETURN(std::unique_ptr<TuningClient> client, TuningClient::Connect(address, token));
+  ASSIGN_OR_RETURN(std::unique_ptr<TuningClient> client, TuningClient::Connect(address, token, flags.Get("tls-ca")));
   DatabaseOptions db_options;
   db_options.path = spec.db;
   db_options.create_if_missing = false;
@@ -193,7 +193,7 @@ absl::StatusOr<int> Run(const Flags& flags) {
 }  // namespace
 
 absl::StatusOr<int> NightlyCommand(const std::vector<std::string>& args) {
-  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"server", "report-dir", "token-file"}, {"help", "verbose"}));
+  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"server", "report-dir", "token-file", "tls-ca"}, {"help", "verbose"}));
   if (flags.Has("help")) {
     std::fputs(kNightlyUsage, stdout);
     return 0;

@@ -53,7 +53,8 @@ constexpr const char* kTuneUsage =
     "  --target      \"llvm -mcpu=CPU -mattr=+f,... -threads=N\" (default: the server's CPU)\n"
     "  --batch       candidates per round (default: 2 x agents, at least 8)\n"
     "  --timeout-ms  per-candidate measurement timeout (default 10000)\n"
-    "  --token-file  file holding this user's token, for a server started with --tokens\n";
+    "  --token-file  file holding this user's token, for a server started with --tokens\n"
+    "  --tls-ca      PEM certificate to verify a TLS server with (default: plaintext)\n";
 
 std::atomic<bool> g_interrupted{false};
 void OnInterrupt(int) { g_interrupted = true; }
@@ -74,7 +75,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags,
                    Flags::Parse(args,
                                 {"task", "tasks", "trials", "db", "server", "device-key", "seed",
-                                 "target", "batch", "timeout-ms", "token-file", "policy", "early-stop",
+                                 "target", "batch", "timeout-ms", "token-file", "tls-ca", "policy", "early-stop",
                                  "round-trials"},
                                 {"json", "help", "verbose", "quiet"}));
   if (flags.Has("help")) {
@@ -130,7 +131,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
                                       "server's own --db is used");
   }
   ASSIGN_OR_RETURN(std::string token, TokenFromFlag(flags.Get("token-file")));
-  ASSIGN_OR_RETURN(std::unique_ptr<TuningClient> client, TuningClient::Connect(address, token));
+  ASSIGN_OR_RETURN(std::unique_ptr<TuningClient> client, TuningClient::Connect(address, token, flags.Get("tls-ca")));
   const bool address_was_embedded = farm != nullptr;
 
   // Submits one job and follows it to its end.
