@@ -151,7 +151,8 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
   });
 
   TuningOptions options;
-  options.trials = spec.trials();
+  // A resumed job owes only the rest (at least one trial, so it ends with a best).
+  options.trials = std::max(1, spec.trials() - job->resumed_trials);
   options.batch_size = spec.batch_size();
   options.seed = spec.seed() ? spec.seed() : 1;
   options.policy = spec.policy();
@@ -181,7 +182,7 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
       [&](const TuningProgress& p) {
         Update(job, [&](v1::JobStatus* s) {
           s->set_message("");
-          s->set_trials_done(p.trials_done);
+          s->set_trials_done(job->resumed_trials + p.trials_done);
           s->set_records(p.records);
           s->set_errors(p.errors);
           s->set_median_build_seconds(p.median_build_seconds);
@@ -251,6 +252,48 @@ absl::Status JobManager::Watch(const std::string& job_id,
     }
     if (!on_status(snapshot) || IsTerminal(snapshot.state())) return absl::OkStatus();
   }
+}
+
+int JobManager::ResumeStoredJobs() {
+  absl::StatusOr<std::vector<JobRow>> rows = db_->ListJobs();
+  if (!rows.ok()) {
+    TF_LOG(Error) << "cannot list stored jobs: " << rows.status();
+    return 0;
+  }
+  int resumed = 0;
+  for (const JobRow& row : *rows) {
+    if (row.state != "queued" && row.state != "running") continue;
+    v1::JobSpec spec;
+    absl::StatusOr<TuningTask> task;
+    if (!google::protobuf::util::JsonStringToMessage(row.spec_json, &spec).ok() ||
+        !(task = ParseTask(spec.task())).ok()) {
+      TF_LOG(Error) << "stored job " << row.id << " has an unreadable spec; not resumed";
+      continue;
+    }
+    int recorded = 0;
+    absl::StatusOr<std::vector<TuningRecord>> records = db_->Records(task->WorkloadKey(), "");
+    if (records.ok()) {
+      for (const TuningRecord& r : *records) recorded += r.job_id == row.id;
+    }
+    auto job = std::make_unique<Job>();
+    job->resumed_trials = std::clamp(recorded - 1, 0, std::max(0, spec.trials() - 1));  // minus the baseline
+    job->status.set_job_id(row.id);
+    *job->status.mutable_spec() = spec;
+    job->status.set_state(v1::QUEUED);
+    job->status.set_task(task->CanonicalText());
+    job->status.set_trials_done(job->resumed_trials);
+    job->status.set_last_event("resumed after a server restart: " +
+                               std::to_string(job->resumed_trials) + " of " +
+                               std::to_string(spec.trials()) + " trials were already recorded");
+    job->started = std::chrono::steady_clock::now();
+    TF_LOG(Info) << "job " << row.id << ": " << job->status.last_event();
+    std::lock_guard<std::mutex> lock(mu_);
+    Job* raw = job.get();
+    jobs_[row.id] = std::move(job);
+    raw->thread = std::thread([this, raw, spec] { RunJob(raw, spec); });
+    ++resumed;
+  }
+  return resumed;
 }
 
 void JobManager::CancelAll() {

@@ -37,6 +37,10 @@ class JobManager {
   absl::Status Watch(const std::string& job_id,
                      const std::function<bool(const v1::JobStatus&)>& on_status) const;
   void CancelAll();
+  // Restarts the jobs the db says were queued or running when a previous server
+  // stopped (crash, kill -9), under their ids. A resumed job only runs the trials it
+  // still owes; configs already in the db are never measured again. Returns how many.
+  int ResumeStoredJobs();
 
   // Limits on user input.
   static constexpr int kMaxTrials = 100000;
@@ -48,6 +52,7 @@ class JobManager {
     std::atomic<bool> cancel{false};
     std::thread thread;
     std::chrono::steady_clock::time_point started;
+    int resumed_trials = 0;     // trials recorded before a server restart
   };
   void RunJob(Job* job, v1::JobSpec spec);
   void Update(Job* job, const std::function<void(v1::JobStatus*)>& change);

@@ -91,6 +91,7 @@ class ServerImpl : public Server {
       return absl::UnavailableError("could not listen on " + options.listen +
                                     " (address in use or not local?)");
     }
+    jobs_->ResumeStoredJobs();
     TF_LOG(Info) << "tuneforge server listening on port " << port_ << ", db " << options.db_path
                  << ", " << threads << " builder threads";
     return absl::OkStatus();

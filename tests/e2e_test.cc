@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "db/database.h"
@@ -219,6 +220,73 @@ TEST_F(EndToEndTest, TokensAndRolesAreCheckedOnEveryCall) {
   EXPECT_EQ(jobs[0]["owner"], "alice");  // from the token, not from the request
   auto as_admin = with(farm, {"--token-file", admin});
   EXPECT_EQ(nlohmann::json::parse(as_admin.out)["jobs"].size(), 1u);
+}
+
+TEST_F(EndToEndTest, KilledServerRestartsAndItsJobContinuesWithoutLoss) {
+  const std::string db = dir_ + "/restart.db";
+  std::string address = StartServer(db);
+  ASSERT_FALSE(address.empty());
+  Process agent({kBin + "/tuneforge-agent", "--server", address, "--device-key", "r"},
+                dir_ + "/agent.out", dir_ + "/agent.err");
+  const int kTrials = 40;
+  Process cli({kBin + "/tuneforge", "tune", "--server", address, "--device-key", "r", "--task",
+               "matmul M=24 N=20 K=16", "--trials", std::to_string(kTrials), "--batch", "4",
+               "--policy", "random"},
+              dir_ + "/cli.out", dir_ + "/cli.err");
+  auto status = [&]() {
+    auto r = RunCommand({kBin + "/tuneforge", "farm", "status", "--server", address, "--json"}, dir_,
+                        std::chrono::seconds(30));
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
+  };
+  // Wait until part of the job is done, then kill -9 the server mid-job.
+  bool started = false;
+  for (int i = 0; i < 300 && !started; ++i) {
+    nlohmann::json f = status();
+    started = f.is_object() && f["jobs"].size() == 1 && f["jobs"][0]["trials_done"].get<int>() >= 8;
+    if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(started) << server_->Stderr();
+  server_->Kill(SIGKILL);
+  EXPECT_NE(cli.Wait(std::chrono::seconds(30)), 0);  // the watcher lost its server
+
+  // Restart on the same db and port; the agent reconnects by itself.
+  std::string port = address.substr(address.rfind(':') + 1);
+  server_ = std::make_unique<Process>(
+      std::vector<std::string>{kBin + "/tuneforge-server", "--listen", "127.0.0.1:" + port, "--db", db},
+      dir_ + "/server2.out", dir_ + "/server2.err");
+  nlohmann::json job;
+  for (int i = 0; i < 900; ++i) {
+    nlohmann::json f = status();
+    if (f.is_object() && f["jobs"].size() == 1 && f["jobs"][0]["state"] == "SUCCEEDED") {
+      job = f["jobs"][0];
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_TRUE(job.is_object()) << server_->Stderr() << agent.Stderr();
+  EXPECT_EQ(job["trials_done"], kTrials);
+  server_->Kill(SIGTERM);
+
+  // Every trial is in the db once: distinct configs apart from the baselines (one per
+  // server run) and the final re-measurements.
+  DatabaseOptions o;
+  o.path = db;
+  o.create_if_missing = false;
+  auto database = Database::Open(o);
+  ASSERT_TRUE(database.ok()) << database.status();
+  TuningTask t = *ParseTask("matmul M=24 N=20 K=16");
+  auto records = (*database)->Records(t.WorkloadKey(), "");
+  ASSERT_TRUE(records.ok());
+  // The untuned baseline is measured once per server run (2), each of the 3 finalists
+  // once as a trial and twice when re-measured (3), every other config exactly once.
+  std::map<std::string, int> seen;
+  for (const TuningRecord& r : *records) ++seen[r.config_json];
+  std::map<int, int> configs_seen_n_times;
+  for (const auto& [config, n] : seen) ++configs_seen_n_times[n];
+  EXPECT_EQ(configs_seen_n_times[2], 1) << "a config measured twice";
+  EXPECT_EQ(configs_seen_n_times[3], 3);
+  EXPECT_EQ(configs_seen_n_times.size(), 3u);
+  EXPECT_EQ(configs_seen_n_times[1] + configs_seen_n_times[3], kTrials);
 }
 
 TEST_F(EndToEndTest, TlsServerIsVerifiedByAgentAndClient) {
