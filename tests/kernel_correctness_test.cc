@@ -19,6 +19,34 @@ struct Case {
   int64_t m, n, k;
 };
 
+// Builds `config` with LLVM, loads it, runs it `runs` times on the seeded inputs and
+// compares every run with the reference (a kernel must not depend on the output's
+// previous contents).
+void ExpectCorrect(const TuningTask& task, const Target& target, const Config& config,
+                   uint64_t input_seed, int runs) {
+  const Template* tmpl = *FindTemplate(task);
+  auto func = tmpl->Instantiate(task, target, config);
+  ASSERT_TRUE(func.ok()) << func.status();
+  auto artifact = BuildArtifact(*func, target);
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  std::string error;
+  auto module = runtime::LoadedModule::Load(artifact->shared_object, artifact->entry_symbol, &error);
+  ASSERT_NE(module, nullptr) << error;
+  auto inputs = MakeInputs(task, input_seed);
+  auto expected = ReferenceOutput(task, inputs);
+  ASSERT_TRUE(expected.ok());
+  const int64_t size = static_cast<int64_t>(expected->size());
+  std::vector<float> out(size, std::nanf(""));
+  void* buffers[] = {inputs[0].data(), inputs[1].data(), out.data()};
+  Tolerance tol = ToleranceFor(task);
+  for (int run = 0; run < runs; ++run) {
+    ASSERT_EQ(module->Run(buffers), 0);
+    int64_t bad = runtime::FirstMismatch(out.data(), expected->data(), size, tol.atol, tol.rtol);
+    ASSERT_EQ(bad, -1) << task.CanonicalText() << " config " << config.ToJson() << ": index "
+                       << bad << " got " << out[bad] << " expected " << (*expected)[bad];
+  }
+}
+
 void CheckRandomPairs(int pairs, const std::vector<int64_t>& sizes, uint64_t seed) {
   Target target = DetectHostTarget("test");
   std::mt19937_64 rng(seed);
@@ -26,30 +54,10 @@ void CheckRandomPairs(int pairs, const std::vector<int64_t>& sizes, uint64_t see
     int64_t m = sizes[rng() % sizes.size()], n = sizes[rng() % sizes.size()],
             k = sizes[rng() % sizes.size()];
     TuningTask task = *MakeTask("matmul", {{"M", m}, {"N", n}, {"K", k}}, "float32");
-    const Template* tmpl = *FindTemplate(task);
-    auto config = tmpl->Space(task, target).Sample(rng);
+    auto config = (*FindTemplate(task))->Space(task, target).Sample(rng);
     ASSERT_TRUE(config.ok());
-    auto func = tmpl->Instantiate(task, target, *config);
-    ASSERT_TRUE(func.ok()) << func.status();
-    auto artifact = BuildArtifact(*func, target);
-    ASSERT_TRUE(artifact.ok()) << artifact.status();
-    std::string error;
-    auto module = runtime::LoadedModule::Load(artifact->shared_object, artifact->entry_symbol, &error);
-    ASSERT_NE(module, nullptr) << error;
-
-    auto inputs = MakeInputs(task, p);
-    auto expected = ReferenceOutput(task, inputs);
-    ASSERT_TRUE(expected.ok());
-    std::vector<float> out(m * n, std::nanf(""));
-    void* buffers[] = {inputs[0].data(), inputs[1].data(), out.data()};
-    ASSERT_EQ(module->Run(buffers), 0);
-    Tolerance tol = ToleranceFor(task);
-    int64_t bad = runtime::FirstMismatch(out.data(), expected->data(), m * n, tol.atol, tol.rtol);
-    ASSERT_EQ(bad, -1) << task.CanonicalText() << " config " << config->ToJson() << ": index "
-                       << bad << " got " << out[bad] << " expected " << (*expected)[bad];
-    // Run twice: kernels must not depend on the output's previous contents.
-    ASSERT_EQ(module->Run(buffers), 0);
-    ASSERT_EQ(runtime::FirstMismatch(out.data(), expected->data(), m * n, tol.atol, tol.rtol), -1);
+    ExpectCorrect(task, target, *config, p, 2);
+    if (::testing::Test::HasFatalFailure()) return;
   }
 }
 
@@ -61,32 +69,13 @@ TEST(KernelCorrectnessTest, HeuristicConfigsWithPackedB) {
   int packed = 0;
   for (Case c : {Case{64, 96, 50}, Case{37, 128, 33}, Case{1, 64, 17}, Case{100, 48, 300}}) {
     TuningTask task = *MakeTask("matmul", {{"M", c.m}, {"N", c.n}, {"K", c.k}}, "float32");
-    const Template* tmpl = *FindTemplate(task);
-    std::vector<Config> configs = tmpl->Heuristics(task, target);
+    std::vector<Config> configs = (*FindTemplate(task))->Heuristics(task, target);
     ASSERT_FALSE(configs.empty());
     configs.resize(std::min<size_t>(configs.size(), 3));
-    auto inputs = MakeInputs(task, 5);
-    auto expected = ReferenceOutput(task, inputs);
-    ASSERT_TRUE(expected.ok());
-    Tolerance tol = ToleranceFor(task);
     for (const Config& config : configs) {
       packed += config.Int("pack_b");
-      auto func = tmpl->Instantiate(task, target, config);
-      ASSERT_TRUE(func.ok()) << func.status();
-      auto artifact = BuildArtifact(*func, target);
-      ASSERT_TRUE(artifact.ok()) << artifact.status();
-      std::string error;
-      auto module =
-          runtime::LoadedModule::Load(artifact->shared_object, artifact->entry_symbol, &error);
-      ASSERT_NE(module, nullptr) << error;
-      std::vector<float> out(c.m * c.n, std::nanf(""));
-      void* buffers[] = {inputs[0].data(), inputs[1].data(), out.data()};
-      for (int run = 0; run < 2; ++run) {
-        ASSERT_EQ(module->Run(buffers), 0);
-        int64_t bad =
-            runtime::FirstMismatch(out.data(), expected->data(), c.m * c.n, tol.atol, tol.rtol);
-        ASSERT_EQ(bad, -1) << task.CanonicalText() << " config " << config.ToJson();
-      }
+      ExpectCorrect(task, target, config, 5, 2);
+      if (HasFatalFailure()) return;
     }
   }
   EXPECT_GT(packed, 0);
@@ -102,26 +91,10 @@ TEST(KernelCorrectnessTest, BatchMatmulRandomPairs) {
             k = sizes[rng() % sizes.size()];
     TuningTask task =
         *MakeTask("batch_matmul", {{"B", b}, {"M", m}, {"N", n}, {"K", k}}, "float32");
-    const Template* tmpl = *FindTemplate(task);
-    auto config = tmpl->Space(task, target).Sample(rng);
+    auto config = (*FindTemplate(task))->Space(task, target).Sample(rng);
     ASSERT_TRUE(config.ok());
-    auto func = tmpl->Instantiate(task, target, *config);
-    ASSERT_TRUE(func.ok()) << func.status();
-    auto artifact = BuildArtifact(*func, target);
-    ASSERT_TRUE(artifact.ok()) << artifact.status();
-    std::string error;
-    auto module =
-        runtime::LoadedModule::Load(artifact->shared_object, artifact->entry_symbol, &error);
-    ASSERT_NE(module, nullptr) << error;
-    auto inputs = MakeInputs(task, p);
-    auto expected = ReferenceOutput(task, inputs);
-    ASSERT_TRUE(expected.ok());
-    std::vector<float> out(b * m * n, std::nanf(""));
-    void* buffers[] = {inputs[0].data(), inputs[1].data(), out.data()};
-    ASSERT_EQ(module->Run(buffers), 0);
-    Tolerance tol = ToleranceFor(task);
-    int64_t bad = runtime::FirstMismatch(out.data(), expected->data(), b * m * n, tol.atol, tol.rtol);
-    ASSERT_EQ(bad, -1) << task.CanonicalText() << " config " << config->ToJson();
+    ExpectCorrect(task, target, *config, p, 1);
+    if (HasFatalFailure()) return;
   }
 }
 
