@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -46,6 +47,7 @@ class RecordWriter {
   void ClearCache() {
     workload_ids_.clear();
     target_ids_.clear();
+    configs_.clear();
   }
 
  private:
@@ -57,12 +59,22 @@ class RecordWriter {
   absl::StatusOr<int64_t> FoldIntoConfig(int64_t workload_id, int64_t target_id,
                                          const TuningRecord& r);
 
+  // A configs row as this transaction last wrote it.
+  struct ConfigState {
+    int64_t id = 0;
+    int64_t successes = 0, failures = 0, wrong_answers = 0;
+    std::vector<double> samples;
+  };
+
   sqlite3* db_ = nullptr;
   Statement find_content_, insert_workload_, select_workload_, insert_target_, select_target_,
       select_config_, insert_config_, update_config_, insert_record_, attach_record_;
   // Key -> (row id, the info first seen), to check later uses describe the same thing.
   std::map<std::string, std::pair<int64_t, WorkloadInfo>> workload_ids_;
   std::map<std::string, std::pair<int64_t, TargetInfo>> target_ids_;
+  // Configs written in this transaction, by (workload id, target id, version,
+  // template, config): a re-measurement folds in without reading the row back.
+  std::unordered_map<std::string, ConfigState> configs_;
 };
 
 // v1 -> v2: content ids and configs rows for every existing record.
