@@ -153,6 +153,7 @@ absl::Status StoreRecords(Database& db, const std::vector<TuningRecord>& records
   if (r.ok()) {
     report->inserted += r->inserted;
     report->duplicates += r->duplicates;
+    report->compacted += r->compacted;
     return absl::OkStatus();
   }
   if (!absl::IsInvalidArgument(r.status())) return r.status();
@@ -161,6 +162,7 @@ absl::Status StoreRecords(Database& db, const std::vector<TuningRecord>& records
     if (one.ok()) {
       report->inserted += one->inserted;
       report->duplicates += one->duplicates;
+      report->compacted += one->compacted;
     } else if (absl::IsInvalidArgument(one.status())) {
       report->rejected.emplace_back(line_numbers[i], std::string(one.status().message()));
     } else {

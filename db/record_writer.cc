@@ -166,9 +166,18 @@ double Median(std::vector<double> v) {
 
 }  // namespace
 
-absl::StatusOr<RecordWriter> RecordWriter::Prepare(sqlite3* db) {
+absl::StatusOr<RecordWriter> RecordWriter::Prepare(sqlite3* db, bool check_tombstones) {
   RecordWriter w;
   w.db_ = db;
+  if (check_tombstones) {
+    ASSIGN_OR_RETURN(int64_t any,
+                     QueryInt64(db, "SELECT EXISTS (SELECT 1 FROM tombstones)"));
+    w.has_tombstones_ = any != 0;
+    if (w.has_tombstones_) {
+      ASSIGN_OR_RETURN(w.find_tombstone_,
+                       Statement::Prepare(db, "SELECT 1 FROM tombstones WHERE content_id = ?"));
+    }
+  }
   ASSIGN_OR_RETURN(w.find_content_,
                    Statement::Prepare(db, "SELECT id FROM records WHERE content_id = ?"));
   ASSIGN_OR_RETURN(
@@ -353,8 +362,8 @@ absl::StatusOr<int64_t> RecordWriter::FoldIntoConfig(int64_t workload_id, int64_
   return state->id;
 }
 
-absl::StatusOr<std::pair<int64_t, bool>> RecordWriter::Write(const TuningRecord& r,
-                                                             int64_t now_unix_us) {
+absl::StatusOr<RecordWriter::Written> RecordWriter::Write(const TuningRecord& r,
+                                                          int64_t now_unix_us) {
   RETURN_IF_ERROR(ValidateRecord(r));
   const std::string content_id = ContentId(r);
   find_content_.Reset();
@@ -363,7 +372,14 @@ absl::StatusOr<std::pair<int64_t, bool>> RecordWriter::Write(const TuningRecord&
   if (dup) {
     int64_t id = find_content_.ColumnInt64(0);
     find_content_.Reset();
-    return std::make_pair(id, false);
+    return Written{id, Outcome::kDuplicate};
+  }
+  if (has_tombstones_) {
+    find_tombstone_.Reset();
+    find_tombstone_.BindText(1, content_id);
+    ASSIGN_OR_RETURN(bool deleted, find_tombstone_.Step());
+    find_tombstone_.Reset();
+    if (deleted) return Written{0, Outcome::kCompacted};
   }
   ASSIGN_OR_RETURN(int64_t workload_id, WorkloadId(r.workload));
   ASSIGN_OR_RETURN(int64_t target_id, TargetId(r.target));
@@ -394,7 +410,7 @@ absl::StatusOr<std::pair<int64_t, bool>> RecordWriter::Write(const TuningRecord&
   s.BindText(17, content_id);
   s.BindInt64(18, config_id);
   RETURN_IF_ERROR(s.Run());
-  return std::make_pair(LastInsertRowid(db_), true);
+  return Written{LastInsertRowid(db_), Outcome::kInserted};
 }
 
 absl::Status RecordWriter::Attach(int64_t record_id, const TuningRecord& r,
@@ -422,7 +438,7 @@ absl::Status BackfillContentIdsAndConfigs(sqlite3* db) {
       records.push_back(std::move(r));
     }
   }
-  ASSIGN_OR_RETURN(RecordWriter writer, RecordWriter::Prepare(db));
+  ASSIGN_OR_RETURN(RecordWriter writer, RecordWriter::Prepare(db, /*check_tombstones=*/false));
   std::set<std::string> seen;
   for (const TuningRecord& r : records) {
     // v1 allowed the same measurement twice; both rows are kept (nothing is lost in a

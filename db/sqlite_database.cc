@@ -116,13 +116,17 @@ void SqliteDatabase::CommitGroup(const std::vector<PendingWrite*>& group) {
       CommitResult result;
       absl::Status failed;
       for (size_t i = 0; i < w->records->size(); ++i) {
-        absl::StatusOr<std::pair<int64_t, bool>> got = writer->Write((*w->records)[i], now);
+        absl::StatusOr<RecordWriter::Written> got = writer->Write((*w->records)[i], now);
         if (!got.ok()) {
           failed = RecordContext(i, got.status());
           break;
         }
-        result.ids.push_back(got->first);
-        (got->second ? result.inserted : result.duplicates) += 1;
+        result.ids.push_back(got->id);
+        switch (got->outcome) {
+          case RecordWriter::Outcome::kInserted: ++result.inserted; break;
+          case RecordWriter::Outcome::kDuplicate: ++result.duplicates; break;
+          case RecordWriter::Outcome::kCompacted: ++result.compacted; break;
+        }
       }
       if (failed.ok()) {
         s = Exec(db, "RELEASE tf_write");
@@ -385,6 +389,36 @@ absl::StatusOr<std::vector<TemplateVersionSummary>> SqliteDatabase::TemplateVers
     out.push_back(TemplateVersionSummary{stmt.ColumnText(0), static_cast<int>(stmt.ColumnInt64(1)),
                                          stmt.ColumnInt64(2)});
   }
+}
+
+// ---------------------------------------------------------------------------------
+// Cost-model blobs.
+
+absl::StatusOr<std::optional<std::string>> SqliteDatabase::LoadModelImpl(const std::string& key) {
+  if (key.empty()) return absl::InvalidArgumentError("cost-model key is empty");
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Statement stmt,
+                   Statement::Prepare(db_.get(), "SELECT bytes FROM cost_models WHERE key = ?"));
+  stmt.BindText(1, key);
+  ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return std::optional<std::string>();
+  return std::optional<std::string>(stmt.ColumnBlob(0));
+}
+
+absl::Status SqliteDatabase::SaveModelImpl(const std::string& key, const std::string& bytes) {
+  RETURN_IF_ERROR(CheckWritable());
+  if (key.empty()) return absl::InvalidArgumentError("cost-model key is empty");
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Statement stmt,
+                   Statement::Prepare(db_.get(),
+                                      "INSERT INTO cost_models (key, bytes, updated_unix_us) "
+                                      "VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
+                                      "bytes = excluded.bytes, "
+                                      "updated_unix_us = excluded.updated_unix_us"));
+  stmt.BindText(1, key);
+  stmt.BindBlob(2, bytes);
+  stmt.BindInt64(3, UnixMicrosNow());
+  return stmt.Run();  // one statement: its own transaction
 }
 
 // ---------------------------------------------------------------------------------

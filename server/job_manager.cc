@@ -159,6 +159,8 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
   options.early_stop = spec.early_stop();
   options.job_id = job->status.job_id();
   options.fixed_configs.assign(spec.configs().begin(), spec.configs().end());
+  DatabaseModelStore model_store(db_);  // the job's cost model lives in its db
+  options.model_store = &model_store;
   if (spec.has_measure()) {
     const v1::MeasureOptions& m = spec.measure();
     if (m.warmup() > 0) options.measure.warmup = m.warmup();

@@ -71,8 +71,10 @@ class ServerImpl : public Server {
     farm_ = std::make_unique<FarmServiceImpl>(&registry_, jobs_.get(), auth_.get());
     // No authorizer yet: the farm issue adds authentication to every service.
     const TokenAuth* auth = auth_.get();
-    database_ = std::make_unique<DatabaseServiceImpl>(db_.get(), [auth](grpc::ServerContext* ctx) {
+    database_ = std::make_unique<DatabaseServiceImpl>(db_.get(), [auth](grpc::ServerContext* ctx,
+                                                                        bool admin) {
       Principal who;
+      if (admin) return Authorize(auth, ctx, {Role::kAdmin}, &who);  // deletes records
       return Authorize(auth, ctx, {Role::kUser, Role::kAdmin}, &who);
     });
 

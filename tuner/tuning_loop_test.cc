@@ -195,5 +195,84 @@ TEST_F(TuningLoopTest, EveryPolicyRunsThroughTheLoop) {
   }
 }
 
+// Records what the model policy asks of the real DatabaseModelStore, and how far the
+// run had got (runner calls) when it asked.
+class ObservedStore : public ModelStore {
+ public:
+  ObservedStore(Database* db, const FakeRunner* runner) : store_(db), runner_(runner) {}
+  absl::StatusOr<std::optional<std::string>> Load(const std::string& key) override {
+    absl::StatusOr<std::optional<std::string>> got = store_.Load(key);
+    loads.push_back({key, got.ok() && got->has_value(), runner_->calls});
+    return got;
+  }
+  absl::Status Save(const std::string& key, const std::string& bytes) override {
+    ++saves;
+    last_saved = bytes;
+    return store_.Save(key, bytes);
+  }
+  struct LoadEvent {
+    std::string key;
+    bool found;
+    int runner_calls;
+  };
+  std::vector<LoadEvent> loads;
+  int saves = 0;
+  std::string last_saved;
+
+ private:
+  DatabaseModelStore store_;
+  const FakeRunner* runner_;
+};
+
+TEST_F(TuningLoopTest, SecondRunStartsFromTheModelStoredInTheDb) {
+  TuningTask task = *ParseTask("matmul M=24 N=24 K=24");
+  Target target = DetectHostTarget("test-model-store");
+  const std::string key = ModelKey("matmul_cpu", (*FindTemplate(task))->version(), target.Key());
+  TuningOptions options;
+  options.trials = 24;
+  options.batch_size = 8;
+  options.policy = "model";
+  options.top_k_remeasure = 0;
+  options.transfer_learning = false;
+  Builder builder(2);
+  FakeRunner runner;
+
+  ObservedStore first(db_.get(), &runner);
+  options.model_store = &first;
+  {
+    TuningLoop loop(task, target, options, db_.get(), &builder, &runner);
+    ASSERT_TRUE(loop.Run(nullptr).ok());
+  }
+  ASSERT_FALSE(first.loads.empty());
+  EXPECT_EQ(first.loads.front().key, key);
+  EXPECT_FALSE(first.loads.front().found);  // a fresh db holds no model
+  ASSERT_GT(first.saves, 0);                // trained once enough records came in
+  auto stored = db_->LoadModel(key);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_TRUE(stored->has_value());
+  EXPECT_EQ(**stored, first.last_saved);
+
+  // The second run, on a new connection to the same file, loads that model before it
+  // measures anything.
+  db_.reset();
+  DatabaseOptions o;
+  o.path = (dir_ / "t.db").string();
+  auto reopened = Database::Open(o);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  db_ = std::move(*reopened);
+  ObservedStore second(db_.get(), &runner);
+  options.model_store = &second;
+  options.seed = 2;
+  const int calls_before = runner.calls;
+  {
+    TuningLoop loop(task, target, options, db_.get(), &builder, &runner);
+    ASSERT_TRUE(loop.Run(nullptr).ok());
+  }
+  ASSERT_FALSE(second.loads.empty());
+  EXPECT_EQ(second.loads.front().key, key);
+  EXPECT_TRUE(second.loads.front().found);
+  EXPECT_EQ(second.loads.front().runner_calls, calls_before);  // before the first batch
+}
+
 }  // namespace
 }  // namespace tuneforge
