@@ -124,6 +124,10 @@ absl::Status ValidateRecord(const TuningRecord& r) {
   if (r.workload.key.empty()) return absl::InvalidArgumentError("empty workload key");
   if (r.target.key.empty()) return absl::InvalidArgumentError("empty target key");
   if (r.template_name.empty()) return absl::InvalidArgumentError("empty template name");
+  if (!ParseMeasureErrorKind(MeasureErrorKindName(r.result.error))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown error kind ", static_cast<int>(r.result.error)));
+  }
   for (size_t j = 0; j < r.result.costs.size(); ++j) {
     // JSON has no inf/NaN, and a negative time is a measurement bug; either would
     // corrupt the ranking.
