@@ -550,5 +550,43 @@ TEST_F(SharedLogTest, CompactedRecordsStayDeletedAfterReimportOrMerge) {
   EXPECT_EQ(db->Best(w.key, t.key)->config_json, "{\"new\":1}");
 }
 
+// The import pipeline (a reading thread, a storing thread) stops at a full disk with
+// the error; what was committed stays, and importing again completes the log.
+TEST_F(SharedLogTest, ImportStoppedByAFullDiskCompletesOnRetry) {
+  std::unique_ptr<Database> src = Open("src.db");
+  WorkloadInfo w = Workload("a");
+  std::vector<TuningRecord> big;
+  for (int i = 0; i < 400; ++i) {
+    TuningRecord r = Record(w, Target("x"), absl::StrCat("{\"i\":", i, "}"), {1.0 + i});
+    r.result.error_message = std::string(4000, 'y');
+    big.push_back(r);
+  }
+  ASSERT_TRUE(src->Insert(big).ok());
+  std::stringstream log;
+  ASSERT_EQ(*ExportLog(*src, ExportOptions(), log), 400);
+
+  DatabaseOptions small;
+  small.max_file_bytes = 512 << 10;
+  std::unique_ptr<Database> dst = Open("dst.db", small);
+  std::stringstream in1(log.str());
+  absl::StatusOr<ImportReport> failed = ImportLog(*dst, in1, /*batch_size=*/20);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(failed.status())) << failed.status();
+  const size_t stored = dst->Records("", "")->size();
+  EXPECT_GT(stored, 0u);
+  EXPECT_LT(stored, 400u);
+  EXPECT_EQ(stored % 20, 0u);  // whole batches
+
+  dst.reset();
+  dst = Open("dst.db");
+  std::stringstream in2(log.str());
+  absl::StatusOr<ImportReport> retried = ImportLog(*dst, in2, /*batch_size=*/20);
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_EQ(retried->duplicates, static_cast<int64_t>(stored));
+  EXPECT_EQ(retried->inserted, 400 - static_cast<int64_t>(stored));
+  EXPECT_EQ(retried->lines, 401);  // the header too
+  EXPECT_EQ(dst->Records("", "")->size(), 400u);
+}
+
 }  // namespace
 }  // namespace tuneforge
