@@ -442,8 +442,9 @@ absl::StatusOr<ImportReport> ImportLog(Database& db, std::istream& in, size_t ba
 
 namespace {
 
-// Why an AutoTVM task has no exact tuneforge equivalent. tuneforge's only op today is
-// `matmul M N K` (float32, row-major, C = A·B) with the matmul_cpu template; an
+// Why an AutoTVM task has no exact tuneforge equivalent. tuneforge's ops today are
+// `matmul M N K` (float32, row-major, C = A·B; template matmul_cpu) and `batch_matmul
+// B M N K` (C[b] = A[b]·B[b], B[b] stored [K, N]; template batch_matmul_cpu); an
 // AutoTVM record could only map if both the computation and the config knobs mean
 // exactly the same thing.
 std::string NotMappedReason(const std::string& task_name) {
@@ -453,8 +454,9 @@ std::string NotMappedReason(const std::string& task_name) {
            "row-major C = A·B, and its tile_y/tile_x/tile_k knobs are not matmul_cpu's";
   }
   if (starts("batch_matmul")) {
-    return "AutoTVM batch_matmul computes x x y^T per batch; tuneforge has no batched or "
-           "transposed matmul, and its knobs are not matmul_cpu's";
+    return "AutoTVM batch_matmul computes x x y^T per batch (y is [batch, N, K]), not "
+           "tuneforge's batch_matmul A[b]·B[b] with B[b] as [K, N], and its knobs are not "
+           "batch_matmul_cpu's";
   }
   if (starts("conv2d") || starts("depthwise_conv2d") || starts("group_conv2d")) {
     return "tuneforge has no conv2d op yet";
