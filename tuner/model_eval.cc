@@ -36,11 +36,13 @@ absl::StatusOr<HeldOutResult> EvaluateHeldOut(const PolicyContext& context,
   if (best.size() < 8)
     return absl::InvalidArgumentError("only " + std::to_string(best.size()) +
                                       " distinct configs of " + context.task.CanonicalText());
-  // Order by a hash of (config, seed): a split that does not depend on the standard
-  // library's shuffle, so it is the same on every machine.
+  // Order by a hash of (seed, config): a split that does not depend on the standard
+  // library's shuffle, so it is the same on every machine. The seed goes first: with
+  // FNV-1a a seed appended last only rotates the order of all keys, and seeds 1, 2, 3
+  // then gave the same split.
   std::vector<std::pair<uint64_t, const TuningRecord*>> order;
   for (const auto& [key, r] : best)
-    order.emplace_back(Fnv1a64(key + "#" + std::to_string(held_out.split_seed)), r);
+    order.emplace_back(Fnv1a64(std::to_string(held_out.split_seed) + "#" + key), r);
   std::sort(order.begin(), order.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   size_t n_train = static_cast<size_t>(order.size() * held_out.train_fraction);

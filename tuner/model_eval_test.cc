@@ -89,8 +89,8 @@ TEST(ModelEvalTest, RanksHeldOutRealMeasurementsFarBetterThanChance) {
               own_small, own_large, transfer_small, both_small);
   // Chance is 0.5. Measured noise on a loaded machine caps these (docs/search.md).
   EXPECT_GT(own_small, 0.78);
-  EXPECT_GT(own_large, 0.68);
-  EXPECT_GT(transfer_small, 0.75);
+  EXPECT_GT(own_large, 0.72);
+  EXPECT_GT(transfer_small, 0.78);
   EXPECT_GT(both_small, 0.78);
 }
 
@@ -107,6 +107,16 @@ TEST(ModelEvalTest, HeldOutSplitIsDeterministicAndDisjoint) {
   int n = static_cast<int>(distinct.size());
   EXPECT_EQ(a->train + a->test, n);
   EXPECT_EQ(a->train, static_cast<int>(n * 0.75));
+  // Other seeds split differently (the mean over splits means something).
+  std::set<double> accuracies;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    HeldOutOptions h;
+    h.split_seed = seed;
+    auto r = EvaluateHeldOut(ctx, ModelPolicyOptions{}, all, {}, h);
+    ASSERT_TRUE(r.ok());
+    accuracies.insert(r->pairwise_accuracy);
+  }
+  EXPECT_EQ(accuracies.size(), 4u);
 }
 
 }  // namespace
