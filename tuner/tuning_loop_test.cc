@@ -118,6 +118,9 @@ TEST_F(TuningLoopTest, SpendsTheBudgetRecordsEverythingAndNeverRepeats) {
   EXPECT_NEAR(progress->best->seconds, best_seen, best_seen * 1e-9);
 }
 
+// Nothing is measured twice across jobs of one task, the untuned baseline included:
+// the second run reuses the stored baseline record (as every round of `tune --tasks`
+// after the first does).
 TEST_F(TuningLoopTest, SecondRunSkipsConfigsAlreadyInTheDb) {
   TuningTask task = *ParseTask("matmul M=8 N=8 K=8");
   Target target = DetectHostTarget("test");
@@ -126,23 +129,29 @@ TEST_F(TuningLoopTest, SecondRunSkipsConfigsAlreadyInTheDb) {
   options.top_k_remeasure = 0;
   Builder builder(2);
   FakeRunner runner;
+  std::optional<TrialSummary> first_baseline, second_baseline;
   {
     TuningLoop loop(task, target, options, db_.get(), &builder, &runner);
-    ASSERT_TRUE(loop.Run(nullptr).ok());
+    auto progress = loop.Run(nullptr);
+    ASSERT_TRUE(progress.ok()) << progress.status();
+    first_baseline = progress->baseline;
   }
   {
     TuningLoop loop(task, target, options, db_.get(), &builder, &runner);
-    ASSERT_TRUE(loop.Run(nullptr).ok());
+    auto progress = loop.Run(nullptr);
+    ASSERT_TRUE(progress.ok()) << progress.status();
+    second_baseline = progress->baseline;
   }
   auto records = db_->Records(task.WorkloadKey(), target.Key());
   ASSERT_TRUE(records.ok());
-  std::set<std::string> trial_configs;
-  Config naive = (*FindTemplate(task))->Naive(task, target);
-  for (const TuningRecord& r : *records) {
-    if (r.config_json == naive.ToJson()) continue;  // the baseline is measured each run
-    EXPECT_TRUE(trial_configs.insert(r.config_json).second) << r.config_json;
-  }
-  EXPECT_EQ(trial_configs.size(), 20u);
+  std::set<std::string> configs;
+  for (const TuningRecord& r : *records)
+    EXPECT_TRUE(configs.insert(r.config_json).second) << "measured twice: " << r.config_json;
+  EXPECT_EQ(configs.size(), 21u);  // 2 x 10 trials + one baseline
+  ASSERT_TRUE(first_baseline.has_value());
+  ASSERT_TRUE(second_baseline.has_value());
+  EXPECT_EQ(second_baseline->record_id, first_baseline->record_id);
+  EXPECT_TRUE(configs.count((*FindTemplate(task))->Naive(task, target).ToJson()));
 }
 
 TEST_F(TuningLoopTest, CancelStopsTheLoop) {
