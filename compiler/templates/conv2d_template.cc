@@ -130,12 +130,8 @@ ComputeDef ConvCompute(const ConvShape& d, int64_t x, int64_t y, bool depthwise)
       internal("O.blocked", {d.n, kb, d.oh, d.ow, y}),
       BufferParam{"O", DType::kFloat32, {d.n, d.k, d.oh, d.ow}, true},
   };
-  for (const char* a : {"n", "kb", "oh", "ow", "ko"}) def.axes.push_back({a, 0, false});
-  def.axes[0].extent = d.n;
-  def.axes[1].extent = kb;
-  def.axes[2].extent = d.oh;
-  def.axes[3].extent = d.ow;
-  def.axes[4].extent = y;
+  def.axes = {{"n", d.n, false}, {"kb", kb, false}, {"oh", d.oh, false}, {"ow", d.ow, false},
+              {"ko", y, false}};
   if (!depthwise) def.axes.push_back({"cb", cb, true});
   def.axes.push_back({"r", d.r, true});
   def.axes.push_back({"s", d.s, true});
@@ -225,8 +221,9 @@ Config Conv2dTemplate::Naive(const TuningTask& task, const Target& target) const
   return Config(c);
 }
 
-// Vectors of the target's width; one or two of them per output-channel block (16 or
-// 32 channels on AVX-512, what oneDNN picks); the input-channel block as large as 16;
+// Vectors of the target's width; one, two or four of them per output-channel block
+// (16, 32 or 64 channels on AVX-512: more vectors reuse each input broadcast more
+// often, fewer leave room for more pixels); the input-channel block as large as 16;
 // row tiles that divide OW with as many pixels as the registers hold; both reduction
 // orders and both outer orders; parallel when the target has threads.
 std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Target& target) const {
@@ -243,7 +240,7 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
   int64_t x = 1;
   for (int64_t v : {2, 4, 8, 16})
     if (d.c % v == 0) x = v;
-  for (int64_t vecs : {1, 2}) {
+  for (int64_t vecs : {1, 2, 4}) {
     if (d.k % (lanes * vecs) != 0) continue;
     // Row tiles: least padding waste first, then the most pixels.
     std::vector<int64_t> tiles;
