@@ -57,6 +57,8 @@ v1::MeasureRequest ToRequest(const MeasureInput& in, const std::string& id) {
   r.set_artifact(in.artifact->shared_object);
   r.set_artifact_hash(in.artifact->hash);
   r.set_entry_symbol(in.artifact->entry_symbol);
+  r.set_prepack_symbol(in.artifact->prepack_symbol);
+  r.set_unpack_symbol(in.artifact->unpack_symbol);
   const ExpectedOutput& e = *in.expected;
   for (size_t i = 0; i < e.buffer_sizes.size(); ++i) {
     v1::BufferSpec* b = r.add_buffers();

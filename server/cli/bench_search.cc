@@ -76,7 +76,10 @@ class InProcessRunner : public Runner {
   absl::Status Prepare(const Template& tmpl, const Target& target) {
     ASSIGN_OR_RETURN(ir::LoweredFunc naive,
                      tmpl.Instantiate(task_, target, tmpl.Naive(task_, target)));
-    for (const ir::BufferParam& p : naive.params) is_output_.push_back(p.is_output);
+    for (const ir::BufferParam& p : naive.params) {
+      is_output_.push_back(p.is_output);
+      if (p.is_internal) prepacked_sizes_[is_output_.size() - 1] = p.NumElements();
+    }
     inputs_ = MakeInputs(task_, seed_);
     ASSIGN_OR_RETURN(expected_, ReferenceOutput(task_, inputs_));
     tolerance_ = ToleranceFor(task_);
@@ -101,11 +104,19 @@ class InProcessRunner : public Runner {
       return r;
     }
     std::vector<float> output(expected_.size(), NAN);
-    std::vector<void*> buffers;  // entry-point order; MakeInputs skips the output
+    std::vector<void*> buffers;  // entry-point order; MakeInputs skips output and prepacked
+    std::vector<std::vector<float>> prepacked;
     size_t next_input = 0;
-    for (bool out : is_output_)
-      buffers.push_back(out ? output.data() : inputs_[next_input++].data());
-    if (module->Run(buffers.data()) != 0) {
+    for (size_t i = 0; i < is_output_.size(); ++i) {
+      if (prepacked_sizes_.count(i)) {
+        prepacked.emplace_back(prepacked_sizes_[i]);
+        buffers.push_back(prepacked.back().data());
+      } else {
+        buffers.push_back(is_output_[i] ? output.data() : inputs_[next_input++].data());
+      }
+    }
+    if (module->Prepack(buffers.data()) != 0 || module->Run(buffers.data()) != 0 ||
+        module->Unpack(buffers.data()) != 0) {
       r.error = MeasureErrorKind::kRuntimeError;
       r.error_message = "kernel returned non-zero";
       return r;
@@ -132,6 +143,7 @@ class InProcessRunner : public Runner {
   TuningTask task_;
   uint64_t seed_;
   std::vector<bool> is_output_;
+  std::map<size_t, int64_t> prepacked_sizes_;  // param index -> elements (dense's W.packed)
   std::vector<std::vector<float>> inputs_;
   std::vector<float> expected_;
   Tolerance tolerance_;
