@@ -81,6 +81,12 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec_in) {
                                       "' (available: model, random, grid, ga)");
   }
   if (spec.early_stop() < 0) return absl::InvalidArgumentError("early_stop must be >= 0");
+  if (spec.priority() == 0) spec.set_priority(kDefaultPriority);
+  if (spec.priority() < kMinPriority || spec.priority() > kMaxPriority) {
+    return absl::InvalidArgumentError("priority must be " + std::to_string(kMinPriority) + ".." +
+                                      std::to_string(kMaxPriority) + ", got " +
+                                      std::to_string(spec.priority()));
+  }
   if (spec.batch_size() < 0 || spec.batch_size() > 1024) {
     return absl::InvalidArgumentError("batch_size must be 0..1024");
   }
@@ -178,7 +184,8 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
           s->set_last_event(why);
         });
       },
-      &job->cancel);
+      &job->cancel, std::clamp(spec.priority() ? spec.priority() : kDefaultPriority, kMinPriority,
+                               kMaxPriority));
   TuningLoop loop(task, target, options, db_, builder_, &runner);
   absl::StatusOr<TuningProgress> result = loop.Run(
       [&](const TuningProgress& p) {

@@ -41,7 +41,7 @@ class ServerImpl : public Server {
     shut_down_ = true;
     // Init may have failed part-way: only stop what was started.
     if (jobs_) jobs_->CancelAll();
-    registry_.Shutdown();
+    if (registry_) registry_->Shutdown();
     if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     jobs_.reset();  // joins job threads
   }
@@ -52,13 +52,19 @@ class ServerImpl : public Server {
 
   absl::Status Init(const ServerOptions& options) {
     RETURN_IF_ERROR(CheckAddress(options.listen));
+    RETURN_IF_ERROR(options.dispatch.Validate());
+    registry_ = std::make_unique<AgentRegistry>(options.dispatch);
     DatabaseOptions db_options;
     db_options.path = options.db_path;
     ASSIGN_OR_RETURN(db_, Database::Open(db_options));
     int threads = options.builder_threads > 0 ? options.builder_threads
                                               : std::max(1u, std::thread::hardware_concurrency());
     builder_ = std::make_unique<Builder>(threads);
-    jobs_ = std::make_unique<JobManager>(db_.get(), &registry_, builder_.get());
+    jobs_ = std::make_unique<JobManager>(db_.get(), registry_.get(), builder_.get());
+    if (options.golden_check) {
+      RETURN_IF_ERROR(options.health.Validate());
+      health_ = std::make_unique<AgentHealth>(registry_.get(), builder_.get(), options.health);
+    }
     if (!options.tokens_path.empty()) {
       ASSIGN_OR_RETURN(auth_, TokenAuth::Load(options.tokens_path));
     } else if (options.listen.rfind("127.", 0) != 0 && options.listen.rfind("localhost:", 0) != 0 &&
@@ -67,8 +73,8 @@ class ServerImpl : public Server {
                       << " without --tokens: anyone who can reach it can run code on the agents";
     }
     tuning_ = std::make_unique<TuningServiceImpl>(jobs_.get(), auth_.get());
-    agents_ = std::make_unique<AgentServiceImpl>(&registry_, auth_.get());
-    farm_ = std::make_unique<FarmServiceImpl>(&registry_, jobs_.get(), auth_.get());
+    agents_ = std::make_unique<AgentServiceImpl>(registry_.get(), health_.get(), auth_.get());
+    farm_ = std::make_unique<FarmServiceImpl>(registry_.get(), jobs_.get(), auth_.get());
     // No authorizer yet: the farm issue adds authentication to every service.
     const TokenAuth* auth = auth_.get();
     database_ = std::make_unique<DatabaseServiceImpl>(db_.get(), [auth](grpc::ServerContext* ctx,
@@ -101,9 +107,10 @@ class ServerImpl : public Server {
 
  private:
   std::unique_ptr<Database> db_;
-  AgentRegistry registry_;
+  std::unique_ptr<AgentRegistry> registry_;
   std::unique_ptr<Builder> builder_;
   std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<AgentHealth> health_;  // null: no golden-kernel checks
   std::unique_ptr<TuningServiceImpl> tuning_;
   std::unique_ptr<AgentServiceImpl> agents_;
   std::unique_ptr<FarmServiceImpl> farm_;

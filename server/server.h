@@ -8,6 +8,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/agent_health.h"
+#include "server/agent_registry.h"
 
 namespace tuneforge {
 
@@ -21,6 +23,11 @@ struct ServerOptions {
   std::string tls_key_path;
   int builder_threads = 0;                // 0: one per core
   int max_message_bytes = 256 << 20;      // artifacts + expected outputs travel in messages
+  // Leases, heartbeats and re-dispatch (validated by Start).
+  DispatchOptions dispatch;
+  // Golden-kernel checks of agents (validated by Start); off: agents are trusted.
+  bool golden_check = true;
+  HealthOptions health;
 };
 
 class Server {
