@@ -132,6 +132,9 @@ TEST_F(FaultInjectionTest, WrongAndSlowAgentsAreQuarantinedAndGetNoWork) {
   StartAgent("f");
   ASSERT_TRUE(WaitForIdleAgents(1)) << server_->Stderr();
   StartAgent("f", {"--test-wrong-answer"});  // agent-2: broken arithmetic
+  // Ids follow registration order: let agent-2 register before agent-3 starts.
+  ASSERT_TRUE(WaitFor([](const v1::FarmStatus& s) { return s.agents_size() == 2; }, 60))
+      << server_->Stderr();
   StartAgent("f", {"--test-slowdown", "10"});  // agent-3: 10x slower than its peer
   ASSERT_TRUE(WaitFor(
       [](const v1::FarmStatus& s) {
