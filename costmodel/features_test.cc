@@ -1,3 +1,4 @@
+#include "compiler/target/test_target.h"
 #include "costmodel/features.h"
 
 #include <gtest/gtest.h>
@@ -11,24 +12,14 @@
 namespace tuneforge::costmodel {
 namespace {
 
-Target TestTarget() {
-  Target t;
-  t.triple = "x86_64-pc-linux-gnu";
-  t.cpu = "znver4";
-  t.features = "+avx,+avx2,+avx512f,+fma";
-  t.num_threads = 2;
-  t.device_key = "test";
-  return t;
-}
-
 struct Fixture {
   explicit Fixture(const std::string& text)
       : task(*ParseTask(text)),
         tmpl(*FindTemplate(task)),
-        space(tmpl->Space(task, TestTarget())),
-        extractor(space, TestTarget()) {}
+        space(tmpl->Space(task, Avx512TestTarget())),
+        extractor(space, Avx512TestTarget()) {}
   FeatureVector Features(const Config& c) const {
-    auto f = tmpl->Instantiate(task, TestTarget(), c);
+    auto f = tmpl->Instantiate(task, Avx512TestTarget(), c);
     EXPECT_TRUE(f.ok()) << f.status();
     return extractor.Extract(*f, c);
   }
@@ -54,7 +45,7 @@ TEST(FeaturesTest, FixedLengthNamedAndDeterministic) {
 
 TEST(FeaturesTest, DistinguishesSchedules) {
   Fixture fx("matmul M=64 N=64 K=64");
-  FeatureVector naive = fx.Features(fx.tmpl->Naive(fx.task, TestTarget()));
+  FeatureVector naive = fx.Features(fx.tmpl->Naive(fx.task, Avx512TestTarget()));
   std::mt19937_64 rng(4);
   int differ = 0;
   for (int i = 0; i < 20; ++i) {
@@ -105,7 +96,7 @@ TEST(FeaturesTest, CheapEnough) {
   for (int i = 0; i < 200; ++i) configs.push_back(*fx.space.Sample(rng));
   std::vector<ir::LoweredFunc> funcs;
   auto t0 = std::chrono::steady_clock::now();
-  for (const Config& c : configs) funcs.push_back(*fx.tmpl->Instantiate(fx.task, TestTarget(), c));
+  for (const Config& c : configs) funcs.push_back(*fx.tmpl->Instantiate(fx.task, Avx512TestTarget(), c));
   auto t1 = std::chrono::steady_clock::now();
   size_t total = 0;
   for (size_t i = 0; i < configs.size(); ++i)

@@ -3,6 +3,7 @@
 // search, measured on the 2-core znver4 development machine (the best time of each
 // config; null = failed). Training and the held-out split are deterministic, so these
 // are assertions on fixed numbers, not on timing or luck.
+#include "compiler/target/test_target.h"
 #include "tuner/model_eval.h"
 
 #include <gtest/gtest.h>
@@ -14,16 +15,6 @@
 
 namespace tuneforge {
 namespace {
-
-Target RecordedTarget() {  // what the features see of the recording machine
-  Target t;
-  t.triple = "x86_64-pc-linux-gnu";
-  t.cpu = "znver4";
-  t.features = "+avx,+avx2,+avx512f,+fma";
-  t.num_threads = 2;
-  t.device_key = "test";
-  return t;
-}
 
 std::vector<TuningRecord> LoadRecords(const Target& target) {
   std::ifstream in(std::string(TF_TESTDATA_DIR) + "/matmul_records.jsonl");
@@ -50,7 +41,7 @@ std::vector<TuningRecord> LoadRecords(const Target& target) {
 }
 
 PolicyContext ContextFor(const std::string& task) {
-  PolicyContext c{*ParseTask(task), RecordedTarget(), nullptr, 1, nullptr};
+  PolicyContext c{*ParseTask(task), Avx512TestTarget(), nullptr, 1, nullptr};
   c.tmpl = *FindTemplate(c.task);
   return c;
 }

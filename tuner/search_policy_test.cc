@@ -1,5 +1,6 @@
 // Search policies on a synthetic cost function: no builds, no measurements, so these
 // run in seconds and are deterministic for their seeds.
+#include "compiler/target/test_target.h"
 #include "tuner/search_policy.h"
 
 #include <gtest/gtest.h>
@@ -17,18 +18,8 @@
 namespace tuneforge {
 namespace {
 
-Target TestTarget() {
-  Target t;
-  t.triple = "x86_64-pc-linux-gnu";
-  t.cpu = "znver4";
-  t.features = "+avx,+avx2,+avx512f,+fma";
-  t.num_threads = 2;
-  t.device_key = "test";
-  return t;
-}
-
 PolicyContext Context(const std::string& task, uint64_t seed) {
-  PolicyContext c{*ParseTask(task), TestTarget(), nullptr, seed, nullptr};
+  PolicyContext c{*ParseTask(task), Avx512TestTarget(), nullptr, seed, nullptr};
   c.tmpl = *FindTemplate(c.task);
   return c;
 }

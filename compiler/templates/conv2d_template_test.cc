@@ -1,5 +1,6 @@
 // conv2d_cpu and depthwise_conv2d_cpu without LLVM: prepack (layouts, padding), the
 // blocked kernel and unpack, run by the interpreter, must match the reference.
+#include "compiler/target/test_target.h"
 #include "compiler/templates/conv2d_template.h"
 
 #include <gtest/gtest.h>
@@ -14,19 +15,9 @@
 namespace tuneforge {
 namespace {
 
-Target Avx512() {
-  Target t;
-  t.triple = "x86_64-pc-linux-gnu";
-  t.cpu = "znver4";
-  t.features = "+avx,+avx2,+avx512f,+fma";
-  t.num_threads = 2;
-  t.device_key = "test";
-  return t;
-}
-
 void ExpectInterpretedCorrect(const TuningTask& task, const Config& config) {
   const Template* tmpl = *FindTemplate(task);
-  auto f = tmpl->Instantiate(task, Avx512(), config);
+  auto f = tmpl->Instantiate(task, Avx512TestTarget(), config);
   ASSERT_TRUE(f.ok()) << task.CanonicalText() << " " << config.ToJson() << ": " << f.status();
   auto inputs = MakeInputs(task, 3);
   auto expected = ReferenceOutput(task, inputs);
@@ -66,8 +57,8 @@ TEST(Conv2dTemplateTest, NaiveAndHeuristicsMatchTheReference) {
                            "depthwise_conv2d N=2 C=16 H=10 W=10 R=3 S=3 stride=2 pad=1"}) {
     TuningTask task = Conv(text);
     const Template* tmpl = *FindTemplate(task);
-    ExpectInterpretedCorrect(task, tmpl->Naive(task, Avx512()));
-    std::vector<Config> h = tmpl->Heuristics(task, Avx512());
+    ExpectInterpretedCorrect(task, tmpl->Naive(task, Avx512TestTarget()));
+    std::vector<Config> h = tmpl->Heuristics(task, Avx512TestTarget());
     ASSERT_FALSE(h.empty()) << text;
     for (size_t i = 0; i < h.size(); i += 3) ExpectInterpretedCorrect(task, h[i]);
     if (HasFatalFailure()) return;
@@ -88,7 +79,7 @@ TEST(Conv2dTemplateTest, RandomConfigsInterpreted) {
         " R=" + std::to_string(r) + " S=" + std::to_string(s) + " stride=" + std::to_string(stride) +
         " pad=" + std::to_string(pad);
     TuningTask task = Conv(text);
-    auto config = (*FindTemplate(task))->Space(task, Avx512()).Sample(rng);
+    auto config = (*FindTemplate(task))->Space(task, Avx512TestTarget()).Sample(rng);
     ASSERT_TRUE(config.ok()) << text;
     ExpectInterpretedCorrect(task, *config);
     if (HasFatalFailure()) return;

@@ -1,6 +1,7 @@
 // dense_cpu without LLVM: the lowered IR, run by the interpreter (prepack first), must
 // match the reference for every way the epilogue can be placed: fused into a complete
 // register tile, into the last k-step of an incomplete one, or a separate pass.
+#include "compiler/target/test_target.h"
 #include "compiler/templates/dense_template.h"
 
 #include <gtest/gtest.h>
@@ -15,16 +16,6 @@
 namespace tuneforge {
 namespace {
 
-Target Avx512() {
-  Target t;
-  t.triple = "x86_64-pc-linux-gnu";
-  t.cpu = "znver4";
-  t.features = "+avx,+avx2,+avx512f,+fma";
-  t.num_threads = 2;
-  t.device_key = "test";
-  return t;
-}
-
 TuningTask Dense(int64_t m, int64_t n, int64_t k, int64_t bias, int64_t relu) {
   auto t = MakeTask("dense", {{"M", m}, {"N", n}, {"K", k}, {"bias", bias}, {"relu", relu}},
                     "float32");
@@ -34,7 +25,7 @@ TuningTask Dense(int64_t m, int64_t n, int64_t k, int64_t bias, int64_t relu) {
 
 void ExpectInterpretedCorrect(const TuningTask& task, const Config& config) {
   DenseTemplate tmpl;
-  auto f = tmpl.Instantiate(task, Avx512(), config);
+  auto f = tmpl.Instantiate(task, Avx512TestTarget(), config);
   ASSERT_TRUE(f.ok()) << f.status();
   auto inputs = MakeInputs(task, 3);
   auto expected = ReferenceOutput(task, inputs);
@@ -87,7 +78,7 @@ TEST(DenseTemplateTest, EpiloguePlacements) {
 TEST(DenseTemplateTest, ParamsAndPrepack) {
   DenseTemplate tmpl;
   TuningTask task = Dense(8, 64, 16, 1, 1);
-  auto packed = tmpl.Instantiate(task, Avx512(), Make(2, 16, 2, 16, "registers", 1));
+  auto packed = tmpl.Instantiate(task, Avx512TestTarget(), Make(2, 16, 2, 16, "registers", 1));
   ASSERT_TRUE(packed.ok()) << packed.status();
   std::vector<std::string> names;
   for (const ir::BufferParam& p : packed->params) names.push_back(p.name);
@@ -95,13 +86,13 @@ TEST(DenseTemplateTest, ParamsAndPrepack) {
   EXPECT_TRUE(packed->params[3].is_internal);
   EXPECT_TRUE(packed->params[4].is_output);
   EXPECT_NE(packed->prepack, nullptr);
-  auto unpacked = tmpl.Instantiate(task, Avx512(), Make(2, 16, 2, 16, "registers", 0));
+  auto unpacked = tmpl.Instantiate(task, Avx512TestTarget(), Make(2, 16, 2, 16, "registers", 0));
   ASSERT_TRUE(unpacked.ok());
   EXPECT_EQ(unpacked->prepack, nullptr);
   EXPECT_EQ(unpacked->params[3].NumElements(), packed->params[3].NumElements());
   // A panel that does not divide N cannot be packed.
   TuningTask odd = Dense(8, 40, 16, 0, 0);
-  EXPECT_FALSE(tmpl.Instantiate(odd, Avx512(), Make(2, 16, 1, 16, "registers", 1)).ok());
+  EXPECT_FALSE(tmpl.Instantiate(odd, Avx512TestTarget(), Make(2, 16, 1, 16, "registers", 1)).ok());
   // Flags other than 0|1 are rejected with the range.
   auto bad = MakeTask("dense", {{"M", 1}, {"N", 1}, {"K", 1}, {"bias", 2}, {"relu", 0}}, "float32");
   ASSERT_FALSE(bad.ok());
@@ -113,7 +104,7 @@ TEST(DenseTemplateTest, RandomConfigsInterpreted) {
   std::mt19937_64 rng(5);
   for (int i = 0; i < 12; ++i) {
     TuningTask task = Dense(1 + rng() % 9, 1 + rng() % 40, 1 + rng() % 30, rng() % 2, rng() % 2);
-    auto config = tmpl.Space(task, Avx512()).Sample(rng);
+    auto config = tmpl.Space(task, Avx512TestTarget()).Sample(rng);
     ASSERT_TRUE(config.ok());
     ExpectInterpretedCorrect(task, *config);
     if (HasFatalFailure()) return;

@@ -1,3 +1,4 @@
+#include "compiler/target/test_target.h"
 #include "compiler/templates/matmul_template.h"
 #include "compiler/support/status.h"
 
@@ -13,16 +14,6 @@
 namespace tuneforge {
 namespace {
 
-Target Avx512() {
-  Target t;
-  t.triple = "x86_64-pc-linux-gnu";
-  t.cpu = "znver4";
-  t.features = "+avx,+avx2,+avx512f,+fma";
-  t.num_threads = 2;
-  t.device_key = "test";
-  return t;
-}
-
 TuningTask Task(int64_t m, int64_t n, int64_t k) {
   auto t = MakeTask("matmul", {{"M", m}, {"N", n}, {"K", k}}, "float32");
   TF_CHECK(t.ok());
@@ -31,10 +22,10 @@ TuningTask Task(int64_t m, int64_t n, int64_t k) {
 
 TEST(MatmulTemplateTest, SpaceHasAtLeastAThousandValidPoints) {
   MatmulTemplate tmpl;
-  ConfigSpace space = tmpl.Space(Task(512, 512, 512), Avx512());
+  ConfigSpace space = tmpl.Space(Task(512, 512, 512), Avx512TestTarget());
   EXPECT_GE(space.CountValid(200000), 1000u);
   // Vector width follows the target, not the build machine.
-  Target avx2 = Avx512();
+  Target avx2 = Avx512TestTarget();
   avx2.features = "+avx,+avx2,+fma";
   ConfigSpace avx2_space = tmpl.Space(Task(512, 512, 512), avx2);
   for (const Knob& k : avx2_space.knobs()) {
@@ -47,41 +38,41 @@ TEST(MatmulTemplateTest, SpaceHasAtLeastAThousandValidPoints) {
 TEST(MatmulTemplateTest, InvalidConfigsAreRejectedWithTheKnobName) {
   MatmulTemplate tmpl;
   TuningTask task = Task(64, 64, 64);
-  Config naive = tmpl.Naive(task, Avx512());
-  ASSERT_TRUE(tmpl.Instantiate(task, Avx512(), naive).ok());
+  Config naive = tmpl.Naive(task, Avx512TestTarget());
+  ASSERT_TRUE(tmpl.Instantiate(task, Avx512TestTarget(), naive).ok());
   nlohmann::json j = naive.values();
   j["vec_lanes"] = 5;
-  auto r = tmpl.Instantiate(task, Avx512(), Config(j));
+  auto r = tmpl.Instantiate(task, Avx512TestTarget(), Config(j));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(std::string(r.status().message()).find("vec_lanes"), std::string::npos);
   j = naive.values();
   j["bogus"] = 1;
-  EXPECT_FALSE(tmpl.Instantiate(task, Avx512(), Config(j)).ok());
+  EXPECT_FALSE(tmpl.Instantiate(task, Avx512TestTarget(), Config(j)).ok());
   j = naive.values();
   j.erase("tile_k");
-  EXPECT_FALSE(tmpl.Instantiate(task, Avx512(), Config(j)).ok());
+  EXPECT_FALSE(tmpl.Instantiate(task, Avx512TestTarget(), Config(j)).ok());
 }
 
 // v1 configs (no pack_b) stay valid and mean what they meant: pack_b = 0.
 TEST(MatmulTemplateTest, ConfigsWithoutPackBDefaultToUnpacked) {
   MatmulTemplate tmpl;
   TuningTask task = Task(64, 64, 64);
-  nlohmann::json j = tmpl.Heuristics(task, Avx512()).front().values();
+  nlohmann::json j = tmpl.Heuristics(task, Avx512TestTarget()).front().values();
   j["pack_b"] = 0;
   nlohmann::json old = j;
   old.erase("pack_b");
-  auto with = tmpl.Instantiate(task, Avx512(), Config(j));
-  auto without = tmpl.Instantiate(task, Avx512(), Config(old));
+  auto with = tmpl.Instantiate(task, Avx512TestTarget(), Config(j));
+  auto without = tmpl.Instantiate(task, Avx512TestTarget(), Config(old));
   ASSERT_TRUE(with.ok()) << with.status();
   ASSERT_TRUE(without.ok()) << without.status();
   EXPECT_EQ(ir::ToString(with->body), ir::ToString(without->body));
-  EXPECT_TRUE(tmpl.Space(task, Avx512()).Check(Config(old)).ok());
+  EXPECT_TRUE(tmpl.Space(task, Avx512TestTarget()).Check(Config(old)).ok());
 }
 
 TEST(MatmulTemplateTest, NaiveIsThePlainLoopNest) {
   MatmulTemplate tmpl;
   TuningTask task = Task(16, 16, 16);
-  auto f = tmpl.Instantiate(task, Avx512(), tmpl.Naive(task, Avx512()));
+  auto f = tmpl.Instantiate(task, Avx512TestTarget(), tmpl.Naive(task, Avx512TestTarget()));
   ASSERT_TRUE(f.ok()) << f.status();
   std::string text = ir::ToString(f->body);
   EXPECT_EQ(text.find("vectorized"), std::string::npos) << text;
@@ -94,7 +85,7 @@ TEST(MatmulTemplateTest, HeuristicsAreValidAndInterpretToTheReference) {
                          {512, 512, 512}, {13, 7, 2}}) {
     TuningTask task = Task(m, n, k);
     for (int threads : {1, 2}) {
-      Target target = Avx512();
+      Target target = Avx512TestTarget();
       target.num_threads = threads;
       std::vector<Config> configs = tmpl.Heuristics(task, target);
       ASSERT_FALSE(configs.empty()) << task.CanonicalText();
@@ -130,7 +121,7 @@ TEST(MatmulTemplateTest, PackedBInterpretsToTheReference) {
                       {"tile_i_blocks", 2}, {"tile_j_blocks", 2}, {"tile_k", 4},
                       {"unroll_k", 2}, {"loop_order", "ikj"}, {"parallel", 1},
                       {"accumulate", "registers"}, {"pack_b", 1}};
-  auto f = tmpl.Instantiate(task, Avx512(), Config(j));
+  auto f = tmpl.Instantiate(task, Avx512TestTarget(), Config(j));
   ASSERT_TRUE(f.ok()) << f.status();
   std::string text = ir::ToString(*f);
   EXPECT_NE(text.find("allocate heap B.packed"), std::string::npos) << text;
@@ -147,7 +138,7 @@ TEST(MatmulTemplateTest, PackedBInterpretsToTheReference) {
               tol.atol + tol.rtol * std::fabs((*expected)[i])) << i << "\n" << text;
   // A panel that does not divide N is an invalid config, named by its knob.
   j["tile_j_vecs"] = 4;
-  auto bad = tmpl.Instantiate(Task(13, 40, 7), Avx512(), Config(j));
+  auto bad = tmpl.Instantiate(Task(13, 40, 7), Avx512TestTarget(), Config(j));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(std::string(bad.status().message()).find("pack_b"), std::string::npos);
 }
@@ -166,7 +157,7 @@ TEST(BatchMatmulTemplateTest, RandomConfigsInterpretToTheReference) {
     ASSERT_TRUE(tmpl.ok());
     EXPECT_EQ((*tmpl)->name(), "batch_matmul_cpu");
     EXPECT_DOUBLE_EQ(task->Flops(), 2.0 * b * m * n * k);
-    Target target = Avx512();
+    Target target = Avx512TestTarget();
     target.num_threads = 1 + trial % 2;
     auto config = (*tmpl)->Space(*task, target).Sample(rng);
     ASSERT_TRUE(config.ok());
@@ -203,10 +194,10 @@ TEST(MatmulTemplateTest, RandomConfigsInterpretToTheReference) {
   for (int trial = 0; trial < 150; ++trial) {
     int64_t m = sizes[rng() % 9], n = sizes[rng() % 9], k = sizes[rng() % 9];
     TuningTask task = Task(m, n, k);
-    ConfigSpace space = tmpl.Space(task, Avx512());
+    ConfigSpace space = tmpl.Space(task, Avx512TestTarget());
     auto config = space.Sample(rng);
     ASSERT_TRUE(config.ok()) << task.CanonicalText();
-    auto f = tmpl.Instantiate(task, Avx512(), *config);
+    auto f = tmpl.Instantiate(task, Avx512TestTarget(), *config);
     ASSERT_TRUE(f.ok()) << task.CanonicalText() << " " << config->ToJson() << ": " << f.status();
     auto inputs = MakeInputs(task, trial);
     auto expected = ReferenceOutput(task, inputs);
