@@ -11,6 +11,9 @@ int64_t NowUnixMs() {
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 }  // namespace
 
 std::string AgentInfo::State() const {
@@ -54,6 +57,8 @@ void AgentRegistry::Disconnect(const std::string& agent_id) {
       if (other) {
         p.agent_id = other->info.id;
         ++p.dispatches;
+        p.leased_at = std::chrono::steady_clock::now();
+        if (observer_) observer_->OnLease(/*redispatch=*/true);
         ++other->info.in_flight;
         other->queue.push_back(id);
         TF_LOG(Warning) << "agent " << agent_id << " lost; request " << id << " re-dispatched to "
@@ -115,6 +120,7 @@ void AgentRegistry::Complete(const std::string& agent_id, const v1::MeasureResul
       return;
     }
     done = std::move(p->second.done);
+    if (observer_) observer_->OnResult(result.error(), SecondsSince(p->second.leased_at));
     pending_.erase(p);
     auto a = agents_.find(agent_id);
     if (a != agents_.end()) {
@@ -154,6 +160,7 @@ void AgentRegistry::FailLocked(const std::string& request_id, const std::string&
   result.set_start_unix_us(now);
   result.set_end_unix_us(now);
   ResultCallback done = std::move(p->second.done);
+  if (observer_) observer_->OnResult(v1::AGENT_LOST, SecondsSince(p->second.leased_at));
   pending_.erase(p);
   callbacks->push_back([done, result] { done(result); });
 }
@@ -170,6 +177,8 @@ bool AgentRegistry::Dispatch(const std::string& device_key, v1::MeasureRequest r
   p.done = std::move(done);
   p.agent_id = agent->info.id;
   p.dispatches = 1;
+  p.leased_at = std::chrono::steady_clock::now();
+  if (observer_) observer_->OnLease(/*redispatch=*/false);
   ++agent->info.in_flight;
   agent->queue.push_back(id);
   cv_.notify_all();
@@ -211,6 +220,15 @@ std::vector<AgentInfo> AgentRegistry::Agents() const {
   std::vector<AgentInfo> out;
   for (const auto& [id, a] : agents_) out.push_back(a.info);
   return out;
+}
+
+AgentRegistry::Backlog AgentRegistry::GetBacklog() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Backlog b;
+  for (const auto& [id, a] : agents_)
+    for (const std::string& r : a.queue) b.queued += pending_.count(r);
+  b.leased = static_cast<int64_t>(pending_.size()) - b.queued;
+  return b;
 }
 
 void AgentRegistry::Shutdown() {

@@ -9,6 +9,7 @@
 // is dropped, never recorded twice.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "server/dispatch_observer.h"
 #include "tuneforge/v1/agent.pb.h"
 
 namespace tuneforge {
@@ -73,12 +75,24 @@ class AgentRegistry {
   // Wakes every NextRequest with false; no new dispatch succeeds.
   void Shutdown();
 
+  // Metrics hooks. `observer` (not owned, may be null) must be set before the first
+  // Dispatch and outlive the registry's use.
+  void SetObserver(DispatchObserver* observer) { observer_ = observer; }
+  // Requests in flight: queued on an agent but not yet sent, and sent (leased) and
+  // awaiting a result. A snapshot for scrapes.
+  struct Backlog {
+    int64_t queued = 0;
+    int64_t leased = 0;
+  };
+  Backlog GetBacklog() const;
+
  private:
   struct Pending {
     v1::MeasureRequest request;
     ResultCallback done;
     std::string agent_id;
     int dispatches = 0;
+    std::chrono::steady_clock::time_point leased_at;  // latest dispatch
   };
   struct Agent {
     AgentInfo info;
@@ -97,6 +111,7 @@ class AgentRegistry {
   int64_t next_agent_ = 1;                    // GUARDED_BY(mu_)
   int64_t use_counter_ = 0;                   // GUARDED_BY(mu_)
   bool shutdown_ = false;                     // GUARDED_BY(mu_)
+  DispatchObserver* observer_ = nullptr;
 };
 
 }  // namespace tuneforge

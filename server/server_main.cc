@@ -1,4 +1,5 @@
-// tuneforge-server --listen HOST:PORT --db PATH [--builder-threads N] [--verbose|--quiet]
+// tuneforge-server --listen HOST:PORT --db PATH [--builder-threads N] [--metrics-listen HOST:PORT]
+//                  [--verbose|--quiet]
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -14,7 +15,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: tuneforge-server [--listen HOST:PORT] [--db PATH] [--builder-threads N]\n"
     "                        [--tokens FILE] [--tls-cert FILE --tls-key FILE]\n"
-    "                        [--verbose | --quiet]\n"
+    "                        [--metrics-listen HOST:PORT] [--verbose | --quiet]\n"
     "  Runs the tuneforge service: TuningService for users, AgentService for\n"
     "  tuneforge-agent processes, tuning log in a SQLite file.\n"
     "  --listen           address to serve on (default 127.0.0.1:7070; port 0 = any free)\n"
@@ -22,7 +23,9 @@ constexpr const char* kUsage =
     "  --builder-threads  LLVM build threads (default: one per core)\n"
     "  --tokens           tokens file: lines 'ROLE NAME TOKEN', roles agent/user/admin;\n"
     "                     every RPC then needs a token (default: none, loopback only)\n"
-    "  --tls-cert/--tls-key  serve TLS with this PEM certificate chain and key\n";
+    "  --tls-cert/--tls-key  serve TLS with this PEM certificate chain and key\n"
+    "  --metrics-listen   serve /metrics (Prometheus) and /healthz over plain HTTP on\n"
+    "                     this address, e.g. 127.0.0.1:9090 (default: off)\n";
 
 volatile std::sig_atomic_t g_stop = 0;
 void OnSignal(int) { g_stop = 1; }
@@ -56,6 +59,9 @@ int main(int argc, char** argv) {
       if (!value(&options.tls_key_path)) return Fail("--tls-key needs a file");
     } else if (a == "--tokens") {
       if (!value(&options.tokens_path)) return Fail("--tokens needs a file");
+    } else if (a == "--metrics-listen") {
+      if (!value(&options.metrics_listen) || options.metrics_listen.empty())
+        return Fail("--metrics-listen needs HOST:PORT, e.g. 127.0.0.1:9090");
     } else if (a == "--builder-threads") {
       std::string v;
       if (!value(&v) || !absl::SimpleAtoi(v, &options.builder_threads) ||
@@ -74,6 +80,7 @@ int main(int argc, char** argv) {
   if (!server.ok()) return Fail(std::string(server.status().message()));
   // Print the port on stdout so scripts (and tests) can use --listen with port 0.
   std::printf("listening on port %d\n", (*server)->port());
+  if ((*server)->metrics_port()) std::printf("metrics on port %d\n", (*server)->metrics_port());
   std::fflush(stdout);
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);

@@ -29,11 +29,14 @@ struct BuildResult {
 };
 
 // Thread-safe; Build may be called from several jobs at once (they share the pool's
-// threads by each running its own batch with up to `threads` workers).
+// threads by each running its own batch with up to `threads` workers). Virtual so
+// the server can wrap it (metrics) and benchmarks can inject a fake that does not
+// run the compiler.
 class Builder {
  public:
   explicit Builder(int threads);
-  std::vector<BuildResult> Build(const TuningTask& task, const Template& tmpl, const Target& target,
+  virtual ~Builder() = default;
+  virtual std::vector<BuildResult> Build(const TuningTask& task, const Template& tmpl, const Target& target,
                                  const std::vector<Candidate>& candidates) const;
   int threads() const { return threads_; }
 
