@@ -90,8 +90,8 @@ class ServerImpl : public Server {
     ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                      ServerCredentials(options.tls_cert_path, options.tls_key_path));
     builder.AddListeningPort(options.listen, credentials, &port_);
-    builder.SetMaxReceiveMessageSize(options.max_message_bytes);
-    builder.SetMaxSendMessageSize(options.max_message_bytes);
+    builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+    builder.SetMaxSendMessageSize(options.max_send_message_bytes);
     builder.RegisterService(tuning_.get());
     builder.RegisterService(agents_.get());
     builder.RegisterService(farm_.get());

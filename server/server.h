@@ -23,7 +23,10 @@ struct ServerOptions {
   std::string tls_cert_path;
   std::string tls_key_path;
   int builder_threads = 0;                // 0: one per core
-  int max_message_bytes = 256 << 20;      // artifacts + expected outputs travel in messages
+  // gRPC message size limits: artifacts and expected outputs travel in messages
+  // (server -> agent), imports and query results in DatabaseService calls.
+  int max_receive_message_bytes = 256 << 20;
+  int max_send_message_bytes = 256 << 20;
   // HOST:PORT serving /metrics (Prometheus text) and /healthz over HTTP; empty: off.
   std::string metrics_listen;
   // Builds candidates into artifacts; null: LLVM builds on `builder_threads` threads.

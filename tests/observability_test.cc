@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
+
+#include <grpcpp/grpcpp.h>
 
 #include "nlohmann/json.hpp"
 #include "server/http/http_client.h"
 #include "tests/process_util.h"
+#include "tuneforge/v1/tuning.grpc.pb.h"
 
 namespace tuneforge {
 namespace {
@@ -162,6 +166,56 @@ TEST_F(ObservabilityTest, MetricsFollowATinyTuningJob) {
   Exposition lost = ScrapeUntil("tuneforge_agents{device_key=\"obs\",state=\"lost\"}", 1);
   EXPECT_EQ(lost.Get("tuneforge_agents{device_key=\"obs\",state=\"lost\"}"), 1);
   EXPECT_EQ(lost.Get("tuneforge_agents{device_key=\"obs\",state=\"idle\"}"), 0);
+}
+
+TEST_F(ObservabilityTest, ConfigFileSetsEndpointsAndMessageLimits) {
+  const std::string config = dir_ + "/server.yaml";
+  std::ofstream(config) << "listen: 127.0.0.1:0\n"
+                           "db: cfg.db\n"  // next to the config file
+                           "metrics_listen: 127.0.0.1:0\n"
+                           "log_level: warning\n"
+                           "grpc:\n"
+                           "  max_receive_message_bytes: 1MiB\n";
+  Process server({kBin + "/tuneforge-server", "--config", config}, dir_ + "/server.out",
+                 dir_ + "/server.err");
+  int port = 0;
+  for (int i = 0; i < 200 && !metrics_port_; ++i) {
+    std::string out = server.Stdout();
+    size_t p = out.find("listening on port "), m = out.find("metrics on port ");
+    if (p != std::string::npos && m != std::string::npos && out.find('\n', m) != std::string::npos) {
+      port = std::stoi(out.substr(p + 18));
+      metrics_port_ = std::stoi(out.substr(m + 16));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GT(metrics_port_, 0) << server.Stderr();
+  EXPECT_EQ(http::Get("127.0.0.1", metrics_port_, "/healthz").status, 200);
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/cfg.db"));
+  EXPECT_EQ(server.Stderr().find("] tuneforge server listening"), std::string::npos)
+      << "log_level: warning hides info lines: " << server.Stderr();
+
+  // The receive limit is applied: a 2 MiB request is refused, a small one is not.
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::TuningService::NewStub(channel);
+  v1::SubmitJobRequest big;
+  big.mutable_spec()->set_task("matmul M=8 N=8 K=8 " + std::string(2 << 20, 'x'));
+  grpc::ClientContext big_ctx;
+  v1::SubmitJobResponse resp;
+  grpc::Status st = stub->SubmitJob(&big_ctx, big, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  v1::SubmitJobRequest small;
+  small.mutable_spec()->set_task("matmul M=8 N=8 K=8 bogus=1");
+  grpc::ClientContext small_ctx;
+  st = stub->SubmitJob(&small_ctx, small, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+
+  // A bad file stops the server before it serves, naming the file and the key.
+  std::ofstream(dir_ + "/bad.yaml") << "listen: 127.0.0.1:0\nmetrics: yes\n";
+  auto bad = RunCommand({kBin + "/tuneforge-server", "--config", dir_ + "/bad.yaml"}, dir_,
+                        std::chrono::seconds(60));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("bad.yaml: unknown key 'metrics'"), std::string::npos) << bad.err;
 }
 
 TEST_F(ObservabilityTest, BadMetricsAddressesAreClearErrors) {

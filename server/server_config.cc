@@ -1,0 +1,215 @@
+#include "server/server_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "compiler/support/status.h"
+
+namespace tuneforge {
+
+const char* const kServerUsage =
+    "usage: tuneforge-server [--config FILE] [--listen HOST:PORT] [--db PATH]\n"
+    "                        [--builder-threads N] [--tokens FILE]\n"
+    "                        [--tls-cert FILE --tls-key FILE] [--metrics-listen HOST:PORT]\n"
+    "                        [--max-receive-message-bytes N] [--max-send-message-bytes N]\n"
+    "                        [--verbose | --quiet]\n"
+    "  Runs the tuneforge service: TuningService for users, AgentService for\n"
+    "  tuneforge-agent processes, tuning log in a SQLite file.\n"
+    "  --config           YAML file with any of the settings below (docs/operations.md);\n"
+    "                     flags override it\n"
+    "  --listen           address to serve on (default 127.0.0.1:7070; port 0 = any free)\n"
+    "  --db               tuning-log database (default tuneforge.db)\n"
+    "  --builder-threads  LLVM build threads (default: one per core)\n"
+    "  --tokens           tokens file: lines 'ROLE NAME TOKEN', roles agent/user/admin;\n"
+    "                     every RPC then needs a token (default: none, loopback only)\n"
+    "  --tls-cert/--tls-key  serve TLS with this PEM certificate chain and key\n"
+    "  --metrics-listen   serve /metrics (Prometheus) and /healthz over plain HTTP on\n"
+    "                     this address, e.g. 127.0.0.1:9090 (default: off)\n"
+    "  --max-receive-message-bytes, --max-send-message-bytes\n"
+    "                     gRPC message size limits, e.g. 256MiB (default 256MiB each;\n"
+    "                     1MiB..2GiB-1)\n";
+
+absl::StatusOr<int64_t> ParseByteSize(const std::string& text, int64_t lo, int64_t hi) {
+  std::string t(absl::StripAsciiWhitespace(text));
+  int64_t unit = 1;
+  for (const auto& [suffix, factor] : std::vector<std::pair<std::string, int64_t>>{
+           {"KiB", int64_t{1} << 10}, {"MiB", int64_t{1} << 20}, {"GiB", int64_t{1} << 30}, {"B", 1}}) {
+    if (absl::EndsWith(t, suffix)) {
+      t = std::string(absl::StripAsciiWhitespace(t.substr(0, t.size() - suffix.size())));
+      unit = factor;
+      break;
+    }
+  }
+  int64_t n = 0;
+  if (!absl::SimpleAtoi(t, &n) || n < 0 || n > hi / unit || n * unit < lo) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text, "' is not a size between ", lo, " and ", hi, " bytes (e.g. 256MiB)"));
+  }
+  return n * unit;
+}
+
+namespace {
+
+absl::Status ConfigError(const std::string& path, const std::string& what) {
+  return absl::InvalidArgumentError("config " + path + ": " + what);
+}
+
+absl::StatusOr<LogLevel> ParseLogLevel(const std::string& s) {
+  if (s == "error") return LogLevel::kError;
+  if (s == "warning") return LogLevel::kWarning;
+  if (s == "info") return LogLevel::kInfo;
+  if (s == "debug") return LogLevel::kDebug;
+  return absl::InvalidArgumentError("log_level must be error, warning, info or debug, got '" + s + "'");
+}
+
+// A scalar setting as text; an error for maps, lists and nulls.
+absl::StatusOr<std::string> Scalar(const YAML::Node& node, const std::string& key) {
+  if (!node.IsScalar()) return absl::InvalidArgumentError("'" + key + "' must be a single value");
+  return node.Scalar();
+}
+
+}  // namespace
+
+absl::Status LoadServerConfig(const std::string& path, ServerOptions* options,
+                              std::optional<LogLevel>* log_level) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    return absl::NotFoundError("cannot read config file " + path);
+  } catch (const YAML::Exception& e) {
+    return ConfigError(path, std::string("not valid YAML: ") + e.what());
+  }
+  if (root.IsNull()) return absl::OkStatus();  // an empty file changes nothing
+  if (!root.IsMap()) return ConfigError(path, "expected a mapping of settings (key: value)");
+  const std::filesystem::path base = std::filesystem::absolute(path).parent_path();
+  auto file_path = [&](const std::string& p) {
+    return p.empty() ? p : (base / p).lexically_normal().string();
+  };
+  static const std::set<std::string> kKeys = {"listen",         "db",          "tokens",
+                                              "tls_cert",       "tls_key",     "metrics_listen",
+                                              "builder_threads", "log_level",  "grpc"};
+  try {
+    for (const auto& kv : root) {
+      const std::string key = kv.first.as<std::string>();
+      if (!kKeys.count(key)) {
+        return ConfigError(path, "unknown key '" + key + "' (known: builder_threads, db, grpc, "
+                                 "listen, log_level, metrics_listen, tls_cert, tls_key, tokens)");
+      }
+      if (key == "grpc") {
+        if (!kv.second.IsMap()) {
+          return ConfigError(path, "'grpc' must be a mapping {max_receive_message_bytes, "
+                                   "max_send_message_bytes}");
+        }
+        for (const auto& g : kv.second) {
+          const std::string gkey = g.first.as<std::string>();
+          int* target = gkey == "max_receive_message_bytes" ? &options->max_receive_message_bytes
+                        : gkey == "max_send_message_bytes"  ? &options->max_send_message_bytes
+                                                            : nullptr;
+          if (!target) return ConfigError(path, "unknown key 'grpc." + gkey + "'");
+          absl::StatusOr<std::string> text = Scalar(g.second, "grpc." + gkey);
+          if (!text.ok()) return ConfigError(path, std::string(text.status().message()));
+          absl::StatusOr<int64_t> bytes = ParseByteSize(*text, kMinMessageBytes, kMaxMessageBytes);
+          if (!bytes.ok()) return ConfigError(path, "grpc." + gkey + ": " + std::string(bytes.status().message()));
+          *target = static_cast<int>(*bytes);
+        }
+        continue;
+      }
+      absl::StatusOr<std::string> value = Scalar(kv.second, key);
+      if (!value.ok()) return ConfigError(path, std::string(value.status().message()));
+      if (key == "listen" || key == "metrics_listen") {
+        absl::Status st = CheckAddress(*value);
+        if (!st.ok()) return ConfigError(path, key + ": " + std::string(st.message()));
+        (key == "listen" ? options->listen : options->metrics_listen) = *value;
+      } else if (key == "db") {
+        if (value->empty()) return ConfigError(path, "db must not be empty");
+        options->db_path = file_path(*value);
+      } else if (key == "tokens") {
+        options->tokens_path = file_path(*value);
+      } else if (key == "tls_cert") {
+        options->tls_cert_path = file_path(*value);
+      } else if (key == "tls_key") {
+        options->tls_key_path = file_path(*value);
+      } else if (key == "builder_threads") {
+        int n = 0;
+        if (!absl::SimpleAtoi(*value, &n) || n < 0 || n > 256) {
+          return ConfigError(path, "builder_threads must be 0 (one per core) .. 256, got '" + *value + "'");
+        }
+        options->builder_threads = n;
+      } else if (key == "log_level") {
+        absl::StatusOr<LogLevel> level = ParseLogLevel(*value);
+        if (!level.ok()) return ConfigError(path, std::string(level.status().message()));
+        *log_level = *level;
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    return ConfigError(path, std::string("bad value: ") + e.what());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ServerCommandLine> ParseServerCommandLine(const std::vector<std::string>& args) {
+  ServerCommandLine cl;
+  // The file first, so that every flag overrides it wherever it stands.
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--help" || args[i] == "-h") {
+      cl.help = true;
+      return cl;
+    }
+    if (args[i] == "--config") {
+      if (i + 1 >= args.size()) return absl::InvalidArgumentError("--config needs a file");
+      RETURN_IF_ERROR(LoadServerConfig(args[i + 1], &cl.options, &cl.log_level));
+      ++i;
+    }
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](const char* what) -> absl::StatusOr<std::string> {
+      if (i + 1 >= args.size()) return absl::InvalidArgumentError(a + " needs " + what);
+      return args[++i];
+    };
+    if (a == "--config") {
+      ++i;  // applied above
+    } else if (a == "--listen") {
+      ASSIGN_OR_RETURN(cl.options.listen, value("HOST:PORT"));
+    } else if (a == "--db") {
+      ASSIGN_OR_RETURN(cl.options.db_path, value("a value"));
+    } else if (a == "--tls-cert") {
+      ASSIGN_OR_RETURN(cl.options.tls_cert_path, value("a file"));
+    } else if (a == "--tls-key") {
+      ASSIGN_OR_RETURN(cl.options.tls_key_path, value("a file"));
+    } else if (a == "--tokens") {
+      ASSIGN_OR_RETURN(cl.options.tokens_path, value("a file"));
+    } else if (a == "--metrics-listen") {
+      ASSIGN_OR_RETURN(cl.options.metrics_listen, value("HOST:PORT, e.g. 127.0.0.1:9090"));
+      if (cl.options.metrics_listen.empty())
+        return absl::InvalidArgumentError("--metrics-listen needs HOST:PORT, e.g. 127.0.0.1:9090");
+    } else if (a == "--builder-threads") {
+      ASSIGN_OR_RETURN(std::string v, value("a number 1..256"));
+      if (!absl::SimpleAtoi(v, &cl.options.builder_threads) || cl.options.builder_threads < 1 ||
+          cl.options.builder_threads > 256)
+        return absl::InvalidArgumentError("--builder-threads needs a number 1..256");
+    } else if (a == "--max-receive-message-bytes" || a == "--max-send-message-bytes") {
+      ASSIGN_OR_RETURN(std::string v, value("a size, e.g. 256MiB"));
+      absl::StatusOr<int64_t> bytes = ParseByteSize(v, kMinMessageBytes, kMaxMessageBytes);
+      if (!bytes.ok()) return absl::InvalidArgumentError(a + ": " + std::string(bytes.status().message()));
+      (a == "--max-receive-message-bytes" ? cl.options.max_receive_message_bytes
+                                           : cl.options.max_send_message_bytes) = static_cast<int>(*bytes);
+    } else if (a == "--verbose") {
+      cl.log_level = LogLevel::kDebug;
+    } else if (a == "--quiet") {
+      cl.log_level = LogLevel::kWarning;
+    } else {
+      return absl::InvalidArgumentError("unknown argument '" + a + "' (see --help)");
+    }
+  }
+  return cl;
+}
+
+}  // namespace tuneforge
