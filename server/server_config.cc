@@ -18,7 +18,7 @@ const char* const kServerUsage =
     "                        [--builder-threads N] [--tokens FILE]\n"
     "                        [--tls-cert FILE --tls-key FILE] [--metrics-listen HOST:PORT]\n"
     "                        [--max-receive-message-bytes N] [--max-send-message-bytes N]\n"
-    "                        [--verbose | --quiet]\n"
+    "                        [--verbose | --quiet] [--log-format text|json]\n"
     "  Runs the tuneforge service: TuningService for users, AgentService for\n"
     "  tuneforge-agent processes, tuning log in a SQLite file.\n"
     "  --config           YAML file with any of the settings below (docs/operations.md);\n"
@@ -33,7 +33,9 @@ const char* const kServerUsage =
     "                     this address, e.g. 127.0.0.1:9090 (default: off)\n"
     "  --max-receive-message-bytes, --max-send-message-bytes\n"
     "                     gRPC message size limits, e.g. 256MiB (default 256MiB each;\n"
-    "                     1MiB..2GiB-1)\n";
+    "                     1MiB..2GiB-1)\n"
+    "  --log-format       text (default) or json: one JSON object per log line with\n"
+    "                     ts, level, component, msg\n";
 
 absl::StatusOr<int64_t> ParseByteSize(const std::string& text, int64_t lo, int64_t hi) {
   std::string t(absl::StripAsciiWhitespace(text));
@@ -76,8 +78,14 @@ absl::StatusOr<std::string> Scalar(const YAML::Node& node, const std::string& ke
 
 }  // namespace
 
-absl::Status LoadServerConfig(const std::string& path, ServerOptions* options,
-                              std::optional<LogLevel>* log_level) {
+absl::StatusOr<LogFormat> ParseLogFormat(const std::string& s) {
+  if (s == "text") return LogFormat::kText;
+  if (s == "json") return LogFormat::kJson;
+  return absl::InvalidArgumentError("--log-format must be text or json, got '" + s + "'");
+}
+
+absl::Status LoadServerConfig(const std::string& path, ServerCommandLine* cl) {
+  ServerOptions* options = &cl->options;
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -94,13 +102,15 @@ absl::Status LoadServerConfig(const std::string& path, ServerOptions* options,
   };
   static const std::set<std::string> kKeys = {"listen",         "db",          "tokens",
                                               "tls_cert",       "tls_key",     "metrics_listen",
-                                              "builder_threads", "log_level",  "grpc"};
+                                              "builder_threads", "log_level",  "log_format",
+                                              "grpc"};
   try {
     for (const auto& kv : root) {
       const std::string key = kv.first.as<std::string>();
       if (!kKeys.count(key)) {
         return ConfigError(path, "unknown key '" + key + "' (known: builder_threads, db, grpc, "
-                                 "listen, log_level, metrics_listen, tls_cert, tls_key, tokens)");
+                                 "listen, log_format, log_level, metrics_listen, tls_cert, tls_key, "
+                                 "tokens)");
       }
       if (key == "grpc") {
         if (!kv.second.IsMap()) {
@@ -145,7 +155,13 @@ absl::Status LoadServerConfig(const std::string& path, ServerOptions* options,
       } else if (key == "log_level") {
         absl::StatusOr<LogLevel> level = ParseLogLevel(*value);
         if (!level.ok()) return ConfigError(path, std::string(level.status().message()));
-        *log_level = *level;
+        cl->log_level = *level;
+      } else if (key == "log_format") {
+        absl::StatusOr<LogFormat> format = ParseLogFormat(*value);
+        if (!format.ok()) {
+          return ConfigError(path, "log_format must be text or json, got '" + *value + "'");
+        }
+        cl->log_format = *format;
       }
     }
   } catch (const YAML::Exception& e) {
@@ -164,7 +180,7 @@ absl::StatusOr<ServerCommandLine> ParseServerCommandLine(const std::vector<std::
     }
     if (args[i] == "--config") {
       if (i + 1 >= args.size()) return absl::InvalidArgumentError("--config needs a file");
-      RETURN_IF_ERROR(LoadServerConfig(args[i + 1], &cl.options, &cl.log_level));
+      RETURN_IF_ERROR(LoadServerConfig(args[i + 1], &cl));
       ++i;
     }
   }
@@ -201,6 +217,9 @@ absl::StatusOr<ServerCommandLine> ParseServerCommandLine(const std::vector<std::
       if (!bytes.ok()) return absl::InvalidArgumentError(a + ": " + std::string(bytes.status().message()));
       (a == "--max-receive-message-bytes" ? cl.options.max_receive_message_bytes
                                            : cl.options.max_send_message_bytes) = static_cast<int>(*bytes);
+    } else if (a == "--log-format") {
+      ASSIGN_OR_RETURN(std::string v, value("text or json"));
+      ASSIGN_OR_RETURN(cl.log_format, ParseLogFormat(v));
     } else if (a == "--verbose") {
       cl.log_level = LogLevel::kDebug;
     } else if (a == "--quiet") {

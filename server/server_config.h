@@ -13,6 +13,7 @@
 //   metrics_listen: 127.0.0.1:9090  # --metrics-listen
 //   builder_threads: 2              # --builder-threads
 //   log_level: info                 # error|warning|info|debug (--quiet, --verbose)
+//   log_format: text                # text|json (--log-format)
 //   grpc:
 //     max_receive_message_bytes: 256MiB   # --max-receive-message-bytes
 //     max_send_message_bytes: 256MiB      # --max-send-message-bytes
@@ -31,6 +32,7 @@ namespace tuneforge {
 struct ServerCommandLine {
   ServerOptions options;
   std::optional<LogLevel> log_level;  // unset: the default (info)
+  LogFormat log_format = LogFormat::kText;
   bool help = false;
 };
 
@@ -42,9 +44,8 @@ inline constexpr int64_t kMaxMessageBytes = 2147483647;
 // "268435456", "256MiB", "64 KiB", "1GiB": a byte count in [lo, hi].
 absl::StatusOr<int64_t> ParseByteSize(const std::string& text, int64_t lo, int64_t hi);
 
-// Applies the settings of a config file to `options` (and `log_level`).
-absl::Status LoadServerConfig(const std::string& path, ServerOptions* options,
-                              std::optional<LogLevel>* log_level);
+// Applies the settings of a config file to `cl` (its options and log settings).
+absl::Status LoadServerConfig(const std::string& path, ServerCommandLine* cl);
 
 // The whole command line (argv without the program name): --config first, then
 // every flag over it. Errors are one line for the user.

@@ -43,6 +43,7 @@ TEST_F(ServerConfigTest, EverySettingIsRead) {
       "metrics_listen: 127.0.0.1:9191\n"
       "builder_threads: 3\n"
       "log_level: debug\n"
+      "log_format: json\n"
       "grpc:\n"
       "  max_receive_message_bytes: 64MiB\n"
       "  max_send_message_bytes: 2097152\n");
@@ -60,6 +61,7 @@ TEST_F(ServerConfigTest, EverySettingIsRead) {
   EXPECT_EQ(o.max_send_message_bytes, 2 << 20);
   ASSERT_TRUE(cl->log_level.has_value());
   EXPECT_EQ(*cl->log_level, LogLevel::kDebug);
+  EXPECT_EQ(cl->log_format, LogFormat::kJson);
 }
 
 TEST_F(ServerConfigTest, FlagsOverrideTheFileWhereverTheyStand) {
@@ -74,6 +76,9 @@ TEST_F(ServerConfigTest, FlagsOverrideTheFileWhereverTheyStand) {
   EXPECT_EQ(cl->options.max_send_message_bytes, 16 << 20);        // flag after --config
   EXPECT_EQ(cl->options.max_receive_message_bytes, 256 << 20);    // default
   EXPECT_EQ(*cl->log_level, LogLevel::kWarning);
+  auto text = ParseServerCommandLine({"--config", path, "--log-format", "text"});
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->log_format, LogFormat::kText);
   // Without a file: the defaults.
   auto plain = ParseServerCommandLine({});
   ASSERT_TRUE(plain.ok());
@@ -93,6 +98,7 @@ TEST_F(ServerConfigTest, BadFilesAreClearErrors) {
   EXPECT_NE(Error("metrics_listen: 1.2.3.4:99999\n").find("metrics_listen"), std::string::npos);
   EXPECT_NE(Error("builder_threads: lots\n").find("builder_threads must be"), std::string::npos);
   EXPECT_NE(Error("log_level: loud\n").find("log_level must be"), std::string::npos);
+  EXPECT_NE(Error("log_format: xml\n").find("log_format must be text or json"), std::string::npos);
   EXPECT_NE(Error("grpc: 5\n").find("'grpc' must be a mapping"), std::string::npos);
   EXPECT_NE(Error("grpc: {max_receive_message_bytes: 1KiB}\n").find("is not a size between 1048576"),
             std::string::npos);
@@ -122,6 +128,7 @@ TEST_F(ServerConfigTest, BadFlagsAreClearErrors) {
   EXPECT_FALSE(ParseServerCommandLine({"--builder-threads", "0"}).ok());
   EXPECT_FALSE(ParseServerCommandLine({"--listen"}).ok());
   EXPECT_FALSE(ParseServerCommandLine({"--frobnicate"}).ok());
+  EXPECT_FALSE(ParseServerCommandLine({"--log-format", "yaml"}).ok());
   EXPECT_TRUE(ParseServerCommandLine({"--help"})->help);
 }
 

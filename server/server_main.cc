@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cl->log_level) tuneforge::SetLogLevel(*cl->log_level);
+  tuneforge::SetLogFormat(cl->log_format);
   tuneforge::SetLogPrefix("server");
   auto server = tuneforge::Server::Start(cl->options);
   if (!server.ok()) return Fail(std::string(server.status().message()));
