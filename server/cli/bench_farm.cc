@@ -31,10 +31,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/support/hash.h"
 #include "compiler/support/log.h"
 #include "compiler/support/status.h"
+#include "compiler/task/task.h"
 #include "nlohmann/json.hpp"
 #include "server/cli/commands.h"
 #include "server/cli/flags.h"
@@ -347,7 +349,10 @@ absl::StatusOr<std::string> JobTask(const std::string& base, int j) {
   size_t p = base.find(" N=");
   if (p == std::string::npos) return absl::InvalidArgumentError("--task needs an N=... dimension");
   size_t end = base.find(' ', p + 3);
-  int n = std::stoi(base.substr(p + 3, end - p - 3));
+  int n = 0;
+  if (!absl::SimpleAtoi(base.substr(p + 3, end - p - 3), &n)) {
+    return absl::InvalidArgumentError("--task: N=... must be a number");
+  }
   return base.substr(0, p + 3) + std::to_string(n + j) + (end == std::string::npos ? "" : base.substr(end));
 }
 
@@ -371,6 +376,8 @@ absl::StatusOr<int> BenchFarmCommand(const std::vector<std::string>& args) {
   std::vector<std::string> tasks;
   for (int j = 0; j < jobs; ++j) {
     ASSIGN_OR_RETURN(std::string t, JobTask(base_task, j));
+    absl::StatusOr<TuningTask> parsed = ParseTask(t);
+    if (!parsed.ok()) return absl::InvalidArgumentError("--task: " + std::string(parsed.status().message()));
     tasks.push_back(t);
   }
   const bool json = flags.Has("json");
@@ -437,7 +444,10 @@ absl::StatusOr<int> BenchFarmCommand(const std::vector<std::string>& args) {
     grpc::ClientContext ctx;
     v1::SubmitJobResponse resp;
     grpc::Status st = tuning->SubmitJob(&ctx, req, &resp);
-    if (!st.ok()) started = absl::InvalidArgumentError("submit: " + st.error_message());
+    if (!st.ok()) {
+      started = absl::InvalidArgumentError("submit: " + st.error_message());
+      break;
+    }
     ids.push_back(resp.job_id());
   }
   int64_t trials_done = 0, records = 0, failed_jobs = 0;
@@ -520,7 +530,8 @@ absl::StatusOr<int> BenchFarmCommand(const std::vector<std::string>& args) {
         "  throughput        %.0f measurements/s overall, %.0f/s from first lease to last result\n"
         "  lease->result     p50 %.2f ms, p99 %.2f ms (%lld leases, %lld re-dispatches)\n"
         "  dispatch overhead p50 %.2f ms, p99 %.2f ms, max %.2f ms (lease->result minus the sleep)\n"
-        "  of which queued   p50 %.2f ms, p99 %.2f ms in the agent's own queue (leased ahead)\n"
+        "  agent queue wait  p50 %.2f ms, p99 %.2f ms (leased ahead of a free slot; part of the\n"
+        "                    overhead)\n"
         "  server            %.2f s CPU (%.2f cores), peak RSS %.1f MB, %.0f context switches\n"
         "                    per measurement\n",
         static_cast<long long>(agents), static_cast<long long>(jobs),
