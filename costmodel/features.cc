@@ -95,8 +95,8 @@ Affine ToAffine(const Expr& e) {
 }
 
 struct Loop {
-  std::string var;
-  int64_t extent;  // static upper bound
+  const std::string* var;  // the For node's name; the IR outlives the walk
+  int64_t extent;          // static upper bound
   ir::ForKind kind;
 };
 
@@ -105,6 +105,9 @@ struct Access {
   Affine index;
   bool local = false;
   int64_t buffer_elems = 1;
+  // index.Coef(loop var) per loop level of the site (outermost first), filled once the
+  // site is chosen: footprints then need no name lookups.
+  std::vector<int64_t> level_coef;
 };
 
 struct StoreSite {
@@ -114,10 +117,15 @@ struct StoreSite {
   double trips = 1;
 };
 
+// Only the dominant site (the first with the most iterations) is kept in full; the
+// others are only counted. Building the access forms of every store was most of the
+// extraction time.
 struct WalkState {
   std::vector<Loop> loops;
   std::vector<std::pair<std::string, int64_t>> locals;  // allocated buffer -> elements
-  std::vector<StoreSite> sites;
+  StoreSite dominant;
+  int num_sites = 0;
+  double total_trips = 0;
   int ifs = 0;
   int allocs = 0;
   double local_bytes = 0;
@@ -137,7 +145,7 @@ void FillBuffer(const WalkState& st, Access* a) {
 
 void CollectValue(const Expr& e, const WalkState& st, StoreSite* site) {
   if (e->kind == ExprKind::kLoad) {
-    Access a{e->name, ToAffine(e->operands[0])};
+    Access a{e->name, ToAffine(e->operands[0]), false, 1, {}};
     FillBuffer(st, &a);
     site->accesses.push_back(std::move(a));
     return;
@@ -150,19 +158,24 @@ void Walk(const Stmt& s, WalkState* st) {
   if (!s) return;
   switch (s->kind) {
     case StmtKind::kFor:
-      st->loops.push_back(Loop{s->var, std::max<int64_t>(1, s->max_extent), s->for_kind});
+      st->loops.push_back(Loop{&s->var, std::max<int64_t>(1, s->max_extent), s->for_kind});
       Walk(s->body, st);
       st->loops.pop_back();
       return;
     case StmtKind::kStore: {
+      double trips = 1;
+      for (const Loop& l : st->loops) trips *= static_cast<double>(l.extent);
+      ++st->num_sites;
+      st->total_trips += trips;
+      if (st->num_sites > 1 && trips <= st->dominant.trips) return;
       StoreSite site;
       site.loops = st->loops;
-      for (const Loop& l : site.loops) site.trips *= static_cast<double>(l.extent);
-      Access target{s->buffer, ToAffine(s->index)};
+      site.trips = trips;
+      Access target{s->buffer, ToAffine(s->index), false, 1, {}};
       FillBuffer(*st, &target);
       site.accesses.push_back(std::move(target));
       CollectValue(s->value, *st, &site);
-      st->sites.push_back(std::move(site));
+      st->dominant = std::move(site);
       return;
     }
     case StmtKind::kBlock:
@@ -190,7 +203,7 @@ double Log2p(double x) { return std::log2(1.0 + std::max(0.0, x)); }
 double Footprint(const Access& a, const std::vector<Loop>& loops, size_t level) {
   double elems = 1;
   for (size_t i = level; i < loops.size(); ++i)
-    if (a.index.Coef(loops[i].var) != 0) elems *= static_cast<double>(loops[i].extent);
+    if (a.level_coef[i] != 0) elems *= static_cast<double>(loops[i].extent);
   return std::min(elems, static_cast<double>(a.buffer_elems));
 }
 
@@ -289,20 +302,19 @@ void FeatureExtractor::ExtractIr(const ir::LoweredFunc& func, float* out) const 
   WalkState st;
   st.func = &func;
   Walk(func.body, &st);
-  if (st.sites.empty()) return;  // all zeros
+  if (st.num_sites == 0) return;  // all zeros
 
-  double total_trips = 0;
-  size_t dom = 0;
-  for (size_t i = 0; i < st.sites.size(); ++i) {
-    total_trips += st.sites[i].trips;
-    if (st.sites[i].trips > st.sites[dom].trips) dom = i;
+  double total_trips = st.total_trips;
+  StoreSite& s = st.dominant;
+  for (Access& a : s.accesses) {
+    a.level_coef.resize(s.loops.size());
+    for (size_t l = 0; l < s.loops.size(); ++l) a.level_coef[l] = a.index.Coef(*s.loops[l].var);
   }
-  const StoreSite& s = st.sites[dom];
   int f = 0;
   auto put = [&](double x) { out[f++] = static_cast<float>(std::isfinite(x) ? x : 0.0); };
 
   // 0-4
-  put(static_cast<double>(st.sites.size()));
+  put(static_cast<double>(st.num_sites));
   put(s.trips / total_trips);
   put(Log2p(st.ifs));
   put(st.allocs);
@@ -367,10 +379,10 @@ void FeatureExtractor::ExtractIr(const ir::LoweredFunc& func, float* out) const 
     for (const Access* a : slots) dup |= a->buffer == s.accesses[i].buffer;
     if (!dup) slots.push_back(&s.accesses[i]);
   }
-  std::string first_serial;
-  for (auto it = s.loops.rbegin(); it != s.loops.rend(); ++it)
-    if (it->kind == ir::ForKind::kSerial) {
-      first_serial = it->var;
+  int first_serial = -1;  // level of the innermost plain serial loop
+  for (int l = static_cast<int>(s.loops.size()) - 1; l >= 0; --l)
+    if (s.loops[l].kind == ir::ForKind::kSerial) {
+      first_serial = l;
       break;
     }
   for (int k = 0; k < kAccessSlots; ++k) {
@@ -379,9 +391,9 @@ void FeatureExtractor::ExtractIr(const ir::LoweredFunc& func, float* out) const 
       continue;
     }
     const Access& a = *slots[k];
-    double inner = s.loops.empty() ? 0 : std::abs(a.index.Coef(s.loops.back().var));
+    double inner = s.loops.empty() ? 0 : std::abs(a.level_coef.back());
     put(Log2p(inner));
-    put(Log2p(first_serial.empty() ? 0 : std::abs(a.index.Coef(first_serial))));
+    put(Log2p(first_serial < 0 ? 0 : std::abs(a.level_coef[first_serial])));
     put(1);
     put(a.local ? 1 : 0);
     put(std::log2(TripsInside(s, l1) / std::max(1.0, Footprint(a, s.loops, l1))));

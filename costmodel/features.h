@@ -5,7 +5,7 @@
 //   1. kNumIrFeatures loop-nest features computed from ir::LoweredFunc. They are
 //      shape-generic (ratios, log2 of sizes, fractions), so a model trained on one
 //      shape of an operator ranks configs of another shape of the same operator.
-//   2. Knob features: one per integer knob (log2 of its value) and one per string knob
+//   2. Knob features: one per integer knob (its value) and one per string knob
 //      (index of the value in the knob's list), in ConfigSpace order. Their number
 //      depends on the template, so a FeatureVector is fixed-length per template.
 //

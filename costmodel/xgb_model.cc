@@ -56,6 +56,9 @@ absl::Status XgbModel::ApplyParams(void* booster) const {
   RETURN_IF_ERROR(set("eta", std::to_string(params_.eta)));
   RETURN_IF_ERROR(set("min_child_weight", std::to_string(params_.min_child_weight)));
   RETURN_IF_ERROR(set("subsample", std::to_string(params_.subsample)));
+  RETURN_IF_ERROR(set("colsample_bytree", std::to_string(params_.colsample_bytree)));
+  if (params_.objective.rfind("rank:", 0) == 0)
+    RETURN_IF_ERROR(set("num_pairsample", std::to_string(params_.num_pairsample)));
   RETURN_IF_ERROR(set("nthread", std::to_string(params_.nthread)));
   RETURN_IF_ERROR(set("seed", std::to_string(params_.seed)));
   RETURN_IF_ERROR(set("tree_method", "hist"));

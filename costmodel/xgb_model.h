@@ -25,6 +25,11 @@ struct XgbParams {
   double eta = 0.2;  // learning rate
   double min_child_weight = 1;
   double subsample = 1.0;
+  double colsample_bytree = 1.0;
+  // rank:* objectives: pairs sampled per row and boosting round (XGBoost's
+  // num_pairsample; its default is 1). 8 ranked held-out real records better than 1
+  // at the same training time (docs/search.md, `bench search --eval-db`).
+  int num_pairsample = 8;
   // XGBoost's OpenMP threads. 1 by default: on a machine whose cores are busy (the
   // builder, the agent, other jobs) OpenMP's spinning threads made training 6-9x slower
   // with 2 threads than with 1 (5,000 rows: 14 s vs 1.7 s).

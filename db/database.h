@@ -25,11 +25,14 @@ struct DatabaseOptions {
 };
 
 // What a write did: ids in input order (an already stored record reports the id it
-// has), and how many records were new.
+// has; a record a compaction deleted reports 0), and how many records were new.
 struct CommitResult {
   std::vector<int64_t> ids;
   int64_t inserted = 0;
   int64_t duplicates = 0;
+  // Skipped: `compact` deleted a record with this content id earlier (a tombstone), so
+  // an old export or an older copy of the db does not bring it back.
+  int64_t compacted = 0;
 };
 
 // One config of a (workload, target) as the noise-aware ranking sees it: all samples
@@ -81,6 +84,8 @@ struct DatabaseStats {
   int64_t configs = 0;
   int64_t foreign_records = 0;
   int64_t jobs = 0;
+  int64_t tombstones = 0;     // content ids of records compaction deleted
+  int64_t cost_models = 0;
   int64_t oldest_unix_us = 0;
   int64_t newest_unix_us = 0;
   int64_t file_bytes = 0;  // database file (+ WAL when present)
@@ -129,7 +134,7 @@ class Database {
 
   // Stores the records all or nothing. Workloads and targets are upserted by key; a
   // record whose content id is already stored is skipped (idempotent imports and
-  // merges). Calls from many threads are grouped into one transaction (each call
+  // merges), and so is one whose content id a compaction deleted (CommitResult.compacted). Calls from many threads are grouped into one transaction (each call
   // keeps its own all-or-nothing through a savepoint), so writers scale.
   virtual absl::StatusOr<CommitResult> Insert(const std::vector<TuningRecord>& records) = 0;
 
@@ -187,8 +192,14 @@ class Database {
 
   // Keeps, per (workload, target), the `keep` successful records with the lowest
   // median plus every record of the best config, deletes the rest, then VACUUMs.
-  // Configs that ever gave a wrong answer stay disqualified.
+  // Configs that ever gave a wrong answer stay disqualified. The content ids of the
+  // deleted records are remembered (tombstones): Insert skips them from then on.
   virtual absl::StatusOr<CompactResult> Compact(int keep) = 0;
+
+  // Cost-model blobs by key (the tuner's ModelKey): the bytes last saved, or nullopt.
+  // Save replaces the blob in one transaction; keys must be non-empty.
+  virtual absl::StatusOr<std::optional<std::string>> LoadModel(const std::string& key) = 0;
+  virtual absl::Status SaveModel(const std::string& key, const std::string& bytes) = 0;
 
   // Jobs: upsert by id; read back.
   virtual absl::Status PutJob(const JobRow& job) = 0;

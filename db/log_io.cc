@@ -1,8 +1,12 @@
 #include "db/log_io.h"
 
 #include <cmath>
+#include <condition_variable>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -153,6 +157,7 @@ absl::Status StoreRecords(Database& db, const std::vector<TuningRecord>& records
   if (r.ok()) {
     report->inserted += r->inserted;
     report->duplicates += r->duplicates;
+    report->compacted += r->compacted;
     return absl::OkStatus();
   }
   if (!absl::IsInvalidArgument(r.status())) return r.status();
@@ -161,6 +166,7 @@ absl::Status StoreRecords(Database& db, const std::vector<TuningRecord>& records
     if (one.ok()) {
       report->inserted += one->inserted;
       report->duplicates += one->duplicates;
+      report->compacted += one->compacted;
     } else if (absl::IsInvalidArgument(one.status())) {
       report->rejected.emplace_back(line_numbers[i], std::string(one.status().message()));
     } else {
@@ -298,57 +304,136 @@ absl::StatusOr<int64_t> ExportLog(Database& db, const ExportOptions& options, st
   return lines;
 }
 
-absl::Status StoreLogLines(Database& db, const std::vector<std::string>& lines, int64_t first_line,
-                           ImportReport* report) {
+namespace {
+
+// Lines of a log body parsed, not yet stored: the unit the import pipeline passes from
+// its reading thread to the storing one.
+struct ParsedBatch {
+  int64_t lines = 0;  // non-skippable lines
   std::vector<TuningRecord> records;
-  std::vector<int64_t> line_numbers;
+  std::vector<int64_t> line_numbers;  // of records
   std::vector<ForeignRecord> foreign;
+  std::vector<std::pair<int64_t, std::string>> rejected;
+};
+
+ParsedBatch ParseLines(const std::vector<std::string>& lines, int64_t first_line) {
+  ParsedBatch b;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (SkippableLine(lines[i])) continue;
-    ++report->lines;
+    ++b.lines;
     int64_t number = first_line + static_cast<int64_t>(i);
     absl::StatusOr<LogLine> parsed = ParseLogLine(lines[i]);
     if (!parsed.ok()) {
-      report->rejected.emplace_back(number, std::string(parsed.status().message()));
+      b.rejected.emplace_back(number, std::string(parsed.status().message()));
       continue;
     }
     if (parsed->kind == LogLine::Kind::kRecord) {
-      records.push_back(std::move(parsed->record));
-      line_numbers.push_back(number);
+      b.records.push_back(std::move(parsed->record));
+      b.line_numbers.push_back(number);
     } else {
-      foreign.push_back(std::move(parsed->foreign));
+      b.foreign.push_back(std::move(parsed->foreign));
     }
   }
-  RETURN_IF_ERROR(StoreRecords(db, records, line_numbers, report));
-  return StoreForeign(db, foreign, report);
+  return b;
+}
+
+absl::Status StoreParsed(Database& db, ParsedBatch& b, ImportReport* report) {
+  report->lines += b.lines;
+  for (auto& r : b.rejected) report->rejected.push_back(std::move(r));
+  RETURN_IF_ERROR(StoreRecords(db, b.records, b.line_numbers, report));
+  return StoreForeign(db, b.foreign, report);
+}
+
+}  // namespace
+
+absl::Status StoreLogLines(Database& db, const std::vector<std::string>& lines, int64_t first_line,
+                           ImportReport* report) {
+  ParsedBatch b = ParseLines(lines, first_line);
+  return StoreParsed(db, b, report);
 }
 
 absl::StatusOr<ImportReport> ImportLog(Database& db, std::istream& in, size_t batch_size) {
-  ImportReport report;
-  std::string line;
-  int64_t number = 0;
-  bool header_seen = false;
-  std::vector<std::string> batch;
-  int64_t batch_first = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (!header_seen) {
-      if (SkippableLine(line)) continue;
-      RETURN_IF_ERROR(CheckLogHeader(line));
-      header_seen = true;
-      ++report.lines;
-      continue;
+  // Two stages on two threads: a reader reads and parses batches (JSON parsing and the
+  // content-id check are about half of an import's CPU time) while this thread stores
+  // the batch before. At most two parsed batches wait, so memory stays bounded, and
+  // batches are stored in file order: the report is the one a one-thread import gives.
+  std::mutex mu;
+  std::condition_variable changed;
+  std::deque<ParsedBatch> ready;  // guarded by mu
+  bool reader_done = false;       // guarded by mu
+  bool stop = false;              // guarded by mu: storing failed, read no further
+  absl::Status reader_status;     // written by the reader, read after join
+  int64_t header_lines = 0;       // likewise
+  std::thread reader([&] {
+    auto hand_over = [&](ParsedBatch b) {
+      std::unique_lock<std::mutex> lock(mu);
+      changed.wait(lock, [&] { return ready.size() < 2 || stop; });
+      if (stop) return false;
+      ready.push_back(std::move(b));
+      changed.notify_all();
+      return true;
+    };
+    std::string line;
+    int64_t number = 0;
+    bool header_seen = false;
+    std::vector<std::string> batch;
+    int64_t batch_first = 0;
+    bool stopped = false;
+    while (!stopped && std::getline(in, line)) {
+      ++number;
+      if (!header_seen) {
+        if (SkippableLine(line)) continue;
+        reader_status = CheckLogHeader(line);
+        if (!reader_status.ok()) break;
+        header_seen = true;
+        ++header_lines;
+        continue;
+      }
+      if (batch.empty()) batch_first = number;
+      batch.push_back(std::move(line));
+      if (batch.size() >= batch_size) {
+        stopped = !hand_over(ParseLines(batch, batch_first));
+        batch.clear();
+      }
     }
-    if (batch.empty()) batch_first = number;
-    batch.push_back(std::move(line));
-    if (batch.size() >= batch_size) {
-      RETURN_IF_ERROR(StoreLogLines(db, batch, batch_first, &report));
-      batch.clear();
+    if (reader_status.ok() && !stopped) {
+      if (in.bad()) {
+        reader_status = absl::InternalError("read error on the import stream");
+      } else if (!header_seen) {
+        reader_status = Bad("the log is empty (no header line)");
+      } else if (!batch.empty()) {
+        hand_over(ParseLines(batch, batch_first));
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    reader_done = true;
+    changed.notify_all();
+  });
+
+  ImportReport report;
+  absl::Status stored;
+  while (true) {
+    ParsedBatch b;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      changed.wait(lock, [&] { return !ready.empty() || reader_done; });
+      if (ready.empty()) break;
+      b = std::move(ready.front());
+      ready.pop_front();
+      changed.notify_all();
+    }
+    if (!stored.ok()) continue;  // draining after a failure
+    stored = StoreParsed(db, b, &report);
+    if (!stored.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+      changed.notify_all();
     }
   }
-  if (in.bad()) return absl::InternalError("read error on the import stream");
-  if (!header_seen) return Bad("the log is empty (no header line)");
-  RETURN_IF_ERROR(StoreLogLines(db, batch, batch_first, &report));
+  reader.join();
+  RETURN_IF_ERROR(stored);
+  RETURN_IF_ERROR(reader_status);
+  report.lines += header_lines;
   return report;
 }
 
@@ -357,8 +442,9 @@ absl::StatusOr<ImportReport> ImportLog(Database& db, std::istream& in, size_t ba
 
 namespace {
 
-// Why an AutoTVM task has no exact tuneforge equivalent. tuneforge's only op today is
-// `matmul M N K` (float32, row-major, C = A·B) with the matmul_cpu template; an
+// Why an AutoTVM task has no exact tuneforge equivalent. tuneforge's ops today are
+// `matmul M N K` (float32, row-major, C = A·B; template matmul_cpu) and `batch_matmul
+// B M N K` (C[b] = A[b]·B[b], B[b] stored [K, N]; template batch_matmul_cpu); an
 // AutoTVM record could only map if both the computation and the config knobs mean
 // exactly the same thing.
 std::string NotMappedReason(const std::string& task_name) {
@@ -368,8 +454,9 @@ std::string NotMappedReason(const std::string& task_name) {
            "row-major C = A·B, and its tile_y/tile_x/tile_k knobs are not matmul_cpu's";
   }
   if (starts("batch_matmul")) {
-    return "AutoTVM batch_matmul computes x x y^T per batch; tuneforge has no batched or "
-           "transposed matmul, and its knobs are not matmul_cpu's";
+    return "AutoTVM batch_matmul computes x x y^T per batch (y is [batch, N, K]), not "
+           "tuneforge's batch_matmul A[b]·B[b] with B[b] as [K, N], and its knobs are not "
+           "batch_matmul_cpu's";
   }
   if (starts("conv2d") || starts("depthwise_conv2d") || starts("group_conv2d")) {
     return "tuneforge has no conv2d op yet";

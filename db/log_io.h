@@ -45,6 +45,7 @@ struct ImportReport {
   int64_t lines = 0;             // non-empty, non-comment lines read (header included)
   int64_t inserted = 0;          // new records
   int64_t duplicates = 0;        // records already stored (same content id)
+  int64_t compacted = 0;         // records skipped: `compact` deleted them from this db
   int64_t foreign_inserted = 0;  // stored as foreign records (no exact mapping)
   int64_t foreign_duplicates = 0;
   // (line number, reason) of each line not stored, in file order.

@@ -1,11 +1,13 @@
 #include "db/record.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <string_view>
 
-#include "absl/strings/str_cat.h"
 
 namespace tuneforge {
 
@@ -58,10 +60,18 @@ namespace {
 // record a team ever merges (birthday bound ~2^64 instead of ~2^32).
 class Fnv128 {
  public:
-  void Add(const std::string& bytes) {
+  void Add(std::string_view bytes) {
     // Length-prefixed, so ("ab", "c") and ("a", "bc") hash differently.
-    AddRaw(absl::StrCat(bytes.size(), ":"));
+    char len[24];
+    std::to_chars_result r = std::to_chars(len, len + sizeof(len) - 1, bytes.size());
+    *r.ptr++ = ':';
+    AddRaw(std::string_view(len, static_cast<size_t>(r.ptr - len)));
     AddRaw(bytes);
+  }
+  void Add(int64_t n) {
+    char buf[24];
+    std::to_chars_result r = std::to_chars(buf, buf + sizeof(buf), n);
+    Add(std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
   }
   std::string Hex() const {
     char out[33];
@@ -72,13 +82,14 @@ class Fnv128 {
   }
 
  private:
-  void AddRaw(const std::string& bytes) {
+  void AddRaw(std::string_view bytes) {
     for (unsigned char c : bytes) {
       h_ ^= c;
-      h_ *= kPrime;
+      // h * prime with prime = 2^88 + 0x13b, as a shift and a small multiply (mod 2^128):
+      // the same product without a full 128x128-bit multiply.
+      h_ = (h_ << 88) + h_ * 0x13b;
     }
   }
-  static constexpr unsigned __int128 kPrime = (static_cast<unsigned __int128>(1) << 88) + 0x13b;
   unsigned __int128 h_ =
       (static_cast<unsigned __int128>(0x6c62272e07bb0142ULL) << 64) | 0x62b821756295c58dULL;
 };
@@ -91,18 +102,31 @@ std::string ContentId(const TuningRecord& r) {
   h.Add(r.workload.key);
   h.Add(r.target.key);
   h.Add(r.template_name);
-  h.Add(std::to_string(r.template_version));
+  h.Add(int64_t{r.template_version});
   h.Add(r.config_json);
   h.Add(r.result.environment_json);
-  h.Add(std::to_string(r.result.start_unix_us));
-  h.Add(std::to_string(r.result.end_unix_us));
+  h.Add(int64_t{r.result.start_unix_us});
+  h.Add(int64_t{r.result.end_unix_us});
   h.Add(r.result.agent_id);
-  // %a is exact, so a cost that survives a JSON round trip hashes the same.
+  // printf's %a is exact, so a cost that survives a JSON round trip hashes the same.
+  // std::to_chars(hex) prints the same digits as glibc's %a for normal numbers (minus
+  // the "0x") and is several times faster; zero and subnormals keep snprintf.
   std::string costs;
   char buf[64];
   for (double c : r.result.costs) {
-    std::snprintf(buf, sizeof(buf), "%a,", c);
-    costs += buf;
+    if (std::isnormal(c)) {
+      buf[0] = c < 0 ? '-' : '0';
+      char* p = buf + 1;
+      if (c < 0) *p++ = '0';
+      *p++ = 'x';
+      std::to_chars_result end = std::to_chars(p, buf + sizeof(buf) - 1, std::fabs(c),
+                                               std::chars_format::hex);
+      *end.ptr = ',';
+      costs.append(buf, static_cast<size_t>(end.ptr + 1 - buf));
+    } else {
+      std::snprintf(buf, sizeof(buf), "%a,", c);
+      costs += buf;
+    }
   }
   h.Add(costs);
   return h.Hex();

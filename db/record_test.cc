@@ -43,5 +43,24 @@ TEST(MeasureResultTest, MedianCost) {
   EXPECT_DOUBLE_EQ(r.MedianCost(), 3.0);
 }
 
+// Content ids are stored in every database and travel in every export: the function
+// must never change. The value was computed by the first implementation.
+TEST(ContentIdTest, IsStable) {
+  TuningRecord r;
+  r.workload.key = "matmul-0123abcd";
+  r.target.key = "x86_64-pc-linux-gnu/znver4/t8/epyc/f0";
+  r.template_name = "matmul_cpu";
+  r.template_version = 3;
+  r.config_json = R"({"tile_i":32,"tile_j":64})";
+  r.result.environment_json = R"({"cpu":"AMD EPYC"})";
+  r.result.start_unix_us = 1700000000123456;
+  r.result.end_unix_us = 1700000000223456;
+  r.result.agent_id = "agent-1";
+  r.result.costs = {1.25e-3, 0.1, 3.0000000000000004, 0.0, 4.9e-324};
+  EXPECT_EQ(ContentId(r), "9139b51a27d3f236a9f0fe744f9461c1");
+  r.result.costs.clear();
+  EXPECT_EQ(ContentId(r), "17a9e979aa1d981f592835080a4b5426");
+}
+
 }  // namespace
 }  // namespace tuneforge

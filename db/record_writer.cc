@@ -1,9 +1,10 @@
 #include "db/record_writer.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <set>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "compiler/support/status.h"
@@ -20,10 +21,37 @@ const char kRecordSelect[] =
     "FROM records r JOIN workloads w ON w.id = r.workload_id "
     "JOIN targets t ON t.id = r.target_id ";
 
+namespace {
+
+// The arrays this backend writes ("[1.5e-05,0.002]": no spaces, finite numbers) parsed
+// without building a JSON tree: this runs for every config a record is folded into.
+// Returns false on anything else, which then goes through the JSON library.
+bool ParseCostsFast(const std::string& text, std::vector<double>* out) {
+  const char* p = text.data();
+  const char* end = p + text.size();
+  if (p == end || *p++ != '[') return false;
+  if (p != end && *p == ']') return p + 1 == end;
+  while (p != end) {
+    double v = 0;
+    std::from_chars_result r = std::from_chars(p, end, v);
+    if (r.ec != std::errc() || !std::isfinite(v)) return false;
+    out->push_back(v);
+    p = r.ptr;
+    if (p == end) return false;
+    if (*p == ']') return p + 1 == end;
+    if (*p++ != ',') return false;
+  }
+  return false;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<double>> ParseCosts(const std::string& text) {
+  std::vector<double> out;
+  if (ParseCostsFast(text, &out)) return out;
+  out.clear();
   nlohmann::json costs = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!costs.is_array()) return absl::DataLossError("costs are not a JSON array");
-  std::vector<double> out;
   out.reserve(costs.size());
   for (const nlohmann::json& c : costs) {
     if (!c.is_number()) return absl::DataLossError("costs hold a non-number: " + c.dump());
@@ -33,14 +61,15 @@ absl::StatusOr<std::vector<double>> ParseCosts(const std::string& text) {
 }
 
 std::string CostsJson(const std::vector<double>& costs) {
-  // By hand rather than through the JSON library: this runs for every record written.
-  // %.17g round-trips every double exactly; costs are finite (ValidateRecord).
+  // By hand rather than through the JSON library: this runs twice for every record
+  // written. std::to_chars prints the shortest text that reads back as the same
+  // double (exact round trip); costs are finite (ValidateRecord).
   std::string out = "[";
   char buf[32];
   for (size_t i = 0; i < costs.size(); ++i) {
     if (i > 0) out += ',';
-    int n = std::snprintf(buf, sizeof(buf), "%.17g", costs[i]);
-    out.append(buf, static_cast<size_t>(n));
+    std::to_chars_result r = std::to_chars(buf, buf + sizeof(buf), costs[i]);
+    out.append(buf, r.ptr);
   }
   out += ']';
   return out;
@@ -95,6 +124,10 @@ absl::Status ValidateRecord(const TuningRecord& r) {
   if (r.workload.key.empty()) return absl::InvalidArgumentError("empty workload key");
   if (r.target.key.empty()) return absl::InvalidArgumentError("empty target key");
   if (r.template_name.empty()) return absl::InvalidArgumentError("empty template name");
+  if (!ParseMeasureErrorKind(MeasureErrorKindName(r.result.error))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown error kind ", static_cast<int>(r.result.error)));
+  }
   for (size_t j = 0; j < r.result.costs.size(); ++j) {
     // JSON has no inf/NaN, and a negative time is a measurement bug; either would
     // corrupt the ranking.
@@ -137,9 +170,18 @@ double Median(std::vector<double> v) {
 
 }  // namespace
 
-absl::StatusOr<RecordWriter> RecordWriter::Prepare(sqlite3* db) {
+absl::StatusOr<RecordWriter> RecordWriter::Prepare(sqlite3* db, bool check_tombstones) {
   RecordWriter w;
   w.db_ = db;
+  if (check_tombstones) {
+    ASSIGN_OR_RETURN(int64_t any,
+                     QueryInt64(db, "SELECT EXISTS (SELECT 1 FROM tombstones)"));
+    w.has_tombstones_ = any != 0;
+    if (w.has_tombstones_) {
+      ASSIGN_OR_RETURN(w.find_tombstone_,
+                       Statement::Prepare(db, "SELECT 1 FROM tombstones WHERE content_id = ?"));
+    }
+  }
   ASSIGN_OR_RETURN(w.find_content_,
                    Statement::Prepare(db, "SELECT id FROM records WHERE content_id = ?"));
   ASSIGN_OR_RETURN(
@@ -170,7 +212,7 @@ absl::StatusOr<RecordWriter> RecordWriter::Prepare(sqlite3* db) {
                          "INSERT INTO configs (workload_id, target_id, template_name, "
                          "template_version, config_json, successes, failures, wrong_answers, "
                          "samples_json, median_cost, rank_class) "
-                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"));
   ASSIGN_OR_RETURN(
       w.update_config_,
       Statement::Prepare(db,
@@ -248,60 +290,84 @@ absl::StatusOr<int64_t> RecordWriter::FoldIntoConfig(int64_t workload_id, int64_
                                                      const TuningRecord& r) {
   const bool ok = r.result.error == MeasureErrorKind::kNone && !r.result.costs.empty();
   const bool wrong = r.result.error == MeasureErrorKind::kWrongAnswer;
-  Statement& find = select_config_;
-  find.Reset();
-  find.BindInt64(1, workload_id);
-  find.BindInt64(2, target_id);
-  find.BindText(3, r.template_name);
-  find.BindInt64(4, r.template_version);
-  find.BindText(5, r.config_json);
-  ASSIGN_OR_RETURN(bool exists, find.Step());
-  int64_t id = 0, successes = 0, failures = 0, wrong_answers = 0;
-  // The pooled samples of every successful record; configs are measured a handful of
-  // times, so the array stays short.
-  std::vector<double> samples;
-  if (exists) {
-    id = find.ColumnInt64(0);
-    successes = find.ColumnInt64(1);
-    failures = find.ColumnInt64(2);
-    wrong_answers = find.ColumnInt64(3);
-    ASSIGN_OR_RETURN(samples, ParseCosts(find.ColumnText(4)));
-  }
-  find.Reset();
-  successes += ok ? 1 : 0;
-  failures += !ok && !wrong ? 1 : 0;
-  wrong_answers += wrong ? 1 : 0;
-  if (ok) samples.insert(samples.end(), r.result.costs.begin(), r.result.costs.end());
-  const int rank = (wrong_answers > 0 || successes == 0) ? 2 : (successes >= 2 ? 0 : 1);
+  auto fold = [&](ConfigState* c) {
+    c->successes += ok ? 1 : 0;
+    c->failures += !ok && !wrong ? 1 : 0;
+    c->wrong_answers += wrong ? 1 : 0;
+    // The pooled samples of every successful record; configs are measured a handful
+    // of times, so the array stays short.
+    if (ok) c->samples.insert(c->samples.end(), r.result.costs.begin(), r.result.costs.end());
+  };
+  auto bind_state = [](Statement& u, int col, const ConfigState& c) {
+    u.BindInt64(col++, c.successes);
+    u.BindInt64(col++, c.failures);
+    u.BindInt64(col++, c.wrong_answers);
+    u.BindText(col++, CostsJson(c.samples));
+    if (c.samples.empty()) {
+      u.BindNull(col++);
+    } else {
+      u.BindDouble(col++, Median(c.samples));
+    }
+    const int rank =
+        (c.wrong_answers > 0 || c.successes == 0) ? 2 : (c.successes >= 2 ? 0 : 1);
+    u.BindInt64(col++, rank);
+  };
 
-  Statement& u = exists ? update_config_ : insert_config_;
+  std::string cache_key = absl::StrCat(workload_id, "/", target_id, "/", r.template_version, "/",
+                                       r.template_name, "\n", r.config_json);
+  auto cached = configs_.find(cache_key);
+  ConfigState* state = cached == configs_.end() ? nullptr : &cached->second;
+  if (state == nullptr) {
+    // Most records measure a new config: try the INSERT first (one probe of the
+    // unique key) and read the stored row only when it already exists.
+    ConfigState fresh;
+    fold(&fresh);
+    Statement& ins = insert_config_;
+    ins.Reset();
+    ins.BindInt64(1, workload_id);
+    ins.BindInt64(2, target_id);
+    ins.BindText(3, r.template_name);
+    ins.BindInt64(4, r.template_version);
+    ins.BindText(5, r.config_json);
+    bind_state(ins, 6, fresh);
+    RETURN_IF_ERROR(ins.Run());
+    if (Changes(db_) == 1) {
+      fresh.id = LastInsertRowid(db_);
+      int64_t id = fresh.id;
+      configs_.emplace(std::move(cache_key), std::move(fresh));
+      return id;
+    }
+    Statement& find = select_config_;
+    find.Reset();
+    find.BindInt64(1, workload_id);
+    find.BindInt64(2, target_id);
+    find.BindText(3, r.template_name);
+    find.BindInt64(4, r.template_version);
+    find.BindText(5, r.config_json);
+    ASSIGN_OR_RETURN(bool exists, find.Step());
+    TF_CHECK(exists, "configs row vanished inside a transaction");
+    ConfigState stored;
+    stored.id = find.ColumnInt64(0);
+    stored.successes = find.ColumnInt64(1);
+    stored.failures = find.ColumnInt64(2);
+    stored.wrong_answers = find.ColumnInt64(3);
+    absl::StatusOr<std::vector<double>> samples = ParseCosts(find.ColumnText(4));
+    find.Reset();  // see WorkloadId
+    if (!samples.ok()) return samples.status();
+    stored.samples = std::move(*samples);
+    state = &configs_.emplace(std::move(cache_key), std::move(stored)).first->second;
+  }
+  fold(state);
+  Statement& u = update_config_;
   u.Reset();
-  int col = 1;
-  if (exists) {
-    u.BindInt64(col++, id);
-  } else {
-    u.BindInt64(col++, workload_id);
-    u.BindInt64(col++, target_id);
-    u.BindText(col++, r.template_name);
-    u.BindInt64(col++, r.template_version);
-    u.BindText(col++, r.config_json);
-  }
-  u.BindInt64(col++, successes);
-  u.BindInt64(col++, failures);
-  u.BindInt64(col++, wrong_answers);
-  u.BindText(col++, CostsJson(samples));
-  if (samples.empty()) {
-    u.BindNull(col++);
-  } else {
-    u.BindDouble(col++, Median(samples));
-  }
-  u.BindInt64(col++, rank);
+  u.BindInt64(1, state->id);
+  bind_state(u, 2, *state);
   RETURN_IF_ERROR(u.Run());
-  return exists ? id : LastInsertRowid(db_);
+  return state->id;
 }
 
-absl::StatusOr<std::pair<int64_t, bool>> RecordWriter::Write(const TuningRecord& r,
-                                                             int64_t now_unix_us) {
+absl::StatusOr<RecordWriter::Written> RecordWriter::Write(const TuningRecord& r,
+                                                          int64_t now_unix_us) {
   RETURN_IF_ERROR(ValidateRecord(r));
   const std::string content_id = ContentId(r);
   find_content_.Reset();
@@ -310,7 +376,14 @@ absl::StatusOr<std::pair<int64_t, bool>> RecordWriter::Write(const TuningRecord&
   if (dup) {
     int64_t id = find_content_.ColumnInt64(0);
     find_content_.Reset();
-    return std::make_pair(id, false);
+    return Written{id, Outcome::kDuplicate};
+  }
+  if (has_tombstones_) {
+    find_tombstone_.Reset();
+    find_tombstone_.BindText(1, content_id);
+    ASSIGN_OR_RETURN(bool deleted, find_tombstone_.Step());
+    find_tombstone_.Reset();
+    if (deleted) return Written{0, Outcome::kCompacted};
   }
   ASSIGN_OR_RETURN(int64_t workload_id, WorkloadId(r.workload));
   ASSIGN_OR_RETURN(int64_t target_id, TargetId(r.target));
@@ -341,7 +414,7 @@ absl::StatusOr<std::pair<int64_t, bool>> RecordWriter::Write(const TuningRecord&
   s.BindText(17, content_id);
   s.BindInt64(18, config_id);
   RETURN_IF_ERROR(s.Run());
-  return std::make_pair(LastInsertRowid(db_), true);
+  return Written{LastInsertRowid(db_), Outcome::kInserted};
 }
 
 absl::Status RecordWriter::Attach(int64_t record_id, const TuningRecord& r,
@@ -369,7 +442,7 @@ absl::Status BackfillContentIdsAndConfigs(sqlite3* db) {
       records.push_back(std::move(r));
     }
   }
-  ASSIGN_OR_RETURN(RecordWriter writer, RecordWriter::Prepare(db));
+  ASSIGN_OR_RETURN(RecordWriter writer, RecordWriter::Prepare(db, /*check_tombstones=*/false));
   std::set<std::string> seen;
   for (const TuningRecord& r : records) {
     // v1 allowed the same measurement twice; both rows are kept (nothing is lost in a

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -33,11 +34,18 @@ std::string CostsJson(const std::vector<double>& costs);
 
 class RecordWriter {
  public:
-  static absl::StatusOr<RecordWriter> Prepare(sqlite3* db);
+  // `check_tombstones`: skip records a compaction deleted (false only for the v1 -> v2
+  // backfill, which runs before the tombstones table exists).
+  static absl::StatusOr<RecordWriter> Prepare(sqlite3* db, bool check_tombstones = true);
 
-  // Stores one record unless its content id is already stored. Returns the row id and
-  // whether it was new.
-  absl::StatusOr<std::pair<int64_t, bool>> Write(const TuningRecord& r, int64_t now_unix_us);
+  enum class Outcome { kInserted, kDuplicate, kCompacted };
+  struct Written {
+    int64_t id = 0;  // 0 for kCompacted
+    Outcome outcome = Outcome::kInserted;
+  };
+  // Stores one record unless its content id is already stored or a compaction
+  // deleted it.
+  absl::StatusOr<Written> Write(const TuningRecord& r, int64_t now_unix_us);
 
   // For the migration: gives an existing row its content id and configs row.
   absl::Status Attach(int64_t record_id, const TuningRecord& r, const std::string& content_id);
@@ -46,6 +54,7 @@ class RecordWriter {
   void ClearCache() {
     workload_ids_.clear();
     target_ids_.clear();
+    configs_.clear();
   }
 
  private:
@@ -57,12 +66,26 @@ class RecordWriter {
   absl::StatusOr<int64_t> FoldIntoConfig(int64_t workload_id, int64_t target_id,
                                          const TuningRecord& r);
 
+  // A configs row as this transaction last wrote it.
+  struct ConfigState {
+    int64_t id = 0;
+    int64_t successes = 0, failures = 0, wrong_answers = 0;
+    std::vector<double> samples;
+  };
+
   sqlite3* db_ = nullptr;
   Statement find_content_, insert_workload_, select_workload_, insert_target_, select_target_,
-      select_config_, insert_config_, update_config_, insert_record_, attach_record_;
+      select_config_, insert_config_, update_config_, insert_record_, attach_record_,
+      find_tombstone_;
+  // Whether the db has tombstones at all: most never compact, and then the lookup
+  // is skipped.
+  bool has_tombstones_ = false;
   // Key -> (row id, the info first seen), to check later uses describe the same thing.
   std::map<std::string, std::pair<int64_t, WorkloadInfo>> workload_ids_;
   std::map<std::string, std::pair<int64_t, TargetInfo>> target_ids_;
+  // Configs written in this transaction, by (workload id, target id, version,
+  // template, config): a re-measurement folds in without reading the row back.
+  std::unordered_map<std::string, ConfigState> configs_;
 };
 
 // v1 -> v2: content ids and configs rows for every existing record.

@@ -117,6 +117,24 @@ CREATE TABLE foreign_records (
 CREATE INDEX foreign_records_task ON foreign_records (source, task_name);
 )sql";
 
+// Version 3.
+// - tombstones: the content ids of records `compact` deleted, so importing an export
+//   taken before the compaction (or merging an older copy) does not bring them back.
+//   WITHOUT ROWID: the id is the whole row.
+// - cost_models: the tuner's cost-model blobs by key (tuner/model_store.h ModelKey),
+//   next to the records they were trained on.
+constexpr char kSchemaV3[] = R"sql(
+CREATE TABLE tombstones (
+  content_id TEXT PRIMARY KEY,
+  deleted_unix_us INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE cost_models (
+  key TEXT PRIMARY KEY CHECK (key <> ''),
+  bytes BLOB NOT NULL,
+  updated_unix_us INTEGER NOT NULL
+);
+)sql";
+
 absl::Status FinishV2(sqlite3* db) {
   RETURN_IF_ERROR(BackfillContentIdsAndConfigs(db));
   return Exec(db, "CREATE UNIQUE INDEX records_content ON records (content_id)");
@@ -130,6 +148,7 @@ const std::vector<Migration>& Migrations() {
         {1, "initial schema: workloads, targets, jobs, records", kSchemaV1},
         {2, "content ids, configs ranking table, foreign records, history index", kSchemaV2,
          FinishV2},
+        {3, "tombstones of compacted records, cost-model blobs", kSchemaV3},
     };
     for (size_t i = 0; i < list->size(); ++i) {
       TF_CHECK((*list)[i].version == static_cast<int>(i) + 1, "migrations must be 1, 2, ...");

@@ -131,7 +131,7 @@ TEST_F(SharedLogTest, MigratesAVersion1FileKeepingEveryRecord) {
                    db_internal::kApplicationId, "; COMMIT;"));
   std::unique_ptr<Database> db = Open("v1.db");
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(db->SchemaVersion(), 2);
+  EXPECT_EQ(db->SchemaVersion(), 3);
   absl::StatusOr<std::vector<TuningRecord>> all = db->Records("", "");
   ASSERT_TRUE(all.ok()) << all.status();
   ASSERT_EQ(all->size(), 4u);
@@ -247,7 +247,7 @@ TEST_F(SharedLogTest, HistorySummariesAndTemplateVersions) {
 
   absl::StatusOr<DatabaseStats> stats = db->Stats();
   ASSERT_TRUE(stats.ok()) << stats.status();
-  EXPECT_EQ(stats->schema_version, 2);
+  EXPECT_EQ(stats->schema_version, 3);
   EXPECT_EQ(stats->records, 6);
   EXPECT_EQ(stats->failed_records, 1);
   EXPECT_EQ(stats->workloads, 2);
@@ -502,6 +502,90 @@ TEST_F(SharedLogTest, ReadOnlyFileIsAClearError) {
   } else {
     EXPECT_THAT(std::string(db.status().message()), HasSubstr(Path("a.db")));
   }
+}
+
+TEST_F(SharedLogTest, CompactedRecordsStayDeletedAfterReimportOrMerge) {
+  std::unique_ptr<Database> db = Open("a.db");
+  WorkloadInfo w = Workload("a");
+  TargetInfo t = Target("x");
+  std::vector<TuningRecord> batch;
+  for (int i = 0; i < 20; ++i) batch.push_back(Record(w, t, absl::StrCat("{\"i\":", i, "}"), {1.0 + i}));
+  batch.push_back(Record(w, t, "{\"e\":1}", {}, MeasureErrorKind::kBuildError));
+  ASSERT_TRUE(db->Insert(batch).ok());
+  // Taken before the compaction: an export, and a copy made by merging.
+  std::stringstream log;
+  ASSERT_EQ(*ExportLog(*db, ExportOptions(), log), 21);
+  std::unique_ptr<Database> copy = Open("copy.db");
+  ASSERT_EQ(MergeDatabases(*copy, *db)->inserted, 21);
+
+  absl::StatusOr<CompactResult> c = db->Compact(3);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->records_deleted, 21 - 3);
+  EXPECT_EQ(db->Stats()->tombstones, 18);
+
+  // The tombstones are in the file, not in this connection.
+  db.reset();
+  db = Open("a.db");
+  std::stringstream in(log.str());
+  absl::StatusOr<ImportReport> imported = ImportLog(*db, in);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  EXPECT_EQ(imported->inserted, 0);
+  EXPECT_EQ(imported->duplicates, 3);
+  EXPECT_EQ(imported->compacted, 18);
+  EXPECT_TRUE(imported->rejected.empty());
+  absl::StatusOr<ImportReport> merged = MergeDatabases(*db, *copy);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  EXPECT_EQ(merged->inserted, 0);
+  EXPECT_EQ(merged->compacted, 18);
+  EXPECT_EQ(db->Records("", "")->size(), 3u);
+  EXPECT_EQ(db->Best(w.key, t.key)->config_json, "{\"i\":0}");
+
+  // A deleted record reports id 0; new measurements are stored as always.
+  absl::StatusOr<CommitResult> mixed = db->Insert({batch[19], Record(w, t, "{\"new\":1}", {0.5})});
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ(mixed->compacted, 1);
+  EXPECT_EQ(mixed->inserted, 1);
+  EXPECT_EQ(mixed->ids[0], 0);
+  EXPECT_GT(mixed->ids[1], 0);
+  EXPECT_EQ(db->Best(w.key, t.key)->config_json, "{\"new\":1}");
+}
+
+// The import pipeline (a reading thread, a storing thread) stops at a full disk with
+// the error; what was committed stays, and importing again completes the log.
+TEST_F(SharedLogTest, ImportStoppedByAFullDiskCompletesOnRetry) {
+  std::unique_ptr<Database> src = Open("src.db");
+  WorkloadInfo w = Workload("a");
+  std::vector<TuningRecord> big;
+  for (int i = 0; i < 400; ++i) {
+    TuningRecord r = Record(w, Target("x"), absl::StrCat("{\"i\":", i, "}"), {1.0 + i});
+    r.result.error_message = std::string(4000, 'y');
+    big.push_back(r);
+  }
+  ASSERT_TRUE(src->Insert(big).ok());
+  std::stringstream log;
+  ASSERT_EQ(*ExportLog(*src, ExportOptions(), log), 400);
+
+  DatabaseOptions small;
+  small.max_file_bytes = 512 << 10;
+  std::unique_ptr<Database> dst = Open("dst.db", small);
+  std::stringstream in1(log.str());
+  absl::StatusOr<ImportReport> failed = ImportLog(*dst, in1, /*batch_size=*/20);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(failed.status())) << failed.status();
+  const size_t stored = dst->Records("", "")->size();
+  EXPECT_GT(stored, 0u);
+  EXPECT_LT(stored, 400u);
+  EXPECT_EQ(stored % 20, 0u);  // whole batches
+
+  dst.reset();
+  dst = Open("dst.db");
+  std::stringstream in2(log.str());
+  absl::StatusOr<ImportReport> retried = ImportLog(*dst, in2, /*batch_size=*/20);
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_EQ(retried->duplicates, static_cast<int64_t>(stored));
+  EXPECT_EQ(retried->inserted, 400 - static_cast<int64_t>(stored));
+  EXPECT_EQ(retried->lines, 401);  // the header too
+  EXPECT_EQ(dst->Records("", "")->size(), 400u);
 }
 
 }  // namespace

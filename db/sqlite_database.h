@@ -70,6 +70,12 @@ class SqliteDatabase final : public Database {
   absl::StatusOr<CompactResult> Compact(int keep) override {
     return WithPath(path_, CompactImpl(keep));
   }
+  absl::StatusOr<std::optional<std::string>> LoadModel(const std::string& key) override {
+    return WithPath(path_, LoadModelImpl(key));
+  }
+  absl::Status SaveModel(const std::string& key, const std::string& bytes) override {
+    return WithPath(path_, SaveModelImpl(key, bytes));
+  }
   absl::Status PutJob(const JobRow& job) override { return WithPath(path_, PutJobImpl(job)); }
   absl::StatusOr<JobRow> GetJob(const std::string& id) override {
     return WithPath(path_, GetJobImpl(id));
@@ -103,6 +109,8 @@ class SqliteDatabase final : public Database {
   absl::StatusOr<CommitResult> InsertForeignImpl(const std::vector<ForeignRecord>& records);
   absl::StatusOr<DatabaseStats> StatsImpl();
   absl::StatusOr<CompactResult> CompactImpl(int keep);
+  absl::StatusOr<std::optional<std::string>> LoadModelImpl(const std::string& key);
+  absl::Status SaveModelImpl(const std::string& key, const std::string& bytes);
   absl::Status PutJobImpl(const JobRow& job);
   absl::StatusOr<JobRow> GetJobImpl(const std::string& id);
   absl::StatusOr<std::vector<JobRow>> ListJobsImpl();

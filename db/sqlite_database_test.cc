@@ -135,14 +135,14 @@ class SqliteDatabaseTest : public ::testing::Test {
 TEST_F(SqliteDatabaseTest, NewFileGetsSchemaWalAndApplicationId) {
   std::unique_ptr<Database> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(db->SchemaVersion(), 2);
+  EXPECT_EQ(db->SchemaVersion(), 3);
   db.reset();
-  EXPECT_EQ(RawQueryText(path_, "SELECT max(version) FROM schema_migrations"), "2");
+  EXPECT_EQ(RawQueryText(path_, "SELECT max(version) FROM schema_migrations"), "3");
   EXPECT_EQ(RawQueryText(path_, "PRAGMA journal_mode"), "wal");
   EXPECT_EQ(RawQueryText(path_, "PRAGMA application_id"), std::to_string(0x54465247));
   // Opening again applies nothing twice.
   ASSERT_NE(OpenOrDie(), nullptr);
-  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "2");
+  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "3");
 }
 
 TEST_F(SqliteDatabaseTest, RoundTripKeepsEveryField) {
@@ -402,7 +402,7 @@ TEST_F(SqliteDatabaseTest, NewerSchemaIsRefusedAndFileUntouched) {
   ASSERT_NE(OpenOrDie(), nullptr);
   RawSql(path_,
          "INSERT INTO schema_migrations (version, applied_unix_us, description) "
-         "VALUES (3, 0, 'from the future')");
+         "VALUES (4, 0, 'from the future')");
   const std::string before = ReadBytes(path_);
   ASSERT_FALSE(before.empty());
 
@@ -414,7 +414,7 @@ TEST_F(SqliteDatabaseTest, NewerSchemaIsRefusedAndFileUntouched) {
     ASSERT_FALSE(db.ok());
     EXPECT_TRUE(absl::IsFailedPrecondition(db.status())) << db.status();
     EXPECT_THAT(std::string(db.status().message()),
-                HasSubstr("written by a newer tuneforge (schema 3, this build knows 2)"));
+                HasSubstr("written by a newer tuneforge (schema 4, this build knows 3)"));
     ExpectOneLineNamingPath(db.status(), path_);
   }
   EXPECT_EQ(ReadBytes(path_), before);
@@ -431,7 +431,7 @@ TEST_F(SqliteDatabaseTest, EmptyFileBecomesANewDatabase) {
   ExpectOneLineNamingPath(ro.status(), path_);
   std::unique_ptr<Database> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(db->SchemaVersion(), 2);
+  EXPECT_EQ(db->SchemaVersion(), 3);
 }
 
 TEST_F(SqliteDatabaseTest, ConcurrentOpensOfANewFileMigrateOnce) {
@@ -447,9 +447,9 @@ TEST_F(SqliteDatabaseTest, ConcurrentOpensOfANewFileMigrateOnce) {
   for (std::thread& t : threads) t.join();
   for (const std::unique_ptr<Database>& db : dbs) {
     ASSERT_NE(db, nullptr);
-    EXPECT_EQ(db->SchemaVersion(), 2);
+    EXPECT_EQ(db->SchemaVersion(), 3);
   }
-  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "2");
+  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "3");
 }
 
 TEST_F(SqliteDatabaseTest, NonSqliteFilesAreRefusedAndUntouched) {
@@ -666,6 +666,42 @@ TEST_F(SqliteDatabaseTest, ListSummarisesEachWorkloadTargetPair) {
   EXPECT_EQ(bx.errors, 0);
   ASSERT_TRUE(bx.best.has_value());
   EXPECT_EQ(bx.best->result.costs, std::vector<double>{5.0});
+}
+
+TEST_F(SqliteDatabaseTest, CostModelBlobsRoundTripThroughTheFile) {
+  // Every byte value, NULs included, and more than one page.
+  std::string bytes;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 300000; ++i) bytes.push_back(static_cast<char>(rng() & 0xff));
+  for (int i = 0; i < 256; ++i) bytes.push_back(static_cast<char>(i));
+  {
+    std::unique_ptr<Database> db = OpenOrDie();
+    ASSERT_NE(db, nullptr);
+    absl::StatusOr<std::optional<std::string>> missing = db->LoadModel("matmul_cpu/v1/t");
+    ASSERT_TRUE(missing.ok()) << missing.status();
+    EXPECT_FALSE(missing->has_value());
+    ASSERT_TRUE(db->SaveModel("matmul_cpu/v1/t", "old").ok());
+    ASSERT_TRUE(db->SaveModel("matmul_cpu/v1/t", bytes).ok());  // replaces
+    ASSERT_TRUE(db->SaveModel("empty", "").ok());
+    EXPECT_TRUE(absl::IsInvalidArgument(db->SaveModel("", "x")));
+    EXPECT_TRUE(absl::IsInvalidArgument(db->LoadModel("").status()));
+    EXPECT_EQ(db->Stats()->cost_models, 2);
+  }
+  DatabaseOptions read_only;
+  read_only.path = path_;
+  read_only.read_only = true;
+  std::unique_ptr<Database> db = OpenOrDie(read_only);
+  ASSERT_NE(db, nullptr);
+  absl::StatusOr<std::optional<std::string>> got = db->LoadModel("matmul_cpu/v1/t");
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(got->has_value());
+  EXPECT_TRUE(**got == bytes) << "sizes " << (*got)->size() << " vs " << bytes.size();
+  absl::StatusOr<std::optional<std::string>> empty = db->LoadModel("empty");
+  ASSERT_TRUE(empty.ok() && empty->has_value());
+  EXPECT_EQ(**empty, "");
+  absl::Status refused = db->SaveModel("matmul_cpu/v1/t", "x");
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  ExpectOneLineNamingPath(refused, path_);
 }
 
 }  // namespace

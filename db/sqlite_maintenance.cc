@@ -174,6 +174,7 @@ absl::StatusOr<DatabaseStats> SqliteDatabase::StatsImpl() {
                          "(SELECT count(*) FROM workloads), (SELECT count(*) FROM targets), "
                          "(SELECT count(*) FROM configs), (SELECT count(*) FROM foreign_records), "
                          "(SELECT count(*) FROM jobs), "
+                         "(SELECT count(*) FROM tombstones), (SELECT count(*) FROM cost_models), "
                          "(SELECT coalesce(min(start_unix_us), 0) FROM records), "
                          "(SELECT coalesce(max(start_unix_us), 0) FROM records)"));
   ASSIGN_OR_RETURN(bool row, stmt.Step());
@@ -185,8 +186,10 @@ absl::StatusOr<DatabaseStats> SqliteDatabase::StatsImpl() {
   s.configs = stmt.ColumnInt64(4);
   s.foreign_records = stmt.ColumnInt64(5);
   s.jobs = stmt.ColumnInt64(6);
-  s.oldest_unix_us = stmt.ColumnInt64(7);
-  s.newest_unix_us = stmt.ColumnInt64(8);
+  s.tombstones = stmt.ColumnInt64(7);
+  s.cost_models = stmt.ColumnInt64(8);
+  s.oldest_unix_us = stmt.ColumnInt64(9);
+  s.newest_unix_us = stmt.ColumnInt64(10);
   ASSIGN_OR_RETURN(int64_t page_size, QueryInt64(db, "PRAGMA page_size"));
   ASSIGN_OR_RETURN(int64_t free_pages, QueryInt64(db, "PRAGMA freelist_count"));
   s.free_bytes = page_size * free_pages;
@@ -227,6 +230,14 @@ absl::StatusOr<CompactResult> SqliteDatabase::CompactImpl(int keep) {
         "AND c.target_id = p.target_id AND c.rank_class < 2 "
         "ORDER BY c.rank_class, c.median_cost, c.id LIMIT 1) "
         "FROM (SELECT DISTINCT workload_id, target_id FROM configs) p)"));
+    // Remember what goes, so an old export or an older copy cannot bring it back.
+    ASSIGN_OR_RETURN(Statement tombstone,
+                     Statement::Prepare(db,
+                                        "INSERT OR IGNORE INTO tombstones (content_id, "
+                                        "deleted_unix_us) SELECT content_id, ? FROM records "
+                                        "WHERE id NOT IN (SELECT id FROM temp.tf_keep)"));
+    tombstone.BindInt64(1, UnixMicrosNow());
+    RETURN_IF_ERROR(tombstone.Run());
     RETURN_IF_ERROR(Exec(db, "DELETE FROM records WHERE id NOT IN (SELECT id FROM temp.tf_keep)"));
     result.records_deleted = Changes(db);
     // The configs rows keep their pooled statistics (they summarise measurements that

@@ -129,6 +129,14 @@ void Statement::BindText(int index, absl::string_view value) {
       index);
 }
 
+void Statement::BindBlob(int index, absl::string_view bytes) {
+  // An empty blob must stay a zero-length blob, not NULL: pass a non-null pointer.
+  static const char kEmpty = 0;
+  NoteBind(sqlite3_bind_blob64(stmt_, index, bytes.empty() ? &kEmpty : bytes.data(), bytes.size(),
+                               SQLITE_TRANSIENT),
+           index);
+}
+
 void Statement::BindTextOrNull(int index, absl::string_view value) {
   if (value.empty()) {
     BindNull(index);
@@ -180,6 +188,14 @@ std::string Statement::ColumnText(int col) const {
   if (text == nullptr) return std::string();
   int size = sqlite3_column_bytes(stmt_, col);
   return std::string(reinterpret_cast<const char*>(text), static_cast<size_t>(size));
+}
+
+std::string Statement::ColumnBlob(int col) const {
+  // Pointer before length, as for text.
+  const void* bytes = sqlite3_column_blob(stmt_, col);
+  if (bytes == nullptr) return std::string();
+  int size = sqlite3_column_bytes(stmt_, col);
+  return std::string(static_cast<const char*>(bytes), static_cast<size_t>(size));
 }
 
 bool Statement::ColumnIsNull(int col) const {

@@ -71,6 +71,7 @@ class Statement {
   void BindInt64(int index, int64_t value);
   void BindDouble(int index, double value);
   void BindNull(int index);
+  void BindBlob(int index, absl::string_view bytes);  // bytes as they are, never NULL
 
   // True when a row is ready to be read, false when the statement is done.
   absl::StatusOr<bool> Step();
@@ -83,6 +84,7 @@ class Statement {
   int64_t ColumnInt64(int col) const;
   double ColumnDouble(int col) const;
   std::string ColumnText(int col) const;
+  std::string ColumnBlob(int col) const;
   bool ColumnIsNull(int col) const;
 
  private:

@@ -192,6 +192,16 @@ absl::StatusOr<DeployReport> Deploy(const DeployOptions& o) {
   std::vector<std::string> missing;
   for (const TuningTask& task : tasks) {
     ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
+    // Decision (issue 3): a deployed library exposes one `int f(void** buffers)` per
+    // kernel; kernels that read weights pre-packed by a separate prepack entry (dense)
+    // would need a second function and a caller-owned packed buffer in that API.
+    // Until the API grows that, such ops are refused rather than deployed half-way.
+    if (tmpl->HasPrepack()) {
+      return absl::InvalidArgumentError(
+          "deploy does not support " + task.op() + " yet (" + task.CanonicalText() +
+          "): its kernels read weights pre-packed once by a separate prepack entry, which "
+          "the deployed library's C API does not expose; use matmul for this layer");
+    }
     Planned p{task, FunctionName(o.name, task), Config(), DeployedKernel(), ""};
     p.kernel.function = p.function;
     p.kernel.task = task.CanonicalText();

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <memory>
 #include <random>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -101,13 +102,14 @@ class Session {
   enum class End { kStopped, kShutdown, kBroken };
 
   Session(AgentService::Stub* stub, std::string agent_id, int heartbeat_ms, const Sandbox* sandbox,
-          int workers, int test_slowdown, const std::string& token)
+          int workers, int test_slowdown, bool test_wrong_answer, const std::string& token)
       : stub_(stub),
         agent_id_(std::move(agent_id)),
         heartbeat_ms_(heartbeat_ms),
         sandbox_(sandbox),
         num_workers_(workers),
-        test_slowdown_(test_slowdown) {
+        test_slowdown_(test_slowdown),
+        test_wrong_answer_(test_wrong_answer) {
     if (!token.empty()) context_.AddMetadata("authorization", "Bearer " + token);
   }
 
@@ -136,14 +138,18 @@ class Session {
   // Sends one message; false once the stream no longer takes writes. Thread-safe.
   bool Write(const AgentMessage& message);
   void SendResult(const MeasureResult& result);
-  void AnswerAgentLost(const MeasureRequest& request, const std::string& why);
+  // Gives a received request back to the server (we are stopping) for another agent.
+  void HandBack(const MeasureRequest& request);
+  // Tells the server we are draining (no new requests), handing back `ids`.
+  void SendDrain(const std::vector<std::string>& ids);
 
   AgentService::Stub* const stub_;
   const std::string agent_id_;
   const int heartbeat_ms_;
   const Sandbox* const sandbox_;
   const int num_workers_;
-  const int test_slowdown_;  // AgentOptions::test_slowdown
+  const int test_slowdown_;       // AgentOptions::test_slowdown
+  const bool test_wrong_answer_;  // AgentOptions::test_wrong_answer
 
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<AgentMessage, ServerMessage>> stream_;
@@ -159,6 +165,9 @@ class Session {
   bool draining_ ABSL_GUARDED_BY(mu_) = false;      // no new request starts
   bool heartbeat_done_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<MeasureRequest> queue_ ABSL_GUARDED_BY(mu_);
+  // Requests received and not yet answered or handed back: named in heartbeats, which
+  // renew the server's leases on them.
+  std::set<std::string> held_ ABSL_GUARDED_BY(mu_);
   int busy_ ABSL_GUARDED_BY(mu_) = 0;  // requests in the sandbox right now
 };
 
@@ -189,6 +198,8 @@ Session::End Session::Run(std::string* detail) {
     }
     draining_ = true;
   }
+  // The server stops sending us work; what is queued is handed back by the workers.
+  if (end == End::kStopped) SendDrain({});
   // Workers finish the request they are running and answer the queued ones.
   for (std::thread& w : workers) w.join();
   {
@@ -234,9 +245,12 @@ void Session::ReaderLoop() {
       {
         absl::MutexLock lock(&mu_);
         draining = draining_;
-        if (!draining) queue_.push_back(std::move(request));
+        if (!draining) {
+          held_.insert(request.request_id());
+          queue_.push_back(std::move(request));
+        }
       }
-      if (draining) AnswerAgentLost(request, "the agent is disconnecting");
+      if (draining) SendDrain({request.request_id()});
     } else if (message.kind_case() == ServerMessage::kShutdownReason) {
       TF_LOG(Info) << "server asks to disconnect: " << message.shutdown_reason();
       absl::MutexLock lock(&mu_);
@@ -260,6 +274,7 @@ void Session::HeartbeatLoop() {
         return;
       }
       message.mutable_heartbeat()->set_busy(busy_);
+      for (const std::string& id : held_) message.mutable_heartbeat()->add_request_ids(id);
     }
     message.mutable_heartbeat()->set_unix_ms(NowUnixMs());
     Write(message);
@@ -280,12 +295,19 @@ void Session::WorkerLoop() {
       if (run) ++busy_;
     }
     if (!run) {
-      AnswerAgentLost(request, "the agent is disconnecting");
+      HandBack(request);
       continue;
     }
     MeasureResult result = sandbox_->Run(request);
     if (test_slowdown_ > 1) {
       for (double& c : *result.mutable_costs()) c *= test_slowdown_;
+    }
+    if (test_wrong_answer_ && result.error() == tuneforge::v1::NONE) {
+      // Fault injection: a device that computes garbage and says so through the
+      // correctness check, as a broken FPU or a miscompiling driver would.
+      result.clear_costs();
+      result.set_error(tuneforge::v1::WRONG_ANSWER);
+      result.set_error_message("output differs from the expected (--test-wrong-answer)");
     }
     {
       absl::MutexLock lock(&mu_);
@@ -301,6 +323,8 @@ void Session::WorkerLoop() {
                    << result.error_message();
     }
     SendResult(result);
+    absl::MutexLock lock(&mu_);
+    held_.erase(request.request_id());
   }
 }
 
@@ -324,17 +348,19 @@ void Session::SendResult(const MeasureResult& result) {
   }
 }
 
-void Session::AnswerAgentLost(const MeasureRequest& request, const std::string& why) {
-  MeasureResult result;
-  result.set_request_id(request.request_id());
-  result.set_agent_id(agent_id_);
-  result.set_environment_json(sandbox_->options().environment_json);
-  result.set_error(tuneforge::v1::AGENT_LOST);
-  result.set_error_message(absl::StrCat("not run: ", why));
-  int64_t now_us = NowUnixMs() * 1000;
-  result.set_start_unix_us(now_us);
-  result.set_end_unix_us(now_us);
-  SendResult(result);
+void Session::HandBack(const MeasureRequest& request) {
+  SendDrain({request.request_id()});
+  absl::MutexLock lock(&mu_);
+  held_.erase(request.request_id());
+}
+
+void Session::SendDrain(const std::vector<std::string>& ids) {
+  AgentMessage message;
+  for (const std::string& id : ids) message.mutable_drain()->add_handback_request_ids(id);
+  message.mutable_drain();  // an empty Drain still says "no new requests"
+  if (!Write(message)) {
+    TF_LOG(Warning) << "could not tell the server we are draining: the stream is closed";
+  }
 }
 
 Agent::Agent(AgentOptions options) : options_(std::move(options)) {
@@ -398,6 +424,7 @@ absl::Status Agent::Run() {
         AgentService::NewStub(MakeChannel(options_.server_address, credentials_));
     tuneforge::v1::RegisterRequest register_request;
     register_request.set_device_key(options_.device_key);
+    register_request.set_workers(options_.workers);
     *register_request.mutable_capabilities() = capabilities;
     tuneforge::v1::RegisterResponse registered;
     grpc::ClientContext context;
@@ -450,7 +477,7 @@ absl::Status Agent::Run() {
     sandbox_options.environment_json = environment;
     Sandbox sandbox(sandbox_options);
     Session session(stub.get(), registered.agent_id(), heartbeat_ms, &sandbox, options_.workers,
-                    options_.test_slowdown, options_.token);
+                    options_.test_slowdown, options_.test_wrong_answer, options_.token);
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return absl::OkStatus();

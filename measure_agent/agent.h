@@ -46,6 +46,10 @@ struct AgentOptions {
   // Fault injection for tests only: report costs this many times higher, as a device
   // that got slower would (the nightly canary must notice). 1 = off.
   int test_slowdown = 1;
+  // Fault injection for tests only: every kernel that ran correctly is reported as a
+  // wrong answer, as a device with broken arithmetic would (the server must
+  // quarantine it). false = off.
+  bool test_wrong_answer = false;
   // Sent as "authorization: Bearer <token>" on every call (from --token-file).
   std::string token;
   // PEM certificate to verify the server with (TLS); empty: plaintext. With TLS the
@@ -67,7 +71,7 @@ class Agent {
   absl::Status Run();
 
   // Asks Run() to return once the requests in progress are finished and their
-  // results sent; queued requests are answered with AGENT_LOST. Returns at once. Not
+  // results sent; queued requests are handed back to the server (Drain). Returns at once. Not
   // async-signal-safe: call it from a thread that received the signal via sigwait.
   void Stop();
 

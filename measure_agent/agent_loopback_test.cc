@@ -18,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -87,6 +88,12 @@ class FakeAgentService final : public tuneforge::v1::AgentService::Service {
       if (message.has_heartbeat()) {
         ++heartbeats_;
         max_busy_ = std::max(max_busy_, message.heartbeat().busy());
+        for (const std::string& id : message.heartbeat().request_ids()) heartbeat_ids_.insert(id);
+      }
+      if (message.has_drain()) {
+        ++drains_;
+        for (const std::string& id : message.drain().handback_request_ids())
+          handbacks_.push_back(id);
       }
       if (message.has_result()) results_.push_back(message.result());
       if (send_shutdown_ && !shutdown_sent && results_.size() >= requests_.size() &&
@@ -102,12 +109,14 @@ class FakeAgentService final : public tuneforge::v1::AgentService::Service {
     return grpc::Status::OK;
   }
 
-  // Waits until a result for every request arrived; false after `timeout`.
+  // Waits until a result (or a hand-back) for every request arrived; false after
+  // `timeout`.
   bool WaitForResults(absl::Duration timeout) {
     absl::MutexLock lock(&mu_);
     return mu_.AwaitWithTimeout(absl::Condition(
                                     +[](FakeAgentService* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
-                                      return s->results_.size() >= s->requests_.size();
+                                      return s->results_.size() + s->handbacks_.size() >=
+                                             s->requests_.size();
                                     },
                                     this),
                                 timeout);
@@ -122,6 +131,9 @@ class FakeAgentService final : public tuneforge::v1::AgentService::Service {
   tuneforge::v1::RegisterRequest last_register_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> hellos_ ABSL_GUARDED_BY(mu_);
   std::vector<MeasureResult> results_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> heartbeat_ids_ ABSL_GUARDED_BY(mu_);  // requests heartbeats named
+  int drains_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> handbacks_ ABSL_GUARDED_BY(mu_);
 
  private:
   const std::vector<MeasureRequest> requests_;
@@ -290,6 +302,7 @@ TEST_F(AgentLoopbackTest, EveryRequestGetsAResultWhateverTheKernelDoes) {
   ASSERT_TRUE(service_->WaitForResults(absl::Seconds(20))) << agent.Output();
   EXPECT_EQ(agent.Wait(std::chrono::seconds(10)), 0) << agent.Output();
   absl::MutexLock lock(&service_->mu_);
+  EXPECT_EQ(service_->last_register_.workers(), 2);
   std::map<std::string, tuneforge::v1::MeasureErrorKind> kinds;
   for (const MeasureResult& r : service_->results_) kinds[r.request_id()] = r.error();
   EXPECT_EQ(kinds, (std::map<std::string, tuneforge::v1::MeasureErrorKind>{
@@ -300,7 +313,7 @@ TEST_F(AgentLoopbackTest, EveryRequestGetsAResultWhateverTheKernelDoes) {
                        {"good", tuneforge::v1::NONE}}));
 }
 
-TEST_F(AgentLoopbackTest, SigtermFinishesTheRequestInProgressAndAnswersTheQueue) {
+TEST_F(AgentLoopbackTest, SigtermFinishesTheRequestInProgressAndHandsBackTheQueue) {
   MeasureRequest slow = test::MakeKernelRequest(BAD_KERNELS_PATH, "loop_kernel", "slow");
   slow.mutable_options()->set_timeout_ms(800);
   StartServer(/*broken_streams=*/0, /*send_shutdown=*/false,
@@ -320,11 +333,14 @@ TEST_F(AgentLoopbackTest, SigtermFinishesTheRequestInProgressAndAnswersTheQueue)
   ASSERT_TRUE(service_->WaitForResults(absl::Seconds(10))) << agent.Output();
   EXPECT_EQ(agent.Wait(std::chrono::seconds(10)), 0) << agent.Output();
   absl::MutexLock lock(&service_->mu_);
-  ASSERT_EQ(service_->results_.size(), 2u);
+  ASSERT_EQ(service_->results_.size(), 1u);
   EXPECT_EQ(service_->results_[0].request_id(), "slow");
   EXPECT_EQ(service_->results_[0].error(), tuneforge::v1::RUN_TIMEOUT);
-  EXPECT_EQ(service_->results_[1].request_id(), "queued");
-  EXPECT_EQ(service_->results_[1].error(), tuneforge::v1::AGENT_LOST);
+  // The queued request is handed back (for another agent), not answered.
+  EXPECT_EQ(service_->handbacks_, std::vector<std::string>{"queued"});
+  EXPECT_GE(service_->drains_, 1);
+  // Heartbeats named the requests the agent held: they renew the leases on them.
+  EXPECT_EQ(service_->heartbeat_ids_.count("slow"), 1u);
 }
 
 TEST(AgentProcessTest, UnreachableServerExitsNonZeroWithOneLine) {

@@ -43,12 +43,14 @@ sends in a sandboxed child process and streams the measurements back.
                              with --tokens
   --test-slowdown F          fault injection for tests: report costs F times higher
                              (an artificially slower device)
+  --test-wrong-answer        fault injection for tests: report every correct kernel
+                             as a wrong answer (a device with broken arithmetic)
   --verbose                  log debug messages
   --quiet                    log errors only
   --help                     print this help
 
-SIGTERM or SIGINT: finish the request in progress, then exit 0 (a second one exits
-at once).
+SIGTERM or SIGINT: drain — take no new requests, hand the queued ones back to the
+server, finish the ones in progress, then exit 0 (a second signal exits at once).
 )";
 }
 
@@ -106,6 +108,9 @@ absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args)
     } else if (name == "--test-slowdown") {
       ASSIGN_OR_RETURN(std::string v, take_value());
       RETURN_IF_ERROR(IntFlag(name, v, 1, 1000, &flags.agent.test_slowdown));
+    } else if (name == "--test-wrong-answer") {
+      RETURN_IF_ERROR(no_value());
+      flags.agent.test_wrong_answer = true;
     } else if (name == "--temp-dir") {
       ASSIGN_OR_RETURN(flags.agent.temp_dir, take_value());
     } else if (name == "--verbose") {

@@ -27,6 +27,17 @@ TEST(AgentFlagsTest, Defaults) {
   EXPECT_EQ(flags->agent.workers, 1);
   EXPECT_EQ(flags->agent.connect_timeout_s, 30);
   EXPECT_EQ(flags->log_level, LogLevel::kInfo);
+  EXPECT_EQ(flags->agent.test_slowdown, 1);
+  EXPECT_FALSE(flags->agent.test_wrong_answer);
+}
+
+TEST(AgentFlagsTest, FaultInjectionFlags) {
+  absl::StatusOr<AgentFlags> flags = Parse(
+      {"--server", "h:1", "--device-key", "k", "--test-wrong-answer", "--test-slowdown", "10"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_TRUE(flags->agent.test_wrong_answer);
+  EXPECT_EQ(flags->agent.test_slowdown, 10);
+  EXPECT_NE(AgentUsage().find("--test-wrong-answer"), std::string::npos);
 }
 
 TEST(AgentFlagsTest, HelpNeedsNothingElse) {
@@ -51,6 +62,8 @@ TEST(AgentFlagsTest, ErrorsAreOneLineAndNameTheProblem) {
       {{}, "--server, --device-key"},
       {{"--server", "h:1", "--device-key", "k", "--quiet", "--verbose"}, "mutually exclusive"},
       {{"--server", "h:1", "--device-key", "k", "--quiet=yes"}, "--quiet takes no value"},
+      {{"--server", "h:1", "--device-key", "k", "--test-wrong-answer=1"},
+       "--test-wrong-answer takes no value"},
       {{"positional"}, "unknown flag 'positional'"},
   };
   for (const Case& c : cases) {

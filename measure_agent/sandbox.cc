@@ -579,7 +579,22 @@ void MeasureInChild(const std::string& dir, const MeasureRequest& request,
   // The wire format is float32 little-endian, the layout of every host we support.
   std::memcpy(expected->get(), request.expected_output().data(), request.expected_output().size());
 
+  // The output layout transform (blocked -> the task's layout) runs before each
+  // check, untimed.
+  runtime::KernelEntry unpack = nullptr;
+  if (!request.unpack_symbol().empty()) {
+    unpack = reinterpret_cast<runtime::KernelEntry>(dlsym(handle, request.unpack_symbol().c_str()));
+    if (unpack == nullptr) {
+      SetError(result, tuneforge::v1::RUNTIME_ERROR,
+               absl::StrCat("dlsym(", request.unpack_symbol(), ") failed"));
+      return;
+    }
+  }
   auto check_output = [&](const char* when) {
+    if (unpack != nullptr && unpack(args.data()) != 0) {
+      SetError(result, tuneforge::v1::RUNTIME_ERROR, absl::StrCat(when, "unpack entry failed"));
+      return false;
+    }
     int64_t bad = runtime::FirstMismatch(output, expected->get(), output_elements, request.atol(),
                                          request.rtol());
     if (bad < 0) return true;
@@ -591,6 +606,22 @@ void MeasureInChild(const std::string& dir, const MeasureRequest& request,
     return false;
   };
 
+  // Prepacked buffers (constant weights in the kernel's layout) are filled once, here,
+  // outside the timed region: what an inference runtime does once per model.
+  if (!request.prepack_symbol().empty()) {
+    void* prepack = dlsym(handle, request.prepack_symbol().c_str());
+    if (prepack == nullptr) {
+      SetError(result, tuneforge::v1::RUNTIME_ERROR,
+               absl::StrCat("dlsym(", request.prepack_symbol(), ") failed"));
+      return;
+    }
+    int32_t prepack_rc = reinterpret_cast<runtime::KernelEntry>(prepack)(args.data());
+    if (prepack_rc != 0) {
+      SetError(result, tuneforge::v1::RUNTIME_ERROR,
+               absl::StrCat("prepack entry returned ", prepack_rc));
+      return;
+    }
+  }
   int32_t rc = entry(args.data());
   if (rc != 0) {
     SetError(result, tuneforge::v1::RUNTIME_ERROR, absl::StrCat("kernel entry returned ", rc));

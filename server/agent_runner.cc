@@ -5,7 +5,6 @@
 #include <mutex>
 #include <optional>
 
-#include "compiler/support/log.h"
 
 namespace tuneforge {
 
@@ -38,18 +37,19 @@ MeasureResult FromProto(const v1::MeasureResult& r) {
 
 AgentRunner::AgentRunner(AgentRegistry* registry, std::string device_key,
                          std::string request_prefix, StatusCallback on_wait,
-                         const std::atomic<bool>* cancel)
+                         const std::atomic<bool>* cancel, int weight)
     : registry_(registry),
       device_key_(std::move(device_key)),
       request_prefix_(std::move(request_prefix)),
       on_wait_(std::move(on_wait)),
-      cancel_(cancel) {}
+      cancel_(cancel),
+      weight_(weight) {}
+
+AgentRunner::~AgentRunner() { registry_->ForgetJob(request_prefix_); }
 
 int AgentRunner::Parallelism() const { return std::max(1, registry_->ConnectedAgents(device_key_)); }
 
-namespace {
-
-v1::MeasureRequest ToRequest(const MeasureInput& in, const std::string& id) {
+v1::MeasureRequest MeasureRequestFor(const MeasureInput& in, const std::string& id) {
   v1::MeasureRequest r;
   r.set_request_id(id);
   r.set_task(in.task_text);
@@ -57,6 +57,8 @@ v1::MeasureRequest ToRequest(const MeasureInput& in, const std::string& id) {
   r.set_artifact(in.artifact->shared_object);
   r.set_artifact_hash(in.artifact->hash);
   r.set_entry_symbol(in.artifact->entry_symbol);
+  r.set_prepack_symbol(in.artifact->prepack_symbol);
+  r.set_unpack_symbol(in.artifact->unpack_symbol);
   const ExpectedOutput& e = *in.expected;
   for (size_t i = 0; i < e.buffer_sizes.size(); ++i) {
     v1::BufferSpec* b = r.add_buffers();
@@ -78,8 +80,6 @@ v1::MeasureRequest ToRequest(const MeasureInput& in, const std::string& id) {
   return r;
 }
 
-}  // namespace
-
 std::vector<MeasureResult> AgentRunner::Measure(const std::vector<MeasureInput>& inputs) {
   struct Shared {
     std::mutex mu;
@@ -89,12 +89,10 @@ std::vector<MeasureResult> AgentRunner::Measure(const std::vector<MeasureInput>&
   };
   auto shared = std::make_shared<Shared>();
   shared->results.resize(inputs.size());
-  std::vector<std::string> ids(inputs.size());
-  std::vector<std::chrono::steady_clock::time_point> deadlines(inputs.size());
 
   for (size_t i = 0; i < inputs.size(); ++i) {
-    ids[i] = request_prefix_ + "/r" + std::to_string(next_request_++);
-    v1::MeasureRequest request = ToRequest(inputs[i], ids[i]);
+    std::string id = request_prefix_ + "/r" + std::to_string(next_request_++);
+    v1::MeasureRequest request = MeasureRequestFor(inputs[i], id);
     auto done = [shared, i](const v1::MeasureResult& r) {
       std::lock_guard<std::mutex> lock(shared->mu);
       if (!shared->results[i]) {
@@ -104,10 +102,10 @@ std::vector<MeasureResult> AgentRunner::Measure(const std::vector<MeasureInput>&
       }
     };
     bool waited = false;
-    while (!registry_->Dispatch(device_key_, request, done)) {
+    while (!registry_->Dispatch(device_key_, request, done, request_prefix_, weight_)) {
       if (cancel_ && cancel_->load()) {
         v1::MeasureResult lost;
-        lost.set_request_id(ids[i]);
+        lost.set_request_id(id);
         lost.set_error(v1::AGENT_LOST);
         lost.set_error_message("job cancelled before an agent was available");
         done(lost);
@@ -117,29 +115,23 @@ std::vector<MeasureResult> AgentRunner::Measure(const std::vector<MeasureInput>&
       waited = true;
       registry_->WaitForAgent(device_key_, 1000);
     }
-    // Requests queue on agents, so the deadline covers the whole batch ahead of it.
-    deadlines[i] = std::chrono::steady_clock::now() +
-                   std::chrono::milliseconds(int64_t{inputs[i].options.timeout_ms} *
-                                                 static_cast<int64_t>(inputs.size()) +
-                                             kDeadlineGraceMs);
   }
 
+  // Every accepted request ends with one result (measured, re-dispatched until
+  // measured, or agent_lost), so this wait ends. While the key has no usable agent the
+  // queued requests wait for one, and the job says so.
   std::unique_lock<std::mutex> lock(shared->mu);
+  bool waiting = false;
   while (shared->done < inputs.size()) {
-    auto now = std::chrono::steady_clock::now();
-    std::vector<size_t> overdue;
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (!shared->results[i] && now > deadlines[i]) overdue.push_back(i);
-    if (!overdue.empty()) {
-      lock.unlock();
-      for (size_t i : overdue) {
-        TF_LOG(Warning) << "request " << ids[i] << " is past its deadline; giving up on it";
-        registry_->Abandon(ids[i], "no result from the agent before the deadline");
+    if (shared->cv.wait_for(lock, std::chrono::seconds(1)) == std::cv_status::timeout) {
+      bool none = registry_->ConnectedAgents(device_key_) == 0;
+      if (none && !waiting && on_wait_) {
+        lock.unlock();
+        on_wait_("waiting for an agent with device key '" + device_key_ + "'");
+        lock.lock();
       }
-      lock.lock();
-      continue;
+      waiting = none;
     }
-    shared->cv.wait_for(lock, std::chrono::milliseconds(500));
   }
   std::vector<MeasureResult> out;
   for (auto& r : shared->results) out.push_back(FromProto(*r));

@@ -1,6 +1,8 @@
 // AgentRunner: the server's Runner. Turns MeasureInputs into MeasureRequests,
-// dispatches them to agents of one DeviceKey through the AgentRegistry and waits for
-// their MeasureResults.
+// dispatches them to agents of one DeviceKey through the AgentRegistry (in the job's
+// fair share, weighted by its priority) and waits for their MeasureResults. Leases,
+// re-dispatch and agent_lost are the registry's business: every request it accepts
+// ends with exactly one result.
 #pragma once
 
 #include <atomic>
@@ -17,14 +19,14 @@ class AgentRunner : public Runner {
  public:
   using StatusCallback = std::function<void(const std::string&)>;
   // `on_wait` is told when no agent of the key is connected (and the job waits).
+  // `request_prefix` (the job id) also names the job's share of the agents; `weight`
+  // is the job's priority.
   AgentRunner(AgentRegistry* registry, std::string device_key, std::string request_prefix,
-              StatusCallback on_wait, const std::atomic<bool>* cancel);
+              StatusCallback on_wait, const std::atomic<bool>* cancel, int weight = 1);
+  ~AgentRunner() override;
 
   std::vector<MeasureResult> Measure(const std::vector<MeasureInput>& inputs) override;
   int Parallelism() const override;
-
-  // Extra time over a request's own timeout before the server gives up on an agent.
-  static constexpr int kDeadlineGraceMs = 30000;
 
  private:
   AgentRegistry* registry_;
@@ -32,9 +34,12 @@ class AgentRunner : public Runner {
   std::string request_prefix_;
   StatusCallback on_wait_;
   const std::atomic<bool>* cancel_;
+  int weight_;
   int64_t next_request_ = 1;
 };
 
 MeasureResult FromProto(const v1::MeasureResult& r);
+// The wire form of one measurement (artifact, inputs' seed, expected output, options).
+v1::MeasureRequest MeasureRequestFor(const MeasureInput& in, const std::string& request_id);
 
 }  // namespace tuneforge

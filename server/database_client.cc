@@ -39,6 +39,10 @@ absl::Status FromGrpc(const std::string& address, const grpc::Status& s) {
   }
 }
 
+TargetInfo FromProto(const std::string& key, const v1::Target& t) {
+  return TargetInfo{key, t.triple(), t.cpu(), t.features(), t.num_threads(), t.device_key()};
+}
+
 absl::Status NotRemote(const char* what) {
   return absl::UnimplementedError(std::string(what) +
                                   " is not available over --server yet; run it with --db on "
@@ -77,6 +81,7 @@ class RemoteDatabase final : public Database {
       }
       result.inserted += resp.inserted();
       result.duplicates += resp.duplicates();
+      result.compacted += resp.compacted();
     }
     return result;
   }
@@ -131,12 +136,7 @@ class RemoteDatabase final : public Database {
     std::vector<TargetSummary> out;
     for (const v1::TargetRecords& t : resp.targets()) {
       TargetSummary s;
-      s.target = TargetInfo{t.key(),
-                            t.target().triple(),
-                            t.target().cpu(),
-                            t.target().features(),
-                            t.target().num_threads(),
-                            t.target().device_key()};
+      s.target = FromProto(t.key(), t.target());
       s.records = t.records();
       out.push_back(std::move(s));
     }
@@ -200,6 +200,8 @@ class RemoteDatabase final : public Database {
     s.newest_unix_us = resp.newest_unix_us();
     s.file_bytes = resp.file_bytes();
     s.free_bytes = resp.free_bytes();
+    s.tombstones = resp.tombstones();
+    s.cost_models = resp.cost_models();
     return s;
   }
 
@@ -207,19 +209,122 @@ class RemoteDatabase final : public Database {
                                                     const std::string&) override {
     return NotRemote("reading all records");
   }
-  absl::StatusOr<std::vector<WorkloadSummary>> List() override { return NotRemote("db list"); }
-  absl::StatusOr<std::vector<HistoryPoint>> History(const std::string&,
-                                                    const std::string&) override {
-    return NotRemote("db history");
+  absl::StatusOr<std::vector<WorkloadSummary>> List() override {
+    grpc::ClientContext ctx;
+    Prepare(&ctx, false);  // a stream: as long as the db is big
+    std::unique_ptr<grpc::ClientReader<v1::ListResponse>> reader =
+        stub_->List(&ctx, v1::ListRequest());
+    std::vector<WorkloadSummary> out;
+    v1::ListResponse chunk;
+    absl::Status bad;
+    while (reader->Read(&chunk)) {
+      for (const v1::WorkloadTargetSummary& row : chunk.rows()) {
+        WorkloadSummary w;
+        w.workload = WorkloadInfo{row.workload().key(), row.workload().op(),
+                                  row.workload().task_text(), row.workload().task_json(),
+                                  row.workload().flops()};
+        w.target = FromProto(row.target_key(), row.target());
+        w.records = row.records();
+        w.errors = row.errors();
+        if (!row.best_record_line().empty()) {
+          absl::StatusOr<LogLine> line = ParseLogLine(row.best_record_line());
+          if (!line.ok() || line->kind != LogLine::Kind::kRecord) {
+            bad = absl::DataLossError("server " + options_.address + " sent a bad record line");
+            ctx.TryCancel();
+            break;
+          }
+          w.best = std::move(line->record);
+        }
+        out.push_back(std::move(w));
+      }
+      if (!bad.ok()) break;
+    }
+    grpc::Status finished = reader->Finish();
+    RETURN_IF_ERROR(bad);
+    RETURN_IF_ERROR(FromGrpc(options_.address, finished));
+    return out;
+  }
+  absl::StatusOr<std::vector<HistoryPoint>> History(const std::string& workload_key,
+                                                    const std::string& target_key) override {
+    v1::HistoryRequest req;
+    req.set_workload_key(workload_key);
+    req.set_target_key(target_key);
+    v1::HistoryResponse resp;
+    grpc::ClientContext ctx;
+    Prepare(&ctx, true);
+    RETURN_IF_ERROR(FromGrpc(options_.address, stub_->History(&ctx, req, &resp)));
+    std::vector<HistoryPoint> out;
+    for (const v1::HistoryPoint& p : resp.points()) {
+      std::optional<MeasureErrorKind> kind = ParseMeasureErrorKind(p.error_kind());
+      if (!kind) {
+        return absl::DataLossError("server " + options_.address + " sent an unknown error kind '" +
+                                   p.error_kind() + "'");
+      }
+      HistoryPoint h;
+      h.record_id = p.record_id();
+      h.start_unix_us = p.start_unix_us();
+      h.error = *kind;
+      h.median_cost = p.median_cost();
+      h.best_so_far = p.best_so_far();
+      h.improved = p.improved();
+      out.push_back(h);
+    }
+    return out;
   }
   absl::StatusOr<std::vector<TargetStats>> TargetSummaries() override {
-    return NotRemote("db targets");
+    v1::TargetSummariesResponse resp;
+    grpc::ClientContext ctx;
+    Prepare(&ctx, true);
+    RETURN_IF_ERROR(FromGrpc(options_.address,
+                             stub_->TargetSummaries(&ctx, v1::TargetSummariesRequest(), &resp)));
+    std::vector<TargetStats> out;
+    for (const v1::TargetStats& t : resp.targets()) {
+      TargetStats s;
+      s.target = FromProto(t.key(), t.target());
+      s.workloads = t.workloads();
+      s.records = t.records();
+      s.errors = t.errors();
+      s.first_unix_us = t.first_unix_us();
+      s.last_unix_us = t.last_unix_us();
+      out.push_back(std::move(s));
+    }
+    return out;
   }
   absl::StatusOr<std::vector<TemplateVersionSummary>> TemplateVersions(
-      const std::string&, const std::string&) override {
-    return NotRemote("db status");
+      const std::string& workload_key, const std::string& target_key) override {
+    v1::TemplateVersionsRequest req;
+    req.set_workload_key(workload_key);
+    req.set_target_key(target_key);
+    v1::TemplateVersionsResponse resp;
+    grpc::ClientContext ctx;
+    Prepare(&ctx, true);
+    RETURN_IF_ERROR(FromGrpc(options_.address, stub_->TemplateVersions(&ctx, req, &resp)));
+    std::vector<TemplateVersionSummary> out;
+    for (const v1::TemplateVersion& v : resp.templates()) {
+      out.push_back(TemplateVersionSummary{v.template_name(), v.newest_version(), v.successes()});
+    }
+    return out;
   }
-  absl::StatusOr<CompactResult> Compact(int) override { return NotRemote("db compact"); }
+  absl::StatusOr<CompactResult> Compact(int keep) override {
+    v1::CompactRequest req;
+    req.set_keep(keep);
+    v1::CompactResponse resp;
+    grpc::ClientContext ctx;
+    Prepare(&ctx, false);  // compaction and VACUUM of a big db take minutes
+    RETURN_IF_ERROR(FromGrpc(options_.address, stub_->Compact(&ctx, req, &resp)));
+    CompactResult r;
+    r.records_before = resp.records_before();
+    r.records_deleted = resp.records_deleted();
+    r.bytes_before = resp.bytes_before();
+    r.bytes_after = resp.bytes_after();
+    return r;
+  }
+  absl::StatusOr<std::optional<std::string>> LoadModel(const std::string&) override {
+    return NotRemote("reading cost models");
+  }
+  absl::Status SaveModel(const std::string&, const std::string&) override {
+    return NotRemote("writing cost models");
+  }
   absl::Status PutJob(const JobRow&) override { return NotRemote("writing jobs"); }
   absl::StatusOr<JobRow> GetJob(const std::string&) override { return NotRemote("reading jobs"); }
   absl::StatusOr<std::vector<JobRow>> ListJobs() override { return NotRemote("listing jobs"); }

@@ -13,15 +13,16 @@ namespace tuneforge {
 
 struct RemoteDatabaseOptions {
   std::string address;     // HOST:PORT of a tuneforge server
-  int timeout_ms = 30000;  // per unary call; downloads have no deadline
-  // Sent as "authorization: Bearer <token>" metadata when not empty: the client half
-  // of the authentication hook (the server checks nothing until the farm issue).
+  int timeout_ms = 30000;  // per unary call; downloads, List and Compact have no deadline
+  // Sent as "authorization: Bearer <token>" metadata when not empty (server/auth.h:
+  // user or admin role; Compact needs admin).
   std::string token;
   std::string tls_ca;  // PEM file; empty: plaintext
 };
 
 // Connects lazily (the first call reports an unreachable server). Supported remotely:
-// TopK, Best, TargetsOf, Insert, Scan, InsertForeign, ScanForeign, Stats. The others
+// TopK, Best, TargetsOf, Insert, Scan, InsertForeign, ScanForeign, Stats, List,
+// History, TargetSummaries, TemplateVersions, Compact. Records, jobs and cost models
 // return Unimplemented with a message that says to use --db on the server's machine.
 // Insert returns no ids (ids are the server's).
 absl::StatusOr<std::unique_ptr<Database>> ConnectRemoteDatabase(

@@ -8,6 +8,18 @@
 
 namespace tuneforge {
 
+namespace {
+
+void ToProto(const TargetInfo& t, v1::Target* out) {
+  out->set_triple(t.triple);
+  out->set_cpu(t.cpu);
+  out->set_features(t.features);
+  out->set_num_threads(t.num_threads);
+  out->set_device_key(t.device_key);
+}
+
+}  // namespace
+
 grpc::Status DatabaseServiceImpl::TopK(grpc::ServerContext* ctx, const v1::TopKRequest* req,
                                        v1::TopKResponse* resp) {
   if (grpc::Status s = Authorize(ctx); !s.ok()) return s;
@@ -36,11 +48,7 @@ grpc::Status DatabaseServiceImpl::TargetsOf(grpc::ServerContext* ctx,
   for (const TargetSummary& t : *targets) {
     v1::TargetRecords* out = resp->add_targets();
     out->set_key(t.target.key);
-    out->mutable_target()->set_triple(t.target.triple);
-    out->mutable_target()->set_cpu(t.target.cpu);
-    out->mutable_target()->set_features(t.target.features);
-    out->mutable_target()->set_num_threads(t.target.num_threads);
-    out->mutable_target()->set_device_key(t.target.device_key);
+    ToProto(t.target, out->mutable_target());
     out->set_records(t.records);
   }
   return grpc::Status::OK;
@@ -64,6 +72,7 @@ grpc::Status DatabaseServiceImpl::Upload(grpc::ServerContext* ctx, const v1::Upl
   if (!stored.ok()) return ToGrpc(stored);
   resp->set_inserted(report.inserted);
   resp->set_duplicates(report.duplicates);
+  resp->set_compacted(report.compacted);
   resp->set_foreign_inserted(report.foreign_inserted);
   resp->set_foreign_duplicates(report.foreign_duplicates);
   for (const auto& [line, reason] : report.rejected) {
@@ -127,6 +136,102 @@ grpc::Status DatabaseServiceImpl::Stats(grpc::ServerContext* ctx, const v1::Stat
   resp->set_newest_unix_us(s->newest_unix_us);
   resp->set_file_bytes(s->file_bytes);
   resp->set_free_bytes(s->free_bytes);
+  resp->set_tombstones(s->tombstones);
+  resp->set_cost_models(s->cost_models);
+  return grpc::Status::OK;
+}
+
+grpc::Status DatabaseServiceImpl::List(grpc::ServerContext* ctx, const v1::ListRequest*,
+                                       grpc::ServerWriter<v1::ListResponse>* writer) {
+  if (grpc::Status s = Authorize(ctx); !s.ok()) return s;
+  absl::StatusOr<std::vector<WorkloadSummary>> rows = db_->List();
+  if (!rows.ok()) return ToGrpc(rows.status());
+  v1::ListResponse chunk;
+  for (size_t i = 0; i < rows->size(); ++i) {
+    const WorkloadSummary& w = (*rows)[i];
+    v1::WorkloadTargetSummary* out = chunk.add_rows();
+    out->mutable_workload()->set_key(w.workload.key);
+    out->mutable_workload()->set_op(w.workload.op);
+    out->mutable_workload()->set_task_text(w.workload.task_text);
+    out->mutable_workload()->set_task_json(w.workload.task_json);
+    out->mutable_workload()->set_flops(w.workload.flops);
+    out->set_target_key(w.target.key);
+    ToProto(w.target, out->mutable_target());
+    out->set_records(w.records);
+    out->set_errors(w.errors);
+    if (w.best) out->set_best_record_line(RecordToLogLine(*w.best));
+    if (chunk.rows_size() >= kChunkLines || i + 1 == rows->size()) {
+      if (ctx->IsCancelled() || !writer->Write(chunk)) {
+        return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+      }
+      chunk.clear_rows();
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status DatabaseServiceImpl::History(grpc::ServerContext* ctx, const v1::HistoryRequest* req,
+                                          v1::HistoryResponse* resp) {
+  if (grpc::Status s = Authorize(ctx); !s.ok()) return s;
+  absl::StatusOr<std::vector<HistoryPoint>> points =
+      db_->History(req->workload_key(), req->target_key());
+  if (!points.ok()) return ToGrpc(points.status());
+  for (const HistoryPoint& p : *points) {
+    v1::HistoryPoint* out = resp->add_points();
+    out->set_record_id(p.record_id);
+    out->set_start_unix_us(p.start_unix_us);
+    out->set_error_kind(MeasureErrorKindName(p.error));
+    out->set_median_cost(p.median_cost);
+    out->set_best_so_far(p.best_so_far);
+    out->set_improved(p.improved);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status DatabaseServiceImpl::TargetSummaries(grpc::ServerContext* ctx,
+                                                  const v1::TargetSummariesRequest*,
+                                                  v1::TargetSummariesResponse* resp) {
+  if (grpc::Status s = Authorize(ctx); !s.ok()) return s;
+  absl::StatusOr<std::vector<TargetStats>> targets = db_->TargetSummaries();
+  if (!targets.ok()) return ToGrpc(targets.status());
+  for (const TargetStats& t : *targets) {
+    v1::TargetStats* out = resp->add_targets();
+    out->set_key(t.target.key);
+    ToProto(t.target, out->mutable_target());
+    out->set_workloads(t.workloads);
+    out->set_records(t.records);
+    out->set_errors(t.errors);
+    out->set_first_unix_us(t.first_unix_us);
+    out->set_last_unix_us(t.last_unix_us);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status DatabaseServiceImpl::TemplateVersions(grpc::ServerContext* ctx,
+                                                   const v1::TemplateVersionsRequest* req,
+                                                   v1::TemplateVersionsResponse* resp) {
+  if (grpc::Status s = Authorize(ctx); !s.ok()) return s;
+  absl::StatusOr<std::vector<TemplateVersionSummary>> versions =
+      db_->TemplateVersions(req->workload_key(), req->target_key());
+  if (!versions.ok()) return ToGrpc(versions.status());
+  for (const TemplateVersionSummary& v : *versions) {
+    v1::TemplateVersion* out = resp->add_templates();
+    out->set_template_name(v.template_name);
+    out->set_newest_version(v.newest_version);
+    out->set_successes(v.successes);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status DatabaseServiceImpl::Compact(grpc::ServerContext* ctx, const v1::CompactRequest* req,
+                                          v1::CompactResponse* resp) {
+  if (grpc::Status s = Authorize(ctx, /*admin=*/true); !s.ok()) return s;
+  absl::StatusOr<CompactResult> r = db_->Compact(req->keep());  // checks keep >= 1
+  if (!r.ok()) return ToGrpc(r.status());
+  resp->set_records_before(r->records_before);
+  resp->set_records_deleted(r->records_deleted);
+  resp->set_bytes_before(r->bytes_before);
+  resp->set_bytes_after(r->bytes_after);
   return grpc::Status::OK;
 }
 

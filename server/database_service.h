@@ -9,10 +9,11 @@
 
 namespace tuneforge {
 
-// Decides whether a call may proceed. The hook for authentication: until the farm
-// issue adds tokens/TLS to every service, the server installs none and all calls pass.
-// Return a non-OK status (e.g. UNAUTHENTICATED) to refuse.
-using DatabaseAuthorizer = std::function<grpc::Status(grpc::ServerContext*)>;
+// Decides whether a call may proceed: `admin` is true for the calls that delete
+// (Compact), which the server reserves for the admin role (server/auth.h). Return a
+// non-OK status (e.g. UNAUTHENTICATED, PERMISSION_DENIED) to refuse. Without an
+// authorizer every call passes.
+using DatabaseAuthorizer = std::function<grpc::Status(grpc::ServerContext*, bool admin)>;
 
 // Thread-safe (the Database is).
 class DatabaseServiceImpl final : public v1::DatabaseService::Service {
@@ -27,14 +28,25 @@ class DatabaseServiceImpl final : public v1::DatabaseService::Service {
   grpc::Status Download(grpc::ServerContext*, const v1::DownloadRequest*,
                         grpc::ServerWriter<v1::DownloadChunk>*) override;
   grpc::Status Stats(grpc::ServerContext*, const v1::StatsRequest*, v1::StatsResponse*) override;
+  grpc::Status List(grpc::ServerContext*, const v1::ListRequest*,
+                    grpc::ServerWriter<v1::ListResponse>*) override;
+  grpc::Status History(grpc::ServerContext*, const v1::HistoryRequest*,
+                       v1::HistoryResponse*) override;
+  grpc::Status TargetSummaries(grpc::ServerContext*, const v1::TargetSummariesRequest*,
+                               v1::TargetSummariesResponse*) override;
+  grpc::Status TemplateVersions(grpc::ServerContext*, const v1::TemplateVersionsRequest*,
+                                v1::TemplateVersionsResponse*) override;
+  grpc::Status Compact(grpc::ServerContext*, const v1::CompactRequest*,
+                       v1::CompactResponse*) override;
 
-  // Lines per DownloadChunk; an Upload may carry at most kMaxUploadLines.
+  // Lines per DownloadChunk (and rows per ListResponse); an Upload may carry at most
+  // kMaxUploadLines.
   static constexpr int kChunkLines = 1000;
   static constexpr int kMaxUploadLines = 100000;
 
  private:
-  grpc::Status Authorize(grpc::ServerContext* ctx) const {
-    return authorizer_ ? authorizer_(ctx) : grpc::Status::OK;
+  grpc::Status Authorize(grpc::ServerContext* ctx, bool admin = false) const {
+    return authorizer_ ? authorizer_(ctx, admin) : grpc::Status::OK;
   }
 
   Database* db_;

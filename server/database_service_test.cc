@@ -117,18 +117,56 @@ TEST_F(DatabaseServiceTest, UploadQueryDownload) {
   absl::StatusOr<DatabaseStats> stats = remote->Stats();
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->records, 4);
-  EXPECT_EQ(stats->schema_version, 2);
+  EXPECT_EQ(stats->schema_version, 3);
 
   // Bad records are refused with the reason; nothing of the batch is stored.
   TuningRecord bad = Record("{9}", {-1.0}, 9);
   absl::StatusOr<CommitResult> refused = remote->Insert({bad});
   EXPECT_FALSE(refused.ok());
   EXPECT_EQ(db_->Records("", "")->size(), 4u);
-  EXPECT_TRUE(absl::IsUnimplemented(remote->Compact(1).status()));
+  EXPECT_TRUE(absl::IsUnimplemented(remote->PutJob(JobRow())));
+
+  // The per-(task, target) queries over the wire equal the local ones.
+  absl::StatusOr<std::vector<WorkloadSummary>> list = remote->List();
+  ASSERT_TRUE(list.ok()) << list.status();
+  absl::StatusOr<std::vector<WorkloadSummary>> local_list = db_->List();
+  ASSERT_EQ(list->size(), local_list->size());
+  for (size_t i = 0; i < list->size(); ++i) {
+    EXPECT_EQ((*list)[i].workload.key, (*local_list)[i].workload.key);
+    EXPECT_EQ((*list)[i].target.key, (*local_list)[i].target.key);
+    EXPECT_EQ((*list)[i].records, (*local_list)[i].records);
+    ASSERT_EQ((*list)[i].best.has_value(), (*local_list)[i].best.has_value());
+    if ((*list)[i].best) {
+      EXPECT_EQ((*list)[i].best->content_id, (*local_list)[i].best->content_id);
+    }
+  }
+  const std::string wk = (*local_list)[0].workload.key, tk = (*local_list)[0].target.key;
+  absl::StatusOr<std::vector<HistoryPoint>> history = remote->History(wk, tk);
+  ASSERT_TRUE(history.ok()) << history.status();
+  absl::StatusOr<std::vector<HistoryPoint>> local_history = db_->History(wk, tk);
+  ASSERT_EQ(history->size(), local_history->size());
+  for (size_t i = 0; i < history->size(); ++i) {
+    EXPECT_EQ((*history)[i].record_id, (*local_history)[i].record_id);
+    EXPECT_EQ((*history)[i].error, (*local_history)[i].error);
+    EXPECT_EQ((*history)[i].median_cost, (*local_history)[i].median_cost);
+    EXPECT_EQ((*history)[i].improved, (*local_history)[i].improved);
+  }
+  EXPECT_EQ(remote->TargetSummaries()->size(), db_->TargetSummaries()->size());
+  absl::StatusOr<std::vector<TemplateVersionSummary>> versions = remote->TemplateVersions(wk, tk);
+  ASSERT_TRUE(versions.ok()) << versions.status();
+  EXPECT_EQ(versions->size(), db_->TemplateVersions(wk, tk)->size());
+
+  // Compact runs on the server (no authorizer here: every call may).
+  EXPECT_TRUE(absl::IsInvalidArgument(remote->Compact(0).status()));
+  absl::StatusOr<CompactResult> compacted = remote->Compact(1);
+  ASSERT_TRUE(compacted.ok()) << compacted.status();
+  EXPECT_EQ(compacted->records_before, 4);
+  EXPECT_EQ(compacted->records_deleted, 1);  // {1}: neither among the fastest 1 nor the best
+  EXPECT_EQ(static_cast<int64_t>(db_->Records("", "")->size()), 4 - compacted->records_deleted);
 }
 
 TEST_F(DatabaseServiceTest, AuthorizerHookRefusesCalls) {
-  StartServer([](grpc::ServerContext* ctx) {
+  StartServer([](grpc::ServerContext* ctx, bool) {
     auto it = ctx->client_metadata().find("authorization");
     if (it != ctx->client_metadata().end() && it->second == "Bearer s3cret") {
       return grpc::Status::OK;

@@ -81,6 +81,12 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec_in) {
                                       "' (available: model, random, grid, ga)");
   }
   if (spec.early_stop() < 0) return absl::InvalidArgumentError("early_stop must be >= 0");
+  if (spec.priority() == 0) spec.set_priority(kDefaultPriority);
+  if (spec.priority() < kMinPriority || spec.priority() > kMaxPriority) {
+    return absl::InvalidArgumentError("priority must be " + std::to_string(kMinPriority) + ".." +
+                                      std::to_string(kMaxPriority) + ", got " +
+                                      std::to_string(spec.priority()));
+  }
   if (spec.batch_size() < 0 || spec.batch_size() > 1024) {
     return absl::InvalidArgumentError("batch_size must be 0..1024");
   }
@@ -159,6 +165,8 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
   options.early_stop = spec.early_stop();
   options.job_id = job->status.job_id();
   options.fixed_configs.assign(spec.configs().begin(), spec.configs().end());
+  DatabaseModelStore model_store(db_);  // the job's cost model lives in its db
+  options.model_store = &model_store;
   if (spec.has_measure()) {
     const v1::MeasureOptions& m = spec.measure();
     if (m.warmup() > 0) options.measure.warmup = m.warmup();
@@ -176,7 +184,8 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
           s->set_last_event(why);
         });
       },
-      &job->cancel);
+      &job->cancel, std::clamp(spec.priority() ? spec.priority() : kDefaultPriority, kMinPriority,
+                               kMaxPriority));
   TuningLoop loop(task, target, options, db_, builder_, &runner);
   absl::StatusOr<TuningProgress> result = loop.Run(
       [&](const TuningProgress& p) {

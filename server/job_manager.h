@@ -44,6 +44,10 @@ class JobManager {
 
   // Limits on user input.
   static constexpr int kMaxTrials = 100000;
+  // JobSpec.priority: the job's weight in the fair share of agents (0 = default).
+  static constexpr int kMinPriority = 1;
+  static constexpr int kMaxPriority = 10;
+  static constexpr int kDefaultPriority = 5;
 
  private:
   struct Job {

@@ -15,7 +15,8 @@ const std::vector<double> kLeaseBuckets = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05
 const std::vector<double> kBuildBuckets = metrics::ExponentialBuckets(0.001, 2, 17);
 
 // Every state an agent can report, so each series exists (at 0) from the start.
-const char* const kAgentStates[] = {"idle", "busy", "draining", "quarantined", "lost"};
+const char* const kAgentStates[] = {"checking", "idle",        "busy",
+                                    "draining", "quarantined", "lost"};
 const char* const kJobStates[] = {"QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"};
 
 v1::MeasureErrorKind ToProtoKind(MeasureErrorKind k) {
@@ -75,12 +76,12 @@ void Observability::Attach(const AgentRegistry* registry, const JobManager* jobs
                         });
   metrics_.AddCollector(
       "tuneforge_queue_depth",
-      "MeasureRequests dispatched to an agent's queue and not yet sent to it", "gauge", {},
-      [registry] { return std::vector<metrics::Sample>{{{}, double(registry->GetBacklog().queued)}}; });
+      "MeasureRequests waiting in the fair queue for a free agent worker", "gauge", {},
+      [registry] { return std::vector<metrics::Sample>{{{}, double(registry->Stats().queued)}}; });
   metrics_.AddCollector(
       "tuneforge_leases_outstanding", "MeasureRequests sent to agents and awaiting a result",
       "gauge", {},
-      [registry] { return std::vector<metrics::Sample>{{{}, double(registry->GetBacklog().leased)}}; });
+      [registry] { return std::vector<metrics::Sample>{{{}, double(registry->Stats().leased)}}; });
   metrics_.AddCollector("tuneforge_jobs", "Tuning jobs this server ran, by state", "gauge",
                         {"state"}, [jobs] {
                           std::map<std::string, int> n;

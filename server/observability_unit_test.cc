@@ -48,11 +48,11 @@ TEST(ObservabilityTest, DispatchEventsBecomeMetrics) {
   request.set_request_id("r1");
   int done = 0;
   ASSERT_TRUE(registry.Dispatch("k", request, [&](const v1::MeasureResult&) { ++done; }));
-  EXPECT_EQ(registry.GetBacklog().queued, 1);
+  EXPECT_EQ(registry.Stats().queued, 1);
   v1::MeasureRequest sent;
   ASSERT_TRUE(registry.NextRequest(id, &sent));
-  EXPECT_EQ(registry.GetBacklog().queued, 0);
-  EXPECT_EQ(registry.GetBacklog().leased, 1);
+  EXPECT_EQ(registry.Stats().queued, 0);
+  EXPECT_EQ(registry.Stats().leased, 1);
   v1::MeasureResult result;
   result.set_request_id("r1");
   result.set_error(v1::WRONG_ANSWER);
@@ -60,7 +60,7 @@ TEST(ObservabilityTest, DispatchEventsBecomeMetrics) {
   registry.Complete(id, result);  // a duplicate is dropped, not counted
   EXPECT_EQ(done, 1);
   EXPECT_EQ(forward.results, 1);
-  EXPECT_EQ(registry.GetBacklog().leased, 0);
+  EXPECT_EQ(registry.Stats().leased, 0);
   std::string text = o.registry().Render();
   EXPECT_NE(text.find("tuneforge_measurements_total 1\n"), std::string::npos) << text;
   EXPECT_NE(text.find("tuneforge_leases_total 1\n"), std::string::npos) << text;

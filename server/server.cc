@@ -44,7 +44,7 @@ class ServerImpl : public Server {
     if (observability_) observability_->Stop();  // /healthz: 503 from here on
     // Init may have failed part-way: only stop what was started.
     if (jobs_) jobs_->CancelAll();
-    registry_.Shutdown();
+    if (registry_) registry_->Shutdown();
     if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     jobs_.reset();  // joins job threads
   }
@@ -55,17 +55,25 @@ class ServerImpl : public Server {
 
   absl::Status Init(const ServerOptions& options) {
     RETURN_IF_ERROR(CheckAddress(options.listen));
+    RETURN_IF_ERROR(options.dispatch.Validate());
+    // The registry calls the observer (dispatch metrics) from its first lease on.
+    observability_ = std::make_unique<Observability>(options.dispatch_observer);
+    registry_ = std::make_unique<AgentRegistry>(options.dispatch);
+    registry_->SetObserver(observability_.get());
     DatabaseOptions db_options;
     db_options.path = options.db_path;
     ASSIGN_OR_RETURN(db_, Database::Open(db_options));
     int threads = options.builder_threads > 0 ? options.builder_threads
                                               : std::max(1u, std::thread::hardware_concurrency());
-    observability_ = std::make_unique<Observability>(options.dispatch_observer);
-    registry_.SetObserver(observability_.get());
     builder_ = options.builder ? options.builder : std::make_shared<Builder>(threads);
     metered_builder_ = std::make_unique<MeteredBuilder>(builder_.get(), observability_.get());
-    jobs_ = std::make_unique<JobManager>(db_.get(), &registry_, metered_builder_.get());
-    observability_->Attach(&registry_, jobs_.get(), db_.get());
+    jobs_ = std::make_unique<JobManager>(db_.get(), registry_.get(), metered_builder_.get());
+    observability_->Attach(registry_.get(), jobs_.get(), db_.get());
+    if (options.golden_check) {
+      RETURN_IF_ERROR(options.health.Validate());
+      health_ = std::make_unique<AgentHealth>(registry_.get(), metered_builder_.get(),
+                                              options.health);
+    }
     if (!options.metrics_listen.empty()) {
       RETURN_IF_ERROR(observability_->Listen(options.metrics_listen));
     }
@@ -77,12 +85,14 @@ class ServerImpl : public Server {
                       << " without --tokens: anyone who can reach it can run code on the agents";
     }
     tuning_ = std::make_unique<TuningServiceImpl>(jobs_.get(), auth_.get());
-    agents_ = std::make_unique<AgentServiceImpl>(&registry_, auth_.get());
-    farm_ = std::make_unique<FarmServiceImpl>(&registry_, jobs_.get(), auth_.get());
+    agents_ = std::make_unique<AgentServiceImpl>(registry_.get(), health_.get(), auth_.get());
+    farm_ = std::make_unique<FarmServiceImpl>(registry_.get(), jobs_.get(), auth_.get());
     // No authorizer yet: the farm issue adds authentication to every service.
     const TokenAuth* auth = auth_.get();
-    database_ = std::make_unique<DatabaseServiceImpl>(db_.get(), [auth](grpc::ServerContext* ctx) {
+    database_ = std::make_unique<DatabaseServiceImpl>(db_.get(), [auth](grpc::ServerContext* ctx,
+                                                                        bool admin) {
       Principal who;
+      if (admin) return Authorize(auth, ctx, {Role::kAdmin}, &who);  // deletes records
       return Authorize(auth, ctx, {Role::kUser, Role::kAdmin}, &who);
     });
 
@@ -115,10 +125,11 @@ class ServerImpl : public Server {
  private:
   std::unique_ptr<Database> db_;
   std::unique_ptr<Observability> observability_;  // outlives registry_, which calls it
-  AgentRegistry registry_;
+  std::unique_ptr<AgentRegistry> registry_;
   std::shared_ptr<const Builder> builder_;
   std::unique_ptr<MeteredBuilder> metered_builder_;
   std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<AgentHealth> health_;  // null: no golden-kernel checks
   std::unique_ptr<TuningServiceImpl> tuning_;
   std::unique_ptr<AgentServiceImpl> agents_;
   std::unique_ptr<FarmServiceImpl> farm_;

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/agent_health.h"
+#include "server/agent_registry.h"
 
 namespace tuneforge {
 
@@ -34,6 +36,11 @@ struct ServerOptions {
   std::shared_ptr<const Builder> builder;
   // Also told every dispatch event (benchmarks); not owned, may be null.
   DispatchObserver* dispatch_observer = nullptr;
+  // Leases, heartbeats and re-dispatch (validated by Start).
+  DispatchOptions dispatch;
+  // Golden-kernel checks of agents (validated by Start); off: agents are trusted.
+  bool golden_check = true;
+  HealthOptions health;
 };
 
 class Server {

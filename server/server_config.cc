@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -18,6 +19,9 @@ const char* const kServerUsage =
     "                        [--builder-threads N] [--tokens FILE]\n"
     "                        [--tls-cert FILE --tls-key FILE] [--metrics-listen HOST:PORT]\n"
     "                        [--max-receive-message-bytes N] [--max-send-message-bytes N]\n"
+    "                        [--max-redispatch R] [--heartbeat-ms MS]\n"
+    "                        [--lease-grace-ms MS] [--golden-interval-s S]\n"
+    "                        [--no-golden-check]\n"
     "                        [--verbose | --quiet] [--log-format text|json]\n"
     "  Runs the tuneforge service: TuningService for users, AgentService for\n"
     "  tuneforge-agent processes, tuning log in a SQLite file.\n"
@@ -34,6 +38,18 @@ const char* const kServerUsage =
     "  --max-receive-message-bytes, --max-send-message-bytes\n"
     "                     gRPC message size limits, e.g. 256MiB (default 256MiB each;\n"
     "                     1MiB..2GiB-1)\n"
+    "  --max-redispatch   a MeasureRequest whose agent is lost (disconnected, or its\n"
+    "                     lease expired) goes to another agent at most R times, then\n"
+    "                     is recorded as agent_lost (default 2, 0..10)\n"
+    "  --heartbeat-ms     agents' heartbeat interval; an agent silent for 3 intervals\n"
+    "                     is lost and its leases expire (default 2000, 50..60000)\n"
+    "  --lease-grace-ms   a lease also expires at the request's timeout plus this\n"
+    "                     (default 10000)\n"
+    "  --golden-interval-s  re-run the golden kernel on every agent this often (default\n"
+    "                     600; 0: only when an agent connects). An agent with a wrong\n"
+    "                     golden result, or more than 3x slower than the median of its\n"
+    "                     peers (twice), is quarantined\n"
+    "  --no-golden-check  trust agents: no golden kernel at all (simulated agents)\n"
     "  --log-format       text (default) or json: one JSON object per log line with\n"
     "                     ts, level, component, msg\n";
 
@@ -76,6 +92,28 @@ absl::StatusOr<std::string> Scalar(const YAML::Node& node, const std::string& ke
   return node.Scalar();
 }
 
+// Sets one of the farm's integer settings (leases, heartbeats, golden kernel) and
+// checks it with DispatchOptions / HealthOptions::Validate. `name` is the flag or key.
+absl::Status SetFarmSetting(const std::string& setting, const std::string& name,
+                            const std::string& text, ServerOptions* options) {
+  int n = 0;
+  if (!absl::SimpleAtoi(text, &n)) {
+    return absl::InvalidArgumentError(name + " needs an integer, got '" + text + "'");
+  }
+  absl::Status valid;
+  if (setting == "golden_interval_s") {
+    options->health.interval_s = n;
+    valid = options->health.Validate();
+  } else {
+    if (setting == "max_redispatch") options->dispatch.max_redispatch = n;
+    if (setting == "heartbeat_ms") options->dispatch.heartbeat_interval_ms = n;
+    if (setting == "lease_grace_ms") options->dispatch.lease_grace_ms = n;
+    valid = options->dispatch.Validate();
+  }
+  if (!valid.ok()) return absl::InvalidArgumentError(name + ": " + std::string(valid.message()));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<LogFormat> ParseLogFormat(const std::string& s) {
@@ -103,14 +141,17 @@ absl::Status LoadServerConfig(const std::string& path, ServerCommandLine* cl) {
   static const std::set<std::string> kKeys = {"listen",         "db",          "tokens",
                                               "tls_cert",       "tls_key",     "metrics_listen",
                                               "builder_threads", "log_level",  "log_format",
-                                              "grpc"};
+                                              "grpc",           "max_redispatch", "heartbeat_ms",
+                                              "lease_grace_ms", "golden_interval_s",
+                                              "golden_check"};
   try {
     for (const auto& kv : root) {
       const std::string key = kv.first.as<std::string>();
       if (!kKeys.count(key)) {
-        return ConfigError(path, "unknown key '" + key + "' (known: builder_threads, db, grpc, "
-                                 "listen, log_format, log_level, metrics_listen, tls_cert, tls_key, "
-                                 "tokens)");
+        return ConfigError(path, "unknown key '" + key + "' (known: builder_threads, db, "
+                                 "golden_check, golden_interval_s, grpc, heartbeat_ms, "
+                                 "lease_grace_ms, listen, log_format, log_level, max_redispatch, "
+                                 "metrics_listen, tls_cert, tls_key, tokens)");
       }
       if (key == "grpc") {
         if (!kv.second.IsMap()) {
@@ -152,6 +193,15 @@ absl::Status LoadServerConfig(const std::string& path, ServerCommandLine* cl) {
           return ConfigError(path, "builder_threads must be 0 (one per core) .. 256, got '" + *value + "'");
         }
         options->builder_threads = n;
+      } else if (key == "max_redispatch" || key == "heartbeat_ms" || key == "lease_grace_ms" ||
+                 key == "golden_interval_s") {
+        absl::Status st = SetFarmSetting(key, key, *value, options);
+        if (!st.ok()) return ConfigError(path, std::string(st.message()));
+      } else if (key == "golden_check") {
+        if (*value != "true" && *value != "false") {
+          return ConfigError(path, "golden_check must be true or false, got '" + *value + "'");
+        }
+        options->golden_check = *value == "true";
       } else if (key == "log_level") {
         absl::StatusOr<LogLevel> level = ParseLogLevel(*value);
         if (!level.ok()) return ConfigError(path, std::string(level.status().message()));
@@ -217,6 +267,14 @@ absl::StatusOr<ServerCommandLine> ParseServerCommandLine(const std::vector<std::
       if (!bytes.ok()) return absl::InvalidArgumentError(a + ": " + std::string(bytes.status().message()));
       (a == "--max-receive-message-bytes" ? cl.options.max_receive_message_bytes
                                            : cl.options.max_send_message_bytes) = static_cast<int>(*bytes);
+    } else if (a == "--max-redispatch" || a == "--heartbeat-ms" || a == "--lease-grace-ms" ||
+               a == "--golden-interval-s") {
+      ASSIGN_OR_RETURN(std::string v, value("an integer"));
+      std::string setting = a.substr(2);
+      std::replace(setting.begin(), setting.end(), '-', '_');
+      RETURN_IF_ERROR(SetFarmSetting(setting, a, v, &cl.options));
+    } else if (a == "--no-golden-check") {
+      cl.options.golden_check = false;
     } else if (a == "--log-format") {
       ASSIGN_OR_RETURN(std::string v, value("text or json"));
       ASSIGN_OR_RETURN(cl.log_format, ParseLogFormat(v));

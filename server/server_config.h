@@ -14,6 +14,11 @@
 //   builder_threads: 2              # --builder-threads
 //   log_level: info                 # error|warning|info|debug (--quiet, --verbose)
 //   log_format: text                # text|json (--log-format)
+//   max_redispatch: 2               # --max-redispatch
+//   heartbeat_ms: 2000              # --heartbeat-ms
+//   lease_grace_ms: 10000           # --lease-grace-ms
+//   golden_interval_s: 600          # --golden-interval-s
+//   golden_check: true              # false: --no-golden-check
 //   grpc:
 //     max_receive_message_bytes: 256MiB   # --max-receive-message-bytes
 //     max_send_message_bytes: 256MiB      # --max-send-message-bytes

@@ -84,12 +84,16 @@ grpc::Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::Regi
   if (req->device_key().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "device_key must not be empty");
   }
-  std::string id = registry_->Register(req->device_key(), req->capabilities());
+  if (req->workers() < 0 || req->workers() > 256) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "workers must be 0..256");
+  }
+  std::string id = registry_->Register(req->device_key(), req->capabilities(),
+                                       std::max(1, req->workers()), /*checking=*/health_ != nullptr);
   TF_LOG(Info) << "agent " << id << " registered from " << ctx->peer() << " with device key '"
                << req->device_key() << "' (" << req->capabilities().cpu_model() << ", "
                << req->capabilities().cores() << " cores)";
   resp->set_agent_id(id);
-  resp->set_heartbeat_interval_ms(kHeartbeatIntervalMs);
+  resp->set_heartbeat_interval_ms(registry_->options().heartbeat_interval_ms);
   return grpc::Status::OK;
 }
 
@@ -106,6 +110,7 @@ grpc::Status AgentServiceImpl::Connect(
   if (!registry_->Connect(agent_id)) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown agent id " + agent_id + "; register first");
   }
+  if (health_) health_->CheckAgent(agent_id);  // queued before any other work
   // Reader: results and heartbeats up. Writer (this thread): requests down.
   std::thread reader([&] {
     v1::AgentMessage msg;
@@ -115,7 +120,12 @@ grpc::Status AgentServiceImpl::Connect(
         r.set_agent_id(agent_id);
         registry_->Complete(agent_id, r);
       } else if (msg.has_heartbeat()) {
-        registry_->Heartbeat(agent_id, msg.heartbeat().unix_ms());
+        const auto& ids = msg.heartbeat().request_ids();
+        registry_->Heartbeat(agent_id, msg.heartbeat().unix_ms(),
+                             std::vector<std::string>(ids.begin(), ids.end()));
+      } else if (msg.has_drain()) {
+        const auto& ids = msg.drain().handback_request_ids();
+        registry_->Drain(agent_id, std::vector<std::string>(ids.begin(), ids.end()));
       }
     }
     registry_->Disconnect(agent_id);
@@ -156,7 +166,16 @@ grpc::Status FarmServiceImpl::Status(grpc::ServerContext* ctx, const v1::FarmSta
     out->set_measurements(a.measurements);
     out->set_errors(a.errors);
     out->set_last_heartbeat_unix_ms(a.last_heartbeat_unix_ms);
+    out->set_state_reason(a.state_reason);
+    out->set_workers(a.workers);
+    out->set_golden_seconds(a.golden_seconds);
+    out->set_lease_expiries(a.lease_expiries);
   }
+  AgentRegistry::Counters counters = registry_->Stats();
+  resp->set_queued_requests(counters.queued);
+  resp->set_leases(counters.leased);
+  resp->set_redispatches(counters.redispatches);
+  resp->set_dropped_results(counters.dropped_results);
   for (const v1::JobStatus& j : jobs_->List()) {
     if (auth_ && who.role != Role::kAdmin && j.spec().owner() != who.name) continue;
     v1::JobSummary* out = resp->add_jobs();
@@ -169,6 +188,7 @@ grpc::Status FarmServiceImpl::Status(grpc::ServerContext* ctx, const v1::FarmSta
     out->set_trials_per_second(j.elapsed_seconds() > 0 ? j.trials_done() / j.elapsed_seconds() : 0);
     out->set_best_gflops(j.best().gflops());
     out->set_message(j.message());
+    out->set_priority(j.spec().priority());
   }
   return grpc::Status::OK;
 }

@@ -2,6 +2,7 @@
 // back. No tuning logic here.
 #pragma once
 
+#include "server/agent_health.h"
 #include "server/agent_registry.h"
 #include "server/auth.h"
 #include "server/job_manager.h"
@@ -32,17 +33,17 @@ class TuningServiceImpl final : public v1::TuningService::Service {
 
 class AgentServiceImpl final : public v1::AgentService::Service {
  public:
-  AgentServiceImpl(AgentRegistry* registry, const TokenAuth* auth)
-      : registry_(registry), auth_(auth) {}
+  // `health` (may be null: no golden-kernel checks) checks every agent that connects.
+  AgentServiceImpl(AgentRegistry* registry, AgentHealth* health, const TokenAuth* auth)
+      : registry_(registry), health_(health), auth_(auth) {}
   grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest*,
                         v1::RegisterResponse*) override;
   grpc::Status Connect(grpc::ServerContext*,
                        grpc::ServerReaderWriter<v1::ServerMessage, v1::AgentMessage>*) override;
 
-  static constexpr int kHeartbeatIntervalMs = 2000;
-
  private:
   AgentRegistry* registry_;
+  AgentHealth* health_;
   const TokenAuth* auth_;
 };
 

@@ -150,6 +150,30 @@ TEST_F(EndToEndTest, EmbeddedDefaultTunesWithALocalAgent) {
   EXPECT_NE(text.out.find("speedup:"), std::string::npos) << text.out;
 }
 
+// Kernels with layout transforms outside the timed region: the agent must call the
+// prepack entry (dense's packed W; a convolution's blocked, padded input and filter)
+// before the first run and the unpack entry (blocked output -> NCHW) before each
+// check, or every candidate is a wrong_answer. Deploy refuses such ops, by name.
+TEST_F(EndToEndTest, AgentRunsPrepackAndUnpackEntries) {
+  const std::string db = dir_ + "/layouts.db";
+  for (const char* task : {"dense M=9 N=32 K=24 bias=1 relu=1",
+                           "conv2d N=1 C=8 H=7 W=9 K=16 R=3 S=3 stride=1 pad=1",
+                           "depthwise_conv2d N=1 C=16 H=9 W=9 R=3 S=3 stride=2 pad=1"}) {
+    auto r = RunCommand({kBin + "/tuneforge", "tune", "--task", task, "--trials", "6", "--db", db,
+                         "--json"},
+                        dir_);
+    ASSERT_EQ(r.exit_code, 0) << task << ": " << r.err;
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["errors"], 0) << task << ": " << r.out;
+    EXPECT_GT(j["best"]["gflops"].get<double>(), 0.0) << task;
+  }
+  auto deploy = RunCommand({kBin + "/tuneforge", "deploy", "--db", db, "--task",
+                            "dense M=9 N=32 K=24 bias=1 relu=1", "--out", dir_ + "/dep"},
+                           dir_);
+  EXPECT_NE(deploy.exit_code, 0);
+  EXPECT_NE(deploy.err.find("deploy does not support dense"), std::string::npos) << deploy.err;
+}
+
 TEST_F(EndToEndTest, JobWaitsForAgentsOfItsKeyAndCanBeCancelled) {
   std::string address = StartServer(dir_ + "/wait.db");
   ASSERT_FALSE(address.empty());
@@ -267,8 +291,8 @@ TEST_F(EndToEndTest, KilledServerRestartsAndItsJobContinuesWithoutLoss) {
   EXPECT_EQ(job["trials_done"], kTrials);
   server_->Kill(SIGTERM);
 
-  // Every trial is in the db once: distinct configs apart from the baselines (one per
-  // server run) and the final re-measurements.
+  // Every trial is in the db once: distinct configs apart from the final
+  // re-measurements.
   DatabaseOptions o;
   o.path = db;
   o.create_if_missing = false;
@@ -277,16 +301,16 @@ TEST_F(EndToEndTest, KilledServerRestartsAndItsJobContinuesWithoutLoss) {
   TuningTask t = *ParseTask("matmul M=24 N=20 K=16");
   auto records = (*database)->Records(t.WorkloadKey(), "");
   ASSERT_TRUE(records.ok());
-  // The untuned baseline is measured once per server run (2), each of the 3 finalists
-  // once as a trial and twice when re-measured (3), every other config exactly once.
+  // The untuned baseline is measured once (the resumed job reuses the stored record),
+  // each of the 3 finalists once as a trial and twice when re-measured (3), every
+  // other config exactly once.
   std::map<std::string, int> seen;
   for (const TuningRecord& r : *records) ++seen[r.config_json];
   std::map<int, int> configs_seen_n_times;
   for (const auto& [config, n] : seen) ++configs_seen_n_times[n];
-  EXPECT_EQ(configs_seen_n_times[2], 1) << "a config measured twice";
   EXPECT_EQ(configs_seen_n_times[3], 3);
-  EXPECT_EQ(configs_seen_n_times.size(), 3u);
-  EXPECT_EQ(configs_seen_n_times[1] + configs_seen_n_times[3], kTrials);
+  EXPECT_EQ(configs_seen_n_times.size(), 2u) << "a config measured twice";
+  EXPECT_EQ(configs_seen_n_times[1] + configs_seen_n_times[3], kTrials + 1);  // + the baseline
 }
 
 TEST_F(EndToEndTest, TlsServerIsVerifiedByAgentAndClient) {

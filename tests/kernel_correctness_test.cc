@@ -1,5 +1,6 @@
 // Every candidate must compute what the reference computes: a few hundred random
-// (shape, config) pairs of the matmul template, odd sizes included, built with the
+// (shape, config) pairs of the matmul, batch_matmul and dense templates, odd sizes
+// included, built with the
 // real LLVM codegen, loaded and run in this process, compared with the reference.
 #include <gtest/gtest.h>
 
@@ -19,9 +20,10 @@ struct Case {
   int64_t m, n, k;
 };
 
-// Builds `config` with LLVM, loads it, runs it `runs` times on the seeded inputs and
-// compares every run with the reference (a kernel must not depend on the output's
-// previous contents).
+// Builds `config` with LLVM, loads it, runs its prepack entry (if any) once and the
+// kernel `runs` times on the seeded inputs, and compares every run with the reference
+// (a kernel must not depend on the output's previous contents). Buffers follow the
+// kernel's params: inputs in MakeInputs order, prepacked scratch, the output.
 void ExpectCorrect(const TuningTask& task, const Target& target, const Config& config,
                    uint64_t input_seed, int runs) {
   const Template* tmpl = *FindTemplate(task);
@@ -37,10 +39,28 @@ void ExpectCorrect(const TuningTask& task, const Target& target, const Config& c
   ASSERT_TRUE(expected.ok());
   const int64_t size = static_cast<int64_t>(expected->size());
   std::vector<float> out(size, std::nanf(""));
-  void* buffers[] = {inputs[0].data(), inputs[1].data(), out.data()};
+  std::vector<std::vector<float>> prepacked;
+  std::vector<void*> buffers;
+  size_t next_input = 0;
+  for (const ir::BufferParam& p : func->params) {
+    if (p.is_output) {
+      buffers.push_back(out.data());
+    } else if (p.is_internal) {
+      prepacked.emplace_back(p.NumElements(), std::nanf(""));
+      buffers.push_back(prepacked.back().data());
+    } else {
+      ASSERT_LT(next_input, inputs.size());
+      buffers.push_back(inputs[next_input++].data());
+    }
+  }
+  ASSERT_EQ(next_input, inputs.size());
+  ASSERT_EQ(module->has_prepack(), func->prepack != nullptr);
+  ASSERT_EQ(module->has_unpack(), func->unpack != nullptr);
+  ASSERT_EQ(module->Prepack(buffers.data()), 0);
   Tolerance tol = ToleranceFor(task);
   for (int run = 0; run < runs; ++run) {
-    ASSERT_EQ(module->Run(buffers), 0);
+    ASSERT_EQ(module->Run(buffers.data()), 0);
+    ASSERT_EQ(module->Unpack(buffers.data()), 0);
     int64_t bad = runtime::FirstMismatch(out.data(), expected->data(), size, tol.atol, tol.rtol);
     ASSERT_EQ(bad, -1) << task.CanonicalText() << " config " << config.ToJson() << ": index "
                        << bad << " got " << out[bad] << " expected " << (*expected)[bad];
@@ -95,6 +115,81 @@ TEST(KernelCorrectnessTest, BatchMatmulRandomPairs) {
     ASSERT_TRUE(config.ok());
     ExpectCorrect(task, target, *config, p, 1);
     if (HasFatalFailure()) return;
+  }
+}
+
+// dense built by LLVM: random shapes, bias and ReLU flags x random configs (packed W
+// from the prepack entry, the epilogue fused after the last reduction step), plus the
+// heuristics, which pack where they can.
+TEST(KernelCorrectnessTest, DenseRandomPairs) {
+  Target target = DetectHostTarget("test");
+  std::mt19937_64 rng(17);
+  const std::vector<int64_t> sizes = {1, 2, 7, 16, 17, 32, 48, 64, 100};
+  int packed = 0;
+  for (int p = 0; p < 60; ++p) {
+    int64_t m = sizes[rng() % sizes.size()], n = sizes[rng() % sizes.size()],
+            k = sizes[rng() % sizes.size()];
+    int64_t bias = rng() % 2, relu = rng() % 2;
+    TuningTask task = *MakeTask(
+        "dense", {{"M", m}, {"N", n}, {"K", k}, {"bias", bias}, {"relu", relu}}, "float32");
+    const Template* tmpl = *FindTemplate(task);
+    std::vector<Config> configs;
+    if (p % 4 == 0) {
+      target.num_threads = 2;
+      std::vector<Config> h = tmpl->Heuristics(task, target);
+      configs.assign(h.begin(), h.begin() + std::min<size_t>(h.size(), 2));
+    } else {
+      target.num_threads = 1 + p % 2;
+      auto config = tmpl->Space(task, target).Sample(rng);
+      ASSERT_TRUE(config.ok());
+      configs.push_back(*config);
+    }
+    for (const Config& config : configs) {
+      packed += config.Int("pack_w");
+      ExpectCorrect(task, target, config, p, 2);
+      if (HasFatalFailure()) return;
+    }
+  }
+  EXPECT_GT(packed, 0);
+}
+
+// conv2d and depthwise_conv2d built by LLVM: small random shapes (1x1 and 3x3 and
+// odd filters, stride 1 and 2, padding 0-2, batch 1-2) x random configs, plus the
+// first heuristics (parallel on 2 threads). The kernel runs between its prepack
+// (blocked, padded input and blocked filter) and unpack (blocked output) entries.
+TEST(KernelCorrectnessTest, ConvolutionRandomPairs) {
+  Target target = DetectHostTarget("test");
+  std::mt19937_64 rng(23);
+  for (int p = 0; p < 60; ++p) {
+    const bool depthwise = p % 3 == 2;
+    auto pick = [&](std::vector<int64_t> v) { return v[rng() % v.size()]; };
+    int64_t c = pick({3, 4, 8, 16, 32}), k = pick({8, 16, 32, 48});
+    int64_t r = pick({1, 3, 3, 2}), s = r == 2 ? 3 : r;
+    int64_t h = pick({1, 4, 7, 9, 12}), w = pick({2, 5, 7, 14, 17});
+    int64_t stride = pick({1, 2}), pad = r == 1 ? 0 : pick({0, 1, 2});
+    if (depthwise) c = pick({8, 16, 32, 48});
+    std::vector<std::pair<std::string, int64_t>> params = {
+        {"N", 1 + p % 2}, {"C", c}, {"H", h + r}, {"W", w + s}, {"R", r}, {"S", s},
+        {"stride", stride}, {"pad", pad}};
+    if (!depthwise) params.push_back({"K", k});
+    auto task = MakeTask(depthwise ? "depthwise_conv2d" : "conv2d", params, "float32");
+    ASSERT_TRUE(task.ok()) << task.status();
+    const Template* tmpl = *FindTemplate(*task);
+    target.num_threads = 1 + p % 2;
+    std::vector<Config> configs;
+    if (p % 5 == 0) {
+      std::vector<Config> h_configs = tmpl->Heuristics(*task, target);
+      ASSERT_FALSE(h_configs.empty()) << task->CanonicalText();
+      configs.push_back(h_configs[rng() % h_configs.size()]);
+    } else {
+      auto config = tmpl->Space(*task, target).Sample(rng);
+      ASSERT_TRUE(config.ok()) << task->CanonicalText();
+      configs.push_back(*config);
+    }
+    for (const Config& config : configs) {
+      ExpectCorrect(*task, target, config, p, 2);
+      if (HasFatalFailure()) return;
+    }
   }
 }
 

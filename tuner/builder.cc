@@ -7,7 +7,27 @@
 
 namespace tuneforge {
 
-Builder::Builder(int threads) : threads_(std::max(1, threads)) {}
+void BuildSlots::Acquire() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const int64_t ticket = next_ticket_++;
+  cv_.wait(lock, [&] { return ticket < released_ + slots_; });
+}
+
+void BuildSlots::Release() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++released_;
+  }
+  cv_.notify_all();
+}
+
+int64_t BuildSlots::tickets() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return next_ticket_;
+}
+
+Builder::Builder(int threads)
+    : threads_(std::max(1, threads)), slots_(std::make_unique<BuildSlots>(threads_)) {}
 
 std::vector<BuildResult> Builder::Build(const TuningTask& task, const Template& tmpl,
                                         const Target& target,
@@ -18,6 +38,11 @@ std::vector<BuildResult> Builder::Build(const TuningTask& task, const Template& 
     for (size_t i = next++; i < candidates.size(); i = next++) {
       BuildResult& r = results[i];
       r.candidate = candidates[i];
+      slots_->Acquire();
+      struct SlotReleaser {
+        BuildSlots* slots;
+        ~SlotReleaser() { slots->Release(); }
+      } releaser{slots_.get()};
       ScopedTimer timer("build");
       absl::StatusOr<ir::LoweredFunc> func = tmpl.Instantiate(task, target, r.candidate.config);
       if (!func.ok()) {

@@ -2,7 +2,10 @@
 // expensive, parallel part of a round). Build failures are data (BuildResult.error).
 #pragma once
 
+#include <condition_variable>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,10 +31,29 @@ struct BuildResult {
   double build_seconds = 0;
 };
 
-// Thread-safe; Build may be called from several jobs at once (they share the pool's
-// threads by each running its own batch with up to `threads` workers). Virtual so
-// the server can wrap it (metrics) and benchmarks can inject a fake that does not
-// run the compiler.
+// A counting semaphore that serves waiters in arrival order (tickets), so that jobs
+// sharing the builder take turns instead of one job's workers starving another's.
+// Thread-safe.
+class BuildSlots {
+ public:
+  explicit BuildSlots(int slots) : slots_(slots) {}
+  void Acquire();
+  void Release();
+  // Acquire calls so far (those waiting included).
+  int64_t tickets() const;
+
+ private:
+  const int slots_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t next_ticket_ = 0;  // GUARDED_BY(mu_)
+  int64_t released_ = 0;     // GUARDED_BY(mu_)
+};
+
+// Thread-safe. One Builder is shared by every job of a server: at most `threads`
+// candidates are built at once across all concurrent Build calls (each candidate's
+// build holds one BuildSlots slot, first come first served). Virtual so the server can
+// wrap it (metrics) and benchmarks can inject a fake that does not run the compiler.
 class Builder {
  public:
   explicit Builder(int threads);
@@ -42,6 +64,7 @@ class Builder {
 
  private:
   int threads_;
+  std::unique_ptr<BuildSlots> slots_;
 };
 
 }  // namespace tuneforge

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "compiler/support/log.h"
 #include "tuner/model_store.h"
@@ -16,11 +17,25 @@ double Throughput(const TuningRecord& r) {
   return std::isfinite(cost) && cost > 0 ? r.workload.flops / cost : 0;
 }
 
-// Labels: throughput / best throughput of the group, so every task's labels are in
-// [0, 1] whatever its size.
-void AppendGroup(const std::vector<double>& throughput, std::vector<float>* labels) {
+// Labels are relative to the best throughput of the group, so every task's labels
+// have the same range whatever its size.
+void AppendGroup(const std::vector<double>& throughput, LabelMode mode,
+                 std::vector<float>* labels) {
   double best = *std::max_element(throughput.begin(), throughput.end());
-  for (double t : throughput) labels->push_back(best > 0 ? static_cast<float>(t / best) : 0.0f);
+  for (double t : throughput) {
+    double x = best > 0 ? t / best : 0;
+    switch (mode) {
+      case LabelMode::kNormalized:
+        break;
+      case LabelMode::kLog:
+        x = std::log2(1 + 100 * x);
+        break;
+      case LabelMode::kRelevance:
+        x = std::round(16 * x);
+        break;
+    }
+    labels->push_back(static_cast<float>(x));
+  }
 }
 
 }  // namespace
@@ -114,7 +129,7 @@ absl::Status ModelPolicy::Retrain() {
   for (const auto& [key, g] : transfer_) {
     if (g.rows.size() < 2) continue;
     rows.insert(rows.end(), g.rows.begin(), g.rows.end());
-    AppendGroup(g.throughput, &labels);
+    AppendGroup(g.throughput, options_.label, &labels);
     groups.push_back(static_cast<unsigned>(g.rows.size()));
   }
   std::vector<double> own_throughput;
@@ -126,7 +141,7 @@ absl::Status ModelPolicy::Retrain() {
     own_throughput.push_back(t);
   }
   if (!own_throughput.empty()) {
-    AppendGroup(own_throughput, &labels);
+    AppendGroup(own_throughput, options_.label, &labels);
     groups.push_back(static_cast<unsigned>(own_throughput.size()));
   }
   if (static_cast<int>(rows.size()) < options_.min_records) return absl::OkStatus();
@@ -150,15 +165,51 @@ absl::Status ModelPolicy::Retrain() {
   return absl::OkStatus();
 }
 
+std::vector<costmodel::FeatureVector> ModelPolicy::OwnFeatures(const std::vector<Config>& configs) {
+  std::vector<costmodel::FeatureVector> out(configs.size());
+  std::vector<std::string> keys(configs.size());
+  std::vector<size_t> misses;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    keys[i] = configs[i].ToJson();
+    auto it = feature_cache_.find(keys[i]);
+    if (it != feature_cache_.end())
+      out[i] = it->second;
+    else
+      misses.push_back(i);
+  }
+  // Lowering + extraction of the misses; each worker writes only its own slots. The
+  // template is stateless and the extractor immutable (both thread-safe).
+  auto work = [&](size_t begin, size_t end) {
+    for (size_t m = begin; m < end; ++m) {
+      size_t i = misses[m];
+      absl::StatusOr<ir::LoweredFunc> func =
+          context_.tmpl->Instantiate(context_.task, context_.target, configs[i]);
+      if (func.ok()) out[i] = extractor_.Extract(*func, configs[i]);
+    }
+  };
+  size_t threads = std::clamp<size_t>(options_.scoring_threads, 1, 16);
+  if (misses.size() < 64) threads = 1;  // not worth a thread
+  std::vector<std::thread> pool;
+  size_t chunk = (misses.size() + threads - 1) / threads;
+  for (size_t t = 1; t < threads; ++t)
+    pool.emplace_back(work, std::min(misses.size(), t * chunk),
+                      std::min(misses.size(), (t + 1) * chunk));
+  work(0, std::min(misses.size(), chunk));
+  for (std::thread& t : pool) t.join();
+  if (feature_cache_.size() + misses.size() > 200000) feature_cache_.clear();  // bound memory
+  for (size_t i : misses) feature_cache_[keys[i]] = out[i];
+  return out;
+}
+
 absl::StatusOr<std::vector<float>> ModelPolicy::Score(const std::vector<Config>& configs) {
   if (!model_.trained()) return absl::FailedPreconditionError("no cost model yet");
+  std::vector<costmodel::FeatureVector> features = OwnFeatures(configs);
   std::vector<costmodel::FeatureVector> rows;
   std::vector<size_t> row_of(configs.size(), SIZE_MAX);
   for (size_t i = 0; i < configs.size(); ++i) {
-    costmodel::FeatureVector f;
-    if (!FeaturesOf(context_.task, configs[i], &f)) continue;
+    if (features[i].empty()) continue;
     row_of[i] = rows.size();
-    rows.push_back(std::move(f));
+    rows.push_back(std::move(features[i]));
   }
   std::vector<float> scores(configs.size(), -INFINITY);
   if (rows.empty()) return scores;

@@ -32,12 +32,23 @@
 
 namespace tuneforge {
 
+// How a record's throughput becomes a training label (per rank group, i.e. per task).
+enum class LabelMode {
+  kNormalized,  // throughput / the group's best: in [0, 1]
+  kLog,         // log2(1 + 100 * throughput / best): spreads the slow configs apart
+  kRelevance,   // round(16 * throughput / best): integer grades for rank:ndcg
+};
+
 struct ModelPolicyOptions {
   int chains = 64;                  // parallel simulated-annealing walks
   int steps = 24;                   // steps per walk and Propose
   double epsilon = 0.05;            // share of random picks (exploration)
   int min_records = 8;              // rows needed before the model is trained
   int max_transfer_records = 3000;  // newest records of other tasks used for training
+  LabelMode label = LabelMode::kNormalized;
+  // Threads that lower and extract features of uncached candidates in Score (the
+  // search runs between batches, when the machine is otherwise idle).
+  int scoring_threads = 2;
   costmodel::XgbParams xgb;
 };
 
@@ -62,6 +73,9 @@ class ModelPolicy : public SearchPolicy {
  private:
   // Features of `config` on `task` (cached for this task); false when it does not lower.
   bool FeaturesOf(const TuningTask& task, const Config& config, costmodel::FeatureVector* out);
+  // Features of the own task's configs, the uncached ones computed on
+  // `scoring_threads` threads; an empty vector for a config that does not lower.
+  std::vector<costmodel::FeatureVector> OwnFeatures(const std::vector<Config>& configs);
   Config Mutate(const Config& c);
   std::vector<Config> RandomConfigs(int n);
 

@@ -1,14 +1,15 @@
 // ModelStore: where the model-based policy keeps its trained cost model between jobs,
-// one blob per (template, template version, target). The Database will hold these
-// blobs once its interface has a place for them (the db's owner wires that up: a
-// DatabaseModelStore implementing this interface); until then DirectoryModelStore
-// keeps one file per key in a directory the caller chooses.
+// one blob per (template, template version, target). DatabaseModelStore keeps them in
+// the tuning-log Database next to the records they were trained on (what the server
+// and the embedded default use); DirectoryModelStore keeps one file per key in a
+// directory the caller chooses.
 #pragma once
 
 #include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "db/database.h"
 
 namespace tuneforge {
 
@@ -37,6 +38,23 @@ class DirectoryModelStore : public ModelStore {
  private:
   std::string PathOf(const std::string& key) const;
   std::string dir_;
+};
+
+// Models as blobs in a Database (Database::LoadModel / SaveModel), so they travel with
+// the db and a second job on the same db starts from the model the first one trained.
+// Thread-safe (Database is); `db` is not owned and must outlive the store.
+class DatabaseModelStore : public ModelStore {
+ public:
+  explicit DatabaseModelStore(Database* db) : db_(db) {}
+  absl::StatusOr<std::optional<std::string>> Load(const std::string& key) override {
+    return db_->LoadModel(key);
+  }
+  absl::Status Save(const std::string& key, const std::string& bytes) override {
+    return db_->SaveModel(key, bytes);
+  }
+
+ private:
+  Database* db_;
 };
 
 }  // namespace tuneforge

@@ -159,7 +159,7 @@ TEST(SearchPolicyTest, ModelBeatsRandomOnSyntheticCost) {
   ModelPolicyOptions options;
   options.chains = 32;  // a cheaper search than the default keeps the test fast
   options.steps = 16;
-  for (uint64_t seed : {1, 2, 3, 4, 5}) {
+  for (uint64_t seed : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}) {
     PolicyContext ctx = Context("matmul M=256 N=256 K=256", seed);
     ModelPolicy model(ctx, options);
     RandomPolicy random(ctx.tmpl->Space(ctx.task, ctx.target), seed);
@@ -172,11 +172,14 @@ TEST(SearchPolicyTest, ModelBeatsRandomOnSyntheticCost) {
   }
   std::printf("median best GFLOP/s after %d trials: model %.1f, random %.1f\n", kTrials,
               Median(model_best), Median(random_best));
+  for (size_t i = 0; i < model_best.size(); ++i)
+    std::printf("  seed %zu: model %.1f random %.1f\n", i + 1, model_best[i], random_best[i]);
   EXPECT_GT(Median(model_best), 1.3 * Median(random_best));
-  // In more than half of the seeds the model is ahead at the end.
+  // The model is strictly ahead at the end in at least two thirds of the seeds (12
+  // seeds: with 5, one seed decided the outcome; ties on the synthetic optimum happen).
   int wins = 0;
   for (size_t i = 0; i < model_best.size(); ++i) wins += model_best[i] > random_best[i];
-  EXPECT_GE(wins, 4);
+  EXPECT_GE(wins, 8);
 }
 
 // The model ranks held-out configs far better than chance (0.5), and a model trained

@@ -118,6 +118,9 @@ TEST_F(TuningLoopTest, SpendsTheBudgetRecordsEverythingAndNeverRepeats) {
   EXPECT_NEAR(progress->best->seconds, best_seen, best_seen * 1e-9);
 }
 
+// Nothing is measured twice across jobs of one task, the untuned baseline included:
+// the second run reuses the stored baseline record (as every round of `tune --tasks`
+// after the first does).
 TEST_F(TuningLoopTest, SecondRunSkipsConfigsAlreadyInTheDb) {
   TuningTask task = *ParseTask("matmul M=8 N=8 K=8");
   Target target = DetectHostTarget("test");
@@ -126,23 +129,29 @@ TEST_F(TuningLoopTest, SecondRunSkipsConfigsAlreadyInTheDb) {
   options.top_k_remeasure = 0;
   Builder builder(2);
   FakeRunner runner;
+  std::optional<TrialSummary> first_baseline, second_baseline;
   {
     TuningLoop loop(task, target, options, db_.get(), &builder, &runner);
-    ASSERT_TRUE(loop.Run(nullptr).ok());
+    auto progress = loop.Run(nullptr);
+    ASSERT_TRUE(progress.ok()) << progress.status();
+    first_baseline = progress->baseline;
   }
   {
     TuningLoop loop(task, target, options, db_.get(), &builder, &runner);
-    ASSERT_TRUE(loop.Run(nullptr).ok());
+    auto progress = loop.Run(nullptr);
+    ASSERT_TRUE(progress.ok()) << progress.status();
+    second_baseline = progress->baseline;
   }
   auto records = db_->Records(task.WorkloadKey(), target.Key());
   ASSERT_TRUE(records.ok());
-  std::set<std::string> trial_configs;
-  Config naive = (*FindTemplate(task))->Naive(task, target);
-  for (const TuningRecord& r : *records) {
-    if (r.config_json == naive.ToJson()) continue;  // the baseline is measured each run
-    EXPECT_TRUE(trial_configs.insert(r.config_json).second) << r.config_json;
-  }
-  EXPECT_EQ(trial_configs.size(), 20u);
+  std::set<std::string> configs;
+  for (const TuningRecord& r : *records)
+    EXPECT_TRUE(configs.insert(r.config_json).second) << "measured twice: " << r.config_json;
+  EXPECT_EQ(configs.size(), 21u);  // 2 x 10 trials + one baseline
+  ASSERT_TRUE(first_baseline.has_value());
+  ASSERT_TRUE(second_baseline.has_value());
+  EXPECT_EQ(second_baseline->record_id, first_baseline->record_id);
+  EXPECT_TRUE(configs.count((*FindTemplate(task))->Naive(task, target).ToJson()));
 }
 
 TEST_F(TuningLoopTest, CancelStopsTheLoop) {
@@ -193,6 +202,85 @@ TEST_F(TuningLoopTest, EveryPolicyRunsThroughTheLoop) {
     ASSERT_TRUE(progress.ok()) << policy << ": " << progress.status();
     EXPECT_EQ(progress->trials_done, 16) << policy;
   }
+}
+
+// Records what the model policy asks of the real DatabaseModelStore, and how far the
+// run had got (runner calls) when it asked.
+class ObservedStore : public ModelStore {
+ public:
+  ObservedStore(Database* db, const FakeRunner* runner) : store_(db), runner_(runner) {}
+  absl::StatusOr<std::optional<std::string>> Load(const std::string& key) override {
+    absl::StatusOr<std::optional<std::string>> got = store_.Load(key);
+    loads.push_back({key, got.ok() && got->has_value(), runner_->calls});
+    return got;
+  }
+  absl::Status Save(const std::string& key, const std::string& bytes) override {
+    ++saves;
+    last_saved = bytes;
+    return store_.Save(key, bytes);
+  }
+  struct LoadEvent {
+    std::string key;
+    bool found;
+    int runner_calls;
+  };
+  std::vector<LoadEvent> loads;
+  int saves = 0;
+  std::string last_saved;
+
+ private:
+  DatabaseModelStore store_;
+  const FakeRunner* runner_;
+};
+
+TEST_F(TuningLoopTest, SecondRunStartsFromTheModelStoredInTheDb) {
+  TuningTask task = *ParseTask("matmul M=24 N=24 K=24");
+  Target target = DetectHostTarget("test-model-store");
+  const std::string key = ModelKey("matmul_cpu", (*FindTemplate(task))->version(), target.Key());
+  TuningOptions options;
+  options.trials = 24;
+  options.batch_size = 8;
+  options.policy = "model";
+  options.top_k_remeasure = 0;
+  options.transfer_learning = false;
+  Builder builder(2);
+  FakeRunner runner;
+
+  ObservedStore first(db_.get(), &runner);
+  options.model_store = &first;
+  {
+    TuningLoop loop(task, target, options, db_.get(), &builder, &runner);
+    ASSERT_TRUE(loop.Run(nullptr).ok());
+  }
+  ASSERT_FALSE(first.loads.empty());
+  EXPECT_EQ(first.loads.front().key, key);
+  EXPECT_FALSE(first.loads.front().found);  // a fresh db holds no model
+  ASSERT_GT(first.saves, 0);                // trained once enough records came in
+  auto stored = db_->LoadModel(key);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_TRUE(stored->has_value());
+  EXPECT_EQ(**stored, first.last_saved);
+
+  // The second run, on a new connection to the same file, loads that model before it
+  // measures anything.
+  db_.reset();
+  DatabaseOptions o;
+  o.path = (dir_ / "t.db").string();
+  auto reopened = Database::Open(o);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  db_ = std::move(*reopened);
+  ObservedStore second(db_.get(), &runner);
+  options.model_store = &second;
+  options.seed = 2;
+  const int calls_before = runner.calls;
+  {
+    TuningLoop loop(task, target, options, db_.get(), &builder, &runner);
+    ASSERT_TRUE(loop.Run(nullptr).ok());
+  }
+  ASSERT_FALSE(second.loads.empty());
+  EXPECT_EQ(second.loads.front().key, key);
+  EXPECT_TRUE(second.loads.front().found);
+  EXPECT_EQ(second.loads.front().runner_calls, calls_before);  // before the first batch
 }
 
 }  // namespace

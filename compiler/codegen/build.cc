@@ -22,6 +22,8 @@ absl::StatusOr<Artifact> BuildArtifact(const ir::LoweredFunc& func, const Target
   ASSIGN_OR_RETURN(std::string shared_object, codegen::LinkSharedObject(object));
   Artifact artifact;
   artifact.entry_symbol = func.name;
+  if (func.prepack) artifact.prepack_symbol = func.name + "_prepack";
+  if (func.unpack) artifact.unpack_symbol = func.name + "_unpack";
   artifact.shared_object = std::move(shared_object);
   artifact.hash = HashHex(artifact.shared_object);
   artifact.build_seconds = timer.Seconds();

@@ -15,6 +15,12 @@ namespace tuneforge {
 // resolved at load time against the loading process, which must export the runtime.
 struct Artifact {
   std::string entry_symbol;
+  // `<entry_symbol>_prepack` when the kernel has prepack statements (LoweredFunc::
+  // prepack): call it once with the same buffers, untimed, before the entry. Else empty.
+  std::string prepack_symbol;
+  // `<entry_symbol>_unpack` when the kernel has unpack statements (its output layout
+  // transform): call it after the entry and before reading the output. Else empty.
+  std::string unpack_symbol;
   std::string shared_object;  // ELF bytes
   std::string hash;           // HashHex(shared_object)
   double build_seconds = 0;   // codegen + optimisation + object emission + link

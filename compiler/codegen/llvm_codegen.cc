@@ -13,6 +13,9 @@
 //     their index in the variable (ir_analysis.h): stride 1 is one <N x float>
 //     access, stride 0 is a scalar access, anything else is per-lane code. Lowering
 //     only vectorizes loops whose iterations are independent; codegen relies on it.
+//   - A LoweredFunc with prepack (unpack) statements gets a second (third) pair of
+//     functions, e.g. `<name>_prepack_impl` and the exported
+//     `int32_t <name>_prepack(void** buffers)`.
 //   - A kParallel loop's body is outlined into `<name>_parallel_<k>_body(index,
 //     noalias buffers..., free int64 variables...)`, reached through a trampoline
 //     `void(int64_t index, void* closure)` that unpacks a stack closure; the parent
@@ -131,6 +134,8 @@ class ModuleEmitter {
   absl::Status EmitKernel(const ir::LoweredFunc& func);
 
  private:
+  void EmitEntry(const std::string& name, const std::vector<ir::BufferParam>& params,
+                 const ir::Stmt& body);
   // Functions.
   llvm::Function* NewFunction(const std::string& name, llvm::FunctionType* type,
                               llvm::GlobalValue::LinkageTypes linkage);
@@ -255,37 +260,48 @@ absl::Status ModuleEmitter::EmitKernel(const ir::LoweredFunc& func) {
     }
   }
 
+  EmitEntry(func.name, func.params, func.body);
+  if (func.prepack) EmitEntry(func.name + "_prepack", func.params, func.prepack);
+  if (func.unpack) EmitEntry(func.name + "_unpack", func.params, func.unpack);
+  return status_;
+}
+
+// Emits `void <name>_impl(float* noalias ...)` running `body`, and the exported
+// `int32_t <name>(void** buffers)` that unpacks the array and calls it.
+void ModuleEmitter::EmitEntry(const std::string& name, const std::vector<ir::BufferParam>& params,
+                              const ir::Stmt& body) {
+  if (!status_.ok()) return;
+  const size_t num_buffers = params.size();
   // void <name>_impl(float* noalias b0, ...): the kernel body.
   llvm::Function* impl = NewFunction(
-      func.name + "_impl",
+      name + "_impl",
       llvm::FunctionType::get(void_, std::vector<llvm::Type*>(num_buffers, ptr_), false),
       llvm::GlobalValue::InternalLinkage);
   for (size_t i = 0; i < num_buffers; ++i) {
     impl->addParamAttr(i, llvm::Attribute::NoAlias);
-    const int64_t size = func.params[i].NumElements();
+    const int64_t size = params[i].NumElements();
     if (size > 0) impl->addDereferenceableParamAttr(i, size * sizeof(float));
-    impl->getArg(i)->setName(func.params[i].name);
+    impl->getArg(i)->setName(params[i].name);
   }
   BeginFunctionBody(impl);
   for (size_t i = 0; i < num_buffers; ++i) {
-    scope_.buffers[func.params[i].name] = {impl->getArg(i), func.params[i].NumElements()};
+    scope_.buffers[params[i].name] = {impl->getArg(i), params[i].NumElements()};
   }
-  EmitStmt(func.body);
+  EmitStmt(body);
   b_.CreateRetVoid();
 
   // extern "C" int32_t <name>(void** buffers): the entry point.
-  llvm::Function* entry = NewFunction(func.name, llvm::FunctionType::get(i32_, {ptr_}, false),
+  llvm::Function* entry = NewFunction(name, llvm::FunctionType::get(i32_, {ptr_}, false),
                                       llvm::GlobalValue::ExternalLinkage);
   entry->getArg(0)->setName("buffers");
   BeginFunctionBody(entry);
   std::vector<llvm::Value*> args;
   for (size_t i = 0; i < num_buffers; ++i) {
     llvm::Value* slot = b_.CreateConstInBoundsGEP1_64(ptr_, entry->getArg(0), i);
-    args.push_back(b_.CreateAlignedLoad(ptr_, slot, llvm::Align(8), func.params[i].name));
+    args.push_back(b_.CreateAlignedLoad(ptr_, slot, llvm::Align(8), params[i].name));
   }
   b_.CreateCall(impl, args);
   b_.CreateRet(llvm::ConstantInt::get(i32_, 0));
-  return status_;
 }
 
 // ---------------------------------------------------------------------------

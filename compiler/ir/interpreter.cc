@@ -104,6 +104,8 @@ class Interpreter {
       case ExprKind::kAdd: return static_cast<float>(Float(e->operands[0]) + Float(e->operands[1]));
       case ExprKind::kSub: return static_cast<float>(Float(e->operands[0]) - Float(e->operands[1]));
       case ExprKind::kMul: return static_cast<float>(Float(e->operands[0]) * Float(e->operands[1]));
+      case ExprKind::kMin: return std::min(Float(e->operands[0]), Float(e->operands[1]));
+      case ExprKind::kMax: return std::max(Float(e->operands[0]), Float(e->operands[1]));
       default: TF_CHECK(false, "not a float expression: ", ToString(e));
     }
   }
@@ -123,7 +125,9 @@ absl::Status Interpret(const LoweredFunc& func, std::map<std::string, std::vecto
     }
   }
   Interpreter interp(buffers);
+  if (func.prepack) RETURN_IF_ERROR(interp.Exec(func.prepack));
   RETURN_IF_ERROR(interp.Exec(func.body));
+  if (func.unpack) RETURN_IF_ERROR(interp.Exec(func.unpack));
   return interp.error();
 }
 

@@ -116,6 +116,11 @@ struct BufferParam {
   DType dtype = DType::kFloat32;
   std::vector<int64_t> shape;
   bool is_output = false;
+  // An internal-layout buffer: neither an input nor the output. The caller allocates
+  // it and never fills or reads it. Written by the prepack statements (weights packed
+  // into panels, activations into a blocked layout) or by the body (a blocked output
+  // that the unpack statements convert); see LoweredFunc.
+  bool is_internal = false;
   int64_t NumElements() const;
 };
 
@@ -124,6 +129,17 @@ struct LoweredFunc {
   std::string name;                  // becomes the entry symbol
   std::vector<BufferParam> params;
   Stmt body;
+  // Optional (null = none): run once before `body`, by its own entry point
+  // `<name>_prepack(void** buffers)` taking the same buffers, to fill the is_internal
+  // buffers from constant inputs (inference weights). Not part of the timed region.
+  // Also converts activations into a blocked layout the kernel computes in, as a
+  // layout transform that runs once, like oneDNN's reorders that benchmarks leave out.
+  Stmt prepack;
+  // Optional (null = none): the output layout transform, `<name>_unpack(void**
+  // buffers)`: converts the kernel's internal output (an is_internal buffer in a
+  // blocked layout) into the task's output buffer. Run after the kernel, before each
+  // check of the output; not part of the timed region.
+  Stmt unpack;
 };
 
 // Human-readable text of the IR (what `tuneforge show` prints).

@@ -120,9 +120,13 @@ std::string ToString(const LoweredFunc& f) {
     const BufferParam& p = f.params[i];
     os << (i ? ", " : "") << p.name << ": float32[";
     for (size_t d = 0; d < p.shape.size(); ++d) os << (d ? ", " : "") << p.shape[d];
-    os << "]" << (p.is_output ? " (output)" : "");
+    os << "]" << (p.is_output ? " (output)" : "") << (p.is_internal ? " (internal)" : "");
   }
-  os << ") {\n" << ToString(f.body, 1) << "}\n";
+  os << ") {\n";
+  if (f.prepack) os << "  prepack (once, untimed):\n" << ToString(f.prepack, 2) << "  kernel:\n";
+  os << ToString(f.body, 1);
+  if (f.unpack) os << "  unpack (untimed, before each check):\n" << ToString(f.unpack, 2);
+  os << "}\n";
   return os.str();
 }
 

@@ -23,6 +23,10 @@ std::unique_ptr<LoadedModule> LoadedModule::LoadFile(const std::string& path,
     *error = "entry symbol " + entry_symbol + " not found";
     return nullptr;
   }
+  // Optional: absent for kernels without prepack statements.
+  m->prepack_ =
+      reinterpret_cast<KernelEntry>(dlsym(m->handle_, (entry_symbol + "_prepack").c_str()));
+  m->unpack_ = reinterpret_cast<KernelEntry>(dlsym(m->handle_, (entry_symbol + "_unpack").c_str()));
   return m;
 }
 

@@ -6,6 +6,11 @@
 // name)) and flat loads of the input buffers, e.g. for matmul
 //   output_index = i*N + j,  value = A[i*K + k] * B[k*N + j]
 // A definition without reduce axes is a plain elementwise assignment.
+//
+// An optional `epilogue` is applied to each finished sum before it is stored, e.g.
+// dense's bias and ReLU: max(ReducedValue() + bias[j], 0). It is an expression over
+// ReducedValue(), the spatial axes and loads of the inputs. Lowering fuses it into
+// the write-back of the accumulator tile when the tile holds finished sums.
 #pragma once
 
 #include <string>
@@ -14,6 +19,10 @@
 #include "compiler/ir/ir.h"
 
 namespace tuneforge {
+
+// The placeholder for the finished sum inside ComputeDef::epilogue: a float32
+// variable that lowering substitutes; it never reaches codegen.
+ir::Expr ReducedValue();
 
 struct AxisDef {
   std::string name;
@@ -27,6 +36,10 @@ struct ComputeDef {
   std::vector<AxisDef> axes;          // spatial and reduce
   ir::Expr output_index;
   ir::Expr value;
+  ir::Expr epilogue;  // null: store the sum as it is
+
+  // The epilogue applied to `reduced` (the identity without an epilogue).
+  ir::Expr ApplyEpilogue(const ir::Expr& reduced) const;
 
   const ir::BufferParam& output() const;
 };

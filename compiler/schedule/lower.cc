@@ -5,6 +5,9 @@
 //   3. the nest: spatial loops outside the first reduction, then the output's zero
 //      initialisation and the update nest; with CacheWrite, the update accumulates in
 //      a local tile that is zeroed, updated and written back inside the chosen loop;
+//      the compute's epilogue is applied where the sum is finished: in that
+//      write-back (guarded by "last iteration of the reduction loops outside the
+//      tile" when there are any), or as a pass over the output without a tile;
 //   4. versioning: a tile whose loops can all be full gets a copy with constant
 //      extents (guarded by one condition), and a vectorised loop with a tail gets a
 //      vector copy and a scalar copy, so codegen only ever sees constant vector loops.
@@ -146,6 +149,12 @@ class Lowerer {
     for (const AxisDef& axis : s_.def().axes) axis_values[axis.name] = AxisValue(axis.name);
     out_index_ = ir::Substitute(s_.def().output_index, axis_values);
     value_ = ir::Substitute(s_.def().value, axis_values);
+    if (s_.def().epilogue) epilogue_ = ir::Substitute(s_.def().epilogue, axis_values);
+  }
+
+  // The finished sum as stored: the compute's epilogue applied to `reduced`.
+  Expr Finish(const Expr& reduced) const {
+    return epilogue_ ? ir::Substitute(epilogue_, {{"%reduced", reduced}}) : reduced;
   }
 
   // Builds loops around `body`, innermost last in `loops`. Loops named in `full` get
@@ -194,7 +203,7 @@ class Lowerer {
         if (l->kind == ir::ForKind::kParallel && l->is_reduce)
           return absl::InvalidArgumentError("parallel reduction loop " + l->name);
       }
-      return Nest(all, ir::Store(out, out_index_, value_));
+      return Nest(all, ir::Store(out, out_index_, Finish(value_)));
     }
 
     std::vector<const LoopPlan*> prefix(all.begin(), all.begin() + first_reduce);
@@ -203,7 +212,13 @@ class Lowerer {
 
     if (!s_.cache_write_at()) {
       Stmt update = ir::Store(out, out_index_, ir::Add(ir::Load(out, ir::DType::kFloat32, out_index_), value_));
-      return Nest(prefix, ir::Block({init, Nest(rest, update)}));
+      std::vector<Stmt> steps = {init, Nest(rest, update)};
+      // Without a local tile the epilogue is a separate pass over the finished output.
+      if (epilogue_) {
+        steps.push_back(Nest(Spatial(rest), ir::Store(out, out_index_,
+                                                      Finish(ir::Load(out, ir::DType::kFloat32, out_index_)))));
+      }
+      return Nest(prefix, ir::Block(steps));
     }
 
     // CacheWrite: the tile starts at the first surviving loop at or after the named one.
@@ -246,12 +261,28 @@ class Lowerer {
     // With every reduction loop inside the tile, the tile holds the final value.
     bool complete = outer.empty();
     Expr acc_value = ir::Load(acc, ir::DType::kFloat32, local_index);
+    // A tile that does not hold finished sums adds to the output; the epilogue then runs
+    // in the write-back of the last iteration of every reduction loop outside the tile.
+    Expr last_reduction;
+    for (const LoopPlan* l : outer) {
+      if (!l->is_reduce) continue;
+      Expr last = ir::EQ(ir::Var(l->name), ir::Sub(l->extent, ir::IntImm(1)));
+      last_reduction = last_reduction ? ir::And(last_reduction, last) : last;
+    }
     auto build_tile = [&](const std::set<std::string>& full) {
       Stmt zero = Nest(tile, ir::Store(acc, local_index, ir::FloatImm(0.0)), full);
       Stmt update = Nest(inner, ir::Store(acc, local_index, ir::Add(acc_value, value_)), full);
-      Expr written = complete ? acc_value
-                              : ir::Add(ir::Load(out, ir::DType::kFloat32, out_index_), acc_value);
-      Stmt back = Nest(tile, ir::Store(out, out_index_, written), full);
+      Stmt back;
+      if (complete) {
+        back = Nest(tile, ir::Store(out, out_index_, Finish(acc_value)), full);
+      } else {
+        Expr sum = ir::Add(ir::Load(out, ir::DType::kFloat32, out_index_), acc_value);
+        back = Nest(tile, ir::Store(out, out_index_, sum), full);
+        if (epilogue_) {
+          back = ir::IfThenElse(last_reduction,
+                                Nest(tile, ir::Store(out, out_index_, Finish(sum)), full), back);
+        }
+      }
       return ir::Allocate(acc, ir::DType::kFloat32, size, ir::Block({zero, update, back}));
     };
 
@@ -286,6 +317,7 @@ class Lowerer {
   std::map<std::string, const Schedule::SplitRecord*> parent_of_;  // child -> its split
   std::vector<LoopPlan> loops_;
   Expr out_index_, value_;
+  Expr epilogue_;  // the compute's epilogue over loop variables; null when none
 };
 
 }  // namespace

@@ -7,6 +7,19 @@
 
 namespace tuneforge {
 
+ir::Expr ReducedValue() {
+  auto node = std::make_shared<ir::ExprNode>();
+  node->kind = ir::ExprKind::kVar;
+  node->dtype = ir::DType::kFloat32;
+  node->name = "%reduced";
+  return node;
+}
+
+ir::Expr ComputeDef::ApplyEpilogue(const ir::Expr& reduced) const {
+  if (!epilogue) return reduced;
+  return ir::Substitute(epilogue, {{"%reduced", reduced}});
+}
+
 const ir::BufferParam& ComputeDef::output() const {
   for (const ir::BufferParam& p : params)
     if (p.is_output) return p;

@@ -13,9 +13,21 @@ namespace tuneforge {
 
 const std::vector<OpInfo>& KnownOps() {
   static const std::vector<OpInfo> ops = {
-      {"matmul", {"M", "N", "K"}, "C[M,N] = A[M,K] * B[K,N], row-major"},
+      {"matmul", {"M", "N", "K"}, "C[M,N] = A[M,K] * B[K,N], row-major", {}},
       {"batch_matmul", {"B", "M", "N", "K"},
-       "C[b,M,N] = A[b,M,K] * B[b,K,N] for b < B, row-major, batch outermost"},
+       "C[b,M,N] = A[b,M,K] * B[b,K,N] for b < B, row-major, batch outermost", {}},
+      {"dense", {"M", "N", "K", "bias", "relu"},
+       "inference layer Y[M,N] = act(X[M,K] * W[K,N] (+ b[N])), W and b constant; "
+       "bias=0|1, relu=0|1",
+       {{"bias", {0, 1}}, {"relu", {0, 1}}}},
+      {"conv2d", {"N", "C", "H", "W", "K", "R", "S", "stride", "pad"},
+       "inference convolution O[N,K,OH,OW] = sum_c,r,s I[N,C,H,W] * F[K,C,R,S], NCHW/OIHW, "
+       "groups 1, dilation 1, zero padding pad on every side; OH = (H+2pad-R)/stride+1",
+       {{"pad", {0, 64}}, {"stride", {1, 64}}}},
+      {"depthwise_conv2d", {"N", "C", "H", "W", "R", "S", "stride", "pad"},
+       "depthwise convolution O[N,C,OH,OW] = sum_r,s I[N,C,H,W] * F[C,R,S] (channel "
+       "multiplier 1), NCHW, zero padding pad on every side",
+       {{"pad", {0, 64}}, {"stride", {1, 64}}}},
   };
   return ops;
 }
@@ -63,11 +75,27 @@ std::string TuningTask::ToJson() const {
   return j.dump();
 }
 
+int64_t TuningTask::ConvOutH() const {
+  return (Param("H") + 2 * Param("pad") - Param("R")) / Param("stride") + 1;
+}
+
+int64_t TuningTask::ConvOutW() const {
+  return (Param("W") + 2 * Param("pad") - Param("S")) / Param("stride") + 1;
+}
+
 std::string TuningTask::WorkloadKey() const { return op_ + "-" + HashHex(CanonicalText()); }
 
 double TuningTask::Flops() const {
   if (op_ == "matmul") return 2.0 * Param("M") * Param("N") * Param("K");
   if (op_ == "batch_matmul") return 2.0 * Param("B") * Param("M") * Param("N") * Param("K");
+  // The epilogue (bias add, ReLU) is not counted: GFLOP/s compare with sgemm's.
+  if (op_ == "dense") return 2.0 * Param("M") * Param("N") * Param("K");
+  if (op_ == "conv2d") {
+    return 2.0 * Param("N") * Param("K") * ConvOutH() * ConvOutW() * Param("C") * Param("R") *
+           Param("S");
+  }
+  if (op_ == "depthwise_conv2d")
+    return 2.0 * Param("N") * Param("C") * ConvOutH() * ConvOutW() * Param("R") * Param("S");
   TF_CHECK(false, "no flop count for op ", op_);
 }
 
@@ -79,6 +107,20 @@ int64_t TuningTask::BufferBytes() const {
   if (op_ == "batch_matmul") {
     int64_t b = Param("B"), m = Param("M"), n = Param("N"), k = Param("K");
     return 4 * b * (m * k + k * n + m * n);
+  }
+  if (op_ == "dense") {
+    int64_t m = Param("M"), n = Param("N"), k = Param("K");
+    return 4 * (m * k + k * n + Param("bias") * n + m * n);
+  }
+  if (op_ == "conv2d") {
+    int64_t n = Param("N"), c = Param("C"), k = Param("K");
+    return 4 * (n * c * Param("H") * Param("W") + k * c * Param("R") * Param("S") +
+                n * k * ConvOutH() * ConvOutW());
+  }
+  if (op_ == "depthwise_conv2d") {
+    int64_t n = Param("N"), c = Param("C");
+    return 4 * (n * c * Param("H") * Param("W") + c * Param("R") * Param("S") +
+                n * c * ConvOutH() * ConvOutW());
   }
   TF_CHECK(false, "no buffer size for op ", op_);
 }
@@ -104,7 +146,14 @@ absl::StatusOr<TuningTask> MakeTask(const std::string& op,
     if (!given.emplace(k, v).second) {
       return absl::InvalidArgumentError("parameter '" + k + "' given twice");
     }
-    if (v < 1) {
+    auto range = info->ranges.find(k);
+    if (range != info->ranges.end()) {
+      auto [lo, hi] = range->second;
+      if (v < lo || v > hi) {
+        return absl::InvalidArgumentError("parameter " + k + "=" + std::to_string(v) + " must be in " +
+                                          std::to_string(lo) + ".." + std::to_string(hi));
+      }
+    } else if (v < 1) {
       return absl::InvalidArgumentError("parameter " + k + "=" + std::to_string(v) +
                                         " must be at least 1");
     }
@@ -122,6 +171,26 @@ absl::StatusOr<TuningTask> MakeTask(const std::string& op,
       return absl::InvalidArgumentError("missing parameter " + p + " (usage: " + Usage(*info) + ")");
     }
     task.params_.emplace_back(p, it->second);
+  }
+  if (op == "conv2d" || op == "depthwise_conv2d") {
+    const int64_t pad = task.Param("pad");
+    if (task.Param("H") + 2 * pad < task.Param("R") || task.Param("W") + 2 * pad < task.Param("S")) {
+      return absl::InvalidArgumentError("the " + std::to_string(task.Param("R")) + "x" +
+                                        std::to_string(task.Param("S")) +
+                                        " filter is larger than the padded input of " +
+                                        task.CanonicalText());
+    }
+    if (task.Param("R") > 64 || task.Param("S") > 64)
+      return absl::InvalidArgumentError("filter sizes R and S must be at most 64");
+    // Four-factor products may overflow int64: estimate in double first.
+    double n = static_cast<double>(task.Param("N")), c = static_cast<double>(task.Param("C"));
+    double k = op == "conv2d" ? static_cast<double>(task.Param("K")) : 1.0;
+    double hw = static_cast<double>(task.Param("H") + 2 * pad) * static_cast<double>(task.Param("W") + 2 * pad);
+    double rs = static_cast<double>(task.Param("R") * task.Param("S"));
+    if (4.0 * (n * c * hw * (1.0 + k) + k * c * rs) > static_cast<double>(kMaxTaskBytes)) {
+      return absl::InvalidArgumentError("task '" + task.CanonicalText() + "' needs more than " +
+                                        std::to_string(kMaxTaskBytes >> 20) + " MiB of buffers");
+    }
   }
   // Products of dims up to 2^20 each fit in int64 for three factors (2^60).
   if (task.BufferBytes() > kMaxTaskBytes) {

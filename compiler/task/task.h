@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,8 @@ struct OpInfo {
   std::string name;
   std::vector<std::string> params;  // canonical order
   std::string summary;              // one line for --help and errors
+  // Allowed range of a parameter when it is not [1, kMaxDim] (flags 0|1, padding).
+  std::map<std::string, std::pair<int64_t, int64_t>> ranges;
 };
 const std::vector<OpInfo>& KnownOps();
 
@@ -40,6 +43,9 @@ class TuningTask {
   std::string WorkloadKey() const;  // "<op>-" + hash of the canonical text
   double Flops() const;             // floating-point operations of one run
   int64_t BufferBytes() const;      // inputs + output
+  // conv2d / depthwise_conv2d: output height and width.
+  int64_t ConvOutH() const;
+  int64_t ConvOutW() const;
 
  private:
   friend absl::StatusOr<TuningTask> MakeTask(const std::string&, std::vector<std::pair<std::string, int64_t>>, const std::string&);

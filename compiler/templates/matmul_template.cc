@@ -23,19 +23,24 @@ ComputeDef MatmulPackedCompute(int64_t m, int64_t n, int64_t k, int64_t panel) {
 //   B.packed[b*K*N + (j / panel)*K*panel + k*panel + j % panel] = B[b*K*N + k*N + j]
 // with axes jp (panel) and jr (column in the panel) instead of j; panel divides n.
 ComputeDef BatchMatmulCompute(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t panel) {
+  return GemmCompute(batch ? "batch_matmul" : "matmul", GemmBuffers{}, batch, m, n, k, panel);
+}
+
+ComputeDef GemmCompute(const std::string& name, const GemmBuffers& names, int64_t batch, int64_t m,
+                       int64_t n, int64_t k, int64_t panel) {
   using namespace ir;  // NOLINT: the expression builders read like math here.
   TF_CHECK(panel == 0 || n % panel == 0, "panel ", panel, " must divide N ", n);
   ComputeDef def;
-  def.name = batch ? "batch_matmul" : "matmul";
+  def.name = name;
   std::vector<int64_t> lead = batch ? std::vector<int64_t>{batch} : std::vector<int64_t>{};
   auto shape = [&](std::vector<int64_t> dims) {
     dims.insert(dims.begin(), lead.begin(), lead.end());
     return dims;
   };
-  def.params = {BufferParam{"A", DType::kFloat32, shape({m, k}), false},
-                panel ? BufferParam{"B.packed", DType::kFloat32, shape({n / panel, k, panel}), false}
-                      : BufferParam{"B", DType::kFloat32, shape({k, n}), false},
-                BufferParam{"C", DType::kFloat32, shape({m, n}), true}};
+  def.params = {BufferParam{names.a, DType::kFloat32, shape({m, k}), false},
+                panel ? BufferParam{names.b_packed, DType::kFloat32, shape({n / panel, k, panel}), false}
+                      : BufferParam{names.b, DType::kFloat32, shape({k, n}), false},
+                BufferParam{names.c, DType::kFloat32, shape({m, n}), true}};
   Expr b = batch ? Var("b") : IntImm(0);
   if (batch) def.axes.push_back({"b", batch, false});
   Expr i = Var("i"), kk = Var("k"), j, b_index;
@@ -52,27 +57,25 @@ ComputeDef BatchMatmulCompute(int64_t batch, int64_t m, int64_t n, int64_t k, in
   }
   def.axes.push_back({"k", k, true});
   def.output_index = Add(Mul(b, IntImm(m * n)), Add(Mul(i, IntImm(n)), j));
-  def.value = Mul(Load("A", DType::kFloat32, Add(Mul(b, IntImm(m * k)), Add(Mul(i, IntImm(k)), kk))),
-                  Load(panel ? "B.packed" : "B", DType::kFloat32,
+  def.value = Mul(Load(names.a, DType::kFloat32, Add(Mul(b, IntImm(m * k)), Add(Mul(i, IntImm(k)), kk))),
+                  Load(panel ? names.b_packed : names.b, DType::kFloat32,
                        Add(Mul(b, IntImm(k * n)), b_index)));
   return def;
 }
 
-namespace {
-
-// The copy of B into B.packed (see BatchMatmulCompute): matrices, then panels (on
-// the thread pool when `parallel`), then rows of the panel, then the panel's columns
-// as `vecs` unrolled vectors of `lanes` — contiguous on both sides.
-ir::Stmt PackBNest(int64_t batch, int64_t n, int64_t k, int64_t lanes, int64_t vecs,
-                   bool parallel) {
+// The copy of B into B.packed (see GemmCompute): matrices, then panels (on the thread
+// pool when `parallel`), then rows of the panel, then the panel's columns as `vecs`
+// unrolled vectors of `lanes` — contiguous on both sides.
+ir::Stmt PackBNest(const GemmBuffers& names, int64_t batch, int64_t n, int64_t k, int64_t lanes,
+                   int64_t vecs, bool parallel) {
   using namespace ir;  // NOLINT
   const int64_t panel = lanes * vecs;
   Expr b = Var("p.b"), jp = Var("p.j"), kk = Var("p.k"), jv = Var("p.v"), jl = Var("p.l");
   Expr col = Add(Mul(jv, IntImm(lanes)), jl);
   Expr base = Mul(b, IntImm(k * n));
-  Stmt s = Store("B.packed",
+  Stmt s = Store(names.b_packed,
                  Add(base, Add(Add(Mul(jp, IntImm(k * panel)), Mul(kk, IntImm(panel))), col)),
-                 Load("B", DType::kFloat32,
+                 Load(names.b, DType::kFloat32,
                       Add(base, Add(Mul(kk, IntImm(n)), Add(Mul(jp, IntImm(panel)), col)))));
   s = For("p.l", IntImm(lanes), lanes, lanes > 1 ? ForKind::kVectorized : ForKind::kSerial, s);
   s = For("p.v", IntImm(vecs), vecs, ForKind::kUnrolled, s);
@@ -80,6 +83,8 @@ ir::Stmt PackBNest(int64_t batch, int64_t n, int64_t k, int64_t lanes, int64_t v
   s = For("p.j", IntImm(n / panel), n / panel, parallel ? ForKind::kParallel : ForKind::kSerial, s);
   return For("p.b", IntImm(batch), batch, ForKind::kSerial, s);
 }
+
+namespace {
 
 // Register budget of one tile (accumulators); AVX-512 has 32 vector registers and
 // the tile also needs a broadcast of A and a load of B.
@@ -100,7 +105,7 @@ std::vector<json> TileKValues(int64_t k) {
   return out;
 }
 
-absl::Status CheckMatmul(const Config& c, int64_t m, int64_t n) {
+absl::Status CheckGemm(const Config& c, int64_t m, int64_t n, const std::string& pack_knob) {
   int64_t ri = c.Int("tile_i_reg"), lanes = c.Int("vec_lanes"), vecs = c.Int("tile_j_vecs");
   int64_t bi = c.Int("tile_i_blocks"), bj = c.Int("tile_j_blocks");
   int64_t tk = c.Int("tile_k"), u = c.Int("unroll_k");
@@ -118,43 +123,10 @@ absl::Status CheckMatmul(const Config& c, int64_t m, int64_t n) {
     return absl::InvalidArgumentError("register tile needs more than " +
                                       std::to_string(kMaxAccumulatorVectors) + " registers");
   if (u * ri * vecs > 128) return absl::InvalidArgumentError("unrolled body too large");
-  if (c.Int("pack_b") && n % rj != 0)
-    return absl::InvalidArgumentError("pack_b: the register tile width must divide N");
+  if (c.Int(pack_knob) && n % rj != 0)
+    return absl::InvalidArgumentError(pack_knob + ": the register tile width must divide N");
   return absl::OkStatus();
 }
-
-}  // namespace
-
-ConfigSpace MatmulTemplate::Space(const TuningTask& task, const Target& target) const {
-  int64_t m = task.Param("M"), n = task.Param("N"), k = task.Param("K");
-  std::vector<Knob> knobs = {
-      {"tile_i_reg", IntsUpTo({1, 2, 3, 4, 6, 8}, m), "rows of C in the register tile"},
-      {"vec_lanes", IntsUpTo({1, 4, 8, 16}, std::min<int64_t>(n, target.MaxF32Lanes())),
-       "float32 lanes per vector (1 = scalar)"},
-      {"tile_j_vecs", IntsUpTo({1, 2, 3, 4}, n), "vectors per row of the register tile"},
-      {"tile_i_blocks", IntsUpTo({1, 2, 4, 8, 16, 32}, m), "register tiles per cache tile, rows"},
-      {"tile_j_blocks", IntsUpTo({1, 2, 4, 8, 16}, n), "register tiles per cache tile, columns"},
-      {"tile_k", TileKValues(k), "reduction length of a cache tile"},
-      {"unroll_k", IntsUpTo({1, 2, 4}, k), "unroll factor of the inner reduction loop"},
-      {"loop_order", {"ijk", "jik", "ikj"}, "order of the cache-tile loops"},
-      {"parallel", {0, 1}, "run the outermost loop on the runtime thread pool"},
-      {"accumulate", {"memory", "registers"}, "accumulate the register tile locally"},
-      {"pack_b", {0, 1}, "copy B into contiguous panels of the register tile's width first",
-       /*default_value=*/0},  // new in matmul_cpu v2: v1 configs did not pack
-  };
-  return ConfigSpace(std::move(knobs),
-                     [m, n](const Config& c) { return CheckMatmul(c, m, n); });
-}
-
-Config MatmulTemplate::Naive(const TuningTask& task, const Target& target) const {
-  std::vector<json> tk = TileKValues(task.Param("K"));
-  return Config(json{{"tile_i_reg", 1}, {"vec_lanes", 1}, {"tile_j_vecs", 1},
-                     {"tile_i_blocks", 1}, {"tile_j_blocks", 1}, {"tile_k", tk.back()},
-                     {"unroll_k", 1}, {"loop_order", "ijk"}, {"parallel", 0},
-                     {"accumulate", "memory"}, {"pack_b", 0}});
-}
-
-namespace {
 
 // The candidate value of `knob` closest to `want` from below (the smallest when all
 // are above); knobs are int-valued and listed in increasing order.
@@ -172,14 +144,42 @@ int64_t NearestBelow(const ConfigSpace& space, const std::string& knob, int64_t 
 
 }  // namespace
 
+ConfigSpace GemmSpace(int64_t m, int64_t n, int64_t k, const Target& target, const Knob& pack) {
+  std::vector<Knob> knobs = {
+      {"tile_i_reg", IntsUpTo({1, 2, 3, 4, 6, 8}, m), "rows of C in the register tile"},
+      {"vec_lanes", IntsUpTo({1, 4, 8, 16}, std::min<int64_t>(n, target.MaxF32Lanes())),
+       "float32 lanes per vector (1 = scalar)"},
+      {"tile_j_vecs", IntsUpTo({1, 2, 3, 4}, n), "vectors per row of the register tile"},
+      {"tile_i_blocks", IntsUpTo({1, 2, 4, 8, 16, 32}, m), "register tiles per cache tile, rows"},
+      {"tile_j_blocks", IntsUpTo({1, 2, 4, 8, 16}, n), "register tiles per cache tile, columns"},
+      {"tile_k", TileKValues(k), "reduction length of a cache tile"},
+      {"unroll_k", IntsUpTo({1, 2, 4}, k), "unroll factor of the inner reduction loop"},
+      {"loop_order", {"ijk", "jik", "ikj"}, "order of the cache-tile loops"},
+      {"parallel", {0, 1}, "run the outermost loop on the runtime thread pool"},
+      {"accumulate", {"memory", "registers"}, "accumulate the register tile locally"},
+      pack,
+  };
+  const std::string pack_knob = pack.name;
+  return ConfigSpace(std::move(knobs),
+                     [m, n, pack_knob](const Config& c) { return CheckGemm(c, m, n, pack_knob); });
+}
+
+Config GemmNaive(int64_t k, const std::string& pack_knob) {
+  std::vector<json> tk = TileKValues(k);
+  return Config(json{{"tile_i_reg", 1}, {"vec_lanes", 1}, {"tile_j_vecs", 1},
+                     {"tile_i_blocks", 1}, {"tile_j_blocks", 1}, {"tile_k", tk.back()},
+                     {"unroll_k", 1}, {"loop_order", "ijk"}, {"parallel", 0},
+                     {"accumulate", "memory"}, {pack_knob, 0}});
+}
+
 // The classic CPU GEMM shape: a register tile of ri x (vecs * lanes) accumulators
 // (6x4 or 8x3 vectors fill AVX-512's 32 registers with room for the A broadcast and
 // B load), an L1-sized reduction slice (tile_k 128..256), a cache tile of about
 // 96 rows x 256 columns for L2, and the outermost loop parallel when the target has
 // threads. ijk and jik so that a short M still has parallel work; packed B where it
 // is valid, and a few serial variants for problems too small to share.
-std::vector<Config> MatmulTemplate::Heuristics(const TuningTask& task, const Target& target) const {
-  ConfigSpace space = Space(task, target);
+std::vector<Config> GemmHeuristics(const ConfigSpace& space, const Target& target,
+                                   const std::string& pack_knob) {
   std::vector<Config> out;
   auto add = [&](Config c) {
     if (space.Check(c).ok() && std::find(out.begin(), out.end(), c) == out.end())
@@ -202,11 +202,11 @@ std::vector<Config> MatmulTemplate::Heuristics(const TuningTask& task, const Tar
                     {"tile_i_blocks", bi}, {"tile_j_blocks", bj}, {"tile_k", tk},
                     {"unroll_k", u}, {"loop_order", order},
                     {"parallel", target.num_threads > 1 ? 1 : 0},
-                    {"accumulate", "registers"}, {"pack_b", 0}};
+                    {"accumulate", "registers"}, {pack_knob, 0}};
           if (space.Check(Config(base)).ok()) {
             // Packed B first where the panel fits N: contiguous, TLB-friendly reads.
             json packed = base;
-            packed["pack_b"] = 1;
+            packed[pack_knob] = 1;
             add(Config(packed));
             add(Config(base));
             break;
@@ -232,6 +232,58 @@ std::vector<Config> MatmulTemplate::Heuristics(const TuningTask& task, const Tar
   return out;
 }
 
+absl::Status ScheduleGemm(Schedule* s, const Config& c, bool packed, int64_t batch,
+                          const Target& target) {
+  int64_t ri = c.Int("tile_i_reg"), lanes = c.Int("vec_lanes"), vecs = c.Int("tile_j_vecs");
+  int64_t ti = ri * c.Int("tile_i_blocks"), rj = lanes * vecs, tj = rj * c.Int("tile_j_blocks");
+  int64_t tk = c.Int("tile_k"), u = c.Int("unroll_k");
+  RETURN_IF_ERROR(s->Split("i", ti, "i.o", "i.1"));
+  RETURN_IF_ERROR(s->Split("i.1", ri, "i.m", "i.r"));
+  if (packed) {  // the panel is the register tile's width: j = jp * rj + jr
+    RETURN_IF_ERROR(s->Split("jp", c.Int("tile_j_blocks"), "j.o", "j.m"));
+    RETURN_IF_ERROR(s->Split("jr", lanes, "j.v", "j.l"));
+  } else {
+    RETURN_IF_ERROR(s->Split("j", tj, "j.o", "j.1"));
+    RETURN_IF_ERROR(s->Split("j.1", rj, "j.m", "j.r"));
+    RETURN_IF_ERROR(s->Split("j.r", lanes, "j.v", "j.l"));
+  }
+  RETURN_IF_ERROR(s->Split("k", tk, "k.o", "k.1"));
+  RETURN_IF_ERROR(s->Split("k.1", u, "k.m", "k.u"));
+  std::string order = c.Str("loop_order");
+  std::vector<std::string> outer = order == "ijk"   ? std::vector<std::string>{"i.o", "j.o", "k.o"}
+                                   : order == "jik" ? std::vector<std::string>{"j.o", "i.o", "k.o"}
+                                                    : std::vector<std::string>{"i.o", "k.o", "j.o"};
+  std::vector<std::string> all = outer;
+  if (batch) all.insert(all.begin(), "b");
+  for (const char* l : {"i.m", "j.m", "k.m", "k.u", "i.r", "j.v", "j.l"}) all.push_back(l);
+  RETURN_IF_ERROR(s->Reorder(all));
+  RETURN_IF_ERROR(s->Unroll("k.u"));
+  RETURN_IF_ERROR(s->Unroll("i.r"));
+  RETURN_IF_ERROR(s->Unroll("j.v"));
+  if (lanes > 1) RETURN_IF_ERROR(s->Vectorize("j.l"));
+  // Batches are independent and equal: share them out when there are enough.
+  const bool parallel_batch = batch >= 2 * target.num_threads;
+  if (c.Int("parallel")) RETURN_IF_ERROR(s->Parallel(parallel_batch ? "b" : outer[0]));
+  if (c.Str("accumulate") == "registers") RETURN_IF_ERROR(s->CacheWrite("k.m"));
+  return absl::OkStatus();
+}
+
+ConfigSpace MatmulTemplate::Space(const TuningTask& task, const Target& target) const {
+  return GemmSpace(task.Param("M"), task.Param("N"), task.Param("K"), target,
+                   {"pack_b", {0, 1},
+                    "copy B into contiguous panels of the register tile's width first",
+                    /*default_value=*/0});  // new in matmul_cpu v2: v1 configs did not pack
+}
+
+Config MatmulTemplate::Naive(const TuningTask& task, const Target& target) const {
+  (void)target;
+  return GemmNaive(task.Param("K"), "pack_b");
+}
+
+std::vector<Config> MatmulTemplate::Heuristics(const TuningTask& task, const Target& target) const {
+  return GemmHeuristics(Space(task, target), target, "pack_b");
+}
+
 absl::StatusOr<ir::LoweredFunc> MatmulTemplate::Instantiate(const TuningTask& task,
                                                             const Target& target,
                                                             const Config& config) const {
@@ -241,41 +293,12 @@ absl::StatusOr<ir::LoweredFunc> MatmulTemplate::Instantiate(const TuningTask& ta
   RETURN_IF_ERROR(space.Check(config));
   const Config c = space.WithDefaults(config);
   int64_t m = task.Param("M"), n = task.Param("N"), k = task.Param("K");
-  int64_t ri = c.Int("tile_i_reg"), lanes = c.Int("vec_lanes"), vecs = c.Int("tile_j_vecs");
-  int64_t ti = ri * c.Int("tile_i_blocks"), rj = lanes * vecs, tj = rj * c.Int("tile_j_blocks");
-  int64_t tk = c.Int("tile_k"), u = c.Int("unroll_k");
+  int64_t lanes = c.Int("vec_lanes"), vecs = c.Int("tile_j_vecs");
   const int64_t batch = batched_ ? task.Param("B") : 0;
 
   const bool pack = c.Int("pack_b") == 1;
-  Schedule s(BatchMatmulCompute(batch, m, n, k, pack ? rj : 0));
-  RETURN_IF_ERROR(s.Split("i", ti, "i.o", "i.1"));
-  RETURN_IF_ERROR(s.Split("i.1", ri, "i.m", "i.r"));
-  if (pack) {  // the panel is the register tile's width: j = jp * rj + jr
-    RETURN_IF_ERROR(s.Split("jp", c.Int("tile_j_blocks"), "j.o", "j.m"));
-    RETURN_IF_ERROR(s.Split("jr", lanes, "j.v", "j.l"));
-  } else {
-    RETURN_IF_ERROR(s.Split("j", tj, "j.o", "j.1"));
-    RETURN_IF_ERROR(s.Split("j.1", rj, "j.m", "j.r"));
-    RETURN_IF_ERROR(s.Split("j.r", lanes, "j.v", "j.l"));
-  }
-  RETURN_IF_ERROR(s.Split("k", tk, "k.o", "k.1"));
-  RETURN_IF_ERROR(s.Split("k.1", u, "k.m", "k.u"));
-  std::string order = c.Str("loop_order");
-  std::vector<std::string> outer = order == "ijk"   ? std::vector<std::string>{"i.o", "j.o", "k.o"}
-                                   : order == "jik" ? std::vector<std::string>{"j.o", "i.o", "k.o"}
-                                                    : std::vector<std::string>{"i.o", "k.o", "j.o"};
-  std::vector<std::string> all = outer;
-  if (batched_) all.insert(all.begin(), "b");
-  for (const char* l : {"i.m", "j.m", "k.m", "k.u", "i.r", "j.v", "j.l"}) all.push_back(l);
-  RETURN_IF_ERROR(s.Reorder(all));
-  RETURN_IF_ERROR(s.Unroll("k.u"));
-  RETURN_IF_ERROR(s.Unroll("i.r"));
-  RETURN_IF_ERROR(s.Unroll("j.v"));
-  if (lanes > 1) RETURN_IF_ERROR(s.Vectorize("j.l"));
-  // Batches are independent and equal: share them out when there are enough.
-  const bool parallel_batch = batch >= 2 * target.num_threads;
-  if (c.Int("parallel")) RETURN_IF_ERROR(s.Parallel(parallel_batch ? "b" : outer[0]));
-  if (c.Str("accumulate") == "registers") RETURN_IF_ERROR(s.CacheWrite("k.m"));
+  Schedule s(BatchMatmulCompute(batch, m, n, k, pack ? lanes * vecs : 0));
+  RETURN_IF_ERROR(ScheduleGemm(&s, c, pack, batch, target));
   ASSIGN_OR_RETURN(ir::LoweredFunc func, Lower(s, KernelSymbol(task, *this, config)));
   if (!pack) return func;
   // The entry point still takes B; B.packed is scratch filled first, inside the
@@ -286,7 +309,8 @@ absl::StatusOr<ir::LoweredFunc> MatmulTemplate::Instantiate(const TuningTask& ta
       false};
   func.body = ir::Allocate(
       "B.packed", ir::DType::kFloat32, nb * k * n,
-      ir::Block({PackBNest(nb, n, k, lanes, vecs, c.Int("parallel") && target.num_threads > 1),
+      ir::Block({PackBNest(GemmBuffers{}, nb, n, k, lanes, vecs,
+                           c.Int("parallel") && target.num_threads > 1),
                  func.body}),
       ir::MemoryScope::kHeap);
   return func;

@@ -14,15 +14,40 @@
 #pragma once
 
 #include "compiler/schedule/compute.h"
+#include "compiler/schedule/schedule.h"
 #include "compiler/templates/template.h"
 
 namespace tuneforge {
+
+// Buffer names of a GEMM-shaped compute: C = A * B, with B read from `b_packed`
+// when the schedule packs it into column panels.
+struct GemmBuffers {
+  std::string a = "A", b = "B", b_packed = "B.packed", c = "C";
+};
 
 ComputeDef MatmulCompute(int64_t m, int64_t n, int64_t k);
 // The same with B read from column panels of width `panel` (knob pack_b).
 ComputeDef MatmulPackedCompute(int64_t m, int64_t n, int64_t k, int64_t panel);
 // Both, with a batch axis when batch >= 1 (batch == 0: matmul); panel 0 = unpacked.
 ComputeDef BatchMatmulCompute(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t panel);
+ComputeDef GemmCompute(const std::string& name, const GemmBuffers& names, int64_t batch, int64_t m,
+                       int64_t n, int64_t k, int64_t panel);
+
+// The pieces the GEMM-shaped templates (matmul, batch_matmul, dense) share. The space's
+// knobs are the ones below plus `pack` (0/1: read B from panels of the register
+// tile's width), whose name and meaning differ per template.
+ConfigSpace GemmSpace(int64_t m, int64_t n, int64_t k, const Target& target, const Knob& pack);
+Config GemmNaive(int64_t k, const std::string& pack_knob);
+std::vector<Config> GemmHeuristics(const ConfigSpace& space, const Target& target,
+                                   const std::string& pack_knob);
+// Splits, orders, unrolls, vectorises and parallelises a GemmCompute schedule for `c`;
+// `packed` when the compute reads panels (axes jp, jr instead of j).
+absl::Status ScheduleGemm(Schedule* s, const Config& c, bool packed, int64_t batch,
+                          const Target& target);
+// The copy of `names.b` into panels `names.b_packed` of lanes * vecs columns
+// (batch >= 1 matrices); the panel loop on the thread pool when `parallel`.
+ir::Stmt PackBNest(const GemmBuffers& names, int64_t batch, int64_t n, int64_t k, int64_t lanes,
+                   int64_t vecs, bool parallel);
 
 class MatmulTemplate : public Template {
  public:

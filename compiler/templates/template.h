@@ -32,6 +32,9 @@ class Template {
     (void)target;
     return {};
   }
+  // True when the template's kernels have a prepack entry (LoweredFunc::prepack) that
+  // fills buffers from constant inputs before the timed runs (dense's packed weights).
+  virtual bool HasPrepack() const { return false; }
   // Checks the config against the space, schedules and lowers. InvalidArgument for
   // an invalid config.
   virtual absl::StatusOr<ir::LoweredFunc> Instantiate(const TuningTask& task, const Target& target,

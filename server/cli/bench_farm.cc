@@ -6,13 +6,15 @@
 // through the TuningService. The server builds with a fake Builder that returns a
 // tiny fixed artifact: an LLVM build (~80 ms) would otherwise be what is measured.
 //
-// Each simulated agent measures `--agent-slots` requests at once (default 1, as
-// tuneforge-agent's default --workers 1) and queues the rest in arrival order; with
-// 0 it starts every request's sleep when it arrives. A lease's time from dispatch
-// to result minus the sleep is the dispatch overhead: time on the server, the
-// network, and (with slots) waiting in the agent's queue behind requests leased
-// ahead of it, which the benchmark also reports on its own. Figures are printed,
-// never asserted.
+// Each simulated agent registers with `workers` = `--agent-slots` (default 1, as
+// tuneforge-agent's default --workers 1; 0: the most the server allows, 256), so the
+// server leases it at most that many requests at once; it heartbeats every interval
+// the server asks for, naming the requests it holds, like tuneforge-agent. The
+// server runs without golden-kernel checks (--no-golden-check): the agents only
+// simulate. A lease's time from dispatch to result minus the sleep is the dispatch
+// overhead: time on the server and the network, and any wait in the agent's own
+// queue (none while the server respects `workers`; reported on its own). Figures are
+// printed, never asserted.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -28,6 +30,7 @@
 #include <filesystem>
 #include <mutex>
 #include <queue>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -62,8 +65,8 @@ constexpr const char* kUsage =
     "  --measurements  trials over all jobs (default 5000); each job also measures its\n"
     "                  baseline and re-measures its top 3 twice\n"
     "  --sleep-ms      simulated measurement time (default 5)\n"
-    "  --agent-slots   requests each agent measures at once (default 1, like\n"
-    "                  tuneforge-agent; 0: every request starts when it arrives)\n"
+    "  --agent-slots   requests each agent measures at once, sent as its workers\n"
+    "                  (default 1, like tuneforge-agent; 0: 256, the most allowed)\n"
     "  --batch         candidates per round of each job (default 0: the server's\n"
     "                  default, 2 x the connected agents of the key)\n"
     "  --task          task of job 0; job j adds j to its N (distinct workloads)\n"
@@ -167,6 +170,7 @@ bool ReadAll(int fd, void* data, size_t n) {
   options.db_path = db;
   options.builder = std::make_shared<FakeBuilder>();
   options.dispatch_observer = &recorder;
+  options.golden_check = false;  // --no-golden-check: simulated agents only sleep
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options);
   int port = server.ok() ? (*server)->port() : -1;
   if (!server.ok()) TF_LOG(Error) << server.status();
@@ -212,10 +216,12 @@ class SimulatedFarm {
       req.mutable_capabilities()->set_cores(1);
       req.mutable_capabilities()->set_agent_version("bench-farm");
       req.mutable_capabilities()->set_hostname("sim-" + std::to_string(i));
+      req.set_workers(slots_ > 0 ? slots_ : kMaxWorkers);
       v1::RegisterResponse resp;
       grpc::Status st = a.stub->Register(&ctx, req, &resp);
       if (!st.ok()) return absl::UnavailableError("register: " + st.error_message());
       a.id = resp.agent_id();
+      if (resp.heartbeat_interval_ms() > 0) heartbeat_ms_ = resp.heartbeat_interval_ms();
       a.stream = a.stub->Connect(&a.context);
       v1::AgentMessage hello;
       hello.set_hello_agent_id(a.id);
@@ -223,6 +229,7 @@ class SimulatedFarm {
       a.reader = std::thread([this, &a] { ReadLoop(&a); });
     }
     timer_ = std::thread([this] { TimerLoop(); });
+    heartbeat_ = std::thread([this] { HeartbeatLoop(); });
     return absl::OkStatus();
   }
 
@@ -234,6 +241,7 @@ class SimulatedFarm {
       cv_.notify_all();
     }
     if (timer_.joinable()) timer_.join();
+    if (heartbeat_.joinable()) heartbeat_.join();
     for (auto& a : agents_) a->context.TryCancel();
     for (auto& a : agents_)
       if (a->reader.joinable()) a->reader.join();
@@ -255,6 +263,7 @@ class SimulatedFarm {
     std::mutex write_mu;
     std::thread reader;
     int busy = 0;                                   // GUARDED_BY(SimulatedFarm::mu_)
+    std::set<std::string> held;  // received, not yet answered; GUARDED_BY(SimulatedFarm::mu_)
     std::deque<std::pair<std::string, Clock::time_point>> waiting;  // GUARDED_BY(mu_)
   };
   struct Due {
@@ -273,6 +282,7 @@ class SimulatedFarm {
       Clock::time_point now = Clock::now();
       if (!any_request_) first_request_ = now;
       any_request_ = true;
+      a->held.insert(msg.request().request_id());
       if (slots_ > 0 && a->busy >= slots_) {
         a->waiting.emplace_back(msg.request().request_id(), now);
         continue;
@@ -317,6 +327,7 @@ class SimulatedFarm {
         d.agent->stream->Write(out);
       }
       lock.lock();
+      d.agent->held.erase(d.request_id);
       ++results_;
       last_result_ = Clock::now();
       --d.agent->busy;
@@ -328,12 +339,38 @@ class SimulatedFarm {
     }
   }
 
+  // Every heartbeat interval, each agent names the requests it holds (renewing their
+  // leases), as tuneforge-agent does; without it the server would expire the leases
+  // and call the agents lost.
+  void HeartbeatLoop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!cv_.wait_for(lock, std::chrono::milliseconds(heartbeat_ms_), [this] { return stopped_; })) {
+      std::vector<std::pair<SimAgent*, v1::AgentMessage>> beats;
+      for (auto& a : agents_) {
+        v1::AgentMessage m;
+        m.mutable_heartbeat()->set_unix_ms(NowUnixUs() / 1000);
+        m.mutable_heartbeat()->set_busy(a->busy);
+        for (const std::string& id : a->held) m.mutable_heartbeat()->add_request_ids(id);
+        beats.emplace_back(a.get(), std::move(m));
+      }
+      lock.unlock();
+      for (auto& [a, m] : beats) {
+        std::lock_guard<std::mutex> w(a->write_mu);
+        a->stream->Write(m);
+      }
+      lock.lock();
+    }
+  }
+
+  static constexpr int kMaxWorkers = 256;  // AgentRegistry's bound on workers
   std::string address_;
   grpc::ChannelArguments channel_args_;
   std::chrono::microseconds sleep_;
   int slots_;  // 0: unlimited
   std::vector<std::unique_ptr<SimAgent>> agents_;
   std::thread timer_;
+  std::thread heartbeat_;
+  int heartbeat_ms_ = 2000;  // from RegisterResponse; set before the threads start
   std::mutex mu_;
   std::condition_variable cv_;
   std::priority_queue<Due, std::vector<Due>, std::greater<Due>> due_;  // GUARDED_BY(mu_)

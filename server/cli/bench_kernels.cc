@@ -11,7 +11,9 @@
 //   3. time that kernel and the vendor library ALTERNATELY (sample of one, sample of
 //      the other, ...), medians of both, so drift on a shared machine hits both sides.
 // Vendor: OpenBLAS cblas_sgemm (row-major, openblas_set_num_threads = threads) for
-// matmul, and one cblas_sgemm per matrix for batch_matmul. The vendor output is checked against the reference too.
+// matmul, one cblas_sgemm per matrix for batch_matmul, cblas_sgemm plus a bias/ReLU
+// loop for dense (tuneforge's dense packs its weights once, untimed; OpenBLAS packs
+// inside every call). The vendor output is checked against the reference too.
 //
 // Nothing here is asserted: the figures are for people (BENCHMARKS.md).
 #include <cblas.h>
@@ -44,6 +46,7 @@
 #include "compiler/task/task.h"
 #include "compiler/templates/template.h"
 #include "nlohmann/json.hpp"
+#include "server/cli/bench_dnnl.h"
 #include "server/cli/commands.h"
 #include "server/cli/flags.h"
 #include "tuner/search_policy.h"
@@ -54,14 +57,18 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kBenchKernelsUsage =
-    "usage: tuneforge bench kernels [--suite quick|full|smoke] [--task TEXT] [--trials N]\n"
+    "usage: tuneforge bench kernels [--suite quick|full|conv|depthwise|smoke] [--task TEXT]\n"
+    "                               [--trials N]\n"
     "                               [--threads 1,2] [--min-sample-ms MS] [--seed S] [--json]\n"
     "  Tunes each case of the suite in process (template heuristics + N random configs),\n"
-    "  then times the best kernel and the vendor library (OpenBLAS cblas_sgemm)\n"
+    "  then times the best kernel and the vendor library (OpenBLAS cblas_sgemm; oneDNN\n"
+    "  for convolutions, layout reorders untimed on both sides)\n"
     "  alternately and prints tuneforge GFLOP/s, vendor GFLOP/s, their ratio and the\n"
     "  geometric mean of the ratios per operator and thread count.\n"
-    "  --suite    quick (default, a few minutes on 2 cores), full (every case of issue 3\n"
-    "             that has a template), smoke (tiny, for tests)\n"
+    "  --suite    quick (default, a few minutes on 2 cores: matmul, batch_matmul, dense),\n"
+    "             full (the matmul family at 200 trials), conv (ResNet-18 conv2d layers vs\n"
+    "             oneDNN), depthwise (MobileNet-V2 depthwise layers vs oneDNN), smoke (tiny,\n"
+    "             for tests)\n"
     "  --task     benchmark this one task instead of a suite\n"
     "  --trials   random configs per case on top of the heuristics (suite default)\n"
     "  --threads  comma-separated thread counts (default 1,2)\n"
@@ -76,19 +83,42 @@ struct Suite {
 
 const std::vector<Suite>& Suites() {
   static const auto* suites = new std::vector<Suite>{
-      {"smoke", {"matmul M=37 N=64 K=29", "matmul M=1 N=100 K=64", "batch_matmul B=3 M=5 N=32 K=9"},
+      {"smoke", {"matmul M=37 N=64 K=29", "matmul M=1 N=100 K=64", "batch_matmul B=3 M=5 N=32 K=9",
+        "dense M=13 N=32 K=20 bias=1 relu=1",
+        "conv2d N=1 C=16 H=9 W=9 K=32 R=3 S=3 stride=1 pad=1",
+        "depthwise_conv2d N=1 C=32 H=10 W=10 R=3 S=3 stride=2 pad=1"},
        3, 2},
       {"quick",
        {"matmul M=1024 N=1024 K=1024", "matmul M=128 N=768 K=768", "matmul M=64 N=1000 K=2048",
-        "batch_matmul B=12 M=128 N=128 K=64"},
+        "batch_matmul B=12 M=128 N=128 K=64", "dense M=128 N=768 K=3072 bias=1 relu=1"},
        16,
        40},
       {"full",
        {"matmul M=1024 N=1024 K=1024", "matmul M=512 N=3072 K=768", "matmul M=128 N=768 K=768",
         "matmul M=64 N=1000 K=2048", "matmul M=1 N=4096 K=4096",
-        "batch_matmul B=12 M=128 N=128 K=64"},
+        "batch_matmul B=12 M=128 N=128 K=64", "dense M=128 N=768 K=3072 bias=1 relu=1"},
        200,
        100},
+      // ResNet-18's 3x3 stages and 1x1 stride-2 downsamples (batch 1).
+      {"conv",
+       {"conv2d N=1 C=64 H=56 W=56 K=64 R=3 S=3 stride=1 pad=1",
+        "conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1",
+        "conv2d N=1 C=256 H=14 W=14 K=256 R=3 S=3 stride=1 pad=1",
+        "conv2d N=1 C=512 H=7 W=7 K=512 R=3 S=3 stride=1 pad=1",
+        "conv2d N=1 C=64 H=56 W=56 K=128 R=1 S=1 stride=2 pad=0",
+        "conv2d N=1 C=128 H=28 W=28 K=256 R=1 S=1 stride=2 pad=0",
+        "conv2d N=1 C=256 H=14 W=14 K=512 R=1 S=1 stride=2 pad=0"},
+       16,
+       40},
+      // MobileNet-V2's 3x3 depthwise layers (the stride-2 one reads 112^2, writes 56^2).
+      {"depthwise",
+       {"depthwise_conv2d N=1 C=32 H=112 W=112 R=3 S=3 stride=1 pad=1",
+        "depthwise_conv2d N=1 C=96 H=112 W=112 R=3 S=3 stride=2 pad=1",
+        "depthwise_conv2d N=1 C=144 H=56 W=56 R=3 S=3 stride=1 pad=1",
+        "depthwise_conv2d N=1 C=192 H=28 W=28 R=3 S=3 stride=1 pad=1",
+        "depthwise_conv2d N=1 C=576 H=14 W=14 R=3 S=3 stride=1 pad=1"},
+       16,
+       40},
   };
   return *suites;
 }
@@ -157,13 +187,19 @@ double Sample(const RunFn& run, int64_t number) {
 }
 
 // Inputs, reference output and the output buffer of one case. The kernel's buffers
-// are the inputs in entry-point order followed by the output.
+// are the inputs, the prepacked buffers and the output in entry-point order (the
+// template's params); the prepacked ones belong to each candidate (PrepackedPointers),
+// since every config packs in its own layout.
 struct CaseData {
   std::vector<AlignedBuffer> inputs;
   AlignedBuffer output{0};
   std::vector<float> expected;
   Tolerance tolerance;
-  std::vector<void*> pointers;  // inputs..., output
+  // Per entry-point param: the shared buffer, or null for a prepacked one of
+  // prepacked_sizes[i] elements.
+  std::vector<float*> shared;
+  std::vector<int64_t> prepacked_sizes;
+  std::vector<void*> pointers;  // entry-point order, prepacked slots null
 };
 
 absl::StatusOr<std::unique_ptr<CaseData>> MakeCaseData(const TuningTask& task) {
@@ -177,15 +213,49 @@ absl::StatusOr<std::unique_ptr<CaseData>> MakeCaseData(const TuningTask& task) {
   }
   data->output = AlignedBuffer(static_cast<int64_t>(data->expected.size()));
   data->tolerance = ToleranceFor(task);
-  for (auto& b : data->inputs) data->pointers.push_back(b.data.get());
-  data->pointers.push_back(data->output.data.get());
+  // The entry-point order is the template's (the same for every config).
+  Target target = DetectHostTarget("bench");
+  ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
+  ASSIGN_OR_RETURN(ir::LoweredFunc naive, tmpl->Instantiate(task, target, tmpl->Naive(task, target)));
+  size_t next_input = 0;
+  for (const ir::BufferParam& p : naive.params) {
+    float* buffer = nullptr;
+    if (p.is_output) {
+      buffer = data->output.data.get();
+    } else if (!p.is_internal) {
+      if (next_input >= data->inputs.size())
+        return absl::InternalError("template params and reference inputs disagree");
+      buffer = data->inputs[next_input++].data.get();
+    }
+    data->shared.push_back(buffer);
+    data->prepacked_sizes.push_back(p.is_internal ? p.NumElements() : 0);
+    data->pointers.push_back(buffer);
+  }
   return data;
 }
 
+// The entry-point pointers for one candidate: the shared buffers plus its own
+// prepacked buffers, allocated into `owned`.
+std::vector<void*> CandidatePointers(const CaseData& data, std::vector<AlignedBuffer>* owned) {
+  std::vector<void*> out;
+  for (size_t i = 0; i < data.shared.size(); ++i) {
+    if (data.shared[i]) {
+      out.push_back(data.shared[i]);
+    } else {
+      owned->emplace_back(data.prepacked_sizes[i]);
+      out.push_back(owned->back().data.get());
+    }
+  }
+  return out;
+}
+
 // Runs once on a NaN-filled output and compares with the reference.
-absl::Status CheckOutput(const RunFn& run, CaseData& data, const std::string& who) {
+// `unpack` (may be empty): the kernel's output layout transform, run before the check.
+absl::Status CheckOutput(const RunFn& run, CaseData& data, const std::string& who,
+                         const RunFn& unpack = {}) {
   std::fill_n(data.output.data.get(), data.output.size, std::nanf(""));
   run();
+  if (unpack) unpack();
   int64_t bad = runtime::FirstMismatch(data.output.data.get(), data.expected.data(),
                                        data.output.size, data.tolerance.atol, data.tolerance.rtol);
   if (bad >= 0) {
@@ -197,8 +267,23 @@ absl::Status CheckOutput(const RunFn& run, CaseData& data, const std::string& wh
 }
 
 // The vendor library's call for the task, reading and writing `data`'s buffers.
+// oneDNN's convolution as a vendor run; `unpack` reorders its blocked output into
+// the case's NCHW output (before checks, untimed).
+absl::StatusOr<RunFn> DnnlRun(const TuningTask& task, CaseData& data, int threads,
+                              std::string* name, RunFn* unpack) {
+  ASSIGN_OR_RETURN(std::shared_ptr<DnnlConv> conv,
+                   MakeDnnlConv(task, data.inputs[0].data.get(), data.inputs[1].data.get(),
+                                data.output.data.get(), threads));
+  *name = "onednn";
+  TF_LOG(Info) << "bench: oneDNN implementation " << conv->impl();
+  *unpack = [conv] { conv->Unpack(); };
+  return RunFn([conv] { conv->Run(); });
+}
+
 absl::StatusOr<RunFn> VendorRun(const TuningTask& task, CaseData& data, int threads,
-                                std::string* name) {
+                                std::string* name, RunFn* unpack) {
+  if (task.op() == "conv2d" || task.op() == "depthwise_conv2d")
+    return DnnlRun(task, data, threads, name, unpack);
   if (task.op() == "matmul") {
     *name = "openblas";
     openblas_set_num_threads(threads);
@@ -210,6 +295,32 @@ absl::StatusOr<RunFn> VendorRun(const TuningTask& task, CaseData& data, int thre
     return RunFn([=] {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c,
                   n);
+    });
+  }
+  if (task.op() == "dense") {
+    // sgemm on the unpacked W (OpenBLAS packs inside every call; it has no public
+    // prepacked-weights API in 0.3.21), then the bias/ReLU epilogue as a plain loop a
+    // user would write (vectorised by the compiler; serial: it is ~1 % of the work).
+    *name = "openblas";
+    openblas_set_num_threads(threads);
+    const int m = static_cast<int>(task.Param("M")), n = static_cast<int>(task.Param("N")),
+              k = static_cast<int>(task.Param("K"));
+    const bool relu = task.Param("relu") == 1;
+    const float* x = data.inputs[0].data.get();
+    const float* w = data.inputs[1].data.get();
+    const float* bias = task.Param("bias") ? data.inputs[2].data.get() : nullptr;
+    float* y = data.output.data.get();
+    return RunFn([=] {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, x, k, w, n, 0.0f, y,
+                  n);
+      if (!bias && !relu) return;
+      for (int i = 0; i < m; ++i) {
+        float* row = y + static_cast<int64_t>(i) * n;
+        for (int j = 0; j < n; ++j) {
+          float v = bias ? row[j] + bias[j] : row[j];
+          row[j] = relu ? std::max(v, 0.0f) : v;
+        }
+      }
     });
   }
   if (task.op() == "batch_matmul") {
@@ -235,6 +346,8 @@ struct Candidate {
   Config config;
   std::unique_ptr<runtime::LoadedModule> module;
   double cost = std::numeric_limits<double>::infinity();  // seconds per run (tuning)
+  std::vector<AlignedBuffer> prepacked;  // this config's prepacked buffers, if any
+  std::vector<void*> pointers;           // entry-point order
 };
 
 struct CaseResult {
@@ -293,18 +406,27 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
     result.build_seconds.push_back(artifact->build_seconds);
     result.build_cpu_seconds.push_back(build_cpu);
     std::string error;
-    Candidate cand{config, runtime::LoadedModule::Load(artifact->shared_object,
-                                                       artifact->entry_symbol, &error)};
+    Candidate cand;
+    cand.config = config;
+    cand.module =
+        runtime::LoadedModule::Load(artifact->shared_object, artifact->entry_symbol, &error);
     if (!cand.module) {
       TF_LOG(Warning) << "load failed: " << error;
       ++result.failed;
       continue;
     }
     runtime::LoadedModule* module = cand.module.get();
-    void** buffers = data.pointers.data();
+    cand.pointers = CandidatePointers(data, &cand.prepacked);
+    void** buffers = cand.pointers.data();
+    // Prepacked weights (dense) are packed once, outside every timed region.
+    if (module->Prepack(buffers) != 0) {
+      ++result.failed;
+      continue;
+    }
     RunFn run = [module, buffers] { module->Run(buffers); };
+    RunFn unpack = [module, buffers] { module->Unpack(buffers); };
     double t0 = Now();
-    absl::Status ok = CheckOutput(run, data, "tuneforge " + config.ToJson());
+    absl::Status ok = CheckOutput(run, data, "tuneforge " + config.ToJson(), unpack);
     double first = Now() - t0;
     if (!ok.ok()) {
       TF_LOG(Warning) << ok.message();
@@ -333,7 +455,7 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
   std::vector<int64_t> numbers;
   for (Candidate& c : measured) {
     runtime::LoadedModule* module = c.module.get();
-    void** buffers = data.pointers.data();
+    void** buffers = c.pointers.data();
     runs.push_back([module, buffers] { module->Run(buffers); });
     numbers.push_back(Calibrate(runs.back(), min_sample_s / 2));
   }
@@ -346,10 +468,14 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
   result.best_config = measured[winner].config.ToJson();
 
   // The winner against the vendor, alternating samples.
-  ASSIGN_OR_RETURN(RunFn vendor, VendorRun(task, data, threads, &result.vendor));
-  RETURN_IF_ERROR(CheckOutput(vendor, data, result.vendor));
+  RunFn vendor_unpack;
+  ASSIGN_OR_RETURN(RunFn vendor, VendorRun(task, data, threads, &result.vendor, &vendor_unpack));
+  RETURN_IF_ERROR(CheckOutput(vendor, data, result.vendor, vendor_unpack));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // see `quiet` below
-  RETURN_IF_ERROR(CheckOutput(runs[winner], data, "tuneforge " + result.best_config));
+  runtime::LoadedModule* winner_module = measured[winner].module.get();
+  void** winner_buffers = measured[winner].pointers.data();
+  RETURN_IF_ERROR(CheckOutput(runs[winner], data, "tuneforge " + result.best_config,
+                              [=] { winner_module->Unpack(winner_buffers); }));
   int64_t tf_number = Calibrate(runs[winner], min_sample_s);
   int64_t vendor_number = Calibrate(vendor, min_sample_s);
   std::vector<double> tf_samples, vendor_samples;
@@ -411,7 +537,7 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
     if (s.name == suite_name) suite = &s;
   if (suite == nullptr)
     return absl::InvalidArgumentError("unknown suite '" + suite_name +
-                                      "' (known: smoke, quick, full)");
+                                      "' (known: smoke, quick, full, conv, depthwise)");
   std::vector<std::string> task_texts = suite->tasks;
   if (flags.Has("task")) task_texts = {flags.Get("task")};
   ASSIGN_OR_RETURN(int64_t trials, flags.GetInt("trials", suite->trials, 0, 100000));

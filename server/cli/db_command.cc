@@ -40,10 +40,12 @@ constexpr const char* kDbUsage =
     "  import   FILE [--format tuneforge|autotvm]  idempotent; bad lines are reported\n"
     "  merge    A B  copy every record of database B into database A (idempotent)\n"
     "  compact  --keep N  keep the N best records per (task, target) plus the best\n"
-    "           config's records, then VACUUM\n"
+    "           config's records, then VACUUM; the deleted records are remembered and\n"
+    "           never re-imported\n"
     "\n"
-    "--server uses the server's DatabaseService (best, top, export, import, stats), so\n"
-    "a team never opens the server's SQLite file over a network share.\n";
+    "--server uses the server's DatabaseService (every subcommand but merge), so a team\n"
+    "never opens the server's SQLite file over a network share; compact needs an admin\n"
+    "token.\n";
 
 absl::StatusOr<std::unique_ptr<Database>> OpenDb(const Flags& flags, bool create_if_missing,
                                                  bool read_only) {
@@ -391,6 +393,8 @@ absl::StatusOr<int> Stats(const Flags& flags) {
                                         {"configs", s.configs},
                                         {"foreign_records", s.foreign_records},
                                         {"jobs", s.jobs},
+                                        {"tombstones", s.tombstones},
+                                        {"cost_models", s.cost_models},
                                         {"oldest_unix_us", s.oldest_unix_us},
                                         {"newest_unix_us", s.newest_unix_us},
                                         {"file_bytes", s.file_bytes},
@@ -402,12 +406,14 @@ absl::StatusOr<int> Stats(const Flags& flags) {
   std::printf(
       "schema:          v%d\nrecords:         %lld (%lld failed)\ntasks:           %lld\n"
       "targets:         %lld\nconfigs:         %lld\nforeign records: %lld\njobs:            "
+      "%lld\ncompacted away:  %lld records (remembered, never re-imported)\ncost models:     "
       "%lld\nmeasured:        %s .. %s\nfile:            %.1f MiB (%.1f MiB free; db compact "
       "reclaims it)\n",
       s.schema_version, static_cast<long long>(s.records), static_cast<long long>(s.failed_records),
       static_cast<long long>(s.workloads), static_cast<long long>(s.targets),
       static_cast<long long>(s.configs), static_cast<long long>(s.foreign_records),
-      static_cast<long long>(s.jobs), TimeText(s.oldest_unix_us).c_str(),
+      static_cast<long long>(s.jobs), static_cast<long long>(s.tombstones),
+      static_cast<long long>(s.cost_models), TimeText(s.oldest_unix_us).c_str(),
       TimeText(s.newest_unix_us).c_str(), s.file_bytes / 1048576.0, s.free_bytes / 1048576.0);
   return 0;
 }

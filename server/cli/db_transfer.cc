@@ -29,6 +29,7 @@ int PrintReport(const ImportReport& r, const Flags& flags) {
     std::printf("%s\n", nlohmann::json({{"lines", r.lines},
                                         {"inserted", r.inserted},
                                         {"duplicates", r.duplicates},
+                                        {"compacted", r.compacted},
                                         {"foreign_inserted", r.foreign_inserted},
                                         {"foreign_duplicates", r.foreign_duplicates},
                                         {"not_mapped", not_mapped},
@@ -40,6 +41,10 @@ int PrintReport(const ImportReport& r, const Flags& flags) {
   std::printf("%lld lines: %lld records added, %lld already present",
               static_cast<long long>(r.lines), static_cast<long long>(r.inserted),
               static_cast<long long>(r.duplicates));
+  if (r.compacted > 0) {
+    std::printf(", %lld skipped (deleted by an earlier compaction)",
+                static_cast<long long>(r.compacted));
+  }
   if (r.foreign_inserted + r.foreign_duplicates > 0) {
     std::printf(", %lld foreign records kept (%lld already present)",
                 static_cast<long long>(r.foreign_inserted),

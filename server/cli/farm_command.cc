@@ -19,8 +19,10 @@ namespace {
 constexpr const char* kFarmUsage =
     "usage: tuneforge farm status --server HOST:PORT [--token-file FILE]\n"
     "                       [--tls-ca FILE] [--json]\n"
-    "  Lists the server's agents (device key, state idle/busy/lost, last heartbeat,\n"
-    "  measurements, error rate) and its jobs (owner, state, progress, trials/s).\n";
+    "  Lists the server's agents (device key, state idle/busy/draining/quarantined/\n"
+    "  lost with the reason, last heartbeat, measurements, error rate, golden-kernel\n"
+    "  time), the MeasureRequests queued and leased, and its jobs (owner, priority,\n"
+    "  state, progress, trials/s).\n";
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -59,33 +61,50 @@ absl::StatusOr<int> FarmCommand(const std::vector<std::string>& args) {
            {"in_flight", a.in_flight()}, {"measurements", a.measurements()},
            {"errors", a.errors()},
            {"error_rate", a.measurements() ? double(a.errors()) / a.measurements() : 0.0},
-           {"last_heartbeat_unix_ms", a.last_heartbeat_unix_ms()}});
+           {"last_heartbeat_unix_ms", a.last_heartbeat_unix_ms()},
+           {"state_reason", a.state_reason()}, {"workers", a.workers()},
+           {"golden_seconds", a.golden_seconds()}, {"lease_expiries", a.lease_expiries()}});
     }
+    out["queued_requests"] = status.queued_requests();
+    out["leases"] = status.leases();
+    out["redispatches"] = status.redispatches();
+    out["dropped_results"] = status.dropped_results();
     for (const v1::JobSummary& j : status.jobs()) {
       out["jobs"].push_back({{"job_id", j.job_id()}, {"owner", j.owner()}, {"task", j.task()},
                              {"state", j.state()}, {"trials_done", j.trials_done()},
                              {"trials", j.trials()}, {"trials_per_second", j.trials_per_second()},
-                             {"best_gflops", j.best_gflops()}, {"message", j.message()}});
+                             {"best_gflops", j.best_gflops()}, {"message", j.message()},
+                             {"priority", j.priority()}});
     }
     std::printf("%s\n", out.dump().c_str());
     return 0;
   }
   std::printf("agents (%d)\n", status.agents_size());
-  std::printf("  %-10s %-14s %-6s %-16s %10s %8s %s\n", "id", "device key", "state", "host",
-              "measured", "errors", "last heartbeat");
+  std::printf("  %-10s %-14s %-11s %-16s %10s %8s %-14s %s\n", "id", "device key", "state",
+              "host", "measured", "errors", "last heartbeat", "golden / reason");
   for (const v1::AgentStatus& a : status.agents()) {
     std::string heartbeat = a.last_heartbeat_unix_ms()
                                 ? std::to_string((NowMs() - a.last_heartbeat_unix_ms()) / 1000) + " s ago"
                                 : "-";
-    std::printf("  %-10s %-14s %-6s %-16s %10lld %7.1f%% %s\n", a.agent_id().c_str(),
+    char golden[32] = "-";
+    if (a.golden_seconds() > 0) std::snprintf(golden, sizeof(golden), "%.3f ms", a.golden_seconds() * 1e3);
+    std::printf("  %-10s %-14s %-11s %-16s %10lld %7.1f%% %-14s %s%s%s\n", a.agent_id().c_str(),
                 a.device_key().c_str(), a.state().c_str(), a.hostname().c_str(),
                 static_cast<long long>(a.measurements()),
-                a.measurements() ? 100.0 * a.errors() / a.measurements() : 0.0, heartbeat.c_str());
+                a.measurements() ? 100.0 * a.errors() / a.measurements() : 0.0, heartbeat.c_str(),
+                golden, a.state_reason().empty() ? "" : "  -- ",
+                a.state_reason().c_str());
   }
+  std::printf("requests: %d queued, %d leased; since start %lld re-dispatched, %lld late "
+              "results dropped\n",
+              status.queued_requests(), status.leases(),
+              static_cast<long long>(status.redispatches()),
+              static_cast<long long>(status.dropped_results()));
   std::printf("jobs (%d)\n", status.jobs_size());
   for (const v1::JobSummary& j : status.jobs()) {
-    std::printf("  %-22s %-10s %-10s %5d/%-5d %6.2f trials/s %8.2f GFLOP/s  %s%s%s\n",
-                j.job_id().c_str(), j.owner().c_str(), j.state().c_str(), j.trials_done(), j.trials(),
+    std::printf("  %-22s %-10s p%-2d %-10s %5d/%-5d %6.2f trials/s %8.2f GFLOP/s  %s%s%s\n",
+                j.job_id().c_str(), j.owner().c_str(), j.priority(), j.state().c_str(),
+                j.trials_done(), j.trials(),
                 j.trials_per_second(), j.best_gflops(), j.task().c_str(),
                 j.message().empty() ? "" : "  -- ", j.message().c_str());
   }

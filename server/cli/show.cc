@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "compiler/codegen/build.h"
+#include "compiler/support/files.h"
 #include "compiler/task/task.h"
 #include "compiler/templates/template.h"
 #include "server/cli/commands.h"
@@ -12,17 +13,18 @@ namespace tuneforge::cli {
 namespace {
 
 constexpr const char* kShowUsage =
-    "usage: tuneforge show --task \"...\" --config '<json>' [--target TEXT]\n"
+    "usage: tuneforge show --task \"...\" --config '<json>' [--target TEXT] [--so PATH]\n"
     "       tuneforge show --task \"...\" --space [--target TEXT]\n"
     "       tuneforge show --task \"...\" --naive [--target TEXT]\n"
     "  Prints the lowered loop nest of a config (what codegen compiles), or the\n"
-    "  knobs of the task's template with their candidate values.\n";
+    "  knobs of the task's template with their candidate values. --so also builds the\n"
+    "  config with LLVM and writes the shared object to PATH (for objdump -d).\n";
 
 }  // namespace
 
 absl::StatusOr<int> ShowCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags,
-                   Flags::Parse(args, {"task", "config", "target"}, {"space", "naive", "help"}));
+                   Flags::Parse(args, {"task", "config", "target", "so"}, {"space", "naive", "help"}));
   if (flags.Has("help")) {
     std::fputs(kShowUsage, stdout);
     return 0;
@@ -55,6 +57,13 @@ absl::StatusOr<int> ShowCommand(const std::vector<std::string>& args) {
   std::printf("// %s, template %s v%d, config %s\n%s", task.CanonicalText().c_str(),
               tmpl->name().c_str(), tmpl->version(), config.ToJson().c_str(),
               ir::ToString(*func).c_str());
+  if (flags.Has("so")) {
+    ASSIGN_OR_RETURN(Artifact artifact, BuildArtifact(*func, target));
+    RETURN_IF_ERROR(WriteFile(flags.Get("so"), artifact.shared_object));
+    std::printf("// wrote %s (%zu bytes, entry %s, built in %.0f ms)\n", flags.Get("so").c_str(),
+                artifact.shared_object.size(), artifact.entry_symbol.c_str(),
+                artifact.build_seconds * 1e3);
+  }
   return 0;
 }
 

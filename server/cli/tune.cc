@@ -37,6 +37,7 @@ constexpr const char* kTuneUsage =
     "                      [--server HOST:PORT] [--device-key KEY] [--seed S] [--json]\n"
     "                      [--target TEXT] [--batch N] [--timeout-ms MS] [--verbose]\n"
     "                      [--policy model|random|grid|ga] [--early-stop N]\n"
+    "                      [--priority P]\n"
     "       tuneforge tune --tasks FILE [--trials N] [--round-trials N] [options above]\n"
     "  --task        the operator and shape (see docs: matmul M= N= K=)\n"
     "  --tasks       many tasks, one per line with an optional weight=W (how often it\n"
@@ -53,6 +54,8 @@ constexpr const char* kTuneUsage =
     "  --target      \"llvm -mcpu=CPU -mattr=+f,... -threads=N\" (default: the server's CPU)\n"
     "  --batch       candidates per round (default: 2 x agents, at least 8)\n"
     "  --timeout-ms  per-candidate measurement timeout (default 10000)\n"
+    "  --priority    1..10 (default 5): the job's share of the agents when jobs compete\n"
+    "                for a device key (priority 2 gets twice the measurements of 1)\n"
     "  --token-file  file holding this user's token, for a server started with --tokens\n"
     "  --tls-ca      PEM certificate to verify a TLS server with (default: plaintext)\n";
 
@@ -76,7 +79,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
                    Flags::Parse(args,
                                 {"task", "tasks", "trials", "db", "server", "device-key", "seed",
                                  "target", "batch", "timeout-ms", "token-file", "tls-ca", "policy", "early-stop",
-                                 "round-trials"},
+                                 "round-trials", "priority"},
                                 {"json", "help", "verbose", "quiet"}));
   if (flags.Has("help")) {
     std::fputs(kTuneUsage, stdout);
@@ -110,6 +113,9 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 1, 0, INT64_MAX));
   ASSIGN_OR_RETURN(int64_t batch, flags.GetInt("batch", 0, 1, 1024));
   ASSIGN_OR_RETURN(int64_t timeout_ms, flags.GetInt("timeout-ms", 10000, 100, 3600000));
+  ASSIGN_OR_RETURN(int64_t priority,
+                   flags.GetInt("priority", JobManager::kDefaultPriority, JobManager::kMinPriority,
+                                JobManager::kMaxPriority));
   bool json = flags.Has("json");
   bool verbose = flags.Has("verbose");
   std::string device_key = flags.Get("device-key", "local");
@@ -147,6 +153,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     spec.set_target(flags.Get("target"));
     spec.set_policy(policy);
     spec.set_early_stop(static_cast<int>(early_stop));
+    spec.set_priority(static_cast<int>(priority));
     spec.mutable_measure()->set_timeout_ms(static_cast<int>(timeout_ms));
     const char* user = getenv("USER");
     spec.set_owner(user ? user : "");

@@ -1,0 +1,326 @@
+#include "compiler/templates/conv2d_template.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "compiler/schedule/schedule.h"
+#include "compiler/support/status.h"
+
+namespace tuneforge {
+
+using nlohmann::json;
+
+namespace {
+
+// Shape of a convolution task, with the depthwise case folded in (K == C).
+struct ConvShape {
+  int64_t n, c, h, w, k, r, s, stride, pad, oh, ow;
+  int64_t hp() const { return h + 2 * pad; }
+  int64_t wp() const { return w + 2 * pad; }
+};
+
+ConvShape ShapeOf(const TuningTask& t, bool depthwise) {
+  return ConvShape{t.Param("N"), t.Param("C"),      t.Param("H"),
+                   t.Param("W"), depthwise ? t.Param("C") : t.Param("K"),
+                   t.Param("R"), t.Param("S"),      t.Param("stride"),
+                   t.Param("pad"), t.ConvOutH(),    t.ConvOutW()};
+}
+
+// Register budget of the accumulator tile (AVX-512 has 32 vector registers; the tile
+// also needs the filter vectors and a broadcast).
+constexpr int64_t kMaxAccumulatorVectors = 24;
+
+// 1 (always valid), then the `values` that `keep` accepts.
+std::vector<json> Filter(std::initializer_list<int64_t> values,
+                         const std::function<bool(int64_t)>& keep) {
+  std::vector<json> out = {1};
+  for (int64_t v : values)
+    if (keep(v)) out.push_back(v);
+  return out;
+}
+
+// Loops around `body`, outermost first: {name, extent}.
+ir::Stmt Loops(const std::vector<std::pair<std::string, int64_t>>& loops, ir::Stmt body) {
+  for (auto it = loops.rbegin(); it != loops.rend(); ++it) {
+    if (it->second <= 1) {
+      body = ir::Substitute(body, {{it->first, ir::IntImm(0)}});
+      continue;
+    }
+    body = ir::For(it->first, ir::IntImm(it->second), it->second, ir::ForKind::kSerial, body);
+  }
+  return body;
+}
+
+// Row-major flat index of `idx` in a tensor of `dims`.
+ir::Expr Flat(const std::vector<ir::Expr>& idx, const std::vector<int64_t>& dims) {
+  ir::Expr e = ir::IntImm(0);
+  for (size_t i = 0; i < idx.size(); ++i) e = ir::Add(ir::Mul(e, ir::IntImm(dims[i])), idx[i]);
+  return e;
+}
+
+ir::Expr V(const std::string& name) { return ir::Var(name); }
+
+// The layout transforms (see conv2d_template.h). x: input-channel block; y: output-
+// channel block (depthwise: x == y, one block size).
+ir::Stmt PrepackStmt(const ConvShape& d, int64_t x, int64_t y, bool depthwise) {
+  using namespace ir;  // NOLINT: the expression builders read like math here.
+  const int64_t cb = d.c / x;
+  const int64_t blocked_size = d.n * cb * d.hp() * d.wp() * x;
+  // Zero everything (the border), then copy the interior.
+  Stmt zero = For("p.z", IntImm(blocked_size), blocked_size, ForKind::kSerial,
+                  Store("I.blocked", V("p.z"), FloatImm(0.0)));
+  Expr c = Add(Mul(V("p.cb"), IntImm(x)), V("p.ci"));
+  Stmt copy_in = Loops(
+      {{"p.n", d.n}, {"p.cb", cb}, {"p.h", d.h}, {"p.w", d.w}, {"p.ci", x}},
+      Store("I.blocked",
+            Flat({V("p.n"), V("p.cb"), Add(V("p.h"), IntImm(d.pad)), Add(V("p.w"), IntImm(d.pad)),
+                  V("p.ci")},
+                 {d.n, cb, d.hp(), d.wp(), x}),
+            Load("I", DType::kFloat32, Flat({V("p.n"), c, V("p.h"), V("p.w")}, {d.n, d.c, d.h, d.w}))));
+  Expr k = Add(Mul(V("p.kb"), IntImm(y)), V("p.ko"));
+  Stmt copy_f;
+  if (depthwise) {
+    copy_f = Loops({{"p.kb", d.k / y}, {"p.r", d.r}, {"p.s", d.s}, {"p.ko", y}},
+                   Store("F.blocked",
+                         Flat({V("p.kb"), V("p.r"), V("p.s"), V("p.ko")}, {d.k / y, d.r, d.s, y}),
+                         Load("F", DType::kFloat32,
+                              Flat({k, V("p.r"), V("p.s")}, {d.k, d.r, d.s}))));
+  } else {
+    copy_f = Loops(
+        {{"p.kb", d.k / y}, {"p.cb", cb}, {"p.r", d.r}, {"p.s", d.s}, {"p.ci", x}, {"p.ko", y}},
+        Store("F.blocked",
+              Flat({V("p.kb"), V("p.cb"), V("p.r"), V("p.s"), V("p.ci"), V("p.ko")},
+                   {d.k / y, cb, d.r, d.s, x, y}),
+              Load("F", DType::kFloat32, Flat({k, c, V("p.r"), V("p.s")}, {d.k, d.c, d.r, d.s}))));
+  }
+  return Block({zero, copy_in, copy_f});
+}
+
+ir::Stmt UnpackStmt(const ConvShape& d, int64_t y) {
+  using namespace ir;  // NOLINT
+  Expr k = Add(Mul(V("u.kb"), IntImm(y)), V("u.ko"));
+  return Loops({{"u.n", d.n}, {"u.kb", d.k / y}, {"u.ko", y}, {"u.oh", d.oh}, {"u.ow", d.ow}},
+               Store("O", Flat({V("u.n"), k, V("u.oh"), V("u.ow")}, {d.n, d.k, d.oh, d.ow}),
+                     Load("O.blocked", DType::kFloat32,
+                          Flat({V("u.n"), V("u.kb"), V("u.oh"), V("u.ow"), V("u.ko")},
+                               {d.n, d.k / y, d.oh, d.ow, y}))));
+}
+
+// The blocked convolution (see conv2d_template.h): axes n kb oh ow ko, reduce cb r s ci
+// (depthwise: reduce r s only, the input channel is the output channel).
+ComputeDef ConvCompute(const ConvShape& d, int64_t x, int64_t y, bool depthwise) {
+  using namespace ir;  // NOLINT
+  ComputeDef def;
+  def.name = depthwise ? "depthwise_conv2d" : "conv2d";
+  const int64_t cb = d.c / x, kb = d.k / y;
+  auto internal = [](std::string name, std::vector<int64_t> shape) {
+    BufferParam p{std::move(name), DType::kFloat32, std::move(shape), false};
+    p.is_internal = true;
+    return p;
+  };
+  def.params = {
+      BufferParam{"I", DType::kFloat32, {d.n, d.c, d.h, d.w}, false},
+      BufferParam{"F", DType::kFloat32,
+                  depthwise ? std::vector<int64_t>{d.c, d.r, d.s}
+                            : std::vector<int64_t>{d.k, d.c, d.r, d.s},
+                  false},
+      internal("I.blocked", {d.n, cb, d.hp(), d.wp(), x}),
+      internal("F.blocked", depthwise ? std::vector<int64_t>{kb, d.r, d.s, y}
+                                      : std::vector<int64_t>{kb, cb, d.r, d.s, x, y}),
+      internal("O.blocked", {d.n, kb, d.oh, d.ow, y}),
+      BufferParam{"O", DType::kFloat32, {d.n, d.k, d.oh, d.ow}, true},
+  };
+  def.axes = {{"n", d.n, false}, {"kb", kb, false}, {"oh", d.oh, false}, {"ow", d.ow, false},
+              {"ko", y, false}};
+  if (!depthwise) def.axes.push_back({"cb", cb, true});
+  def.axes.push_back({"r", d.r, true});
+  def.axes.push_back({"s", d.s, true});
+  if (!depthwise) def.axes.push_back({"ci", x, true});
+
+  Expr ih = Add(Mul(V("oh"), IntImm(d.stride)), V("r"));
+  Expr iw = Add(Mul(V("ow"), IntImm(d.stride)), V("s"));
+  Expr in_index, f_index;
+  if (depthwise) {
+    in_index = Flat({V("n"), V("kb"), ih, iw, V("ko")}, {d.n, kb, d.hp(), d.wp(), y});
+    f_index = Flat({V("kb"), V("r"), V("s"), V("ko")}, {kb, d.r, d.s, y});
+  } else {
+    in_index = Flat({V("n"), V("cb"), ih, iw, V("ci")}, {d.n, cb, d.hp(), d.wp(), x});
+    f_index = Flat({V("kb"), V("cb"), V("r"), V("s"), V("ci"), V("ko")}, {kb, cb, d.r, d.s, x, y});
+  }
+  // Only the output's name matters to lowering; the kernel writes the blocked output.
+  def.params[4].is_output = true;
+  def.params[4].is_internal = false;
+  def.params[5].is_output = false;
+  def.output_index = Flat({V("n"), V("kb"), V("oh"), V("ow"), V("ko")}, {d.n, kb, d.oh, d.ow, y});
+  def.value = Mul(Load("I.blocked", DType::kFloat32, in_index),
+                  Load("F.blocked", DType::kFloat32, f_index));
+  return def;
+}
+
+}  // namespace
+
+ConfigSpace Conv2dTemplate::Space(const TuningTask& task, const Target& target) const {
+  const ConvShape d = ShapeOf(task, depthwise_);
+  const int64_t max_lanes = target.MaxF32Lanes();
+  std::vector<Knob> knobs;
+  if (!depthwise_) {
+    knobs.push_back({"ic_block", Filter({2, 4, 8, 16, 32, 64}, [&](int64_t v) { return d.c % v == 0; }),
+                     "input channels per block (x of NCHW[x]c); divides C"});
+  }
+  knobs.push_back({"vec_lanes", Filter({4, 8, 16}, [&](int64_t v) { return v <= max_lanes; }),
+                   "float32 lanes per vector (1 = scalar)"});
+  knobs.push_back({"oc_vecs", {1, 2, 3, 4},
+                   depthwise_ ? "vectors per channel block (block = oc_vecs * vec_lanes divides C)"
+                              : "vectors per output-channel block (block y = oc_vecs * vec_lanes "
+                                "divides K)"});
+  knobs.push_back({"ow_reg", Filter({2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 28},
+                                    [&](int64_t v) { return v <= d.ow; }),
+                   "output pixels of a row in the register tile"});
+  if (!depthwise_) {
+    knobs.push_back({"unroll_ci", {1, 2, 4, 8, 16}, "unroll of the channel loop in a block"});
+    knobs.push_back({"reduce_order", {"crs", "rsc"},
+                     "reduction loops: channel blocks outside (crs) or inside (rsc) the filter "
+                     "window"});
+  } else {
+    knobs.push_back({"unroll_s", {0, 1}, "unroll the filter-column loop"});
+  }
+  knobs.push_back({"outer_order", {"koh", "ohk"},
+                   "channel blocks outside (koh) or inside (ohk) output rows; the outer one is "
+                   "parallel"});
+  knobs.push_back({"parallel", {0, 1}, "run the outer loop on the runtime thread pool"});
+  const bool depthwise = depthwise_;
+  return ConfigSpace(std::move(knobs), [d, depthwise](const Config& c) -> absl::Status {
+    const int64_t block = c.Int("vec_lanes") * c.Int("oc_vecs");
+    if (d.k % block != 0)
+      return absl::InvalidArgumentError(std::string("oc_vecs * vec_lanes must divide ") +
+                                        (depthwise ? "C" : "K"));
+    if (c.Int("ow_reg") * c.Int("oc_vecs") > kMaxAccumulatorVectors)
+      return absl::InvalidArgumentError("register tile needs more than " +
+                                        std::to_string(kMaxAccumulatorVectors) + " registers");
+    if (!depthwise) {
+      if (c.Int("ic_block") % c.Int("unroll_ci") != 0)
+        return absl::InvalidArgumentError("unroll_ci must divide ic_block");
+      if (c.Int("unroll_ci") * c.Int("ow_reg") * c.Int("oc_vecs") > 256)
+        return absl::InvalidArgumentError("unrolled body too large");
+    }
+    return absl::OkStatus();
+  });
+}
+
+Config Conv2dTemplate::Naive(const TuningTask& task, const Target& target) const {
+  (void)task;
+  (void)target;
+  json c{{"vec_lanes", 1}, {"oc_vecs", 1}, {"ow_reg", 1}, {"outer_order", "koh"}, {"parallel", 0}};
+  if (depthwise_) {
+    c["unroll_s"] = 0;
+  } else {
+    c["ic_block"] = 1;
+    c["unroll_ci"] = 1;
+    c["reduce_order"] = "crs";
+  }
+  return Config(c);
+}
+
+// Vectors of the target's width; one, two or four of them per output-channel block
+// (16, 32 or 64 channels on AVX-512: more vectors reuse each input broadcast more
+// often, fewer leave room for more pixels); the input-channel block as large as 16;
+// row tiles that divide OW with as many pixels as the registers hold; both reduction
+// orders and both outer orders; parallel when the target has threads.
+std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Target& target) const {
+  const ConvShape d = ShapeOf(task, depthwise_);
+  ConfigSpace space = Space(task, target);
+  std::vector<Config> out;
+  auto add = [&](Config c) {
+    if (space.Check(c).ok() && std::find(out.begin(), out.end(), c) == out.end())
+      out.push_back(std::move(c));
+  };
+  int64_t lanes = 1;
+  for (int64_t v : {4, 8, 16})
+    if (v <= target.MaxF32Lanes() && d.k % v == 0) lanes = v;
+  int64_t x = 1;
+  for (int64_t v : {2, 4, 8, 16})
+    if (d.c % v == 0) x = v;
+  for (int64_t vecs : {1, 2, 4}) {
+    if (d.k % (lanes * vecs) != 0) continue;
+    // Row tiles: least padding waste first, then the most pixels.
+    std::vector<int64_t> tiles;
+    for (int64_t t : {2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 28})
+      if (t <= d.ow && t * vecs <= kMaxAccumulatorVectors) tiles.push_back(t);
+    std::sort(tiles.begin(), tiles.end(), [&](int64_t a, int64_t b) {
+      int64_t wa = (d.ow + a - 1) / a * a - d.ow, wb = (d.ow + b - 1) / b * b - d.ow;
+      return wa != wb ? wa < wb : a > b;
+    });
+    if (tiles.size() > 2) tiles.resize(2);
+    if (tiles.empty()) tiles.push_back(1);
+    for (int64_t t : tiles) {
+      // Depthwise has one reduction order; its second variant unrolls the column loop.
+      for (const char* reduce : {"crs", "rsc"}) {
+        for (const char* outer : {"koh", "ohk"}) {
+          json c{{"vec_lanes", lanes}, {"oc_vecs", vecs}, {"ow_reg", t}, {"outer_order", outer},
+                 {"parallel", target.num_threads > 1 ? 1 : 0}};
+          if (depthwise_) {
+            c["unroll_s"] = std::string(reduce) == "crs" ? 1 : 0;
+          } else {
+            c["ic_block"] = x;
+            c["unroll_ci"] = std::min<int64_t>(x, 4);
+            c["reduce_order"] = reduce;
+          }
+          add(Config(c));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Instantiate(const TuningTask& task,
+                                                            const Target& target,
+                                                            const Config& config) const {
+  const std::string op = depthwise_ ? "depthwise_conv2d" : "conv2d";
+  if (task.op() != op) return absl::InvalidArgumentError(name() + " template got " + task.op());
+  ConfigSpace space = Space(task, target);
+  RETURN_IF_ERROR(space.Check(config));
+  const ConvShape d = ShapeOf(task, depthwise_);
+  const int64_t lanes = config.Int("vec_lanes"), y = lanes * config.Int("oc_vecs");
+  const int64_t x = depthwise_ ? y : config.Int("ic_block");
+
+  Schedule s(ConvCompute(d, x, y, depthwise_));
+  RETURN_IF_ERROR(s.Split("ow", config.Int("ow_reg"), "ow.o", "ow.i"));
+  RETURN_IF_ERROR(s.Split("ko", lanes, "ko.v", "ko.l"));
+  const bool koh = config.Str("outer_order") == "koh";
+  std::vector<std::string> order = {"n", koh ? "kb" : "oh", koh ? "oh" : "kb", "ow.o"};
+  std::string first_reduce;
+  if (depthwise_) {
+    order.insert(order.end(), {"r", "s"});
+    first_reduce = "r";
+  } else {
+    RETURN_IF_ERROR(s.Split("ci", config.Int("unroll_ci"), "ci.o", "ci.u"));
+    if (config.Str("reduce_order") == "crs") {
+      order.insert(order.end(), {"cb", "r", "s"});
+      first_reduce = "cb";
+    } else {
+      order.insert(order.end(), {"r", "s", "cb"});
+      first_reduce = "r";
+    }
+    order.insert(order.end(), {"ci.o", "ci.u"});
+  }
+  order.insert(order.end(), {"ow.i", "ko.v", "ko.l"});
+  RETURN_IF_ERROR(s.Reorder(order));
+  if (!depthwise_) RETURN_IF_ERROR(s.Unroll("ci.u"));
+  if (depthwise_ && config.Int("unroll_s")) RETURN_IF_ERROR(s.Unroll("s"));
+  RETURN_IF_ERROR(s.Unroll("ow.i"));
+  RETURN_IF_ERROR(s.Unroll("ko.v"));
+  if (lanes > 1) RETURN_IF_ERROR(s.Vectorize("ko.l"));
+  if (config.Int("parallel")) RETURN_IF_ERROR(s.Parallel(order[1]));
+  RETURN_IF_ERROR(s.CacheWrite(first_reduce));
+  ASSIGN_OR_RETURN(ir::LoweredFunc func, Lower(s, KernelSymbol(task, *this, config)));
+  // Lowering wrote O.blocked as "the output"; the task's output is O (see ConvCompute).
+  func.params[4].is_output = false;
+  func.params[4].is_internal = true;
+  func.params[5].is_output = true;
+  func.prepack = PrepackStmt(d, x, y, depthwise_);
+  func.unpack = UnpackStmt(d, y);
+  return func;
+}
+
+}  // namespace tuneforge

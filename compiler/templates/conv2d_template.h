@@ -1,0 +1,45 @@
+// The convolution templates: `conv2d_cpu` (conv2d, groups 1, dilation 1) and
+// `depthwise_conv2d_cpu`, computed in blocked layouts as oneDNN does.
+//
+// Layouts (x = input-channel block, y = output-channel block; both are knobs):
+//   I.blocked  [N, C/x, H+2*pad, W+2*pad, x]   NCHW[x]c with the zero border in place
+//   F.blocked  [K/y, C/x, R, S, x, y]          OIHW[x]i[y]o   (depthwise: [C/x, R, S, x])
+//   O.blocked  [N, K/y, OH, OW, y]             NCHW[y]c       (depthwise: y = x)
+// The task's tensors stay NCHW / OIHW (what the reference and the agent use). The
+// layout transforms are separate entry points of the kernel, not part of the timed
+// region, like the reorders a oneDNN benchmark leaves out:
+//   prepack: I -> I.blocked (with padding), F -> F.blocked   (LoweredFunc::prepack)
+//   unpack:  O.blocked -> O                                   (LoweredFunc::unpack)
+// so a network that keeps activations blocked pays them once at its edges.
+//
+// The timed kernel is a register-tiled micro-kernel: for each output row, a tile of
+// `ow_reg` output pixels x `oc_vecs` vectors of `vec_lanes` output channels stays in
+// vector registers while the reduction (input-channel blocks, filter rows and
+// columns, then the x channels of a block, unrolled by `unroll_ci`) streams through;
+// each step broadcasts one input value per pixel and loads the filter vectors once.
+// Depthwise: the tile is `ow_reg` pixels x `oc_vecs` channel vectors, the reduction
+// only the R x S window, each step one input vector per pixel times one filter vector.
+// Entry point: I, F, I.blocked, F.blocked, O.blocked (internal), O.
+#pragma once
+
+#include "compiler/templates/template.h"
+
+namespace tuneforge {
+
+class Conv2dTemplate : public Template {
+ public:
+  explicit Conv2dTemplate(bool depthwise) : depthwise_(depthwise) {}
+  std::string name() const override { return depthwise_ ? "depthwise_conv2d_cpu" : "conv2d_cpu"; }
+  int version() const override { return 1; }
+  bool HasPrepack() const override { return true; }
+  ConfigSpace Space(const TuningTask& task, const Target& target) const override;
+  Config Naive(const TuningTask& task, const Target& target) const override;
+  std::vector<Config> Heuristics(const TuningTask& task, const Target& target) const override;
+  absl::StatusOr<ir::LoweredFunc> Instantiate(const TuningTask& task, const Target& target,
+                                              const Config& config) const override;
+
+ private:
+  bool depthwise_;
+};
+
+}  // namespace tuneforge

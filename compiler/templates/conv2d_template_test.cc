@@ -1,0 +1,112 @@
+// conv2d_cpu and depthwise_conv2d_cpu without LLVM: prepack (layouts, padding), the
+// blocked kernel and unpack, run by the interpreter, must match the reference.
+#include "compiler/templates/conv2d_template.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "compiler/ir/interpreter.h"
+#include "compiler/reference/reference.h"
+#include "compiler/support/status.h"
+
+namespace tuneforge {
+namespace {
+
+Target Avx512() {
+  Target t;
+  t.triple = "x86_64-pc-linux-gnu";
+  t.cpu = "znver4";
+  t.features = "+avx,+avx2,+avx512f,+fma";
+  t.num_threads = 2;
+  t.device_key = "test";
+  return t;
+}
+
+void ExpectInterpretedCorrect(const TuningTask& task, const Config& config) {
+  const Template* tmpl = *FindTemplate(task);
+  auto f = tmpl->Instantiate(task, Avx512(), config);
+  ASSERT_TRUE(f.ok()) << task.CanonicalText() << " " << config.ToJson() << ": " << f.status();
+  auto inputs = MakeInputs(task, 3);
+  auto expected = ReferenceOutput(task, inputs);
+  ASSERT_TRUE(expected.ok());
+  std::map<std::string, std::vector<float>> buffers;
+  size_t next = 0;
+  for (const ir::BufferParam& p : f->params) {
+    if (p.is_output || p.is_internal) {
+      buffers[p.name] = std::vector<float>(p.NumElements(), std::nanf(""));
+    } else {
+      buffers[p.name] = inputs[next++];
+    }
+  }
+  ASSERT_EQ(next, inputs.size());
+  absl::Status st = ir::Interpret(*f, &buffers);
+  ASSERT_TRUE(st.ok()) << st;
+  const std::vector<float>& o = buffers["O"];
+  ASSERT_EQ(o.size(), expected->size());
+  Tolerance tol = ToleranceFor(task);
+  for (size_t i = 0; i < o.size(); ++i) {
+    ASSERT_LE(std::fabs(o[i] - (*expected)[i]), tol.atol + tol.rtol * std::fabs((*expected)[i]))
+        << task.CanonicalText() << " " << config.ToJson() << " index " << i;
+  }
+}
+
+TuningTask Conv(const std::string& text) {
+  auto t = ParseTask(text);
+  TF_CHECK(t.ok(), t.status().ToString());
+  return *t;
+}
+
+TEST(Conv2dTemplateTest, NaiveAndHeuristicsMatchTheReference) {
+  for (const char* text : {"conv2d N=1 C=8 H=6 W=7 K=16 R=3 S=3 stride=1 pad=1",
+                           "conv2d N=2 C=4 H=9 W=9 K=32 R=1 S=1 stride=2 pad=0",
+                           "conv2d N=1 C=3 H=8 W=5 K=8 R=3 S=2 stride=2 pad=2",
+                           "depthwise_conv2d N=1 C=32 H=7 W=9 R=3 S=3 stride=1 pad=1",
+                           "depthwise_conv2d N=2 C=16 H=10 W=10 R=3 S=3 stride=2 pad=1"}) {
+    TuningTask task = Conv(text);
+    const Template* tmpl = *FindTemplate(task);
+    ExpectInterpretedCorrect(task, tmpl->Naive(task, Avx512()));
+    std::vector<Config> h = tmpl->Heuristics(task, Avx512());
+    ASSERT_FALSE(h.empty()) << text;
+    for (size_t i = 0; i < h.size(); i += 3) ExpectInterpretedCorrect(task, h[i]);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(Conv2dTemplateTest, RandomConfigsInterpreted) {
+  std::mt19937_64 rng(9);
+  for (int i = 0; i < 16; ++i) {
+    const bool depthwise = i % 2;
+    int64_t c = std::vector<int64_t>{4, 8, 16, 32}[rng() % 4];
+    int64_t h = 3 + rng() % 7, w = 3 + rng() % 9, r = 1 + rng() % 3, s = 1 + rng() % 3;
+    int64_t stride = 1 + rng() % 2, pad = rng() % 2;
+    std::string text =
+        std::string(depthwise ? "depthwise_conv2d" : "conv2d") + " N=1 C=" + std::to_string(c) +
+        " H=" + std::to_string(h) + " W=" + std::to_string(w) +
+        (depthwise ? "" : " K=" + std::to_string(std::vector<int64_t>{8, 16, 32}[rng() % 3])) +
+        " R=" + std::to_string(r) + " S=" + std::to_string(s) + " stride=" + std::to_string(stride) +
+        " pad=" + std::to_string(pad);
+    TuningTask task = Conv(text);
+    auto config = (*FindTemplate(task))->Space(task, Avx512()).Sample(rng);
+    ASSERT_TRUE(config.ok()) << text;
+    ExpectInterpretedCorrect(task, *config);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(Conv2dTemplateTest, TaskValidation) {
+  EXPECT_FALSE(ParseTask("conv2d N=1 C=8 H=2 W=2 K=8 R=5 S=5 stride=1 pad=0").ok());
+  EXPECT_TRUE(ParseTask("conv2d N=1 C=8 H=2 W=2 K=8 R=5 S=5 stride=1 pad=2").ok());
+  auto bad = ParseTask("conv2d N=1 C=8 H=8 W=8 K=8 R=3 S=3 stride=0 pad=1");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("stride=0 must be in 1..64"), std::string::npos);
+  TuningTask t = Conv("conv2d N=1 C=64 H=56 W=56 K=64 R=3 S=3 stride=1 pad=1");
+  EXPECT_EQ(t.ConvOutH(), 56);
+  EXPECT_DOUBLE_EQ(t.Flops(), 2.0 * 64 * 56 * 56 * 64 * 9);
+  TuningTask d = Conv("depthwise_conv2d N=1 C=96 H=56 W=56 R=3 S=3 stride=2 pad=1");
+  EXPECT_EQ(d.ConvOutW(), 28);
+}
+
+}  // namespace
+}  // namespace tuneforge

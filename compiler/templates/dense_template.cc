@@ -1,0 +1,70 @@
+#include "compiler/templates/dense_template.h"
+
+#include "compiler/schedule/schedule.h"
+#include "compiler/support/status.h"
+#include "compiler/templates/matmul_template.h"
+
+namespace tuneforge {
+namespace {
+
+const GemmBuffers kDenseBuffers{"X", "W", "W.packed", "Y"};
+constexpr const char* kPackKnob = "pack_w";
+
+}  // namespace
+
+ConfigSpace DenseTemplate::Space(const TuningTask& task, const Target& target) const {
+  return GemmSpace(task.Param("M"), task.Param("N"), task.Param("K"), target,
+                   {kPackKnob, {0, 1},
+                    "copy W into contiguous panels of the register tile's width once, in the "
+                    "prepack entry outside the timed region (width must divide N)"});
+}
+
+Config DenseTemplate::Naive(const TuningTask& task, const Target& target) const {
+  (void)target;
+  return GemmNaive(task.Param("K"), kPackKnob);
+}
+
+std::vector<Config> DenseTemplate::Heuristics(const TuningTask& task, const Target& target) const {
+  return GemmHeuristics(Space(task, target), target, kPackKnob);
+}
+
+absl::StatusOr<ir::LoweredFunc> DenseTemplate::Instantiate(const TuningTask& task,
+                                                           const Target& target,
+                                                           const Config& config) const {
+  using namespace ir;  // NOLINT: the expression builders read like math here.
+  if (task.op() != "dense") return absl::InvalidArgumentError(name() + " template got " + task.op());
+  ConfigSpace space = Space(task, target);
+  RETURN_IF_ERROR(space.Check(config));
+  int64_t m = task.Param("M"), n = task.Param("N"), k = task.Param("K");
+  const bool bias = task.Param("bias") == 1, relu = task.Param("relu") == 1;
+  int64_t lanes = config.Int("vec_lanes"), vecs = config.Int("tile_j_vecs");
+  const bool pack = config.Int(kPackKnob) == 1;
+  const int64_t panel = pack ? lanes * vecs : 0;
+
+  ComputeDef def = GemmCompute("dense", kDenseBuffers, 0, m, n, k, panel);
+  // Entry point: X, W, [bias], W.packed, Y — inputs first in MakeInputs' order.
+  BufferParam w_packed{"W.packed", DType::kFloat32,
+                       pack ? std::vector<int64_t>{n / panel, k, panel} : std::vector<int64_t>{k, n},
+                       false};
+  w_packed.is_internal = true;
+  std::vector<BufferParam> params = {def.params[0], BufferParam{"W", DType::kFloat32, {k, n}, false}};
+  if (bias) params.push_back(BufferParam{"bias", DType::kFloat32, {n}, false});
+  params.push_back(w_packed);
+  params.push_back(def.params[2]);
+  def.params = params;
+
+  Expr j = pack ? Add(Mul(Var("jp"), IntImm(panel)), Var("jr")) : Var("j");
+  Expr out = ReducedValue();
+  if (bias) out = Add(out, Load("bias", DType::kFloat32, j));
+  if (relu) out = Max(out, FloatImm(0.0));
+  if (bias || relu) def.epilogue = out;
+
+  Schedule s(std::move(def));
+  RETURN_IF_ERROR(ScheduleGemm(&s, config, pack, /*batch=*/0, target));
+  ASSIGN_OR_RETURN(LoweredFunc func, Lower(s, KernelSymbol(task, *this, config)));
+  // The copy is done once per set of weights, so it need not be fast: serial.
+  if (pack) func.prepack = PackBNest(kDenseBuffers, 1, n, k, lanes, vecs, /*parallel=*/false);
+  return func;
+}
+
+}  // namespace tuneforge

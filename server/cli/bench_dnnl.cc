@@ -1,0 +1,88 @@
+#include "server/cli/bench_dnnl.h"
+
+#include <omp.h>
+
+#include <exception>
+
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace tuneforge::cli {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+class DnnlConvImpl : public DnnlConv {
+ public:
+  DnnlConvImpl(const TuningTask& task, const float* input, const float* filter, float* output)
+      : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+    const bool depthwise = task.op() == "depthwise_conv2d";
+    const memory::dim n = task.Param("N"), c = task.Param("C"), h = task.Param("H"),
+                      w = task.Param("W"), k = depthwise ? c : task.Param("K"),
+                      r = task.Param("R"), s = task.Param("S"), stride = task.Param("stride"),
+                      pad = task.Param("pad"), oh = task.ConvOutH(), ow = task.ConvOutW();
+    memory::dims src_dims = {n, c, h, w}, dst_dims = {n, k, oh, ow};
+    memory::dims wei_dims = depthwise ? memory::dims{c, 1, 1, r, s} : memory::dims{k, c, r, s};
+    memory::dims strides = {stride, stride}, padding = {pad, pad};
+    // The right padding that gives exactly OH x OW (oneDNN checks the arithmetic).
+    memory::dims padding_r = {(oh - 1) * stride + r - h - pad, (ow - 1) * stride + s - w - pad};
+    memory::desc src_any(src_dims, dt::f32, tag::any), wei_any(wei_dims, dt::f32, tag::any),
+        dst_any(dst_dims, dt::f32, tag::any);
+    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                         dnnl::algorithm::convolution_direct, src_any, wei_any,
+                                         dst_any, strides, padding, padding_r);
+    dnnl::convolution_forward::primitive_desc pd(desc, engine_);
+    impl_ = pd.impl_info_str();
+    conv_ = dnnl::convolution_forward(pd);
+
+    memory user_src({src_dims, dt::f32, tag::nchw}, engine_, const_cast<float*>(input));
+    memory user_wei({wei_dims, dt::f32, depthwise ? tag::goihw : tag::oihw}, engine_,
+                    const_cast<float*>(filter));
+    user_dst_ = memory({dst_dims, dt::f32, tag::nchw}, engine_, output);
+    src_ = memory(pd.src_desc(), engine_);
+    wei_ = memory(pd.weights_desc(), engine_);
+    dst_ = memory(pd.dst_desc(), engine_);
+    dnnl::reorder(user_src, src_).execute(stream_, user_src, src_);
+    dnnl::reorder(user_wei, wei_).execute(stream_, user_wei, wei_);
+    stream_.wait();
+    unpack_ = dnnl::reorder(dst_, user_dst_);
+  }
+
+  void Run() override {
+    conv_.execute(stream_, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, wei_}, {DNNL_ARG_DST, dst_}});
+    stream_.wait();
+  }
+
+  void Unpack() override {
+    unpack_.execute(stream_, dst_, user_dst_);
+    stream_.wait();
+  }
+
+  std::string impl() const override { return impl_; }
+
+ private:
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  dnnl::convolution_forward conv_;
+  dnnl::reorder unpack_;
+  memory src_, wei_, dst_, user_dst_;
+  std::string impl_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DnnlConv>> MakeDnnlConv(const TuningTask& task, const float* input,
+                                                       const float* filter, float* output,
+                                                       int threads) {
+  if (task.op() != "conv2d" && task.op() != "depthwise_conv2d")
+    return absl::InvalidArgumentError("oneDNN baseline only for conv2d and depthwise_conv2d");
+  omp_set_num_threads(threads);
+  try {
+    return std::unique_ptr<DnnlConv>(new DnnlConvImpl(task, input, filter, output));
+  } catch (const std::exception& e) {  // dnnl::error: the API's only error channel
+    return absl::InternalError(std::string("oneDNN: ") + e.what());
+  }
+}
+
+}  // namespace tuneforge::cli

@@ -1,0 +1,36 @@
+// oneDNN side of `tuneforge bench kernels` for conv2d and depthwise_conv2d: the
+// vendor's own choice of blocked layouts (format `any`, as oneDNN's users and
+// benchdnn do), inference, with the reorders into and out of those layouts done
+// outside the timed call — the same split as tuneforge's prepack/unpack entries.
+// Only the CLI links oneDNN.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "compiler/task/task.h"
+
+namespace tuneforge::cli {
+
+// A ready-to-run vendor convolution over the caller's NCHW / OIHW buffers.
+// Not thread-safe; owns the oneDNN engine, primitive and blocked buffers.
+class DnnlConv {
+ public:
+  virtual ~DnnlConv() = default;
+  // The convolution alone, on the blocked input and weights (timed).
+  virtual void Run() = 0;
+  // Reorders the blocked output into the caller's NCHW output (untimed).
+  virtual void Unpack() = 0;
+  // oneDNN's implementation name, e.g. "jit:avx512_core".
+  virtual std::string impl() const = 0;
+};
+
+// `threads` becomes OpenMP's thread count (Debian's oneDNN uses OpenMP). The input
+// and filter are reordered once, here.
+absl::StatusOr<std::unique_ptr<DnnlConv>> MakeDnnlConv(const TuningTask& task, const float* input,
+                                                       const float* filter, float* output,
+                                                       int threads);
+
+}  // namespace tuneforge::cli

@@ -1,0 +1,153 @@
+// Token authentication on a real server on loopback (in process, real gRPC): every
+// service refuses a missing or unknown token with UNAUTHENTICATED and a token of the
+// wrong role with PERMISSION_DENIED; a user cannot see or cancel another user's job
+// (NOT_FOUND, so job ids of others are not revealed); an admin can.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "server/auth.h"
+#include "server/server.h"
+#include "tuneforge/v1/agent.grpc.pb.h"
+#include "tuneforge/v1/database.grpc.pb.h"
+#include "tuneforge/v1/farm.grpc.pb.h"
+#include "tuneforge/v1/tuning.grpc.pb.h"
+
+namespace tuneforge {
+namespace {
+
+const std::string kAgent = "agent-token-0123456789";
+const std::string kAlice = "alice-token-0123456789";
+const std::string kBob = "bob-token-0123456789abc";
+const std::string kAdmin = "admin-token-0123456789";
+
+class AuthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() / ("tf_auth_" + std::to_string(getpid())))
+               .string();
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ + "/tokens") << "agent farm " << kAgent << "\nuser alice " << kAlice
+                                    << "\nuser bob " << kBob << "\nadmin ops " << kAdmin << "\n";
+    ServerOptions o;
+    o.listen = "127.0.0.1:0";
+    o.db_path = dir_ + "/auth.db";
+    o.tokens_path = dir_ + "/tokens";
+    o.builder_threads = 1;
+    auto server = Server::Start(o);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                       grpc::InsecureChannelCredentials());
+    tuning_ = v1::TuningService::NewStub(channel);
+    agents_ = v1::AgentService::NewStub(channel);
+    farm_ = v1::FarmService::NewStub(channel);
+    db_ = v1::DatabaseService::NewStub(channel);
+  }
+  void TearDown() override {
+    server_->Shutdown();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // A context with `token` (none when empty) and a deadline.
+  std::unique_ptr<grpc::ClientContext> Ctx(const std::string& token) {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    AddToken(ctx.get(), token);
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    return ctx;
+  }
+  grpc::StatusCode Submit(const std::string& token, std::string* job_id = nullptr) {
+    v1::SubmitJobRequest req;
+    req.mutable_spec()->set_task("matmul M=8 N=8 K=8");
+    req.mutable_spec()->set_trials(2);
+    req.mutable_spec()->set_device_key("no-agent-has-this-key");  // the job waits
+    v1::SubmitJobResponse resp;
+    grpc::StatusCode code = tuning_->SubmitJob(Ctx(token).get(), req, &resp).error_code();
+    if (job_id) *job_id = resp.job_id();
+    return code;
+  }
+  grpc::StatusCode Cancel(const std::string& token, const std::string& job_id) {
+    v1::JobRequest req;
+    req.set_job_id(job_id);
+    v1::JobStatus resp;
+    return tuning_->CancelJob(Ctx(token).get(), req, &resp).error_code();
+  }
+  grpc::StatusCode Get(const std::string& token, const std::string& job_id) {
+    v1::JobRequest req;
+    req.set_job_id(job_id);
+    v1::JobStatus resp;
+    return tuning_->GetJob(Ctx(token).get(), req, &resp).error_code();
+  }
+  grpc::StatusCode Register(const std::string& token) {
+    v1::RegisterRequest req;
+    req.set_device_key("k");
+    v1::RegisterResponse resp;
+    return agents_->Register(Ctx(token).get(), req, &resp).error_code();
+  }
+  grpc::StatusCode Farm(const std::string& token) {
+    v1::FarmStatus resp;
+    return farm_->Status(Ctx(token).get(), v1::FarmStatusRequest(), &resp).error_code();
+  }
+
+  std::string dir_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<v1::TuningService::Stub> tuning_;
+  std::unique_ptr<v1::AgentService::Stub> agents_;
+  std::unique_ptr<v1::FarmService::Stub> farm_;
+  std::unique_ptr<v1::DatabaseService::Stub> db_;
+};
+
+TEST_F(AuthTest, MissingOrUnknownTokenIsUnauthenticatedOnEveryService) {
+  for (const std::string& token : {std::string(), std::string("not-a-token-at-all-xyz")}) {
+    EXPECT_EQ(Submit(token), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(Get(token, "job-1"), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(Cancel(token, "job-1"), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(Register(token), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(Farm(token), grpc::StatusCode::UNAUTHENTICATED);
+    v1::StatsResponse stats;
+    EXPECT_EQ(db_->Stats(Ctx(token).get(), v1::StatsRequest(), &stats).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  // The agent stream too: refused before the hello is read.
+  auto ctx = Ctx("");
+  auto stream = agents_->Connect(ctx.get());
+  v1::AgentMessage hello;
+  hello.set_hello_agent_id("agent-1");
+  stream->Write(hello);
+  stream->WritesDone();
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(AuthTest, WrongRoleIsPermissionDenied) {
+  EXPECT_EQ(Submit(kAgent), grpc::StatusCode::PERMISSION_DENIED);  // agent token as a user
+  EXPECT_EQ(Farm(kAgent), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Register(kAlice), grpc::StatusCode::PERMISSION_DENIED);  // user as an agent
+  EXPECT_EQ(Register(kAgent), grpc::StatusCode::OK);
+}
+
+TEST_F(AuthTest, UsersSeeAndCancelOnlyTheirOwnJobsAdminsAll) {
+  std::string job;
+  ASSERT_EQ(Submit(kAlice, &job), grpc::StatusCode::OK);
+  EXPECT_EQ(Get(kAlice, job), grpc::StatusCode::OK);
+  EXPECT_EQ(Get(kBob, job), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Cancel(kBob, job), grpc::StatusCode::NOT_FOUND);  // bob cannot cancel it
+  EXPECT_EQ(Cancel(kAgent, job), grpc::StatusCode::PERMISSION_DENIED);
+
+  // Still alive after bob's attempt; the admin may cancel anyone's job.
+  v1::JobRequest req;
+  req.set_job_id(job);
+  v1::JobStatus status;
+  ASSERT_TRUE(tuning_->GetJob(Ctx(kAlice).get(), req, &status).ok());
+  EXPECT_NE(status.state(), v1::CANCELLED);
+  EXPECT_EQ(Cancel(kAdmin, job), grpc::StatusCode::OK);
+  for (int i = 0; i < 200 && status.state() != v1::CANCELLED; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_TRUE(tuning_->GetJob(Ctx(kAlice).get(), req, &status).ok());
+  }
+  EXPECT_EQ(status.state(), v1::CANCELLED);
+}
+
+}  // namespace
+}  // namespace tuneforge

@@ -1,0 +1,142 @@
+#include "tuner/model_eval.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <map>
+#include <random>
+#include <string>
+
+#include "compiler/support/hash.h"
+#include "compiler/support/status.h"
+
+namespace tuneforge {
+
+double RecordThroughput(const TuningRecord& r) {
+  if (r.result.error != MeasureErrorKind::kNone) return 0;
+  double cost = r.result.MedianCost();
+  return std::isfinite(cost) && cost > 0 ? r.workload.flops / cost : 0;
+}
+
+absl::StatusOr<HeldOutResult> EvaluateHeldOut(const PolicyContext& context,
+                                              const ModelPolicyOptions& options,
+                                              const std::vector<TuningRecord>& records,
+                                              const std::vector<TuningRecord>& transfer,
+                                              const HeldOutOptions& held_out, bool own_train) {
+  // Distinct configs of the task, best record of each.
+  std::map<std::string, const TuningRecord*> best;
+  for (const TuningRecord& r : records) {
+    if (r.workload.key != context.task.WorkloadKey()) continue;
+    absl::StatusOr<Config> c = Config::FromJson(r.config_json);
+    if (!c.ok()) continue;
+    const TuningRecord*& slot = best[c->ToJson()];
+    if (!slot || RecordThroughput(r) > RecordThroughput(*slot)) slot = &r;
+  }
+  if (best.size() < 8)
+    return absl::InvalidArgumentError("only " + std::to_string(best.size()) +
+                                      " distinct configs of " + context.task.CanonicalText());
+  // Order by a hash of (seed, config): a split that does not depend on the standard
+  // library's shuffle, so it is the same on every machine. The seed goes first: with
+  // FNV-1a a seed appended last only rotates the order of all keys, and seeds 1, 2, 3
+  // then gave the same split.
+  std::vector<std::pair<uint64_t, const TuningRecord*>> order;
+  for (const auto& [key, r] : best)
+    order.emplace_back(Fnv1a64(std::to_string(held_out.split_seed) + "#" + key), r);
+  std::sort(order.begin(), order.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  size_t n_train = static_cast<size_t>(order.size() * held_out.train_fraction);
+  n_train = std::clamp<size_t>(n_train, 1, order.size() - 1);
+
+  std::vector<TuningRecord> train;
+  std::vector<Config> test;
+  std::vector<float> labels;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i < n_train) {
+      train.push_back(*order[i].second);
+    } else {
+      test.push_back(*Config::FromJson(order[i].second->config_json));
+      labels.push_back(static_cast<float>(RecordThroughput(*order[i].second)));
+    }
+  }
+  ModelPolicy policy(context, options);
+  policy.ObserveOtherTasks(transfer);
+  if (own_train) policy.Observe(train);
+  RETURN_IF_ERROR(policy.Retrain());
+  if (!policy.model().trained())
+    return absl::InvalidArgumentError("too few rows to train the cost model");
+  ASSIGN_OR_RETURN(std::vector<float> scores, policy.Score(test));
+
+  HeldOutResult out;
+  out.train = own_train ? static_cast<int>(n_train) : 0;
+  out.test = static_cast<int>(test.size());
+  out.transfer_rows = policy.rows() - out.train;
+  out.k = std::clamp(out.test / 5, 1, held_out.max_k);
+  out.pairwise_accuracy = costmodel::PairwiseAccuracy(scores, labels);
+  out.recall_at_k = costmodel::RecallAtK(scores, labels, out.k);
+  out.train_seconds = policy.last_train_seconds();
+  return out;
+}
+
+absl::StatusOr<ScoringSpeed> MeasureScoringSpeed(const PolicyContext& context,
+                                                 const ModelPolicyOptions& options,
+                                                 const std::vector<TuningRecord>& records,
+                                                 int candidates) {
+  ModelPolicy policy(context, options);
+  policy.Observe(records);
+  RETURN_IF_ERROR(policy.Retrain());
+  if (!policy.model().trained())
+    return absl::InvalidArgumentError("too few records to train the cost model");
+  ConfigSpace space = context.tmpl->Space(context.task, context.target);
+  std::mt19937_64 rng(context.seed);
+  auto sample = [&](int n) {
+    std::vector<Config> out;
+    for (int i = 0; i < n; ++i) {
+      absl::StatusOr<Config> c = space.Sample(rng, 1000);
+      if (c.ok()) out.push_back(*std::move(c));
+    }
+    return out;
+  };
+  using Clock = std::chrono::steady_clock;
+  auto us_since = [](Clock::time_point t0) {
+    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  };
+  // The breakdown is in this thread's CPU time: on a shared machine wall time mostly
+  // measures the other processes.
+  auto thread_cpu_us = [] {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+  };
+  ScoringSpeed out;
+  std::vector<Config> configs = sample(candidates);
+  if (configs.empty()) return absl::InvalidArgumentError("cannot sample configs");
+  out.candidates = static_cast<int>(configs.size());
+  costmodel::FeatureExtractor extractor(space, context.target);
+  std::vector<ir::LoweredFunc> funcs;
+  funcs.reserve(configs.size());
+  double c0 = thread_cpu_us();
+  for (const Config& c : configs) {
+    ASSIGN_OR_RETURN(ir::LoweredFunc f, context.tmpl->Instantiate(context.task, context.target, c));
+    funcs.push_back(std::move(f));
+  }
+  out.lower_us = (thread_cpu_us() - c0) / configs.size();
+  std::vector<costmodel::FeatureVector> rows;
+  rows.reserve(configs.size());
+  c0 = thread_cpu_us();
+  for (size_t i = 0; i < configs.size(); ++i) rows.push_back(extractor.Extract(funcs[i], configs[i]));
+  out.extract_us = (thread_cpu_us() - c0) / configs.size();
+  c0 = thread_cpu_us();
+  ASSIGN_OR_RETURN(std::vector<float> predicted, policy.model().Predict(rows));
+  out.predict_us = (thread_cpu_us() - c0) / configs.size();
+  std::vector<Config> fresh = sample(candidates);
+  std::clock_t cpu0 = std::clock();
+  Clock::time_point t0 = Clock::now();
+  ASSIGN_OR_RETURN(std::vector<float> scores, policy.Score(fresh));
+  out.score_candidates_per_second = fresh.size() / (us_since(t0) * 1e-6);
+  out.score_cpu_us = 1e6 * static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC / fresh.size();
+  out.scoring_threads = options.scoring_threads;
+  return out;
+}
+
+}  // namespace tuneforge
