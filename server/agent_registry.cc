@@ -76,6 +76,11 @@ AgentRegistry::~AgentRegistry() {
   if (reaper_.joinable()) reaper_.join();
 }
 
+double AgentRegistry::LeaseSecondsLocked(const Pending& p) const {
+  if (!p.leased_at) return 0.0;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - *p.leased_at).count();
+}
+
 int64_t AgentRegistry::Now() const { return options_.clock_ms ? options_.clock_ms() : SteadyMs(); }
 
 void AgentRegistry::Run(Callbacks* callbacks) {
@@ -265,6 +270,10 @@ bool AgentRegistry::NextRequest(const std::string& agent_id, v1::MeasureRequest*
                               ? pending.request.options().timeout_ms()
                               : kDefaultRequestTimeoutMs;
         leases_.Grant(*id, agent_id, now, now + timeout + options_.lease_grace_ms);
+        if (observer_ && pending.pinned_agent.empty()) {
+          observer_->OnLease(/*redispatch=*/pending.attempts > 0);  // a lost lease before
+        }
+        pending.leased_at = std::chrono::steady_clock::now();
         ++pending.attempts;
         pending.tried.insert(agent_id);
         ++agent.info.in_flight;
@@ -310,6 +319,9 @@ void AgentRegistry::Complete(const std::string& agent_id, const v1::MeasureResul
       }
       auto p = pending_.find(result.request_id());
       TF_CHECK(p != pending_.end(), "lease without a pending request ", result.request_id());
+      if (observer_ && p->second.pinned_agent.empty()) {
+        observer_->OnResult(result.error(), LeaseSecondsLocked(p->second));
+      }
       done = std::move(p->second.done);
       pending_.erase(p);
     }
@@ -376,6 +388,9 @@ void AgentRegistry::FailLocked(const std::string& request_id, const std::string&
                     .count();
   result.set_start_unix_us(now);
   result.set_end_unix_us(now);
+  if (observer_ && p->second.pinned_agent.empty()) {
+    observer_->OnResult(v1::AGENT_LOST, LeaseSecondsLocked(p->second));
+  }
   ResultCallback done = std::move(p->second.done);
   pending_.erase(p);
   TF_LOG(Warning) << "request " << request_id << " recorded as agent_lost: " << why;

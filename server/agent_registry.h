@@ -22,6 +22,7 @@
 // lost (disconnected, or no heartbeat for missed_heartbeats intervals).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -35,6 +36,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "server/dispatch_observer.h"
 #include "server/fair_queue.h"
 #include "server/lease_table.h"
 #include "tuneforge/v1/agent.pb.h"
@@ -162,6 +164,14 @@ class AgentRegistry {
 
   const DispatchOptions& options() const { return options_; }
 
+  // Metrics hooks (OnLease when a request is leased, OnResult when a result is
+  // accepted or a request is given up as agent_lost). `observer` (not owned, may be
+  // null) must be set before the first Dispatch and outlive the registry's use.
+  // DispatchTo requests (golden-kernel checks) are not reported: they are health
+  // checks, not measurements of a job.
+  // Backlog snapshots for scrapes come from Stats() (queued, leased).
+  void SetObserver(DispatchObserver* observer) { observer_ = observer; }
+
  private:
   struct Pending {
     v1::MeasureRequest request;
@@ -173,6 +183,9 @@ class AgentRegistry {
     std::set<std::string> tried;    // agents that held it
     std::string pinned_agent;       // DispatchTo: this agent only
     std::string last_loss;          // why the last lease ended without a result
+    // The latest lease, for the observer's lease-to-result time (real time at full
+    // resolution, not the injectable millisecond clock); unset: never leased.
+    std::optional<std::chrono::steady_clock::time_point> leased_at;
   };
   struct Agent {
     AgentInfo info;
@@ -184,6 +197,8 @@ class AgentRegistry {
   using Callbacks = std::vector<std::function<void()>>;
 
   int64_t Now() const;
+  // Seconds from p's latest lease to now (0 if never leased), for the observer.
+  double LeaseSecondsLocked(const Pending& p) const;
   // REQUIRES: mu_ held (for all *Locked).
   bool ResponsiveLocked(const Agent& a) const;
   bool UsableLocked(const Agent& a) const;
@@ -210,6 +225,7 @@ class AgentRegistry {
   int64_t next_agent_ = 1;                    // GUARDED_BY(mu_)
   int64_t use_counter_ = 0;                   // GUARDED_BY(mu_)
   bool shutdown_ = false;                     // GUARDED_BY(mu_)
+  DispatchObserver* observer_ = nullptr;      // set before use, then read-only
 
   std::mutex reaper_mu_;
   std::condition_variable reaper_cv_;

@@ -14,6 +14,7 @@
 #include "server/agent_registry.h"
 #include "server/database_service.h"
 #include "server/job_manager.h"
+#include "server/observability.h"
 #include "server/services.h"
 #include "tuner/builder.h"
 
@@ -34,11 +35,13 @@ namespace {
 class ServerImpl : public Server {
  public:
   int port() const override { return port_; }
+  int metrics_port() const override { return observability_ ? observability_->port() : 0; }
 
   void Shutdown() override {
     std::lock_guard<std::mutex> lock(shutdown_mu_);
     if (shut_down_) return;
     shut_down_ = true;
+    if (observability_) observability_->Stop();  // /healthz: 503 from here on
     // Init may have failed part-way: only stop what was started.
     if (jobs_) jobs_->CancelAll();
     if (registry_) registry_->Shutdown();
@@ -53,17 +56,26 @@ class ServerImpl : public Server {
   absl::Status Init(const ServerOptions& options) {
     RETURN_IF_ERROR(CheckAddress(options.listen));
     RETURN_IF_ERROR(options.dispatch.Validate());
+    // The registry calls the observer (dispatch metrics) from its first lease on.
+    observability_ = std::make_unique<Observability>(options.dispatch_observer);
     registry_ = std::make_unique<AgentRegistry>(options.dispatch);
+    registry_->SetObserver(observability_.get());
     DatabaseOptions db_options;
     db_options.path = options.db_path;
     ASSIGN_OR_RETURN(db_, Database::Open(db_options));
     int threads = options.builder_threads > 0 ? options.builder_threads
                                               : std::max(1u, std::thread::hardware_concurrency());
-    builder_ = std::make_unique<Builder>(threads);
-    jobs_ = std::make_unique<JobManager>(db_.get(), registry_.get(), builder_.get());
+    builder_ = options.builder ? options.builder : std::make_shared<Builder>(threads);
+    metered_builder_ = std::make_unique<MeteredBuilder>(builder_.get(), observability_.get());
+    jobs_ = std::make_unique<JobManager>(db_.get(), registry_.get(), metered_builder_.get());
+    observability_->Attach(registry_.get(), jobs_.get(), db_.get());
     if (options.golden_check) {
       RETURN_IF_ERROR(options.health.Validate());
-      health_ = std::make_unique<AgentHealth>(registry_.get(), builder_.get(), options.health);
+      health_ = std::make_unique<AgentHealth>(registry_.get(), metered_builder_.get(),
+                                              options.health);
+    }
+    if (!options.metrics_listen.empty()) {
+      RETURN_IF_ERROR(observability_->Listen(options.metrics_listen));
     }
     if (!options.tokens_path.empty()) {
       ASSIGN_OR_RETURN(auth_, TokenAuth::Load(options.tokens_path));
@@ -88,8 +100,8 @@ class ServerImpl : public Server {
     ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                      ServerCredentials(options.tls_cert_path, options.tls_key_path));
     builder.AddListeningPort(options.listen, credentials, &port_);
-    builder.SetMaxReceiveMessageSize(options.max_message_bytes);
-    builder.SetMaxSendMessageSize(options.max_message_bytes);
+    builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+    builder.SetMaxSendMessageSize(options.max_send_message_bytes);
     builder.RegisterService(tuning_.get());
     builder.RegisterService(agents_.get());
     builder.RegisterService(farm_.get());
@@ -100,6 +112,11 @@ class ServerImpl : public Server {
                                     " (address in use or not local?)");
     }
     jobs_->ResumeStoredJobs();
+    observability_->SetServing(true);
+    if (observability_->port()) {
+      TF_LOG(Info) << "metrics on http://" << options.metrics_listen.substr(0, options.metrics_listen.rfind(':'))
+                   << ":" << observability_->port() << "/metrics";
+    }
     TF_LOG(Info) << "tuneforge server listening on port " << port_ << ", db " << options.db_path
                  << ", " << threads << " builder threads";
     return absl::OkStatus();
@@ -107,8 +124,10 @@ class ServerImpl : public Server {
 
  private:
   std::unique_ptr<Database> db_;
+  std::unique_ptr<Observability> observability_;  // outlives registry_, which calls it
   std::unique_ptr<AgentRegistry> registry_;
-  std::unique_ptr<Builder> builder_;
+  std::shared_ptr<const Builder> builder_;
+  std::unique_ptr<MeteredBuilder> metered_builder_;
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<AgentHealth> health_;  // null: no golden-kernel checks
   std::unique_ptr<TuningServiceImpl> tuning_;

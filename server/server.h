@@ -13,6 +13,9 @@
 
 namespace tuneforge {
 
+class Builder;
+class DispatchObserver;
+
 struct ServerOptions {
   std::string listen = "127.0.0.1:7070";  // host:port; port 0 picks a free port
   std::string db_path = "tuneforge.db";
@@ -22,7 +25,17 @@ struct ServerOptions {
   std::string tls_cert_path;
   std::string tls_key_path;
   int builder_threads = 0;                // 0: one per core
-  int max_message_bytes = 256 << 20;      // artifacts + expected outputs travel in messages
+  // gRPC message size limits: artifacts and expected outputs travel in messages
+  // (server -> agent), imports and query results in DatabaseService calls.
+  int max_receive_message_bytes = 256 << 20;
+  int max_send_message_bytes = 256 << 20;
+  // HOST:PORT serving /metrics (Prometheus text) and /healthz over HTTP; empty: off.
+  std::string metrics_listen;
+  // Builds candidates into artifacts; null: LLVM builds on `builder_threads` threads.
+  // Benchmarks inject a fake so they measure dispatch, not the compiler.
+  std::shared_ptr<const Builder> builder;
+  // Also told every dispatch event (benchmarks); not owned, may be null.
+  DispatchObserver* dispatch_observer = nullptr;
   // Leases, heartbeats and re-dispatch (validated by Start).
   DispatchOptions dispatch;
   // Golden-kernel checks of agents (validated by Start); off: agents are trusted.
@@ -35,6 +48,8 @@ class Server {
   virtual ~Server() = default;
   static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options);
   virtual int port() const = 0;
+  // Port of the /metrics endpoint; 0 when metrics_listen is empty.
+  virtual int metrics_port() const = 0;
   // Cancels jobs, disconnects agents, stops gRPC. Idempotent.
   virtual void Shutdown() = 0;
   // Blocks until Shutdown.

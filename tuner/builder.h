@@ -52,11 +52,13 @@ class BuildSlots {
 
 // Thread-safe. One Builder is shared by every job of a server: at most `threads`
 // candidates are built at once across all concurrent Build calls (each candidate's
-// build holds one BuildSlots slot, first come first served).
+// build holds one BuildSlots slot, first come first served). Virtual so the server can
+// wrap it (metrics) and benchmarks can inject a fake that does not run the compiler.
 class Builder {
  public:
   explicit Builder(int threads);
-  std::vector<BuildResult> Build(const TuningTask& task, const Template& tmpl, const Target& target,
+  virtual ~Builder() = default;
+  virtual std::vector<BuildResult> Build(const TuningTask& task, const Template& tmpl, const Target& target,
                                  const std::vector<Candidate>& candidates) const;
   int threads() const { return threads_; }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <sstream>
 #include <string>
 
@@ -14,8 +15,18 @@ enum class LogLevel { kError = 0, kWarning = 1, kInfo = 2, kDebug = 3 };
 void SetLogLevel(LogLevel level);
 LogLevel GetLogLevel();
 // Prefix added to every line (e.g. "agent" or "server"), so interleaved output of the
-// embedded default's processes stays readable.
+// embedded default's processes stays readable. In JSON lines it is the "component".
 void SetLogPrefix(const std::string& prefix);
+
+// kText: "I 12:34:56 server] message". kJson: one JSON object per line,
+// {"ts":"2026-11-22T12:34:56.789Z","level":"info","component":"server","msg":"..."}
+// (UTC, milliseconds), for log collectors. Process-wide, like the level.
+enum class LogFormat { kText, kJson };
+void SetLogFormat(LogFormat format);
+
+// One JSON log line without the newline; exposed for tests.
+std::string JsonLogLine(int64_t unix_ms, LogLevel level, const std::string& component,
+                        const std::string& msg);
 
 namespace internal {
 class LogMessage {

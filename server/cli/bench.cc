@@ -15,6 +15,7 @@ constexpr const char* kBenchUsage =
     "  kernels  tuned kernels side by side with the vendor library (OpenBLAS)\n"
     "  search   random vs model-guided search, same budget and seeds\n"
     "  db       tuning-log database: insert rate, best/top-k latency, export/import\n"
+    "  farm     server dispatch under load: simulated agents, measurements/s, latency\n"
     "\n"
     "`tuneforge bench <subcommand> --help` describes its options.\n";
 
@@ -26,6 +27,7 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& args) {
       {"kernels", BenchKernelsCommand},
       {"search", BenchSearchCommand},
       {"db", BenchDbCommand},
+      {"farm", BenchFarmCommand},
   };
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::fputs(kBenchUsage, args.empty() ? stderr : stdout);

@@ -21,5 +21,6 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args);  // bench kernels
 absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args);  // bench search
 absl::StatusOr<int> BenchDbCommand(const std::vector<std::string>& args);  // bench db
+absl::StatusOr<int> BenchFarmCommand(const std::vector<std::string>& args);  // bench farm
 
 }  // namespace tuneforge::cli

@@ -1,0 +1,198 @@
+#include "server/http/http_server.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "compiler/support/log.h"
+
+namespace tuneforge::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+absl::Status ParseHostPort(const std::string& address, std::string* host, int* port) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return absl::InvalidArgumentError("address '" + address + "' is not HOST:PORT");
+  }
+  std::string h = address.substr(0, colon);
+  if (h.front() == '[') {
+    if (h.size() < 3 || h.back() != ']') {
+      return absl::InvalidArgumentError("address '" + address + "': unbalanced [ ] around the host");
+    }
+    h = h.substr(1, h.size() - 2);
+  }
+  int p = -1;
+  if (!absl::SimpleAtoi(address.substr(colon + 1), &p) || p < 0 || p > 65535) {
+    return absl::InvalidArgumentError("address '" + address + "': port must be 0..65535");
+  }
+  *host = h;
+  *port = p;
+  return absl::OkStatus();
+}
+
+namespace {
+
+// One connection: read one request (bounded), answer, close.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, const Handler* handler, const ServerOptions* options)
+      : stream_(std::move(socket)), handler_(handler), options_(options) {
+    parser_.header_limit(static_cast<std::uint32_t>(options_->max_request_bytes));
+    parser_.body_limit(options_->max_request_bytes);
+  }
+
+  void Start() {
+    stream_.expires_after(std::chrono::milliseconds(options_->timeout_ms));
+    bhttp::async_read(stream_, buffer_, parser_,
+                      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+  }
+
+ private:
+  void OnRead(beast::error_code ec) {
+    if (ec == bhttp::error::header_limit || ec == bhttp::error::body_limit ||
+        ec == bhttp::error::buffer_overflow) {
+      return Answer(Response{413, "text/plain; charset=utf-8", "request too large\n"}, 11, false);
+    }
+    if (ec) {
+      // Timeout, reset, or not HTTP: answer what can be answered, else just close.
+      if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout) return Close();
+      return Answer(Response{400, "text/plain; charset=utf-8", "bad request\n"}, 11, false);
+    }
+    const auto& req = parser_.get();
+    bool head = req.method() == bhttp::verb::head;
+    if (req.method() != bhttp::verb::get && !head) {
+      return Answer(Response{405, "text/plain; charset=utf-8", "only GET and HEAD\n"},
+                    req.version(), false);
+    }
+    std::string target(req.target());
+    std::string path = target.substr(0, target.find('?'));
+    Response response;
+    try {
+      response = (*handler_)(path);
+    } catch (const std::exception& e) {
+      TF_LOG(Error) << "http handler for " << path << " failed: " << e.what();
+      response = Response{500, "text/plain; charset=utf-8", "internal error\n"};
+    }
+    Answer(std::move(response), req.version(), head);
+  }
+
+  void Answer(Response r, unsigned version, bool head) {
+    response_.version(version);
+    response_.result(static_cast<unsigned>(r.status));
+    response_.set(bhttp::field::server, "tuneforge");
+    response_.set(bhttp::field::content_type, r.content_type);
+    response_.keep_alive(false);
+    response_.body() = std::move(r.body);
+    response_.prepare_payload();  // Content-Length of the full body, also for HEAD
+    if (head) response_.body().clear();
+    stream_.expires_after(std::chrono::milliseconds(options_->timeout_ms));
+    if (head) {
+      serializer_ = std::make_unique<bhttp::response_serializer<bhttp::string_body>>(response_);
+      bhttp::async_write_header(stream_, *serializer_,
+                                [self = shared_from_this()](beast::error_code, size_t) { self->Close(); });
+      return;
+    }
+    bhttp::async_write(stream_, response_,
+                       [self = shared_from_this()](beast::error_code, size_t) { self->Close(); });
+  }
+
+  void Close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.socket().close(ignored);
+  }
+
+  beast::tcp_stream stream_;
+  const Handler* handler_;
+  const ServerOptions* options_;
+  beast::flat_buffer buffer_{8192};
+  bhttp::request_parser<bhttp::string_body> parser_;
+  bhttp::response<bhttp::string_body> response_;
+  std::unique_ptr<bhttp::response_serializer<bhttp::string_body>> serializer_;
+};
+
+class ServerImpl : public Server {
+ public:
+  ServerImpl(ServerOptions options, Handler handler)
+      : options_(std::move(options)), handler_(std::move(handler)), acceptor_(io_) {}
+  ~ServerImpl() override { Shutdown(); }
+
+  absl::Status Bind() {
+    std::string host;
+    int port = 0;
+    absl::Status st = ParseHostPort(options_.listen, &host, &port);
+    if (!st.ok()) return st;
+    beast::error_code ec;
+    tcp::resolver resolver(io_);
+    auto endpoints = resolver.resolve(host, std::to_string(port), tcp::resolver::passive, ec);
+    if (ec || endpoints.empty()) {
+      return absl::InvalidArgumentError("address '" + options_.listen + "': cannot resolve host '" +
+                                        host + "': " + ec.message());
+    }
+    tcp::endpoint endpoint = endpoints.begin()->endpoint();
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return absl::UnavailableError("cannot listen on " + options_.listen + ": " + ec.message());
+    }
+    port_ = acceptor_.local_endpoint().port();
+    Accept();
+    thread_ = std::thread([this] { io_.run(); });
+    return absl::OkStatus();
+  }
+
+  int port() const override { return port_; }
+
+  void Shutdown() override {
+    std::lock_guard<std::mutex> lock(shutdown_mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    io_.stop();  // abandons pending operations; their sessions are freed with io_
+    if (thread_.joinable()) thread_.join();
+    beast::error_code ignored;
+    acceptor_.close(ignored);  // new connections are refused, not left hanging
+  }
+
+ private:
+  void Accept() {
+    acceptor_.async_accept(io_, [this](beast::error_code ec, tcp::socket socket) {
+      if (!ec) std::make_shared<Session>(std::move(socket), &handler_, &options_)->Start();
+      if (acceptor_.is_open()) Accept();
+    });
+  }
+
+  const ServerOptions options_;
+  const Handler handler_;
+  asio::io_context io_{1};
+  tcp::acceptor acceptor_;
+  std::thread thread_;
+  int port_ = 0;
+  std::mutex shutdown_mu_;
+  bool stopped_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
+                                                      Handler handler) {
+  if (options.max_request_bytes < 256) {
+    return absl::InvalidArgumentError("max_request_bytes must be at least 256");
+  }
+  auto server = std::make_unique<ServerImpl>(options, std::move(handler));
+  absl::Status st = server->Bind();
+  if (!st.ok()) return st;
+  return server;
+}
+
+}  // namespace tuneforge::http

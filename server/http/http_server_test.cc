@@ -1,0 +1,75 @@
+// The HTTP server on loopback with a real client: routing, methods, size limits,
+// address errors.
+#include "server/http/http_server.h"
+
+#include <gtest/gtest.h>
+
+#include "server/http/http_client.h"
+
+namespace tuneforge::http {
+namespace {
+
+std::unique_ptr<Server> StartEcho(size_t max_request_bytes = 8192) {
+  ServerOptions options{"127.0.0.1:0", max_request_bytes, 5000};
+  auto server = Server::Start(options, [](const std::string& path) {
+    if (path == "/hello") return Response{200, "text/plain", "hello\n"};
+    return Response{404, "text/plain", "nope\n"};
+  });
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+TEST(HttpServerTest, RoutesGetAndHead) {
+  auto server = StartEcho();
+  ASSERT_TRUE(server);
+  ASSERT_GT(server->port(), 0);
+  ClientResponse ok = Get("127.0.0.1", server->port(), "/hello?x=1");
+  EXPECT_EQ(ok.status, 200) << ok.error;
+  EXPECT_EQ(ok.body, "hello\n");
+  EXPECT_NE(ok.head.find("Content-Length: 6"), std::string::npos) << ok.head;
+  ClientResponse head = Get("127.0.0.1", server->port(), "/hello", "HEAD");
+  EXPECT_EQ(head.status, 200);
+  EXPECT_EQ(head.body, "");
+  EXPECT_EQ(Get("127.0.0.1", server->port(), "/other").status, 404);
+  EXPECT_EQ(Get("127.0.0.1", server->port(), "/hello", "POST").status, 405);
+  EXPECT_EQ(SendRaw("127.0.0.1", server->port(), "NOT HTTP AT ALL\r\n\r\n").status, 400);
+}
+
+TEST(HttpServerTest, OversizedRequestsAreRefused) {
+  auto server = StartEcho(1024);
+  ASSERT_TRUE(server);
+  std::string big = "GET /hello HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(4000, 'a') + "\r\n\r\n";
+  EXPECT_EQ(SendRaw("127.0.0.1", server->port(), big).status, 413);
+  std::string body = "GET /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" +
+                     std::string(2000, 'b');
+  EXPECT_EQ(SendRaw("127.0.0.1", server->port(), body).status, 413);
+  // Still serving afterwards.
+  EXPECT_EQ(Get("127.0.0.1", server->port(), "/hello").status, 200);
+}
+
+TEST(HttpServerTest, BadAddressesAreClearErrors) {
+  auto handler = [](const std::string&) { return Response{}; };
+  for (const char* bad : {"nocolon", ":80", "127.0.0.1:99999", "127.0.0.1:http", "[::1:80"}) {
+    auto s = Server::Start(ServerOptions{bad}, handler);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << bad << ": " << s.status();
+    EXPECT_NE(std::string(s.status().message()).find(bad), std::string::npos) << s.status();
+  }
+  auto first = StartEcho();
+  ASSERT_TRUE(first);
+  auto taken = Server::Start(ServerOptions{"127.0.0.1:" + std::to_string(first->port())}, handler);
+  ASSERT_FALSE(taken.ok());
+  EXPECT_EQ(taken.status().code(), absl::StatusCode::kUnavailable) << taken.status();
+}
+
+TEST(HttpServerTest, ShutdownIsIdempotentAndStopsServing) {
+  auto server = StartEcho();
+  ASSERT_TRUE(server);
+  int port = server->port();
+  server->Shutdown();
+  server->Shutdown();
+  EXPECT_EQ(Get("127.0.0.1", port, "/hello").status, 0);
+}
+
+}  // namespace
+}  // namespace tuneforge::http
