@@ -1,6 +1,7 @@
 // conv2d_cpu and depthwise_conv2d_cpu without LLVM: prepack (layouts, padding), the
 // blocked kernel and unpack, run by the interpreter, must match the reference.
 #include "compiler/target/test_target.h"
+#include "compiler/templates/test_interpret.h"
 #include "compiler/templates/conv2d_template.h"
 
 #include <gtest/gtest.h>
@@ -22,19 +23,9 @@ void ExpectInterpretedCorrect(const TuningTask& task, const Config& config) {
   auto inputs = MakeInputs(task, 3);
   auto expected = ReferenceOutput(task, inputs);
   ASSERT_TRUE(expected.ok());
-  std::map<std::string, std::vector<float>> buffers;
-  size_t next = 0;
-  for (const ir::BufferParam& p : f->params) {
-    if (p.is_output || p.is_internal) {
-      buffers[p.name] = std::vector<float>(p.NumElements(), std::nanf(""));
-    } else {
-      buffers[p.name] = inputs[next++];
-    }
-  }
-  ASSERT_EQ(next, inputs.size());
-  absl::Status st = ir::Interpret(*f, &buffers);
-  ASSERT_TRUE(st.ok()) << st;
-  const std::vector<float>& o = buffers["O"];
+  auto buffers = InterpretOnInputs(*f, inputs);
+  ASSERT_TRUE(buffers.ok()) << buffers.status();
+  const std::vector<float>& o = (*buffers)["O"];
   ASSERT_EQ(o.size(), expected->size());
   Tolerance tol = ToleranceFor(task);
   for (size_t i = 0; i < o.size(); ++i) {

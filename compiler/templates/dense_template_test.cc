@@ -2,6 +2,7 @@
 // match the reference for every way the epilogue can be placed: fused into a complete
 // register tile, into the last k-step of an incomplete one, or a separate pass.
 #include "compiler/target/test_target.h"
+#include "compiler/templates/test_interpret.h"
 #include "compiler/templates/dense_template.h"
 
 #include <gtest/gtest.h>
@@ -30,18 +31,9 @@ void ExpectInterpretedCorrect(const TuningTask& task, const Config& config) {
   auto inputs = MakeInputs(task, 3);
   auto expected = ReferenceOutput(task, inputs);
   ASSERT_TRUE(expected.ok());
-  std::map<std::string, std::vector<float>> buffers;
-  size_t next = 0;
-  for (const ir::BufferParam& p : f->params) {
-    if (p.is_output || p.is_internal) {
-      buffers[p.name] = std::vector<float>(p.NumElements(), std::nanf(""));
-    } else {
-      buffers[p.name] = inputs[next++];
-    }
-  }
-  ASSERT_EQ(next, inputs.size());
-  ASSERT_TRUE(ir::Interpret(*f, &buffers).ok());
-  const std::vector<float>& y = buffers["Y"];
+  auto buffers = InterpretOnInputs(*f, inputs);
+  ASSERT_TRUE(buffers.ok()) << buffers.status();
+  const std::vector<float>& y = (*buffers)["Y"];
   Tolerance tol = ToleranceFor(task);
   for (size_t i = 0; i < y.size(); ++i) {
     ASSERT_LE(std::fabs(y[i] - (*expected)[i]), tol.atol + tol.rtol * std::fabs((*expected)[i]))
