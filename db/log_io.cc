@@ -119,6 +119,8 @@ absl::StatusOr<TuningRecord> RecordFromJson(const json& j) {
   RETURN_IF_ERROR(GetString(j, "agent", &r.result.agent_id));
   RETURN_IF_ERROR(GetString(j, "environment", &r.result.environment_json));
   RETURN_IF_ERROR(GetString(j, "job_id", &r.job_id));
+  // Optional: logs written before schema v4 do not carry it.
+  if (j.contains("proposed_by")) RETURN_IF_ERROR(GetString(j, "proposed_by", &r.proposed_by));
   RETURN_IF_ERROR(GetString(j, "content_id", &r.content_id));
   if (r.content_id != ContentId(r)) {
     return Bad("content_id does not match the record's fields (edited or damaged line)");
@@ -224,6 +226,7 @@ std::string RecordToLogLine(const TuningRecord& r) {
       {"agent", r.result.agent_id},
       {"environment", r.result.environment_json},
       {"job_id", r.job_id},
+      {"proposed_by", r.proposed_by},
   };
   // Invalid UTF-8 (never produced by tuneforge) is replaced rather than thrown on.
   return j.dump(-1, ' ', false, json::error_handler_t::replace);

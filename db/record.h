@@ -69,6 +69,13 @@ struct TuningRecord {
   std::string config_json;
   MeasureResult result;
   std::string job_id;  // empty for records not produced by a job
+  // Provenance: what proposed the config. "baseline" (the untuned schedule),
+  // "heuristic" (the template's warm-start configs), "fixed" (a job's given configs),
+  // "remeasure" (the top-k re-measurement), a policy name ("model", "random", "grid",
+  // "ga"), or "<policy>:random" when the policy fell back to random proposals. Empty for
+  // records from before schema v4 and for imports that do not say. Not part of the
+  // content id: it describes the search, not the measurement.
+  std::string proposed_by;
 };
 
 // The identity of a measurement: 32 hex digits of a 128-bit FNV-1a hash over the

@@ -12,14 +12,25 @@
 
 namespace tuneforge::db_internal {
 
-const char kRecordSelect[] =
-    "SELECT r.id, w.key, w.op, w.task_text, w.task_json, w.flops, "
-    "t.key, t.triple, t.cpu, t.features, t.num_threads, t.device_key, "
-    "r.job_id, r.template_name, r.template_version, r.config_json, r.costs_json, "
-    "r.error_kind, r.error_message, r.build_seconds, r.start_unix_us, r.end_unix_us, "
-    "r.agent_id, r.environment_json, r.content_id "
-    "FROM records r JOIN workloads w ON w.id = r.workload_id "
-    "JOIN targets t ON t.id = r.target_id ";
+#define TF_RECORD_COLUMNS                                                              \
+  "SELECT r.id, w.key, w.op, w.task_text, w.task_json, w.flops, "                      \
+  "t.key, t.triple, t.cpu, t.features, t.num_threads, t.device_key, "                 \
+  "r.job_id, r.template_name, r.template_version, r.config_json, r.costs_json, "      \
+  "r.error_kind, r.error_message, r.build_seconds, r.start_unix_us, r.end_unix_us, " \
+  "r.agent_id, r.environment_json, r.content_id"
+#define TF_RECORD_FROM                                  \
+  " FROM records r JOIN workloads w ON w.id = r.workload_id " \
+  "JOIN targets t ON t.id = r.target_id "
+
+const char kRecordSelect[] = TF_RECORD_COLUMNS ", r.proposed_by" TF_RECORD_FROM;
+
+namespace {
+// The v2 migration reads records before v4 added proposed_by.
+const char kRecordSelectBeforeV4[] = TF_RECORD_COLUMNS TF_RECORD_FROM;
+}  // namespace
+
+#undef TF_RECORD_COLUMNS
+#undef TF_RECORD_FROM
 
 namespace {
 
@@ -117,6 +128,7 @@ absl::StatusOr<TuningRecord> RecordFromRow(const Statement& row) {
   r.result.agent_id = row.ColumnText(22);
   r.result.environment_json = row.ColumnText(23);
   r.content_id = row.ColumnText(24);
+  if (row.ColumnCount() > 25) r.proposed_by = row.ColumnText(25);
   return r;
 }
 
@@ -170,10 +182,10 @@ double Median(std::vector<double> v) {
 
 }  // namespace
 
-absl::StatusOr<RecordWriter> RecordWriter::Prepare(sqlite3* db, bool check_tombstones) {
+absl::StatusOr<RecordWriter> RecordWriter::Prepare(sqlite3* db, bool v2_backfill) {
   RecordWriter w;
   w.db_ = db;
-  if (check_tombstones) {
+  if (!v2_backfill) {
     ASSIGN_OR_RETURN(int64_t any,
                      QueryInt64(db, "SELECT EXISTS (SELECT 1 FROM tombstones)"));
     w.has_tombstones_ = any != 0;
@@ -218,14 +230,17 @@ absl::StatusOr<RecordWriter> RecordWriter::Prepare(sqlite3* db, bool check_tombs
       Statement::Prepare(db,
                          "UPDATE configs SET successes = ?2, failures = ?3, wrong_answers = ?4, "
                          "samples_json = ?5, median_cost = ?6, rank_class = ?7 WHERE id = ?1"));
-  ASSIGN_OR_RETURN(
-      w.insert_record_,
-      Statement::Prepare(
-          db,
-          "INSERT INTO records (workload_id, target_id, job_id, template_name, template_version, "
-          "config_json, costs_json, median_cost, error_kind, error_message, build_seconds, "
-          "start_unix_us, end_unix_us, agent_id, environment_json, created_unix_us, content_id, "
-          "config_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  if (!v2_backfill) {
+    ASSIGN_OR_RETURN(
+        w.insert_record_,
+        Statement::Prepare(
+            db,
+            "INSERT INTO records (workload_id, target_id, job_id, template_name, "
+            "template_version, config_json, costs_json, median_cost, error_kind, error_message, "
+            "build_seconds, start_unix_us, end_unix_us, agent_id, environment_json, "
+            "created_unix_us, content_id, config_id, proposed_by) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  }
   ASSIGN_OR_RETURN(w.attach_record_,
                    Statement::Prepare(db,
                                       "UPDATE records SET content_id = ?, config_id = ? "
@@ -413,6 +428,7 @@ absl::StatusOr<RecordWriter::Written> RecordWriter::Write(const TuningRecord& r,
   s.BindInt64(16, now_unix_us);
   s.BindText(17, content_id);
   s.BindInt64(18, config_id);
+  s.BindText(19, r.proposed_by);
   RETURN_IF_ERROR(s.Run());
   return Written{LastInsertRowid(db_), Outcome::kInserted};
 }
@@ -431,7 +447,7 @@ absl::Status RecordWriter::Attach(int64_t record_id, const TuningRecord& r,
 
 absl::Status BackfillContentIdsAndConfigs(sqlite3* db) {
   // v1 rows are read whole first: the writer updates the table being read.
-  static const std::string kSql = absl::StrCat(kRecordSelect, "ORDER BY r.id");
+  static const std::string kSql = absl::StrCat(kRecordSelectBeforeV4, "ORDER BY r.id");
   std::vector<TuningRecord> records;
   {
     ASSIGN_OR_RETURN(Statement all, Statement::Prepare(db, kSql.c_str()));
@@ -442,7 +458,7 @@ absl::Status BackfillContentIdsAndConfigs(sqlite3* db) {
       records.push_back(std::move(r));
     }
   }
-  ASSIGN_OR_RETURN(RecordWriter writer, RecordWriter::Prepare(db, /*check_tombstones=*/false));
+  ASSIGN_OR_RETURN(RecordWriter writer, RecordWriter::Prepare(db, /*v2_backfill=*/true));
   std::set<std::string> seen;
   for (const TuningRecord& r : records) {
     // v1 allowed the same measurement twice; both rows are kept (nothing is lost in a

@@ -34,9 +34,10 @@ std::string CostsJson(const std::vector<double>& costs);
 
 class RecordWriter {
  public:
-  // `check_tombstones`: skip records a compaction deleted (false only for the v1 -> v2
-  // backfill, which runs before the tombstones table exists).
-  static absl::StatusOr<RecordWriter> Prepare(sqlite3* db, bool check_tombstones = true);
+  // `v2_backfill`: the writer of the v1 -> v2 backfill, which runs before the tables
+  // and columns of later versions exist (tombstones of v3, records.proposed_by of v4):
+  // no tombstone checks, and only Attach (Write would fail).
+  static absl::StatusOr<RecordWriter> Prepare(sqlite3* db, bool v2_backfill = false);
 
   enum class Outcome { kInserted, kDuplicate, kCompacted };
   struct Written {

@@ -135,6 +135,13 @@ CREATE TABLE cost_models (
 );
 )sql";
 
+// Version 4.
+// - records.proposed_by: what proposed the config (TuningRecord::proposed_by), so a
+//   search that fell back to random is visible in the log, not only in a log line.
+constexpr char kSchemaV4[] = R"sql(
+ALTER TABLE records ADD COLUMN proposed_by TEXT NOT NULL DEFAULT '';
+)sql";
+
 absl::Status FinishV2(sqlite3* db) {
   RETURN_IF_ERROR(BackfillContentIdsAndConfigs(db));
   return Exec(db, "CREATE UNIQUE INDEX records_content ON records (content_id)");
@@ -149,6 +156,7 @@ const std::vector<Migration>& Migrations() {
         {2, "content ids, configs ranking table, foreign records, history index", kSchemaV2,
          FinishV2},
         {3, "tombstones of compacted records, cost-model blobs", kSchemaV3},
+        {4, "records.proposed_by (search provenance)", kSchemaV4},
     };
     for (size_t i = 0; i < list->size(); ++i) {
       TF_CHECK((*list)[i].version == static_cast<int>(i) + 1, "migrations must be 1, 2, ...");

@@ -135,20 +135,21 @@ class SqliteDatabaseTest : public ::testing::Test {
 TEST_F(SqliteDatabaseTest, NewFileGetsSchemaWalAndApplicationId) {
   std::unique_ptr<Database> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(db->SchemaVersion(), 3);
+  EXPECT_EQ(db->SchemaVersion(), 4);
   db.reset();
-  EXPECT_EQ(RawQueryText(path_, "SELECT max(version) FROM schema_migrations"), "3");
+  EXPECT_EQ(RawQueryText(path_, "SELECT max(version) FROM schema_migrations"), "4");
   EXPECT_EQ(RawQueryText(path_, "PRAGMA journal_mode"), "wal");
   EXPECT_EQ(RawQueryText(path_, "PRAGMA application_id"), std::to_string(0x54465247));
   // Opening again applies nothing twice.
   ASSERT_NE(OpenOrDie(), nullptr);
-  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "3");
+  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "4");
 }
 
 TEST_F(SqliteDatabaseTest, RoundTripKeepsEveryField) {
   std::unique_ptr<Database> db = OpenOrDie();
   TuningRecord r = Record(Workload("a"), Target("epyc"), {3e-3, 1e-3, 2e-3});
   r.job_id = "job-7";
+  r.proposed_by = "model:random";
   r.result.error_message = "ok but 'quoted' \"text\"; DROP TABLE records; --";
   r.result.start_unix_us = 1700000000000001;
   r.result.end_unix_us = 1700000000500002;
@@ -183,6 +184,7 @@ TEST_F(SqliteDatabaseTest, RoundTripKeepsEveryField) {
   EXPECT_EQ(g.template_version, r.template_version);
   EXPECT_EQ(g.config_json, r.config_json);
   EXPECT_EQ(g.job_id, r.job_id);
+  EXPECT_EQ(g.proposed_by, "model:random");
   EXPECT_EQ(g.result.costs, r.result.costs);  // exact: JSON keeps doubles round-trippable
   EXPECT_EQ(g.result.error, MeasureErrorKind::kNone);
   EXPECT_EQ(g.result.error_message, r.result.error_message);
@@ -200,6 +202,7 @@ TEST_F(SqliteDatabaseTest, RoundTripKeepsEveryField) {
   EXPECT_EQ(f.result.error, MeasureErrorKind::kBuildError);
   EXPECT_EQ(f.result.error_message, "llc: error");
   EXPECT_EQ(f.job_id, "");
+  EXPECT_EQ(f.proposed_by, "");
 }
 
 TEST_F(SqliteDatabaseTest, BestIsLowestMedianAmongSuccessfulRecords) {
@@ -402,7 +405,7 @@ TEST_F(SqliteDatabaseTest, NewerSchemaIsRefusedAndFileUntouched) {
   ASSERT_NE(OpenOrDie(), nullptr);
   RawSql(path_,
          "INSERT INTO schema_migrations (version, applied_unix_us, description) "
-         "VALUES (4, 0, 'from the future')");
+         "VALUES (5, 0, 'from the future')");
   const std::string before = ReadBytes(path_);
   ASSERT_FALSE(before.empty());
 
@@ -414,7 +417,7 @@ TEST_F(SqliteDatabaseTest, NewerSchemaIsRefusedAndFileUntouched) {
     ASSERT_FALSE(db.ok());
     EXPECT_TRUE(absl::IsFailedPrecondition(db.status())) << db.status();
     EXPECT_THAT(std::string(db.status().message()),
-                HasSubstr("written by a newer tuneforge (schema 4, this build knows 3)"));
+                HasSubstr("written by a newer tuneforge (schema 5, this build knows 4)"));
     ExpectOneLineNamingPath(db.status(), path_);
   }
   EXPECT_EQ(ReadBytes(path_), before);
@@ -431,7 +434,7 @@ TEST_F(SqliteDatabaseTest, EmptyFileBecomesANewDatabase) {
   ExpectOneLineNamingPath(ro.status(), path_);
   std::unique_ptr<Database> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(db->SchemaVersion(), 3);
+  EXPECT_EQ(db->SchemaVersion(), 4);
 }
 
 TEST_F(SqliteDatabaseTest, ConcurrentOpensOfANewFileMigrateOnce) {
@@ -447,9 +450,9 @@ TEST_F(SqliteDatabaseTest, ConcurrentOpensOfANewFileMigrateOnce) {
   for (std::thread& t : threads) t.join();
   for (const std::unique_ptr<Database>& db : dbs) {
     ASSERT_NE(db, nullptr);
-    EXPECT_EQ(db->SchemaVersion(), 3);
+    EXPECT_EQ(db->SchemaVersion(), 4);
   }
-  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "3");
+  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "4");
 }
 
 TEST_F(SqliteDatabaseTest, NonSqliteFilesAreRefusedAndUntouched) {

@@ -182,6 +182,8 @@ int64_t Statement::ColumnInt64(int col) const { return sqlite3_column_int64(stmt
 
 double Statement::ColumnDouble(int col) const { return sqlite3_column_double(stmt_, col); }
 
+int Statement::ColumnCount() const { return sqlite3_column_count(stmt_); }
+
 std::string Statement::ColumnText(int col) const {
   // Read the pointer before the length, as the SQLite docs require.
   const unsigned char* text = sqlite3_column_text(stmt_, col);

@@ -86,6 +86,7 @@ class Statement {
   std::string ColumnText(int col) const;
   std::string ColumnBlob(int col) const;
   bool ColumnIsNull(int col) const;
+  int ColumnCount() const;
 
  private:
   Statement(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}

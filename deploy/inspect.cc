@@ -25,6 +25,7 @@ struct KernelInfo {
   int num_params;
   const int64_t* params;
   int (*run)(void** buffers);
+  const char* const* param_names;
 };
 
 }  // namespace

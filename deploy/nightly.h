@@ -1,5 +1,5 @@
 // Nightly tuning jobs: the job spec (YAML) and the report. The orchestration (submit
-// canary and tuning jobs to a server, wait) is in server/cli/nightly_command.cc;
+// canary and tuning jobs to a server, wait) is in cli/nightly_command.cc;
 // this file holds what needs no network: parsing and validating the spec, deciding
 // budgets, comparing with last night and writing the report folder.
 #pragma once

@@ -163,6 +163,7 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
   options.seed = spec.seed() ? spec.seed() : 1;
   options.policy = spec.policy();
   options.early_stop = spec.early_stop();
+  options.heuristics = !spec.no_heuristics();
   options.job_id = job->status.job_id();
   options.fixed_configs.assign(spec.configs().begin(), spec.configs().end());
   DatabaseModelStore model_store(db_);  // the job's cost model lives in its db
@@ -196,6 +197,8 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
           s->set_errors(p.errors);
           s->set_median_build_seconds(p.median_build_seconds);
           s->set_last_event(p.last_event);
+          s->clear_warnings();
+          for (const std::string& w : p.warnings) s->add_warnings(w);
           if (p.best) SetBest(*p.best, s->mutable_best());
           if (p.baseline) SetBest(*p.baseline, s->mutable_baseline());
         });

@@ -87,7 +87,7 @@ class ServerImpl : public Server {
     tuning_ = std::make_unique<TuningServiceImpl>(jobs_.get(), auth_.get());
     agents_ = std::make_unique<AgentServiceImpl>(registry_.get(), health_.get(), auth_.get());
     farm_ = std::make_unique<FarmServiceImpl>(registry_.get(), jobs_.get(), auth_.get());
-    // No authorizer yet: the farm issue adds authentication to every service.
+    // Reads for users and admins; compaction (it deletes records) for admins only.
     const TokenAuth* auth = auth_.get();
     database_ = std::make_unique<DatabaseServiceImpl>(db_.get(), [auth](grpc::ServerContext* ctx,
                                                                         bool admin) {

@@ -33,14 +33,16 @@ int main(int argc, char** argv) {
   if (cl->log_level) tuneforge::SetLogLevel(*cl->log_level);
   tuneforge::SetLogFormat(cl->log_format);
   tuneforge::SetLogPrefix("server");
+  // Before anything is printed: a SIGTERM right after "listening on port" (a script, a
+  // supervisor) must shut down cleanly, not kill the process mid-write.
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
   auto server = tuneforge::Server::Start(cl->options);
   if (!server.ok()) return Fail(std::string(server.status().message()));
   // Print the port on stdout so scripts (and tests) can use --listen with port 0.
   std::printf("listening on port %d\n", (*server)->port());
   if ((*server)->metrics_port()) std::printf("metrics on port %d\n", (*server)->metrics_port());
   std::fflush(stdout);
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   TF_LOG(Info) << "shutting down";
   (*server)->Shutdown();

@@ -187,6 +187,7 @@ grpc::Status FarmServiceImpl::Status(grpc::ServerContext* ctx, const v1::FarmSta
     out->set_trials(j.spec().trials());
     out->set_trials_per_second(j.elapsed_seconds() > 0 ? j.trials_done() / j.elapsed_seconds() : 0);
     out->set_best_gflops(j.best().gflops());
+    *out->mutable_warnings() = j.warnings();
     out->set_message(j.message());
     out->set_priority(j.spec().priority());
   }

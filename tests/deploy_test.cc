@@ -3,6 +3,7 @@
 // missing records (error vs fallback) and inspect.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -85,8 +86,61 @@ TEST_F(DeployTest, TuneDeployLinkRunCorrect) {
   nlohmann::json in = nlohmann::json::parse(inspect.out);
   EXPECT_EQ(in["provenance"]["kernels"].size(), 2u);
   EXPECT_FALSE(in["provenance"]["tuneforge_version"].get<std::string>().empty());
+  // One bench entry per deployed kernel: an empty list would pass the loop below.
+  ASSERT_TRUE(in.contains("bench")) << inspect.out;
+  ASSERT_EQ(in["bench"].size(), 2u) << inspect.out;
   for (const auto& k : in["bench"]) {
     EXPECT_TRUE(k["correct"].get<bool>());
+    EXPECT_GT(k["measured_gflops"].get<double>(), 0.0);
+  }
+}
+
+// Every template deploys like matmul: one typed function per task (layout transforms
+// inside the call), checked by the C example against plain loops and by inspect
+// against tuneforge's reference.
+TEST_F(DeployTest, EveryTemplateDeploysAndRunsCorrectly) {
+  const std::vector<std::string> tasks = {
+      "dense M=9 N=48 K=40 bias=1 relu=1", "conv2d N=1 C=8 H=9 W=9 K=16 R=3 S=3 stride=1 pad=1",
+      "depthwise_conv2d N=1 C=16 H=10 W=10 R=3 S=3 stride=2 pad=1",
+      "batch_matmul B=3 M=5 N=33 K=7"};
+  std::string list = dir_ + "/every.txt";
+  {
+    std::ofstream out(list);
+    for (const std::string& t : tasks) out << t << "\n";
+  }
+  for (const std::string& t : tasks) Tune(t);
+  std::string out_dir = dir_ + "/every";
+  auto d = RunCommand({kBin + "/tuneforge", "deploy", "--db", db_, "--tasks", list, "--out",
+                       out_dir, "--json"},
+                      dir_);
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_EQ(nlohmann::json::parse(d.out)["kernels"].size(), tasks.size());
+  std::string header = ReadFile(out_dir + "/tuneforge_kernels.h");
+  EXPECT_NE(header.find("int tuneforge_kernels_dense_9x48x40x1x1(const float* X, const float* W, "
+                        "const float* bias, float* Y);"),
+            std::string::npos)
+      << header;
+  EXPECT_NE(header.find("(const float* I, const float* F, float* O);"), std::string::npos) << header;
+
+  auto cc = RunCommand({"cc", kExample, "-I", out_dir, "-L", out_dir, "-ltuneforge_kernels",
+                        "-Wl,-rpath," + out_dir, "-lm", "-o", dir_ + "/every_example"},
+                       dir_);
+  ASSERT_EQ(cc.exit_code, 0) << cc.err;
+  auto run = RunCommand({dir_ + "/every_example"}, dir_);
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  for (const char* op : {"dense M=9", "conv2d N=1", "depthwise_conv2d N=1", "batch_matmul B=3"})
+    EXPECT_NE(run.out.find(std::string(": ") + op), std::string::npos) << op << "\n" << run.out;
+  EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 4) << run.out;
+  EXPECT_EQ(run.out.find("expected"), std::string::npos) << run.out;
+
+  auto inspect = RunCommand({kBin + "/tuneforge", "deploy", "inspect",
+                             out_dir + "/libtuneforge_kernels.so", "--bench", "--json"},
+                            dir_);
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  nlohmann::json in = nlohmann::json::parse(inspect.out);
+  ASSERT_EQ(in["bench"].size(), tasks.size()) << inspect.out;
+  for (const auto& k : in["bench"]) {
+    EXPECT_TRUE(k["correct"].get<bool>()) << k.dump();
     EXPECT_GT(k["measured_gflops"].get<double>(), 0.0);
   }
 }

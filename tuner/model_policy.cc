@@ -240,10 +240,18 @@ std::vector<Config> ModelPolicy::RandomConfigs(int n) {
 }
 
 std::vector<Config> ModelPolicy::Propose(int n) {
+  proposer_ = "model";
+  failure_.clear();
   if (n <= 0) return {};
   absl::Status st = Retrain();
-  if (!st.ok()) TF_LOG(Warning) << "cost model training failed, searching at random: " << st;
-  if (!model_.trained() || !st.ok()) return RandomConfigs(n);
+  if (!st.ok()) {
+    failure_ = "cost model training failed, proposed at random: " + std::string(st.message());
+    TF_LOG(Warning) << failure_;
+  }
+  if (!model_.trained() || !st.ok()) {
+    proposer_ = "model:random";
+    return RandomConfigs(n);
+  }
 
   // Start points: the best measured configs, then random ones.
   std::vector<std::pair<double, std::string>> measured;
@@ -260,7 +268,12 @@ std::vector<Config> ModelPolicy::Propose(int n) {
     current.push_back(*std::move(c));
   }
   absl::StatusOr<std::vector<float>> scores = Score(current);
-  if (!scores.ok()) return RandomConfigs(n);
+  if (!scores.ok()) {
+    failure_ = "cost model scoring failed, proposed at random: " + std::string(scores.status().message());
+    TF_LOG(Warning) << failure_;
+    proposer_ = "model:random";
+    return RandomConfigs(n);
+  }
   std::vector<float> cur_score = *scores;
 
   // Best-scored unvisited configs seen by any walk.
@@ -287,7 +300,13 @@ std::vector<Config> ModelPolicy::Propose(int n) {
     std::vector<Config> next;
     for (const Config& c : current) next.push_back(Mutate(c));
     absl::StatusOr<std::vector<float>> next_score = Score(next);
-    if (!next_score.ok()) break;
+    if (!next_score.ok()) {
+      // The walk stops early; the batch is still ranked by the model (what it scored).
+      failure_ = "cost model scoring failed at annealing step " + std::to_string(step) + ": " +
+                 std::string(next_score.status().message());
+      TF_LOG(Warning) << failure_;
+      break;
+    }
     for (size_t i = 0; i < current.size(); ++i) {
       float s = (*next_score)[i];
       offer(next[i], s);

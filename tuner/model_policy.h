@@ -58,6 +58,8 @@ class ModelPolicy : public SearchPolicy {
   ModelPolicy(const PolicyContext& context, ModelPolicyOptions options);
   std::string name() const override { return "model"; }
   std::vector<Config> Propose(int n) override;
+  std::string last_proposer() const override { return proposer_; }
+  std::string last_failure() const override { return failure_; }
   void Observe(const std::vector<TuningRecord>& records) override;
   void ObserveOtherTasks(const std::vector<TuningRecord>& records) override;
 
@@ -86,6 +88,8 @@ class ModelPolicy : public SearchPolicy {
   costmodel::XgbModel model_;
   std::mt19937_64 rng_;
   std::set<std::string> visited_;
+  std::string proposer_ = "model";  // see SearchPolicy::last_proposer
+  std::string failure_;             // see SearchPolicy::last_failure
   // Own task: best throughput (FLOP/s) per config; 0 = failed.
   std::map<std::string, double> own_;
   // Other tasks: rows and throughputs per workload key.

@@ -37,6 +37,14 @@ class SearchPolicy {
   // Records of other tasks of the same operator and target (transfer learning). Policies
   // without a model ignore them.
   virtual void ObserveOtherTasks(const std::vector<TuningRecord>& records) {}
+  // What proposed the configs of the last Propose call, kept in each record's
+  // provenance (TuningRecord::proposed_by): the policy's name, or "<name>:random"
+  // when it proposed at random instead (e.g. a cost model not trained yet, or failing).
+  virtual std::string last_proposer() const { return name(); }
+  // Why the last Propose could not work as designed, e.g. "cost model training failed:
+  // ..." ("" when nothing failed). A model not trained yet is by design, not a failure.
+  // The tuning loop puts it in the job's status; it is never only a log line.
+  virtual std::string last_failure() const { return ""; }
 };
 
 // Everything a policy may need to know about what it searches.

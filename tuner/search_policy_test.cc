@@ -128,6 +128,36 @@ TEST(SearchPolicyTest, EveryPolicyProposesValidDistinctUnvisitedConfigs) {
   }
 }
 
+// No silent fallback: a model that cannot be trained still yields a full batch, but the
+// policy says it proposed at random and why (the loop puts that in the job's status).
+TEST(SearchPolicyTest, ModelSaysWhenItFallsBackToRandom) {
+  PolicyContext ctx = Context("matmul M=128 N=128 K=128", 5);
+  for (bool broken : {false, true}) {
+    ModelPolicyOptions options;
+    options.min_records = 8;
+    if (broken) options.xgb.objective = "no:such-objective";  // XGBoost refuses to train
+    ModelPolicy policy(ctx, options);
+    // Too few records: random by design, not a failure.
+    std::vector<Config> first = policy.Propose(12);
+    ASSERT_EQ(first.size(), 12u);
+    EXPECT_EQ(policy.last_proposer(), "model:random");
+    EXPECT_EQ(policy.last_failure(), "");
+    std::vector<TuningRecord> records;
+    for (const Config& c : first) records.push_back(MakeRecord(ctx, c));
+    policy.Observe(records);
+    std::vector<Config> next = policy.Propose(4);
+    EXPECT_EQ(next.size(), 4u);
+    if (broken) {
+      EXPECT_EQ(policy.last_proposer(), "model:random");
+      EXPECT_NE(policy.last_failure().find("cost model training failed"), std::string::npos)
+          << policy.last_failure();
+    } else {
+      EXPECT_EQ(policy.last_proposer(), "model");
+      EXPECT_EQ(policy.last_failure(), "");
+    }
+  }
+}
+
 TEST(SearchPolicyTest, GridWalksTheWholeSmallSpaceOnce) {
   PolicyContext ctx = Context("matmul M=4 N=4 K=4", 3);
   ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "compiler/reference/reference.h"
@@ -61,7 +62,8 @@ TrialSummary TuningLoop::Summarise(const TuningRecord& r) const {
   return TrialSummary{r.config_json, s, task_.Flops() / s / 1e9, r.id};
 }
 
-TuningRecord TuningLoop::MakeRecord(const Config& config, const MeasureResult& result) const {
+TuningRecord TuningLoop::MakeRecord(const Config& config, const MeasureResult& result,
+                                    const std::string& proposed_by) const {
   TuningRecord r;
   r.workload = MakeWorkloadInfo(task_);
   r.target = MakeTargetInfo(target_);
@@ -70,11 +72,12 @@ TuningRecord TuningLoop::MakeRecord(const Config& config, const MeasureResult& r
   r.config_json = config.ToJson();
   r.result = result;
   r.job_id = options_.job_id;
+  r.proposed_by = proposed_by;
   return r;
 }
 
 absl::StatusOr<std::vector<TuningRecord>> TuningLoop::RunBatch(
-    const std::vector<Candidate>& candidates) {
+    const std::vector<Candidate>& candidates, const std::string& proposed_by) {
   std::vector<BuildResult> built;
   {
     ScopedTimer timer("build batch");
@@ -113,7 +116,7 @@ absl::StatusOr<std::vector<TuningRecord>> TuningLoop::RunBatch(
       artifacts_[built[i].candidate.config.ToJson()] = built[i].artifact;
     }
     result.build_seconds = built[i].build_seconds;
-    records.push_back(MakeRecord(built[i].candidate.config, result));
+    records.push_back(MakeRecord(built[i].candidate.config, result, proposed_by));
   }
   ASSIGN_OR_RETURN(std::vector<int64_t> ids, db_->Commit(records));
   for (size_t i = 0; i < records.size(); ++i) records[i].id = ids[i];
@@ -154,6 +157,22 @@ absl::StatusOr<std::vector<TuningRecord>> TuningLoop::OtherTaskRecords() {
   return out;
 }
 
+std::vector<Config> TuningLoop::WarmStartConfigs(const ConfigSpace& space,
+                                                 const std::vector<TuningRecord>& previous) const {
+  std::vector<Config> out;
+  if (!options_.heuristics) return out;
+  const size_t cap = static_cast<size_t>(std::max(1, options_.trials / 4));
+  std::set<std::string> seen;
+  for (const TuningRecord& r : previous)
+    if (r.template_name == template_->name() && r.template_version == template_->version())
+      seen.insert(r.config_json);
+  for (Config& c : template_->Heuristics(task_, target_)) {
+    if (out.size() >= cap) break;
+    if (space.Check(c).ok() && seen.insert(c.ToJson()).second) out.push_back(std::move(c));
+  }
+  return out;
+}
+
 absl::Status TuningLoop::Remeasure(const std::atomic<bool>* cancel) {
   // Distinct configs by their best measured median, best first.
   std::vector<const TuningRecord*> order;
@@ -185,7 +204,7 @@ absl::Status TuningLoop::Remeasure(const std::atomic<bool>* cancel) {
     for (size_t i = 0; i < top.size(); ++i) {
       absl::StatusOr<Config> config = Config::FromJson(top[i]);
       TF_CHECK(config.ok());
-      records.push_back(MakeRecord(*config, results[i]));
+      records.push_back(MakeRecord(*config, results[i], "remeasure"));
     }
     ASSIGN_OR_RETURN(std::vector<int64_t> ids, db_->Commit(records));
     for (size_t i = 0; i < records.size(); ++i) {
@@ -234,7 +253,7 @@ absl::StatusOr<TuningProgress> TuningLoop::MeasureFixedConfigs(const ConfigSpace
     }
     candidates.push_back(Candidate{std::move(config), false});
   }
-  ASSIGN_OR_RETURN(std::vector<TuningRecord> records, RunBatch(candidates));
+  ASSIGN_OR_RETURN(std::vector<TuningRecord> records, RunBatch(candidates, "fixed"));
   Account(records, /*count_trials=*/true);
   progress_.last_event = "measured " + std::to_string(records.size()) + " given config(s)";
   if (on_progress_) on_progress_(progress_);
@@ -252,8 +271,12 @@ absl::StatusOr<TuningProgress> TuningLoop::Run(const ProgressCallback& on_progre
   ASSIGN_OR_RETURN(template_, FindTemplate(task_));
   ConfigSpace space = template_->Space(task_, target_);
   PolicyContext policy_context{task_, target_, template_, options_.seed, options_.model_store};
-  ASSIGN_OR_RETURN(std::unique_ptr<SearchPolicy> policy,
-                   MakeSearchPolicy(options_.policy, policy_context));
+  std::unique_ptr<SearchPolicy> owned_policy;
+  SearchPolicy* policy = options_.policy_override;
+  if (!policy) {
+    ASSIGN_OR_RETURN(owned_policy, MakeSearchPolicy(options_.policy, policy_context));
+    policy = owned_policy.get();
+  }
 
   // The expected output, computed once per job by the reference implementation.
   Config naive = template_->Naive(task_, target_);
@@ -305,7 +328,7 @@ absl::StatusOr<TuningProgress> TuningLoop::Run(const ProgressCallback& on_progre
     report("baseline (untuned loop nest, stored record " + std::to_string(stored_baseline->id) +
            "): " + std::to_string(progress_.baseline->gflops) + " GFLOP/s");
   } else {
-    ASSIGN_OR_RETURN(std::vector<TuningRecord> baseline, RunBatch({Candidate{naive, true}}));
+    ASSIGN_OR_RETURN(std::vector<TuningRecord> baseline, RunBatch({Candidate{naive, true}}, "baseline"));
     policy->Observe(baseline);
     progress_.records += 1;
     if (baseline[0].result.error == MeasureErrorKind::kNone) {
@@ -321,21 +344,17 @@ absl::StatusOr<TuningProgress> TuningLoop::Run(const ProgressCallback& on_progre
 
   int batch = options_.batch_size > 0 ? options_.batch_size
                                       : std::max(8, 2 * runner_->Parallelism());
-  while (progress_.trials_done < options_.trials) {
-    if (cancel && cancel->load()) return absl::CancelledError("job cancelled");
-    int n = std::min(batch, options_.trials - progress_.trials_done);
-    std::vector<Config> configs = policy->Propose(n);
-    if (configs.empty()) {
-      report("search space exhausted after " + std::to_string(progress_.trials_done) + " trials");
-      break;
-    }
+  // One batch of trials: build, measure, commit, let the policy observe; true when the
+  // early-stop rule says the job is done.
+  auto trial_batch = [&](std::vector<Config> configs, const std::string& proposed_by,
+                         const std::string& note) -> absl::StatusOr<bool> {
     std::vector<Candidate> candidates;
     for (Config& c : configs) candidates.push_back(Candidate{std::move(c), false});
-    ASSIGN_OR_RETURN(std::vector<TuningRecord> records, RunBatch(candidates));
+    ASSIGN_OR_RETURN(std::vector<TuningRecord> records, RunBatch(candidates, proposed_by));
     policy->Observe(records);
     Account(records, /*count_trials=*/true);
     std::ostringstream event;
-    event << "trial " << progress_.trials_done << "/" << options_.trials;
+    event << "trial " << progress_.trials_done << "/" << options_.trials << note;
     if (progress_.best) event << ": best " << progress_.best->gflops << " GFLOP/s";
     event << ", " << progress_.errors << " failed";
     report(event.str());
@@ -343,8 +362,44 @@ absl::StatusOr<TuningProgress> TuningLoop::Run(const ProgressCallback& on_progre
       progress_.early_stopped = true;
       report("early stop: no improvement in " + std::to_string(progress_.trials_since_improvement) +
              " trials");
+      return true;
+    }
+    return false;
+  };
+
+  // Warm start with the template's heuristics, in batches like the search. The policy
+  // observes them, so it never proposes them again and the model trains on them.
+  const std::vector<Config> warm = WarmStartConfigs(space, previous);
+  bool stopped = false;
+  for (size_t begin = 0; begin < warm.size() && !stopped; begin += batch) {
+    if (cancel && cancel->load()) return absl::CancelledError("job cancelled");
+    const size_t end = std::min(warm.size(), begin + batch);
+    ASSIGN_OR_RETURN(stopped, trial_batch({warm.begin() + begin, warm.begin() + end}, "heuristic",
+                                          " (heuristic configs " + std::to_string(end) + "/" +
+                                              std::to_string(warm.size()) + ")"));
+  }
+  while (!stopped && progress_.trials_done < options_.trials) {
+    if (cancel && cancel->load()) return absl::CancelledError("job cancelled");
+    int n = std::min(batch, options_.trials - progress_.trials_done);
+    std::vector<Config> configs = policy->Propose(n);
+    // A policy that could not work as designed says so in the job's status (and each
+    // record names what really proposed it), never only in a log line.
+    // One warning per kind of failure (the text before the first ':'; the details,
+    // e.g. a library's timestamps, differ from batch to batch), first line only.
+    std::string failure = policy->last_failure();
+    failure = failure.substr(0, failure.find('\n'));
+    const std::string kind = failure.substr(0, failure.find(':'));
+    if (!failure.empty() &&
+        std::none_of(progress_.warnings.begin(), progress_.warnings.end(),
+                     [&](const std::string& w) { return w.substr(0, w.find(':')) == kind; })) {
+      progress_.warnings.push_back(failure);
+      report("warning: " + failure);
+    }
+    if (configs.empty()) {
+      report("search space exhausted after " + std::to_string(progress_.trials_done) + " trials");
       break;
     }
+    ASSIGN_OR_RETURN(stopped, trial_batch(std::move(configs), policy->last_proposer(), ""));
   }
   if (cancel && cancel->load()) return absl::CancelledError("job cancelled");
   RETURN_IF_ERROR(Remeasure(cancel));

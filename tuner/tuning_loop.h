@@ -1,6 +1,7 @@
 // The tuning loop for one TuningTask on one Target:
 //
 //   baseline = measure(template.Naive)
+//   warm start: measure the template's Heuristics() (at most a quarter of the budget)
 //   repeat until the budget is spent:
 //     candidates = policy.Propose(batch)
 //     artifacts  = builder.Build(candidates)
@@ -26,6 +27,7 @@
 #include "tuner/builder.h"
 #include "tuner/model_store.h"
 #include "tuner/runner.h"
+#include "tuner/search_policy.h"
 
 namespace tuneforge {
 
@@ -35,9 +37,17 @@ struct TuningOptions {
   uint64_t seed = 1;
   std::string policy = "model";  // see SearchPolicyNames()
   int early_stop = 0;         // stop after this many trials without a new best; 0 = never
+  // Warm start: spend up to a quarter of the budget (at least one trial) on the
+  // template's heuristic configs (the ones a vendor library would pick) before the
+  // policy proposes anything, so a short budget never ends worse than the heuristics.
+  // They count as trials; configs already in the db are skipped.
+  bool heuristics = true;
   // Train the model on the db's records of other shapes of the op on this target.
   bool transfer_learning = true;
   ModelStore* model_store = nullptr;  // optional, not owned: cost models between jobs
+  // Optional, not owned: search with this policy instead of the one named by `policy`
+  // (tests and benchmarks that configure a policy themselves).
+  SearchPolicy* policy_override = nullptr;
   MeasureOptions measure;
   int top_k_remeasure = 3;    // candidates re-measured at the end
   int remeasure_rounds = 2;   // interleaved rounds of re-measurement
@@ -65,6 +75,9 @@ struct TuningProgress {
   std::optional<TrialSummary> baseline;
   double median_build_seconds = 0;
   std::string last_event;
+  // Distinct failures of the search policy (e.g. "cost model training failed, proposed
+  // at random: ..."), in order of first occurrence.
+  std::vector<std::string> warnings;
 };
 
 class TuningLoop {
@@ -82,13 +95,20 @@ class TuningLoop {
 
  private:
   // Builds, measures and commits one batch; returns the committed records.
-  absl::StatusOr<std::vector<TuningRecord>> RunBatch(const std::vector<Candidate>& candidates);
-  TuningRecord MakeRecord(const Config& config, const MeasureResult& result) const;
+  // `proposed_by` goes into each record's provenance (TuningRecord::proposed_by).
+  absl::StatusOr<std::vector<TuningRecord>> RunBatch(const std::vector<Candidate>& candidates,
+                                                     const std::string& proposed_by);
+  TuningRecord MakeRecord(const Config& config, const MeasureResult& result,
+                          const std::string& proposed_by) const;
   void Account(const std::vector<TuningRecord>& records, bool count_trials);
   absl::Status Remeasure(const std::atomic<bool>* cancel);
   absl::StatusOr<TuningProgress> MeasureFixedConfigs(const ConfigSpace& space);
   TrialSummary Summarise(const TuningRecord& r) const;
   absl::StatusOr<std::vector<TuningRecord>> OtherTaskRecords();
+  // The template's heuristic configs not yet measured for this (workload, target),
+  // capped at the warm-start share of the budget.
+  std::vector<Config> WarmStartConfigs(const ConfigSpace& space,
+                                       const std::vector<TuningRecord>& previous) const;
 
   TuningTask task_;
   Target target_;

@@ -8,6 +8,8 @@
 
 #include "compiler/codegen/build.h"
 #include "compiler/templates/config_space.h"
+#include "compiler/templates/template.h"
+#include "tuner/model_policy.h"
 
 namespace tuneforge {
 namespace {
@@ -154,6 +156,95 @@ TEST_F(TuningLoopTest, SecondRunSkipsConfigsAlreadyInTheDb) {
   EXPECT_TRUE(configs.count((*FindTemplate(task))->Naive(task, target).ToJson()));
 }
 
+// Warm start: the template's heuristic configs are the first trials, in the template's
+// order, capped at a quarter of the budget; the next job of the task measures the
+// heuristics the first one had no room for, and none twice.
+TEST_F(TuningLoopTest, WarmStartMeasuresTheHeuristicsFirst) {
+  TuningTask task = *ParseTask("matmul M=96 N=96 K=96");
+  Target target = DetectHostTarget("test-warm");
+  const Template* tmpl = *FindTemplate(task);
+  const std::vector<Config> heuristics = tmpl->Heuristics(task, target);
+  ASSERT_GE(heuristics.size(), 8u);
+  TuningOptions options;
+  options.trials = 16;  // room for 4 heuristics per job
+  options.batch_size = 3;
+  options.policy = "random";
+  options.top_k_remeasure = 0;
+  Builder builder(2);
+  FakeRunner runner;
+  for (int job = 0; job < 2; ++job) {
+    options.seed = 10 + job;
+    TuningLoop loop(task, target, options, db_.get(), &builder, &runner);
+    auto progress = loop.Run(nullptr);
+    ASSERT_TRUE(progress.ok()) << progress.status();
+    EXPECT_EQ(progress->trials_done, 16);
+  }
+  auto records = db_->Records(task.WorkloadKey(), target.Key());
+  ASSERT_TRUE(records.ok());
+  ASSERT_EQ(records->size(), 33u);  // baseline + 2 x 16
+  std::set<std::string> distinct;
+  for (const TuningRecord& r : *records)
+    EXPECT_TRUE(distinct.insert(r.config_json).second) << "measured twice: " << r.config_json;
+  // Record order is commit order: baseline, heuristics 0..3, 12 searched, heuristics 4..7.
+  EXPECT_EQ((*records)[0].config_json, tmpl->Naive(task, target).ToJson());
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ((*records)[1 + i].config_json, heuristics[i].ToJson()) << i;
+    EXPECT_EQ((*records)[17 + i].config_json, heuristics[4 + i].ToJson()) << i;
+  }
+
+  // Switched off, the first trial is the policy's own.
+  TuningTask other = *ParseTask("matmul M=80 N=80 K=80");
+  options.heuristics = false;
+  options.trials = 4;
+  TuningLoop loop(other, target, options, db_.get(), &builder, &runner);
+  ASSERT_TRUE(loop.Run(nullptr).ok());
+  auto plain = db_->Records(other.WorkloadKey(), target.Key());
+  ASSERT_TRUE(plain.ok());
+  ASSERT_EQ(plain->size(), 5u);
+  std::set<std::string> other_heuristics;
+  for (const Config& c : tmpl->Heuristics(other, target)) other_heuristics.insert(c.ToJson());
+  int heuristic_trials = 0;
+  for (const TuningRecord& r : *plain) heuristic_trials += other_heuristics.count(r.config_json);
+  EXPECT_LT(heuristic_trials, 4);
+}
+
+// No silent fallback: when the cost model cannot be trained, the job's progress carries
+// the failure once, and every record names what proposed it.
+TEST_F(TuningLoopTest, PolicyFailureIsInTheStatusAndEveryRecordsProvenance) {
+  TuningTask task = *ParseTask("matmul M=48 N=48 K=48");
+  Target target = DetectHostTarget("test-fallback");
+  ModelPolicyOptions broken;
+  broken.min_records = 4;
+  broken.xgb.objective = "no:such-objective";  // XGBoost refuses to train
+  PolicyContext context{task, target, *FindTemplate(task), 3, nullptr};
+  ModelPolicy policy(context, broken);
+  TuningOptions options;
+  options.trials = 20;
+  options.batch_size = 4;
+  options.top_k_remeasure = 2;
+  options.policy_override = &policy;
+  Builder builder(2);
+  FakeRunner runner;
+  TuningLoop loop(task, target, options, db_.get(), &builder, &runner);
+  auto progress = loop.Run(nullptr);
+  ASSERT_TRUE(progress.ok()) << progress.status();
+  EXPECT_EQ(progress->trials_done, 20);
+  ASSERT_EQ(progress->warnings.size(), 1u);
+  EXPECT_NE(progress->warnings[0].find("cost model training failed"), std::string::npos)
+      << progress->warnings[0];
+
+  auto records = db_->Records(task.WorkloadKey(), target.Key());
+  ASSERT_TRUE(records.ok());
+  std::map<std::string, int> by;
+  for (const TuningRecord& r : *records) ++by[r.proposed_by];
+  EXPECT_EQ(by["baseline"], 1);
+  EXPECT_EQ(by["heuristic"], 5);  // a quarter of 20 trials
+  EXPECT_EQ(by["model:random"], 15);
+  EXPECT_EQ(by["remeasure"], 2 * options.remeasure_rounds);
+  EXPECT_EQ(by.count("model"), 0u);
+  EXPECT_EQ(by.count(""), 0u);
+}
+
 TEST_F(TuningLoopTest, CancelStopsTheLoop) {
   TuningTask task = *ParseTask("matmul M=16 N=16 K=16");
   TuningOptions options;
@@ -176,6 +267,7 @@ TEST_F(TuningLoopTest, EarlyStopAfterTrialsWithoutImprovement) {
   options.batch_size = 4;
   options.early_stop = 8;
   options.top_k_remeasure = 0;
+  options.heuristics = false;  // batches of exactly 4 from the first trial
   Builder builder(2);
   ConstantRunner runner;
   TuningLoop loop(task, DetectHostTarget("test"), options, db_.get(), &builder, &runner);

@@ -13,6 +13,13 @@ extern "C" {
 void tf_parallel_for(int64_t n, int32_t num_threads, void (*fn)(int64_t, void*),
                      void* closure);
 
+// The largest thread count a parallel loop asked for since the last call and did not
+// get (the system refused to create the threads, or more than the pool's 256), or 0
+// when every loop got its threads; *got (if not null) is how many that loop ran on.
+// Clears the record. The loop itself still runs, correctly, on fewer threads; a
+// measurement must not: timing treats a shortfall as a failed measurement.
+int32_t tf_take_thread_shortfall(int32_t* got);
+
 }  // extern "C"
 
 namespace tuneforge::runtime {

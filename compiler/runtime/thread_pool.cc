@@ -36,6 +36,18 @@ constexpr int kMaxThreads = 256;
 // How long a worker (or a waiting caller) polls before it blocks.
 constexpr std::chrono::microseconds kSpinTime{100};
 
+// The largest (threads asked for, threads got) with got < asked since the last
+// tf_take_thread_shortfall, packed as asked << 32 | got; 0 = none.
+std::atomic<int64_t> g_shortfall{0};
+
+void NoteShortfall(int64_t asked, int64_t got) {
+  int64_t prev = g_shortfall.load(std::memory_order_relaxed);
+  const int64_t next = asked << 32 | got;
+  while ((prev >> 32) < asked &&
+         !g_shortfall.compare_exchange_weak(prev, next, std::memory_order_relaxed)) {
+  }
+}
+
 // True on pool workers, and on a calling thread while it is inside tf_parallel_for.
 thread_local bool t_inside_parallel_for = false;
 
@@ -75,6 +87,7 @@ class ThreadPool {
     std::lock_guard<std::mutex> dispatch_lock(dispatch_mutex_);
     const int64_t wanted = std::min<int64_t>(n, num_threads);
     const int64_t participants = 1 + EnsureWorkers(static_cast<int>(wanted) - 1);
+    if (participants < wanted) NoteShortfall(wanted, participants);
 
     // Chunk c is [c * base + min(c, rem), ...): the first `rem` chunks get one extra.
     const int64_t base = n / participants;
@@ -191,9 +204,16 @@ extern "C" void tf_parallel_for(int64_t n, int32_t num_threads, void (*fn)(int64
   using tuneforge::runtime::t_inside_parallel_for;
   if (n <= 0) return;
   const int threads = std::clamp<int32_t>(num_threads, 1, tuneforge::runtime::kMaxThreads);
+  if (threads < num_threads && n > threads) tuneforge::runtime::NoteShortfall(std::min<int64_t>(n, num_threads), threads);
   if (threads == 1 || n == 1 || t_inside_parallel_for) {
     for (int64_t i = 0; i < n; ++i) fn(i, closure);
     return;
   }
   tuneforge::runtime::ThreadPool::Get().ParallelFor(n, threads, fn, closure);
+}
+
+extern "C" int32_t tf_take_thread_shortfall(int32_t* got) {
+  const int64_t v = tuneforge::runtime::g_shortfall.exchange(0, std::memory_order_relaxed);
+  if (got) *got = static_cast<int32_t>(v & 0xffffffff);
+  return static_cast<int32_t>(v >> 32);
 }

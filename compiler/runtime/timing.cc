@@ -61,6 +61,7 @@ absl::StatusOr<Timing> TimeKernel(runtime::KernelEntry kernel, void** buffers,
   const int repeat = std::max(1, options.repeat);
   const double min_sample_seconds = std::max(0, options.min_repeat_ms) / 1e3;
   Clock::time_point start = Clock::now();
+  (void)tf_take_thread_shortfall(nullptr);  // only this measurement's loops count
 
   CacheFlusher flusher(options.flush_cache);
   if (!flusher.ok(options.flush_cache)) {
@@ -96,6 +97,14 @@ absl::StatusOr<Timing> TimeKernel(runtime::KernelEntry kernel, void** buffers,
     absl::StatusOr<double> seconds = Sample(kernel, buffers, timing.number);
     if (!seconds.ok()) return seconds.status();
     timing.costs.push_back(*seconds / static_cast<double>(timing.number));
+  }
+  // Timed on fewer threads than the kernel (and its target) asked for: not a figure
+  // for that target, so not a figure at all.
+  int32_t got = 0;
+  if (int32_t asked = tf_take_thread_shortfall(&got)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("a parallel loop asked for ", asked, " threads and ran on ", got,
+                     " (the system refused to create threads); not measured"));
   }
   return timing;
 }

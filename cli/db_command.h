@@ -1,5 +1,5 @@
-// Pieces shared by the `tuneforge db` subcommands (server/cli/db_command.cc for
-// queries and maintenance, server/cli/db_transfer.cc for export/import/merge).
+// Pieces shared by the `tuneforge db` subcommands (cli/db_command.cc for
+// queries and maintenance, cli/db_transfer.cc for export/import/merge).
 #pragma once
 
 #include <memory>
@@ -8,7 +8,7 @@
 #include "absl/status/statusor.h"
 #include "db/database.h"
 #include "nlohmann/json.hpp"
-#include "server/cli/flags.h"
+#include "cli/flags.h"
 
 namespace tuneforge::cli {
 

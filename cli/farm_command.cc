@@ -8,9 +8,9 @@
 #include "compiler/support/status.h"
 #include "nlohmann/json.hpp"
 #include "server/auth.h"
-#include "server/cli/client.h"
-#include "server/cli/commands.h"
-#include "server/cli/flags.h"
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
 #include "tuneforge/v1/farm.grpc.pb.h"
 
 namespace tuneforge::cli {
@@ -74,7 +74,9 @@ absl::StatusOr<int> FarmCommand(const std::vector<std::string>& args) {
                              {"state", j.state()}, {"trials_done", j.trials_done()},
                              {"trials", j.trials()}, {"trials_per_second", j.trials_per_second()},
                              {"best_gflops", j.best_gflops()}, {"message", j.message()},
-                             {"priority", j.priority()}});
+                             {"priority", j.priority()},
+                             {"warnings", std::vector<std::string>(j.warnings().begin(),
+                                                                   j.warnings().end())}});
     }
     std::printf("%s\n", out.dump().c_str());
     return 0;
@@ -107,6 +109,7 @@ absl::StatusOr<int> FarmCommand(const std::vector<std::string>& args) {
                 j.trials_done(), j.trials(),
                 j.trials_per_second(), j.best_gflops(), j.task().c_str(),
                 j.message().empty() ? "" : "  -- ", j.message().c_str());
+    for (const std::string& w : j.warnings()) std::printf("    warning: %s\n", w.c_str());
   }
   return 0;
 }

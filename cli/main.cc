@@ -4,8 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench.h"
+#include "cli/commands.h"
 #include "compiler/support/log.h"
-#include "server/cli/commands.h"
 
 namespace {
 
@@ -39,7 +40,7 @@ int main(int argc, char** argv) {
     std::printf("tuneforge %s\n", TUNEFORGE_VERSION);
     return 0;
   }
-  // One line per command; the functions live in server/cli/<command>.cc.
+  // One line per command; the functions live in cli/<command>.cc.
   const std::map<std::string, tuneforge::cli::CommandFn> commands = {
       {"tune", tuneforge::cli::TuneCommand},
       {"db", tuneforge::cli::DbCommand},

@@ -1,9 +1,10 @@
 // `tuneforge bench <subcommand>`: benchmarks, one function per subcommand
-// (server/cli/bench_<subcommand>.cc), dispatched from the map below.
+// (bench/bench_<subcommand>.cc), dispatched from the map below.
 #include <cstdio>
 #include <map>
 
-#include "server/cli/commands.h"
+#include "bench/bench.h"
+#include "cli/commands.h"
 
 namespace tuneforge::cli {
 namespace {

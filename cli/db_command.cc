@@ -1,7 +1,7 @@
 // `tuneforge db ...`: query and maintain the tuning log, in a SQLite file (--db) or on
 // a server (--server HOST:PORT, through DatabaseService). Export, import and merge are
-// in server/cli/db_transfer.cc.
-#include "server/cli/db_command.h"
+// in cli/db_transfer.cc.
+#include "cli/db_command.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,9 +15,9 @@
 #include "absl/time/time.h"
 #include "compiler/support/status.h"
 #include "compiler/task/task.h"
-#include "server/cli/client.h"
+#include "cli/client.h"
 #include "compiler/templates/template.h"
-#include "server/cli/commands.h"
+#include "cli/commands.h"
 #include "server/database_client.h"
 
 namespace tuneforge::cli {

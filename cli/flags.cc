@@ -1,4 +1,4 @@
-#include "server/cli/flags.h"
+#include "cli/flags.h"
 
 #include "absl/strings/numbers.h"
 

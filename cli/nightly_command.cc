@@ -18,9 +18,9 @@
 #include "compiler/templates/template.h"
 #include "db/database.h"
 #include "deploy/nightly.h"
-#include "server/cli/client.h"
-#include "server/cli/commands.h"
-#include "server/cli/flags.h"
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
 
 namespace tuneforge::cli {
 namespace {

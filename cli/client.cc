@@ -1,4 +1,4 @@
-#include "server/cli/client.h"
+#include "cli/client.h"
 
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -6,10 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <climits>
 #include <thread>
 
+#include "absl/time/clock.h"
 #include "compiler/support/files.h"
 #include "compiler/support/rpc_credentials.h"
 #include "compiler/support/status.h"
@@ -41,6 +44,7 @@ absl::StatusOr<std::unique_ptr<TuningClient>> TuningClient::Connect(const std::s
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ConnectChannel(address, tls_ca));
   auto client = std::make_unique<TuningClient>();
   client->token_ = token;
+  client->address_ = address;
   client->stub_ = v1::TuningService::NewStub(channel);
   return client;
 }
@@ -56,21 +60,78 @@ absl::StatusOr<std::string> TuningClient::Submit(const v1::JobSpec& spec) {
   return resp.job_id();
 }
 
+namespace {
+
+bool Finished(v1::JobState state) {
+  return state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED;
+}
+
+// Errors that a server coming back can cure; the others (unknown job, refused token,
+// bad request) end the watch at once.
+bool Retryable(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::CANCELLED:  // server shut down under the stream
+    case grpc::StatusCode::ABORTED:
+    case grpc::StatusCode::INTERNAL:   // connection reset mid-stream
+    case grpc::StatusCode::UNKNOWN:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<v1::JobStatus> TuningClient::Wait(
     const std::string& job_id, const std::function<void(const v1::JobStatus&)>& on_status) {
-  grpc::ClientContext ctx;
-  AddToken(&ctx, token_);
   v1::JobRequest req;
   req.set_job_id(job_id);
-  auto reader = stub_->WatchJob(&ctx, req);
-  v1::JobStatus status, last;
-  while (reader->Read(&status)) {
-    last = status;
-    if (on_status) on_status(status);
+  v1::JobStatus last;
+  bool lost = false;
+  absl::Time lost_at;
+  absl::Duration backoff = absl::Milliseconds(250);
+  for (;;) {
+    grpc::ClientContext ctx;
+    AddToken(&ctx, token_);
+    auto reader = stub_->WatchJob(&ctx, req);
+    v1::JobStatus status;
+    while (reader->Read(&status)) {
+      if (lost) {
+        std::fprintf(stderr, "tuneforge: re-attached to job %s at %s\n", job_id.c_str(),
+                     address_.c_str());
+        lost = false;
+        backoff = absl::Milliseconds(250);
+      }
+      last = status;
+      if (on_status) on_status(status);
+    }
+    grpc::Status st = reader->Finish();
+    if (st.ok() && Finished(last.state())) return last;
+    if (!st.ok() && !Retryable(st.error_code())) {
+      return absl::FailedPreconditionError("watching job " + job_id + " at " + address_ + ": " +
+                                           st.error_message());
+    }
+    // The stream ended before the job did: the server is gone (or going).
+    const std::string reason = st.ok() ? "stream ended" : st.error_message();
+    if (!lost) {
+      lost = true;
+      lost_at = absl::Now();
+      std::fprintf(stderr,
+                   "tuneforge: lost the server at %s while watching job %s (%s); re-attaching "
+                   "for up to %s\n",
+                   address_.c_str(), job_id.c_str(), reason.c_str(),
+                   absl::FormatDuration(reconnect_timeout_).c_str());
+    }
+    if (absl::Now() - lost_at >= reconnect_timeout_) {
+      return absl::UnavailableError("lost the server at " + address_ + " while watching job " +
+                                    job_id + " and it did not come back within " +
+                                    absl::FormatDuration(reconnect_timeout_) + ": " + reason);
+    }
+    absl::SleepFor(std::min(backoff, reconnect_timeout_ - (absl::Now() - lost_at)));
+    backoff = std::min(backoff * 2, absl::Seconds(5));
   }
-  grpc::Status st = reader->Finish();
-  if (!st.ok()) return absl::UnavailableError("lost the server while watching: " + st.error_message());
-  return last;
 }
 
 absl::Status TuningClient::Cancel(const std::string& job_id) {

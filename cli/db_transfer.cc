@@ -8,7 +8,7 @@
 #include "compiler/support/status.h"
 #include "compiler/task/task.h"
 #include "db/log_io.h"
-#include "server/cli/db_command.h"
+#include "cli/db_command.h"
 
 namespace tuneforge::cli {
 

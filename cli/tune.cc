@@ -19,9 +19,9 @@
 #include "compiler/support/log.h"
 #include "compiler/task/task.h"
 #include "nlohmann/json.hpp"
-#include "server/cli/commands.h"
-#include "server/cli/client.h"
-#include "server/cli/flags.h"
+#include "cli/commands.h"
+#include "cli/client.h"
+#include "cli/flags.h"
 #include "compiler/support/status.h"
 #include "server/job_manager.h"
 #include "server/server.h"
@@ -37,7 +37,7 @@ constexpr const char* kTuneUsage =
     "                      [--server HOST:PORT] [--device-key KEY] [--seed S] [--json]\n"
     "                      [--target TEXT] [--batch N] [--timeout-ms MS] [--verbose]\n"
     "                      [--policy model|random|grid|ga] [--early-stop N]\n"
-    "                      [--priority P]\n"
+    "                      [--priority P] [--no-heuristics]\n"
     "       tuneforge tune --tasks FILE [--trials N] [--round-trials N] [options above]\n"
     "  --task        the operator and shape (see docs: matmul M= N= K=)\n"
     "  --tasks       many tasks, one per line with an optional weight=W (how often it\n"
@@ -46,6 +46,8 @@ constexpr const char* kTuneUsage =
     "  --trials      candidates to measure (default 200; with --tasks: all tasks together)\n"
     "  --policy      search policy (default model: XGBoost cost model + simulated annealing)\n"
     "  --early-stop  stop a job after N trials without a new best (default 0: never)\n"
+    "  --no-heuristics  do not start with the template's heuristic configs (by default\n"
+    "                up to a quarter of the trials measure them first)\n"
     "  --db          tuning-log SQLite file of the embedded server (default tuneforge.db)\n"
     "  --server      use a running tuneforge-server instead of the embedded default\n"
     "  --device-key  which agents measure (default local)\n"
@@ -80,7 +82,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
                                 {"task", "tasks", "trials", "db", "server", "device-key", "seed",
                                  "target", "batch", "timeout-ms", "token-file", "tls-ca", "policy", "early-stop",
                                  "round-trials", "priority"},
-                                {"json", "help", "verbose", "quiet"}));
+                                {"json", "help", "verbose", "quiet", "no-heuristics"}));
   if (flags.Has("help")) {
     std::fputs(kTuneUsage, stdout);
     return 0;
@@ -153,6 +155,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     spec.set_target(flags.Get("target"));
     spec.set_policy(policy);
     spec.set_early_stop(static_cast<int>(early_stop));
+    spec.set_no_heuristics(flags.Has("no-heuristics"));
     spec.set_priority(static_cast<int>(priority));
     spec.mutable_measure()->set_timeout_ms(static_cast<int>(timeout_ms));
     const char* user = getenv("USER");
@@ -165,7 +168,8 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     std::thread canceller([&] {
       // Ctrl-C cancels the job on the server; the watch then ends with CANCELLED.
       while (watching) {
-        if (g_interrupted.exchange(false)) (void)client->Cancel(job_id);
+        // Kept until the server takes it (it may be restarting).
+        if (g_interrupted.load() && client->Cancel(job_id).ok()) g_interrupted = false;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     });
@@ -257,6 +261,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
         {"elapsed_seconds", last.elapsed_seconds()},
         {"trials_per_second", per_second},
         {"median_build_seconds", last.median_build_seconds()},
+        {"warnings", std::vector<std::string>(last.warnings().begin(), last.warnings().end())},
     };
     if (last.has_baseline()) out["baseline"] = BestJson(last.baseline());
     if (speedup > 0) out["speedup_over_baseline"] = speedup;
@@ -278,6 +283,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
               last.trials_done(), last.errors(), last.records(), last.elapsed_seconds(), per_second,
               last.median_build_seconds() * 1e3);
   if (address_was_embedded) std::printf("db:          %s\n", db_path.c_str());
+  for (const std::string& w : last.warnings()) std::printf("warning:     %s\n", w.c_str());
   return 0;
 }
 

@@ -8,8 +8,8 @@
 #include "deploy/deploy.h"
 #include "deploy/inspect.h"
 #include "nlohmann/json.hpp"
-#include "server/cli/commands.h"
-#include "server/cli/flags.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
 
 namespace tuneforge::cli {
 namespace {

@@ -46,10 +46,11 @@
 #include "compiler/task/task.h"
 #include "compiler/templates/template.h"
 #include "nlohmann/json.hpp"
-#include "server/cli/bench_dnnl.h"
-#include "server/cli/commands.h"
-#include "server/cli/flags.h"
+#include "bench/bench_dnnl.h"
+#include "bench/bench.h"
+#include "cli/flags.h"
 #include "tuner/search_policy.h"
+#include "tuner/tuning_loop.h"
 
 namespace tuneforge::cli {
 namespace {
@@ -60,24 +61,28 @@ constexpr const char* kBenchKernelsUsage =
     "usage: tuneforge bench kernels [--suite quick|full|conv|depthwise|smoke] [--task TEXT]\n"
     "                               [--trials N]\n"
     "                               [--threads 1,2] [--min-sample-ms MS] [--seed S] [--json]\n"
-    "  Tunes each case of the suite in process (template heuristics + N random configs),\n"
-    "  then times the best kernel and the vendor library (OpenBLAS cblas_sgemm; oneDNN\n"
-    "  for convolutions, layout reorders untimed on both sides)\n"
-    "  alternately and prints tuneforge GFLOP/s, vendor GFLOP/s, their ratio and the\n"
-    "  geometric mean of the ratios per operator and thread count.\n"
+    "  Tunes each case of the suite in process with the product's default search (the\n"
+    "  template's heuristic configs, then N configs proposed by the default policy, the\n"
+    "  XGBoost cost model, in batches of 8), then times the best kernel and the vendor\n"
+    "  library (OpenBLAS cblas_sgemm; batch_matmul the stronger of per-matrix threading\n"
+    "  and the batch split over threads; dense with W's packing timed on both sides;\n"
+    "  oneDNN for convolutions, layout reorders untimed on both sides) alternately and\n"
+    "  prints tuneforge GFLOP/s, vendor GFLOP/s, their ratio and the geometric mean of\n"
+    "  the ratios per operator and thread count.\n"
     "  --suite    quick (default, a few minutes on 2 cores: matmul, batch_matmul, dense),\n"
     "             full (the matmul family at 200 trials), conv (ResNet-18 conv2d layers vs\n"
     "             oneDNN), depthwise (MobileNet-V2 depthwise layers vs oneDNN), smoke (tiny,\n"
     "             for tests)\n"
     "  --task     benchmark this one task instead of a suite\n"
-    "  --trials   random configs per case on top of the heuristics (suite default)\n"
+    "  --trials   configs the policy proposes per case, on top of the heuristics\n"
+    "             (suite default)\n"
     "  --threads  comma-separated thread counts (default 1,2)\n"
     "  --json     print JSON instead of the table\n";
 
 struct Suite {
   std::string name;
   std::vector<std::string> tasks;
-  int trials;            // random configs per case, on top of the heuristics
+  int trials;            // configs the policy proposes per case, on top of the heuristics
   double min_sample_ms;  // final timing; tuning uses half of it
 };
 
@@ -324,20 +329,42 @@ absl::StatusOr<RunFn> VendorRun(const TuningTask& task, CaseData& data, int thre
     });
   }
   if (task.op() == "batch_matmul") {
-    // OpenBLAS 0.3.21 has no batched sgemm: one call per matrix, as a user would.
-    *name = "openblas";
-    openblas_set_num_threads(threads);
+    // OpenBLAS 0.3.21 has no batched sgemm: one call per matrix, as a user would, in
+    // the stronger of two ways: every call on all threads, or (threads > 1) the batch
+    // split across the threads (OpenMP) with each small matrix on one thread, which
+    // is what small matrices need. Picked by timing both here; the name says which.
     const int64_t batch = task.Param("B");
     const int m = static_cast<int>(task.Param("M")), n = static_cast<int>(task.Param("N")),
               k = static_cast<int>(task.Param("K"));
     const float* a = data.inputs[0].data.get();
     const float* b = data.inputs[1].data.get();
     float* c = data.output.data.get();
-    return RunFn([=] {
-      for (int64_t x = 0; x < batch; ++x)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a + x * m * k, k,
-                    b + x * k * n, n, 0.0f, c + x * m * n, n);
-    });
+    auto one = [=](int64_t x) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a + x * m * k, k,
+                  b + x * k * n, n, 0.0f, c + x * m * n, n);
+    };
+    RunFn per_call = [=] {
+      openblas_set_num_threads(threads);
+      for (int64_t x = 0; x < batch; ++x) one(x);
+    };
+    *name = "openblas (" + std::to_string(threads) + " threads per matrix)";
+    if (threads == 1) return per_call;
+    RunFn split = [=] {
+      openblas_set_num_threads(1);
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (int64_t x = 0; x < batch; ++x) one(x);
+    };
+    std::vector<double> t_call, t_split;
+    const int64_t n_call = Calibrate(per_call, 0.02), n_split = Calibrate(split, 0.02);
+    for (int r = 0; r < 3; ++r) {
+      t_call.push_back(Sample(per_call, n_call));
+      t_split.push_back(Sample(split, n_split));
+    }
+    if (Median(t_split) < Median(t_call)) {
+      *name = "openblas (batch split over " + std::to_string(threads) + " threads)";
+      return split;
+    }
+    return per_call;
   }
   return absl::UnimplementedError("no vendor baseline for op " + task.op());
 }
@@ -356,6 +383,12 @@ struct CaseResult {
   int threads = 1;
   std::string vendor;
   double tf_gflops = 0, vendor_gflops = 0;
+  // dense: tf_gflops times W's packing in every run (OpenBLAS packs inside each sgemm);
+  // this is the kernel with W packed once, untimed (what an inference runtime does).
+  double tf_prepacked_gflops = 0;
+  std::string untimed;         // work neither side's figure includes
+  std::string policy;          // the search policy that tuned the case
+  std::string policy_failure;  // SearchPolicy::last_failure, if it ever failed
   std::string best_config;
   int measured = 0, failed = 0;
   double median_build_ms = 0;
@@ -378,22 +411,25 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
   target.num_threads = threads;
   ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
   ConfigSpace space = tmpl->Space(task, target);
-  std::vector<Config> configs = tmpl->Heuristics(task, target);
-  std::set<std::string> seen;
-  for (const Config& c : configs) seen.insert(c.ToJson());
-  // Random search behind the SearchPolicy interface; the model-based policy can take
-  // its place once it is merged (measured configs would then go to Observe()).
-  std::unique_ptr<SearchPolicy> policy = std::make_unique<RandomPolicy>(space, seed);
-  for (Config& c : policy->Propose(trials))
-    if (seen.insert(c.ToJson()).second) configs.push_back(std::move(c));
+  // The product's default search: the template's heuristic configs first (the warm
+  // start), then the default policy ("model": XGBoost cost model + simulated annealing)
+  // in batches of 8, each batch observed before the next is proposed.
+  PolicyContext policy_context{task, target, tmpl, seed, nullptr};
+  ASSIGN_OR_RETURN(std::unique_ptr<SearchPolicy> policy,
+                   MakeSearchPolicy(TuningOptions().policy, policy_context));
+  result.policy = policy->name();
+  const WorkloadInfo workload = MakeWorkloadInfo(task);
+  const TargetInfo target_info = MakeTargetInfo(target);
 
   std::vector<Candidate> measured;
   double best = std::numeric_limits<double>::infinity();
-  for (const Config& config : configs) {
+  // Builds, checks and times one config; its cost, or +inf when it failed.
+  auto measure = [&](const Config& config) -> double {
+    const double failed = std::numeric_limits<double>::infinity();
     absl::StatusOr<ir::LoweredFunc> func = tmpl->Instantiate(task, target, config);
     if (!func.ok()) {
       ++result.failed;
-      continue;
+      return failed;
     }
     double cpu0 = BuildCpuSeconds();
     absl::StatusOr<Artifact> artifact = BuildArtifact(*func, target);
@@ -401,7 +437,7 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
     if (!artifact.ok()) {
       TF_LOG(Warning) << "build failed for " << config.ToJson() << ": " << artifact.status();
       ++result.failed;
-      continue;
+      return failed;
     }
     result.build_seconds.push_back(artifact->build_seconds);
     result.build_cpu_seconds.push_back(build_cpu);
@@ -413,15 +449,15 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
     if (!cand.module) {
       TF_LOG(Warning) << "load failed: " << error;
       ++result.failed;
-      continue;
+      return failed;
     }
     runtime::LoadedModule* module = cand.module.get();
     cand.pointers = CandidatePointers(data, &cand.prepacked);
     void** buffers = cand.pointers.data();
-    // Prepacked weights (dense) are packed once, outside every timed region.
+    // Prepacked weights (dense) are packed once, outside the tuning samples.
     if (module->Prepack(buffers) != 0) {
       ++result.failed;
-      continue;
+      return failed;
     }
     RunFn run = [module, buffers] { module->Run(buffers); };
     RunFn unpack = [module, buffers] { module->Unpack(buffers); };
@@ -431,7 +467,7 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
     if (!ok.ok()) {
       TF_LOG(Warning) << ok.message();
       ++result.failed;
-      continue;
+      return failed;
     }
     ++result.measured;
     if (first > 4 * best) {  // hopeless: one (warm-up) run is enough to tell
@@ -443,7 +479,36 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
       cand.cost = Median(samples);
     }
     best = std::min(best, cand.cost);
+    const double cost = cand.cost;
     measured.push_back(std::move(cand));
+    return cost;
+  };
+  auto measure_batch = [&](const std::vector<Config>& configs) {
+    std::vector<TuningRecord> records;
+    for (const Config& config : configs) {
+      const double cost = measure(config);
+      TuningRecord r;
+      r.workload = workload;
+      r.target = target_info;
+      r.template_name = tmpl->name();
+      r.template_version = tmpl->version();
+      r.config_json = config.ToJson();
+      if (std::isfinite(cost)) {
+        r.result.costs = {cost};
+      } else {
+        r.result.error = MeasureErrorKind::kRuntimeError;
+      }
+      records.push_back(std::move(r));
+    }
+    policy->Observe(records);
+  };
+  measure_batch(tmpl->Heuristics(task, target));
+  for (int proposed = 0; proposed < trials;) {
+    std::vector<Config> batch = policy->Propose(std::min(8, trials - proposed));
+    if (batch.empty()) break;
+    if (!policy->last_failure().empty()) result.policy_failure = policy->last_failure();
+    proposed += static_cast<int>(batch.size());
+    measure_batch(batch);
   }
   if (measured.empty()) return absl::InternalError("no valid kernel for " + result.task_text);
 
@@ -476,9 +541,23 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
   void** winner_buffers = measured[winner].pointers.data();
   RETURN_IF_ERROR(CheckOutput(runs[winner], data, "tuneforge " + result.best_config,
                               [=] { winner_module->Unpack(winner_buffers); }));
-  int64_t tf_number = Calibrate(runs[winner], min_sample_s);
+  // What each side's timed run includes (see CaseResult::untimed).
+  RunFn tf_run = runs[winner];
+  const bool dense = task.op() == "dense";
+  if (dense) {
+    tf_run = [=] {
+      winner_module->Prepack(winner_buffers);
+      winner_module->Run(winner_buffers);
+    };
+    result.untimed = "none: tuneforge packs W in every timed run, as OpenBLAS does inside sgemm";
+  } else if (task.op() == "conv2d" || task.op() == "depthwise_conv2d") {
+    result.untimed = "both sides: input padding+blocking, filter blocking, output unblocking "
+                     "(tuneforge prepack/unpack, oneDNN reorders)";
+  }
+  int64_t tf_number = Calibrate(tf_run, min_sample_s);
+  int64_t prepacked_number = dense ? Calibrate(runs[winner], min_sample_s) : 0;
   int64_t vendor_number = Calibrate(vendor, min_sample_s);
-  std::vector<double> tf_samples, vendor_samples;
+  std::vector<double> tf_samples, prepacked_samples, vendor_samples;
   // OpenBLAS's workers spin for a while after a call returns (up to ~2^28 cycles by
   // default) and would steal the second core from whatever runs next. Each side
   // keeps its own spinning within its sample; between samples both sides get a quiet
@@ -486,14 +565,19 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
   auto quiet = [] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); };
   quiet();
   for (int r = 0; r < 5; ++r) {
-    tf_samples.push_back(Sample(runs[winner], tf_number));
+    tf_samples.push_back(Sample(tf_run, tf_number));
     quiet();
+    if (dense) {
+      prepacked_samples.push_back(Sample(runs[winner], prepacked_number));
+      quiet();
+    }
     vendor_samples.push_back(Sample(vendor, vendor_number));
     quiet();
   }
   double flops = task.Flops();
   result.tf_gflops = flops / Median(tf_samples) / 1e9;
   result.vendor_gflops = flops / Median(vendor_samples) / 1e9;
+  if (dense) result.tf_prepacked_gflops = flops / Median(prepacked_samples) / 1e9;
   result.median_build_ms = Median(result.build_seconds) * 1e3;
   result.median_build_cpu_ms = Median(result.build_cpu_seconds) * 1e3;
   result.tune_seconds = Now() - start;
@@ -597,12 +681,17 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
                               {"tuneforge_gflops", r.tf_gflops},
                               {"vendor_gflops", r.vendor_gflops},
                               {"ratio", r.tf_gflops / r.vendor_gflops},
+                              {"untimed", r.untimed},
+                              {"policy", r.policy},
+                              {"policy_failure", r.policy_failure},
                               {"best_config", json::parse(r.best_config)},
                               {"measured", r.measured},
                               {"failed", r.failed},
                               {"median_build_ms", r.median_build_ms},
                               {"median_build_cpu_ms", r.median_build_cpu_ms},
                               {"seconds", r.tune_seconds}});
+      if (r.tf_prepacked_gflops > 0)
+        out["cases"].back()["tuneforge_prepacked_gflops"] = r.tf_prepacked_gflops;
     }
     for (const auto& [key, v] : ratios)
       out["geomean"].push_back({{"op", key.first}, {"threads", key.second}, {"ratio", GeoMean(v)},
@@ -616,10 +705,21 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
   std::printf("%-44s %3s %10s %10s %6s %9s %9s\n", "", "", "GFLOP/s", "GFLOP/s", "", "wall", "cpu");
   for (const CaseResult& r : results) {
     std::string text = r.task_text.substr(0, r.task_text.find(" dtype="));
-    std::printf("%-44s %3d %10.1f %10.1f %6.2f %9.1f %9.1f\n", text.c_str(), r.threads,
+    std::printf("%-44s %3d %10.1f %10.1f %6.2f %9.1f %9.1f  %s\n", text.c_str(), r.threads,
                 r.tf_gflops, r.vendor_gflops, r.tf_gflops / r.vendor_gflops, r.median_build_ms,
-                r.median_build_cpu_ms);
+                r.median_build_cpu_ms, r.vendor.c_str());
   }
+  std::set<std::string> notes;
+  for (const CaseResult& r : results) {
+    if (r.tf_prepacked_gflops > 0)
+      std::printf("  %s t%d: with W packed once (untimed) %.1f GFLOP/s\n",
+                  r.task_text.substr(0, r.task_text.find(" dtype=")).c_str(), r.threads,
+                  r.tf_prepacked_gflops);
+    if (!r.untimed.empty()) notes.insert(r.op + ": untimed: " + r.untimed);
+    if (!r.policy_failure.empty()) notes.insert(r.op + ": WARNING: " + r.policy_failure);
+  }
+  for (const std::string& n : notes) std::printf("  %s\n", n.c_str());
+  if (!results.empty()) std::printf("search: heuristics + policy %s\n", results[0].policy.c_str());
   std::printf("\ngeometric mean of tuneforge / vendor:\n");
   for (const auto& [key, v] : ratios)
     std::printf("  %-12s %d thread(s): %.2f  (%zu cases)\n", key.first.c_str(), key.second,

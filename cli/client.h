@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "server/server.h"
 #include <grpcpp/channel.h>
 
@@ -32,13 +33,20 @@ class TuningClient {
                                                                const std::string& tls_ca = "");
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
   // Follows the job until it ends; `on_status` sees every update. Returns the last.
+  // When the server goes away mid-job (killed, restarted, network), the client says so
+  // on stderr and re-attaches to the same job id with backoff (0.25 s doubling to 5 s)
+  // for up to `reconnect_timeout` without a status; a restarted server resumes the job
+  // under its id. A job the server does not know, or a refused token, ends it at once.
   absl::StatusOr<v1::JobStatus> Wait(const std::string& job_id,
                                      const std::function<void(const v1::JobStatus&)>& on_status);
   absl::Status Cancel(const std::string& job_id);
+  void set_reconnect_timeout(absl::Duration d) { reconnect_timeout_ = d; }
 
  private:
   std::unique_ptr<v1::TuningService::Stub> stub_;
   std::string token_;
+  std::string address_;
+  absl::Duration reconnect_timeout_ = absl::Seconds(60);
 };
 
 // The token of --token-file, or "" when the flag is absent.

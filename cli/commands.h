@@ -17,10 +17,6 @@ absl::StatusOr<int> ShowCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> DeployCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> NightlyCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> FarmCommand(const std::vector<std::string>& args);
-absl::StatusOr<int> BenchCommand(const std::vector<std::string>& args);
-absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args);  // bench kernels
-absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args);  // bench search
-absl::StatusOr<int> BenchDbCommand(const std::vector<std::string>& args);  // bench db
-absl::StatusOr<int> BenchFarmCommand(const std::vector<std::string>& args);  // bench farm
+// `tuneforge bench ...` is declared in bench/bench.h (the benchmarks live in bench/).
 
 }  // namespace tuneforge::cli

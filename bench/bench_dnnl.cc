@@ -1,4 +1,4 @@
-#include "server/cli/bench_dnnl.h"
+#include "bench/bench_dnnl.h"
 
 #include <omp.h>
 

@@ -18,8 +18,8 @@
 #include "db/database.h"
 #include "db/log_io.h"
 #include "nlohmann/json.hpp"
-#include "server/cli/commands.h"
-#include "server/cli/flags.h"
+#include "bench/bench.h"
+#include "cli/flags.h"
 
 namespace tuneforge::cli {
 namespace {

@@ -5,8 +5,8 @@
 #include "compiler/support/files.h"
 #include "compiler/task/task.h"
 #include "compiler/templates/template.h"
-#include "server/cli/commands.h"
-#include "server/cli/flags.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
 #include "compiler/support/status.h"
 
 namespace tuneforge::cli {

@@ -1,0 +1,20 @@
+// `tuneforge bench <subcommand>`: the benchmarks, each running its baseline in the
+// same process and printing the ratio (BENCHMARKS.md). They are subcommands of the
+// CLI (cli/main.cc) and return its exit codes; they live here, apart from the client
+// commands, because they alone link the vendor libraries (OpenBLAS, oneDNN).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tuneforge::cli {
+
+absl::StatusOr<int> BenchCommand(const std::vector<std::string>& args);
+absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args);  // bench kernels
+absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args);  // bench search
+absl::StatusOr<int> BenchDbCommand(const std::vector<std::string>& args);  // bench db
+absl::StatusOr<int> BenchFarmCommand(const std::vector<std::string>& args);  // bench farm
+
+}  // namespace tuneforge::cli
