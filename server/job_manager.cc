@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "compiler/codegen/build.h"
+#include "compiler/support/files.h"
 #include "compiler/support/log.h"
 #include "compiler/task/task.h"
 #include "google/protobuf/util/json_util.h"
 #include "server/agent_runner.h"
+#include "server/job_target.h"
 #include "tuner/search_policy.h"
 #include "tuner/tuning_loop.h"
 
@@ -143,10 +146,44 @@ void JobManager::Update(Job* job, const std::function<void(v1::JobStatus*)>& cha
 void JobManager::RunJob(Job* job, v1::JobSpec spec) {
   Persist(job->status);
   TuningTask task = *ParseTask(spec.task());
-  Target target = DetectHostTarget(spec.device_key());
-  if (!spec.target().empty()) target = *ParseTarget(spec.target(), target);
-  target.device_key = spec.device_key();
+  // The target comes from the agents of the job's key (server/job_target.h); until one
+  // that can run it is connected the job waits and says why.
+  const Target host = DetectHostTarget(spec.device_key());
+  const std::string host_model = CpuModelOfCpuInfo(ReadFile("/proc/cpuinfo").value_or(""));
+  JobTarget resolved;
+  std::string said;
+  for (;;) {
+    std::vector<v1::AgentCapabilities> caps;
+    for (const AgentInfo& a : registry_->Agents()) {
+      if (a.device_key == spec.device_key() && a.connected && !a.quarantined && !a.draining)
+        caps.push_back(a.capabilities);
+    }
+    resolved = ResolveJobTarget(spec.device_key(), spec.target(), caps, host, host_model);
+    if (resolved.ready) break;
+    if (job->cancel.load()) {
+      Update(job, [&](v1::JobStatus* s) {
+        s->set_state(v1::CANCELLED);
+        s->set_message("cancelled");
+      });
+      return;
+    }
+    if (resolved.waiting != said) {
+      said = resolved.waiting;
+      TF_LOG(Info) << "job " << job->status.job_id() << ": " << said;
+      Update(job, [&](v1::JobStatus* s) {
+        s->set_message(said);
+        s->set_last_event(said);
+      });
+    }
+    registry_->WaitForAgent(spec.device_key(), 1000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(caps.empty() ? 0 : 1000));
+  }
+  Target target = resolved.target;
+  TF_LOG(Info) << "job " << job->status.job_id() << ": target " << target.ToString() << " from "
+               << resolved.source;
   Update(job, [&](v1::JobStatus* s) {
+    s->set_message("");
+    s->set_last_event("target from " + resolved.source);
     s->set_state(v1::RUNNING);
     v1::Target* t = s->mutable_target();
     t->set_triple(target.triple);

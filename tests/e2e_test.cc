@@ -187,6 +187,36 @@ TEST_F(EndToEndTest, JobWaitsForAgentsOfItsKeyAndCanBeCancelled) {
   EXPECT_NE(cli.Stderr().find("cancelled"), std::string::npos) << cli.Stderr();
 }
 
+// A job's target comes from its agents: a target the connected agents cannot run
+// (more threads than they have cores) makes the job wait and say why.
+TEST_F(EndToEndTest, JobWhoseTargetNoAgentMatchesWaitsAndSaysWhy) {
+  std::string address = StartServer(dir_ + "/target.db");
+  ASSERT_FALSE(address.empty());
+  Process agent({kBin + "/tuneforge-agent", "--server", address, "--device-key", "small"},
+                dir_ + "/agent.out", dir_ + "/agent.err");
+  Process cli({kBin + "/tuneforge", "tune", "--server", address, "--device-key", "small",
+               "--task", "matmul M=8 N=8 K=8", "--trials", "2", "--target", "llvm -threads=64"},
+              dir_ + "/cli.out", dir_ + "/cli.err");
+  const std::string why =
+      "waiting for an agent with device key 'small' that can run target 'llvm -threads=64': "
+      "the connected agents lack 64 threads";
+  bool waiting = false;
+  for (int i = 0; i < 400 && !waiting; ++i) {
+    waiting = cli.Stderr().find(why) != std::string::npos;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(waiting) << cli.Stderr();
+  auto status = RunCommand({kBin + "/tuneforge", "farm", "status", "--server", address, "--json"},
+                           dir_, std::chrono::seconds(30));
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  nlohmann::json f = nlohmann::json::parse(status.out);
+  ASSERT_EQ(f["jobs"].size(), 1u);
+  EXPECT_NE(f["jobs"][0]["message"].get<std::string>().find(why), std::string::npos) << status.out;
+  kill(cli.pid(), SIGINT);
+  EXPECT_NE(cli.Wait(std::chrono::seconds(20)), 0);
+  EXPECT_NE(cli.Stderr().find("cancelled"), std::string::npos) << cli.Stderr();
+}
+
 TEST_F(EndToEndTest, TokensAndRolesAreCheckedOnEveryCall) {
   auto write = [&](const std::string& name, const std::string& text) {
     std::ofstream(dir_ + "/" + name) << text;
