@@ -121,6 +121,12 @@ absl::StatusOr<TuningRecord> RecordFromJson(const json& j) {
   RETURN_IF_ERROR(GetString(j, "job_id", &r.job_id));
   // Optional: logs written before schema v4 do not carry it.
   if (j.contains("proposed_by")) RETURN_IF_ERROR(GetString(j, "proposed_by", &r.proposed_by));
+  if (j.contains("uploaded_by")) RETURN_IF_ERROR(GetString(j, "uploaded_by", &r.uploaded_by));
+  if (j.contains("upload_trusted")) {
+    auto it = j.find("upload_trusted");
+    if (!it->is_boolean()) return Bad("\"upload_trusted\" must be true or false");
+    r.upload_trusted = it->get<bool>();
+  }
   RETURN_IF_ERROR(GetString(j, "content_id", &r.content_id));
   if (r.content_id != ContentId(r)) {
     return Bad("content_id does not match the record's fields (edited or damaged line)");
@@ -228,6 +234,10 @@ std::string RecordToLogLine(const TuningRecord& r) {
       {"job_id", r.job_id},
       {"proposed_by", r.proposed_by},
   };
+  if (!r.uploaded_by.empty()) {
+    j["uploaded_by"] = r.uploaded_by;
+    j["upload_trusted"] = r.upload_trusted;
+  }
   // Invalid UTF-8 (never produced by tuneforge) is replaced rather than thrown on.
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -350,8 +360,14 @@ absl::Status StoreParsed(Database& db, ParsedBatch& b, ImportReport* report) {
 }  // namespace
 
 absl::Status StoreLogLines(Database& db, const std::vector<std::string>& lines, int64_t first_line,
-                           ImportReport* report) {
+                           ImportReport* report, const Uploader* uploader) {
   ParsedBatch b = ParseLines(lines, first_line);
+  if (uploader) {
+    for (TuningRecord& r : b.records) {
+      r.uploaded_by = uploader->name.empty() ? "anonymous" : uploader->name;
+      r.upload_trusted = uploader->trusted;
+    }
+  }
   return StoreParsed(db, b, report);
 }
 

@@ -68,10 +68,18 @@ absl::StatusOr<int64_t> ExportLog(Database& db, const ExportOptions& options, st
 // the file again completes it without duplicates).
 absl::StatusOr<ImportReport> ImportLog(Database& db, std::istream& in, size_t batch_size = 5000);
 
+// Who uploads records over the server (DatabaseService.Upload): every record stored
+// is marked with the name, whatever its line says (TuningRecord::uploaded_by).
+struct Uploader {
+  std::string name;
+  bool trusted = false;  // the db's policy: admins' uploads are ranked, users' are not
+};
+
 // Parses body lines (no header) and stores them: the import step shared by ImportLog
 // and DatabaseService.Upload. `first_line` numbers the lines in the report.
+// `uploader` (optional) marks every record as uploaded by it.
 absl::Status StoreLogLines(Database& db, const std::vector<std::string>& lines, int64_t first_line,
-                           ImportReport* report);
+                           ImportReport* report, const Uploader* uploader = nullptr);
 
 // AutoTVM v0.2 lines (`#` comments and blank lines skipped). No AutoTVM task maps
 // exactly to a tuneforge template today (see docs/db.md), so valid lines are stored

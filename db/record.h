@@ -76,6 +76,14 @@ struct TuningRecord {
   // records from before schema v4 and for imports that do not say. Not part of the
   // content id: it describes the search, not the measurement.
   std::string proposed_by;
+  // Provenance of records uploaded over the server (DatabaseService.Upload): the
+  // uploader's principal name, and whether the db trusted it (admins). An untrusted
+  // upload is kept and exported but is never ranked (best, top-k, deploy) and the tuner
+  // does not treat its config as measured, so the farm re-measures it (schema v5). Not
+  // part of the content id.
+  std::string uploaded_by;
+  bool upload_trusted = false;
+  bool UntrustedUpload() const { return !uploaded_by.empty() && !upload_trusted; }
 };
 
 // The identity of a measurement: 32 hex digits of a 128-bit FNV-1a hash over the

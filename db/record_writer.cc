@@ -22,7 +22,8 @@ namespace tuneforge::db_internal {
   " FROM records r JOIN workloads w ON w.id = r.workload_id " \
   "JOIN targets t ON t.id = r.target_id "
 
-const char kRecordSelect[] = TF_RECORD_COLUMNS ", r.proposed_by" TF_RECORD_FROM;
+const char kRecordSelect[] =
+    TF_RECORD_COLUMNS ", r.proposed_by, r.uploaded_by, r.upload_trusted" TF_RECORD_FROM;
 
 namespace {
 // The v2 migration reads records before v4 added proposed_by.
@@ -128,7 +129,11 @@ absl::StatusOr<TuningRecord> RecordFromRow(const Statement& row) {
   r.result.agent_id = row.ColumnText(22);
   r.result.environment_json = row.ColumnText(23);
   r.content_id = row.ColumnText(24);
-  if (row.ColumnCount() > 25) r.proposed_by = row.ColumnText(25);
+  if (row.ColumnCount() > 27) {
+    r.proposed_by = row.ColumnText(25);
+    r.uploaded_by = row.ColumnText(26);
+    r.upload_trusted = row.ColumnInt64(27) != 0;
+  }
   return r;
 }
 
@@ -238,8 +243,8 @@ absl::StatusOr<RecordWriter> RecordWriter::Prepare(sqlite3* db, bool v2_backfill
             "INSERT INTO records (workload_id, target_id, job_id, template_name, "
             "template_version, config_json, costs_json, median_cost, error_kind, error_message, "
             "build_seconds, start_unix_us, end_unix_us, agent_id, environment_json, "
-            "created_unix_us, content_id, config_id, proposed_by) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+            "created_unix_us, content_id, config_id, proposed_by, uploaded_by, upload_trusted) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   }
   ASSIGN_OR_RETURN(w.attach_record_,
                    Statement::Prepare(db,
@@ -402,7 +407,11 @@ absl::StatusOr<RecordWriter::Written> RecordWriter::Write(const TuningRecord& r,
   }
   ASSIGN_OR_RETURN(int64_t workload_id, WorkloadId(r.workload));
   ASSIGN_OR_RETURN(int64_t target_id, TargetId(r.target));
-  ASSIGN_OR_RETURN(int64_t config_id, FoldIntoConfig(workload_id, target_id, r));
+  // An untrusted upload stays out of the ranking (no configs row, no config_id).
+  int64_t config_id = 0;
+  if (!r.UntrustedUpload()) {
+    ASSIGN_OR_RETURN(config_id, FoldIntoConfig(workload_id, target_id, r));
+  }
 
   Statement& s = insert_record_;
   s.Reset();
@@ -427,8 +436,14 @@ absl::StatusOr<RecordWriter::Written> RecordWriter::Write(const TuningRecord& r,
   s.BindText(15, r.result.environment_json);
   s.BindInt64(16, now_unix_us);
   s.BindText(17, content_id);
-  s.BindInt64(18, config_id);
+  if (config_id != 0) {
+    s.BindInt64(18, config_id);
+  } else {
+    s.BindNull(18);
+  }
   s.BindText(19, r.proposed_by);
+  s.BindText(20, r.uploaded_by);
+  s.BindInt64(21, r.upload_trusted ? 1 : 0);
   RETURN_IF_ERROR(s.Run());
   return Written{LastInsertRowid(db_), Outcome::kInserted};
 }

@@ -142,6 +142,15 @@ constexpr char kSchemaV4[] = R"sql(
 ALTER TABLE records ADD COLUMN proposed_by TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 5.
+// - records.uploaded_by / upload_trusted: who uploaded a record over the server and
+//   whether it is trusted (TuningRecord::uploaded_by). Untrusted uploads get no
+//   config_id: they never enter the configs ranking.
+constexpr char kSchemaV5[] = R"sql(
+ALTER TABLE records ADD COLUMN uploaded_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE records ADD COLUMN upload_trusted INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 absl::Status FinishV2(sqlite3* db) {
   RETURN_IF_ERROR(BackfillContentIdsAndConfigs(db));
   return Exec(db, "CREATE UNIQUE INDEX records_content ON records (content_id)");
@@ -157,6 +166,7 @@ const std::vector<Migration>& Migrations() {
          FinishV2},
         {3, "tombstones of compacted records, cost-model blobs", kSchemaV3},
         {4, "records.proposed_by (search provenance)", kSchemaV4},
+        {5, "records.uploaded_by, upload_trusted (upload provenance)", kSchemaV5},
     };
     for (size_t i = 0; i < list->size(); ++i) {
       TF_CHECK((*list)[i].version == static_cast<int>(i) + 1, "migrations must be 1, 2, ...");

@@ -3,10 +3,7 @@
 // merge, AutoTVM import, compaction, a full disk, and grouped writers. Real SQLite
 // files in a temporary directory.
 
-#include <grp.h>
 #include <sqlite3.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -18,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/support/unprivileged_child.h"
 #include "db/database.h"
 #include "db/log_io.h"
 #include "db/schema.h"
@@ -134,7 +132,7 @@ TEST_F(SharedLogTest, MigratesAVersion1FileKeepingEveryRecord) {
                    db_internal::kApplicationId, "; COMMIT;"));
   std::unique_ptr<Database> db = Open("v1.db");
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(db->SchemaVersion(), 4);
+  EXPECT_EQ(db->SchemaVersion(), 5);
   absl::StatusOr<std::vector<TuningRecord>> all = db->Records("", "");
   ASSERT_TRUE(all.ok()) << all.status();
   ASSERT_EQ(all->size(), 4u);
@@ -250,7 +248,7 @@ TEST_F(SharedLogTest, HistorySummariesAndTemplateVersions) {
 
   absl::StatusOr<DatabaseStats> stats = db->Stats();
   ASSERT_TRUE(stats.ok()) << stats.status();
-  EXPECT_EQ(stats->schema_version, 4);
+  EXPECT_EQ(stats->schema_version, 5);
   EXPECT_EQ(stats->records, 6);
   EXPECT_EQ(stats->failed_records, 1);
   EXPECT_EQ(stats->workloads, 2);
@@ -503,36 +501,18 @@ TEST_F(SharedLogTest, ReadOnlyFileIsAClearError) {
   fs::permissions(Path("a.db"), fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
   fs::permissions(dir_, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
                             fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    close(fds[0]);
-    auto report = [&](const std::string& text, int code) {
-      if (write(fds[1], text.data(), text.size()) < 0) _exit(5);
-      _exit(code);
-    };
-    if (geteuid() == 0 && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
-      report("cannot drop to nobody", 4);
+  testing::ChildOutcome child = testing::RunUnprivileged([&]() -> std::pair<int, std::string> {
     DatabaseOptions options;
     options.path = Path("a.db");
     absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(options);
-    if (!db.ok()) report("open: " + std::string(db.status().message()), 0);
+    if (!db.ok()) return {0, "open: " + std::string(db.status().message())};
     absl::StatusOr<CommitResult> r = (*db)->Insert({Record(Workload("a"), Target("x"), "{}", {1})});
-    if (r.ok()) report("insert into a read-only file succeeded", 3);
-    report("insert: " + std::string(r.status().message()), 0);
-  }
-  close(fds[1]);
-  std::string text;
-  char buf[512];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) text.append(buf, n);
-  close(fds[0]);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    if (r.ok()) return {3, "insert into a read-only file succeeded"};
+    return {0, "insert: " + std::string(r.status().message())};
+  });
   fs::permissions(dir_, fs::perms::owner_all);  // for TearDown
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 0) << text;
+  ASSERT_EQ(child.exit_code, 0) << child.text;
+  const std::string& text = child.text;
   if (text.rfind("open: ", 0) == 0) {
     EXPECT_THAT(text, HasSubstr(Path("a.db")));
   } else {

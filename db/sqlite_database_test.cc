@@ -135,14 +135,14 @@ class SqliteDatabaseTest : public ::testing::Test {
 TEST_F(SqliteDatabaseTest, NewFileGetsSchemaWalAndApplicationId) {
   std::unique_ptr<Database> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(db->SchemaVersion(), 4);
+  EXPECT_EQ(db->SchemaVersion(), 5);
   db.reset();
-  EXPECT_EQ(RawQueryText(path_, "SELECT max(version) FROM schema_migrations"), "4");
+  EXPECT_EQ(RawQueryText(path_, "SELECT max(version) FROM schema_migrations"), "5");
   EXPECT_EQ(RawQueryText(path_, "PRAGMA journal_mode"), "wal");
   EXPECT_EQ(RawQueryText(path_, "PRAGMA application_id"), std::to_string(0x54465247));
   // Opening again applies nothing twice.
   ASSERT_NE(OpenOrDie(), nullptr);
-  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "4");
+  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "5");
 }
 
 TEST_F(SqliteDatabaseTest, RoundTripKeepsEveryField) {
@@ -150,6 +150,8 @@ TEST_F(SqliteDatabaseTest, RoundTripKeepsEveryField) {
   TuningRecord r = Record(Workload("a"), Target("epyc"), {3e-3, 1e-3, 2e-3});
   r.job_id = "job-7";
   r.proposed_by = "model:random";
+  r.uploaded_by = "alice";
+  r.upload_trusted = true;
   r.result.error_message = "ok but 'quoted' \"text\"; DROP TABLE records; --";
   r.result.start_unix_us = 1700000000000001;
   r.result.end_unix_us = 1700000000500002;
@@ -185,6 +187,8 @@ TEST_F(SqliteDatabaseTest, RoundTripKeepsEveryField) {
   EXPECT_EQ(g.config_json, r.config_json);
   EXPECT_EQ(g.job_id, r.job_id);
   EXPECT_EQ(g.proposed_by, "model:random");
+  EXPECT_EQ(g.uploaded_by, "alice");
+  EXPECT_TRUE(g.upload_trusted);
   EXPECT_EQ(g.result.costs, r.result.costs);  // exact: JSON keeps doubles round-trippable
   EXPECT_EQ(g.result.error, MeasureErrorKind::kNone);
   EXPECT_EQ(g.result.error_message, r.result.error_message);
@@ -405,7 +409,7 @@ TEST_F(SqliteDatabaseTest, NewerSchemaIsRefusedAndFileUntouched) {
   ASSERT_NE(OpenOrDie(), nullptr);
   RawSql(path_,
          "INSERT INTO schema_migrations (version, applied_unix_us, description) "
-         "VALUES (5, 0, 'from the future')");
+         "VALUES (6, 0, 'from the future')");
   const std::string before = ReadBytes(path_);
   ASSERT_FALSE(before.empty());
 
@@ -417,7 +421,7 @@ TEST_F(SqliteDatabaseTest, NewerSchemaIsRefusedAndFileUntouched) {
     ASSERT_FALSE(db.ok());
     EXPECT_TRUE(absl::IsFailedPrecondition(db.status())) << db.status();
     EXPECT_THAT(std::string(db.status().message()),
-                HasSubstr("written by a newer tuneforge (schema 5, this build knows 4)"));
+                HasSubstr("written by a newer tuneforge (schema 6, this build knows 5)"));
     ExpectOneLineNamingPath(db.status(), path_);
   }
   EXPECT_EQ(ReadBytes(path_), before);
@@ -434,7 +438,7 @@ TEST_F(SqliteDatabaseTest, EmptyFileBecomesANewDatabase) {
   ExpectOneLineNamingPath(ro.status(), path_);
   std::unique_ptr<Database> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(db->SchemaVersion(), 4);
+  EXPECT_EQ(db->SchemaVersion(), 5);
 }
 
 TEST_F(SqliteDatabaseTest, ConcurrentOpensOfANewFileMigrateOnce) {
@@ -450,9 +454,9 @@ TEST_F(SqliteDatabaseTest, ConcurrentOpensOfANewFileMigrateOnce) {
   for (std::thread& t : threads) t.join();
   for (const std::unique_ptr<Database>& db : dbs) {
     ASSERT_NE(db, nullptr);
-    EXPECT_EQ(db->SchemaVersion(), 4);
+    EXPECT_EQ(db->SchemaVersion(), 5);
   }
-  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "4");
+  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "5");
 }
 
 TEST_F(SqliteDatabaseTest, NonSqliteFilesAreRefusedAndUntouched) {

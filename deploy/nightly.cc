@@ -131,6 +131,35 @@ std::vector<std::pair<std::string, double>> PreviousBest(const std::string& repo
   return out;
 }
 
+std::string XmlEscape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+namespace {
+// A Markdown table cell: HTML-escaped (renderers pass HTML through) and '|' escaped.
+std::string MdCell(const std::string& text) {
+  std::string out;
+  for (char c : XmlEscape(text)) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n') out += ' ';
+    else out += c;
+  }
+  return out;
+}
+}  // namespace
+
 std::string CurveSvg(const std::string& title, const std::vector<double>& curve) {
   const double w = 480, h = 240, left = 50, bottom = 30, top = 30, right = 10;
   double ymax = 0;
@@ -140,7 +169,7 @@ std::string CurveSvg(const std::string& title, const std::vector<double>& curve)
   s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h
     << "\" font-family=\"sans-serif\" font-size=\"11\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << "<text x=\"" << left << "\" y=\"18\">" << title << "</text>\n"
+    << "<text x=\"" << left << "\" y=\"18\">" << XmlEscape(title) << "</text>\n"
     << "<line x1=\"" << left << "\" y1=\"" << h - bottom << "\" x2=\"" << w - right << "\" y2=\""
     << h - bottom << "\" stroke=\"black\"/>\n"
     << "<line x1=\"" << left << "\" y1=\"" << top << "\" x2=\"" << left << "\" y2=\"" << h - bottom
@@ -170,7 +199,7 @@ absl::Status WriteNightlyReport(const NightlyReport& r, const std::string& dir) 
                               {"regression", r.HasRegression()}};
   j["tasks"] = nlohmann::ordered_json::array();
   std::ostringstream md, rows, canary_md, canary_rows;
-  md << "# " << r.name << " — " << r.date << "\n\n"
+  md << "# " << MdCell(r.name) << " — " << MdCell(r.date) << "\n\n"
      << (r.HasRegression() ? "**REGRESSION FOUND** (threshold " : "No regression (threshold ")
      << absl::StrFormat("%.0f%%)", r.threshold * 100) << "\n\n"
      << "| task | device | status | trials | best GFLOP/s | previous | change | curve |\n"
@@ -186,21 +215,24 @@ absl::Status WriteNightlyReport(const NightlyReport& r, const std::string& dir) 
                              ? absl::StrFormat("%+.1f%%", 100 * (t.best_gflops / t.previous_gflops - 1))
                              : "new";
     if (t.regression) change += " REGRESSION";
-    md << "| " << t.task << " | " << t.device_key << " | " << t.status << " | " << t.trials << " | "
+    md << "| " << MdCell(t.task) << " | " << MdCell(t.device_key) << " | " << MdCell(t.status)
+       << " | " << t.trials << " | "
        << absl::StrFormat("%.2f", t.best_gflops) << " | "
        << (t.previous_gflops > 0 ? absl::StrFormat("%.2f", t.previous_gflops) : "-") << " | "
        << change << " | [svg](" << svg << ") |\n";
-    rows << "<tr><td>" << t.task << "</td><td>" << t.device_key << "</td><td>" << t.status
+    rows << "<tr><td>" << XmlEscape(t.task) << "</td><td>" << XmlEscape(t.device_key)
+         << "</td><td>" << XmlEscape(t.status)
          << "</td><td>" << t.trials << "</td><td>" << absl::StrFormat("%.2f", t.best_gflops)
          << "</td><td>" << change << "</td><td><img src=\"" << svg << "\" width=\"240\"></td></tr>\n";
     if (t.canary_measured_gflops > 0) {
       double ratio = t.canary_measured_gflops / t.canary_recorded_gflops;
       std::string verdict = t.canary_slower ? "SLOWER: device or toolchain regressed" : "ok";
-      canary_md << "| " << t.task << " | " << t.device_key << " | "
+      canary_md << "| " << MdCell(t.task) << " | " << MdCell(t.device_key) << " | "
                 << absl::StrFormat("%.2f | %.2f | %.2f", t.canary_recorded_gflops,
                                    t.canary_measured_gflops, ratio)
                 << " | " << verdict << " |\n";
-      canary_rows << "<tr><td>" << t.task << "</td><td>" << t.device_key << "</td><td>"
+      canary_rows << "<tr><td>" << XmlEscape(t.task) << "</td><td>" << XmlEscape(t.device_key)
+                  << "</td><td>"
                   << absl::StrFormat("%.2f</td><td>%.2f</td><td>%.2f", t.canary_recorded_gflops,
                                      t.canary_measured_gflops, ratio)
                   << "</td><td>" << verdict << "</td></tr>\n";
@@ -215,9 +247,11 @@ absl::Status WriteNightlyReport(const NightlyReport& r, const std::string& dir) 
   }
   RETURN_IF_ERROR(WriteFile(dir + "/report.md", md.str() + canary_md.str()));
   std::ostringstream html;
-  html << "<!doctype html><html><head><meta charset=\"utf-8\"><title>" << r.name << " " << r.date
+  html << "<!doctype html><html><head><meta charset=\"utf-8\"><title>" << XmlEscape(r.name)
+       << " " << XmlEscape(r.date)
        << "</title><style>body{font-family:sans-serif}td,th{border:1px solid #ccc;padding:4px}"
-       << "table{border-collapse:collapse}</style></head><body>\n<h1>" << r.name << " — " << r.date
+       << "table{border-collapse:collapse}</style></head><body>\n<h1>" << XmlEscape(r.name)
+       << " — " << XmlEscape(r.date)
        << "</h1>\n<p>" << (r.HasRegression() ? "<b>REGRESSION FOUND</b>" : "No regression")
        << absl::StrFormat(" (threshold %.0f%%)", r.threshold * 100) << "</p>\n"
        << "<table><tr><th>task</th><th>device</th><th>status</th><th>trials</th>"

@@ -62,7 +62,12 @@ std::vector<std::pair<std::string, double>> PreviousBest(const std::string& repo
 // Writes report.md, report.html, report.json and curve-<n>.svg into `dir`.
 absl::Status WriteNightlyReport(const NightlyReport& report, const std::string& dir);
 
-// A tuning curve as a standalone SVG.
+// A tuning curve as a standalone SVG (`title` is escaped).
 std::string CurveSvg(const std::string& title, const std::vector<double>& curve);
+
+// Text made safe inside XML/HTML elements and quoted attributes: & < > " ' escaped.
+// Every user-given name (task, device key, spec name, status) in a report goes
+// through it; Markdown cells also get '|' escaped.
+std::string XmlEscape(const std::string& text);
 
 }  // namespace tuneforge

@@ -1,4 +1,9 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "deploy/nightly.h"
 
@@ -44,6 +49,36 @@ TEST(NightlySpecTest, CurveSvgIsAPolyline) {
   EXPECT_NE(svg.find("<svg"), std::string::npos);
   EXPECT_NE(svg.find("<polyline"), std::string::npos);
   EXPECT_NE(svg.find("trial 4"), std::string::npos);
+}
+
+// User-given names (spec name, task, device key, status) are escaped in every report.
+TEST(NightlySpecTest, ReportsEscapeUserGivenNames) {
+  const std::string evil = "<script>alert('x')</script>&\"|";
+  NightlyReport r;
+  r.name = evil;
+  r.date = "2026-11-25";
+  NightlyTaskResult t;
+  t.task = evil;
+  t.device_key = evil;
+  t.status = evil;
+  t.curve = {1, 2};
+  t.canary_recorded_gflops = 1;
+  t.canary_measured_gflops = 1;
+  r.tasks.push_back(t);
+  std::string dir = (std::filesystem::temp_directory_path() /
+                     ("tf_nightly_escape_" + std::to_string(getpid())))
+                        .string();
+  ASSERT_TRUE(WriteNightlyReport(r, dir).ok());
+  for (const char* file : {"report.html", "curve-1.svg", "report.md"}) {
+    std::ifstream in(dir + "/" + file);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text.find("<script>"), std::string::npos) << file << ":\n" << text;
+    EXPECT_NE(text.find("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;"),
+              std::string::npos)
+        << file << ":\n" << text;
+  }
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(XmlEscape("a<b>&\"'"), "a&lt;b&gt;&amp;&quot;&#39;");
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 
 #include "compiler/support/log.h"
 #include "compiler/support/status.h"
@@ -294,9 +296,32 @@ bool AgentRegistry::NextRequest(const std::string& agent_id, v1::MeasureRequest*
   }
 }
 
-void AgentRegistry::Complete(const std::string& agent_id, const v1::MeasureResult& result) {
+namespace {
+
+// Why a reported success cannot be a measurement ("" when it can).
+std::string ImplausibleResult(const v1::MeasureResult& r, double min_seconds) {
+  if (r.error() != v1::NONE) return "";
+  if (r.costs_size() == 0) return "success without costs";
+  for (double c : r.costs()) {
+    if (!std::isfinite(c)) return "a cost that is not a finite number";
+    if (c <= 0) return "a cost of " + std::to_string(c) + " s (must be positive)";
+    if (c < min_seconds) {
+      char text[160];
+      std::snprintf(text, sizeof(text),
+                    "a cost of %.3g s, faster than the target's plausible peak allows (%.3g s)", c,
+                    min_seconds);
+      return text;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+void AgentRegistry::Complete(const std::string& agent_id, const v1::MeasureResult& reported) {
   ResultCallback done;
   Callbacks callbacks;
+  v1::MeasureResult result = reported;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!leases_.Release(result.request_id(), agent_id)) {
@@ -313,12 +338,20 @@ void AgentRegistry::Complete(const std::string& agent_id, const v1::MeasureResul
                     "given up by agent " + agent_id + ": " + result.error_message(), &callbacks);
       if (a != agents_.end()) FailStrandedLocked(a->second.info.device_key, &callbacks);
     } else {
+      auto p = pending_.find(result.request_id());
+      TF_CHECK(p != pending_.end(), "lease without a pending request ", result.request_id());
+      const std::string bad = ImplausibleResult(result, p->second.min_plausible_seconds);
+      if (!bad.empty()) {
+        TF_LOG(Warning) << "agent " << agent_id << ": result for " << result.request_id()
+                        << " rejected: " << bad;
+        result.set_error(v1::RUNTIME_ERROR);
+        result.set_error_message("result rejected by the server: " + bad);
+        result.clear_costs();
+      }
       if (a != agents_.end()) {
         ++a->second.info.measurements;
         if (result.error() != v1::NONE) ++a->second.info.errors;
       }
-      auto p = pending_.find(result.request_id());
-      TF_CHECK(p != pending_.end(), "lease without a pending request ", result.request_id());
       if (observer_ && p->second.pinned_agent.empty()) {
         observer_->OnResult(result.error(), LeaseSecondsLocked(p->second));
       }
@@ -398,7 +431,8 @@ void AgentRegistry::FailLocked(const std::string& request_id, const std::string&
 }
 
 bool AgentRegistry::Dispatch(const std::string& device_key, v1::MeasureRequest request,
-                             ResultCallback done, const std::string& job, int weight) {
+                             ResultCallback done, const std::string& job, int weight,
+                             double min_plausible_seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   if (shutdown_) return false;
   bool any = std::any_of(agents_.begin(), agents_.end(), [&](const auto& entry) {
@@ -413,6 +447,7 @@ bool AgentRegistry::Dispatch(const std::string& device_key, v1::MeasureRequest r
   p.device_key = device_key;
   p.job = job;
   p.weight = std::max(1, weight);
+  p.min_plausible_seconds = std::max(0.0, min_plausible_seconds);
   queue_.Push(id, device_key, job, p.weight);
   NotifyKeyLocked(device_key);
   return true;

@@ -120,13 +120,19 @@ class AgentRegistry {
                    int timeout_ms = -1);
   // A result arrived from an agent. Completes the request when the agent holds its
   // lease; otherwise (late, duplicate, unknown) it is dropped.
+  // A result is validated first: a success must carry costs that are finite and
+  // positive and not faster than the request's plausible bound; otherwise it becomes a
+  // runtime_error "result rejected by the server: ..." for that request (counted
+  // against the agent like any error; never a failure of the job).
   void Complete(const std::string& agent_id, const v1::MeasureResult& result);
 
   // Queues a request for an agent of `device_key`, in `job`'s share (weight = job
   // priority); `done` is called exactly once. Returns false (and does not call
   // `done`) when no usable agent of that key is connected.
+  // `min_plausible_seconds` (> 0): a successful result whose fastest sample is below
+  // it is rejected (see Complete).
   bool Dispatch(const std::string& device_key, v1::MeasureRequest request, ResultCallback done,
-                const std::string& job = "", int weight = 1);
+                const std::string& job = "", int weight = 1, double min_plausible_seconds = 0);
   // Sends a request to this agent only (the golden kernel): not queued behind other
   // work, never re-dispatched (agent_lost when the agent goes away). False when the
   // agent is not connected.
@@ -179,6 +185,7 @@ class AgentRegistry {
     std::string device_key;
     std::string job;
     int weight = 1;
+    double min_plausible_seconds = 0;  // Dispatch's bound; 0 = none
     int attempts = 0;               // leases granted (hand-backs not counted)
     std::set<std::string> tried;    // agents that held it
     std::string pinned_agent;       // DispatchTo: this agent only

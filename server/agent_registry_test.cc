@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
+#include <optional>
 #include <thread>
 
 namespace tuneforge {
@@ -87,6 +89,51 @@ TEST_F(RegistryTest, ResultCompletesOnceAndLateOrDuplicateResultsAreDropped) {
   EXPECT_EQ(results_["r1"][0].error(), v1::NONE);
   EXPECT_EQ(results_.size(), 1u);
   EXPECT_EQ(reg.Stats().dropped_results, 2);
+}
+
+// Results are validated at the server: zero, negative, NaN, infinite, missing or
+// faster-than-peak costs become a runtime_error of that request (counted against the
+// agent), never a record of a speed.
+TEST_F(RegistryTest, ImplausibleResultsAreRejectedAndCountAgainstTheAgent) {
+  AgentRegistry reg(Options());
+  std::string a = Agent(reg);
+  auto bad = [](const std::string& id, std::vector<double> costs) {
+    v1::MeasureResult r;
+    r.set_request_id(id);
+    r.set_error(v1::NONE);
+    for (double c : costs) r.add_costs(c);
+    return r;
+  };
+  const std::vector<std::pair<std::string, v1::MeasureResult>> cases = {
+      {"zero", bad("zero", {0.0})},
+      {"negative", bad("negative", {0.001, -1.0})},
+      {"nan", bad("nan", {std::nan("")})},
+      {"inf", bad("inf", {INFINITY})},
+      {"none", bad("none", {})},
+      {"too-fast", bad("too-fast", {1e-9})},  // below the 1e-6 s bound given below
+      {"fine", bad("fine", {2e-6, 3e-6})},
+  };
+  for (const auto& [id, result] : cases) {
+    ASSERT_TRUE(reg.Dispatch("k", Request(id), Collect(), "job", 1, /*min_plausible_seconds=*/1e-6));
+    ASSERT_EQ(Take(reg, a), id);
+    reg.Complete(a, result);
+    ASSERT_EQ(results_[id].size(), 1u) << id;
+    const v1::MeasureResult& got = results_[id][0];
+    if (id == "fine") {
+      EXPECT_EQ(got.error(), v1::NONE);
+      EXPECT_EQ(got.costs_size(), 2);
+    } else {
+      EXPECT_EQ(got.error(), v1::RUNTIME_ERROR) << id;
+      EXPECT_EQ(got.costs_size(), 0) << id;
+      EXPECT_NE(got.error_message().find("result rejected by the server"), std::string::npos)
+          << got.error_message();
+    }
+  }
+  std::optional<AgentInfo> info = reg.Find(a);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->measurements, 7);
+  EXPECT_EQ(info->errors, 6);
+  EXPECT_FALSE(info->quarantined);  // the job goes on; health decides separately
 }
 
 TEST_F(RegistryTest, BatchSpreadsOverFreeAgentsUpToTheirWorkers) {

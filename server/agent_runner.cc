@@ -5,6 +5,8 @@
 #include <mutex>
 #include <optional>
 
+#include "compiler/task/task.h"
+
 
 namespace tuneforge {
 
@@ -37,13 +39,14 @@ MeasureResult FromProto(const v1::MeasureResult& r) {
 
 AgentRunner::AgentRunner(AgentRegistry* registry, std::string device_key,
                          std::string request_prefix, StatusCallback on_wait,
-                         const std::atomic<bool>* cancel, int weight)
+                         const std::atomic<bool>* cancel, int weight, double peak_gflops)
     : registry_(registry),
       device_key_(std::move(device_key)),
       request_prefix_(std::move(request_prefix)),
       on_wait_(std::move(on_wait)),
       cancel_(cancel),
-      weight_(weight) {}
+      weight_(weight),
+      peak_gflops_(peak_gflops) {}
 
 AgentRunner::~AgentRunner() { registry_->ForgetJob(request_prefix_); }
 
@@ -102,7 +105,14 @@ std::vector<MeasureResult> AgentRunner::Measure(const std::vector<MeasureInput>&
       }
     };
     bool waited = false;
-    while (!registry_->Dispatch(device_key_, request, done, request_prefix_, weight_)) {
+    // The fastest a correct run of this task can be on the target.
+    double min_seconds = 0;
+    if (peak_gflops_ > 0) {
+      absl::StatusOr<TuningTask> task = ParseTask(inputs[i].task_text);
+      if (task.ok()) min_seconds = task->Flops() / (peak_gflops_ * 1e9);
+    }
+    while (!registry_->Dispatch(device_key_, request, done, request_prefix_, weight_,
+                                min_seconds)) {
       if (cancel_ && cancel_->load()) {
         v1::MeasureResult lost;
         lost.set_request_id(id);

@@ -21,8 +21,11 @@ class AgentRunner : public Runner {
   // `on_wait` is told when no agent of the key is connected (and the job waits).
   // `request_prefix` (the job id) also names the job's share of the agents; `weight`
   // is the job's priority.
+  // `peak_gflops` (> 0): the target's plausible peak; results faster than the task's
+  // FLOPs at that rate are rejected by the registry (AgentRegistry::Complete).
   AgentRunner(AgentRegistry* registry, std::string device_key, std::string request_prefix,
-              StatusCallback on_wait, const std::atomic<bool>* cancel, int weight = 1);
+              StatusCallback on_wait, const std::atomic<bool>* cancel, int weight = 1,
+              double peak_gflops = 0);
   ~AgentRunner() override;
 
   std::vector<MeasureResult> Measure(const std::vector<MeasureInput>& inputs) override;
@@ -35,6 +38,7 @@ class AgentRunner : public Runner {
   StatusCallback on_wait_;
   const std::atomic<bool>* cancel_;
   int weight_;
+  double peak_gflops_;
   int64_t next_request_ = 1;
 };
 

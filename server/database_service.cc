@@ -56,7 +56,8 @@ grpc::Status DatabaseServiceImpl::TargetsOf(grpc::ServerContext* ctx,
 
 grpc::Status DatabaseServiceImpl::Upload(grpc::ServerContext* ctx, const v1::UploadRequest* req,
                                          v1::UploadResponse* resp) {
-  if (grpc::Status s = Authorize(ctx); !s.ok()) return s;
+  DatabaseCaller caller;
+  if (grpc::Status s = Authorize(ctx, /*admin=*/false, &caller); !s.ok()) return s;
   if (req->format_version() < 1 || req->format_version() > kLogFormatVersion) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "upload is log format version " + std::to_string(req->format_version()) +
@@ -68,7 +69,10 @@ grpc::Status DatabaseServiceImpl::Upload(grpc::ServerContext* ctx, const v1::Upl
   }
   std::vector<std::string> lines(req->lines().begin(), req->lines().end());
   ImportReport report;
-  absl::Status stored = StoreLogLines(*db_, lines, 1, &report);
+  // Every uploaded record says who uploaded it; only admins' uploads are ranked (a
+  // user's are re-measured by the farm before they can be best).
+  const Uploader uploader{caller.name, caller.admin};
+  absl::Status stored = StoreLogLines(*db_, lines, 1, &report, &uploader);
   if (!stored.ok()) return ToGrpc(stored);
   resp->set_inserted(report.inserted);
   resp->set_duplicates(report.duplicates);

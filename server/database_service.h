@@ -9,11 +9,19 @@
 
 namespace tuneforge {
 
+// Who calls: the principal's name and whether it has the admin role (whose uploads
+// the db trusts; see db/log_io.h Uploader).
+struct DatabaseCaller {
+  std::string name;
+  bool admin = true;  // without an authorizer every caller is (an open server)
+};
+
 // Decides whether a call may proceed: `admin` is true for the calls that delete
 // (Compact), which the server reserves for the admin role (server/auth.h). Return a
-// non-OK status (e.g. UNAUTHENTICATED, PERMISSION_DENIED) to refuse. Without an
-// authorizer every call passes.
-using DatabaseAuthorizer = std::function<grpc::Status(grpc::ServerContext*, bool admin)>;
+// non-OK status (e.g. UNAUTHENTICATED, PERMISSION_DENIED) to refuse; on OK, fill
+// `caller`. Without an authorizer every call passes, as an admin.
+using DatabaseAuthorizer =
+    std::function<grpc::Status(grpc::ServerContext*, bool admin, DatabaseCaller* caller)>;
 
 // Thread-safe (the Database is).
 class DatabaseServiceImpl final : public v1::DatabaseService::Service {
@@ -45,8 +53,10 @@ class DatabaseServiceImpl final : public v1::DatabaseService::Service {
   static constexpr int kMaxUploadLines = 100000;
 
  private:
-  grpc::Status Authorize(grpc::ServerContext* ctx, bool admin = false) const {
-    return authorizer_ ? authorizer_(ctx, admin) : grpc::Status::OK;
+  grpc::Status Authorize(grpc::ServerContext* ctx, bool admin = false,
+                         DatabaseCaller* caller = nullptr) const {
+    DatabaseCaller ignored;
+    return authorizer_ ? authorizer_(ctx, admin, caller ? caller : &ignored) : grpc::Status::OK;
   }
 
   Database* db_;

@@ -117,7 +117,7 @@ TEST_F(DatabaseServiceTest, UploadQueryDownload) {
   absl::StatusOr<DatabaseStats> stats = remote->Stats();
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->records, 4);
-  EXPECT_EQ(stats->schema_version, 4);
+  EXPECT_EQ(stats->schema_version, 5);
 
   // Bad records are refused with the reason; nothing of the batch is stored.
   TuningRecord bad = Record("{9}", {-1.0}, 9);
@@ -165,8 +165,63 @@ TEST_F(DatabaseServiceTest, UploadQueryDownload) {
   EXPECT_EQ(static_cast<int64_t>(db_->Records("", "")->size()), 4 - compacted->records_deleted);
 }
 
+// Uploaded records carry who uploaded them; a user's upload is never best (nor top-k)
+// until the farm measures the config itself; an admin's is trusted.
+TEST_F(DatabaseServiceTest, UploadedRecordsAreMarkedAndUsersUploadsAreNotRanked) {
+  StartServer([](grpc::ServerContext* ctx, bool admin_only, DatabaseCaller* caller) {
+    auto it = ctx->client_metadata().find("authorization");
+    std::string token = it == ctx->client_metadata().end() ? "" : std::string(it->second.data(), it->second.size());
+    if (token == "Bearer user-token") {
+      caller->name = "mallory";
+      caller->admin = false;
+    } else if (token == "Bearer admin-token") {
+      caller->name = "root";
+      caller->admin = true;
+    } else {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "bad token");
+    }
+    if (admin_only && !caller->admin) return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "admin");
+    return grpc::Status::OK;
+  });
+  // The farm measured config {1} at 1 ms.
+  ASSERT_TRUE(db_->Insert({Record("{1}", {1e-3}, 1)}).ok());
+  // A user uploads config {2} at 1 ns, claiming to be trusted and someone else.
+  TuningRecord fake = Record("{2}", {1e-9}, 2);
+  fake.uploaded_by = "root";
+  fake.upload_trusted = true;
+  absl::StatusOr<CommitResult> up = Remote("user-token")->Insert({fake});
+  ASSERT_TRUE(up.ok()) << up.status();
+  EXPECT_EQ(up->inserted, 1);
+  absl::StatusOr<TuningRecord> best = db_->Best("wl-a", "tk-epyc");
+  ASSERT_TRUE(best.ok()) << best.status();
+  EXPECT_EQ(best->config_json, "{1}");  // the 1 ns upload does not change best
+  EXPECT_EQ(db_->TopK("wl-a", "tk-epyc", 5)->size(), 1u);
+  bool found = false;
+  for (const TuningRecord& r : *db_->Records("wl-a", "tk-epyc")) {
+    if (r.config_json != "{2}") continue;
+    found = true;
+    EXPECT_EQ(r.uploaded_by, "mallory");
+    EXPECT_FALSE(r.upload_trusted);
+    EXPECT_TRUE(r.UntrustedUpload());
+  }
+  EXPECT_TRUE(found);
+  // The log keeps the provenance through export and import.
+  std::stringstream log;
+  ASSERT_TRUE(ExportLog(*db_, ExportOptions(), log).ok());
+  EXPECT_NE(log.str().find("\"uploaded_by\":\"mallory\""), std::string::npos) << log.str();
+
+  // An admin's upload is trusted and ranked.
+  up = Remote("admin-token")->Insert({Record("{3}", {5e-4}, 3)});
+  ASSERT_TRUE(up.ok()) << up.status();
+  best = db_->Best("wl-a", "tk-epyc");
+  ASSERT_TRUE(best.ok());
+  EXPECT_EQ(best->config_json, "{3}");
+  EXPECT_EQ(best->uploaded_by, "root");
+  EXPECT_TRUE(best->upload_trusted);
+}
+
 TEST_F(DatabaseServiceTest, AuthorizerHookRefusesCalls) {
-  StartServer([](grpc::ServerContext* ctx, bool) {
+  StartServer([](grpc::ServerContext* ctx, bool, DatabaseCaller*) {
     auto it = ctx->client_metadata().find("authorization");
     if (it != ctx->client_metadata().end() && it->second == "Bearer s3cret") {
       return grpc::Status::OK;

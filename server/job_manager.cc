@@ -222,8 +222,9 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
           s->set_last_event(why);
         });
       },
-      &job->cancel, std::clamp(spec.priority() ? spec.priority() : kDefaultPriority, kMinPriority,
-                               kMaxPriority));
+      &job->cancel,
+      std::clamp(spec.priority() ? spec.priority() : kDefaultPriority, kMinPriority, kMaxPriority),
+      target.PlausiblePeakGflops());
   TuningLoop loop(task, target, options, db_, builder_, &runner);
   absl::StatusOr<TuningProgress> result = loop.Run(
       [&](const TuningProgress& p) {

@@ -89,12 +89,15 @@ class ServerImpl : public Server {
     farm_ = std::make_unique<FarmServiceImpl>(registry_.get(), jobs_.get(), auth_.get());
     // Reads for users and admins; compaction (it deletes records) for admins only.
     const TokenAuth* auth = auth_.get();
-    database_ = std::make_unique<DatabaseServiceImpl>(db_.get(), [auth](grpc::ServerContext* ctx,
-                                                                        bool admin) {
-      Principal who;
-      if (admin) return Authorize(auth, ctx, {Role::kAdmin}, &who);  // deletes records
-      return Authorize(auth, ctx, {Role::kUser, Role::kAdmin}, &who);
-    });
+    database_ = std::make_unique<DatabaseServiceImpl>(
+        db_.get(), [auth](grpc::ServerContext* ctx, bool admin, DatabaseCaller* caller) {
+          Principal who;
+          grpc::Status st = admin ? Authorize(auth, ctx, {Role::kAdmin}, &who)  // deletes
+                                  : Authorize(auth, ctx, {Role::kUser, Role::kAdmin}, &who);
+          caller->name = who.name;
+          caller->admin = who.role == Role::kAdmin;
+          return st;
+        });
 
     grpc::ServerBuilder builder;
     ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,

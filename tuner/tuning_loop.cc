@@ -152,7 +152,8 @@ absl::StatusOr<std::vector<TuningRecord>> TuningLoop::OtherTaskRecords() {
         w.workload.key == task_.WorkloadKey())
       continue;
     ASSIGN_OR_RETURN(std::vector<TuningRecord> records, db_->Records(w.workload.key, target_.Key()));
-    out.insert(out.end(), records.begin(), records.end());
+    for (TuningRecord& r : records)
+      if (!r.UntrustedUpload()) out.push_back(std::move(r));  // no training on claims
   }
   return out;
 }
@@ -298,6 +299,11 @@ absl::StatusOr<TuningProgress> TuningLoop::Run(const ProgressCallback& on_progre
   // Configs this (workload, target) already has records for are not measured again.
   ASSIGN_OR_RETURN(std::vector<TuningRecord> previous,
                    db_->Records(task_.WorkloadKey(), target_.Key()));
+  // A user's uploaded record is a claim, not a measurement of this farm: its config
+  // counts as not measured, so the search may measure it (then it can be best).
+  previous.erase(std::remove_if(previous.begin(), previous.end(),
+                                [](const TuningRecord& r) { return r.UntrustedUpload(); }),
+                 previous.end());
   policy->Observe(previous);
   // Only the model policy learns from other tasks; skip the db reads for the others.
   if (options_.transfer_learning && policy->name() == "model" && options_.fixed_configs.empty()) {

@@ -1,6 +1,8 @@
 // The measurement protocol, in-process, on ordinary functions standing in for kernels.
 #include "compiler/runtime/timing.h"
 
+#include "compiler/support/unprivileged_child.h"
+
 #include <gtest/gtest.h>
 
 #include <sys/resource.h>
@@ -130,37 +132,19 @@ int32_t ParallelKernel(void**) {
 // pool has no workers yet; no other test here starts one) under RLIMIT_NPROC = 1,
 // dropped to an unprivileged user first when run as root (root ignores the limit).
 TEST(TimeKernelTest, ThreadsTheSystemRefusesFailTheMeasurement) {
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    close(fds[0]);
-    auto report = [&](const std::string& text, int code) {
-      if (write(fds[1], text.data(), text.size()) < 0) _exit(5);
-      _exit(code);
-    };
-    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) report("cannot drop root", 4);
+  testing::ChildOutcome child = testing::RunUnprivileged([]() -> std::pair<int, std::string> {
     rlimit one{1, 1};
-    if (setrlimit(RLIMIT_NPROC, &one) != 0) report("setrlimit failed", 4);
+    if (setrlimit(RLIMIT_NPROC, &one) != 0) return {4, "setrlimit failed"};
     g_sum = 0;
     TimingOptions options;
     options.repeat = 2;
     absl::StatusOr<Timing> timing = TimeKernel(ParallelKernel, nullptr, options);
-    if (g_sum.load() % 2016 != 0 || g_sum.load() == 0) report("loop did not run every index", 3);
-    if (timing.ok()) report("measured on fewer threads than asked", 2);
-    report(std::string(timing.status().message()), 0);
-  }
-  close(fds[1]);
-  std::string text;
-  char buf[512];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) text.append(buf, n);
-  close(fds[0]);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 0) << text;
-  EXPECT_NE(text.find("asked for 4 threads and ran on"), std::string::npos) << text;
+    if (g_sum.load() % 2016 != 0 || g_sum.load() == 0) return {3, "loop did not run every index"};
+    if (timing.ok()) return {2, "measured on fewer threads than asked"};
+    return {0, std::string(timing.status().message())};
+  });
+  ASSERT_EQ(child.exit_code, 0) << child.text;
+  EXPECT_NE(child.text.find("asked for 4 threads and ran on"), std::string::npos) << child.text;
 
   // Here, with threads to spare, the same kernel is measured.
   absl::StatusOr<Timing> timing = TimeKernel(ParallelKernel, nullptr, TimingOptions());

@@ -1,5 +1,7 @@
 #include "compiler/target/target.h"
 
+#include <algorithm>
+
 #include <sstream>
 #include <vector>
 
@@ -14,6 +16,11 @@ bool Target::HasFeature(const std::string& name) const {
     if (f == "+" + name) return true;
   }
   return false;
+}
+
+double Target::PlausiblePeakGflops() const {
+  const double flops_per_cycle = MaxF32Lanes() * 2.0 /*FMA*/ * 2.0 /*pipes*/;
+  return flops_per_cycle * 6.0 /*GHz*/ * std::max(1, num_threads);
 }
 
 int Target::MaxF32Lanes() const {

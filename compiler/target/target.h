@@ -17,6 +17,10 @@ struct Target {
 
   // Widest float32 vector the target's features allow: 16 (avx512f), 8 (avx), 4 (sse).
   int MaxF32Lanes() const;
+  // An upper bound no real machine of this target reaches: float32 FMA on the widest
+  // vectors, two FMA pipes per core, 6 GHz, every thread. A measurement faster than
+  // this is a lie, not a record (the server rejects it).
+  double PlausiblePeakGflops() const;
   bool HasFeature(const std::string& name) const;  // name without '+', e.g. "avx512f"
   // Canonical key, stable across runs: triple, cpu, thread count, device key and a
   // hash of the feature string.
