@@ -225,6 +225,7 @@ class SimulatedFarm {
       a.stream = a.stub->Connect(&a.context);
       v1::AgentMessage hello;
       hello.set_hello_agent_id(a.id);
+      hello.set_hello_session_token(resp.session_token());
       if (!a.stream->Write(hello)) return absl::UnavailableError("connect stream closed");
       a.reader = std::thread([this, &a] { ReadLoop(&a); });
     }

@@ -20,9 +20,17 @@
 
 namespace tuneforge::cli {
 
+namespace {
+bool g_insecure = false;
+}  // namespace
+
+void SetInsecure(bool insecure) { g_insecure = insecure; }
+bool Insecure() { return g_insecure; }
+
 absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const std::string& address,
                                                               const std::string& tls_ca) {
   RETURN_IF_ERROR(CheckAddress(address));
+  RETURN_IF_ERROR(CheckTransport(address, tls_ca, Insecure()));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials, ClientCredentials(tls_ca));
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
@@ -198,14 +206,25 @@ bool AgentProcess::Exited() {
 absl::StatusOr<std::unique_ptr<EmbeddedFarm>> EmbeddedFarm::Start(
     const std::string& db_path, const std::vector<std::string>& device_keys, bool verbose) {
   auto farm = std::make_unique<EmbeddedFarm>();
+  // One-time tokens for this run, in a private (0700) directory removed at the end.
+  ASSIGN_OR_RETURN(TempDir secrets, TempDir::Create("tuneforge-embedded"));
+  farm->secrets_ = std::make_unique<TempDir>(std::move(secrets));
+  farm->user_token_ = RandomToken();
+  const std::string agent_token = RandomToken();
+  RETURN_IF_ERROR(WriteFile(farm->secrets_->File("tokens"),
+                            "admin local-user " + farm->user_token_ + "\nagent local-agent " +
+                                agent_token + "\n"));
+  RETURN_IF_ERROR(WriteFile(farm->secrets_->File("agent.token"), agent_token + "\n"));
   ServerOptions options;
   options.listen = "127.0.0.1:0";
   options.db_path = db_path;
+  options.tokens_path = farm->secrets_->File("tokens");
   ASSIGN_OR_RETURN(farm->server_, Server::Start(options));
   farm->address_ = "127.0.0.1:" + std::to_string(farm->server_->port());
   for (const std::string& key : device_keys) {
     ASSIGN_OR_RETURN(std::unique_ptr<AgentProcess> agent,
-                     AgentProcess::Spawn(farm->address_, key, verbose));
+                     AgentProcess::Spawn(farm->address_, key, verbose,
+                                         {"--token-file", farm->secrets_->File("agent.token")}));
     farm->agents_.push_back(std::move(agent));
   }
   return farm;

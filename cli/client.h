@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "compiler/support/files.h"
 #include "server/server.h"
 #include <grpcpp/channel.h>
 
@@ -18,8 +19,13 @@
 
 namespace tuneforge::cli {
 
+// `tuneforge --insecure ...` (a global option, anywhere on the command line): allow
+// plaintext to servers that are not on loopback (compiler/support/rpc_credentials.h).
+void SetInsecure(bool insecure);
+bool Insecure();
+
 // A channel to a tuneforge server, connected within 5 s or "cannot reach tuneforge
-// server at ...".
+// server at ...". Plaintext off loopback is refused unless Insecure().
 // `tls_ca` empty: plaintext; else TLS trusting that PEM file.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const std::string& address,
                                                               const std::string& tls_ca = "");
@@ -74,8 +80,14 @@ class EmbeddedFarm {
       const std::string& db_path, const std::vector<std::string>& device_keys, bool verbose);
   ~EmbeddedFarm();
   const std::string& address() const { return address_; }
+  // The embedded server only takes tokens made for this run (a user token, with the
+  // admin role, and the local agents' token), so other users of the machine cannot
+  // run code through it on loopback. The client sends this one.
+  const std::string& user_token() const { return user_token_; }
 
  private:
+  std::unique_ptr<TempDir> secrets_;  // tokens files, mode 0700 directory; removed last
+  std::string user_token_;
   std::unique_ptr<Server> server_;
   std::vector<std::unique_ptr<AgentProcess>> agents_;
   std::string address_;

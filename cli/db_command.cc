@@ -57,6 +57,7 @@ absl::StatusOr<std::unique_ptr<Database>> OpenDb(const Flags& flags, bool create
     options.address = flags.Get("server");
     ASSIGN_OR_RETURN(options.token, TokenFromFlag(flags.Get("token-file")));
     options.tls_ca = flags.Get("tls-ca");
+    options.insecure = Insecure();
     return ConnectRemoteDatabase(options);
   }
   DatabaseOptions options;

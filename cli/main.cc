@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "cli/client.h"
 #include "cli/commands.h"
 #include "compiler/support/log.h"
 
@@ -23,7 +24,9 @@ constexpr const char* kUsage =
     "  bench    benchmarks: bench kernels, ... (tuneforge bench --help lists them)\n"
     "  version  print the version\n"
     "\n"
-    "`tuneforge <command> --help` describes a command's options.\n";
+    "`tuneforge <command> --help` describes a command's options. Global option:\n"
+    "  --insecure  allow plaintext gRPC to a server that is not on loopback (else\n"
+    "              --tls-ca is required off this machine; docs/security.md)\n";
 
 }  // namespace
 
@@ -32,6 +35,19 @@ int main(int argc, char** argv) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
+  }
+  // --insecure is global (any command that dials a server): plaintext off loopback.
+  for (auto a = args.begin(); a != args.end();) {
+    if (*a == "--insecure") {
+      tuneforge::cli::SetInsecure(true);
+      a = args.erase(a);
+    } else {
+      ++a;
+    }
+  }
+  if (args.empty()) {
+    std::fputs(kUsage, stderr);
+    return 2;
   }
   std::string command = args[0];
   args.erase(args.begin());

@@ -83,6 +83,7 @@ absl::StatusOr<int> Run(const Flags& flags) {
     address = farm->address();
   }
   ASSIGN_OR_RETURN(std::string token, TokenFromFlag(flags.Get("token-file")));
+  if (farm) token = farm->user_token();
   ASSIGN_OR_RETURN(std::unique_ptr<TuningClient> client, TuningClient::Connect(address, token, flags.Get("tls-ca")));
   DatabaseOptions db_options;
   db_options.path = spec.db;

@@ -139,6 +139,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
                                       "server's own --db is used");
   }
   ASSIGN_OR_RETURN(std::string token, TokenFromFlag(flags.Get("token-file")));
+  if (farm) token = farm->user_token();
   ASSIGN_OR_RETURN(std::unique_ptr<TuningClient> client, TuningClient::Connect(address, token, flags.Get("tls-ca")));
   const bool address_was_embedded = farm != nullptr;
 

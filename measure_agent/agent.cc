@@ -101,10 +101,12 @@ class Session {
  public:
   enum class End { kStopped, kShutdown, kBroken };
 
-  Session(AgentService::Stub* stub, std::string agent_id, int heartbeat_ms, const Sandbox* sandbox,
-          int workers, int test_slowdown, bool test_wrong_answer, const std::string& token)
+  Session(AgentService::Stub* stub, std::string agent_id, std::string session_token,
+          int heartbeat_ms, const Sandbox* sandbox, int workers, int test_slowdown,
+          bool test_wrong_answer, const std::string& token)
       : stub_(stub),
         agent_id_(std::move(agent_id)),
+        session_token_(std::move(session_token)),
         heartbeat_ms_(heartbeat_ms),
         sandbox_(sandbox),
         num_workers_(workers),
@@ -145,6 +147,7 @@ class Session {
 
   AgentService::Stub* const stub_;
   const std::string agent_id_;
+  const std::string session_token_;  // RegisterResponse.session_token
   const int heartbeat_ms_;
   const Sandbox* const sandbox_;
   const int num_workers_;
@@ -175,6 +178,7 @@ Session::End Session::Run(std::string* detail) {
   stream_ = stub_->Connect(&context_);
   AgentMessage hello;
   hello.set_hello_agent_id(agent_id_);
+  hello.set_hello_session_token(session_token_);
   if (!Write(hello)) {
     grpc::Status status = stream_->Finish();
     *detail = absl::StrCat("cannot send hello: ", Describe(status));
@@ -476,7 +480,7 @@ absl::Status Agent::Run() {
     sandbox_options.agent_id = registered.agent_id();
     sandbox_options.environment_json = environment;
     Sandbox sandbox(sandbox_options);
-    Session session(stub.get(), registered.agent_id(), heartbeat_ms, &sandbox, options_.workers,
+    Session session(stub.get(), registered.agent_id(), registered.session_token(), heartbeat_ms, &sandbox, options_.workers,
                     options_.test_slowdown, options_.test_wrong_answer, options_.token);
     {
       absl::MutexLock lock(&mu_);

@@ -55,6 +55,7 @@ struct AgentOptions {
   // PEM certificate to verify the server with (TLS); empty: plaintext. With TLS the
   // agent only runs artifacts from the server it authenticated.
   std::string tls_ca;
+  bool insecure = false;  // --insecure: plaintext to a server off loopback
 };
 
 // Thread-safe: Stop() may be called from any thread while Run() runs on another.

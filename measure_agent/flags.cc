@@ -38,7 +38,9 @@ sends in a sandboxed child process and streams the measurements back.
                              forever
   --temp-dir DIR             where sandbox directories are made (default $TMPDIR or
                              /tmp; must not be mounted noexec)
-  --tls-ca FILE              verify a TLS server with this PEM certificate
+  --tls-ca FILE              verify a TLS server with this PEM certificate (required
+                             for a server that is not on loopback, unless --insecure)
+  --insecure                 allow plaintext to a server that is not on loopback
   --token-file FILE          file holding this agent's token, for a server started
                              with --tokens
   --test-slowdown F          fault injection for tests: report costs F times higher
@@ -108,6 +110,9 @@ absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args)
     } else if (name == "--test-slowdown") {
       ASSIGN_OR_RETURN(std::string v, take_value());
       RETURN_IF_ERROR(IntFlag(name, v, 1, 1000, &flags.agent.test_slowdown));
+    } else if (name == "--insecure") {
+      RETURN_IF_ERROR(no_value());
+      flags.agent.insecure = true;
     } else if (name == "--test-wrong-answer") {
       RETURN_IF_ERROR(no_value());
       flags.agent.test_wrong_answer = true;
@@ -138,6 +143,8 @@ absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args)
     return absl::InvalidArgumentError(
         absl::StrCat("missing required flag(s): ", absl::StrJoin(missing, ", ")));
   }
+  RETURN_IF_ERROR(
+      CheckTransport(flags.agent.server_address, flags.agent.tls_ca, flags.agent.insecure));
   return flags;
 }
 

@@ -22,8 +22,9 @@ TEST(AgentFlagsTest, RequiredAndOptionalFlags) {
 }
 
 TEST(AgentFlagsTest, Defaults) {
-  absl::StatusOr<AgentFlags> flags = Parse({"--server", "h:1", "--device-key", "k"});
+  absl::StatusOr<AgentFlags> flags = Parse({"--server", "127.0.0.1:1", "--device-key", "k"});
   ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_FALSE(flags->agent.insecure);
   EXPECT_EQ(flags->agent.workers, 1);
   EXPECT_EQ(flags->agent.connect_timeout_s, 30);
   EXPECT_EQ(flags->log_level, LogLevel::kInfo);
@@ -33,11 +34,25 @@ TEST(AgentFlagsTest, Defaults) {
 
 TEST(AgentFlagsTest, FaultInjectionFlags) {
   absl::StatusOr<AgentFlags> flags = Parse(
-      {"--server", "h:1", "--device-key", "k", "--test-wrong-answer", "--test-slowdown", "10"});
+      {"--server", "[::1]:1", "--device-key", "k", "--test-wrong-answer", "--test-slowdown", "10"});
   ASSERT_TRUE(flags.ok()) << flags.status();
   EXPECT_TRUE(flags->agent.test_wrong_answer);
   EXPECT_EQ(flags->agent.test_slowdown, 10);
   EXPECT_NE(AgentUsage().find("--test-wrong-answer"), std::string::npos);
+}
+
+// Plaintext off loopback needs --insecure (or TLS): tokens and kernels would cross the
+// network in the clear.
+TEST(AgentFlagsTest, PlaintextOffLoopbackNeedsInsecure) {
+  absl::StatusOr<AgentFlags> refused = Parse({"--server", "10.0.0.5:7070", "--device-key", "k"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--tls-ca"), std::string::npos) << refused.status();
+  absl::StatusOr<AgentFlags> allowed =
+      Parse({"--server", "10.0.0.5:7070", "--device-key", "k", "--insecure"});
+  ASSERT_TRUE(allowed.ok()) << allowed.status();
+  EXPECT_TRUE(allowed->agent.insecure);
+  for (const char* local : {"localhost:1", "127.0.0.1:1", "127.1.2.3:1", "[::1]:1"})
+    EXPECT_TRUE(Parse({"--server", local, "--device-key", "k"}).ok()) << local;
 }
 
 TEST(AgentFlagsTest, HelpNeedsNothingElse) {
@@ -65,6 +80,10 @@ TEST(AgentFlagsTest, ErrorsAreOneLineAndNameTheProblem) {
       {{"--server", "h:1", "--device-key", "k", "--test-wrong-answer=1"},
        "--test-wrong-answer takes no value"},
       {{"positional"}, "unknown flag 'positional'"},
+      {{"--server", "farm.example:7070", "--device-key", "k"},
+       "refusing plaintext to farm.example:7070"},
+      {{"--server", "10.0.0.5:7070", "--device-key", "k", "--insecure=1"},
+       "--insecure takes no value"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<AgentFlags> flags = Parse(c.args);

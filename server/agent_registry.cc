@@ -7,6 +7,7 @@
 
 #include "compiler/support/log.h"
 #include "compiler/support/status.h"
+#include "server/auth.h"
 
 namespace tuneforge {
 namespace {
@@ -105,9 +106,22 @@ void AgentRegistry::NotifyKeyLocked(const std::string& device_key) {
   }
 }
 
+namespace {
+
+// Same time whatever the contents (both are 32 hex digits when well-formed).
+bool SameSecret(const std::string& a, const std::string& b) {
+  unsigned diff = static_cast<unsigned>(a.size() ^ b.size());
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    diff |= static_cast<unsigned>(static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]));
+  return diff == 0;
+}
+
+}  // namespace
+
 std::string AgentRegistry::Register(const std::string& device_key,
                                     const v1::AgentCapabilities& caps, int workers,
-                                    bool checking) {
+                                    bool checking, const std::string& principal,
+                                    std::string* session_token) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string id = "agent-" + std::to_string(next_agent_++);
   Agent& a = agents_[id];
@@ -117,6 +131,9 @@ std::string AgentRegistry::Register(const std::string& device_key,
   a.info.workers = std::clamp(workers, 1, 256);
   a.info.checking = checking;
   if (checking) a.info.state_reason = "running the golden kernel";
+  a.principal = principal;
+  a.session_token = RandomToken();
+  if (session_token) *session_token = a.session_token;
   return id;
 }
 
@@ -133,6 +150,10 @@ void AgentRegistry::PassCheck(const std::string& agent_id) {
 
 bool AgentRegistry::Connect(const std::string& agent_id) {
   std::lock_guard<std::mutex> lock(mu_);
+  return ConnectLocked(agent_id);
+}
+
+bool AgentRegistry::ConnectLocked(const std::string& agent_id) {
   auto it = agents_.find(agent_id);
   if (it == agents_.end() || shutdown_ || it->second.info.disconnected_unix_ms != 0) return false;
   Agent& a = it->second;
@@ -141,6 +162,19 @@ bool AgentRegistry::Connect(const std::string& agent_id) {
   a.info.last_heartbeat_unix_ms = NowUnixMs();
   agents_cv_.notify_all();
   return true;
+}
+
+AgentRegistry::SessionCheck AgentRegistry::ConnectSession(const std::string& agent_id,
+                                                          const std::string& session_token,
+                                                          const std::string& principal) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = agents_.find(agent_id);
+  if (it == agents_.end()) return SessionCheck::kUnknown;
+  const Agent& a = it->second;
+  if (!SameSecret(a.session_token, session_token)) return SessionCheck::kWrongSession;
+  if (a.principal != principal) return SessionCheck::kWrongPrincipal;
+  if (a.info.connected) return SessionCheck::kAlreadyConnected;
+  return ConnectLocked(agent_id) ? SessionCheck::kOk : SessionCheck::kUnknown;
 }
 
 void AgentRegistry::LeaseEndedLocked(const std::string& agent_id) {

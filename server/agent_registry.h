@@ -97,11 +97,20 @@ class AgentRegistry {
 
   // Register: a new id for an agent with this key (not yet connected). A `checking`
   // agent gets no work (only DispatchTo requests) until PassCheck.
+  // `principal` (the registering token's name; "" without auth) and the returned
+  // `session_token` (128 random bits, hex) bind the id: see ConnectSession.
   std::string Register(const std::string& device_key, const v1::AgentCapabilities& caps,
-                       int workers = 1, bool checking = false);
+                       int workers = 1, bool checking = false, const std::string& principal = "",
+                       std::string* session_token = nullptr);
   void PassCheck(const std::string& agent_id);
   // The agent's stream opened / closed. Connect returns false for unknown ids.
   bool Connect(const std::string& agent_id);
+  // The agent's stream, checked against its registration: the session token must be
+  // the one Register returned, the principal the one that registered, and the id not
+  // connected already (one stream per registration) nor gone.
+  enum class SessionCheck { kOk, kUnknown, kWrongSession, kWrongPrincipal, kAlreadyConnected };
+  SessionCheck ConnectSession(const std::string& agent_id, const std::string& session_token,
+                              const std::string& principal);
   void Disconnect(const std::string& agent_id);
   // Renews the agent's leases on `request_ids` (all of them when empty).
   void Heartbeat(const std::string& agent_id, int64_t unix_ms,
@@ -199,6 +208,8 @@ class AgentRegistry {
     std::deque<std::string> pinned;    // DispatchTo requests, served first
     int64_t last_heartbeat_ms = 0;     // monotonic
     int64_t last_used = 0;
+    std::string session_token;  // from Register; the stream must present it
+    std::string principal;      // who registered it
     std::shared_ptr<std::condition_variable> cv = std::make_shared<std::condition_variable>();
   };
   using Callbacks = std::vector<std::function<void()>>;
@@ -210,6 +221,7 @@ class AgentRegistry {
   bool ResponsiveLocked(const Agent& a) const;
   bool UsableLocked(const Agent& a) const;
   void NotifyKeyLocked(const std::string& device_key);
+  bool ConnectLocked(const std::string& agent_id);
   // The lease on `request_id` ended without a result; `counted`: it used one of the
   // request's attempts (a hand-back does not).
   void RequeueLocked(const std::string& request_id, bool counted, const std::string& why,

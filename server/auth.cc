@@ -1,6 +1,7 @@
 #include "server/auth.h"
 
 #include <fstream>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -8,16 +9,35 @@ namespace tuneforge {
 namespace {
 
 constexpr size_t kMinTokenLength = 16;
+constexpr size_t kMaxTokenLength = 256;
 
-// Compares without an early exit, so timing does not reveal a token's prefix.
-bool SameToken(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+// Compares in time that depends on neither token: always kMaxTokenLength steps, with
+// the lengths folded into the result instead of an early exit, so timing reveals
+// neither a prefix nor the secret's length. A presented token longer than any secret
+// can be is refused at once (that says nothing about the secret).
+bool SameToken(const std::string& secret, const std::string& given) {
+  if (given.size() > kMaxTokenLength) return false;
+  unsigned diff = static_cast<unsigned>(secret.size() ^ given.size());
+  for (size_t i = 0; i < kMaxTokenLength; ++i) {
+    const unsigned char s = i < secret.size() ? static_cast<unsigned char>(secret[i]) : 0;
+    const unsigned char g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    diff |= static_cast<unsigned>(s ^ g);
+  }
   return diff == 0;
 }
 
 }  // namespace
+
+std::string RandomToken() {
+  std::random_device rd;
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 4; ++i) {
+    uint32_t v = rd();
+    for (int j = 0; j < 8; ++j, v >>= 4) out += kHex[v & 15];
+  }
+  return out;
+}
 
 absl::StatusOr<std::unique_ptr<TokenAuth>> TokenAuth::Load(const std::string& path) {
   std::ifstream in(path);
@@ -46,9 +66,10 @@ absl::StatusOr<std::unique_ptr<TokenAuth>> TokenAuth::Load(const std::string& pa
     } else {
       return absl::InvalidArgumentError(where + "unknown role '" + role + "' (agent, user, admin)");
     }
-    if (token.size() < kMinTokenLength) {
-      return absl::InvalidArgumentError(where + "token of " + name + " is shorter than " +
-                                        std::to_string(kMinTokenLength) + " characters");
+    if (token.size() < kMinTokenLength || token.size() > kMaxTokenLength) {
+      return absl::InvalidArgumentError(where + "token of " + name + " must have " +
+                                        std::to_string(kMinTokenLength) + ".." +
+                                        std::to_string(kMaxTokenLength) + " characters");
     }
     if (!tokens.insert(token).second) return absl::InvalidArgumentError(where + "duplicate token");
     e.token = token;

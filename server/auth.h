@@ -24,6 +24,10 @@ namespace tuneforge {
 
 enum class Role { kAgent, kUser, kAdmin };
 
+// 128 random bits from the OS's entropy source, as 32 hex digits: session tokens,
+// the embedded server's one-time tokens.
+std::string RandomToken();
+
 struct Principal {
   std::string name;
   Role role = Role::kAdmin;

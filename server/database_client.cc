@@ -387,6 +387,7 @@ class RemoteDatabase final : public Database {
 absl::StatusOr<std::unique_ptr<Database>> ConnectRemoteDatabase(
     const RemoteDatabaseOptions& options) {
   RETURN_IF_ERROR(CheckAddress(options.address));
+  RETURN_IF_ERROR(CheckTransport(options.address, options.tls_ca, options.insecure));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
                    ClientCredentials(options.tls_ca));
   return std::unique_ptr<Database>(new RemoteDatabase(options, std::move(credentials)));

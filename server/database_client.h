@@ -17,7 +17,8 @@ struct RemoteDatabaseOptions {
   // Sent as "authorization: Bearer <token>" metadata when not empty (server/auth.h:
   // user or admin role; Compact needs admin).
   std::string token;
-  std::string tls_ca;  // PEM file; empty: plaintext
+  std::string tls_ca;  // PEM file; empty: plaintext (loopback only unless `insecure`)
+  bool insecure = false;  // allow plaintext off loopback (--insecure)
 };
 
 // Connects lazily (the first call reports an unreachable server). Supported remotely:

@@ -197,7 +197,9 @@ TEST_F(DatabaseServiceTest, UploadedRecordsAreMarkedAndUsersUploadsAreNotRanked)
   EXPECT_EQ(best->config_json, "{1}");  // the 1 ns upload does not change best
   EXPECT_EQ(db_->TopK("wl-a", "tk-epyc", 5)->size(), 1u);
   bool found = false;
-  for (const TuningRecord& r : *db_->Records("wl-a", "tk-epyc")) {
+  absl::StatusOr<std::vector<TuningRecord>> stored = db_->Records("wl-a", "tk-epyc");
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  for (const TuningRecord& r : *stored) {
     if (r.config_json != "{2}") continue;
     found = true;
     EXPECT_EQ(r.uploaded_by, "mallory");

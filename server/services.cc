@@ -87,12 +87,15 @@ grpc::Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::Regi
   if (req->workers() < 0 || req->workers() > 256) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "workers must be 0..256");
   }
+  std::string session_token;
   std::string id = registry_->Register(req->device_key(), req->capabilities(),
-                                       std::max(1, req->workers()), /*checking=*/health_ != nullptr);
+                                       std::max(1, req->workers()), /*checking=*/health_ != nullptr,
+                                       who.name, &session_token);
   TF_LOG(Info) << "agent " << id << " registered from " << ctx->peer() << " with device key '"
                << req->device_key() << "' (" << req->capabilities().cpu_model() << ", "
                << req->capabilities().cores() << " cores)";
   resp->set_agent_id(id);
+  resp->set_session_token(session_token);
   resp->set_heartbeat_interval_ms(registry_->options().heartbeat_interval_ms);
   return grpc::Status::OK;
 }
@@ -107,8 +110,25 @@ grpc::Status AgentServiceImpl::Connect(
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "first message must be hello");
   }
   const std::string agent_id = hello.hello_agent_id();
-  if (!registry_->Connect(agent_id)) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown agent id " + agent_id + "; register first");
+  switch (registry_->ConnectSession(agent_id, hello.hello_session_token(), who.name)) {
+    case AgentRegistry::SessionCheck::kOk:
+      break;
+    case AgentRegistry::SessionCheck::kUnknown:
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          "unknown agent id " + agent_id + "; register first");
+    case AgentRegistry::SessionCheck::kWrongSession:
+      TF_LOG(Warning) << "refused a stream for " << agent_id << " from " << ctx->peer()
+                      << ": wrong session token";
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          "session token does not match the registration of " + agent_id);
+    case AgentRegistry::SessionCheck::kWrongPrincipal:
+      TF_LOG(Warning) << "refused a stream for " << agent_id << " from " << ctx->peer()
+                      << ": registered by another principal";
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          agent_id + " was registered with another token");
+    case AgentRegistry::SessionCheck::kAlreadyConnected:
+      return grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
+                          agent_id + " is already connected; register to get a new id");
   }
   if (health_) health_->CheckAgent(agent_id);  // queued before any other work
   // Reader: results and heartbeats up. Writer (this thread): requests down.

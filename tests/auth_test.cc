@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "server/auth.h"
 #include "server/server.h"
@@ -22,6 +23,7 @@ const std::string kAgent = "agent-token-0123456789";
 const std::string kAlice = "alice-token-0123456789";
 const std::string kBob = "bob-token-0123456789abc";
 const std::string kAdmin = "admin-token-0123456789";
+const std::string kAgent2 = "second-agent-token-0123";
 
 class AuthTest : public ::testing::Test {
  protected:
@@ -29,7 +31,8 @@ class AuthTest : public ::testing::Test {
     dir_ = (std::filesystem::temp_directory_path() / ("tf_auth_" + std::to_string(getpid())))
                .string();
     std::filesystem::create_directories(dir_);
-    std::ofstream(dir_ + "/tokens") << "agent farm " << kAgent << "\nuser alice " << kAlice
+    std::ofstream(dir_ + "/tokens") << "agent farm " << kAgent << "\nagent farm2 " << kAgent2
+                                    << "\nuser alice " << kAlice
                                     << "\nuser bob " << kBob << "\nadmin ops " << kAdmin << "\n";
     ServerOptions o;
     o.listen = "127.0.0.1:0";
@@ -118,6 +121,59 @@ TEST_F(AuthTest, MissingOrUnknownTokenIsUnauthenticatedOnEveryService) {
   stream->Write(hello);
   stream->WritesDone();
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+// Agent identity: a stream must present its registration's session token, from the
+// principal that registered, once. Knowing an agent's id (farm status, logs, records)
+// is not enough to take its work and reputation.
+TEST_F(AuthTest, AgentStreamsCannotBeHijacked) {
+  v1::RegisterRequest req;
+  req.set_device_key("k");
+  v1::RegisterResponse reg, other;
+  ASSERT_TRUE(agents_->Register(Ctx(kAgent).get(), req, &reg).ok());
+  ASSERT_TRUE(agents_->Register(Ctx(kAgent).get(), req, &other).ok());
+  EXPECT_EQ(reg.session_token().size(), 32u);
+  EXPECT_NE(reg.session_token(), other.session_token());
+  // Opens a stream as `token` claiming `id` with `session`; returns its status once the
+  // server ends it, or OK if it is still open after the hello (then cancels it).
+  auto hello = [](const std::string& id, const std::string& session) {
+    v1::AgentMessage m;
+    m.set_hello_agent_id(id);
+    m.set_hello_session_token(session);
+    return m;
+  };
+  auto attempt = [&](const std::string& token, const std::string& id, const std::string& session) {
+    auto ctx = Ctx(token);
+    auto stream = agents_->Connect(ctx.get());
+    stream->Write(hello(id, session));
+    stream->WritesDone();
+    return stream->Finish().error_code();
+  };
+  EXPECT_EQ(attempt(kAgent, reg.agent_id(), "0123456789abcdef0123456789abcdef"),
+            grpc::StatusCode::PERMISSION_DENIED);                           // guessed session
+  EXPECT_EQ(attempt(kAgent, reg.agent_id(), other.session_token()),
+            grpc::StatusCode::PERMISSION_DENIED);                           // another one's
+  EXPECT_EQ(attempt(kAgent2, reg.agent_id(), reg.session_token()),
+            grpc::StatusCode::PERMISSION_DENIED);                           // other principal
+  EXPECT_EQ(attempt(kAgent, "agent-999", reg.session_token()), grpc::StatusCode::NOT_FOUND);
+  // The legitimate stream, left open.
+  auto first_ctx = Ctx(kAgent);
+  auto first = agents_->Connect(first_ctx.get());
+  ASSERT_TRUE(first->Write(hello(reg.agent_id(), reg.session_token())));
+  // Wait until the server has the legitimate stream.
+  bool connected = false;
+  for (int i = 0; i < 200 && !connected; ++i) {
+    v1::FarmStatus status;
+    ASSERT_TRUE(farm_->Status(Ctx(kAdmin).get(), v1::FarmStatusRequest(), &status).ok());
+    for (const v1::AgentStatus& a : status.agents())
+      connected |= a.agent_id() == reg.agent_id() && a.state() != "lost";
+    if (!connected) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(connected);
+  EXPECT_EQ(attempt(kAgent, reg.agent_id(), reg.session_token()),
+            grpc::StatusCode::ALREADY_EXISTS);  // a second stream for a connected id
+  first_ctx->TryCancel();
+  first->Finish();
 }
 
 TEST_F(AuthTest, WrongRoleIsPermissionDenied) {

@@ -75,6 +75,13 @@ TEST_F(CliTest, UnreachableServer) {
   ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--server", "127.0.0.1:1"},
               "cannot reach tuneforge server at 127.0.0.1:1");
   ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--server", "nonsense"}, "not HOST:PORT");
+  // Plaintext off loopback is refused before dialling, for the tuning and db clients.
+  ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--server", "192.0.2.1:7070"},
+              "refusing plaintext to 192.0.2.1:7070");
+  ExpectError({"db", "stats", "--server", "192.0.2.1:7070"}, "refusing plaintext to 192.0.2.1:7070");
+  ExpectError({"farm", "status", "--server", "192.0.2.1:7070"}, "--insecure");
+  // With --insecure (global, anywhere) it dials, and the unreachable server is the error.
+  ExpectError({"--insecure", "farm", "status", "--server", "192.0.2.1:7070"}, "cannot reach");
 }
 
 TEST_F(CliTest, ShowPrintsTheLoopNestAndRejectsBadConfigs) {

@@ -150,6 +150,31 @@ TEST_F(EndToEndTest, EmbeddedDefaultTunesWithALocalAgent) {
   EXPECT_NE(text.out.find("speedup:"), std::string::npos) << text.out;
 }
 
+// The embedded server takes only its run's one-time tokens: another process on the
+// machine cannot use it, though it listens on loopback.
+TEST_F(EndToEndTest, EmbeddedServerRefusesCallersWithoutItsToken) {
+  Process cli({kBin + "/tuneforge", "tune", "--task", "matmul M=64 N=64 K=64", "--trials", "400",
+               "--db", dir_ + "/private.db"},
+              dir_ + "/cli.out", dir_ + "/cli.err");
+  std::string address;
+  for (int i = 0; i < 400 && address.empty(); ++i) {
+    std::string err = cli.Stderr();
+    size_t p = err.find("embedded default: server on ");
+    if (p != std::string::npos) {
+      size_t begin = p + 28, end = err.find(',', begin);
+      if (end != std::string::npos) address = err.substr(begin, end - begin);
+    }
+    if (address.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(address.empty()) << cli.Stderr();
+  auto other = RunCommand({kBin + "/tuneforge", "farm", "status", "--server", address}, dir_,
+                          std::chrono::seconds(30));
+  EXPECT_NE(other.exit_code, 0) << other.out;
+  EXPECT_NE(other.err.find("missing token"), std::string::npos) << other.err;
+  kill(cli.pid(), SIGINT);  // Ctrl-C: cancel the job
+  cli.Wait(std::chrono::seconds(30));
+}
+
 // Kernels with layout transforms outside the timed region: the agent must call the
 // prepack entry (dense's packed W; a convolution's blocked, padded input and filter)
 // before the first run and the unpack entry (blocked output -> NCHW) before each

@@ -16,6 +16,24 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ClientCredentials(
   return grpc::SslCredentials(options);
 }
 
+bool IsLoopbackAddress(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  std::string host = colon == std::string::npos ? address : address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0 ||
+         host == "ip6-localhost";
+}
+
+absl::Status CheckTransport(const std::string& address, const std::string& tls_ca,
+                            bool insecure) {
+  if (!tls_ca.empty() || insecure || IsLoopbackAddress(address)) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      "refusing plaintext to " + address +
+      ": tokens and kernels would cross the network unencrypted; give the server's CA "
+      "with --tls-ca (docs/security.md), or --insecure on a network you trust");
+}
+
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
     const std::string& cert_file, const std::string& key_file) {
   if (cert_file.empty() && key_file.empty()) return grpc::InsecureServerCredentials();

@@ -17,6 +17,15 @@ namespace tuneforge {
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ClientCredentials(
     const std::string& ca_file);
 
+// True for HOST:PORT addresses on this machine: 127.0.0.0/8, localhost, [::1].
+bool IsLoopbackAddress(const std::string& address);
+
+// Plaintext gRPC off this machine carries tokens, kernels and results in the clear.
+// Clients (CLI, agent) check before dialling: an address that is not loopback needs
+// TLS (`tls_ca` set) unless `insecure` (the --insecure flag) says plaintext is wanted.
+absl::Status CheckTransport(const std::string& address, const std::string& tls_ca,
+                            bool insecure);
+
 // Both empty: plaintext. Both set: TLS with this PEM certificate chain and key.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
     const std::string& cert_file, const std::string& key_file);
