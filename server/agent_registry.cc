@@ -106,18 +106,6 @@ void AgentRegistry::NotifyKeyLocked(const std::string& device_key) {
   }
 }
 
-namespace {
-
-// Same time whatever the contents (both are 32 hex digits when well-formed).
-bool SameSecret(const std::string& a, const std::string& b) {
-  unsigned diff = static_cast<unsigned>(a.size() ^ b.size());
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
-    diff |= static_cast<unsigned>(static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]));
-  return diff == 0;
-}
-
-}  // namespace
-
 std::string AgentRegistry::Register(const std::string& device_key,
                                     const v1::AgentCapabilities& caps, int workers,
                                     bool checking, const std::string& principal,

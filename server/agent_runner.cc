@@ -83,6 +83,16 @@ v1::MeasureRequest MeasureRequestFor(const MeasureInput& in, const std::string& 
   return r;
 }
 
+double AgentRunner::MinPlausibleSeconds(const std::string& task_text) {
+  if (peak_gflops_ <= 0) return 0;
+  if (task_text != bound_task_) {  // a job measures one task: parsed once
+    absl::StatusOr<TuningTask> task = ParseTask(task_text);
+    bound_task_ = task_text;
+    bound_seconds_ = task.ok() ? task->Flops() / (peak_gflops_ * 1e9) : 0;
+  }
+  return bound_seconds_;
+}
+
 std::vector<MeasureResult> AgentRunner::Measure(const std::vector<MeasureInput>& inputs) {
   struct Shared {
     std::mutex mu;
@@ -105,12 +115,7 @@ std::vector<MeasureResult> AgentRunner::Measure(const std::vector<MeasureInput>&
       }
     };
     bool waited = false;
-    // The fastest a correct run of this task can be on the target.
-    double min_seconds = 0;
-    if (peak_gflops_ > 0) {
-      absl::StatusOr<TuningTask> task = ParseTask(inputs[i].task_text);
-      if (task.ok()) min_seconds = task->Flops() / (peak_gflops_ * 1e9);
-    }
+    const double min_seconds = MinPlausibleSeconds(inputs[i].task_text);
     while (!registry_->Dispatch(device_key_, request, done, request_prefix_, weight_,
                                 min_seconds)) {
       if (cancel_ && cancel_->load()) {

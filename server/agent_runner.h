@@ -40,6 +40,10 @@ class AgentRunner : public Runner {
   int weight_;
   double peak_gflops_;
   int64_t next_request_ = 1;
+  // The fastest a correct run of `task_text` can be at peak_gflops_ (0 = no bound).
+  double MinPlausibleSeconds(const std::string& task_text);
+  std::string bound_task_;
+  double bound_seconds_ = 0;
 };
 
 MeasureResult FromProto(const v1::MeasureResult& r);

@@ -11,11 +11,13 @@ namespace {
 constexpr size_t kMinTokenLength = 16;
 constexpr size_t kMaxTokenLength = 256;
 
-// Compares in time that depends on neither token: always kMaxTokenLength steps, with
+}  // namespace
+
+// Compares in time that depends on neither secret: always kMaxTokenLength steps, with
 // the lengths folded into the result instead of an early exit, so timing reveals
 // neither a prefix nor the secret's length. A presented token longer than any secret
 // can be is refused at once (that says nothing about the secret).
-bool SameToken(const std::string& secret, const std::string& given) {
+bool SameSecret(const std::string& secret, const std::string& given) {
   if (given.size() > kMaxTokenLength) return false;
   unsigned diff = static_cast<unsigned>(secret.size() ^ given.size());
   for (size_t i = 0; i < kMaxTokenLength; ++i) {
@@ -25,8 +27,6 @@ bool SameToken(const std::string& secret, const std::string& given) {
   }
   return diff == 0;
 }
-
-}  // namespace
 
 std::string RandomToken() {
   std::random_device rd;
@@ -91,7 +91,7 @@ grpc::Status TokenAuth::Check(grpc::ServerContext* ctx, std::initializer_list<Ro
   std::string token = value.rfind(prefix, 0) == 0 ? value.substr(prefix.size()) : "";
   const Entry* found = nullptr;
   for (const Entry& e : entries_)
-    if (SameToken(e.token, token)) found = &e;
+    if (SameSecret(e.token, token)) found = &e;
   if (!found) return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "unknown token");
   for (Role r : allowed) {
     if (r == found->principal.role) {

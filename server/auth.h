@@ -24,6 +24,10 @@ namespace tuneforge {
 
 enum class Role { kAgent, kUser, kAdmin };
 
+// True when `given` equals `secret`, in time that depends on neither (a fixed number
+// of steps, lengths folded into the result): tokens and session secrets.
+bool SameSecret(const std::string& secret, const std::string& given);
+
 // 128 random bits from the OS's entropy source, as 32 hex digits: session tokens,
 // the embedded server's one-time tokens.
 std::string RandomToken();
