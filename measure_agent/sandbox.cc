@@ -5,7 +5,9 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -34,6 +36,7 @@
 #include "compiler/support/log.h"
 #include "compiler/support/status.h"
 #include "compiler/runtime/timing.h"
+#include "measure_agent/confine.h"
 
 namespace tuneforge::agent {
 
@@ -46,7 +49,6 @@ using tuneforge::v1::MeasureResult;
 constexpr char kDirPrefix[] = "tuneforge-sandbox-";
 constexpr char kKernelFile[] = "kernel.so";
 constexpr char kRequestFile[] = "request.pb";
-constexpr char kResultFile[] = "result.pb";
 constexpr char kChildLogFile[] = "child.log";
 constexpr size_t kBufferAlignment = 64;
 constexpr size_t kLogTailChars = 600;
@@ -193,7 +195,7 @@ absl::Status ValidateRequest(const MeasureRequest& request) {
     if (b.role() == tuneforge::v1::OUTPUT) {
       ++outputs;
       output_elements = b.num_elements();
-    } else if (b.role() != tuneforge::v1::INPUT) {
+    } else if (b.role() != tuneforge::v1::INPUT && b.role() != tuneforge::v1::INTERNAL) {
       return absl::InvalidArgumentError(absl::StrCat("buffer ", b.name(), " has no role"));
     }
   }
@@ -216,6 +218,75 @@ int EffectiveTimeoutMs(const MeasureRequest& request, int default_timeout_ms) {
 }
 
 // ----------------------------------------------------------------------------
+// Shared by both sides: where the buffers are in the shared region, and the
+// protocol on the control socket.
+
+// The buffers live in one memfd that both processes map. A guard page precedes the
+// first buffer and follows every buffer, whose end (rounded up to 64 bytes) is the
+// end of its last page: the child maps the guard pages PROT_NONE, so a write past a
+// buffer's end, or before the first, faults. Starts stay 64-byte aligned.
+struct BufferLayout {
+  std::vector<size_t> offsets;  // first byte of each buffer
+  std::vector<size_t> guards;   // first byte of each guard page
+  size_t page = 0;
+  size_t total = 0;
+};
+
+size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+BufferLayout LayoutBuffers(const MeasureRequest& request) {
+  BufferLayout layout;
+  layout.page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  size_t pos = 0;
+  layout.guards.push_back(pos);
+  pos += layout.page;
+  for (const auto& b : request.buffers()) {
+    size_t bytes = static_cast<size_t>(std::max<int64_t>(b.num_elements(), 1)) * sizeof(float);
+    size_t padded = RoundUp(bytes, kBufferAlignment);
+    size_t span = RoundUp(padded, layout.page);
+    layout.offsets.push_back(pos + span - padded);
+    pos += span;
+    layout.guards.push_back(pos);
+    pos += layout.page;
+  }
+  layout.total = pos;
+  return layout;
+}
+
+// The child's descriptors: 3 reports a failed exec, 4 is the buffers' memfd, 5 the
+// control socket.
+constexpr int kExecErrorFd = 3;
+constexpr int kBuffersFd = 4;
+constexpr int kControlFd = 5;
+
+// Parent -> child. The child answers every command, and its start, with a Reply.
+enum class Op : uint32_t { kRun = 1, kPrepack = 2, kUnpack = 3, kFlush = 4, kQuit = 5 };
+struct Command {
+  Op op;
+  uint32_t unused;
+  int64_t count;  // kRun: back-to-back runs of the entry point
+};
+// Child -> parent, followed by `message_bytes` of text (the error, or for the start
+// reply the confinement that is in force).
+struct ReplyHeader {
+  int32_t ok;
+  uint32_t message_bytes;
+};
+constexpr uint32_t kMaxReplyMessage = 4096;
+
+bool SendAll(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = send(fd, p, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// ----------------------------------------------------------------------------
 // Parent side: process management.
 
 // Owns a file descriptor.
@@ -226,16 +297,21 @@ class Fd {
   Fd& operator=(const Fd&) = delete;
   ~Fd() { Reset(); }
   int get() const { return fd_; }
+  int Release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
   void Reset() {
     if (fd_ >= 0) close(fd_);
     fd_ = -1;
   }
-  // Moves the descriptor to a number >= 3 (close-on-exec), so that the child's dup2
-  // onto 0, 1 and 2 cannot clobber it even if the agent runs with a standard stream
-  // closed.
-  bool MoveAboveStandardStreams() {
-    if (fd_ < 0 || fd_ > 2) return fd_ >= 0;
-    int moved = fcntl(fd_, F_DUPFD_CLOEXEC, 3);
+  // Moves the descriptor to a number above the ones the child's are dup2'ed onto
+  // (close-on-exec), so that no dup2 in the child can clobber it even if the agent
+  // runs with a standard stream closed.
+  bool MoveAboveChildFds() {
+    if (fd_ < 0 || fd_ > kControlFd) return fd_ >= 0;
+    int moved = fcntl(fd_, F_DUPFD_CLOEXEC, kControlFd + 1);
     Reset();
     fd_ = moved;
     return fd_ >= 0;
@@ -245,9 +321,11 @@ class Fd {
   int fd_;
 };
 
-// Starts `binary --sandbox-run dir` with stdout/stderr going to dir/child.log.
-// Returns once the exec has succeeded, or an error saying why it did not.
-absl::StatusOr<pid_t> SpawnChild(const std::string& binary, const std::string& dir) {
+// Starts `binary --sandbox-run dir` with stdout/stderr going to dir/child.log and
+// `buffers_fd` and `control_fd` as its descriptors 4 and 5. Returns once the exec
+// has succeeded, or an error saying why it did not.
+absl::StatusOr<pid_t> SpawnChild(const std::string& binary, const std::string& dir,
+                                 int buffers_fd, int control_fd) {
   // Everything the child needs is prepared before fork: between fork and exec only
   // async-signal-safe calls are allowed, since the agent is multi-threaded.
   std::string flag = kSandboxRunFlag;
@@ -257,6 +335,8 @@ absl::StatusOr<pid_t> SpawnChild(const std::string& binary, const std::string& d
   std::string log_path = dir + "/" + kChildLogFile;
   Fd log_fd(open(log_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   Fd null_fd(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  Fd buffers(fcntl(buffers_fd, F_DUPFD_CLOEXEC, 0));
+  Fd control(fcntl(control_fd, F_DUPFD_CLOEXEC, 0));
   // The child reports a failed exec through this pipe; a successful exec closes it
   // (O_CLOEXEC), which the parent reads as EOF.
   int pipe_fds[2] = {-1, -1};
@@ -264,13 +344,12 @@ absl::StatusOr<pid_t> SpawnChild(const std::string& binary, const std::string& d
     return absl::InternalError(absl::StrCat("pipe2: ", ErrnoText(errno)));
   }
   Fd exec_error_read(pipe_fds[0]), exec_error_write(pipe_fds[1]);
-  if (!log_fd.MoveAboveStandardStreams() || !null_fd.MoveAboveStandardStreams() ||
-      !exec_error_write.MoveAboveStandardStreams()) {
+  if (!log_fd.MoveAboveChildFds() || !null_fd.MoveAboveChildFds() ||
+      !exec_error_write.MoveAboveChildFds() || !buffers.MoveAboveChildFds() ||
+      !control.MoveAboveChildFds()) {
     return absl::InternalError(
         absl::StrCat("cannot open the sandbox's files in ", dir, ": ", ErrnoText(errno)));
   }
-  // The exec-error pipe becomes fd 3 in the child; everything above is closed.
-  constexpr int kChildErrorFd = 3;
   const pid_t parent = getpid();
   sigset_t no_signals;
   sigemptyset(&no_signals);
@@ -287,20 +366,21 @@ absl::StatusOr<pid_t> SpawnChild(const std::string& binary, const std::string& d
     dup2(null_fd.get(), STDIN_FILENO);
     dup2(log_fd.get(), STDOUT_FILENO);
     dup2(log_fd.get(), STDERR_FILENO);
-    if (exec_error_write.get() != kChildErrorFd) {
-      dup2(exec_error_write.get(), kChildErrorFd);
-      fcntl(kChildErrorFd, F_SETFD, FD_CLOEXEC);
-    }
+    // dup2 clears close-on-exec on the copies, except the exec-error pipe's.
+    dup2(exec_error_write.get(), kExecErrorFd);
+    fcntl(kExecErrorFd, F_SETFD, FD_CLOEXEC);
+    dup2(buffers.get(), kBuffersFd);
+    dup2(control.get(), kControlFd);
     // Close whatever the agent's libraries opened without O_CLOEXEC (sockets).
 #ifdef SYS_close_range
-    if (syscall(SYS_close_range, kChildErrorFd + 1u, ~0u, 0u) != 0)
+    if (syscall(SYS_close_range, kControlFd + 1u, ~0u, 0u) != 0)
 #endif
     {
-      for (int fd = kChildErrorFd + 1; fd < 4096; ++fd) close(fd);
+      for (int fd = kControlFd + 1; fd < 4096; ++fd) close(fd);
     }
     execv(argv[0], argv);
     int err = errno;
-    ssize_t ignored = write(kChildErrorFd, &err, sizeof(err));
+    ssize_t ignored = write(kExecErrorFd, &err, sizeof(err));
     (void)ignored;
     _exit(127);
   }
@@ -372,25 +452,231 @@ std::string WithLog(std::string message, const std::string& dir) {
   return message;
 }
 
-// Runs the child for one prepared directory and fills `result` from its outcome.
-void RunChild(const std::string& binary, const std::string& dir, int timeout_ms,
-              MeasureResult* result) {
-  Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  absl::StatusOr<pid_t> pid = SpawnChild(binary, dir);
-  if (!pid.ok()) {
-    SetError(result, tuneforge::v1::RUNTIME_ERROR,
-             absl::StrCat("cannot start sandbox process: ", pid.status().message()));
-    return;
+
+// The buffers' memfd, mapped in the parent (without guard pages: the parent writes
+// only inside buffers).
+class SharedRegion {
+ public:
+  static absl::StatusOr<std::unique_ptr<SharedRegion>> Create(size_t bytes) {
+    Fd fd(static_cast<int>(syscall(SYS_memfd_create, "tuneforge-buffers", MFD_CLOEXEC)));
+    if (fd.get() < 0) return absl::InternalError(absl::StrCat("memfd_create: ", ErrnoText(errno)));
+    if (ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot size the buffers to ", bytes, " bytes: ", ErrnoText(errno)));
+    }
+    void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (base == MAP_FAILED) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot map ", bytes, " bytes of buffers: ", ErrnoText(errno)));
+    }
+    return std::unique_ptr<SharedRegion>(new SharedRegion(fd.Release(), base, bytes));
   }
-  const bool timed_out = !WaitForExit(*pid, deadline);
-  // Kill the whole group: on timeout the kernel, and in any case whatever the kernel
-  // may have forked. The child is not reaped yet, so its group id is still ours.
-  kill(-*pid, SIGKILL);
-  if (timed_out) kill(*pid, SIGKILL);  // in case it had not reached setpgid yet
-  int status = 0;
-  while (waitpid(*pid, &status, 0) < 0 && errno == EINTR) {
+  SharedRegion(const SharedRegion&) = delete;
+  SharedRegion& operator=(const SharedRegion&) = delete;
+  ~SharedRegion() { munmap(base_, bytes_); }
+
+  int fd() const { return fd_.get(); }
+  float* At(size_t offset) const {
+    return reinterpret_cast<float*>(static_cast<char*>(base_) + offset);
   }
 
+ private:
+  SharedRegion(int fd, void* base, size_t bytes) : fd_(fd), base_(base), bytes_(bytes) {}
+  Fd fd_;
+  void* base_;
+  size_t bytes_;
+};
+
+// One request's conversation with its child, and the verdict the parent reaches:
+// the child runs the kernel when told to; whether it was right, and how long it
+// took, the parent decides from the shared buffers and its own clock.
+class ChildMeasurement {
+ public:
+  ChildMeasurement(const MeasureRequest& request, const BufferLayout& layout,
+                   const SharedRegion& region, int control_fd, Clock::time_point deadline)
+      : request_(request), layout_(layout), region_(region), control_fd_(control_fd),
+        deadline_(deadline) {
+    for (int i = 0; i < request.buffers_size(); ++i) {
+      if (request.buffers(i).role() == tuneforge::v1::OUTPUT) output_index_ = i;
+    }
+  }
+
+  // Whether the conversation ended because the child died or ran out of time: then
+  // the verdict comes from how the process ended (ClassifyExit), not from here.
+  bool child_gone() const { return gone_; }
+  bool timed_out() const { return timed_out_; }
+  MeasureErrorKind kind() const { return kind_; }
+  const std::string& message() const { return message_; }
+
+  // Fills the inputs (FillBuffer, as the server did for the expected output) and
+  // poisons the output with NaN: a kernel that writes nothing cannot pass.
+  void PrepareBuffers() {
+    for (int i = 0; i < request_.buffers_size(); ++i) {
+      const auto& spec = request_.buffers(i);
+      if (spec.role() == tuneforge::v1::INPUT) {
+        runtime::FillBuffer(request_.seed(), i, Buffer(i), spec.num_elements());
+      }
+    }
+    PoisonOutput();
+  }
+
+  void PoisonOutput() {
+    float* out = Buffer(output_index_);
+    std::fill(out, out + request_.buffers(output_index_).num_elements(),
+              std::numeric_limits<float>::quiet_NaN());
+  }
+
+  // Waits for the child's start reply; `description` gets what it said.
+  bool WaitReady(std::string* description) { return Receive(description); }
+
+  // Sends a command and waits for the child's reply. False: see kind()/message(),
+  // or child_gone()/timed_out().
+  bool Call(Op op, int64_t count = 0) {
+    Command command{op, 0, count};
+    if (!SendAll(control_fd_, &command, sizeof(command))) {
+      gone_ = true;
+      return false;
+    }
+    std::string text;
+    return Receive(&text);
+  }
+
+  // The output as the task lays it out (after the unpack entry, when there is one),
+  // against the expected output.
+  bool CheckOutput(const char* when) {
+    if (!request_.unpack_symbol().empty() && !Call(Op::kUnpack)) return false;
+    const float* out = Buffer(output_index_);
+    const auto* expected = reinterpret_cast<const float*>(request_.expected_output().data());
+    const int64_t n = request_.buffers(output_index_).num_elements();
+    // The wire format is float32 little-endian, the layout of every host we support;
+    // the proto's bytes are not guaranteed to be aligned, so compare from a copy.
+    std::vector<float> want(static_cast<size_t>(n));
+    std::memcpy(want.data(), expected, want.size() * sizeof(float));
+    int64_t bad = runtime::FirstMismatch(out, want.data(), n, request_.atol(), request_.rtol());
+    if (bad < 0) return true;
+    Fail(tuneforge::v1::WRONG_ANSWER,
+         absl::StrCat(when, request_.buffers(output_index_).name(), "[", bad,
+                      "] = ", FormatFloat(out[bad]), ", expected ", FormatFloat(want[bad]),
+                      " (atol ", FormatFloat(request_.atol()), ", rtol ",
+                      FormatFloat(request_.rtol()), ")"));
+    return false;
+  }
+
+  // The inputs must be exactly what PrepareBuffers wrote: a kernel that writes into
+  // an input computes something else than the task the next time it runs.
+  bool CheckInputsUnchanged() {
+    for (int i = 0; i < request_.buffers_size(); ++i) {
+      const auto& spec = request_.buffers(i);
+      if (spec.role() != tuneforge::v1::INPUT) continue;
+      std::vector<float> original(static_cast<size_t>(spec.num_elements()));
+      runtime::FillBuffer(request_.seed(), i, original.data(), spec.num_elements());
+      const float* now = Buffer(i);
+      if (std::memcmp(now, original.data(), original.size() * sizeof(float)) == 0) continue;
+      size_t j = 0;
+      while (j < original.size() && std::memcmp(&now[j], &original[j], sizeof(float)) == 0) ++j;
+      Fail(tuneforge::v1::WRONG_ANSWER,
+           absl::StrCat("the kernel wrote into its input ", spec.name(), ": ", spec.name(), "[",
+                        j, "] = ", FormatFloat(now[j]), ", was ", FormatFloat(original[j])));
+      return false;
+    }
+    return true;
+  }
+
+  void Fail(MeasureErrorKind kind, std::string message) {
+    if (kind_ != tuneforge::v1::NONE) return;  // the first failure is the verdict
+    kind_ = kind;
+    message_ = std::move(message);
+  }
+
+ private:
+  float* Buffer(int i) const { return region_.At(layout_.offsets[static_cast<size_t>(i)]); }
+
+  // Reads one reply before the deadline.
+  bool Receive(std::string* text) {
+    ReplyHeader header{};
+    if (!ReadExactly(&header, sizeof(header))) return false;
+    if (header.message_bytes > kMaxReplyMessage) {
+      Fail(tuneforge::v1::RUNTIME_ERROR, "the sandbox child sent a malformed reply");
+      return false;
+    }
+    text->assign(header.message_bytes, '\0');
+    if (header.message_bytes > 0 && !ReadExactly(text->data(), header.message_bytes)) return false;
+    if (header.ok == 1) return true;
+    Fail(tuneforge::v1::RUNTIME_ERROR, *text);
+    return false;
+  }
+
+  bool ReadExactly(void* data, size_t size) {
+    char* p = static_cast<char*>(data);
+    while (size > 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
+      if (left.count() <= 0) {
+        timed_out_ = true;
+        return false;
+      }
+      struct pollfd pfd = {control_fd_, POLLIN, 0};
+      int rc = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 60'000)));
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc == 0) continue;  // the deadline check above decides
+      ssize_t n = rc < 0 ? -1 : recv(control_fd_, p, size, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        gone_ = true;
+        return false;
+      }
+      p += n;
+      size -= static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  const MeasureRequest& request_;
+  const BufferLayout& layout_;
+  const SharedRegion& region_;
+  const int control_fd_;
+  const Clock::time_point deadline_;
+  int output_index_ = 0;
+  bool gone_ = false;
+  bool timed_out_ = false;
+  MeasureErrorKind kind_ = tuneforge::v1::NONE;
+  std::string message_;
+};
+
+// The measurement protocol with the child running the kernel and the parent holding
+// the clock. A sample is one kRun round trip, less the round trip of an empty one.
+class ChildRunner : public runtime::SampleRunner {
+ public:
+  ChildRunner(ChildMeasurement* m, double overhead_seconds)
+      : m_(m), overhead_seconds_(overhead_seconds) {}
+
+  absl::Status Warmup(int runs) override { return Ok(runs <= 0 || m_->Call(Op::kRun, runs)); }
+  absl::Status Flush() override { return Ok(m_->Call(Op::kFlush)); }
+  absl::StatusOr<double> Sample(int64_t number) override {
+    Clock::time_point start = Clock::now();
+    if (!m_->Call(Op::kRun, number)) return Stopped();
+    double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return std::max(0.0, seconds - overhead_seconds_);
+  }
+  // Every timed sample must compute the output afresh.
+  absl::Status BeforeTimedSample() override {
+    m_->PoisonOutput();
+    return absl::OkStatus();
+  }
+  absl::Status AfterTimedSample() override {
+    return Ok(m_->CheckOutput("after the timed runs: "));
+  }
+
+ private:
+  // The verdict is in the ChildMeasurement; the status only stops the protocol.
+  static absl::Status Stopped() { return absl::AbortedError("measurement stopped"); }
+  static absl::Status Ok(bool ok) { return ok ? absl::OkStatus() : Stopped(); }
+  ChildMeasurement* m_;
+  double overhead_seconds_;
+};
+
+// The verdict when the child died or ran out of time: from how the process ended.
+void ClassifyExit(int status, bool timed_out, int timeout_ms, const std::string& dir,
+                  MeasureResult* result) {
   if (timed_out) {
     SetError(
         result, tuneforge::v1::RUN_TIMEOUT,
@@ -404,6 +690,12 @@ void RunChild(const std::string& binary, const std::string& dir, int timeout_ms,
                WithLog(absl::StrCat("kernel exceeded its CPU time limit (", SignalName(sig),
                                     ") within the timeout of ", timeout_ms, " ms"),
                        dir));
+    } else if (sig == SIGSYS) {
+      SetError(result, tuneforge::v1::RUNTIME_ERROR,
+               WithLog("kernel process killed by SIGSYS: it made a system call the sandbox "
+                       "forbids (sockets, new processes, exec, signals to other processes, "
+                       "namespaces)",
+                       dir));
     } else {
       SetError(result, tuneforge::v1::RUNTIME_ERROR,
                WithLog(absl::StrCat("kernel process killed by ", SignalName(sig), " (",
@@ -413,50 +705,117 @@ void RunChild(const std::string& binary, const std::string& dir, int timeout_ms,
     return;
   }
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  // The child writes result.pb atomically (rename), so a present file is complete. A
-  // result is trusted even after a non-zero exit: the kernel may have called exit().
-  MeasureResult child;
-  absl::StatusOr<std::string> bytes = ReadFile(dir + "/" + kResultFile);
-  if (bytes.ok() && child.ParseFromString(*bytes)) {
-    // Only the measurement comes from the child; identity fields are the parent's.
-    *result->mutable_costs() = child.costs();
-    result->set_error(child.error());
-    result->set_error_message(child.error_message());
-    if (code != 0 && child.error() == tuneforge::v1::NONE) {
-      SetError(
-          result, tuneforge::v1::RUNTIME_ERROR,
-          WithLog(absl::StrCat("kernel process exited with code ", code, " after measuring"), dir));
-    }
+  SetError(result, tuneforge::v1::RUNTIME_ERROR,
+           WithLog(absl::StrCat("kernel process exited with code ", code,
+                                " in the middle of the measurement"),
+                   dir));
+}
+
+// Runs the conversation: start, prepack, one checked run, the timing protocol with
+// a check after every timed sample, the inputs check.
+void Converse(ChildMeasurement& m, const MeasureRequest& request, Clock::time_point start,
+              int timeout_ms, std::vector<double>* costs) {
+  std::string confinement;
+  if (!m.WaitReady(&confinement)) return;
+  TF_LOG(Debug) << "request " << request.request_id() << ": sandbox child ready (" << confinement
+                << ")";
+  // Prepacked buffers (constant weights in the kernel's layout) are filled once, here,
+  // outside the timed region: what an inference runtime does once per model.
+  if (!request.prepack_symbol().empty() && !m.Call(Op::kPrepack)) return;
+  if (!m.Call(Op::kRun, 1) || !m.CheckOutput("")) return;
+
+  // What a round trip costs without the kernel: subtracted from every sample. The
+  // smallest of a few, so that a figure is never made faster than it was.
+  double overhead = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 5; ++i) {
+    Clock::time_point t0 = Clock::now();
+    if (!m.Call(Op::kRun, 0)) return;
+    overhead = std::min(overhead, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+
+  runtime::TimingOptions timing_options;
+  timing_options.warmup = request.options().warmup();
+  timing_options.number = request.options().number();
+  timing_options.repeat = request.options().repeat();
+  timing_options.min_repeat_ms = request.options().min_repeat_ms();
+  timing_options.flush_cache = request.options().flush_cache();
+  // Leave a fifth of the timeout for process start-up, the checks and reporting.
+  double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  timing_options.budget_seconds = std::max(1e-3, 0.8 * timeout_ms / 1e3 - elapsed);
+  ChildRunner runner(&m, overhead);
+  absl::StatusOr<runtime::Timing> timing = runtime::RunTimingProtocol(runner, timing_options);
+  if (!timing.ok()) return;  // the verdict is in `m`
+  if (!m.CheckInputsUnchanged()) return;
+  *costs = std::move(timing->costs);
+}
+
+// Measures one prepared directory's kernel in a child and fills `result`.
+void MeasureInChild(const std::string& binary, const std::string& dir,
+                    const MeasureRequest& request, int timeout_ms, MeasureResult* result) {
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + std::chrono::milliseconds(timeout_ms);
+  const BufferLayout layout = LayoutBuffers(request);
+  absl::StatusOr<std::unique_ptr<SharedRegion>> region = SharedRegion::Create(layout.total);
+  if (!region.ok()) {
+    SetError(result, tuneforge::v1::RUNTIME_ERROR,
+             absl::StrCat("cannot allocate the buffers: ", region.status().message()));
     return;
   }
-  SetError(
-      result, tuneforge::v1::RUNTIME_ERROR,
-      WithLog(absl::StrCat("kernel process exited with code ", code, " without a result"), dir));
+  int pair[2] = {-1, -1};
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    SetError(result, tuneforge::v1::RUNTIME_ERROR,
+             absl::StrCat("socketpair: ", ErrnoText(errno)));
+    return;
+  }
+  Fd control(pair[0]), child_end(pair[1]);
+  ChildMeasurement m(request, layout, **region, control.get(), deadline);
+  m.PrepareBuffers();
+
+  absl::StatusOr<pid_t> pid = SpawnChild(binary, dir, (*region)->fd(), child_end.get());
+  child_end.Reset();  // EOF on `control` now means the child is gone
+  if (!pid.ok()) {
+    SetError(result, tuneforge::v1::RUNTIME_ERROR,
+             absl::StrCat("cannot start sandbox process: ", pid.status().message()));
+    return;
+  }
+  std::vector<double> costs;
+  Converse(m, request, start, timeout_ms, &costs);
+
+  // However it went, the child goes: told to quit when the conversation is intact,
+  // then the whole group is killed (whatever the kernel may have left behind).
+  bool timed_out = m.timed_out();
+  if (!m.child_gone() && !timed_out) {
+    Command quit{Op::kQuit, 0, 0};
+    SendAll(control.get(), &quit, sizeof(quit));
+  }
+  if (!timed_out) {
+    // A kernel that closed the socket and spins on is still bound by the deadline.
+    timed_out = !WaitForExit(*pid, m.child_gone() ? deadline
+                                                  : std::min(deadline, Clock::now() + std::chrono::seconds(2)));
+    timed_out = timed_out && m.child_gone();
+  }
+  kill(-*pid, SIGKILL);
+  kill(*pid, SIGKILL);  // in case it had not reached setpgid yet
+  int status = 0;
+  while (waitpid(*pid, &status, 0) < 0 && errno == EINTR) {
+  }
+
+  if (m.child_gone() || timed_out) {
+    ClassifyExit(status, timed_out, timeout_ms, dir, result);
+    return;
+  }
+  if (m.kind() != tuneforge::v1::NONE) {
+    SetError(result, m.kind(),
+             m.kind() == tuneforge::v1::RUNTIME_ERROR ? WithLog(m.message(), dir) : m.message());
+    return;
+  }
+  result->set_error(tuneforge::v1::NONE);
+  result->clear_error_message();
+  for (double c : costs) result->add_costs(c);
 }
 
 // ----------------------------------------------------------------------------
 // Child side.
-
-struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
-};
-using AlignedFloats = std::unique_ptr<float, FreeDeleter>;
-
-absl::StatusOr<AlignedFloats> AllocateAligned(int64_t num_elements) {
-  size_t bytes = static_cast<size_t>(std::max<int64_t>(num_elements, 1)) * sizeof(float);
-  bytes = (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
-  void* p = std::aligned_alloc(kBufferAlignment, bytes);
-  if (p == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes"));
-  }
-  return AlignedFloats(static_cast<float*>(p));
-}
-
-int64_t TotalBufferBytes(const MeasureRequest& request) {
-  int64_t total = 0;
-  for (const auto& b : request.buffers()) total += b.num_elements() * int64_t{sizeof(float)};
-  return total;
-}
 
 absl::Status LowerLimit(int resource, const char* name, rlim_t soft, rlim_t hard) {
   struct rlimit current;
@@ -475,7 +834,7 @@ absl::Status LowerLimit(int resource, const char* name, rlim_t soft, rlim_t hard
 
 // Backstops that hold even if the parent is gone: the parent's wall-clock timeout is
 // what normally stops a kernel.
-absl::Status SetChildLimits(const MeasureRequest& request) {
+absl::Status SetChildLimits(const MeasureRequest& request, size_t region_bytes) {
   RETURN_IF_ERROR(LowerLimit(RLIMIT_CORE, "RLIMIT_CORE", 0, 0));
 
   long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
@@ -487,10 +846,11 @@ absl::Status SetChildLimits(const MeasureRequest& request) {
 
   // Address space, not resident memory: the process maps the agent's shared libraries,
   // a stack and a malloc arena per runtime thread, and the cache-flush buffer besides
-  // the kernel's buffers (and the copy of the expected output).
+  // the kernel's buffers.
   const rlim_t kGiB = rlim_t{1} << 30;
-  rlim_t as = kGiB + 2 * static_cast<rlim_t>(TotalBufferBytes(request)) +
-              static_cast<rlim_t>(runtime::kFlushBytes) + static_cast<rlim_t>(cpus) * (rlim_t{80} << 20);
+  rlim_t as = kGiB + static_cast<rlim_t>(region_bytes) +
+              static_cast<rlim_t>(runtime::kFlushBytes) +
+              static_cast<rlim_t>(cpus) * (rlim_t{80} << 20);
   RETURN_IF_ERROR(LowerLimit(RLIMIT_AS, "RLIMIT_AS", as, as));
   return absl::OkStatus();
 }
@@ -502,155 +862,135 @@ std::string DlopenHint(const std::string& error) {
   return "";
 }
 
-// Loads, checks and times the kernel; every failure is recorded in `result`.
-void MeasureInChild(const std::string& dir, const MeasureRequest& request,
-                    Clock::time_point child_start, MeasureResult* result) {
-  result->set_request_id(request.request_id());
-  absl::Status limits = SetChildLimits(request);
-  if (!limits.ok()) {
-    SetError(result, tuneforge::v1::RUNTIME_ERROR,
-             absl::StrCat("cannot set resource limits: ", limits.message()));
-    return;
+bool Reply(bool ok, std::string_view message) {
+  if (message.size() > kMaxReplyMessage) message = message.substr(0, kMaxReplyMessage);
+  ReplyHeader header{ok ? 1 : 0, static_cast<uint32_t>(message.size())};
+  return SendAll(kControlFd, &header, sizeof(header)) &&
+         SendAll(kControlFd, message.data(), message.size());
+}
+
+// Everything the child does before the kernel's first run. Returns the confinement
+// in force, or why the kernel cannot be run.
+struct LoadedKernel {
+  runtime::KernelEntry entry = nullptr;
+  runtime::KernelEntry prepack = nullptr;
+  runtime::KernelEntry unpack = nullptr;
+  std::vector<void*> args;
+};
+
+absl::StatusOr<std::string> PrepareChild(const std::string& dir, const MeasureRequest& request,
+                                         LoadedKernel* kernel) {
+  const BufferLayout layout = LayoutBuffers(request);
+  if (absl::Status limits = SetChildLimits(request, layout.total); !limits.ok()) {
+    return absl::InternalError(absl::StrCat("cannot set resource limits: ", limits.message()));
   }
+  // Confined before anything of the kernel's runs, its initializers included.
+  absl::StatusOr<Confinement> confinement = ConfineThisProcess(dir);
+  if (!confinement.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cannot confine the kernel: ", confinement.status().message()));
+  }
+
+  struct stat st;
+  if (fstat(kBuffersFd, &st) != 0 || static_cast<size_t>(st.st_size) != layout.total) {
+    return absl::InternalError("the shared buffers do not match the request");
+  }
+  void* base = mmap(nullptr, layout.total, PROT_READ | PROT_WRITE, MAP_SHARED, kBuffersFd, 0);
+  if (base == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot map the buffers (", layout.total, " bytes): ", ErrnoText(errno)));
+  }
+  for (size_t guard : layout.guards) {
+    if (mprotect(static_cast<char*>(base) + guard, layout.page, PROT_NONE) != 0) {
+      return absl::InternalError(absl::StrCat("guard page: ", ErrnoText(errno)));
+    }
+  }
+  for (size_t offset : layout.offsets) kernel->args.push_back(static_cast<char*>(base) + offset);
+
   // Kernels leave tf_parallel_for undefined and resolve it against this process
   // (tuneforge_runtime's link options export it from every executable). Say so
   // plainly rather than let every kernel fail with a dlopen error.
   if (dlsym(RTLD_DEFAULT, "tf_parallel_for") == nullptr) {
-    SetError(result, tuneforge::v1::RUNTIME_ERROR,
-             "the sandbox binary does not export tf_parallel_for (link it with "
-             "tuneforge_runtime); kernels cannot be loaded");
-    return;
+    return absl::InternalError(
+        "the sandbox binary does not export tf_parallel_for (link it with "
+        "tuneforge_runtime); kernels cannot be loaded");
   }
-
   std::string path = dir + "/" + kKernelFile;
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     std::string error = dlerror();
-    SetError(result, tuneforge::v1::RUNTIME_ERROR,
-             absl::StrCat("dlopen failed: ", error, DlopenHint(error)));
-    return;
+    return absl::InternalError(absl::StrCat("dlopen failed: ", error, DlopenHint(error)));
   }
-  dlerror();
-  void* symbol = dlsym(handle, request.entry_symbol().c_str());
-  if (symbol == nullptr) {
-    const char* error = dlerror();
-    SetError(result, tuneforge::v1::RUNTIME_ERROR,
-             absl::StrCat("dlsym(", request.entry_symbol(),
-                          ") failed: ", error != nullptr ? error : "symbol is null"));
-    return;
-  }
-  auto entry = reinterpret_cast<runtime::KernelEntry>(symbol);
-
-  // Inputs get FillBuffer(seed, i) for their index i in the request, exactly as the
-  // server did when it computed expected_output. The output starts as NaN, so a
-  // kernel that writes nothing cannot pass the check.
-  std::vector<AlignedFloats> storage;
-  std::vector<void*> args;
-  const float* output = nullptr;
-  int64_t output_elements = 0;
-  std::string output_name;
-  for (int i = 0; i < request.buffers_size(); ++i) {
-    const auto& spec = request.buffers(i);
-    absl::StatusOr<AlignedFloats> buffer = AllocateAligned(spec.num_elements());
-    if (!buffer.ok()) {
-      SetError(result, tuneforge::v1::RUNTIME_ERROR,
-               absl::StrCat("buffer ", spec.name(), ": ", buffer.status().message()));
-      return;
+  auto find = [&](const std::string& name, runtime::KernelEntry* out) -> absl::Status {
+    dlerror();
+    void* symbol = dlsym(handle, name.c_str());
+    if (symbol == nullptr) {
+      const char* error = dlerror();
+      return absl::InternalError(absl::StrCat("dlsym(", name, ") failed: ",
+                                              error != nullptr ? error : "symbol is null"));
     }
-    float* data = buffer->get();
-    if (spec.role() == tuneforge::v1::OUTPUT) {
-      std::fill(data, data + spec.num_elements(), std::numeric_limits<float>::quiet_NaN());
-      output = data;
-      output_elements = spec.num_elements();
-      output_name = spec.name();
-    } else {
-      runtime::FillBuffer(request.seed(), i, data, spec.num_elements());
-    }
-    args.push_back(data);
-    storage.push_back(std::move(*buffer));
-  }
-  TF_CHECK(output != nullptr, "ValidateRequest guarantees one OUTPUT buffer");
-  absl::StatusOr<AlignedFloats> expected = AllocateAligned(output_elements);
-  if (!expected.ok()) {
-    SetError(result, tuneforge::v1::RUNTIME_ERROR,
-             absl::StrCat("expected output: ", expected.status().message()));
-    return;
-  }
-  // The wire format is float32 little-endian, the layout of every host we support.
-  std::memcpy(expected->get(), request.expected_output().data(), request.expected_output().size());
-
-  // The output layout transform (blocked -> the task's layout) runs before each
-  // check, untimed.
-  runtime::KernelEntry unpack = nullptr;
-  if (!request.unpack_symbol().empty()) {
-    unpack = reinterpret_cast<runtime::KernelEntry>(dlsym(handle, request.unpack_symbol().c_str()));
-    if (unpack == nullptr) {
-      SetError(result, tuneforge::v1::RUNTIME_ERROR,
-               absl::StrCat("dlsym(", request.unpack_symbol(), ") failed"));
-      return;
-    }
-  }
-  auto check_output = [&](const char* when) {
-    if (unpack != nullptr && unpack(args.data()) != 0) {
-      SetError(result, tuneforge::v1::RUNTIME_ERROR, absl::StrCat(when, "unpack entry failed"));
-      return false;
-    }
-    int64_t bad = runtime::FirstMismatch(output, expected->get(), output_elements, request.atol(),
-                                         request.rtol());
-    if (bad < 0) return true;
-    SetError(
-        result, tuneforge::v1::WRONG_ANSWER,
-        absl::StrCat(when, output_name, "[", bad, "] = ", FormatFloat(output[bad]), ", expected ",
-                     FormatFloat(expected->get()[bad]), " (atol ", FormatFloat(request.atol()),
-                     ", rtol ", FormatFloat(request.rtol()), ")"));
-    return false;
+    *out = reinterpret_cast<runtime::KernelEntry>(symbol);
+    return absl::OkStatus();
   };
+  RETURN_IF_ERROR(find(request.entry_symbol(), &kernel->entry));
+  if (!request.prepack_symbol().empty()) RETURN_IF_ERROR(find(request.prepack_symbol(), &kernel->prepack));
+  if (!request.unpack_symbol().empty()) RETURN_IF_ERROR(find(request.unpack_symbol(), &kernel->unpack));
+  return confinement->Describe();
+}
 
-  // Prepacked buffers (constant weights in the kernel's layout) are filled once, here,
-  // outside the timed region: what an inference runtime does once per model.
-  if (!request.prepack_symbol().empty()) {
-    void* prepack = dlsym(handle, request.prepack_symbol().c_str());
-    if (prepack == nullptr) {
-      SetError(result, tuneforge::v1::RUNTIME_ERROR,
-               absl::StrCat("dlsym(", request.prepack_symbol(), ") failed"));
-      return;
+// Serves the parent's commands until told to quit (or the parent is gone).
+void ServeCommands(const LoadedKernel& kernel, runtime::CacheFlusher& flusher) {
+  void** args = const_cast<void**>(kernel.args.data());
+  for (;;) {
+    Command command{};
+    char* p = reinterpret_cast<char*>(&command);
+    size_t left = sizeof(command);
+    while (left > 0) {
+      ssize_t n = recv(kControlFd, p, left, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;  // the parent is gone
+      p += n;
+      left -= static_cast<size_t>(n);
     }
-    int32_t prepack_rc = reinterpret_cast<runtime::KernelEntry>(prepack)(args.data());
-    if (prepack_rc != 0) {
-      SetError(result, tuneforge::v1::RUNTIME_ERROR,
-               absl::StrCat("prepack entry returned ", prepack_rc));
-      return;
+    int32_t rc = 0;
+    switch (command.op) {
+      case Op::kRun: {
+        (void)tf_take_thread_shortfall(nullptr);
+        for (int64_t i = 0; i < command.count && rc == 0; ++i) rc = kernel.entry(args);
+        if (rc != 0) {
+          Reply(false, absl::StrCat("kernel entry returned ", rc));
+          continue;
+        }
+        // Timed on fewer threads than the kernel (and its target) asked for: not a
+        // figure for that target, so not a figure at all.
+        int32_t got = 0;
+        if (int32_t asked = tf_take_thread_shortfall(&got)) {
+          Reply(false, absl::StrCat("a parallel loop asked for ", asked, " threads and ran on ",
+                                    got, " (the system refused to create threads); not measured"));
+          continue;
+        }
+        Reply(true, "");
+        break;
+      }
+      case Op::kPrepack:
+        rc = kernel.prepack != nullptr ? kernel.prepack(args) : 0;
+        Reply(rc == 0, rc == 0 ? "" : absl::StrCat("prepack entry returned ", rc));
+        break;
+      case Op::kUnpack:
+        rc = kernel.unpack != nullptr ? kernel.unpack(args) : 0;
+        Reply(rc == 0, rc == 0 ? "" : absl::StrCat("unpack entry returned ", rc));
+        break;
+      case Op::kFlush:
+        flusher.Flush();
+        Reply(true, "");
+        break;
+      case Op::kQuit:
+        return;
+      default:
+        Reply(false, "unknown command");
+        return;
     }
   }
-  int32_t rc = entry(args.data());
-  if (rc != 0) {
-    SetError(result, tuneforge::v1::RUNTIME_ERROR, absl::StrCat("kernel entry returned ", rc));
-    return;
-  }
-  if (!check_output("")) return;
-
-  runtime::TimingOptions timing_options;
-  timing_options.warmup = request.options().warmup();
-  timing_options.number = request.options().number();
-  timing_options.repeat = request.options().repeat();
-  timing_options.min_repeat_ms = request.options().min_repeat_ms();
-  timing_options.flush_cache = request.options().flush_cache();
-  // Leave a fifth of the timeout for process start-up, the checks and reporting.
-  double elapsed = std::chrono::duration<double>(Clock::now() - child_start).count();
-  timing_options.budget_seconds =
-      std::max(1e-3, 0.8 * request.options().timeout_ms() / 1e3 - elapsed);
-  absl::StatusOr<runtime::Timing> timing = runtime::TimeKernel(entry, args.data(), timing_options);
-  if (!timing.ok()) {
-    SetError(result, tuneforge::v1::RUNTIME_ERROR, std::string(timing.status().message()));
-    return;
-  }
-  // A kernel with a data race, or one that accumulates into its output, can pass the
-  // first run and go wrong on later ones.
-  if (!check_output("after the timed runs: ")) return;
-
-  result->set_error(tuneforge::v1::NONE);
-  result->clear_error_message();
-  for (double c : timing->costs) result->add_costs(c);
 }
 
 }  // namespace
@@ -717,9 +1057,11 @@ MeasureResult Sandbox::Run(const MeasureRequest& request) const {
     return finish();
   }
   const int timeout_ms = EffectiveTimeoutMs(request, options_.default_timeout_ms);
-  // The child gets everything but the artifact, which it maps from kernel.so.
+  // The child gets neither the artifact, which it maps from kernel.so, nor the
+  // expected output, which a kernel could otherwise copy instead of computing.
   MeasureRequest for_child = request;
   for_child.clear_artifact();
+  for_child.clear_expected_output();
   for_child.mutable_options()->set_timeout_ms(timeout_ms);
   std::string serialized;
   TF_CHECK(for_child.SerializeToString(&serialized));
@@ -731,7 +1073,7 @@ MeasureResult Sandbox::Run(const MeasureRequest& request) const {
     return finish();
   }
 
-  RunChild(options_.agent_binary, dir->path(), timeout_ms, &result);
+  MeasureInChild(options_.agent_binary, dir->path(), request, timeout_ms, &result);
   TF_LOG(Debug) << "request " << request.request_id() << ": "
                 << tuneforge::v1::MeasureErrorKind_Name(result.error()) << " "
                 << result.error_message();
@@ -739,27 +1081,27 @@ MeasureResult Sandbox::Run(const MeasureRequest& request) const {
 }
 
 int RunSandboxChild(const std::string& dir) {
-  Clock::time_point start = Clock::now();
   absl::StatusOr<std::string> bytes = ReadFile(dir + "/" + kRequestFile);
   MeasureRequest request;
   if (!bytes.ok() || !request.ParseFromString(*bytes)) {
-    std::fprintf(stderr, "sandbox: cannot read the request in %s: %s\n", dir.c_str(),
-                 bytes.ok() ? "parse error" : std::string(bytes.status().message()).c_str());
-    return 3;
+    std::string why = bytes.ok() ? "parse error" : std::string(bytes.status().message());
+    Reply(false, absl::StrCat("sandbox: cannot read the request in ", dir, ": ", why));
+    return 0;
   }
-  MeasureResult result;
-  MeasureInChild(dir, request, start, &result);
-
-  std::string out;
-  TF_CHECK(result.SerializeToString(&out));
-  // Write then rename, so the parent never reads half a result.
-  std::string tmp = dir + "/" + kResultFile + ".tmp";
-  absl::Status written = WriteFile(tmp, out, 0600);
-  if (!written.ok() || rename(tmp.c_str(), (dir + "/" + kResultFile).c_str()) != 0) {
-    std::fprintf(stderr, "sandbox: cannot write the result: %s\n",
-                 written.ok() ? ErrnoText(errno).c_str() : std::string(written.message()).c_str());
-    return 4;
+  runtime::CacheFlusher flusher(request.options().flush_cache());
+  if (!flusher.ok()) {
+    Reply(false, absl::StrCat("cannot allocate the ", runtime::kFlushBytes >> 20,
+                              " MiB cache-flush buffer"));
+    return 0;
   }
+  LoadedKernel kernel;
+  absl::StatusOr<std::string> ready = PrepareChild(dir, request, &kernel);
+  if (!ready.ok()) {
+    Reply(false, std::string(ready.status().message()));
+    return 0;
+  }
+  if (!Reply(true, *ready)) return 0;
+  ServeCommands(kernel, flusher);
   return 0;
 }
 

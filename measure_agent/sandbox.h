@@ -1,19 +1,23 @@
-// Runs the Artifact of one MeasureRequest in a fresh child process and turns whatever
-// happens there into a MeasureResult (DESIGN.md: failures are data).
+// Runs the Artifact of one MeasureRequest in a fresh, confined child process and
+// turns whatever happens there into a MeasureResult (DESIGN.md: failures are data).
 //
-// The parent side (Sandbox::Run) checks the request and the artifact hash, makes a
-// private directory, writes the kernel and the request into it, execs
-// `agent_binary --sandbox-run DIR`, waits for it with the request's timeout and reads
-// the result back. The child side (RunSandboxChild) starts as a brand-new process —
-// no threads inherited from the agent's gRPC machinery — sets resource limits, loads
-// the kernel, checks its output against the expected one and times it with the
-// measurement protocol of measure.h.
+// The kernel never decides its own verdict. The parent (Sandbox::Run) checks the
+// request and the artifact hash, makes a private directory with the kernel in it,
+// puts the buffers in shared memory (a memfd) that it fills and checks itself, and
+// execs `agent_binary --sandbox-run DIR`. The child (RunSandboxChild) starts as a
+// brand-new process — no threads inherited from the agent's gRPC machinery — sets
+// resource limits, confines itself (confine.h: seccomp, Landlock), maps the buffers
+// with guard pages around each, loads the kernel and then only runs what the parent
+// asks over a socket: "prepack", "run N times", "unpack", "flush the caches".
+// The parent holds the clock (a sample is one "run N" round trip, less the round
+// trip of an empty one), checks the output after the first run and after every
+// timed sample (poisoned with NaN before each), and checks that the inputs are
+// unchanged at the end. The child is never told the expected output.
 //
 // Files in the private directory, <temp_root>/tuneforge-sandbox-<agent pid>-XXXXXX
-// (removed in every case when Run returns):
+// (removed in every case when Run returns; the only place the child may write):
 //   kernel.so   the artifact
-//   request.pb  the request without the artifact bytes, timeout_ms made explicit
-//   result.pb   the child's MeasureResult (costs, error, error_message only)
+//   request.pb  the request without the artifact and the expected output
 //   child.log   the child's stdout and stderr; its tail goes into error messages
 #pragma once
 
@@ -65,10 +69,11 @@ int RemoveStaleSandboxDirs(const std::string& temp_root);
 // The flag that makes the agent binary act as a sandbox child.
 inline constexpr char kSandboxRunFlag[] = "--sandbox-run";
 
-// Body of `tuneforge-agent --sandbox-run DIR`, in the freshly exec'd child. Returns
-// the process exit code: 0 once DIR/result.pb is written (whatever the kernel did),
-// non-zero if not even that was possible. The caller must leave with std::_Exit so
-// that no destructor of the loaded kernel runs after the result is written.
+// Body of `tuneforge-agent --sandbox-run DIR`, in the freshly exec'd child, with the
+// buffers' memfd as descriptor 4 and the control socket as 5. Returns the process
+// exit code (0: the parent said quit or is gone; every failure is reported to the
+// parent over the socket). The caller must leave with std::_Exit so that no
+// destructor of the loaded kernel runs.
 int RunSandboxChild(const std::string& dir);
 
 }  // namespace tuneforge::agent

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <filesystem>
 #include <string>
 
@@ -182,6 +184,63 @@ TEST_F(SandboxTest, OneSandboxSurvivesFailuresAndGoesOn) {
   MeasureResult good = sandbox.Run(MakeKernelRequest(ADD_KERNEL_PATH, "add_kernel", "c"));
   EXPECT_EQ(good.error(), tuneforge::v1::NONE) << good.error_message();
   EXPECT_EQ(good.request_id(), "c");
+}
+
+// ---------------------------------------------------------------------------------
+// Hostile kernels (testdata/bad_kernels.c): each ends as a measurement error with no
+// cost, and the same Sandbox goes on measuring good kernels afterwards.
+
+struct HostileCase {
+  const char* entry;
+  tuneforge::v1::MeasureErrorKind kind;
+  const char* message;  // a substring of the error message
+  int timeout_ms = 2000;
+};
+
+TEST_F(SandboxTest, HostileKernelsAreMeasurementErrorsAndTheSandboxGoesOn) {
+  const HostileCase cases[] = {
+      {"oob_write_kernel", tuneforge::v1::RUNTIME_ERROR, "SIGSEGV"},
+      {"input_write_kernel", tuneforge::v1::WRONG_ANSWER, "wrote into its input A: A[5] = "},
+      {"fork_kernel", tuneforge::v1::RUNTIME_ERROR, "SIGSYS"},
+      {"socket_kernel", tuneforge::v1::RUNTIME_ERROR, "SIGSYS"},
+      {"kill_parent_kernel", tuneforge::v1::RUNTIME_ERROR, "SIGSYS"},
+      // Touches about 1.5 GB before the address-space limit stops it: time to spare
+      // when other tests hold the cores.
+      {"memory_kernel", tuneforge::v1::RUNTIME_ERROR, "SIGSEGV", 30000},
+      {"forge_kernel", tuneforge::v1::WRONG_ANSWER, "C[0] = nan"},
+      {"loop_kernel", tuneforge::v1::RUN_TIMEOUT, "timeout"},
+  };
+  Sandbox sandbox(options_);
+  int refused = 0;
+  for (const HostileCase& c : cases) {
+    MeasureRequest request = MakeKernelRequest(BAD_KERNELS_PATH, c.entry, c.entry);
+    request.mutable_options()->set_timeout_ms(c.timeout_ms);
+    MeasureResult result = sandbox.Run(request);
+    EXPECT_EQ(result.error(), c.kind) << c.entry << ": " << result.error_message();
+    EXPECT_THAT(result.error_message(), HasSubstr(c.message)) << c.entry;
+    EXPECT_EQ(result.costs_size(), 0) << c.entry;
+    refused += result.error() == c.kind && result.costs_size() == 0;
+    MeasureResult good = sandbox.Run(MakeKernelRequest(ADD_KERNEL_PATH, "add_kernel", "good"));
+    EXPECT_EQ(good.error(), tuneforge::v1::NONE) << "after " << c.entry << ": "
+                                                 << good.error_message();
+  }
+  std::printf("hostile kernels refused: %d of %zu\n", refused, std::size(cases));
+}
+
+TEST_F(SandboxTest, KernelCannotWriteOutsideItsDirectory) {
+  std::string outside = std::filesystem::temp_directory_path() / "tuneforge-escape-XXXXXX";
+  ASSERT_NE(mkdtemp(outside.data()), nullptr);
+  std::string escape_path = outside + "/escaped.txt";
+  setenv("TUNEFORGE_TEST_ESCAPE_PATH", escape_path.c_str(), 1);
+  MeasureResult result = Run(MakeKernelRequest(BAD_KERNELS_PATH, "escape_kernel", "r"));
+  unsetenv("TUNEFORGE_TEST_ESCAPE_PATH");
+  bool escaped = std::filesystem::exists(escape_path);
+  std::filesystem::remove_all(outside);
+  // Landlock refuses the open (the kernel then returns 9). This machine's kernel has
+  // Landlock; where one does not, the agent logs that it runs without it.
+  EXPECT_FALSE(escaped);
+  EXPECT_EQ(result.error(), tuneforge::v1::RUNTIME_ERROR) << result.error_message();
+  EXPECT_THAT(result.error_message(), HasSubstr("returned 9"));
 }
 
 TEST_F(SandboxTest, StaleDirectoriesOfDeadAgentsAreRemoved) {

@@ -98,6 +98,7 @@ absl::StatusOr<std::shared_ptr<const AgentHealth::Golden>> AgentHealth::GoldenFo
   for (size_t i = 0; i < func.params.size(); ++i) {
     expected->buffer_sizes.push_back(func.params[i].NumElements());
     if (func.params[i].is_output) expected->output_index = static_cast<int>(i);
+    expected->internal.push_back(func.params[i].is_internal);
   }
   expected->seed = 20240601;
   ASSIGN_OR_RETURN(expected->values, ReferenceOutput(task, MakeInputs(task, expected->seed)));

@@ -67,7 +67,10 @@ v1::MeasureRequest MeasureRequestFor(const MeasureInput& in, const std::string& 
     v1::BufferSpec* b = r.add_buffers();
     b->set_name("arg" + std::to_string(i));
     b->set_num_elements(e.buffer_sizes[i]);
-    b->set_role(static_cast<int>(i) == e.output_index ? v1::OUTPUT : v1::INPUT);
+    const bool internal = i < e.internal.size() && e.internal[i];
+    b->set_role(static_cast<int>(i) == e.output_index ? v1::OUTPUT
+                : internal                            ? v1::INTERNAL
+                                                      : v1::INPUT);
   }
   r.set_seed(e.seed);
   r.set_expected_output(e.values.data(), e.values.size() * sizeof(float));

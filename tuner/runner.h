@@ -28,6 +28,9 @@ struct MeasureOptions {
 struct ExpectedOutput {
   std::vector<int64_t> buffer_sizes;  // elements per kernel argument, entry order
   int output_index = 0;               // which argument is the output
+  // Per argument: an internal-layout buffer (ir::BufferParam::is_internal) that the
+  // kernel's prepack or body writes; neither filled as an input nor checked.
+  std::vector<bool> internal;
   uint64_t seed = 0;                  // inputs are FillBuffer(seed, argument index)
   std::vector<float> values;          // the reference output
   double atol = 0, rtol = 0;

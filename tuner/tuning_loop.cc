@@ -287,6 +287,7 @@ absl::StatusOr<TuningProgress> TuningLoop::Run(const ProgressCallback& on_progre
     for (size_t i = 0; i < naive_func.params.size(); ++i) {
       expected->buffer_sizes.push_back(naive_func.params[i].NumElements());
       if (naive_func.params[i].is_output) expected->output_index = static_cast<int>(i);
+      expected->internal.push_back(naive_func.params[i].is_internal);
     }
     expected->seed = options_.seed;
     ASSIGN_OR_RETURN(expected->values, ReferenceOutput(task_, MakeInputs(task_, options_.seed)));

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/support/status.h"
 
 namespace tuneforge::runtime {
 namespace {
@@ -17,68 +18,70 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Evicts the kernel's buffers from the caches by writing over a buffer larger than
-// the last-level cache. The asm barrier tells the compiler the memory is observed, so
-// the writes cannot be elided.
-class CacheFlusher {
+// Runs the kernel in this process and times it with the steady clock.
+class InProcessRunner : public SampleRunner {
  public:
-  explicit CacheFlusher(bool enabled) {
-    if (enabled) buffer_.reset(static_cast<char*>(std::malloc(kFlushBytes)));
+  InProcessRunner(runtime::KernelEntry kernel, void** buffers, CacheFlusher* flusher)
+      : kernel_(kernel), buffers_(buffers), flusher_(flusher) {}
+
+  absl::Status Warmup(int runs) override {
+    for (int i = 0; i < runs; ++i) {
+      if (int32_t rc = kernel_(buffers_); rc != 0) return Failed(rc);
+    }
+    return absl::OkStatus();
   }
-  // Returns false if the flush buffer could not be allocated.
-  bool ok(bool enabled) const { return !enabled || buffer_ != nullptr; }
-  void Flush() {
-    if (!buffer_) return;
-    std::memset(buffer_.get(), ++value_, kFlushBytes);
-    asm volatile("" : : "r"(buffer_.get()) : "memory");
+  absl::Status Flush() override {
+    flusher_->Flush();
+    return absl::OkStatus();
+  }
+  absl::StatusOr<double> Sample(int64_t number) override {
+    Clock::time_point start = Clock::now();
+    for (int64_t i = 0; i < number; ++i) {
+      if (int32_t rc = kernel_(buffers_); rc != 0) return Failed(rc);
+    }
+    return SecondsSince(start);
   }
 
  private:
-  struct FreeDeleter {
-    void operator()(char* p) const { std::free(p); }
-  };
-  std::unique_ptr<char, FreeDeleter> buffer_;
-  unsigned char value_ = 0;
-};
-
-// Seconds for `number` back-to-back runs, or an error naming the failing run.
-absl::StatusOr<double> Sample(runtime::KernelEntry kernel, void** buffers, int64_t number) {
-  Clock::time_point start = Clock::now();
-  for (int64_t i = 0; i < number; ++i) {
-    int32_t rc = kernel(buffers);
-    if (rc != 0) {
-      return absl::InternalError(absl::StrCat("kernel entry returned ", rc));
-    }
+  static absl::Status Failed(int32_t rc) {
+    return absl::InternalError(absl::StrCat("kernel entry returned ", rc));
   }
-  return SecondsSince(start);
-}
+  runtime::KernelEntry kernel_;
+  void** buffers_;
+  CacheFlusher* flusher_;
+};
 
 }  // namespace
 
-absl::StatusOr<Timing> TimeKernel(runtime::KernelEntry kernel, void** buffers,
-                                  const TimingOptions& options) {
+CacheFlusher::CacheFlusher(bool enabled) : enabled_(enabled) {
+  if (enabled_) buffer_ = static_cast<char*>(std::malloc(kFlushBytes));
+}
+
+CacheFlusher::~CacheFlusher() { std::free(buffer_); }
+
+void CacheFlusher::Flush() {
+  if (buffer_ == nullptr) return;
+  std::memset(buffer_, ++value_, kFlushBytes);
+  // The asm barrier tells the compiler the memory is observed: the writes stay.
+  asm volatile("" : : "r"(buffer_) : "memory");
+}
+
+absl::StatusOr<Timing> RunTimingProtocol(SampleRunner& runner, const TimingOptions& options) {
   const int warmup = std::max(0, options.warmup);
   const int repeat = std::max(1, options.repeat);
   const double min_sample_seconds = std::max(0, options.min_repeat_ms) / 1e3;
   Clock::time_point start = Clock::now();
-  (void)tf_take_thread_shortfall(nullptr);  // only this measurement's loops count
+  auto flush = [&]() -> absl::Status {
+    return options.flush_cache ? runner.Flush() : absl::OkStatus();
+  };
 
-  CacheFlusher flusher(options.flush_cache);
-  if (!flusher.ok(options.flush_cache)) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cannot allocate the ", kFlushBytes >> 20, " MiB cache-flush buffer"));
-  }
-
-  for (int i = 0; i < warmup; ++i) {
-    int32_t rc = kernel(buffers);
-    if (rc != 0) return absl::InternalError(absl::StrCat("kernel entry returned ", rc));
-  }
+  RETURN_IF_ERROR(runner.Warmup(warmup));
 
   Timing timing;
   timing.number = std::clamp<int64_t>(options.number, 1, kMaxNumber);
   for (;;) {
-    flusher.Flush();
-    absl::StatusOr<double> seconds = Sample(kernel, buffers, timing.number);
+    RETURN_IF_ERROR(flush());
+    absl::StatusOr<double> seconds = runner.Sample(timing.number);
     if (!seconds.ok()) return seconds.status();
     if (*seconds >= min_sample_seconds || timing.number >= kMaxNumber) break;
     const int64_t next = std::min(timing.number * 2, kMaxNumber);
@@ -93,11 +96,26 @@ absl::StatusOr<Timing> TimeKernel(runtime::KernelEntry kernel, void** buffers,
 
   timing.costs.reserve(repeat);
   for (int r = 0; r < repeat; ++r) {
-    flusher.Flush();
-    absl::StatusOr<double> seconds = Sample(kernel, buffers, timing.number);
+    RETURN_IF_ERROR(runner.BeforeTimedSample());
+    RETURN_IF_ERROR(flush());
+    absl::StatusOr<double> seconds = runner.Sample(timing.number);
     if (!seconds.ok()) return seconds.status();
+    RETURN_IF_ERROR(runner.AfterTimedSample());
     timing.costs.push_back(*seconds / static_cast<double>(timing.number));
   }
+  return timing;
+}
+
+absl::StatusOr<Timing> TimeKernel(runtime::KernelEntry kernel, void** buffers,
+                                  const TimingOptions& options) {
+  (void)tf_take_thread_shortfall(nullptr);  // only this measurement's loops count
+  CacheFlusher flusher(options.flush_cache);
+  if (!flusher.ok()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate the ", kFlushBytes >> 20, " MiB cache-flush buffer"));
+  }
+  InProcessRunner runner(kernel, buffers, &flusher);
+  ASSIGN_OR_RETURN(Timing timing, RunTimingProtocol(runner, options));
   // Timed on fewer threads than the kernel (and its target) asked for: not a figure
   // for that target, so not a figure at all.
   int32_t got = 0;

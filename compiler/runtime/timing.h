@@ -7,8 +7,9 @@
 //   `repeat` samples of `number` runs each; cost = sample seconds / number
 //
 // with an optional cache flush before every sample. Knows nothing about processes or
-// protos: it times a kernel entry point on buffers that are already set up, so it can
-// be tested in-process with an ordinary function.
+// protos: RunTimingProtocol drives a SampleRunner, which runs the samples in this
+// process (TimeKernel, for deploy inspect, the benchmarks and the tests) or in another
+// one (the agent's sandbox, which times an untrusted child from the outside).
 #pragma once
 
 #include <cstdint>
@@ -42,7 +43,41 @@ struct Timing {
   int64_t number = 0;         // runs per sample after calibration
 };
 
-// Runs `kernel(buffers)` following the protocol. Fails (and stops at once) if the
+// Evicts the caches by writing over a buffer larger than the last-level cache.
+class CacheFlusher {
+ public:
+  // Allocates the buffer when `enabled`; ok() says whether that worked.
+  explicit CacheFlusher(bool enabled);
+  ~CacheFlusher();
+  CacheFlusher(const CacheFlusher&) = delete;
+  CacheFlusher& operator=(const CacheFlusher&) = delete;
+  bool ok() const { return !enabled_ || buffer_ != nullptr; }
+  void Flush();  // no-op when not enabled
+
+ private:
+  bool enabled_;
+  char* buffer_ = nullptr;
+  unsigned char value_ = 0;
+};
+
+// What the protocol needs from whoever runs the kernel.
+class SampleRunner {
+ public:
+  virtual ~SampleRunner() = default;
+  virtual absl::Status Warmup(int runs) = 0;  // untimed runs
+  virtual absl::Status Flush() = 0;           // before every sample, when flush_cache
+  // Wall seconds of `number` back-to-back runs.
+  virtual absl::StatusOr<double> Sample(int64_t number) = 0;
+  // Around each of the `repeat` timed samples (not the calibration ones): a runner
+  // that does not trust the kernel poisons the output before and checks it after.
+  virtual absl::Status BeforeTimedSample() { return absl::OkStatus(); }
+  virtual absl::Status AfterTimedSample() { return absl::OkStatus(); }
+};
+
+// The protocol above over `runner`. Stops at the first error the runner returns.
+absl::StatusOr<Timing> RunTimingProtocol(SampleRunner& runner, const TimingOptions& options);
+
+// Runs `kernel(buffers)` in this process following the protocol. Fails (and stops at once) if the
 // kernel returns non-zero. Not thread-safe with respect to `buffers`.
 absl::StatusOr<Timing> TimeKernel(runtime::KernelEntry kernel, void** buffers,
                                   const TimingOptions& options);
