@@ -5,7 +5,12 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <iterator>
+#include <string>
+#include <vector>
 #include <fstream>
 #include <thread>
 
@@ -181,6 +186,122 @@ TEST_F(AuthTest, WrongRoleIsPermissionDenied) {
   EXPECT_EQ(Farm(kAgent), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(Register(kAlice), grpc::StatusCode::PERMISSION_DENIED);  // user as an agent
   EXPECT_EQ(Register(kAgent), grpc::StatusCode::OK);
+}
+
+// The auth matrix: every RPC of every service with no token, an unknown token and a
+// token of each role. Refused: UNAUTHENTICATED without a valid token,
+// PERMISSION_DENIED for a role the RPC is not for; allowed roles get past
+// authentication (whatever the empty request then earns: OK, INVALID_ARGUMENT,
+// NOT_FOUND). The agent stream's identity cases are AgentStreamsCannotBeHijacked;
+// forged results and uploaded fake records are agent_registry_test and
+// database_service_test.
+TEST_F(AuthTest, EveryRpcRefusesWhatItMust) {
+  using Code = grpc::StatusCode;
+  using Call = std::function<Code(const std::string&)>;
+  enum Allowed { kAgentRole, kUserRoles, kAdminRole };
+  struct Rpc {
+    std::string name;
+    Allowed allowed;
+    Call call;
+  };
+#define TF_UNARY(stub, Method, Req, Resp)                                   \
+  [this](const std::string& t) {                                            \
+    Req q;                                                                  \
+    Resp r;                                                                 \
+    return stub->Method(Ctx(t).get(), q, &r).error_code();                  \
+  }
+#define TF_READER(stub, Method, Req, Resp)                                  \
+  [this](const std::string& t) {                                            \
+    auto ctx = Ctx(t);                                                      \
+    Req q;                                                                  \
+    auto reader = stub->Method(ctx.get(), q);                               \
+    Resp r;                                                                 \
+    while (reader->Read(&r)) {                                              \
+    }                                                                       \
+    return reader->Finish().error_code();                                   \
+  }
+  const std::vector<Rpc> rpcs = {
+      {"TuningService.SubmitJob", kUserRoles,
+       TF_UNARY(tuning_, SubmitJob, v1::SubmitJobRequest, v1::SubmitJobResponse)},
+      {"TuningService.WatchJob", kUserRoles,
+       TF_READER(tuning_, WatchJob, v1::JobRequest, v1::JobStatus)},
+      {"TuningService.GetJob", kUserRoles, TF_UNARY(tuning_, GetJob, v1::JobRequest, v1::JobStatus)},
+      {"TuningService.CancelJob", kUserRoles,
+       TF_UNARY(tuning_, CancelJob, v1::JobRequest, v1::JobStatus)},
+      {"AgentService.Register", kAgentRole,
+       TF_UNARY(agents_, Register, v1::RegisterRequest, v1::RegisterResponse)},
+      {"FarmService.Status", kUserRoles,
+       TF_UNARY(farm_, Status, v1::FarmStatusRequest, v1::FarmStatus)},
+      {"DatabaseService.TopK", kUserRoles, TF_UNARY(db_, TopK, v1::TopKRequest, v1::TopKResponse)},
+      {"DatabaseService.TargetsOf", kUserRoles,
+       TF_UNARY(db_, TargetsOf, v1::TargetsOfRequest, v1::TargetsOfResponse)},
+      {"DatabaseService.Upload", kUserRoles,
+       TF_UNARY(db_, Upload, v1::UploadRequest, v1::UploadResponse)},
+      {"DatabaseService.Download", kUserRoles,
+       TF_READER(db_, Download, v1::DownloadRequest, v1::DownloadChunk)},
+      {"DatabaseService.Stats", kUserRoles,
+       TF_UNARY(db_, Stats, v1::StatsRequest, v1::StatsResponse)},
+      {"DatabaseService.List", kUserRoles, TF_READER(db_, List, v1::ListRequest, v1::ListResponse)},
+      {"DatabaseService.History", kUserRoles,
+       TF_UNARY(db_, History, v1::HistoryRequest, v1::HistoryResponse)},
+      {"DatabaseService.TargetSummaries", kUserRoles,
+       TF_UNARY(db_, TargetSummaries, v1::TargetSummariesRequest, v1::TargetSummariesResponse)},
+      {"DatabaseService.TemplateVersions", kUserRoles,
+       TF_UNARY(db_, TemplateVersions, v1::TemplateVersionsRequest, v1::TemplateVersionsResponse)},
+      {"DatabaseService.Compact", kAdminRole,
+       TF_UNARY(db_, Compact, v1::CompactRequest, v1::CompactResponse)},
+      // The agent stream: refused before its hello is looked at.
+      {"AgentService.Connect", kAgentRole,
+       [this](const std::string& t) {
+         auto ctx = Ctx(t);
+         auto stream = agents_->Connect(ctx.get());
+         v1::AgentMessage hello;
+         hello.set_hello_agent_id("agent-1");
+         stream->Write(hello);
+         stream->WritesDone();
+         v1::ServerMessage m;
+         while (stream->Read(&m)) {
+         }
+         return stream->Finish().error_code();
+       }},
+  };
+#undef TF_UNARY
+#undef TF_READER
+  struct Caller {
+    const char* name;
+    std::string token;
+    int role;  // -1: not a valid token
+  };
+  const Caller callers[] = {{"no token", "", -1},
+                            {"unknown token", "unknown-token-0123456789", -1},
+                            {"agent", kAgent, kAgentRole},
+                            {"user", kAlice, kUserRoles},
+                            {"admin", kAdmin, kAdminRole}};
+  int cases = 0, refused = 0;
+  for (const Rpc& rpc : rpcs) {
+    for (const Caller& caller : callers) {
+      // The admin may call everything; a user what is for users; an agent the agent
+      // service.
+      const bool allowed = caller.role == kAdminRole || caller.role == rpc.allowed;
+      // An admin's (or anyone's) agent stream without a registration is refused for
+      // its session, which AgentStreamsCannotBeHijacked covers.
+      if (allowed && rpc.name == "AgentService.Connect") continue;
+      const Code code = rpc.call(caller.token);
+      ++cases;
+      if (caller.role < 0) {
+        EXPECT_EQ(code, Code::UNAUTHENTICATED) << rpc.name << " with " << caller.name;
+        refused += code == Code::UNAUTHENTICATED;
+      } else if (!allowed) {
+        EXPECT_EQ(code, Code::PERMISSION_DENIED) << rpc.name << " with " << caller.name;
+        refused += code == Code::PERMISSION_DENIED;
+      } else {
+        EXPECT_NE(code, Code::UNAUTHENTICATED) << rpc.name << " with " << caller.name;
+        EXPECT_NE(code, Code::PERMISSION_DENIED) << rpc.name << " with " << caller.name;
+      }
+    }
+  }
+  std::printf("auth matrix: %zu RPCs x %zu callers: %d cases, %d refused as they must be\n",
+              rpcs.size(), std::size(callers), cases, refused);
 }
 
 TEST_F(AuthTest, UsersSeeAndCancelOnlyTheirOwnJobsAdminsAll) {
