@@ -54,19 +54,12 @@ class FilterBuilder {
     code_.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(nr), 0, 1));
     Return(action);
   }
-  // if (nr == value) return (arg0 & bit) ? ALLOW : KILL; A (= nr) is kept otherwise.
-  void AllowIfArgBitElseKill(long nr, uint32_t bit) {
+  // if (nr == value) return test(arg0) ? ALLOW : KILL; A (= nr) is kept otherwise.
+  // `test` is BPF_JSET (arg0 & operand) or BPF_JEQ (arg0 == operand).
+  void AllowIfArgElseKill(long nr, uint16_t test, uint32_t operand) {
     code_.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(nr), 0, 4));
     LoadArgLow(0);
-    code_.push_back(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, bit, 0, 1));
-    Return(SECCOMP_RET_ALLOW);
-    Return(SECCOMP_RET_KILL_PROCESS);
-  }
-  // if (nr == value) return arg0 == expected ? ALLOW : KILL;
-  void AllowIfArgEqualsElseKill(long nr, uint32_t expected) {
-    code_.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(nr), 0, 4));
-    LoadArgLow(0);
-    code_.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, expected, 0, 1));
+    code_.push_back(BPF_JUMP(BPF_JMP | test | BPF_K, operand, 0, 1));
     Return(SECCOMP_RET_ALLOW);
     Return(SECCOMP_RET_KILL_PROCESS);
   }
@@ -117,9 +110,9 @@ absl::Status InstallSeccomp() {
 #ifdef SYS_clone3
   f.ReturnIfNr(SYS_clone3, SECCOMP_RET_ERRNO | ENOSYS);
 #endif
-  f.AllowIfArgBitElseKill(SYS_clone, CLONE_THREAD);
-  f.AllowIfArgEqualsElseKill(SYS_kill, self);
-  f.AllowIfArgEqualsElseKill(SYS_tgkill, self);
+  f.AllowIfArgElseKill(SYS_clone, BPF_JSET, CLONE_THREAD);
+  f.AllowIfArgElseKill(SYS_kill, BPF_JEQ, self);
+  f.AllowIfArgElseKill(SYS_tgkill, BPF_JEQ, self);
   f.Return(SECCOMP_RET_ALLOW);
 
   sock_fprog program{};
