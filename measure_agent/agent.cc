@@ -369,8 +369,8 @@ void Session::SendDrain(const std::vector<std::string>& ids) {
 
 Agent::Agent(AgentOptions options) : options_(std::move(options)) {
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-      ClientCredentials(options_.tls_ca);
-  TF_CHECK(credentials.ok(), "bad --tls-ca should have been rejected by flag parsing: ",
+      ClientCredentials(options_.tls_ca, options_.tls_cert, options_.tls_key);
+  TF_CHECK(credentials.ok(), "bad TLS files should have been rejected by flag parsing: ",
            credentials.status().ToString());
   credentials_ = *std::move(credentials);
   TF_CHECK(options_.workers >= 1);

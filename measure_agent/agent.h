@@ -55,6 +55,10 @@ struct AgentOptions {
   // PEM certificate to verify the server with (TLS); empty: plaintext. With TLS the
   // agent only runs artifacts from the server it authenticated.
   std::string tls_ca;
+  // Client certificate and key (PEM) for a server that requires them (mutual TLS);
+  // both empty: none.
+  std::string tls_cert;
+  std::string tls_key;
   bool insecure = false;  // --insecure: plaintext to a server off loopback
 };
 

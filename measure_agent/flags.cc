@@ -40,6 +40,9 @@ sends in a sandboxed child process and streams the measurements back.
                              /tmp; must not be mounted noexec)
   --tls-ca FILE              verify a TLS server with this PEM certificate (required
                              for a server that is not on loopback, unless --insecure)
+  --tls-cert FILE, --tls-key FILE
+                             this agent's client certificate and key (PEM), for a
+                             server that requires them (--tls-client-ca: mutual TLS)
   --insecure                 allow plaintext to a server that is not on loopback
   --token-file FILE          file holding this agent's token, for a server started
                              with --tokens
@@ -103,7 +106,10 @@ absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args)
       RETURN_IF_ERROR(IntFlag(name, v, 1, 24 * 3600, &flags.agent.connect_timeout_s));
     } else if (name == "--tls-ca") {
       ASSIGN_OR_RETURN(flags.agent.tls_ca, take_value());
-      RETURN_IF_ERROR(ClientCredentials(flags.agent.tls_ca).status());
+    } else if (name == "--tls-cert") {
+      ASSIGN_OR_RETURN(flags.agent.tls_cert, take_value());
+    } else if (name == "--tls-key") {
+      ASSIGN_OR_RETURN(flags.agent.tls_key, take_value());
     } else if (name == "--token-file") {
       ASSIGN_OR_RETURN(std::string path, take_value());
       ASSIGN_OR_RETURN(flags.agent.token, ReadSecretFile(path));
@@ -143,6 +149,9 @@ absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args)
     return absl::InvalidArgumentError(
         absl::StrCat("missing required flag(s): ", absl::StrJoin(missing, ", ")));
   }
+  // Whichever order the TLS flags came in: all files readable and consistent.
+  RETURN_IF_ERROR(
+      ClientCredentials(flags.agent.tls_ca, flags.agent.tls_cert, flags.agent.tls_key).status());
   RETURN_IF_ERROR(
       CheckTransport(flags.agent.server_address, flags.agent.tls_ca, flags.agent.insecure));
   return flags;

@@ -84,6 +84,12 @@ TEST(AgentFlagsTest, ErrorsAreOneLineAndNameTheProblem) {
        "refusing plaintext to farm.example:7070"},
       {{"--server", "10.0.0.5:7070", "--device-key", "k", "--insecure=1"},
        "--insecure takes no value"},
+      {{"--server", "h:1", "--device-key", "k", "--tls-ca", "/nonexistent/ca.pem"},
+       "--tls-ca /nonexistent/ca.pem: not a readable PEM certificate"},
+      {{"--server", "h:1", "--device-key", "k", "--tls-cert", "c.pem"},
+       "needs both --tls-cert and --tls-key"},
+      {{"--server", "h:1", "--device-key", "k", "--tls-cert", "c.pem", "--tls-key", "k.pem"},
+       "--tls-cert/--tls-key need --tls-ca"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<AgentFlags> flags = Parse(c.args);

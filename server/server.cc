@@ -85,7 +85,8 @@ class ServerImpl : public Server {
                       << " without --tokens: anyone who can reach it can run code on the agents";
     }
     tuning_ = std::make_unique<TuningServiceImpl>(jobs_.get(), auth_.get());
-    agents_ = std::make_unique<AgentServiceImpl>(registry_.get(), health_.get(), auth_.get());
+    agents_ = std::make_unique<AgentServiceImpl>(registry_.get(), health_.get(), auth_.get(),
+                                                 !options.tls_client_ca_path.empty());
     farm_ = std::make_unique<FarmServiceImpl>(registry_.get(), jobs_.get(), auth_.get());
     // Reads for users and admins; compaction (it deletes records) for admins only.
     const TokenAuth* auth = auth_.get();
@@ -101,7 +102,8 @@ class ServerImpl : public Server {
 
     grpc::ServerBuilder builder;
     ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
-                     ServerCredentials(options.tls_cert_path, options.tls_key_path));
+                     ServerCredentials(options.tls_cert_path, options.tls_key_path,
+                                       options.tls_client_ca_path));
     builder.AddListeningPort(options.listen, credentials, &port_);
     builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
     builder.SetMaxSendMessageSize(options.max_send_message_bytes);

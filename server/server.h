@@ -24,6 +24,10 @@ struct ServerOptions {
   // TLS certificate chain and key (PEM); both empty: plaintext.
   std::string tls_cert_path;
   std::string tls_key_path;
+  // CA (PEM) of the agents' client certificates; empty: agents need none. Set (with
+  // TLS), every AgentService call must present a certificate it signed, and an
+  // agent's registration is bound to that certificate (mutual TLS).
+  std::string tls_client_ca_path;
   int builder_threads = 0;                // 0: one per core
   // gRPC message size limits: artifacts and expected outputs travel in messages
   // (server -> agent), imports and query results in DatabaseService calls.

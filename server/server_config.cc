@@ -17,7 +17,8 @@ namespace tuneforge {
 const char* const kServerUsage =
     "usage: tuneforge-server [--config FILE] [--listen HOST:PORT] [--db PATH]\n"
     "                        [--builder-threads N] [--tokens FILE]\n"
-    "                        [--tls-cert FILE --tls-key FILE] [--metrics-listen HOST:PORT]\n"
+    "                        [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
+    "                        [--metrics-listen HOST:PORT]\n"
     "                        [--max-receive-message-bytes N] [--max-send-message-bytes N]\n"
     "                        [--max-redispatch R] [--heartbeat-ms MS]\n"
     "                        [--lease-grace-ms MS] [--golden-interval-s S]\n"
@@ -33,6 +34,8 @@ const char* const kServerUsage =
     "  --tokens           tokens file: lines 'ROLE NAME TOKEN', roles agent/user/admin;\n"
     "                     every RPC then needs a token (default: none, loopback only)\n"
     "  --tls-cert/--tls-key  serve TLS with this PEM certificate chain and key\n"
+    "  --tls-client-ca FILE  agents must present a client certificate signed by this CA\n"
+    "                        (mutual TLS); their registrations are bound to it\n"
     "  --metrics-listen   serve /metrics (Prometheus) and /healthz over plain HTTP on\n"
     "                     this address, e.g. 127.0.0.1:9090 (default: off)\n"
     "  --max-receive-message-bytes, --max-send-message-bytes\n"
@@ -139,7 +142,8 @@ absl::Status LoadServerConfig(const std::string& path, ServerCommandLine* cl) {
     return p.empty() ? p : (base / p).lexically_normal().string();
   };
   static const std::set<std::string> kKeys = {"listen",         "db",          "tokens",
-                                              "tls_cert",       "tls_key",     "metrics_listen",
+                                              "tls_cert",       "tls_key",     "tls_client_ca",
+                                              "metrics_listen",
                                               "builder_threads", "log_level",  "log_format",
                                               "grpc",           "max_redispatch", "heartbeat_ms",
                                               "lease_grace_ms", "golden_interval_s",
@@ -151,7 +155,7 @@ absl::Status LoadServerConfig(const std::string& path, ServerCommandLine* cl) {
         return ConfigError(path, "unknown key '" + key + "' (known: builder_threads, db, "
                                  "golden_check, golden_interval_s, grpc, heartbeat_ms, "
                                  "lease_grace_ms, listen, log_format, log_level, max_redispatch, "
-                                 "metrics_listen, tls_cert, tls_key, tokens)");
+                                 "metrics_listen, tls_cert, tls_client_ca, tls_key, tokens)");
       }
       if (key == "grpc") {
         if (!kv.second.IsMap()) {
@@ -187,6 +191,8 @@ absl::Status LoadServerConfig(const std::string& path, ServerCommandLine* cl) {
         options->tls_cert_path = file_path(*value);
       } else if (key == "tls_key") {
         options->tls_key_path = file_path(*value);
+      } else if (key == "tls_client_ca") {
+        options->tls_client_ca_path = file_path(*value);
       } else if (key == "builder_threads") {
         int n = 0;
         if (!absl::SimpleAtoi(*value, &n) || n < 0 || n > 256) {
@@ -250,6 +256,8 @@ absl::StatusOr<ServerCommandLine> ParseServerCommandLine(const std::vector<std::
       ASSIGN_OR_RETURN(cl.options.tls_cert_path, value("a file"));
     } else if (a == "--tls-key") {
       ASSIGN_OR_RETURN(cl.options.tls_key_path, value("a file"));
+    } else if (a == "--tls-client-ca") {
+      ASSIGN_OR_RETURN(cl.options.tls_client_ca_path, value("a file"));
     } else if (a == "--tokens") {
       ASSIGN_OR_RETURN(cl.options.tokens_path, value("a file"));
     } else if (a == "--metrics-listen") {

@@ -10,6 +10,7 @@
 //   tokens: /etc/tuneforge/tokens   # --tokens
 //   tls_cert: /etc/tuneforge/tls.crt      # --tls-cert (with tls_key)
 //   tls_key: /etc/tuneforge/tls.key       # --tls-key
+//   tls_client_ca: /etc/tuneforge/agents-ca.crt  # --tls-client-ca (agents' certificates)
 //   metrics_listen: 127.0.0.1:9090  # --metrics-listen
 //   builder_threads: 2              # --builder-threads
 //   log_level: info                 # error|warning|info|debug (--quiet, --verbose)

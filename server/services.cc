@@ -3,6 +3,8 @@
 #include <chrono>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+
 #include "compiler/support/log.h"
 
 namespace tuneforge {
@@ -76,10 +78,36 @@ grpc::Status TuningServiceImpl::CancelJob(grpc::ServerContext* ctx, const v1::Jo
   return grpc::Status::OK;
 }
 
-grpc::Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
-                                        v1::RegisterResponse* resp) {
+grpc::Status AgentServiceImpl::AuthorizeAgent(grpc::ServerContext* ctx,
+                                              std::string* identity) const {
   Principal who;
   grpc::Status st = Authorize(auth_, ctx, {Role::kAgent, Role::kAdmin}, &who);
+  if (!st.ok()) return st;
+  *identity = who.name;
+  if (!require_client_certificate_) return grpc::Status::OK;
+  // gRPC verified the certificate against the client CA during the handshake; the
+  // peer identity is its subjectAltName entries, or its common name without them.
+  std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
+  std::string certificate;
+  if (auth && auth->IsPeerAuthenticated()) {
+    for (const grpc::string_ref& name : auth->GetPeerIdentity()) {
+      if (!certificate.empty()) certificate += ",";
+      certificate.append(name.data(), name.size());
+    }
+  }
+  if (certificate.empty()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "this server requires agents to present a client certificate signed by "
+                        "its agents' CA (mutual TLS): give the agent --tls-cert and --tls-key");
+  }
+  absl::StrAppend(identity, " certificate ", certificate);
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
+                                        v1::RegisterResponse* resp) {
+  std::string identity;
+  grpc::Status st = AuthorizeAgent(ctx, &identity);
   if (!st.ok()) return st;
   if (req->device_key().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "device_key must not be empty");
@@ -90,7 +118,7 @@ grpc::Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::Regi
   std::string session_token;
   std::string id = registry_->Register(req->device_key(), req->capabilities(),
                                        std::max(1, req->workers()), /*checking=*/health_ != nullptr,
-                                       who.name, &session_token);
+                                       identity, &session_token);
   TF_LOG(Info) << "agent " << id << " registered from " << ctx->peer() << " with device key '"
                << req->device_key() << "' (" << req->capabilities().cpu_model() << ", "
                << req->capabilities().cores() << " cores)";
@@ -102,15 +130,15 @@ grpc::Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::Regi
 
 grpc::Status AgentServiceImpl::Connect(
     grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::ServerMessage, v1::AgentMessage>* stream) {
-  Principal who;
-  grpc::Status st = Authorize(auth_, ctx, {Role::kAgent, Role::kAdmin}, &who);
+  std::string identity;
+  grpc::Status st = AuthorizeAgent(ctx, &identity);
   if (!st.ok()) return st;
   v1::AgentMessage hello;
   if (!stream->Read(&hello) || hello.kind_case() != v1::AgentMessage::kHelloAgentId) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "first message must be hello");
   }
   const std::string agent_id = hello.hello_agent_id();
-  switch (registry_->ConnectSession(agent_id, hello.hello_session_token(), who.name)) {
+  switch (registry_->ConnectSession(agent_id, hello.hello_session_token(), identity)) {
     case AgentRegistry::SessionCheck::kOk:
       break;
     case AgentRegistry::SessionCheck::kUnknown:
@@ -125,7 +153,8 @@ grpc::Status AgentServiceImpl::Connect(
       TF_LOG(Warning) << "refused a stream for " << agent_id << " from " << ctx->peer()
                       << ": registered by another principal";
       return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                          agent_id + " was registered with another token");
+                          agent_id + " was registered with another token" +
+                              (require_client_certificate_ ? " or client certificate" : ""));
     case AgentRegistry::SessionCheck::kAlreadyConnected:
       return grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
                           agent_id + " is already connected; register to get a new id");

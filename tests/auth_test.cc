@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "server/auth.h"
+#include "tests/process_util.h"
 #include "server/server.h"
 #include "tuneforge/v1/agent.grpc.pb.h"
 #include "tuneforge/v1/database.grpc.pb.h"
@@ -324,6 +325,131 @@ TEST_F(AuthTest, UsersSeeAndCancelOnlyTheirOwnJobsAdminsAll) {
     ASSERT_TRUE(tuning_->GetJob(Ctx(kAlice).get(), req, &status).ok());
   }
   EXPECT_EQ(status.state(), v1::CANCELLED);
+}
+
+// Mutual TLS (--tls-client-ca): agents must present a certificate signed by the
+// agents' CA, and a registration is bound to it. A stolen agent token and session
+// are not enough from another device; users need no certificate.
+class MutualTlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() / ("tf_mtls_" + std::to_string(getpid())))
+               .string();
+    std::filesystem::create_directories(dir_);
+    // The agents' CA, devices a and b signed by it, an impostor self-signed as "a",
+    // and the server's own certificate.
+    Openssl({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", Path("ca.key"), "-out",
+             Path("ca.crt"), "-days", "1", "-subj", "/CN=tuneforge-agents-ca"});
+    for (const char* device : {"device-a", "device-b"}) {
+      const std::string base = Path(device);
+      Openssl({"req", "-newkey", "rsa:2048", "-nodes", "-keyout", base + ".key", "-out",
+               base + ".csr", "-subj", std::string("/CN=") + device});
+      Openssl({"x509", "-req", "-in", base + ".csr", "-CA", Path("ca.crt"), "-CAkey",
+               Path("ca.key"), "-CAcreateserial", "-out", base + ".crt", "-days", "1"});
+    }
+    Openssl({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", Path("impostor.key"),
+             "-out", Path("impostor.crt"), "-days", "1", "-subj", "/CN=device-a"});
+    Openssl({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", Path("server.key"),
+             "-out", Path("server.crt"), "-days", "1", "-subj", "/CN=localhost", "-addext",
+             "subjectAltName=IP:127.0.0.1"});
+    std::ofstream(Path("tokens")) << "agent farm " << kAgent << "\nuser alice " << kAlice
+                                  << "\nadmin ops " << kAdmin << "\n";
+    ServerOptions o;
+    o.listen = "127.0.0.1:0";
+    o.db_path = Path("mtls.db");
+    o.tokens_path = Path("tokens");
+    o.tls_cert_path = Path("server.crt");
+    o.tls_key_path = Path("server.key");
+    o.tls_client_ca_path = Path("ca.crt");
+    o.builder_threads = 1;
+    auto server = Server::Start(o);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+    std::filesystem::remove_all(dir_);
+  }
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  void Openssl(std::vector<std::string> args) {
+    args.insert(args.begin(), "openssl");
+    auto r = testing::RunCommand(args, dir_);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  // A channel presenting `device`'s certificate (none when empty).
+  std::shared_ptr<grpc::Channel> Channel(const std::string& device) {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = testing::ReadFile(Path("server.crt"));
+    if (!device.empty()) {
+      tls.pem_cert_chain = testing::ReadFile(Path(device + ".crt"));
+      tls.pem_private_key = testing::ReadFile(Path(device + ".key"));
+    }
+    return grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                               grpc::SslCredentials(tls));
+  }
+  static std::unique_ptr<grpc::ClientContext> Ctx(const std::string& token) {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    AddToken(ctx.get(), token);
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    return ctx;
+  }
+  static grpc::Status Register(const std::shared_ptr<grpc::Channel>& channel,
+                               v1::RegisterResponse* reg) {
+    v1::RegisterRequest req;
+    req.set_device_key("k");
+    return v1::AgentService::NewStub(channel)->Register(Ctx(kAgent).get(), req, reg);
+  }
+  // A stream claiming `reg`'s registration; its status once the server ends it.
+  static grpc::StatusCode Claim(const std::shared_ptr<grpc::Channel>& channel,
+                                const v1::RegisterResponse& reg) {
+    auto ctx = Ctx(kAgent);
+    auto stream = v1::AgentService::NewStub(channel)->Connect(ctx.get());
+    v1::AgentMessage hello;
+    hello.set_hello_agent_id(reg.agent_id());
+    hello.set_hello_session_token(reg.session_token());
+    stream->Write(hello);
+    stream->WritesDone();
+    return stream->Finish().error_code();
+  }
+
+  std::string dir_;
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(MutualTlsTest, AgentsAreBoundToTheirCertificates) {
+  v1::RegisterResponse reg;
+  // No client certificate: the agent token alone is not enough.
+  grpc::Status none = Register(Channel(""), &reg);
+  EXPECT_EQ(none.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(none.error_message().find("client certificate"), std::string::npos)
+      << none.error_message();
+  // A certificate the agents' CA did not sign: the handshake itself fails.
+  EXPECT_EQ(Register(Channel("impostor"), &reg).error_code(), grpc::StatusCode::UNAVAILABLE);
+  // Device a registers; device b, with a's token and session, cannot take it over.
+  ASSERT_TRUE(Register(Channel("device-a"), &reg).ok());
+  EXPECT_EQ(Claim(Channel("device-b"), reg), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Claim(Channel(""), reg), grpc::StatusCode::UNAUTHENTICATED);
+  // Device a itself connects.
+  auto channel = Channel("device-a");
+  auto ctx = Ctx(kAgent);
+  auto stream = v1::AgentService::NewStub(channel)->Connect(ctx.get());
+  v1::AgentMessage hello;
+  hello.set_hello_agent_id(reg.agent_id());
+  hello.set_hello_session_token(reg.session_token());
+  ASSERT_TRUE(stream->Write(hello));
+  auto farm = v1::FarmService::NewStub(Channel(""));  // users need no certificate
+  bool connected = false;
+  for (int i = 0; i < 200 && !connected; ++i) {
+    v1::FarmStatus status;
+    grpc::Status st = farm->Status(Ctx(kAdmin).get(), v1::FarmStatusRequest(), &status);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    for (const v1::AgentStatus& a : status.agents())
+      connected |= a.agent_id() == reg.agent_id() && a.state() != "lost";
+    if (!connected) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(connected);
+  ctx->TryCancel();
+  stream->Finish();
 }
 
 }  // namespace

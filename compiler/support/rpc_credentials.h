@@ -13,9 +13,13 @@
 namespace tuneforge {
 
 // `ca_file` empty: plaintext. Else TLS, trusting the PEM certificate(s) in the file;
-// the server's certificate must name the host (or IP) the client dials.
+// the server's certificate must name the host (or IP) the client dials. With
+// `cert_file` and `key_file` (both or neither; only with `ca_file`) the client also
+// presents that certificate: mutual TLS, which a server with a client CA
+// (ServerCredentials) requires of agents.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ClientCredentials(
-    const std::string& ca_file);
+    const std::string& ca_file, const std::string& cert_file = "",
+    const std::string& key_file = "");
 
 // True for HOST:PORT addresses on this machine: 127.0.0.0/8, localhost, [::1].
 bool IsLoopbackAddress(const std::string& address);
@@ -26,8 +30,12 @@ bool IsLoopbackAddress(const std::string& address);
 absl::Status CheckTransport(const std::string& address, const std::string& tls_ca,
                             bool insecure);
 
-// Both empty: plaintext. Both set: TLS with this PEM certificate chain and key.
+// Both empty: plaintext. Both set: TLS with this PEM certificate chain and key. With
+// `client_ca_file` (only with TLS) the server asks clients for a certificate and
+// verifies one that is presented against that CA; a client without one still
+// connects, and the services decide who must have one (agents: docs/security.md).
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
-    const std::string& cert_file, const std::string& key_file);
+    const std::string& cert_file, const std::string& key_file,
+    const std::string& client_ca_file = "");
 
 }  // namespace tuneforge
