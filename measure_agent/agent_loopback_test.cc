@@ -295,6 +295,12 @@ TEST_F(AgentLoopbackTest, EveryRequestGetsAResultWhateverTheKernelDoes) {
   StartServer(/*broken_streams=*/0, /*send_shutdown=*/true,
               {test::MakeKernelRequest(BAD_KERNELS_PATH, "segv_kernel", "segv"), timeout,
                test::MakeKernelRequest(BAD_KERNELS_PATH, "wrong_kernel", "wrong"), tampered,
+               // Hostile kernels (bad_kernels.c): the agent process must survive them.
+               test::MakeKernelRequest(BAD_KERNELS_PATH, "fork_kernel", "fork"),
+               test::MakeKernelRequest(BAD_KERNELS_PATH, "socket_kernel", "socket"),
+               test::MakeKernelRequest(BAD_KERNELS_PATH, "kill_parent_kernel", "kill"),
+               test::MakeKernelRequest(BAD_KERNELS_PATH, "forge_kernel", "forge"),
+               test::MakeKernelRequest(BAD_KERNELS_PATH, "oob_write_kernel", "oob"),
                test::MakeKernelRequest(ADD_KERNEL_PATH, "add_kernel", "good")});
   std::vector<std::string> args = AgentArgs();
   args.insert(args.end(), {"--workers", "2"});
@@ -310,6 +316,11 @@ TEST_F(AgentLoopbackTest, EveryRequestGetsAResultWhateverTheKernelDoes) {
                        {"loop", tuneforge::v1::RUN_TIMEOUT},
                        {"wrong", tuneforge::v1::WRONG_ANSWER},
                        {"tampered", tuneforge::v1::RUNTIME_ERROR},
+                       {"fork", tuneforge::v1::RUNTIME_ERROR},
+                       {"socket", tuneforge::v1::RUNTIME_ERROR},
+                       {"kill", tuneforge::v1::RUNTIME_ERROR},
+                       {"forge", tuneforge::v1::WRONG_ANSWER},
+                       {"oob", tuneforge::v1::RUNTIME_ERROR},
                        {"good", tuneforge::v1::NONE}}));
 }
 
