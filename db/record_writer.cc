@@ -200,7 +200,8 @@ absl::StatusOr<RecordWriter> RecordWriter::Prepare(sqlite3* db, bool v2_backfill
     }
   }
   ASSIGN_OR_RETURN(w.find_content_,
-                   Statement::Prepare(db, "SELECT id FROM records WHERE content_id = ?"));
+                   Statement::Prepare(db, "SELECT id FROM records WHERE workload_id = ? AND "
+                                          "target_id = ? AND content_id = ?"));
   ASSIGN_OR_RETURN(
       w.insert_workload_,
       Statement::Prepare(db,
@@ -390,8 +391,14 @@ absl::StatusOr<RecordWriter::Written> RecordWriter::Write(const TuningRecord& r,
                                                           int64_t now_unix_us) {
   RETURN_IF_ERROR(ValidateRecord(r));
   const std::string content_id = ContentId(r);
+  // The pair first: the content index is keyed by it (schema v6). A duplicate's
+  // workload and target rows exist already, so nothing is added for it.
+  ASSIGN_OR_RETURN(int64_t workload_id, WorkloadId(r.workload));
+  ASSIGN_OR_RETURN(int64_t target_id, TargetId(r.target));
   find_content_.Reset();
-  find_content_.BindText(1, content_id);
+  find_content_.BindInt64(1, workload_id);
+  find_content_.BindInt64(2, target_id);
+  find_content_.BindText(3, content_id);
   ASSIGN_OR_RETURN(bool dup, find_content_.Step());
   if (dup) {
     int64_t id = find_content_.ColumnInt64(0);
@@ -405,8 +412,6 @@ absl::StatusOr<RecordWriter::Written> RecordWriter::Write(const TuningRecord& r,
     find_tombstone_.Reset();
     if (deleted) return Written{0, Outcome::kCompacted};
   }
-  ASSIGN_OR_RETURN(int64_t workload_id, WorkloadId(r.workload));
-  ASSIGN_OR_RETURN(int64_t target_id, TargetId(r.target));
   // An untrusted upload stays out of the ranking (no configs row, no config_id).
   int64_t config_id = 0;
   if (!r.UntrustedUpload()) {

@@ -132,7 +132,7 @@ TEST_F(SharedLogTest, MigratesAVersion1FileKeepingEveryRecord) {
                    db_internal::kApplicationId, "; COMMIT;"));
   std::unique_ptr<Database> db = Open("v1.db");
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(db->SchemaVersion(), 5);
+  EXPECT_EQ(db->SchemaVersion(), 6);
   absl::StatusOr<std::vector<TuningRecord>> all = db->Records("", "");
   ASSERT_TRUE(all.ok()) << all.status();
   ASSERT_EQ(all->size(), 4u);
@@ -146,6 +146,12 @@ TEST_F(SharedLogTest, MigratesAVersion1FileKeepingEveryRecord) {
   EXPECT_TRUE((*top)[0].remeasured);
   EXPECT_EQ((*top)[1].config_json, R"({"a":3})");
   EXPECT_EQ(RawQuery(path, "PRAGMA integrity_check"), "ok");
+  // The migrated content index (v6: keyed by workload, target, content id) still
+  // makes a measurement a duplicate of itself.
+  absl::StatusOr<CommitResult> again = db->Insert({(*all)[0]});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->duplicates, 1);
+  EXPECT_EQ(db->Records("", "")->size(), 4u);
 }
 
 TEST_F(SharedLogTest, SameMeasurementTwiceIsStoredOnce) {
@@ -248,7 +254,7 @@ TEST_F(SharedLogTest, HistorySummariesAndTemplateVersions) {
 
   absl::StatusOr<DatabaseStats> stats = db->Stats();
   ASSERT_TRUE(stats.ok()) << stats.status();
-  EXPECT_EQ(stats->schema_version, 5);
+  EXPECT_EQ(stats->schema_version, 6);
   EXPECT_EQ(stats->records, 6);
   EXPECT_EQ(stats->failed_records, 1);
   EXPECT_EQ(stats->workloads, 2);
