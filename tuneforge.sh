@@ -13,7 +13,9 @@ JOBS=$(nproc)
 
 build() {
   scripts/install-deps
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  scripts/install-python-deps
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
+    -DTUNEFORGE_PYTHON="$PWD/${TUNEFORGE_VENV:-.venv}/bin/python" >/dev/null
   cmake --build "$BUILD_DIR" -j"$JOBS"
 }
 

@@ -21,6 +21,7 @@ constexpr const char* kUsage =
     "  deploy   build a linkable library from the best records; deploy inspect\n"
     "  nightly  run a nightly tuning job from a YAML spec, with canary and report\n"
     "  farm     farm status: a server's agents and jobs\n"
+    "  model    ONNX models: model inspect (what tuneforge makes of a model)\n"
     "  bench    benchmarks: bench kernels, ... (tuneforge bench --help lists them)\n"
     "  version  print the version\n"
     "\n"
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
       {"deploy", tuneforge::cli::DeployCommand},
       {"nightly", tuneforge::cli::NightlyCommand},
       {"farm", tuneforge::cli::FarmCommand},
+      {"model", tuneforge::cli::ModelCommand},
       {"bench", tuneforge::cli::BenchCommand},
   };
   auto it = commands.find(command);

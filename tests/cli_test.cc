@@ -57,6 +57,26 @@ TEST_F(CliTest, HelpOnEveryCommand) {
   }
 }
 
+TEST_F(CliTest, ModelInspectPrintsTheModelAndRefusesWhatIsNotOne) {
+  const std::string models = TF_TEST_MODELS_DIR;
+  auto r = RunCommand({kBin + "/tuneforge", "model", "inspect", models + "/mlp_external.onnx"},
+                      dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("input:     x [2, 16]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("output:    y [2, 4]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("weights:   4 tensors, 2.6 KiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Gemm"), std::string::npos) << r.out;
+  auto j = RunCommand({kBin + "/tuneforge", "model", "inspect", models + "/mlp.onnx", "--json"},
+                      dir_);
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  EXPECT_NE(j.out.find("\"opset\": 17"), std::string::npos) << j.out;
+  std::ofstream(dir_ + "/not.onnx") << "not a model";
+  ExpectError({"model", "inspect", dir_ + "/not.onnx"}, "not an ONNX model");
+  ExpectError({"model", "inspect", dir_ + "/missing.onnx"}, "cannot read ONNX model");
+  ExpectError({"model", "inspect"}, "exactly one model file");
+  ExpectError({"model", "frobnicate"}, "unknown subcommand 'frobnicate'");
+}
+
 TEST_F(CliTest, BadTasks) {
   ExpectError({"tune", "--task", "conv9d M=1", "--trials", "1"}, "unknown op 'conv9d'");
   ExpectError({"tune", "--task", "matmul M=512 N=512", "--trials", "1"}, "missing parameter K");

@@ -1,0 +1,115 @@
+// `tuneforge model inspect M.onnx [--json]`: what tuneforge makes of an ONNX model.
+// First part of issue 17: the reader and its checks; the fused task table, `model
+// tasks` and `model run` come with the graph IR.
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "compiler/frontend/onnx_reader.h"
+#include "compiler/support/status.h"
+#include "nlohmann/json.hpp"
+
+namespace tuneforge::cli {
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: tuneforge model inspect M.onnx [--json]\n"
+    "  Reads an ONNX model (weights stored as external data included), checks that\n"
+    "  tuneforge supports its IR version, opset, operators and inputs (float32, static\n"
+    "  shapes), and prints the model: producer, inputs and outputs with their shapes,\n"
+    "  weights, and its operators with how often each occurs. An unsupported model is\n"
+    "  an error naming the node, operator or tensor.\n";
+
+std::vector<int64_t> Shape(const onnx::ValueInfoProto& v) {
+  std::vector<int64_t> dims;
+  if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return dims;
+  for (const auto& d : v.type().tensor_type().shape().dim()) {
+    dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+  }
+  return dims;
+}
+
+std::string ShapeText(const std::vector<int64_t>& dims) {
+  std::vector<std::string> parts;
+  for (int64_t d : dims) parts.push_back(d < 0 ? "?" : std::to_string(d));
+  return "[" + absl::StrJoin(parts, ", ") + "]";
+}
+
+absl::StatusOr<int> Inspect(const std::string& path, bool json) {
+  ASSIGN_OR_RETURN(frontend::OnnxModel model, frontend::ReadOnnxModel(path));
+  RETURN_IF_ERROR(frontend::CheckSupported(model));
+  const onnx::GraphProto& g = model.proto.graph();
+  std::map<std::string, int> ops;
+  for (const auto& node : g.node()) ++ops[node.op_type()];
+  int64_t weight_bytes = 0;
+  std::map<std::string, bool> is_weight;
+  for (const auto& t : g.initializer()) {
+    weight_bytes += static_cast<int64_t>(t.raw_data().size()) +
+                    t.float_data_size() * int64_t{4} + t.int64_data_size() * int64_t{8};
+    is_weight[t.name()] = true;
+  }
+  nlohmann::json out = {{"path", path},
+                        {"ir_version", model.proto.ir_version()},
+                        {"opset", model.opset},
+                        {"producer", model.proto.producer_name()},
+                        {"nodes", g.node_size()},
+                        {"weights", g.initializer_size()},
+                        {"weight_bytes", weight_bytes},
+                        {"operators", ops}};
+  for (const auto& v : g.input()) {
+    if (is_weight.count(v.name())) continue;
+    out["inputs"].push_back({{"name", v.name()}, {"shape", Shape(v)}});
+  }
+  for (const auto& v : g.output()) out["outputs"].push_back({{"name", v.name()}, {"shape", Shape(v)}});
+  if (json) {
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("model:     %s (IR version %lld, opset %lld, producer '%s')\n", path.c_str(),
+              static_cast<long long>(model.proto.ir_version()),
+              static_cast<long long>(model.opset), model.proto.producer_name().c_str());
+  for (const auto& v : g.input()) {
+    if (!is_weight.count(v.name())) {
+      std::printf("input:     %s %s\n", v.name().c_str(), ShapeText(Shape(v)).c_str());
+    }
+  }
+  for (const auto& v : g.output()) {
+    std::printf("output:    %s %s\n", v.name().c_str(), ShapeText(Shape(v)).c_str());
+  }
+  std::printf("weights:   %d tensors, %.1f KiB\n", g.initializer_size(), weight_bytes / 1024.0);
+  std::printf("nodes:     %d\n", g.node_size());
+  for (const auto& [op, n] : ops) std::printf("  %-20s %d\n", op.c_str(), n);
+  return 0;
+}
+
+}  // namespace
+
+absl::StatusOr<int> ModelCommand(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] != "inspect") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown subcommand '", args[0], "' (known: inspect; see --help)"));
+  }
+  ASSIGN_OR_RETURN(Flags flags,
+                   Flags::Parse(std::vector<std::string>(args.begin() + 1, args.end()), {},
+                                {"json", "help"}));
+  if (flags.Has("help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (flags.positional().size() != 1) {
+    return absl::InvalidArgumentError("model inspect needs exactly one model file (see --help)");
+  }
+  return Inspect(flags.positional()[0], flags.Has("json"));
+}
+
+}  // namespace tuneforge::cli

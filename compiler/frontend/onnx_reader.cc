@@ -1,0 +1,192 @@
+#include "compiler/frontend/onnx_reader.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compiler/support/files.h"
+#include "compiler/support/status.h"
+
+namespace tuneforge::frontend {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+absl::Status Bad(const std::string& path, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
+}
+
+std::string NodeLabel(const onnx::NodeProto& node, int index) {
+  return absl::StrCat("node '", node.name().empty() ? "(unnamed)" : node.name(), "' (#", index,
+                      ", ", node.op_type(), ")");
+}
+
+// Loads one initializer's external data (ONNX's "location", "offset", "length" keys,
+// the location relative to the model's directory) into raw_data.
+absl::Status LoadExternalData(const std::string& model_path, onnx::TensorProto* tensor) {
+  std::string location;
+  int64_t offset = 0;
+  int64_t length = -1;
+  for (const onnx::StringStringEntryProto& entry : tensor->external_data()) {
+    if (entry.key() == "location") {
+      location = entry.value();
+    } else if (entry.key() == "offset" || entry.key() == "length") {
+      int64_t v = 0;
+      if (!absl::SimpleAtoi(entry.value(), &v) || v < 0) {
+        return Bad(model_path, absl::StrCat("tensor '", tensor->name(), "': external data ",
+                                            entry.key(), " '", entry.value(), "' is not a size"));
+      }
+      (entry.key() == "offset" ? offset : length) = v;
+    }
+  }
+  const std::string where = absl::StrCat("tensor '", tensor->name(), "': external data");
+  if (location.empty()) return Bad(model_path, where + " has no location");
+  // Weights come from beside the model, never from elsewhere on the machine (a model
+  // is input from users: "../../etc/shadow" must not be read into a tensor).
+  fs::path relative = fs::path(location).lexically_normal();
+  if (relative.is_absolute() || relative.empty() || *relative.begin() == "..") {
+    return Bad(model_path, absl::StrCat(where, " location '", location,
+                                        "' is outside the model's directory"));
+  }
+  fs::path file = fs::path(model_path).parent_path() / relative;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return Bad(model_path, absl::StrCat(where, " file ", file.string(), " cannot be read"));
+  in.seekg(0, std::ios::end);
+  const int64_t size = static_cast<int64_t>(in.tellg());
+  if (length < 0) length = size - offset;
+  if (offset > size || length > size - offset) {
+    return Bad(model_path, absl::StrCat(where, " [", offset, ", +", length, ") is past the end of ",
+                                        file.string(), " (", size, " bytes)"));
+  }
+  std::string bytes(static_cast<size_t>(length), '\0');
+  in.seekg(offset);
+  in.read(bytes.data(), length);
+  if (!in) return Bad(model_path, absl::StrCat(where, " cannot be read from ", file.string()));
+  tensor->set_raw_data(std::move(bytes));
+  tensor->clear_external_data();
+  tensor->set_data_location(onnx::TensorProto::DEFAULT);
+  return absl::OkStatus();
+}
+
+bool IsDefaultDomain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
+
+absl::Status CheckTensorType(const std::string& path, const std::string& what, int32_t elem_type) {
+  if (elem_type == onnx::TensorProto::FLOAT || elem_type == onnx::TensorProto::INT64) {
+    return absl::OkStatus();
+  }
+  const std::string name = onnx::TensorProto::DataType_IsValid(elem_type)
+                               ? onnx::TensorProto::DataType_Name(
+                                     static_cast<onnx::TensorProto::DataType>(elem_type))
+                               : absl::StrCat("type ", elem_type);
+  return Bad(path, absl::StrCat(what, " is ", name, "; only FLOAT (and INT64 for shapes and "
+                                      "indices) is supported"));
+}
+
+}  // namespace
+
+absl::StatusOr<OnnxModel> ReadOnnxModel(const std::string& path) {
+  absl::StatusOr<std::string> bytes = ReadFile(path);
+  if (!bytes.ok()) {
+    return absl::NotFoundError(absl::StrCat("cannot read ONNX model ", path, ": ",
+                                            bytes.status().message()));
+  }
+  if (bytes->size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return Bad(path, "larger than 2 GiB; store the weights as external data");
+  }
+  OnnxModel model;
+  model.path = path;
+  if (bytes->empty() || !model.proto.ParseFromString(*bytes)) {
+    return Bad(path, "not an ONNX model (not a valid protobuf: truncated or corrupt?)");
+  }
+  // Any bytes that happen to parse (a text file can) lack a graph and an IR version.
+  if (!model.proto.has_graph() || model.proto.ir_version() == 0) {
+    return Bad(path, "not an ONNX model (no graph or no ir_version)");
+  }
+  if (model.proto.ir_version() < kMinIrVersion || model.proto.ir_version() > kMaxIrVersion) {
+    return Bad(path, absl::StrCat("IR version ", model.proto.ir_version(), " is not supported (",
+                                  kMinIrVersion, "..", kMaxIrVersion, ")"));
+  }
+  for (const onnx::OperatorSetIdProto& set : model.proto.opset_import()) {
+    if (!IsDefaultDomain(set.domain())) {
+      return Bad(path, absl::StrCat("operator set '", set.domain(),
+                                    "' is not supported (only the default ONNX operators)"));
+    }
+    model.opset = set.version();
+  }
+  if (model.opset < kMinOpset || model.opset > kMaxOpset) {
+    return Bad(path, absl::StrCat("opset ", model.opset, " is not supported (", kMinOpset, "..",
+                                  kMaxOpset, ")"));
+  }
+  for (onnx::TensorProto& tensor : *model.proto.mutable_graph()->mutable_initializer()) {
+    if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+      RETURN_IF_ERROR(LoadExternalData(path, &tensor));
+    }
+  }
+  return model;
+}
+
+const std::vector<std::string>& SupportedOnnxOperators() {
+  static const std::vector<std::string>* const ops = [] {
+    auto* list = new std::vector<std::string>{
+        "Add",       "AveragePool", "BatchNormalization", "Clip",    "Concat",
+        "Constant",  "Conv",        "Div",                "Erf",     "Flatten",
+        "Gather",    "Gemm",        "GlobalAveragePool",  "Identity", "LayerNormalization",
+        "MatMul",    "MaxPool",     "Mul",                "Pow",     "ReduceMean",
+        "Relu",      "Reshape",     "Shape",              "Sigmoid", "Slice",
+        "Softmax",   "Split",       "Sqrt",               "Squeeze", "Sub",
+        "Tanh",      "Transpose",   "Unsqueeze"};
+    std::sort(list->begin(), list->end());
+    return list;
+  }();
+  return *ops;
+}
+
+absl::Status CheckSupported(const OnnxModel& model) {
+  const onnx::GraphProto& graph = model.proto.graph();
+  const std::vector<std::string>& ops = SupportedOnnxOperators();
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto& node = graph.node(i);
+    if (!IsDefaultDomain(node.domain())) {
+      return Bad(model.path, absl::StrCat(NodeLabel(node, i), ": operator domain '", node.domain(),
+                                          "' is not supported"));
+    }
+    if (!std::binary_search(ops.begin(), ops.end(), node.op_type())) {
+      return Bad(model.path, absl::StrCat(NodeLabel(node, i), ": operator '", node.op_type(),
+                                          "' is not supported (supported: ",
+                                          absl::StrJoin(ops, ", "), ")"));
+    }
+  }
+  for (const onnx::TensorProto& tensor : graph.initializer()) {
+    RETURN_IF_ERROR(
+        CheckTensorType(model.path, absl::StrCat("initializer '", tensor.name(), "'"),
+                        tensor.data_type()));
+  }
+  std::set<std::string> initializers;
+  for (const onnx::TensorProto& tensor : graph.initializer()) initializers.insert(tensor.name());
+  for (const onnx::ValueInfoProto& input : graph.input()) {
+    if (initializers.count(input.name())) continue;  // IR < 4 lists weights as inputs too
+    const std::string what = absl::StrCat("graph input '", input.name(), "'");
+    if (!input.type().has_tensor_type()) return Bad(model.path, what + " is not a tensor");
+    const onnx::TypeProto::Tensor& t = input.type().tensor_type();
+    RETURN_IF_ERROR(CheckTensorType(model.path, what, t.elem_type()));
+    if (!t.has_shape()) return Bad(model.path, what + " has no shape (static shapes only)");
+    for (int d = 0; d < t.shape().dim_size(); ++d) {
+      const onnx::TensorShapeProto::Dimension& dim = t.shape().dim(d);
+      if (!dim.has_dim_value() || dim.dim_value() < 1) {
+        return Bad(model.path,
+                   absl::StrCat(what, " dimension ", d, " is ",
+                                dim.has_dim_param() ? "'" + dim.dim_param() + "'" : "unknown",
+                                "; static shapes only (export with a fixed batch size)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tuneforge::frontend

@@ -1,0 +1,46 @@
+// Reading ONNX models (issue 17, first part): the file, its external-data weights and
+// the checks that make every unsupported input a clear error instead of a silent
+// fallback. The graph IR built from a model comes after this.
+//
+// Supported: IR versions kMinIrVersion..kMaxIrVersion, the default operator set
+// ("" or "ai.onnx") versions kMinOpset..kMaxOpset (ONNX 1.17.0, the vendored
+// onnx/onnx.proto), float32 tensors, static shapes, and the operators of
+// SupportedOnnxOperators().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "onnx/onnx.pb.h"
+
+namespace tuneforge::frontend {
+
+inline constexpr int64_t kMinIrVersion = 3;   // ONNX 1.0 with opset imports
+inline constexpr int64_t kMaxIrVersion = 10;  // ONNX 1.16-1.17
+inline constexpr int64_t kMinOpset = 7;
+inline constexpr int64_t kMaxOpset = 22;      // ONNX 1.17
+
+struct OnnxModel {
+  std::string path;
+  onnx::ModelProto proto;  // external data already loaded into raw_data
+  int64_t opset = 0;       // version of the default operator set
+};
+
+// Reads `path`. Errors (each naming the file, and the node, operator or tensor where
+// there is one): a file that cannot be read; one that is not an ONNX model (not a
+// protobuf, truncated, or a protobuf without a graph); an IR version or operator set
+// out of range, or an operator set of another domain; external data that is missing,
+// out of the file's range, or outside the model's directory.
+absl::StatusOr<OnnxModel> ReadOnnxModel(const std::string& path);
+
+// The operators tuneforge imports (the `Constant`-folded ones included), sorted.
+const std::vector<std::string>& SupportedOnnxOperators();
+
+// Every node's operator is supported, and every initializer and graph input is a
+// float32 (or, for shapes and indices, int64) tensor with a static shape. The error
+// names the node (by name and index) and the operator, or the tensor.
+absl::Status CheckSupported(const OnnxModel& model);
+
+}  // namespace tuneforge::frontend

@@ -1,0 +1,161 @@
+// The ONNX reader on models made by tests/models/make_models.py (the `onnx` package,
+// seeded weights) and on broken variants of them made here: every bad input is a
+// clear error naming the file and the node, operator or tensor.
+#include "compiler/frontend/onnx_reader.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+namespace tuneforge::frontend {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kModels = TF_TEST_MODELS_DIR;
+
+class OnnxReaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() / ("tf_onnx_" + std::to_string(getpid())))
+               .string();
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& bytes) {
+    std::string path = dir_ + "/" + name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+  static std::string Bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  // The MLP with `edit` applied, written next to a copy of its external weights.
+  std::string Edited(const std::string& model, const std::function<void(onnx::ModelProto*)>& edit) {
+    onnx::ModelProto proto;
+    EXPECT_TRUE(proto.ParseFromString(Bytes(kModels + "/" + model)));
+    edit(&proto);
+    std::filesystem::copy_file(kModels + "/mlp_external.weights", dir_ + "/mlp_external.weights",
+                               std::filesystem::copy_options::overwrite_existing);
+    return Write("edited.onnx", proto.SerializeAsString());
+  }
+  // The error of reading (and checking) `path`; empty when both succeed.
+  static std::string Error(const std::string& path) {
+    absl::StatusOr<OnnxModel> model = ReadOnnxModel(path);
+    if (!model.ok()) return std::string(model.status().message());
+    absl::Status supported = CheckSupported(*model);
+    return supported.ok() ? "" : std::string(supported.message());
+  }
+
+  std::string dir_;
+};
+
+TEST_F(OnnxReaderTest, ReadsTheMlp) {
+  absl::StatusOr<OnnxModel> model = ReadOnnxModel(kModels + "/mlp.onnx");
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->opset, 17);
+  EXPECT_EQ(model->proto.graph().node_size(), 5);
+  EXPECT_EQ(model->proto.graph().initializer_size(), 4);
+  EXPECT_EQ(model->proto.producer_name(), "tuneforge-tests");
+  EXPECT_TRUE(CheckSupported(*model).ok()) << CheckSupported(*model);
+}
+
+TEST_F(OnnxReaderTest, ExternalDataIsLoadedAndEqualsTheInlineWeights) {
+  absl::StatusOr<OnnxModel> inline_model = ReadOnnxModel(kModels + "/mlp.onnx");
+  absl::StatusOr<OnnxModel> external = ReadOnnxModel(kModels + "/mlp_external.onnx");
+  ASSERT_TRUE(inline_model.ok()) << inline_model.status();
+  ASSERT_TRUE(external.ok()) << external.status();
+  const auto& a = inline_model->proto.graph().initializer();
+  const auto& b = external->proto.graph().initializer();
+  ASSERT_EQ(a.size(), b.size());
+  for (int i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(b[i].data_location(), onnx::TensorProto::DEFAULT);
+    EXPECT_EQ(b[i].name(), a[i].name());
+    EXPECT_FALSE(b[i].raw_data().empty()) << b[i].name();
+    EXPECT_EQ(b[i].raw_data(), a[i].raw_data()) << b[i].name();
+  }
+}
+
+TEST_F(OnnxReaderTest, FilesThatAreNotModelsAreClearErrors) {
+  absl::StatusOr<OnnxModel> missing = ReadOnnxModel(dir_ + "/nope.onnx");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(), HasSubstr("cannot read ONNX model"));
+  EXPECT_THAT(Error(Write("empty.onnx", "")), HasSubstr("not an ONNX model"));
+  EXPECT_THAT(Error(Write("text.onnx", "hello, this is a text file\n")),
+              HasSubstr("not an ONNX model"));
+  const std::string whole = Bytes(kModels + "/mlp.onnx");
+  EXPECT_THAT(Error(Write("half.onnx", whole.substr(0, whole.size() / 2))),
+              HasSubstr("not an ONNX model (not a valid protobuf: truncated or corrupt?)"));
+}
+
+TEST_F(OnnxReaderTest, VersionsOutOfRangeAreRefused) {
+  EXPECT_THAT(Error(Edited("mlp.onnx", [](onnx::ModelProto* m) {
+                m->mutable_opset_import(0)->set_version(5);
+              })),
+              HasSubstr("opset 5 is not supported (7..22)"));
+  EXPECT_THAT(Error(Edited("mlp.onnx", [](onnx::ModelProto* m) {
+                m->mutable_opset_import(0)->set_version(23);
+              })),
+              HasSubstr("opset 23 is not supported"));
+  EXPECT_THAT(Error(Edited("mlp.onnx", [](onnx::ModelProto* m) { m->set_ir_version(11); })),
+              HasSubstr("IR version 11 is not supported (3..10)"));
+  EXPECT_THAT(Error(Edited("mlp.onnx", [](onnx::ModelProto* m) {
+                onnx::OperatorSetIdProto* ms = m->add_opset_import();
+                ms->set_domain("com.microsoft");
+                ms->set_version(1);
+              })),
+              HasSubstr("operator set 'com.microsoft' is not supported"));
+}
+
+TEST_F(OnnxReaderTest, UnsupportedOperatorsAndTensorsNameTheNode) {
+  EXPECT_THAT(Error(Edited("mlp.onnx", [](onnx::ModelProto* m) {
+                m->mutable_graph()->mutable_node(2)->set_op_type("NonMaxSuppression");
+              })),
+              HasSubstr("node 'relu1' (#2, NonMaxSuppression): operator 'NonMaxSuppression' is "
+                        "not supported (supported: Add, AveragePool,"));
+  EXPECT_THAT(Error(Edited("mlp.onnx", [](onnx::ModelProto* m) {
+                m->mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()
+                    ->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
+              })),
+              HasSubstr("graph input 'x' dimension 0 is 'batch'; static shapes only"));
+  EXPECT_THAT(Error(Edited("mlp.onnx", [](onnx::ModelProto* m) {
+                m->mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()
+                    ->set_elem_type(onnx::TensorProto::DOUBLE);
+              })),
+              HasSubstr("graph input 'x' is DOUBLE; only FLOAT"));
+  EXPECT_THAT(Error(Edited("mlp.onnx", [](onnx::ModelProto* m) {
+                m->mutable_graph()->mutable_initializer(0)->set_data_type(onnx::TensorProto::FLOAT16);
+              })),
+              HasSubstr("initializer 'w1' is FLOAT16"));
+}
+
+TEST_F(OnnxReaderTest, ExternalDataMustStayBesideTheModelAndInRange) {
+  auto set_entry = [](const std::string& key, const std::string& value) {
+    return [=](onnx::ModelProto* m) {
+      for (auto& e : *m->mutable_graph()->mutable_initializer(0)->mutable_external_data()) {
+        if (e.key() == key) e.set_value(value);
+      }
+    };
+  };
+  EXPECT_THAT(Error(Edited("mlp_external.onnx", set_entry("location", "../secret.bin"))),
+              HasSubstr("tensor 'w1': external data location '../secret.bin' is outside the "
+                        "model's directory"));
+  EXPECT_THAT(Error(Edited("mlp_external.onnx", set_entry("location", "/etc/passwd"))),
+              HasSubstr("outside the model's directory"));
+  EXPECT_THAT(Error(Edited("mlp_external.onnx", set_entry("location", "gone.weights"))),
+              HasSubstr("gone.weights cannot be read"));
+  EXPECT_THAT(Error(Edited("mlp_external.onnx", set_entry("length", "1000000000"))),
+              HasSubstr("is past the end of"));
+  EXPECT_THAT(Error(Edited("mlp_external.onnx", set_entry("offset", "-3"))),
+              HasSubstr("external data offset '-3' is not a size"));
+}
+
+}  // namespace
+}  // namespace tuneforge::frontend
