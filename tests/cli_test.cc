@@ -66,6 +66,13 @@ TEST_F(CliTest, ModelInspectPrintsTheModelAndRefusesWhatIsNotOne) {
   EXPECT_NE(r.out.find("output:    y [2, 4]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("weights:   4 tensors, 2.6 KiB"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Gemm"), std::string::npos) << r.out;
+  auto g = RunCommand({kBin + "/tuneforge", "model", "inspect", models + "/convbn.onnx",
+                       "--print-graph"},
+                      dir_);
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_NE(g.out.find("graph:     5 nodes after folding and pruning"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find("conv = Conv(x, conv_w/bn_folded=const[8, 3, 3, 3]"), std::string::npos)
+      << g.out;
   auto j = RunCommand({kBin + "/tuneforge", "model", "inspect", models + "/mlp.onnx", "--json"},
                       dir_);
   ASSERT_EQ(j.exit_code, 0) << j.err;

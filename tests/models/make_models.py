@@ -6,6 +6,10 @@ install-python-deps).
   mlp.onnx           a tiny MLP: MatMul + Add + Relu, Gemm, Softmax (batch 2)
   mlp_external.onnx  the same model with its weights in mlp_external.weights
                      (ONNX external data), as large models are stored
+  convbn.onnx        Conv (auto_pad SAME_UPPER, stride 2) + a separate
+                     BatchNormalization + Relu + MaxPool, then a Reshape whose shape
+                     is computed (Shape, Gather, Unsqueeze, Concat) as exporters
+                     write it, a Gemm, and a dead Sigmoid branch
 """
 import os
 import sys
@@ -37,6 +41,48 @@ def mlp(rng):
     return model
 
 
+def convbn(rng):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])
+    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)
+    inits = [
+        numpy_helper.from_array(f32(8, 3, 3, 3), "conv_w"),
+        numpy_helper.from_array(f32(8), "conv_b"),
+        numpy_helper.from_array(rng.uniform(0.5, 1.5, 8).astype(np.float32), "bn_scale"),
+        numpy_helper.from_array(f32(8), "bn_bias"),
+        numpy_helper.from_array(f32(8), "bn_mean"),
+        numpy_helper.from_array(rng.uniform(0.5, 2.0, 8).astype(np.float32), "bn_var"),
+        numpy_helper.from_array(np.array(0, dtype=np.int64), "zero"),
+        numpy_helper.from_array(np.array([0], dtype=np.int64), "axes0"),
+        numpy_helper.from_array(np.array([-1], dtype=np.int64), "minus_one"),
+        numpy_helper.from_array(f32(10, 128), "fc_w"),
+        numpy_helper.from_array(f32(10), "fc_b"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "conv_w", "conv_b"], ["c"], name="conv",
+                         auto_pad="SAME_UPPER", strides=[2, 2]),
+        helper.make_node("BatchNormalization", ["c", "bn_scale", "bn_bias", "bn_mean", "bn_var"],
+                         ["b"], name="bn", epsilon=1e-5),
+        helper.make_node("Relu", ["b"], ["r"], name="relu"),
+        helper.make_node("Sigmoid", ["r"], ["unused"], name="dead"),
+        helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2],
+                         strides=[2, 2]),
+        helper.make_node("Shape", ["p"], ["p_shape"], name="shape"),
+        helper.make_node("Gather", ["p_shape", "zero"], ["batch"], name="batch", axis=0),
+        helper.make_node("Unsqueeze", ["batch", "axes0"], ["batch1"], name="unsqueeze"),
+        helper.make_node("Concat", ["batch1", "minus_one"], ["flat_shape"], name="concat",
+                         axis=0),
+        helper.make_node("Reshape", ["p", "flat_shape"], ["flat"], name="flatten"),
+        helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["y"], name="fc", transB=1),
+    ]
+    graph = helper.make_graph(nodes, "convbn", [x], [y], inits)
+    model = helper.make_model(graph, producer_name="tuneforge-tests",
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: make_models.py OUT_DIR")
@@ -47,7 +93,8 @@ def main():
     onnx.save(model, os.path.join(out, "mlp_external.onnx"), save_as_external_data=True,
               all_tensors_to_one_file=True, location="mlp_external.weights",
               size_threshold=0)
-    print("make_models.py: wrote mlp.onnx, mlp_external.onnx to", out)
+    onnx.save(convbn(np.random.default_rng(7)), os.path.join(out, "convbn.onnx"))
+    print("make_models.py: wrote mlp.onnx, mlp_external.onnx, convbn.onnx to", out)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,993 @@
+#include "compiler/graph/graph.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compiler/support/status.h"
+
+namespace tuneforge::graph {
+
+const char* DTypeName(DType t) { return t == DType::kFloat32 ? "float32" : "int64"; }
+
+int64_t Tensor::NumElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t Node::Int(const std::string& key, int64_t fallback) const {
+  auto it = attrs.find(key);
+  return it == attrs.end() || it->second.ints.empty() ? fallback : it->second.ints[0];
+}
+
+float Node::Float(const std::string& key, float fallback) const {
+  auto it = attrs.find(key);
+  return it == attrs.end() || it->second.floats.empty() ? fallback : it->second.floats[0];
+}
+
+std::vector<int64_t> Node::Ints(const std::string& key, std::vector<int64_t> fallback) const {
+  auto it = attrs.find(key);
+  return it == attrs.end() ? fallback : it->second.ints;
+}
+
+int Graph::Find(const std::string& name) const {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+namespace {
+
+std::string ShapeText(const std::vector<int64_t>& s) { return "[" + absl::StrJoin(s, ", ") + "]"; }
+
+// Decodes an ONNX tensor (raw_data or the typed fields) into a constant Tensor.
+absl::StatusOr<Tensor> FromProto(const onnx::TensorProto& p) {
+  Tensor t;
+  t.name = p.name();
+  t.constant = true;
+  t.shape.assign(p.dims().begin(), p.dims().end());
+  const int64_t n = t.NumElements();
+  const bool raw = !p.raw_data().empty();
+  if (p.data_type() == onnx::TensorProto::FLOAT) {
+    t.dtype = DType::kFloat32;
+    if (raw) {
+      if (static_cast<int64_t>(p.raw_data().size()) != n * 4) {
+        return absl::InvalidArgumentError(absl::StrCat("tensor '", p.name(), "' has ",
+                                                       p.raw_data().size(), " bytes for ", n,
+                                                       " float32 elements"));
+      }
+      t.f32.resize(static_cast<size_t>(n));
+      std::memcpy(t.f32.data(), p.raw_data().data(), p.raw_data().size());
+    } else {
+      t.f32.assign(p.float_data().begin(), p.float_data().end());
+    }
+    if (static_cast<int64_t>(t.f32.size()) != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", p.name(), "' has ", t.f32.size(), " values for ", n, " elements"));
+    }
+  } else if (p.data_type() == onnx::TensorProto::INT64) {
+    t.dtype = DType::kInt64;
+    if (raw) {
+      if (static_cast<int64_t>(p.raw_data().size()) != n * 8) {
+        return absl::InvalidArgumentError(absl::StrCat("tensor '", p.name(), "' has ",
+                                                       p.raw_data().size(), " bytes for ", n,
+                                                       " int64 elements"));
+      }
+      t.i64.resize(static_cast<size_t>(n));
+      std::memcpy(t.i64.data(), p.raw_data().data(), p.raw_data().size());
+    } else {
+      t.i64.assign(p.int64_data().begin(), p.int64_data().end());
+    }
+    if (static_cast<int64_t>(t.i64.size()) != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", p.name(), "' has ", t.i64.size(), " values for ", n, " elements"));
+    }
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", p.name(), "': only float32 and int64 tensors are supported"));
+  }
+  return t;
+}
+
+// numpy broadcasting of two shapes, or an error.
+absl::StatusOr<std::vector<int64_t>> Broadcast(const std::vector<int64_t>& a,
+                                               const std::vector<int64_t>& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  std::vector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shapes ", ShapeText(a), " and ", ShapeText(b), " do not broadcast"));
+    }
+    out[i] = std::max(da, db);
+  }
+  return out;
+}
+
+// Row-major strides of `shape` aligned to `rank` dims, 0 for broadcast dimensions.
+std::vector<int64_t> BroadcastStrides(const std::vector<int64_t>& shape,
+                                      const std::vector<int64_t>& out) {
+  std::vector<int64_t> strides(out.size(), 0);
+  int64_t s = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    size_t o = i + (out.size() - shape.size());
+    strides[o] = shape[i] == 1 ? 0 : s;
+    s *= shape[i];
+  }
+  return strides;
+}
+
+int64_t NormalizeAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+// The importer: tensors by name, nodes appended as they are imported.
+class Importer {
+ public:
+  explicit Importer(const frontend::OnnxModel& model) : model_(model) {}
+
+  absl::StatusOr<Graph> Run() {
+    const onnx::GraphProto& g = model_.proto.graph();
+    for (const onnx::TensorProto& p : g.initializer()) {
+      ASSIGN_OR_RETURN(Tensor t, FromProto(p));
+      Add(std::move(t));
+    }
+    for (const onnx::ValueInfoProto& v : g.input()) {
+      if (graph_.Find(v.name()) >= 0) continue;  // an initializer listed as input (IR < 4)
+      Tensor t;
+      t.name = v.name();
+      t.dtype = v.type().tensor_type().elem_type() == onnx::TensorProto::INT64 ? DType::kInt64
+                                                                               : DType::kFloat32;
+      for (const auto& d : v.type().tensor_type().shape().dim()) t.shape.push_back(d.dim_value());
+      graph_.inputs.push_back(Add(std::move(t)));
+    }
+    for (int i = 0; i < g.node_size(); ++i) {
+      absl::Status s = ImportNode(g.node(i), i);
+      if (!s.ok()) {
+        const onnx::NodeProto& n = g.node(i);
+        return absl::InvalidArgumentError(
+            absl::StrCat(model_.path, ": node '", n.name().empty() ? "(unnamed)" : n.name(),
+                         "' (#", i, ", ", n.op_type(), "): ", s.message()));
+      }
+    }
+    for (const onnx::ValueInfoProto& v : g.output()) {
+      int id = graph_.Find(v.name());
+      if (id < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(model_.path, ": graph output '", v.name(), "' is produced by no node"));
+      }
+      graph_.outputs.push_back(id);
+    }
+    FoldBatchNorms();
+    RemoveDeadNodes();
+    return std::move(graph_);
+  }
+
+ private:
+  int Add(Tensor t) {
+    graph_.tensors.push_back(std::move(t));
+    return static_cast<int>(graph_.tensors.size()) - 1;
+  }
+  Tensor& T(int id) { return graph_.tensors[static_cast<size_t>(id)]; }
+
+  absl::Status ImportNode(const onnx::NodeProto& p, int index) {
+    pending_constant_.reset();
+    split_outputs_ = p.output_size();
+    Node node;
+    node.name = p.name().empty() ? absl::StrCat(p.op_type(), "_", index) : p.name();
+    node.op = p.op_type();
+    for (const std::string& in : p.input()) {
+      if (in.empty()) {
+        node.inputs.push_back(-1);
+        continue;
+      }
+      int id = graph_.Find(in);
+      if (id < 0) return absl::InvalidArgumentError(absl::StrCat("input '", in, "' is not defined"));
+      node.inputs.push_back(id);
+    }
+    for (const onnx::AttributeProto& a : p.attribute()) {
+      Attribute attr;
+      if (a.has_i()) attr.ints.push_back(a.i());
+      attr.ints.insert(attr.ints.end(), a.ints().begin(), a.ints().end());
+      if (a.has_f()) attr.floats.push_back(a.f());
+      attr.floats.insert(attr.floats.end(), a.floats().begin(), a.floats().end());
+      if (a.has_s()) attr.text = a.s();
+      if (a.has_t()) {
+        ASSIGN_OR_RETURN(Tensor value, FromProto(a.t()));
+        pending_constant_ = std::move(value);
+      }
+      node.attrs[a.name()] = std::move(attr);
+    }
+    std::vector<Tensor> outs;
+    ASSIGN_OR_RETURN(outs, Infer(node));
+    if (static_cast<int>(outs.size()) < p.output_size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(p.output_size(), " outputs given, ", outs.size(), " supported"));
+    }
+    bool all_constant = true;
+    for (int i = 0; i < p.output_size(); ++i) {
+      outs[static_cast<size_t>(i)].name = p.output(i);
+      all_constant &= outs[static_cast<size_t>(i)].constant;
+    }
+    for (int i = 0; i < p.output_size(); ++i) {
+      if (p.output(i).empty()) continue;
+      if (graph_.Find(p.output(i)) >= 0) {
+        return absl::InvalidArgumentError(absl::StrCat("output '", p.output(i), "' is defined twice"));
+      }
+      node.outputs.push_back(Add(std::move(outs[static_cast<size_t>(i)])));
+    }
+    // A node whose outputs are all known now is folded away: its outputs are constants.
+    if (!all_constant) graph_.nodes.push_back(std::move(node));
+    return absl::OkStatus();
+  }
+
+  const Tensor& In(const Node& n, size_t i) const {
+    return graph_.tensors[static_cast<size_t>(n.inputs[i])];
+  }
+  bool Has(const Node& n, size_t i) const { return i < n.inputs.size() && n.inputs[i] >= 0; }
+  static absl::Status Need(const Node& n, size_t lo, size_t hi) {
+    if (n.inputs.size() < lo || n.inputs.size() > hi) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("takes ", lo, lo == hi ? "" : absl::StrCat("..", hi), " inputs, got ",
+                       n.inputs.size()));
+    }
+    for (size_t i = 0; i < lo; ++i) {
+      if (n.inputs[i] < 0) return absl::InvalidArgumentError(absl::StrCat("input ", i, " is required"));
+    }
+    return absl::OkStatus();
+  }
+  // A constant int64 input (axes, shapes, indices): exported graphs compute them from
+  // static shapes, so they are constants after folding.
+  absl::StatusOr<std::vector<int64_t>> ConstInts(const Node& n, size_t i, const char* what) const {
+    const Tensor& t = In(n, i);
+    if (!t.constant || t.dtype != DType::kInt64) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " '", t.name, "' must be a constant int64 tensor"));
+    }
+    return t.i64;
+  }
+  static Tensor Like(const Tensor& t, std::vector<int64_t> shape) {
+    Tensor out;
+    out.dtype = t.dtype;
+    out.shape = std::move(shape);
+    return out;
+  }
+
+  absl::StatusOr<std::vector<Tensor>> Infer(Node& n) {
+    const std::string& op = n.op;
+    if (op == "Constant") {
+      if (pending_constant_.has_value()) {
+        Tensor t = std::move(*pending_constant_);
+        pending_constant_.reset();
+        return std::vector<Tensor>{std::move(t)};
+      }
+      auto it = n.attrs.find("value_float");
+      auto its = n.attrs.find("value_floats");
+      auto iti = n.attrs.find("value_int");
+      auto itis = n.attrs.find("value_ints");
+      Tensor t;
+      t.constant = true;
+      if (it != n.attrs.end() || its != n.attrs.end()) {
+        t.f32 = (it != n.attrs.end() ? it : its)->second.floats;
+        if (its != n.attrs.end()) t.shape = {static_cast<int64_t>(t.f32.size())};
+      } else if (iti != n.attrs.end() || itis != n.attrs.end()) {
+        t.dtype = DType::kInt64;
+        t.i64 = (iti != n.attrs.end() ? iti : itis)->second.ints;
+        if (itis != n.attrs.end()) t.shape = {static_cast<int64_t>(t.i64.size())};
+      } else {
+        return absl::InvalidArgumentError(
+            "only the value, value_float(s) and value_int(s) attributes are supported");
+      }
+      return std::vector<Tensor>{std::move(t)};
+    }
+    if (op == "Identity") {
+      RETURN_IF_ERROR(Need(n, 1, 1));
+      Tensor t = In(n, 0);
+      return std::vector<Tensor>{std::move(t)};
+    }
+    if (op == "Shape") {
+      RETURN_IF_ERROR(Need(n, 1, 1));
+      const std::vector<int64_t>& s = In(n, 0).shape;
+      const int64_t rank = static_cast<int64_t>(s.size());
+      int64_t start = std::clamp<int64_t>(NormalizeAxis(n.Int("start", 0), rank), 0, rank);
+      int64_t end = std::clamp<int64_t>(NormalizeAxis(n.Int("end", rank), rank), 0, rank);
+      Tensor t;
+      t.dtype = DType::kInt64;
+      t.constant = true;
+      for (int64_t i = start; i < end; ++i) t.i64.push_back(s[static_cast<size_t>(i)]);
+      t.shape = {static_cast<int64_t>(t.i64.size())};
+      return std::vector<Tensor>{std::move(t)};
+    }
+    if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "Erf" || op == "Sqrt") {
+      RETURN_IF_ERROR(Need(n, 1, 1));
+      return std::vector<Tensor>{Like(In(n, 0), In(n, 0).shape)};
+    }
+    if (op == "Clip") {
+      RETURN_IF_ERROR(Need(n, 1, 3));
+      for (size_t i = 1; i < n.inputs.size(); ++i) {
+        if (Has(n, i) && (!In(n, i).constant || In(n, i).NumElements() != 1)) {
+          return absl::InvalidArgumentError("min and max must be constant scalars");
+        }
+      }
+      return std::vector<Tensor>{Like(In(n, 0), In(n, 0).shape)};
+    }
+    if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow") {
+      RETURN_IF_ERROR(Need(n, 2, 2));
+      ASSIGN_OR_RETURN(std::vector<int64_t> shape, Broadcast(In(n, 0).shape, In(n, 1).shape));
+      if (In(n, 0).dtype != In(n, 1).dtype && op != "Pow") {
+        return absl::InvalidArgumentError("inputs of different types");
+      }
+      Tensor out = Like(In(n, 0), shape);
+      if (In(n, 0).constant && In(n, 1).constant) FoldBinary(op, In(n, 0), In(n, 1), &out);
+      return std::vector<Tensor>{std::move(out)};
+    }
+    if (op == "MatMul") {
+      RETURN_IF_ERROR(Need(n, 2, 2));
+      std::vector<int64_t> a = In(n, 0).shape, b = In(n, 1).shape;
+      if (a.empty() || b.empty()) return absl::InvalidArgumentError("scalar operands");
+      const bool a1 = a.size() == 1, b1 = b.size() == 1;
+      if (a1) a.insert(a.begin(), 1);
+      if (b1) b.push_back(1);
+      if (a.back() != b[b.size() - 2]) {
+        return absl::InvalidArgumentError(absl::StrCat("inner dimensions differ: ", ShapeText(In(n, 0).shape),
+                                                       " x ", ShapeText(In(n, 1).shape)));
+      }
+      ASSIGN_OR_RETURN(std::vector<int64_t> batch,
+                       Broadcast(std::vector<int64_t>(a.begin(), a.end() - 2),
+                                 std::vector<int64_t>(b.begin(), b.end() - 2)));
+      if (!a1) batch.push_back(a[a.size() - 2]);
+      if (!b1) batch.push_back(b.back());
+      return std::vector<Tensor>{Like(In(n, 0), batch)};
+    }
+    if (op == "Gemm") {
+      RETURN_IF_ERROR(Need(n, 2, 3));
+      const auto& a = In(n, 0).shape;
+      const auto& b = In(n, 1).shape;
+      if (a.size() != 2 || b.size() != 2) return absl::InvalidArgumentError("A and B must be 2-D");
+      const bool ta = n.Int("transA", 0) != 0, tb = n.Int("transB", 0) != 0;
+      int64_t m = ta ? a[1] : a[0], k = ta ? a[0] : a[1];
+      int64_t kb = tb ? b[1] : b[0], nn = tb ? b[0] : b[1];
+      if (k != kb) {
+        return absl::InvalidArgumentError(absl::StrCat("inner dimensions differ: A ", ShapeText(a),
+                                                       " (transA ", ta, "), B ", ShapeText(b),
+                                                       " (transB ", tb, ")"));
+      }
+      if (Has(n, 2)) {
+        ASSIGN_OR_RETURN(std::vector<int64_t> c, Broadcast(In(n, 2).shape, {m, nn}));
+        if (c != std::vector<int64_t>{m, nn}) {
+          return absl::InvalidArgumentError("C does not broadcast to the output");
+        }
+      }
+      return std::vector<Tensor>{Like(In(n, 0), {m, nn})};
+    }
+    if (op == "Conv") return InferConv(n);
+    if (op == "MaxPool" || op == "AveragePool") return InferPool(n);
+    if (op == "GlobalAveragePool") {
+      RETURN_IF_ERROR(Need(n, 1, 1));
+      std::vector<int64_t> s = In(n, 0).shape;
+      if (s.size() < 3) return absl::InvalidArgumentError("input must be N x C x spatial");
+      for (size_t i = 2; i < s.size(); ++i) s[i] = 1;
+      return std::vector<Tensor>{Like(In(n, 0), s)};
+    }
+    if (op == "BatchNormalization") {
+      RETURN_IF_ERROR(Need(n, 5, 5));
+      if (n.Int("training_mode", 0) != 0) {
+        return absl::InvalidArgumentError("attribute training_mode=1 is not supported (inference only)");
+      }
+      const auto& x = In(n, 0).shape;
+      if (x.size() < 2) return absl::InvalidArgumentError("input must be N x C x ...");
+      for (size_t i = 1; i < 5; ++i) {
+        if (In(n, i).shape != std::vector<int64_t>{x[1]}) {
+          return absl::InvalidArgumentError(absl::StrCat("input ", i, " must have shape [", x[1], "]"));
+        }
+      }
+      return std::vector<Tensor>{Like(In(n, 0), x)};
+    }
+    if (op == "Flatten") {
+      RETURN_IF_ERROR(Need(n, 1, 1));
+      const auto& s = In(n, 0).shape;
+      const int64_t rank = static_cast<int64_t>(s.size());
+      const int64_t axis = NormalizeAxis(n.Int("axis", 1), rank);
+      if (axis < 0 || axis > rank) return absl::InvalidArgumentError("attribute axis out of range");
+      int64_t outer = 1, inner = 1;
+      for (int64_t i = 0; i < rank; ++i) (i < axis ? outer : inner) *= s[static_cast<size_t>(i)];
+      return Reshaped(In(n, 0), {outer, inner});
+    }
+    if (op == "Reshape") {
+      RETURN_IF_ERROR(Need(n, 2, 2));
+      ASSIGN_OR_RETURN(std::vector<int64_t> want, ConstInts(n, 1, "shape"));
+      const Tensor& x = In(n, 0);
+      const bool allowzero = n.Int("allowzero", 0) != 0;
+      int64_t known = 1;
+      int infer = -1;
+      for (size_t i = 0; i < want.size(); ++i) {
+        if (want[i] == 0 && !allowzero) {
+          if (i >= x.shape.size()) return absl::InvalidArgumentError("shape copies a missing dimension");
+          want[i] = x.shape[i];
+        }
+        if (want[i] == -1) {
+          if (infer >= 0) return absl::InvalidArgumentError("shape has two -1 dimensions");
+          infer = static_cast<int>(i);
+          continue;
+        }
+        if (want[i] < 0) return absl::InvalidArgumentError("shape has a negative dimension");
+        known *= want[i];
+      }
+      if (infer >= 0) {
+        if (known == 0 || x.NumElements() % known != 0) {
+          return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", ShapeText(x.shape), " to ",
+                                                         ShapeText(want)));
+        }
+        want[static_cast<size_t>(infer)] = x.NumElements() / known;
+        known *= want[static_cast<size_t>(infer)];
+      }
+      if (known != x.NumElements()) {
+        return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", ShapeText(x.shape), " (",
+                                                       x.NumElements(), " elements) to ",
+                                                       ShapeText(want)));
+      }
+      return Reshaped(x, want);
+    }
+    if (op == "Squeeze" || op == "Unsqueeze") {
+      RETURN_IF_ERROR(Need(n, 1, 2));
+      std::vector<int64_t> axes = n.Ints("axes");
+      if (Has(n, 1)) {
+        ASSIGN_OR_RETURN(axes, ConstInts(n, 1, "axes"));
+      }
+      const Tensor& x = In(n, 0);
+      std::vector<int64_t> s = x.shape;
+      if (op == "Squeeze") {
+        const int64_t rank = static_cast<int64_t>(s.size());
+        std::set<int64_t> drop;
+        for (int64_t a : axes) drop.insert(NormalizeAxis(a, rank));
+        std::vector<int64_t> out;
+        for (int64_t i = 0; i < rank; ++i) {
+          const bool squeeze = axes.empty() ? s[static_cast<size_t>(i)] == 1 : drop.count(i) > 0;
+          if (squeeze && s[static_cast<size_t>(i)] != 1) {
+            return absl::InvalidArgumentError(absl::StrCat("cannot squeeze dimension ", i, " of size ",
+                                                           s[static_cast<size_t>(i)]));
+          }
+          if (!squeeze) out.push_back(s[static_cast<size_t>(i)]);
+        }
+        return Reshaped(x, out);
+      }
+      const int64_t rank = static_cast<int64_t>(s.size() + axes.size());
+      std::vector<int64_t> sorted;
+      for (int64_t a : axes) sorted.push_back(NormalizeAxis(a, rank));
+      std::sort(sorted.begin(), sorted.end());
+      for (int64_t a : sorted) {
+        if (a < 0 || a > static_cast<int64_t>(s.size())) {
+          return absl::InvalidArgumentError("attribute axes out of range");
+        }
+        s.insert(s.begin() + a, 1);
+      }
+      return Reshaped(x, s);
+    }
+    if (op == "Transpose") {
+      RETURN_IF_ERROR(Need(n, 1, 1));
+      const Tensor& x = In(n, 0);
+      std::vector<int64_t> perm = n.Ints("perm");
+      if (perm.empty()) {
+        for (size_t i = x.shape.size(); i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+      }
+      std::vector<int64_t> check = perm;
+      std::sort(check.begin(), check.end());
+      for (size_t i = 0; i < check.size(); ++i) {
+        if (check.size() != x.shape.size() || check[i] != static_cast<int64_t>(i)) {
+          return absl::InvalidArgumentError(absl::StrCat("attribute perm ", ShapeText(perm),
+                                                         " is not a permutation of ", x.shape.size(),
+                                                         " axes"));
+        }
+      }
+      std::vector<int64_t> s;
+      for (int64_t p : perm) s.push_back(x.shape[static_cast<size_t>(p)]);
+      Tensor out = Like(x, s);
+      if (x.constant) FoldTranspose(x, perm, &out);
+      return std::vector<Tensor>{std::move(out)};
+    }
+    if (op == "Concat") {
+      if (n.inputs.empty()) return absl::InvalidArgumentError("no inputs");
+      const Tensor& first = In(n, 0);
+      const int64_t rank = static_cast<int64_t>(first.shape.size());
+      const int64_t axis = NormalizeAxis(n.Int("axis", 0), rank);
+      if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
+      std::vector<int64_t> s = first.shape;
+      s[static_cast<size_t>(axis)] = 0;
+      bool constant = true;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const Tensor& t = In(n, i);
+        for (int64_t d = 0; d < rank; ++d) {
+          if (t.shape.size() != first.shape.size() ||
+              (d != axis && t.shape[static_cast<size_t>(d)] != first.shape[static_cast<size_t>(d)])) {
+            return absl::InvalidArgumentError(absl::StrCat("input ", i, " ", ShapeText(t.shape),
+                                                           " does not match input 0 ",
+                                                           ShapeText(first.shape), " off axis ", axis));
+          }
+        }
+        s[static_cast<size_t>(axis)] += t.shape[static_cast<size_t>(axis)];
+        constant &= t.constant;
+      }
+      Tensor out = Like(first, s);
+      if (constant && axis == 0) {  // shape vectors: the case exported graphs fold
+        out.constant = true;
+        for (size_t i = 0; i < n.inputs.size(); ++i) {
+          out.f32.insert(out.f32.end(), In(n, i).f32.begin(), In(n, i).f32.end());
+          out.i64.insert(out.i64.end(), In(n, i).i64.begin(), In(n, i).i64.end());
+        }
+      }
+      return std::vector<Tensor>{std::move(out)};
+    }
+    if (op == "Gather") {
+      RETURN_IF_ERROR(Need(n, 2, 2));
+      const Tensor& x = In(n, 0);
+      const Tensor& idx = In(n, 1);
+      if (!idx.constant || idx.dtype != DType::kInt64) {
+        return absl::InvalidArgumentError("indices must be a constant int64 tensor");
+      }
+      const int64_t rank = static_cast<int64_t>(x.shape.size());
+      const int64_t axis = NormalizeAxis(n.Int("axis", 0), rank);
+      if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
+      const int64_t dim = x.shape[static_cast<size_t>(axis)];
+      for (int64_t i : idx.i64) {
+        if (i < -dim || i >= dim) {
+          return absl::InvalidArgumentError(absl::StrCat("index ", i, " out of range for dimension ", dim));
+        }
+      }
+      std::vector<int64_t> s(x.shape.begin(), x.shape.begin() + axis);
+      s.insert(s.end(), idx.shape.begin(), idx.shape.end());
+      s.insert(s.end(), x.shape.begin() + axis + 1, x.shape.end());
+      Tensor out = Like(x, s);
+      if (x.constant && rank == 1) {  // picking from a shape vector
+        out.constant = true;
+        for (int64_t i : idx.i64) {
+          const size_t j = static_cast<size_t>(i < 0 ? i + dim : i);
+          if (x.dtype == DType::kInt64) {
+            out.i64.push_back(x.i64[j]);
+          } else {
+            out.f32.push_back(x.f32[j]);
+          }
+        }
+      }
+      return std::vector<Tensor>{std::move(out)};
+    }
+    if (op == "Slice") return InferSlice(n);
+    if (op == "Split") {
+      RETURN_IF_ERROR(Need(n, 1, 2));
+      const Tensor& x = In(n, 0);
+      const int64_t rank = static_cast<int64_t>(x.shape.size());
+      const int64_t axis = NormalizeAxis(n.Int("axis", 0), rank);
+      if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
+      const int64_t dim = x.shape[static_cast<size_t>(axis)];
+      std::vector<int64_t> sizes = n.Ints("split");
+      if (Has(n, 1)) {
+        ASSIGN_OR_RETURN(sizes, ConstInts(n, 1, "split"));
+      }
+      if (sizes.empty()) {
+        const int64_t parts = n.Int("num_outputs", split_outputs_);
+        if (parts < 1 || dim % parts != 0) {
+          return absl::InvalidArgumentError(absl::StrCat("cannot split ", dim, " into ", parts,
+                                                         " equal parts"));
+        }
+        sizes.assign(static_cast<size_t>(parts), dim / parts);
+      }
+      if (std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) != dim) {
+        return absl::InvalidArgumentError(absl::StrCat("split sizes ", ShapeText(sizes),
+                                                       " do not add up to ", dim));
+      }
+      std::vector<Tensor> outs;
+      for (int64_t size : sizes) {
+        std::vector<int64_t> s = x.shape;
+        s[static_cast<size_t>(axis)] = size;
+        outs.push_back(Like(x, s));
+      }
+      return outs;
+    }
+    if (op == "Softmax") {
+      RETURN_IF_ERROR(Need(n, 1, 1));
+      const int64_t rank = static_cast<int64_t>(In(n, 0).shape.size());
+      const int64_t axis = NormalizeAxis(n.Int("axis", model_.opset >= 13 ? -1 : 1), rank);
+      if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
+      return std::vector<Tensor>{Like(In(n, 0), In(n, 0).shape)};
+    }
+    if (op == "LayerNormalization") {
+      RETURN_IF_ERROR(Need(n, 2, 3));
+      const auto& s = In(n, 0).shape;
+      const int64_t rank = static_cast<int64_t>(s.size());
+      const int64_t axis = NormalizeAxis(n.Int("axis", -1), rank);
+      if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
+      const std::vector<int64_t> normalized(s.begin() + axis, s.end());
+      for (size_t i = 1; i < n.inputs.size(); ++i) {
+        if (Has(n, i)) {
+          ASSIGN_OR_RETURN(std::vector<int64_t> b, Broadcast(In(n, i).shape, normalized));
+          if (b != normalized) {
+            return absl::InvalidArgumentError(absl::StrCat("input ", i, " ", ShapeText(In(n, i).shape),
+                                                           " does not broadcast to ",
+                                                           ShapeText(normalized)));
+          }
+        }
+      }
+      std::vector<int64_t> stats = s;
+      for (int64_t i = axis; i < rank; ++i) stats[static_cast<size_t>(i)] = 1;
+      return std::vector<Tensor>{Like(In(n, 0), s), Like(In(n, 0), stats), Like(In(n, 0), stats)};
+    }
+    if (op == "ReduceMean") {
+      RETURN_IF_ERROR(Need(n, 1, 2));
+      std::vector<int64_t> axes = n.Ints("axes");
+      if (Has(n, 1)) {
+        ASSIGN_OR_RETURN(axes, ConstInts(n, 1, "axes"));
+      }
+      const auto& s = In(n, 0).shape;
+      const int64_t rank = static_cast<int64_t>(s.size());
+      std::set<int64_t> reduce;
+      for (int64_t a : axes) {
+        int64_t axis = NormalizeAxis(a, rank);
+        if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("axes out of range");
+        reduce.insert(axis);
+      }
+      if (axes.empty() && n.Int("noop_with_empty_axes", 0) == 0) {
+        for (int64_t i = 0; i < rank; ++i) reduce.insert(i);
+      }
+      const bool keep = n.Int("keepdims", 1) != 0;
+      std::vector<int64_t> out;
+      for (int64_t i = 0; i < rank; ++i) {
+        if (!reduce.count(i)) {
+          out.push_back(s[static_cast<size_t>(i)]);
+        } else if (keep) {
+          out.push_back(1);
+        }
+      }
+      return std::vector<Tensor>{Like(In(n, 0), out)};
+    }
+    return absl::InvalidArgumentError("operator has no shape inference");  // CheckSupported lists all
+  }
+
+  // Same data, new shape: a constant stays one.
+  static absl::StatusOr<std::vector<Tensor>> Reshaped(const Tensor& x, std::vector<int64_t> shape) {
+    Tensor out = Like(x, std::move(shape));
+    if (x.constant) {
+      out.constant = true;
+      out.f32 = x.f32;
+      out.i64 = x.i64;
+    }
+    return std::vector<Tensor>{std::move(out)};
+  }
+
+  // Spatial output sizes for Conv and the pools; fills `pads` (begin..., end...).
+  static absl::Status SpatialOut(const Node& n, const std::vector<int64_t>& in,
+                                 const std::vector<int64_t>& kernel, bool ceil_mode,
+                                 std::vector<int64_t>* pads, std::vector<int64_t>* out) {
+    const size_t dims = kernel.size();
+    std::vector<int64_t> strides = n.Ints("strides", std::vector<int64_t>(dims, 1));
+    std::vector<int64_t> dilations = n.Ints("dilations", std::vector<int64_t>(dims, 1));
+    *pads = n.Ints("pads", std::vector<int64_t>(2 * dims, 0));
+    if (strides.size() != dims || dilations.size() != dims || pads->size() != 2 * dims) {
+      return absl::InvalidArgumentError(absl::StrCat("strides, dilations and pads must have ", dims,
+                                                     ", ", dims, " and ", 2 * dims, " values"));
+    }
+    for (size_t i = 0; i < dims; ++i) {
+      if (strides[i] < 1 || dilations[i] < 1 || (*pads)[i] < 0 || (*pads)[i + dims] < 0) {
+        return absl::InvalidArgumentError("strides and dilations must be >= 1 and pads >= 0");
+      }
+    }
+    auto it = n.attrs.find("auto_pad");
+    const std::string auto_pad = it == n.attrs.end() ? "NOTSET" : it->second.text;
+    if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
+        auto_pad != "SAME_LOWER") {
+      return absl::InvalidArgumentError(absl::StrCat("attribute auto_pad '", auto_pad, "' is unknown"));
+    }
+    out->clear();
+    for (size_t i = 0; i < dims; ++i) {
+      const int64_t extent = (kernel[i] - 1) * dilations[i] + 1;
+      if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+        const int64_t o = (in[i] + strides[i] - 1) / strides[i];
+        const int64_t total = std::max<int64_t>(0, (o - 1) * strides[i] + extent - in[i]);
+        const int64_t small = total / 2;
+        (*pads)[i] = auto_pad == "SAME_UPPER" ? small : total - small;
+        (*pads)[i + dims] = total - (*pads)[i];
+      } else if (auto_pad == "VALID") {
+        (*pads)[i] = (*pads)[i + dims] = 0;
+      }
+      const int64_t span = in[i] + (*pads)[i] + (*pads)[i + dims] - extent;
+      if (span < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("kernel ", ShapeText(kernel),
+                                                       " is larger than the padded input ",
+                                                       ShapeText(in)));
+      }
+      out->push_back((ceil_mode ? (span + strides[i] - 1) / strides[i] : span / strides[i]) + 1);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<Tensor>> InferConv(Node& n) {
+    RETURN_IF_ERROR(Need(n, 2, 3));
+    const auto& x = In(n, 0).shape;
+    const auto& w = In(n, 1).shape;
+    if (x.size() != 4 || w.size() != 4) {
+      return absl::InvalidArgumentError("only 2-D convolutions (4-D input and weight) are supported");
+    }
+    const int64_t group = n.Int("group", 1);
+    if (group < 1 || x[1] % group != 0 || w[0] % group != 0 || w[1] * group != x[1]) {
+      return absl::InvalidArgumentError(absl::StrCat("attribute group ", group, " does not fit input ",
+                                                     ShapeText(x), " and weight ", ShapeText(w)));
+    }
+    std::vector<int64_t> kernel(w.begin() + 2, w.end());
+    if (n.attrs.count("kernel_shape") && n.Ints("kernel_shape") != kernel) {
+      return absl::InvalidArgumentError("attribute kernel_shape does not match the weight");
+    }
+    if (Has(n, 2) && In(n, 2).shape != std::vector<int64_t>{w[0]}) {
+      return absl::InvalidArgumentError(absl::StrCat("bias must have shape [", w[0], "]"));
+    }
+    std::vector<int64_t> pads, spatial;
+    RETURN_IF_ERROR(SpatialOut(n, {x[2], x[3]}, kernel, false, &pads, &spatial));
+    n.attrs["pads"].ints = pads;  // auto_pad resolved
+    n.attrs.erase("auto_pad");
+    return std::vector<Tensor>{Like(In(n, 0), {x[0], w[0], spatial[0], spatial[1]})};
+  }
+
+  absl::StatusOr<std::vector<Tensor>> InferPool(Node& n) {
+    RETURN_IF_ERROR(Need(n, 1, 1));
+    const auto& x = In(n, 0).shape;
+    if (x.size() != 4) return absl::InvalidArgumentError("only 2-D pooling (4-D input) is supported");
+    std::vector<int64_t> kernel = n.Ints("kernel_shape");
+    if (kernel.size() != 2 || kernel[0] < 1 || kernel[1] < 1) {
+      return absl::InvalidArgumentError("attribute kernel_shape must give 2 sizes >= 1");
+    }
+    if (n.op == "AveragePool" && n.attrs.count("dilations")) {
+      for (int64_t d : n.Ints("dilations")) {
+        if (d != 1) return absl::InvalidArgumentError("attribute dilations != 1 is not supported");
+      }
+    }
+    std::vector<int64_t> pads, spatial;
+    RETURN_IF_ERROR(SpatialOut(n, {x[2], x[3]}, kernel, n.Int("ceil_mode", 0) != 0, &pads, &spatial));
+    n.attrs["pads"].ints = pads;
+    n.attrs.erase("auto_pad");
+    return std::vector<Tensor>{Like(In(n, 0), {x[0], x[1], spatial[0], spatial[1]})};
+  }
+
+  absl::StatusOr<std::vector<Tensor>> InferSlice(const Node& n) {
+    RETURN_IF_ERROR(Need(n, 3, 5));
+    const Tensor& x = In(n, 0);
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    ASSIGN_OR_RETURN(std::vector<int64_t> starts, ConstInts(n, 1, "starts"));
+    ASSIGN_OR_RETURN(std::vector<int64_t> ends, ConstInts(n, 2, "ends"));
+    std::vector<int64_t> axes(starts.size()), steps(starts.size(), 1);
+    std::iota(axes.begin(), axes.end(), 0);
+    if (Has(n, 3)) {
+        ASSIGN_OR_RETURN(axes, ConstInts(n, 3, "axes"));
+      }
+    if (Has(n, 4)) {
+        ASSIGN_OR_RETURN(steps, ConstInts(n, 4, "steps"));
+      }
+    if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+      return absl::InvalidArgumentError("starts, ends, axes and steps differ in length");
+    }
+    std::vector<int64_t> s = x.shape;
+    std::vector<int64_t> first(static_cast<size_t>(rank), 0), step(static_cast<size_t>(rank), 1);
+    for (size_t i = 0; i < starts.size(); ++i) {
+      const int64_t axis = NormalizeAxis(axes[i], rank);
+      if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("axes out of range");
+      const int64_t dim = x.shape[static_cast<size_t>(axis)];
+      if (steps[i] == 0) return absl::InvalidArgumentError("a step of 0");
+      auto clamp = [&](int64_t v, bool positive) {
+        if (v < 0) v += dim;
+        return positive ? std::clamp<int64_t>(v, 0, dim) : std::clamp<int64_t>(v, -1, dim - 1);
+      };
+      const bool positive = steps[i] > 0;
+      const int64_t b = clamp(starts[i], positive), e = clamp(ends[i], positive);
+      const int64_t count = positive ? std::max<int64_t>(0, (e - b + steps[i] - 1) / steps[i])
+                                     : std::max<int64_t>(0, (b - e - steps[i] - 1) / -steps[i]);
+      s[static_cast<size_t>(axis)] = count;
+      first[static_cast<size_t>(axis)] = b;
+      step[static_cast<size_t>(axis)] = steps[i];
+    }
+    Tensor out = Like(x, s);
+    if (x.constant && rank == 1) {  // a piece of a shape vector
+      out.constant = true;
+      for (int64_t j = 0; j < s[0]; ++j) {
+        const size_t k = static_cast<size_t>(first[0] + j * step[0]);
+        if (x.dtype == DType::kInt64) {
+          out.i64.push_back(x.i64[k]);
+        } else {
+          out.f32.push_back(x.f32[k]);
+        }
+      }
+    }
+    return std::vector<Tensor>{std::move(out)};
+  }
+
+  static void FoldBinary(const std::string& op, const Tensor& a, const Tensor& b, Tensor* out) {
+    const std::vector<int64_t> sa = BroadcastStrides(a.shape, out->shape);
+    const std::vector<int64_t> sb = BroadcastStrides(b.shape, out->shape);
+    const int64_t n = out->NumElements();
+    out->constant = true;
+    std::vector<int64_t> index(out->shape.size(), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t ia = 0, ib = 0;
+      for (size_t d = 0; d < index.size(); ++d) {
+        ia += index[d] * sa[d];
+        ib += index[d] * sb[d];
+      }
+      if (out->dtype == DType::kInt64) {
+        const int64_t x = a.i64[static_cast<size_t>(ia)];
+        const int64_t y = b.dtype == DType::kInt64 ? b.i64[static_cast<size_t>(ib)]
+                                                    : static_cast<int64_t>(b.f32[static_cast<size_t>(ib)]);
+        int64_t r = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y
+                  : op == "Div" ? (y == 0 ? 0 : x / y)
+                                : static_cast<int64_t>(std::pow(x, y));
+        out->i64.push_back(r);
+      } else {
+        const float x = a.f32[static_cast<size_t>(ia)];
+        const float y = b.dtype == DType::kFloat32 ? b.f32[static_cast<size_t>(ib)]
+                                                    : static_cast<float>(b.i64[static_cast<size_t>(ib)]);
+        float r = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y
+                : op == "Div" ? x / y
+                              : std::pow(x, y);
+        out->f32.push_back(r);
+      }
+      for (size_t d = index.size(); d-- > 0;) {
+        if (++index[d] < out->shape[d]) break;
+        index[d] = 0;
+      }
+    }
+  }
+
+  static void FoldTranspose(const Tensor& x, const std::vector<int64_t>& perm, Tensor* out) {
+    std::vector<int64_t> in_strides(x.shape.size(), 1);
+    for (size_t d = x.shape.size(); d-- > 1;) in_strides[d - 1] = in_strides[d] * x.shape[d];
+    const int64_t n = out->NumElements();
+    out->constant = true;
+    std::vector<int64_t> index(out->shape.size(), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t src = 0;
+      for (size_t d = 0; d < index.size(); ++d) src += index[d] * in_strides[static_cast<size_t>(perm[d])];
+      if (x.dtype == DType::kInt64) {
+        out->i64.push_back(x.i64[static_cast<size_t>(src)]);
+      } else {
+        out->f32.push_back(x.f32[static_cast<size_t>(src)]);
+      }
+      for (size_t d = index.size(); d-- > 0;) {
+        if (++index[d] < out->shape[d]) break;
+        index[d] = 0;
+      }
+    }
+  }
+
+  // Conv -> BatchNormalization, the conv's output used by nothing else and every
+  // parameter constant: the BN's scale and shift go into the conv's weight and bias,
+  // and the BN node disappears (what an unoptimized export leaves for the importer).
+  void FoldBatchNorms() {
+    std::vector<int> uses(graph_.tensors.size(), 0);
+    for (const Node& n : graph_.nodes) {
+      for (int in : n.inputs) {
+        if (in >= 0) ++uses[static_cast<size_t>(in)];
+      }
+    }
+    for (int out : graph_.outputs) ++uses[static_cast<size_t>(out)];
+    std::vector<bool> removed(graph_.nodes.size(), false);
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      Node& bn = graph_.nodes[i];
+      if (bn.op != "BatchNormalization") continue;
+      const int x = bn.inputs[0];
+      Node* conv = nullptr;
+      for (size_t j = 0; j < i; ++j) {
+        if (!removed[j] && graph_.nodes[j].op == "Conv" && graph_.nodes[j].outputs[0] == x) {
+          conv = &graph_.nodes[j];
+        }
+      }
+      if (conv == nullptr || uses[static_cast<size_t>(x)] != 1) continue;
+      bool constant = T(conv->inputs[1]).constant;
+      for (size_t k = 1; k < 5; ++k) constant &= T(bn.inputs[k]).constant;
+      if (conv->inputs.size() > 2 && conv->inputs[2] >= 0) constant &= T(conv->inputs[2]).constant;
+      if (!constant) continue;
+      const Tensor& w = T(conv->inputs[1]);
+      const int64_t out_channels = w.shape[0];
+      const int64_t per_channel = w.NumElements() / out_channels;
+      const float eps = bn.Float("epsilon", 1e-5f);
+      Tensor folded_w = w;
+      folded_w.name = w.name + "/bn_folded";
+      Tensor folded_b;
+      folded_b.name = conv->name + "/bn_folded_bias";
+      folded_b.constant = true;
+      folded_b.shape = {out_channels};
+      const bool has_bias = conv->inputs.size() > 2 && conv->inputs[2] >= 0;
+      for (int64_t c = 0; c < out_channels; ++c) {
+        const size_t cc = static_cast<size_t>(c);
+        const float scale = T(bn.inputs[1]).f32[cc] / std::sqrt(T(bn.inputs[4]).f32[cc] + eps);
+        for (int64_t k = 0; k < per_channel; ++k) folded_w.f32[static_cast<size_t>(c * per_channel + k)] *= scale;
+        const float bias = has_bias ? T(conv->inputs[2]).f32[cc] : 0.0f;
+        folded_b.f32.push_back((bias - T(bn.inputs[3]).f32[cc]) * scale + T(bn.inputs[2]).f32[cc]);
+      }
+      const int w_id = Add(std::move(folded_w));
+      const int b_id = Add(std::move(folded_b));
+      Node& c = *conv;  // Add may have moved tensors, not nodes
+      c.inputs.resize(3);
+      c.inputs[1] = w_id;
+      c.inputs[2] = b_id;
+      c.outputs[0] = bn.outputs[0];
+      removed[i] = true;
+    }
+    std::vector<Node> kept;
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      if (!removed[i]) kept.push_back(std::move(graph_.nodes[i]));
+    }
+    graph_.nodes = std::move(kept);
+  }
+
+  // Nodes none of whose outputs reach a graph output.
+  void RemoveDeadNodes() {
+    std::vector<bool> needed(graph_.tensors.size(), false);
+    for (int out : graph_.outputs) needed[static_cast<size_t>(out)] = true;
+    std::vector<Node> kept;
+    for (size_t i = graph_.nodes.size(); i-- > 0;) {
+      Node& n = graph_.nodes[i];
+      bool live = false;
+      for (int out : n.outputs) live |= needed[static_cast<size_t>(out)];
+      if (!live) continue;
+      for (int in : n.inputs) {
+        if (in >= 0) needed[static_cast<size_t>(in)] = true;
+      }
+      kept.push_back(std::move(n));
+    }
+    std::reverse(kept.begin(), kept.end());
+    graph_.nodes = std::move(kept);
+  }
+
+  const frontend::OnnxModel& model_;
+  Graph graph_;
+  std::optional<Tensor> pending_constant_;  // a Constant node's `value` tensor
+  int64_t split_outputs_ = 1;  // the node's output count, for Split's equal parts
+};
+
+}  // namespace
+
+absl::StatusOr<Graph> ImportOnnx(const frontend::OnnxModel& model) {
+  return Importer(model).Run();
+}
+
+std::string PrintGraph(const Graph& g) {
+  std::ostringstream os;
+  auto name = [&](int id) { return id < 0 ? std::string("-") : g.tensors[static_cast<size_t>(id)].name; };
+  auto typed = [&](int id) {
+    const Tensor& t = g.tensors[static_cast<size_t>(id)];
+    return absl::StrCat(t.name, ": ", DTypeName(t.dtype), ShapeText(t.shape));
+  };
+  os << "inputs:";
+  for (int id : g.inputs) os << " " << typed(id);
+  os << "\n";
+  for (const Node& n : g.nodes) {
+    std::vector<std::string> ins, outs, attrs;
+    for (int id : n.inputs) {
+      const bool constant = id >= 0 && g.tensors[static_cast<size_t>(id)].constant;
+      ins.push_back(constant ? absl::StrCat(name(id), "=const", ShapeText(g.tensors[static_cast<size_t>(id)].shape))
+                             : name(id));
+    }
+    for (int id : n.outputs) outs.push_back(typed(id));
+    for (const auto& [key, a] : n.attrs) {
+      if (!a.text.empty()) {
+        attrs.push_back(absl::StrCat(key, "=", a.text));
+      } else if (!a.ints.empty()) {
+        attrs.push_back(absl::StrCat(key, "=", a.ints.size() == 1 ? std::to_string(a.ints[0]) : ShapeText(a.ints)));
+      } else if (!a.floats.empty()) {
+        attrs.push_back(absl::StrCat(key, "=", a.floats[0]));
+      }
+    }
+    os << "  " << n.name << " = " << n.op << "(" << absl::StrJoin(ins, ", ") << ")";
+    if (!attrs.empty()) os << " {" << absl::StrJoin(attrs, ", ") << "}";
+    os << " -> " << absl::StrJoin(outs, ", ") << "\n";
+  }
+  os << "outputs:";
+  for (int id : g.outputs) os << " " << typed(id);
+  os << "\n";
+  return os.str();
+}
+
+}  // namespace tuneforge::graph

@@ -1,0 +1,72 @@
+// The graph IR of a whole model (issue 17): typed tensors with static shapes and the
+// operator nodes between them, imported from ONNX with every output's shape inferred
+// and checked, shape computations folded into constants, BatchNormalization folded
+// into the convolution before it, and nodes that feed no output removed. Printable
+// (`tuneforge model inspect --print-graph`), like the loop IR.
+//
+// Fusion into tuning tasks and the executor build on this; docs/models.md says what
+// exists.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/frontend/onnx_reader.h"
+
+namespace tuneforge::graph {
+
+enum class DType { kFloat32, kInt64 };
+const char* DTypeName(DType t);
+
+struct Tensor {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  // A constant (a weight, or a value folded at import): its data, in row-major order,
+  // in f32 or i64 by dtype. Tensors computed when the model runs have neither.
+  bool constant = false;
+  std::vector<float> f32;
+  std::vector<int64_t> i64;
+  int64_t NumElements() const;
+};
+
+// One attribute of a node, as ONNX gives it (ints and floats, one or a list, or text).
+struct Attribute {
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::string text;
+};
+
+struct Node {
+  std::string name;
+  std::string op;              // the ONNX operator, e.g. "Conv"
+  std::vector<int> inputs;     // tensor ids; -1 for an omitted optional input
+  std::vector<int> outputs;    // tensor ids
+  std::map<std::string, Attribute> attrs;
+  // Integer attribute `key`, or `fallback` when absent.
+  int64_t Int(const std::string& key, int64_t fallback) const;
+  float Float(const std::string& key, float fallback) const;
+  std::vector<int64_t> Ints(const std::string& key, std::vector<int64_t> fallback = {}) const;
+};
+
+struct Graph {
+  std::vector<Tensor> tensors;
+  std::vector<Node> nodes;     // in execution order
+  std::vector<int> inputs;     // the model's run-time inputs
+  std::vector<int> outputs;
+  int Find(const std::string& name) const;  // -1 when absent
+};
+
+// Imports a model that passed frontend::CheckSupported. Errors name the node, its
+// operator and the attribute or input at fault (an attribute value out of range,
+// shapes that do not broadcast, a Reshape to a shape of another size, ...).
+absl::StatusOr<Graph> ImportOnnx(const frontend::OnnxModel& model);
+
+// One line per node: "name = Op(inputs) attrs -> outputs [shapes]", constants
+// summarized.
+std::string PrintGraph(const Graph& graph);
+
+}  // namespace tuneforge::graph

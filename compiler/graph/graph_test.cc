@@ -1,0 +1,168 @@
+// Importing ONNX models into the graph IR: shapes inferred, shape computations and
+// BatchNormalization folded, dead nodes removed, and errors that name the node.
+#include "compiler/graph/graph.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+namespace tuneforge::graph {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kModels = TF_TEST_MODELS_DIR;
+
+absl::StatusOr<Graph> Import(const std::string& path) {
+  absl::StatusOr<frontend::OnnxModel> model = frontend::ReadOnnxModel(path);
+  if (!model.ok()) return model.status();
+  absl::Status supported = frontend::CheckSupported(*model);
+  if (!supported.ok()) return supported;
+  return ImportOnnx(*model);
+}
+
+std::vector<std::string> Ops(const Graph& g) {
+  std::vector<std::string> ops;
+  for (const Node& n : g.nodes) ops.push_back(n.op);
+  return ops;
+}
+
+const Tensor& Named(const Graph& g, const std::string& name) {
+  int id = g.Find(name);
+  EXPECT_GE(id, 0) << name;
+  return g.tensors[static_cast<size_t>(std::max(id, 0))];
+}
+
+class GraphImportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() / ("tf_graph_" + std::to_string(getpid())))
+               .string();
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  // The import error of `model` after `edit`.
+  std::string ErrorAfter(const std::string& model, const std::function<void(onnx::ModelProto*)>& edit) {
+    onnx::ModelProto proto;
+    std::ifstream in(kModels + "/" + model, std::ios::binary);
+    EXPECT_TRUE(proto.ParseFromIstream(&in));
+    edit(&proto);
+    const std::string path = dir_ + "/edited.onnx";
+    std::ofstream(path, std::ios::binary) << proto.SerializeAsString();
+    absl::StatusOr<Graph> g = Import(path);
+    return g.ok() ? "" : std::string(g.status().message());
+  }
+  std::string dir_;
+};
+
+TEST_F(GraphImportTest, MlpShapesAreInferred) {
+  absl::StatusOr<Graph> g = Import(kModels + "/mlp.onnx");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(Ops(*g), (std::vector<std::string>{"MatMul", "Add", "Relu", "Gemm", "Softmax"}));
+  EXPECT_EQ(Named(*g, "h0").shape, (std::vector<int64_t>{2, 32}));
+  EXPECT_EQ(Named(*g, "h2").shape, (std::vector<int64_t>{2, 32}));
+  EXPECT_EQ(Named(*g, "logits").shape, (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(Named(*g, "y").shape, (std::vector<int64_t>{2, 4}));
+  ASSERT_EQ(g->inputs.size(), 1u);
+  EXPECT_THAT(PrintGraph(*g),
+              HasSubstr("fc2 = Gemm(h2, w2=const[4, 32], b2=const[4]) {transB=1} -> "
+                        "logits: float32[2, 4]"));
+}
+
+TEST_F(GraphImportTest, ConvBnModelIsFoldedAndPruned) {
+  absl::StatusOr<Graph> g = Import(kModels + "/convbn.onnx");
+  ASSERT_TRUE(g.ok()) << g.status();
+  // BatchNormalization folded into the conv, the Shape/Gather/Unsqueeze/Concat chain
+  // folded into the Reshape's constant shape, the unused Sigmoid gone.
+  EXPECT_EQ(Ops(*g), (std::vector<std::string>{"Conv", "Relu", "MaxPool", "Reshape", "Gemm"}));
+  const Node& conv = g->nodes[0];
+  EXPECT_EQ(conv.Ints("pads"), (std::vector<int64_t>{0, 0, 1, 1}));  // SAME_UPPER resolved
+  EXPECT_EQ(g->tensors[static_cast<size_t>(conv.outputs[0])].name, "b");  // the BN's output
+  EXPECT_EQ(Named(*g, "b").shape, (std::vector<int64_t>{1, 8, 8, 8}));
+  EXPECT_EQ(Named(*g, "p").shape, (std::vector<int64_t>{1, 8, 4, 4}));
+  const Tensor& flat_shape = Named(*g, "flat_shape");
+  EXPECT_TRUE(flat_shape.constant);
+  EXPECT_EQ(flat_shape.i64, (std::vector<int64_t>{1, -1}));
+  EXPECT_EQ(Named(*g, "flat").shape, (std::vector<int64_t>{1, 128}));
+  EXPECT_EQ(Named(*g, "y").shape, (std::vector<int64_t>{1, 10}));
+
+  // The folded conv computes conv + BN: one output element, computed both ways from
+  // the original parameters of the file.
+  absl::StatusOr<frontend::OnnxModel> model = frontend::ReadOnnxModel(kModels + "/convbn.onnx");
+  ASSERT_TRUE(model.ok());
+  std::map<std::string, std::vector<float>> orig;
+  for (const auto& t : model->proto.graph().initializer()) {
+    if (t.data_type() != onnx::TensorProto::FLOAT) continue;
+    std::vector<float> v(t.raw_data().size() / 4);
+    std::memcpy(v.data(), t.raw_data().data(), t.raw_data().size());
+    orig[t.name()] = v;
+  }
+  std::vector<float> x(3 * 16 * 16);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+  auto conv_at = [&](const std::vector<float>& w, float bias, int c, int oh, int ow) {
+    double sum = bias;
+    for (int ci = 0; ci < 3; ++ci)
+      for (int kh = 0; kh < 3; ++kh)
+        for (int kw = 0; kw < 3; ++kw) {
+          int ih = oh * 2 + kh, iw = ow * 2 + kw;  // pads begin at 0
+          if (ih >= 16 || iw >= 16) continue;
+          sum += w[static_cast<size_t>(((c * 3 + ci) * 3 + kh) * 3 + kw)] *
+                 x[static_cast<size_t>((ci * 16 + ih) * 16 + iw)];
+        }
+    return sum;
+  };
+  const Tensor& fw = g->tensors[static_cast<size_t>(conv.inputs[1])];
+  const Tensor& fb = g->tensors[static_cast<size_t>(conv.inputs[2])];
+  for (int c : {0, 3, 7}) {
+    const size_t cc = static_cast<size_t>(c);
+    double raw = conv_at(orig["conv_w"], orig["conv_b"][cc], c, 7, 5);  // at the padded edge
+    double bn = (raw - orig["bn_mean"][cc]) / std::sqrt(orig["bn_var"][cc] + 1e-5) *
+                    orig["bn_scale"][cc] + orig["bn_bias"][cc];
+    EXPECT_NEAR(conv_at(fw.f32, fb.f32[cc], c, 7, 5), bn, 1e-4 * (1 + std::fabs(bn))) << c;
+  }
+}
+
+TEST_F(GraphImportTest, ShapeErrorsNameTheNode) {
+  EXPECT_THAT(ErrorAfter("mlp.onnx", [](onnx::ModelProto* m) {
+                m->mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()
+                    ->mutable_shape()->mutable_dim(1)->set_dim_value(17);
+              }),
+              HasSubstr("node 'fc1' (#0, MatMul): inner dimensions differ: [2, 17] x [16, 32]"));
+  EXPECT_THAT(ErrorAfter("convbn.onnx", [](onnx::ModelProto* m) {
+                for (auto& t : *m->mutable_graph()->mutable_initializer()) {
+                  if (t.name() != "minus_one") continue;
+                  int64_t v = 100;
+                  t.set_raw_data(std::string(reinterpret_cast<const char*>(&v), sizeof(v)));
+                }
+              }),
+              HasSubstr("node 'flatten' (#9, Reshape): cannot reshape [1, 8, 4, 4] (128 "
+                        "elements) to [1, 100]"));
+  EXPECT_THAT(ErrorAfter("convbn.onnx", [](onnx::ModelProto* m) {
+                auto* a = m->mutable_graph()->mutable_node(0)->add_attribute();
+                a->set_name("group");
+                a->set_type(onnx::AttributeProto::INT);
+                a->set_i(2);
+              }),
+              HasSubstr("node 'conv' (#0, Conv): attribute group 2 does not fit input "
+                        "[1, 3, 16, 16] and weight [8, 3, 3, 3]"));
+  EXPECT_THAT(ErrorAfter("convbn.onnx", [](onnx::ModelProto* m) {
+                for (auto& a : *m->mutable_graph()->mutable_node(0)->mutable_attribute()) {
+                  if (a.name() == "auto_pad") a.set_s("SAME_SIDEWAYS");
+                }
+              }),
+              HasSubstr("attribute auto_pad 'SAME_SIDEWAYS' is unknown"));
+  EXPECT_THAT(ErrorAfter("mlp.onnx", [](onnx::ModelProto* m) {
+                m->mutable_graph()->mutable_node(1)->set_input(1, "no_such_tensor");
+              }),
+              HasSubstr("node 'fc1_bias' (#1, Add): input 'no_such_tensor' is not defined"));
+}
+
+}  // namespace
+}  // namespace tuneforge::graph
