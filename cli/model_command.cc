@@ -12,6 +12,8 @@
 #include "cli/flags.h"
 #include "compiler/frontend/onnx_reader.h"
 #include "compiler/graph/graph.h"
+#include "compiler/graph/tasks.h"
+#include "compiler/support/files.h"
 #include "compiler/support/status.h"
 #include "nlohmann/json.hpp"
 
@@ -21,6 +23,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: tuneforge model inspect M.onnx [--print-graph] [--json]\n"
+    "       tuneforge model tasks M.onnx -o|--out TASKS.txt\n"
     "  Reads an ONNX model (weights stored as external data included), checks that\n"
     "  tuneforge supports its IR version, opset, operators and inputs (float32, static\n"
     "  shapes), and prints the model: producer, inputs and outputs with their shapes,\n"
@@ -28,7 +31,13 @@ constexpr char kUsage[] =
     "  graph IR (shapes inferred, shape computations and BatchNormalization folded, dead\n"
     "  nodes removed) and says how many nodes remain. An unsupported model is an error\n"
     "  naming the node, operator, attribute or tensor.\n"
-    "  --print-graph  print the imported graph, one line per node\n";
+    "  --print-graph  print the imported graph, one line per node\n"
+    "  inspect also prints the task table: each anchor (conv2d, depthwise, dense,\n"
+    "  matmul, batch_matmul) with the epilogue it absorbs, identical tasks merged with\n"
+    "  a weight, GFLOP and share of the model's FLOPs, and the leftovers (operators\n"
+    "  that are no tuning task) with the reason.\n"
+    "  tasks writes the tasks as a file for `tune --tasks` (one task per line with\n"
+    "  weight=W).\n";
 
 std::vector<int64_t> Shape(const onnx::ValueInfoProto& v) {
   std::vector<int64_t> dims;
@@ -49,6 +58,7 @@ absl::StatusOr<int> Inspect(const std::string& path, bool json, bool print_graph
   ASSIGN_OR_RETURN(frontend::OnnxModel model, frontend::ReadOnnxModel(path));
   RETURN_IF_ERROR(frontend::CheckSupported(model));
   ASSIGN_OR_RETURN(graph::Graph imported, graph::ImportOnnx(model));
+  ASSIGN_OR_RETURN(graph::TaskTable table, graph::ExtractTasks(imported));
   const onnx::GraphProto& g = model.proto.graph();
   std::map<std::string, int> ops;
   for (const auto& node : g.node()) ++ops[node.op_type()];
@@ -69,6 +79,22 @@ absl::StatusOr<int> Inspect(const std::string& path, bool json, bool print_graph
                         {"operators", ops},
                         {"graph_nodes", imported.nodes.size()}};
   if (print_graph) out["graph"] = graph::PrintGraph(imported);
+  out["total_gflop"] = table.total_flops / 1e9;
+  out["tasks"] = nlohmann::json::array();
+  for (const graph::ExtractedTask& t : table.tasks) {
+    out["tasks"].push_back({{"task", t.task},
+                            {"op", t.op},
+                            {"weight", t.weight},
+                            {"gflop", t.flops / 1e9},
+                            {"share", t.flops * t.weight / table.total_flops},
+                            {"nodes", t.nodes},
+                            {"unfused_epilogue", t.unfused_epilogue}});
+  }
+  out["leftovers"] = nlohmann::json::array();
+  for (const graph::Leftover& l : table.leftovers) {
+    out["leftovers"].push_back({{"node", l.node}, {"op", l.op}, {"reason", l.reason},
+                                {"gflop", l.flops / 1e9}});
+  }
   for (const auto& v : g.input()) {
     if (is_weight.count(v.name())) continue;
     out["inputs"].push_back({{"name", v.name()}, {"shape", Shape(v)}});
@@ -93,7 +119,34 @@ absl::StatusOr<int> Inspect(const std::string& path, bool json, bool print_graph
   std::printf("nodes:     %d\n", g.node_size());
   for (const auto& [op, n] : ops) std::printf("  %-20s %d\n", op.c_str(), n);
   std::printf("graph:     %zu nodes after folding and pruning\n", imported.nodes.size());
+  std::printf("\n%-58s %6s %9s %6s  %s\n", "task", "weight", "GFLOP", "share", "covers");
+  for (const graph::ExtractedTask& t : table.tasks) {
+    std::string covers = absl::StrJoin(t.nodes, ",");
+    if (!t.unfused_epilogue.empty()) absl::StrAppend(&covers, " (", t.unfused_epilogue, " as a separate kernel)");
+    std::printf("%-58s %6d %9.4g %5.1f%%  %s\n", t.task.c_str(), t.weight, t.flops / 1e9,
+                100.0 * t.flops * t.weight / table.total_flops, covers.c_str());
+  }
+  std::printf("leftovers (no tuning task):%s\n", table.leftovers.empty() ? " none" : "");
+  for (const graph::Leftover& l : table.leftovers) {
+    std::printf("  %-24s %-20s %s\n", l.node.c_str(), l.op.c_str(), l.reason.c_str());
+  }
   if (print_graph) std::printf("\n%s", graph::PrintGraph(imported).c_str());
+  return 0;
+}
+
+absl::StatusOr<int> WriteTasks(const std::string& path, const std::string& out_path) {
+  ASSIGN_OR_RETURN(frontend::OnnxModel model, frontend::ReadOnnxModel(path));
+  RETURN_IF_ERROR(frontend::CheckSupported(model));
+  ASSIGN_OR_RETURN(graph::Graph imported, graph::ImportOnnx(model));
+  ASSIGN_OR_RETURN(graph::TaskTable table, graph::ExtractTasks(imported));
+  std::string text = absl::StrCat("# tuning tasks of ", path, " (tuneforge model tasks); ",
+                                  "weight = occurrences per inference\n");
+  for (const graph::ExtractedTask& t : table.tasks) {
+    absl::StrAppend(&text, t.task, " weight=", t.weight, "\n");
+  }
+  RETURN_IF_ERROR(WriteFile(out_path, text));
+  std::printf("wrote %zu tasks (%zu leftovers without a task) to %s\n", table.tasks.size(),
+              table.leftovers.size(), out_path.c_str());
   return 0;
 }
 
@@ -104,19 +157,26 @@ absl::StatusOr<int> ModelCommand(const std::vector<std::string>& args) {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
-  if (args[0] != "inspect") {
+  if (args[0] != "inspect" && args[0] != "tasks") {
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown subcommand '", args[0], "' (known: inspect; see --help)"));
+        absl::StrCat("unknown subcommand '", args[0], "' (known: inspect, tasks; see --help)"));
   }
-  ASSIGN_OR_RETURN(Flags flags,
-                   Flags::Parse(std::vector<std::string>(args.begin() + 1, args.end()), {},
-                                {"json", "help", "print-graph"}));
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  for (std::string& a : rest) {
+    if (a == "-o") a = "--out";  // the short form of --out
+  }
+  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(rest, {"out"}, {"json", "help", "print-graph"}));
   if (flags.Has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
   }
   if (flags.positional().size() != 1) {
-    return absl::InvalidArgumentError("model inspect needs exactly one model file (see --help)");
+    return absl::InvalidArgumentError(
+        absl::StrCat("model ", args[0], " needs exactly one model file (see --help)"));
+  }
+  if (args[0] == "tasks") {
+    if (!flags.Has("out")) return absl::InvalidArgumentError("model tasks needs -o TASKS.txt");
+    return WriteTasks(flags.positional()[0], flags.Get("out"));
   }
   return Inspect(flags.positional()[0], flags.Has("json"), flags.Has("print-graph"));
 }

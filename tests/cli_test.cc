@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "nlohmann/json.hpp"
+#include "compiler/task/task_list.h"
 #include "tests/process_util.h"
 
 namespace tuneforge {
@@ -77,6 +78,19 @@ TEST_F(CliTest, ModelInspectPrintsTheModelAndRefusesWhatIsNotOne) {
                       dir_);
   ASSERT_EQ(j.exit_code, 0) << j.err;
   EXPECT_NE(j.out.find("\"opset\": 17"), std::string::npos) << j.out;
+  // model tasks writes what tune --tasks reads.
+  auto w = RunCommand({kBin + "/tuneforge", "model", "tasks", models + "/resblock.onnx", "-o",
+                       dir_ + "/tasks.txt"},
+                      dir_);
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  const std::string tasks = testing::ReadFile(dir_ + "/tasks.txt");
+  EXPECT_NE(tasks.find("conv2d N=1 C=8 H=8 W=8 K=8 R=3 S=3 stride=1 pad=1 dtype=float32 weight=2\n"),
+            std::string::npos)
+      << tasks;
+  absl::StatusOr<std::vector<ScheduledTask>> read = ReadTasksFile(dir_ + "/tasks.txt");
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 2u);
+  EXPECT_EQ((*read)[0].weight, 2);
   std::ofstream(dir_ + "/not.onnx") << "not a model";
   ExpectError({"model", "inspect", dir_ + "/not.onnx"}, "not an ONNX model");
   ExpectError({"model", "inspect", dir_ + "/missing.onnx"}, "cannot read ONNX model");

@@ -1,6 +1,7 @@
 // Importing ONNX models into the graph IR: shapes inferred, shape computations and
 // BatchNormalization folded, dead nodes removed, and errors that name the node.
 #include "compiler/graph/graph.h"
+#include "compiler/graph/tasks.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -162,6 +163,50 @@ TEST_F(GraphImportTest, ShapeErrorsNameTheNode) {
                 m->mutable_graph()->mutable_node(1)->set_input(1, "no_such_tensor");
               }),
               HasSubstr("node 'fc1_bias' (#1, Add): input 'no_such_tensor' is not defined"));
+}
+
+absl::StatusOr<TaskTable> Tasks(const std::string& model) {
+  absl::StatusOr<Graph> g = Import(kModels + "/" + model);
+  if (!g.ok()) return g.status();
+  return ExtractTasks(*g);
+}
+
+TEST(TaskExtractionTest, DenseLayersAbsorbTheirBiasAndRelu) {
+  absl::StatusOr<TaskTable> t = Tasks("mlp.onnx");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->tasks.size(), 2u);
+  EXPECT_EQ(t->tasks[0].task, "dense M=2 N=32 K=16 bias=1 relu=1 dtype=float32");
+  EXPECT_EQ(t->tasks[0].nodes, (std::vector<std::string>{"fc1", "fc1_bias", "relu1"}));
+  // Gemm with transB and a constant C: dense with bias (weights transposed at load).
+  EXPECT_EQ(t->tasks[1].task, "dense M=2 N=4 K=32 bias=1 relu=0 dtype=float32");
+  ASSERT_EQ(t->leftovers.size(), 1u);
+  EXPECT_EQ(t->leftovers[0].op, "Softmax");
+}
+
+TEST(TaskExtractionTest, IdenticalConvsMergeWithAWeightAndKeepTheirEpilogues) {
+  absl::StatusOr<TaskTable> t = Tasks("resblock.onnx");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->tasks.size(), 2u);
+  EXPECT_EQ(t->tasks[0].task, "conv2d N=1 C=8 H=8 W=8 K=8 R=3 S=3 stride=1 pad=1 dtype=float32");
+  EXPECT_EQ(t->tasks[0].weight, 2);
+  EXPECT_EQ(t->tasks[0].nodes, (std::vector<std::string>{"conv1", "relu1", "conv2", "residual",
+                                                         "relu2"}));
+  EXPECT_EQ(t->tasks[0].unfused_epilogue, "bias+relu | bias+residual+relu");
+  EXPECT_EQ(t->tasks[1].task, "depthwise_conv2d N=1 C=8 H=8 W=8 R=3 S=3 stride=1 pad=1 dtype=float32");
+  EXPECT_EQ(t->tasks[1].unfused_epilogue, "bias+clip");
+  EXPECT_TRUE(t->leftovers.empty());
+  // Shares: 2 x 2*8*8*8*8*9 flops of conv against 2*8*8*8*9 of the depthwise layer.
+  EXPECT_NEAR(t->tasks[0].flops * 2 / t->total_flops, 16.0 / 17.0, 1e-9);
+}
+
+TEST(TaskExtractionTest, ConvolutionsNoTemplateTakesAreLeftOversWithTheReason) {
+  absl::StatusOr<TaskTable> t = Tasks("convbn.onnx");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->tasks.size(), 1u);
+  EXPECT_EQ(t->tasks[0].task, "dense M=1 N=10 K=128 bias=1 relu=0 dtype=float32");
+  ASSERT_FALSE(t->leftovers.empty());
+  EXPECT_EQ(t->leftovers[0].node, "conv");
+  EXPECT_EQ(t->leftovers[0].reason, "Conv with asymmetric padding: no template");
 }
 
 }  // namespace

@@ -6,6 +6,8 @@ install-python-deps).
   mlp.onnx           a tiny MLP: MatMul + Add + Relu, Gemm, Softmax (batch 2)
   mlp_external.onnx  the same model with its weights in mlp_external.weights
                      (ONNX external data), as large models are stored
+  resblock.onnx      a ResNet basic block (conv+relu, conv+residual+relu) and a
+                     depthwise conv with Clip as ReLU6
   convbn.onnx        Conv (auto_pad SAME_UPPER, stride 2) + a separate
                      BatchNormalization + Relu + MaxPool, then a Reshape whose shape
                      is computed (Shape, Gather, Unsqueeze, Concat) as exporters
@@ -83,6 +85,40 @@ def convbn(rng):
     return model
 
 
+def resblock(rng):
+    """A ResNet basic block and a MobileNet depthwise layer: the conv2d tasks of
+    conv1 and conv2 are the same kernel (weight 2) with different epilogues."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])
+    f32 = lambda *s: (0.3 * rng.standard_normal(s)).astype(np.float32)
+    inits = [
+        numpy_helper.from_array(f32(8, 8, 3, 3), "w1"),
+        numpy_helper.from_array(f32(8), "b1"),
+        numpy_helper.from_array(f32(8, 8, 3, 3), "w2"),
+        numpy_helper.from_array(f32(8), "b2"),
+        numpy_helper.from_array(f32(8, 1, 3, 3), "wd"),
+        numpy_helper.from_array(f32(8), "bd"),
+        numpy_helper.from_array(np.array(0.0, dtype=np.float32), "zero"),
+        numpy_helper.from_array(np.array(6.0, dtype=np.float32), "six"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c2", "x"], ["s"], name="residual"),
+        helper.make_node("Relu", ["s"], ["r2"], name="relu2"),
+        helper.make_node("Conv", ["r2", "wd", "bd"], ["d"], name="dw", pads=[1, 1, 1, 1],
+                         group=8),
+        helper.make_node("Clip", ["d", "zero", "six"], ["y"], name="relu6"),
+    ]
+    graph = helper.make_graph(nodes, "resblock", [x], [y], inits)
+    model = helper.make_model(graph, producer_name="tuneforge-tests",
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: make_models.py OUT_DIR")
@@ -94,7 +130,9 @@ def main():
               all_tensors_to_one_file=True, location="mlp_external.weights",
               size_threshold=0)
     onnx.save(convbn(np.random.default_rng(7)), os.path.join(out, "convbn.onnx"))
-    print("make_models.py: wrote mlp.onnx, mlp_external.onnx, convbn.onnx to", out)
+    onnx.save(resblock(np.random.default_rng(11)), os.path.join(out, "resblock.onnx"))
+    print("make_models.py: wrote mlp.onnx, mlp_external.onnx, convbn.onnx, resblock.onnx to",
+          out)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,247 @@
+#include "compiler/graph/tasks.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/support/status.h"
+#include "compiler/task/task.h"
+
+namespace tuneforge::graph {
+
+namespace {
+
+// Consumers of each tensor, and whether it is a graph output.
+struct Uses {
+  std::vector<std::vector<int>> consumers;
+  std::vector<bool> is_output;
+};
+
+Uses CountUses(const Graph& g) {
+  Uses u;
+  u.consumers.resize(g.tensors.size());
+  u.is_output.resize(g.tensors.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (int in : g.nodes[i].inputs) {
+      if (in >= 0) u.consumers[static_cast<size_t>(in)].push_back(static_cast<int>(i));
+    }
+  }
+  for (int out : g.outputs) u.is_output[static_cast<size_t>(out)] = true;
+  return u;
+}
+
+class Extractor {
+ public:
+  explicit Extractor(const Graph& g) : g_(g), uses_(CountUses(g)), taken_(g.nodes.size(), false) {}
+
+  absl::StatusOr<TaskTable> Run() {
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (taken_[i]) continue;
+      const Node& n = g_.nodes[i];
+      if (n.op == "MatMul" || n.op == "Gemm") {
+        RETURN_IF_ERROR(MatMulLike(static_cast<int>(i)));
+      } else if (n.op == "Conv") {
+        RETURN_IF_ERROR(Conv(static_cast<int>(i)));
+      } else {
+        Leave(static_cast<int>(i), NonAnchorReason(n.op), Elementwise(n));
+      }
+    }
+    for (const ExtractedTask& t : table_.tasks) table_.total_flops += t.flops * t.weight;
+    for (const Leftover& l : table_.leftovers) table_.total_flops += l.flops;
+    return std::move(table_);
+  }
+
+ private:
+  const Tensor& T(int id) const { return g_.tensors[static_cast<size_t>(id)]; }
+
+  // The only consumer of `node`'s single output, if that consumer is `op` and the
+  // output is not itself a graph output; -1 otherwise.
+  int SoleConsumer(int node, const char* op) const {
+    const Node& n = g_.nodes[static_cast<size_t>(node)];
+    if (n.outputs.size() != 1) return -1;
+    const size_t out = static_cast<size_t>(n.outputs[0]);
+    if (uses_.is_output[out] || uses_.consumers[out].size() != 1) return -1;
+    int c = uses_.consumers[out][0];
+    return g_.nodes[static_cast<size_t>(c)].op == op && !taken_[static_cast<size_t>(c)] ? c : -1;
+  }
+
+  // Add of a constant vector of `n` elements (a bias over the last dimension).
+  bool IsBiasAdd(int node, int64_t n, int from) const {
+    const Node& add = g_.nodes[static_cast<size_t>(node)];
+    const int other = add.inputs[0] == from ? add.inputs[1] : add.inputs[0];
+    const Tensor& b = T(other);
+    return b.constant && b.dtype == DType::kFloat32 && b.NumElements() == n &&
+           (b.shape.empty() ? false : b.shape.back() == n);
+  }
+
+  void Leave(int node, const std::string& reason, double flops) {
+    const Node& n = g_.nodes[static_cast<size_t>(node)];
+    table_.leftovers.push_back({n.name, n.op, reason, flops});
+    taken_[static_cast<size_t>(node)] = true;
+  }
+
+  absl::Status AddTask(const std::string& text, std::vector<int> nodes, std::string epilogue) {
+    ASSIGN_OR_RETURN(TuningTask task, ParseTask(text));
+    const std::string canonical = task.CanonicalText();
+    auto it = index_.find(canonical);
+    if (it == index_.end()) {
+      it = index_.emplace(canonical, table_.tasks.size()).first;
+      table_.tasks.push_back({canonical, task.op(), 0, task.Flops(), {}, ""});
+    }
+    ExtractedTask& t = table_.tasks[it->second];
+    ++t.weight;
+    // Occurrences of one anchor kernel may differ in their epilogues: list each.
+    if (!epilogue.empty() && (" | " + t.unfused_epilogue + " | ").find(" | " + epilogue + " | ") ==
+                                 std::string::npos) {
+      t.unfused_epilogue += t.unfused_epilogue.empty() ? epilogue : " | " + epilogue;
+    }
+    for (int n : nodes) {
+      t.nodes.push_back(g_.nodes[static_cast<size_t>(n)].name);
+      taken_[static_cast<size_t>(n)] = true;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status MatMulLike(int node) {
+    const Node& n = g_.nodes[static_cast<size_t>(node)];
+    const Tensor& a = T(n.inputs[0]);
+    const Tensor& b = T(n.inputs[1]);
+    const Tensor& y = T(n.outputs[0]);
+    if (n.op == "Gemm" && (n.Int("transA", 0) != 0 || n.Float("alpha", 1) != 1.0f ||
+                           n.Float("beta", 1) != 1.0f)) {
+      Leave(node, "Gemm with transA or alpha/beta != 1: no template", 2.0 * y.NumElements() * a.shape.back());
+      return absl::OkStatus();
+    }
+    if (b.constant && b.shape.size() == 2) {
+      // An inference layer: constant weights -> dense (weights transposed at load
+      // for Gemm's transB), bias and relu absorbed when they follow.
+      const bool tb = n.op == "Gemm" && n.Int("transB", 0) != 0;
+      const int64_t k = tb ? b.shape[1] : b.shape[0];
+      const int64_t nn = tb ? b.shape[0] : b.shape[1];
+      const int64_t m = a.NumElements() / k;
+      std::vector<int> nodes = {node};
+      int tail = node;
+      bool bias = false;
+      if (n.op == "Gemm" && n.inputs.size() > 2 && n.inputs[2] >= 0) {
+        const Tensor& c = T(n.inputs[2]);
+        if (!c.constant || c.NumElements() != nn) {
+          Leave(node, "Gemm with a C that is not a constant bias vector: no template",
+                2.0 * m * nn * k);
+          return absl::OkStatus();
+        }
+        bias = true;
+      } else if (int add = SoleConsumer(node, "Add");
+                 add >= 0 && IsBiasAdd(add, nn, n.outputs[0])) {
+        bias = true;
+        nodes.push_back(add);
+        tail = add;
+      }
+      bool relu = false;
+      if (int r = SoleConsumer(tail, "Relu"); r >= 0) {
+        relu = true;
+        nodes.push_back(r);
+      }
+      return AddTask(absl::StrCat("dense M=", m, " N=", nn, " K=", k, " bias=", bias ? 1 : 0,
+                                  " relu=", relu ? 1 : 0),
+                     nodes, "");
+    }
+    if (a.shape.size() == 2 && b.shape.size() == 2) {
+      return AddTask(absl::StrCat("matmul M=", a.shape[0], " N=", b.shape[1], " K=", a.shape[1]),
+                     {node}, "");
+    }
+    if (a.shape.size() >= 3 && a.shape.size() == b.shape.size() &&
+        std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin())) {
+      int64_t batch = 1;
+      for (size_t i = 0; i + 2 < a.shape.size(); ++i) batch *= a.shape[i];
+      return AddTask(absl::StrCat("batch_matmul B=", batch, " M=", a.shape[a.shape.size() - 2],
+                                  " N=", b.shape.back(), " K=", a.shape.back()),
+                     {node}, "");
+    }
+    Leave(node, "MatMul with broadcast batch dimensions: no template",
+          2.0 * y.NumElements() * a.shape.back());
+    return absl::OkStatus();
+  }
+
+  absl::Status Conv(int node) {
+    const Node& n = g_.nodes[static_cast<size_t>(node)];
+    const Tensor& x = T(n.inputs[0]);
+    const Tensor& w = T(n.inputs[1]);
+    const Tensor& y = T(n.outputs[0]);
+    const double flops = 2.0 * y.NumElements() * w.NumElements() / w.shape[0];
+    const std::vector<int64_t> pads = n.Ints("pads", {0, 0, 0, 0});
+    const std::vector<int64_t> strides = n.Ints("strides", {1, 1});
+    const std::vector<int64_t> dilations = n.Ints("dilations", {1, 1});
+    std::string why;
+    if (pads[0] != pads[1] || pads[0] != pads[2] || pads[0] != pads[3]) {
+      why = "asymmetric padding";
+    } else if (strides[0] != strides[1]) {
+      why = "different strides per dimension";
+    } else if (dilations[0] != 1 || dilations[1] != 1) {
+      why = "dilation";
+    }
+    const int64_t group = n.Int("group", 1);
+    const bool depthwise = group > 1 && group == x.shape[1] && w.shape[0] == x.shape[1];
+    if (why.empty() && group != 1 && !depthwise) why = "grouped convolution (not depthwise)";
+    if (!why.empty()) {
+      Leave(node, "Conv with " + why + ": no template", flops);
+      return absl::OkStatus();
+    }
+    std::vector<int> nodes = {node};
+    std::string epilogue = n.inputs.size() > 2 && n.inputs[2] >= 0 ? "bias" : "";
+    int tail = node;
+    if (int add = SoleConsumer(node, "Add"); add >= 0) {
+      // A residual connection (ResNet): Add of another activation of the same shape.
+      const Node& a = g_.nodes[static_cast<size_t>(add)];
+      const int other = a.inputs[0] == n.outputs[0] ? a.inputs[1] : a.inputs[0];
+      if (!T(other).constant && T(other).shape == y.shape) {
+        epilogue += epilogue.empty() ? "residual" : "+residual";
+        nodes.push_back(add);
+        tail = add;
+      }
+    }
+    if (int r = SoleConsumer(tail, "Relu"); r >= 0) {
+      epilogue += epilogue.empty() ? "relu" : "+relu";
+      nodes.push_back(r);
+    } else if (int c = SoleConsumer(tail, "Clip"); c >= 0) {
+      epilogue += epilogue.empty() ? "clip" : "+clip";
+      nodes.push_back(c);
+    }
+    const std::string text =
+        depthwise ? absl::StrCat("depthwise_conv2d N=", x.shape[0], " C=", x.shape[1], " H=",
+                                 x.shape[2], " W=", x.shape[3], " R=", w.shape[2], " S=",
+                                 w.shape[3], " stride=", strides[0], " pad=", pads[0])
+                  : absl::StrCat("conv2d N=", x.shape[0], " C=", x.shape[1], " H=", x.shape[2],
+                                 " W=", x.shape[3], " K=", w.shape[0], " R=", w.shape[2],
+                                 " S=", w.shape[3], " stride=", strides[0], " pad=", pads[0]);
+    return AddTask(text, nodes, epilogue);
+  }
+
+  static std::string NonAnchorReason(const std::string& op) {
+    if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") return "pooling";
+    if (op == "Softmax" || op == "LayerNormalization" || op == "ReduceMean") return "normalization/reduction";
+    if (op == "Reshape" || op == "Flatten" || op == "Transpose" || op == "Squeeze" ||
+        op == "Unsqueeze" || op == "Concat" || op == "Split" || op == "Slice" || op == "Gather" ||
+        op == "Identity") {
+      return "data movement";
+    }
+    return "elementwise";
+  }
+
+  // About one operation per output element (a few for normalizations).
+  double Elementwise(const Node& n) const {
+    double out = 0;
+    for (int o : n.outputs) out += static_cast<double>(T(o).NumElements());
+    return n.op == "Softmax" || n.op == "LayerNormalization" ? 5 * out : out;
+  }
+
+  const Graph& g_;
+  Uses uses_;
+  std::vector<bool> taken_;
+  TaskTable table_;
+  std::map<std::string, size_t> index_;
+};
+
+}  // namespace
+
+absl::StatusOr<TaskTable> ExtractTasks(const Graph& graph) { return Extractor(graph).Run(); }
+
+}  // namespace tuneforge::graph
