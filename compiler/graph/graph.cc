@@ -49,6 +49,28 @@ namespace {
 
 std::string ShapeText(const std::vector<int64_t>& s) { return "[" + absl::StrJoin(s, ", ") + "]"; }
 
+// The `n` values of an ONNX tensor, from raw_data (little-endian) or its typed field.
+template <typename T, typename Field>
+absl::Status DecodeValues(const onnx::TensorProto& p, int64_t n, const char* type,
+                          const Field& typed, std::vector<T>* out) {
+  if (!p.raw_data().empty()) {
+    if (static_cast<int64_t>(p.raw_data().size()) != n * static_cast<int64_t>(sizeof(T))) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", p.name(), "' has ",
+                                                     p.raw_data().size(), " bytes for ", n, " ",
+                                                     type, " elements"));
+    }
+    out->resize(static_cast<size_t>(n));
+    std::memcpy(out->data(), p.raw_data().data(), p.raw_data().size());
+  } else {
+    out->assign(typed.begin(), typed.end());
+  }
+  if (static_cast<int64_t>(out->size()) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", p.name(), "' has ", out->size(), " values for ", n, " elements"));
+  }
+  return absl::OkStatus();
+}
+
 // Decodes an ONNX tensor (raw_data or the typed fields) into a constant Tensor.
 absl::StatusOr<Tensor> FromProto(const onnx::TensorProto& p) {
   Tensor t;
@@ -56,41 +78,12 @@ absl::StatusOr<Tensor> FromProto(const onnx::TensorProto& p) {
   t.constant = true;
   t.shape.assign(p.dims().begin(), p.dims().end());
   const int64_t n = t.NumElements();
-  const bool raw = !p.raw_data().empty();
   if (p.data_type() == onnx::TensorProto::FLOAT) {
     t.dtype = DType::kFloat32;
-    if (raw) {
-      if (static_cast<int64_t>(p.raw_data().size()) != n * 4) {
-        return absl::InvalidArgumentError(absl::StrCat("tensor '", p.name(), "' has ",
-                                                       p.raw_data().size(), " bytes for ", n,
-                                                       " float32 elements"));
-      }
-      t.f32.resize(static_cast<size_t>(n));
-      std::memcpy(t.f32.data(), p.raw_data().data(), p.raw_data().size());
-    } else {
-      t.f32.assign(p.float_data().begin(), p.float_data().end());
-    }
-    if (static_cast<int64_t>(t.f32.size()) != n) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor '", p.name(), "' has ", t.f32.size(), " values for ", n, " elements"));
-    }
+    RETURN_IF_ERROR(DecodeValues(p, n, "float32", p.float_data(), &t.f32));
   } else if (p.data_type() == onnx::TensorProto::INT64) {
     t.dtype = DType::kInt64;
-    if (raw) {
-      if (static_cast<int64_t>(p.raw_data().size()) != n * 8) {
-        return absl::InvalidArgumentError(absl::StrCat("tensor '", p.name(), "' has ",
-                                                       p.raw_data().size(), " bytes for ", n,
-                                                       " int64 elements"));
-      }
-      t.i64.resize(static_cast<size_t>(n));
-      std::memcpy(t.i64.data(), p.raw_data().data(), p.raw_data().size());
-    } else {
-      t.i64.assign(p.int64_data().begin(), p.int64_data().end());
-    }
-    if (static_cast<int64_t>(t.i64.size()) != n) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor '", p.name(), "' has ", t.i64.size(), " values for ", n, " elements"));
-    }
+    RETURN_IF_ERROR(DecodeValues(p, n, "int64", p.int64_data(), &t.i64));
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor '", p.name(), "': only float32 and int64 tensors are supported"));

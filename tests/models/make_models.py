@@ -21,6 +21,15 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
+def finish(graph):
+    """The model of `graph`: opset 17, IR version 8, checked."""
+    model = helper.make_model(graph, producer_name="tuneforge-tests",
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
 def mlp(rng):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
@@ -36,11 +45,7 @@ def mlp(rng):
         helper.make_node("Softmax", ["logits"], ["y"], name="softmax", axis=-1),
     ]
     graph = helper.make_graph(nodes, "mlp", [x], [y], [w1, b1, w2, b2])
-    model = helper.make_model(graph, producer_name="tuneforge-tests",
-                              opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
+    return finish(graph)
 
 
 def convbn(rng):
@@ -78,11 +83,7 @@ def convbn(rng):
         helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["y"], name="fc", transB=1),
     ]
     graph = helper.make_graph(nodes, "convbn", [x], [y], inits)
-    model = helper.make_model(graph, producer_name="tuneforge-tests",
-                              opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
+    return finish(graph)
 
 
 def resblock(rng):
@@ -112,11 +113,7 @@ def resblock(rng):
         helper.make_node("Clip", ["d", "zero", "six"], ["y"], name="relu6"),
     ]
     graph = helper.make_graph(nodes, "resblock", [x], [y], inits)
-    model = helper.make_model(graph, producer_name="tuneforge-tests",
-                              opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
+    return finish(graph)
 
 
 def main():
