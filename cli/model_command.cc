@@ -54,11 +54,27 @@ std::string ShapeText(const std::vector<int64_t>& dims) {
   return "[" + absl::StrJoin(parts, ", ") + "]";
 }
 
+// A model read, checked, imported and split into tasks: what both subcommands need.
+struct LoadedModel {
+  frontend::OnnxModel model;
+  graph::Graph graph;
+  graph::TaskTable table;
+};
+
+absl::StatusOr<LoadedModel> Load(const std::string& path) {
+  LoadedModel m;
+  ASSIGN_OR_RETURN(m.model, frontend::ReadOnnxModel(path));
+  RETURN_IF_ERROR(frontend::CheckSupported(m.model));
+  ASSIGN_OR_RETURN(m.graph, graph::ImportOnnx(m.model));
+  ASSIGN_OR_RETURN(m.table, graph::ExtractTasks(m.graph));
+  return m;
+}
+
 absl::StatusOr<int> Inspect(const std::string& path, bool json, bool print_graph) {
-  ASSIGN_OR_RETURN(frontend::OnnxModel model, frontend::ReadOnnxModel(path));
-  RETURN_IF_ERROR(frontend::CheckSupported(model));
-  ASSIGN_OR_RETURN(graph::Graph imported, graph::ImportOnnx(model));
-  ASSIGN_OR_RETURN(graph::TaskTable table, graph::ExtractTasks(imported));
+  ASSIGN_OR_RETURN(LoadedModel loaded, Load(path));
+  const frontend::OnnxModel& model = loaded.model;
+  const graph::Graph& imported = loaded.graph;
+  const graph::TaskTable& table = loaded.table;
   const onnx::GraphProto& g = model.proto.graph();
   std::map<std::string, int> ops;
   for (const auto& node : g.node()) ++ops[node.op_type()];
@@ -135,10 +151,8 @@ absl::StatusOr<int> Inspect(const std::string& path, bool json, bool print_graph
 }
 
 absl::StatusOr<int> WriteTasks(const std::string& path, const std::string& out_path) {
-  ASSIGN_OR_RETURN(frontend::OnnxModel model, frontend::ReadOnnxModel(path));
-  RETURN_IF_ERROR(frontend::CheckSupported(model));
-  ASSIGN_OR_RETURN(graph::Graph imported, graph::ImportOnnx(model));
-  ASSIGN_OR_RETURN(graph::TaskTable table, graph::ExtractTasks(imported));
+  ASSIGN_OR_RETURN(LoadedModel loaded, Load(path));
+  const graph::TaskTable& table = loaded.table;
   std::string text = absl::StrCat("# tuning tasks of ", path, " (tuneforge model tasks); ",
                                   "weight = occurrences per inference\n");
   for (const graph::ExtractedTask& t : table.tasks) {

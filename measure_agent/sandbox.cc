@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <string_view>
 #include <thread>
 #include <utility>
@@ -499,6 +500,11 @@ class ChildMeasurement {
     for (int i = 0; i < request.buffers_size(); ++i) {
       if (request.buffers(i).role() == tuneforge::v1::OUTPUT) output_index_ = i;
     }
+    // The wire format is float32 little-endian, the layout of every host we support;
+    // the proto's bytes need not be aligned, so the check compares against a copy.
+    expected_.resize(request.expected_output().size() / sizeof(float));
+    std::memcpy(expected_.data(), request.expected_output().data(),
+                expected_.size() * sizeof(float));
   }
 
   // Whether the conversation ended because the child died or ran out of time: then
@@ -546,12 +552,8 @@ class ChildMeasurement {
   bool CheckOutput(const char* when) {
     if (!request_.unpack_symbol().empty() && !Call(Op::kUnpack)) return false;
     const float* out = Buffer(output_index_);
-    const auto* expected = reinterpret_cast<const float*>(request_.expected_output().data());
-    const int64_t n = request_.buffers(output_index_).num_elements();
-    // The wire format is float32 little-endian, the layout of every host we support;
-    // the proto's bytes are not guaranteed to be aligned, so compare from a copy.
-    std::vector<float> want(static_cast<size_t>(n));
-    std::memcpy(want.data(), expected, want.size() * sizeof(float));
+    const std::vector<float>& want = expected_;
+    const int64_t n = static_cast<int64_t>(want.size());
     int64_t bad = runtime::FirstMismatch(out, want.data(), n, request_.atol(), request_.rtol());
     if (bad < 0) return true;
     Fail(tuneforge::v1::WRONG_ANSWER,
@@ -636,6 +638,7 @@ class ChildMeasurement {
   const int control_fd_;
   const Clock::time_point deadline_;
   int output_index_ = 0;
+  std::vector<float> expected_;  // the request's expected output
   bool gone_ = false;
   bool timed_out_ = false;
   MeasureErrorKind kind_ = tuneforge::v1::NONE;
@@ -719,6 +722,13 @@ void Converse(ChildMeasurement& m, const MeasureRequest& request, Clock::time_po
   if (!m.WaitReady(&confinement)) return;
   TF_LOG(Debug) << "request " << request.request_id() << ": sandbox child ready (" << confinement
                 << ")";
+  if (confinement.find("no Landlock") != std::string::npos) {
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      TF_LOG(Warning) << "kernels run without Landlock (" << confinement
+                      << "): they can write files wherever this user can";
+    });
+  }
   // Prepacked buffers (constant weights in the kernel's layout) are filled once, here,
   // outside the timed region: what an inference runtime does once per model.
   if (!request.prepack_symbol().empty() && !m.Call(Op::kPrepack)) return;
@@ -784,15 +794,15 @@ void MeasureInChild(const std::string& binary, const std::string& dir,
   // However it went, the child goes: told to quit when the conversation is intact,
   // then the whole group is killed (whatever the kernel may have left behind).
   bool timed_out = m.timed_out();
-  if (!m.child_gone() && !timed_out) {
+  if (m.child_gone() && !timed_out) {
+    // The socket closed: the process is ending, or a kernel closed it and spins on,
+    // which the deadline still bounds. Its exit status is the verdict.
+    timed_out = !WaitForExit(*pid, deadline);
+  } else if (!timed_out) {
+    // The verdict is reached; the child gets a moment to quit before the kill.
     Command quit{Op::kQuit, 0, 0};
     SendAll(control.get(), &quit, sizeof(quit));
-  }
-  if (!timed_out) {
-    // A kernel that closed the socket and spins on is still bound by the deadline.
-    timed_out = !WaitForExit(*pid, m.child_gone() ? deadline
-                                                  : std::min(deadline, Clock::now() + std::chrono::seconds(2)));
-    timed_out = timed_out && m.child_gone();
+    WaitForExit(*pid, std::min(deadline, Clock::now() + std::chrono::seconds(2)));
   }
   kill(-*pid, SIGKILL);
   kill(*pid, SIGKILL);  // in case it had not reached setpgid yet
