@@ -1,7 +1,9 @@
-// `tuneforge model inspect M.onnx [--json]`: what tuneforge makes of an ONNX model.
-// First part of issue 17: the reader and its checks; the fused task table, `model
-// tasks` and `model run` come with the graph IR.
+// `tuneforge model inspect|tasks|run`: what tuneforge makes of an ONNX model (the
+// reader's checks, the graph, the fused task table), the tasks as a file for `tune
+// --tasks`, and the model run by the graph executor on this machine.
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -10,11 +12,14 @@
 #include "absl/strings/str_join.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "compiler/codegen/build.h"
 #include "compiler/frontend/onnx_reader.h"
+#include "compiler/graph/executor.h"
 #include "compiler/graph/graph.h"
 #include "compiler/graph/tasks.h"
 #include "compiler/support/files.h"
 #include "compiler/support/status.h"
+#include "db/database.h"
 #include "nlohmann/json.hpp"
 
 namespace tuneforge::cli {
@@ -37,7 +42,15 @@ constexpr char kUsage[] =
     "  a weight, GFLOP and share of the model's FLOPs, and the leftovers (operators\n"
     "  that are no tuning task) with the reason.\n"
     "  tasks writes the tasks as a file for `tune --tasks` (one task per line with\n"
-    "  weight=W).\n";
+    "  weight=W).\n"
+    "\n"
+    "       tuneforge model run M.onnx --input NAME=FILE.npy ... --output-dir DIR\n"
+    "                 [--db F] [--threads N]\n"
+    "  Compiles the model for this machine and runs it once: every task with the best\n"
+    "  record in the db for this target (--db), or the template's default schedule\n"
+    "  where there is none; the other operators with generated kernels. Inputs and\n"
+    "  outputs are NumPy .npy files of float32; each output is written as\n"
+    "  DIR/NAME.npy. --threads: threads the kernels use (default: all cores).\n";
 
 std::vector<int64_t> Shape(const onnx::ValueInfoProto& v) {
   std::vector<int64_t> dims;
@@ -164,6 +177,107 @@ absl::StatusOr<int> WriteTasks(const std::string& path, const std::string& out_p
   return 0;
 }
 
+absl::StatusOr<int> Run(const std::string& path, const std::map<std::string, std::string>& input_files,
+                        const Flags& flags) {
+  ASSIGN_OR_RETURN(LoadedModel loaded, Load(path));
+  Target target = DetectHostTarget("local");
+  ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", target.num_threads, 1, 256));
+  target.num_threads = static_cast<int>(threads);
+  if (!flags.Has("output-dir")) return absl::InvalidArgumentError("model run needs --output-dir DIR");
+  const std::string out_dir = flags.Get("output-dir");
+
+  graph::ExecutorOptions options;
+  std::unique_ptr<Database> db;
+  if (flags.Has("db")) {
+    DatabaseOptions db_options;
+    db_options.path = flags.Get("db");
+    db_options.create_if_missing = false;
+    db_options.read_only = true;
+    ASSIGN_OR_RETURN(db, Database::Open(db_options));
+    options.schedule = [&db, &target](const TuningTask& task,
+                                      const Template& tmpl) -> absl::StatusOr<std::optional<Config>> {
+      absl::StatusOr<TuningRecord> best = db->Best(task.WorkloadKey(), target.Key());
+      if (absl::IsNotFound(best.status())) return std::optional<Config>();
+      if (!best.ok()) return best.status();
+      // A record of another template (version) whose config is no longer valid runs
+      // the default schedule instead, with a warning: the model still runs.
+      ConfigSpace space = tmpl.Space(task, target);
+      absl::StatusOr<Config> config = Config::FromJson(best->config_json);
+      if (best->template_name != tmpl.name() || best->template_version > tmpl.version() || !config.ok() ||
+          !space.Check(space.WithDefaults(*config)).ok()) {
+        std::fprintf(stderr, "warning: the best record of %s (template %s v%d) does not fit %s v%d; "
+                     "using the default schedule\n", task.CanonicalText().c_str(),
+                     best->template_name.c_str(), best->template_version, tmpl.name().c_str(), tmpl.version());
+        return std::optional<Config>();
+      }
+      return std::optional<Config>(space.WithDefaults(*config));
+    };
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<graph::Executor> exec,
+                   graph::Executor::Create(loaded.graph, target, options));
+
+  std::vector<std::vector<float>> inputs;
+  std::vector<std::string> unknown;
+  for (const auto& [name, file] : input_files) {
+    bool known = false;
+    for (const graph::TensorInfo& in : exec->inputs()) known |= in.name == name;
+    if (!known) unknown.push_back(name);
+  }
+  std::vector<std::string> expected;
+  for (const graph::TensorInfo& in : exec->inputs()) {
+    expected.push_back(in.name + " " + ShapeText(in.shape));
+  }
+  if (!unknown.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("the model has no input ", absl::StrJoin(unknown, ", "),
+                                                   " (its inputs: ", absl::StrJoin(expected, ", "), ")"));
+  }
+  for (const graph::TensorInfo& in : exec->inputs()) {
+    auto it = input_files.find(in.name);
+    if (it == input_files.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("missing --input ", in.name, "=FILE.npy (inputs: ",
+                                                     absl::StrJoin(expected, ", "), ")"));
+    }
+    std::vector<int64_t> shape;
+    ASSIGN_OR_RETURN(std::vector<float> data, graph::ReadNpy(it->second, &shape));
+    if (shape != in.shape) {
+      return absl::InvalidArgumentError(absl::StrCat("input ", in.name, " from ", it->second, " has shape ",
+                                                     ShapeText(shape), "; the model wants ", ShapeText(in.shape)));
+    }
+    inputs.push_back(std::move(data));
+  }
+  std::vector<std::vector<float>> outputs;
+  std::vector<const float*> in_ptrs;
+  std::vector<float*> out_ptrs;
+  for (const auto& v : inputs) in_ptrs.push_back(v.data());
+  for (const graph::TensorInfo& out : exec->outputs()) {
+    outputs.emplace_back(static_cast<size_t>(out.NumElements()));
+    out_ptrs.push_back(outputs.back().data());
+  }
+  const auto start = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(exec->Run(in_ptrs, out_ptrs));
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) return absl::PermissionDeniedError("cannot create " + out_dir + ": " + ec.message());
+  std::printf("model:    %s on %s, %d threads\n", path.c_str(), target.cpu.c_str(), target.num_threads);
+  std::printf("compiled: %zu kernels in %.2f s; tasks: %d tuned (db), %d default schedule\n",
+              exec->kernels().size(), exec->compile_seconds(), exec->tuned_tasks(), exec->default_tasks());
+  std::printf("memory:   %.1f KiB of intermediate tensors (%.1f KiB without the plan), %.1f KiB scratch\n",
+              exec->arena_bytes() / 1024.0, exec->unplanned_bytes() / 1024.0, exec->scratch_bytes() / 1024.0);
+  std::printf("run:      %.3f ms (the first run, cold)\n", ms);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const graph::TensorInfo& out = exec->outputs()[i];
+    std::string name = out.name;
+    for (char& c : name) {
+      if (c == '/' || c == '\\') c = '_';
+    }
+    const std::string file = (std::filesystem::path(out_dir) / (name + ".npy")).string();
+    RETURN_IF_ERROR(graph::WriteNpy(file, out.shape, outputs[i]));
+    std::printf("output:   %s %s -> %s\n", out.name.c_str(), ShapeText(out.shape).c_str(), file.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 absl::StatusOr<int> ModelCommand(const std::vector<std::string>& args) {
@@ -171,15 +285,28 @@ absl::StatusOr<int> ModelCommand(const std::vector<std::string>& args) {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
-  if (args[0] != "inspect" && args[0] != "tasks") {
+  if (args[0] != "inspect" && args[0] != "tasks" && args[0] != "run") {
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown subcommand '", args[0], "' (known: inspect, tasks; see --help)"));
+        absl::StrCat("unknown subcommand '", args[0], "' (known: inspect, tasks, run; see --help)"));
   }
-  std::vector<std::string> rest(args.begin() + 1, args.end());
-  for (std::string& a : rest) {
-    if (a == "-o") a = "--out";  // the short form of --out
+  std::vector<std::string> rest;
+  std::map<std::string, std::string> input_files;  // --input NAME=FILE, repeatable
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--input") {
+      const std::string value = i + 1 < args.size() ? args[++i] : "";
+      const size_t eq = value.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == value.size()) {
+        return absl::InvalidArgumentError("--input wants NAME=FILE.npy, got '" + value + "'");
+      }
+      if (!input_files.emplace(value.substr(0, eq), value.substr(eq + 1)).second) {
+        return absl::InvalidArgumentError("--input " + value.substr(0, eq) + " given twice");
+      }
+      continue;
+    }
+    rest.push_back(args[i] == "-o" ? "--out" : args[i]);  // -o: the short form of --out
   }
-  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(rest, {"out"}, {"json", "help", "print-graph"}));
+  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(rest, {"out", "output-dir", "db", "threads"},
+                                             {"json", "help", "print-graph"}));
   if (flags.Has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -192,6 +319,7 @@ absl::StatusOr<int> ModelCommand(const std::vector<std::string>& args) {
     if (!flags.Has("out")) return absl::InvalidArgumentError("model tasks needs -o TASKS.txt");
     return WriteTasks(flags.positional()[0], flags.Get("out"));
   }
+  if (args[0] == "run") return Run(flags.positional()[0], input_files, flags);
   return Inspect(flags.positional()[0], flags.Has("json"), flags.Has("print-graph"));
 }
 

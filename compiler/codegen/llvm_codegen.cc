@@ -157,6 +157,7 @@ class ModuleEmitter {
   // Expressions.
   llvm::Value* EmitExpr(const ir::Expr& e);
   llvm::Value* EmitBinary(const ir::Expr& e);
+  llvm::Value* EmitCall(const ir::Expr& e);
   llvm::Value* EmitMulAdd(const ir::Expr& a, const ir::Expr& b, const ir::Expr& c,
                           bool negate_product, bool negate_addend);
   llvm::Value* EmitLoad(const ir::Expr& e);
@@ -621,9 +622,35 @@ llvm::Value* ModuleEmitter::EmitExpr(const ir::Expr& e) {
     }
     case ir::ExprKind::kLoad:
       return EmitLoad(e);
+    case ir::ExprKind::kCall:
+      return EmitCall(e);
     default:
       return EmitBinary(e);
   }
+}
+
+// Math functions: exp, log and sqrt as LLVM intrinsics (sqrt becomes one vector
+// instruction; exp and log are expanded by the backend into calls of the C library's
+// expf/logf per lane); erf and tanh, which have no intrinsic, as calls of erff/tanhf
+// per lane. The loading process resolves the C library's symbols.
+llvm::Value* ModuleEmitter::EmitCall(const ir::Expr& e) {
+  if (e->operands.size() != 1 || !e->operands[0]) return Fail("call without one argument", f32_);
+  llvm::Value* x = EmitExpr(e->operands[0]);
+  if (!status_.ok()) return llvm::PoisonValue::get(f32_);
+  if (!x->getType()->getScalarType()->isFloatTy()) return Fail("math function of a non-float", f32_);
+  if (e->name == "exp") return b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
+  if (e->name == "log") return b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, x);
+  if (e->name == "sqrt") return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
+  if (e->name != "erf" && e->name != "tanh") return Fail("unknown math function " + e->name, f32_);
+  llvm::FunctionCallee fn = module_.getOrInsertFunction(e->name + "f", f32_, f32_);
+  auto* vector = llvm::dyn_cast<llvm::FixedVectorType>(x->getType());
+  if (!vector) return b_.CreateCall(fn, {x});
+  llvm::Value* result = llvm::PoisonValue::get(vector);
+  for (unsigned lane = 0; lane < vector->getNumElements(); ++lane) {
+    llvm::Value* y = b_.CreateCall(fn, {b_.CreateExtractElement(x, lane)});
+    result = b_.CreateInsertElement(result, y, lane);
+  }
+  return result;
 }
 
 llvm::Value* ModuleEmitter::EmitMulAdd(const ir::Expr& a, const ir::Expr& b, const ir::Expr& c,

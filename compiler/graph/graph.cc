@@ -130,6 +130,7 @@ class Importer {
 
   absl::StatusOr<Graph> Run() {
     const onnx::GraphProto& g = model_.proto.graph();
+    graph_.opset = model_.opset;
     for (const onnx::TensorProto& p : g.initializer()) {
       ASSIGN_OR_RETURN(Tensor t, FromProto(p));
       Add(std::move(t));
@@ -746,7 +747,7 @@ class Importer {
     return std::vector<Tensor>{Like(In(n, 0), {x[0], x[1], spatial[0], spatial[1]})};
   }
 
-  absl::StatusOr<std::vector<Tensor>> InferSlice(const Node& n) {
+  absl::StatusOr<std::vector<Tensor>> InferSlice(Node& n) {
     RETURN_IF_ERROR(Need(n, 3, 5));
     const Tensor& x = In(n, 0);
     const int64_t rank = static_cast<int64_t>(x.shape.size());
@@ -782,6 +783,9 @@ class Importer {
       first[static_cast<size_t>(axis)] = b;
       step[static_cast<size_t>(axis)] = steps[i];
     }
+    // Resolved for every axis, for the executor: out[i] = x[first + i * step].
+    n.attrs["tf_first"].ints = first;
+    n.attrs["tf_step"].ints = step;
     Tensor out = Like(x, s);
     if (x.constant && rank == 1) {  // a piece of a shape vector
       out.constant = true;

@@ -57,6 +57,7 @@ struct Graph {
   std::vector<Node> nodes;     // in execution order
   std::vector<int> inputs;     // the model's run-time inputs
   std::vector<int> outputs;
+  int64_t opset = 0;           // the model's default operator set
   int Find(const std::string& name) const;  // -1 when absent
 };
 

@@ -75,11 +75,12 @@ class Extractor {
 
   void Leave(int node, const std::string& reason, double flops) {
     const Node& n = g_.nodes[static_cast<size_t>(node)];
-    table_.leftovers.push_back({n.name, n.op, reason, flops});
+    table_.leftovers.push_back({node, n.name, n.op, reason, flops});
     taken_[static_cast<size_t>(node)] = true;
   }
 
-  absl::Status AddTask(const std::string& text, std::vector<int> nodes, std::string epilogue) {
+  absl::Status AddTask(const std::string& text, std::vector<int> nodes, std::string epilogue,
+                       TaskUse use) {
     ASSIGN_OR_RETURN(TuningTask task, ParseTask(text));
     const std::string canonical = task.CanonicalText();
     auto it = index_.find(canonical);
@@ -98,6 +99,12 @@ class Extractor {
       t.nodes.push_back(g_.nodes[static_cast<size_t>(n)].name);
       taken_[static_cast<size_t>(n)] = true;
     }
+    use.task = static_cast<int>(it->second);
+    use.anchor = nodes.front();
+    use.anchor_output = g_.nodes[static_cast<size_t>(nodes.front())].outputs[0];
+    use.output = g_.nodes[static_cast<size_t>(nodes.back())].outputs[0];
+    use.nodes = std::move(nodes);
+    table_.uses.push_back(std::move(use));
     return absl::OkStatus();
   }
 
@@ -121,6 +128,10 @@ class Extractor {
       std::vector<int> nodes = {node};
       int tail = node;
       bool bias = false;
+      TaskUse use;
+      use.data = n.inputs[0];
+      use.weight = n.inputs[1];
+      use.transpose_weight = tb;
       if (n.op == "Gemm" && n.inputs.size() > 2 && n.inputs[2] >= 0) {
         const Tensor& c = T(n.inputs[2]);
         if (!c.constant || c.NumElements() != nn) {
@@ -129,24 +140,31 @@ class Extractor {
           return absl::OkStatus();
         }
         bias = true;
+        use.bias = n.inputs[2];
       } else if (int add = SoleConsumer(node, "Add");
                  add >= 0 && IsBiasAdd(add, nn, n.outputs[0])) {
         bias = true;
+        const Node& a = g_.nodes[static_cast<size_t>(add)];
+        use.bias = a.inputs[0] == n.outputs[0] ? a.inputs[1] : a.inputs[0];
         nodes.push_back(add);
         tail = add;
       }
       bool relu = false;
       if (int r = SoleConsumer(tail, "Relu"); r >= 0) {
         relu = true;
+        use.activation = "relu";
         nodes.push_back(r);
       }
       return AddTask(absl::StrCat("dense M=", m, " N=", nn, " K=", k, " bias=", bias ? 1 : 0,
                                   " relu=", relu ? 1 : 0),
-                     nodes, "");
+                     nodes, "", use);
     }
+    TaskUse use;
+    use.data = n.inputs[0];
+    use.weight = n.inputs[1];
     if (a.shape.size() == 2 && b.shape.size() == 2) {
       return AddTask(absl::StrCat("matmul M=", a.shape[0], " N=", b.shape[1], " K=", a.shape[1]),
-                     {node}, "");
+                     {node}, "", use);
     }
     if (a.shape.size() >= 3 && a.shape.size() == b.shape.size() &&
         std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin())) {
@@ -154,7 +172,7 @@ class Extractor {
       for (size_t i = 0; i + 2 < a.shape.size(); ++i) batch *= a.shape[i];
       return AddTask(absl::StrCat("batch_matmul B=", batch, " M=", a.shape[a.shape.size() - 2],
                                   " N=", b.shape.back(), " K=", a.shape.back()),
-                     {node}, "");
+                     {node}, "", use);
     }
     Leave(node, "MatMul with broadcast batch dimensions: no template",
           2.0 * y.NumElements() * a.shape.back());
@@ -186,7 +204,11 @@ class Extractor {
       return absl::OkStatus();
     }
     std::vector<int> nodes = {node};
-    std::string epilogue = n.inputs.size() > 2 && n.inputs[2] >= 0 ? "bias" : "";
+    TaskUse use;
+    use.data = n.inputs[0];
+    use.weight = n.inputs[1];
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0) use.bias = n.inputs[2];
+    std::string epilogue = use.bias >= 0 ? "bias" : "";
     int tail = node;
     if (int add = SoleConsumer(node, "Add"); add >= 0) {
       // A residual connection (ResNet): Add of another activation of the same shape.
@@ -194,15 +216,19 @@ class Extractor {
       const int other = a.inputs[0] == n.outputs[0] ? a.inputs[1] : a.inputs[0];
       if (!T(other).constant && T(other).shape == y.shape) {
         epilogue += epilogue.empty() ? "residual" : "+residual";
+        use.residual = other;
         nodes.push_back(add);
         tail = add;
       }
     }
     if (int r = SoleConsumer(tail, "Relu"); r >= 0) {
       epilogue += epilogue.empty() ? "relu" : "+relu";
+      use.activation = "relu";
       nodes.push_back(r);
     } else if (int c = SoleConsumer(tail, "Clip"); c >= 0) {
       epilogue += epilogue.empty() ? "clip" : "+clip";
+      use.activation = "clip";
+      use.clip_node = c;
       nodes.push_back(c);
     }
     const std::string text =
@@ -212,7 +238,7 @@ class Extractor {
                   : absl::StrCat("conv2d N=", x.shape[0], " C=", x.shape[1], " H=", x.shape[2],
                                  " W=", x.shape[3], " K=", w.shape[0], " R=", w.shape[2],
                                  " S=", w.shape[3], " stride=", strides[0], " pad=", pads[0]);
-    return AddTask(text, nodes, epilogue);
+    return AddTask(text, nodes, epilogue, use);
   }
 
   static std::string NonAnchorReason(const std::string& op) {

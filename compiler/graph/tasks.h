@@ -24,7 +24,25 @@ struct ExtractedTask {
   std::string unfused_epilogue;
 };
 
+// One occurrence of a task in the graph: what the executor runs for it. Operand
+// tensors are ids in the graph; -1 when absent.
+struct TaskUse {
+  int task = -1;           // index into TaskTable::tasks
+  int anchor = -1;         // node index of the Conv / MatMul / Gemm
+  std::vector<int> nodes;  // node indices: the anchor, then the epilogue it absorbs
+  int data = -1;           // the anchor's activation input
+  int weight = -1;         // its weights (or second activation for matmul)
+  bool transpose_weight = false;  // Gemm transB: weights stored [N, K]
+  int bias = -1;           // a constant bias vector (fused or not)
+  int residual = -1;       // an activation added after a conv
+  std::string activation;  // "", "relu" or "clip" (node `clip_node`'s bounds)
+  int clip_node = -1;
+  int anchor_output = -1;  // what the anchor alone computes
+  int output = -1;         // what the last absorbed node writes
+};
+
 struct Leftover {
+  int node_index = -1;
   std::string node;
   std::string op;
   std::string reason;  // why no tuning task: "elementwise", "asymmetric padding", ...
@@ -34,6 +52,7 @@ struct Leftover {
 struct TaskTable {
   std::vector<ExtractedTask> tasks;  // in order of first occurrence
   std::vector<Leftover> leftovers;
+  std::vector<TaskUse> uses;         // every occurrence, in graph order
   double total_flops = 0;            // tasks (times weight) and leftovers
 };
 

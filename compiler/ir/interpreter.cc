@@ -104,6 +104,9 @@ class Interpreter {
       case ExprKind::kAdd: return static_cast<float>(Float(e->operands[0]) + Float(e->operands[1]));
       case ExprKind::kSub: return static_cast<float>(Float(e->operands[0]) - Float(e->operands[1]));
       case ExprKind::kMul: return static_cast<float>(Float(e->operands[0]) * Float(e->operands[1]));
+      case ExprKind::kDiv: return static_cast<float>(Float(e->operands[0]) / Float(e->operands[1]));
+      case ExprKind::kCall:
+        return EvalMathFunction(e->name, static_cast<float>(Float(e->operands[0])));
       case ExprKind::kMin: return std::min(Float(e->operands[0]), Float(e->operands[1]));
       case ExprKind::kMax: return std::max(Float(e->operands[0]), Float(e->operands[1]));
       default: TF_CHECK(false, "not a float expression: ", ToString(e));

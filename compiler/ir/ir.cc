@@ -1,6 +1,7 @@
 #include "compiler/ir/ir.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "compiler/support/status.h"
 
@@ -90,7 +91,7 @@ Expr Div(Expr a, Expr b) {
   TF_CHECK(!(IsConst(b, &y) && y == 0), "division by zero");
   if (IsConst(a, &x) && IsConst(b, &y)) return IntImm(x / y);
   if (IsConst(b, &y) && y == 1) return a;
-  return MakeBinary(ExprKind::kDiv, DType::kInt64, a, b);
+  return MakeBinary(ExprKind::kDiv, a->dtype, a, b);
 }
 
 Expr Mod(Expr a, Expr b) {
@@ -126,6 +127,34 @@ Expr Load(const std::string& buffer, DType dtype, Expr index) {
   node->dtype = dtype;
   node->name = buffer;
   node->operands = {std::move(index)};
+  return node;
+}
+
+const std::vector<std::string>& MathFunctions() {
+  static const std::vector<std::string> names = {"exp", "log", "sqrt", "erf", "tanh"};
+  return names;
+}
+
+float EvalMathFunction(const std::string& function, float x) {
+  if (function == "exp") return std::exp(x);
+  if (function == "log") return std::log(x);
+  if (function == "sqrt") return std::sqrt(x);
+  if (function == "erf") return std::erf(x);
+  if (function == "tanh") return std::tanh(x);
+  TF_CHECK(false, "unknown math function ", function);
+  return 0.0f;
+}
+
+Expr Call(const std::string& function, Expr arg) {
+  const std::vector<std::string>& known = MathFunctions();
+  TF_CHECK(std::find(known.begin(), known.end(), function) != known.end(),
+           "unknown math function ", function);
+  TF_CHECK(arg->dtype == DType::kFloat32, "math function of a non-float argument");
+  auto node = std::make_shared<ExprNode>();
+  node->kind = ExprKind::kCall;
+  node->dtype = DType::kFloat32;
+  node->name = function;
+  node->operands = {std::move(arg)};
   return node;
 }
 

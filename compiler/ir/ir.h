@@ -32,6 +32,7 @@ enum class ExprKind {
   kLT, kLE, kEQ,  // comparisons of int64, dtype kBool
   kAnd,           // logical and of two kBool
   kLoad,      // name = buffer, operands[0] = flat index; dtype of the buffer
+  kCall,      // name = a float32 math function of one float32 operand (MathFunctions())
 };
 
 struct ExprNode;
@@ -63,6 +64,13 @@ Expr LE(Expr a, Expr b);
 Expr EQ(Expr a, Expr b);
 Expr And(Expr a, Expr b);
 Expr Load(const std::string& buffer, DType dtype, Expr index);
+// A float32 math function of one float32 argument: "exp", "log", "sqrt", "erf",
+// "tanh" (what the model operators need). TF_CHECKs the name.
+Expr Call(const std::string& function, Expr arg);
+const std::vector<std::string>& MathFunctions();
+// Evaluates a math function of MathFunctions() on one value (the interpreter's and the
+// tests' reference).
+float EvalMathFunction(const std::string& function, float x);
 
 bool IsConst(const Expr& e, int64_t* value = nullptr);
 

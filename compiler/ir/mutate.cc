@@ -16,6 +16,10 @@ Expr Substitute(const Expr& e, const std::map<std::string, Expr>& vars) {
       Expr index = Substitute(e->operands[0], vars);
       return index == e->operands[0] ? e : Load(e->name, e->dtype, index);
     }
+    case ExprKind::kCall: {
+      Expr arg = Substitute(e->operands[0], vars);
+      return arg == e->operands[0] ? e : Call(e->name, arg);
+    }
     default: break;
   }
   Expr a = Substitute(e->operands[0], vars);

@@ -45,6 +45,11 @@ void Print(std::ostream& os, const Expr& e, int outer_precedence) {
       Print(os, e->operands[0], 0);
       os << "]";
       return;
+    case ExprKind::kCall:
+      os << e->name << "(";
+      Print(os, e->operands[0], 0);
+      os << ")";
+      return;
     case ExprKind::kMin:
     case ExprKind::kMax:
       os << (e->kind == ExprKind::kMin ? "min(" : "max(");

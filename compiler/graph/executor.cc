@@ -1,0 +1,481 @@
+#include "compiler/graph/executor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compiler/codegen/build.h"
+#include "compiler/codegen/ir_analysis.h"
+#include "compiler/graph/kernels.h"
+#include "compiler/graph/tasks.h"
+#include "compiler/runtime/module_loader.h"
+#include "compiler/support/status.h"
+
+namespace tuneforge::graph {
+
+int64_t TensorInfo::NumElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+namespace {
+
+constexpr int64_t kAlign = 64;
+
+int64_t AlignUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<float, FreeDeleter>;
+
+AlignedBuffer Allocate(int64_t elements) {
+  const size_t bytes = static_cast<size_t>(AlignUp(std::max<int64_t>(elements, 1) * 4));
+  auto* p = static_cast<float*>(std::aligned_alloc(kAlign, bytes));
+  TF_CHECK(p != nullptr, "out of memory allocating ", bytes, " bytes");
+  std::memset(p, 0, bytes);
+  return AlignedBuffer(p);
+}
+
+// A kernel call before its buffers are placed: each argument is a graph tensor or
+// memory the step owns.
+struct PlannedStep {
+  ir::LoweredFunc func;
+  std::vector<int> tensors;           // per parameter; -1 = owned (scratch or computed constant)
+  std::vector<std::vector<float>> owned_data;  // per parameter; used where tensors[i] == -1
+  std::vector<int64_t> owned_elements;         // per parameter
+  std::string source;
+  bool is_template = false;
+};
+
+}  // namespace
+
+struct Executor::Impl {
+  Graph graph;
+  std::vector<TensorInfo> inputs, outputs;
+  std::vector<int> input_ids, output_ids;
+  std::vector<int> root;  // storage of each tensor (aliases share their input's)
+  AlignedBuffer arena;
+  int64_t arena_bytes = 0, unplanned_bytes = 0, scratch_bytes = 0;
+  std::vector<int64_t> offset;  // per root tensor, in bytes; -1 when not in the arena
+  std::vector<AlignedBuffer> owned;
+  std::vector<std::unique_ptr<runtime::LoadedModule>> modules;
+  struct Step {
+    const runtime::LoadedModule* module = nullptr;
+    std::string name;
+    std::vector<void*> buffers;
+    bool prepack_each_run = false;
+  };
+  std::vector<Step> steps;
+  std::vector<ExecutorKernel> kernels;
+  double compile_seconds = 0;
+  int tuned = 0, defaults = 0;
+
+  float* Pointer(int tensor) {
+    const int r = root[static_cast<size_t>(tensor)];
+    Tensor& t = graph.tensors[static_cast<size_t>(r)];
+    if (t.constant) return t.f32.data();
+    if (offset[static_cast<size_t>(r)] < 0) return nullptr;  // never read or written
+    return reinterpret_cast<float*>(reinterpret_cast<char*>(arena.get()) + offset[static_cast<size_t>(r)]);
+  }
+};
+
+Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Executor::~Executor() = default;
+const std::vector<TensorInfo>& Executor::inputs() const { return impl_->inputs; }
+const std::vector<TensorInfo>& Executor::outputs() const { return impl_->outputs; }
+int64_t Executor::arena_bytes() const { return impl_->arena_bytes; }
+int64_t Executor::unplanned_bytes() const { return impl_->unplanned_bytes; }
+int64_t Executor::scratch_bytes() const { return impl_->scratch_bytes; }
+double Executor::compile_seconds() const { return impl_->compile_seconds; }
+const std::vector<ExecutorKernel>& Executor::kernels() const { return impl_->kernels; }
+int Executor::tuned_tasks() const { return impl_->tuned; }
+int Executor::default_tasks() const { return impl_->defaults; }
+
+namespace {
+
+// The template kernel of one task occurrence, its parameters bound.
+absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, const TaskUse& use,
+                                     const Target& target, const ExecutorOptions& options,
+                                     bool* tuned) {
+  ASSIGN_OR_RETURN(TuningTask task, ParseTask(table.tasks[static_cast<size_t>(use.task)].task));
+  ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
+  std::optional<Config> config;
+  if (options.schedule) {
+    ASSIGN_OR_RETURN(config, options.schedule(task, *tmpl));
+  }
+  *tuned = config.has_value();
+  if (!config) {
+    std::vector<Config> heuristics = tmpl->Heuristics(task, target);
+    config = heuristics.empty() ? tmpl->Naive(task, target) : heuristics.front();
+  }
+  absl::StatusOr<ir::LoweredFunc> func = tmpl->Instantiate(task, target, *config);
+  if (!func.ok()) {
+    return absl::Status(func.status().code(), absl::StrCat("task ", task.CanonicalText(), " config ",
+                                                           config->ToJson(), ": ", func.status().message()));
+  }
+  PlannedStep step;
+  step.func = std::move(*func);
+  step.is_template = true;
+  step.source = absl::StrCat(*tuned ? "tuned " : "default ", task.CanonicalText());
+  const Node& anchor = g.nodes[static_cast<size_t>(use.anchor)];
+  std::vector<int> operands = {use.data, use.weight};
+  if (task.op() == "dense" && task.Param("bias") == 1) operands.push_back(use.bias);
+  const int output = anchor.op == "Conv" ? use.anchor_output : use.output;
+  size_t next = 0;
+  for (const ir::BufferParam& p : step.func.params) {
+    step.owned_data.emplace_back();
+    step.owned_elements.push_back(0);
+    if (p.is_internal) {
+      step.tensors.push_back(-1);
+      step.owned_elements.back() = p.NumElements();
+    } else if (p.is_output) {
+      step.tensors.push_back(output);
+    } else if (next < operands.size()) {
+      const int t = operands[next++];
+      const Tensor& tensor = g.tensors[static_cast<size_t>(t)];
+      if (tensor.NumElements() != p.NumElements()) {
+        return absl::InternalError(absl::StrCat("task ", task.CanonicalText(), ": parameter ", p.name,
+                                                " has ", p.NumElements(), " elements, tensor ",
+                                                tensor.name, " ", tensor.NumElements()));
+      }
+      if (p.name == "W" && use.transpose_weight) {
+        // Gemm's transB weights [N, K] -> the template's [K, N], once at load.
+        const int64_t n = tensor.shape[0], k = tensor.shape[1];
+        std::vector<float> w(static_cast<size_t>(n * k));
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < k; ++j) w[static_cast<size_t>(j * n + i)] = tensor.f32[static_cast<size_t>(i * k + j)];
+        step.tensors.push_back(-1);
+        step.owned_elements.back() = n * k;
+        step.owned_data.back() = std::move(w);
+      } else {
+        step.tensors.push_back(t);
+      }
+    } else {
+      return absl::InternalError(absl::StrCat("template ", tmpl->name(), " has more inputs than the graph gives"));
+    }
+  }
+  return step;
+}
+
+PlannedStep FromNodeKernel(NodeKernel k, std::string source) {
+  PlannedStep step;
+  step.func = std::move(k.func);
+  step.tensors = std::move(k.tensors);
+  step.source = std::move(source);
+  for (size_t i = 0; i < step.func.params.size(); ++i) {
+    auto it = k.constants.find(i);
+    step.owned_elements.push_back(it == k.constants.end() ? 0 : static_cast<int64_t>(it->second.size()));
+    step.owned_data.push_back(it == k.constants.end() ? std::vector<float>() : std::move(it->second));
+  }
+  return step;
+}
+
+// Builds the distinct functions (by entry symbol) on `threads` threads.
+absl::StatusOr<std::map<std::string, Artifact>> BuildAll(const std::vector<PlannedStep>& steps,
+                                                         const Target& target, int threads) {
+  std::vector<const ir::LoweredFunc*> funcs;
+  std::map<std::string, Artifact> built;
+  for (const PlannedStep& s : steps) {
+    if (built.emplace(s.func.name, Artifact()).second) funcs.push_back(&s.func);
+  }
+  std::vector<absl::StatusOr<Artifact>> results(funcs.size(), absl::UnknownError("not built"));
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < funcs.size(); i = next++) results[i] = BuildArtifact(*funcs[i], target);
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (size_t i = 0; i < funcs.size(); ++i) {
+    if (!results[i].ok()) {
+      return absl::Status(results[i].status().code(), absl::StrCat("building ", funcs[i]->name, ": ",
+                                                                   results[i].status().message()));
+    }
+    built[funcs[i]->name] = std::move(*results[i]);
+  }
+  return built;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, const Target& target,
+                                                           const ExecutorOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  auto impl = std::make_unique<Impl>();
+  impl->graph = graph;
+  Graph& g = impl->graph;
+  const int lanes = target.MaxF32Lanes();
+  for (int t : g.inputs) {
+    impl->inputs.push_back({g.tensors[static_cast<size_t>(t)].name, g.tensors[static_cast<size_t>(t)].shape});
+    impl->input_ids.push_back(t);
+  }
+  for (int t : g.outputs) {
+    impl->outputs.push_back({g.tensors[static_cast<size_t>(t)].name, g.tensors[static_cast<size_t>(t)].shape});
+    impl->output_ids.push_back(t);
+  }
+  for (const Tensor& t : g.tensors) {
+    if (t.dtype != DType::kFloat32 && !t.constant) {
+      return absl::UnimplementedError("tensor '" + t.name + "' is int64 at run time; the executor runs float32 only");
+    }
+  }
+
+  ASSIGN_OR_RETURN(TaskTable table, ExtractTasks(g));
+  // Where each task occurrence starts and where its separate epilogue runs (after
+  // the last node it absorbs, when every operand of that node is computed).
+  std::map<int, const TaskUse*> anchor_of, epilogue_at;
+  std::vector<bool> covered(g.nodes.size(), false);
+  for (const TaskUse& use : table.uses) {
+    anchor_of[use.anchor] = &use;
+    epilogue_at[use.nodes.back()] = &use;
+    for (int n : use.nodes) covered[static_cast<size_t>(n)] = true;
+  }
+
+  impl->root.resize(g.tensors.size());
+  for (size_t i = 0; i < g.tensors.size(); ++i) impl->root[i] = static_cast<int>(i);
+  std::vector<PlannedStep> planned;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    const int node = static_cast<int>(i);
+    if (auto it = anchor_of.find(node); it != anchor_of.end()) {
+      bool tuned = false;
+      ASSIGN_OR_RETURN(PlannedStep step, PlanTask(g, table, *it->second, target, options, &tuned));
+      ++(tuned ? impl->tuned : impl->defaults);
+      planned.push_back(std::move(step));
+    }
+    if (auto it = epilogue_at.find(node); it != epilogue_at.end()) {
+      absl::StatusOr<NodeKernel> k = GenerateEpilogueKernel(g, *it->second, lanes);
+      if (k.ok()) {
+        planned.push_back(FromNodeKernel(std::move(*k), "epilogue of " + g.nodes[static_cast<size_t>(it->second->anchor)].name));
+      } else if (!absl::IsNotFound(k.status())) {
+        return k.status();
+      }
+    }
+    if (covered[i]) continue;
+    if (IsAliasOp(n.op)) {
+      impl->root[static_cast<size_t>(n.outputs[0])] = impl->root[static_cast<size_t>(n.inputs[0])];
+      continue;
+    }
+    ASSIGN_OR_RETURN(NodeKernel k, GenerateNodeKernel(g, node, lanes));
+    planned.push_back(FromNodeKernel(std::move(k), n.op));
+  }
+
+  // Lifetimes of the run-time tensors' storage, in steps; the memory plan.
+  const int64_t num_steps = static_cast<int64_t>(planned.size());
+  std::vector<int64_t> first(g.tensors.size(), INT64_MAX), last(g.tensors.size(), -1);
+  auto touch = [&](int t, int64_t step) {
+    const size_t r = static_cast<size_t>(impl->root[static_cast<size_t>(t)]);
+    first[r] = std::min(first[r], step);
+    last[r] = std::max(last[r], step);
+  };
+  for (int t : g.inputs) touch(t, -1);
+  for (int64_t s = 0; s < num_steps; ++s) {
+    for (int t : planned[static_cast<size_t>(s)].tensors)
+      if (t >= 0) touch(t, s);
+  }
+  for (int t : g.outputs) touch(t, num_steps);
+  impl->offset.assign(g.tensors.size(), -1);
+  std::vector<int> order;
+  for (size_t r = 0; r < g.tensors.size(); ++r) {
+    if (last[r] >= 0 && !g.tensors[r].constant && impl->root[r] == static_cast<int>(r)) {
+      order.push_back(static_cast<int>(r));
+      impl->unplanned_bytes += AlignUp(g.tensors[r].NumElements() * 4);
+    }
+  }
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return g.tensors[static_cast<size_t>(a)].NumElements() > g.tensors[static_cast<size_t>(b)].NumElements();
+  });
+  std::vector<int> placed;
+  for (int r : order) {
+    const int64_t size = AlignUp(g.tensors[static_cast<size_t>(r)].NumElements() * 4);
+    // The lowest offset that overlaps no placed tensor alive at the same time.
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (int p : placed) {
+      const size_t pr = static_cast<size_t>(p), rr = static_cast<size_t>(r);
+      if (first[pr] <= last[rr] && first[rr] <= last[pr]) {
+        busy.push_back({impl->offset[pr], impl->offset[pr] + AlignUp(g.tensors[pr].NumElements() * 4)});
+      }
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t at = 0;
+    for (const auto& [lo, hi] : busy) {
+      if (at + size <= lo) break;
+      at = std::max(at, hi);
+    }
+    impl->offset[static_cast<size_t>(r)] = at;
+    impl->arena_bytes = std::max(impl->arena_bytes, at + size);
+    placed.push_back(r);
+  }
+  impl->arena = Allocate(impl->arena_bytes / 4);
+
+  ASSIGN_OR_RETURN(auto built, BuildAll(planned, target, std::max(1, target.num_threads)));
+  std::map<std::string, runtime::LoadedModule*> loaded;
+  std::map<std::string, size_t> kernel_index;
+  for (PlannedStep& p : planned) {
+    runtime::LoadedModule*& module = loaded[p.func.name];
+    if (!module) {
+      const Artifact& a = built.at(p.func.name);
+      std::string error;
+      std::unique_ptr<runtime::LoadedModule> m = runtime::LoadedModule::Load(a.shared_object, a.entry_symbol, &error);
+      if (!m) return absl::InternalError("loading " + p.func.name + ": " + error);
+      module = m.get();
+      impl->modules.push_back(std::move(m));
+      kernel_index[p.func.name] = impl->kernels.size();
+      impl->kernels.push_back({p.func.name, p.source, 0});
+    }
+    ++impl->kernels[kernel_index[p.func.name]].calls;
+    Impl::Step step;
+    step.module = module;
+    step.name = p.func.name;
+    std::set<std::string> constant_params;
+    for (size_t i = 0; i < p.func.params.size(); ++i) {
+      if (p.tensors[i] >= 0) {
+        const Tensor& t = g.tensors[static_cast<size_t>(p.tensors[i])];
+        if (t.dtype != DType::kFloat32) {
+          return absl::UnimplementedError("kernel " + p.source + " reads int64 tensor '" + t.name + "'");
+        }
+        step.buffers.push_back(impl->Pointer(p.tensors[i]));
+        if (g.tensors[static_cast<size_t>(impl->root[static_cast<size_t>(p.tensors[i])])].constant) {
+          constant_params.insert(p.func.params[i].name);
+        }
+        continue;
+      }
+      AlignedBuffer b = Allocate(p.owned_elements[i]);
+      if (!p.owned_data[i].empty()) {
+        std::memcpy(b.get(), p.owned_data[i].data(), p.owned_data[i].size() * 4);
+        constant_params.insert(p.func.params[i].name);
+      } else {
+        impl->scratch_bytes += AlignUp(p.owned_elements[i] * 4);
+      }
+      step.buffers.push_back(b.get());
+      impl->owned.push_back(std::move(b));
+    }
+    if (module->has_prepack()) {
+      // A prepack that reads only constants (packed weights) runs once, here.
+      const codegen::UsedNames used = codegen::CollectUsedNames(p.func.prepack);
+      for (const ir::BufferParam& param : p.func.params) {
+        if (!param.is_internal && used.buffers.count(param.name) && !constant_params.count(param.name)) {
+          step.prepack_each_run = true;
+        }
+      }
+      if (!step.prepack_each_run && module->Prepack(step.buffers.data()) != 0) {
+        return absl::InternalError("prepack of " + p.func.name + " failed");
+      }
+    }
+    impl->steps.push_back(std::move(step));
+  }
+  impl->compile_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return std::unique_ptr<Executor>(new Executor(std::move(impl)));
+}
+
+absl::Status Executor::Run(const std::vector<const float*>& inputs, const std::vector<float*>& outputs) {
+  Impl& m = *impl_;
+  if (inputs.size() != m.inputs.size() || outputs.size() != m.outputs.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the model takes ", m.inputs.size(), " inputs and ",
+                                                   m.outputs.size(), " outputs"));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (float* to = m.Pointer(m.input_ids[i])) {
+      std::memcpy(to, inputs[i], static_cast<size_t>(m.inputs[i].NumElements()) * 4);
+    }
+  }
+  for (size_t s = 0; s < m.steps.size(); ++s) {
+    Impl::Step& step = m.steps[s];
+    void** b = step.buffers.data();
+    if ((step.prepack_each_run && step.module->Prepack(b) != 0) || step.module->Run(b) != 0 ||
+        (step.module->has_unpack() && step.module->Unpack(b) != 0)) {
+      return absl::InternalError("kernel " + step.name + " failed");
+    }
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const float* from = m.Pointer(m.output_ids[i]);
+    if (!from) return absl::InternalError("output " + m.outputs[i].name + " was never computed");
+    std::memcpy(outputs[i], from, static_cast<size_t>(m.outputs[i].NumElements()) * 4);
+  }
+  return absl::OkStatus();
+}
+
+// ---- .npy ----
+
+absl::Status WriteNpy(const std::string& path, const std::vector<int64_t>& shape,
+                      const std::vector<float>& data) {
+  std::string dims;
+  for (int64_t d : shape) absl::StrAppend(&dims, d, ",");
+  if (shape.size() > 1) dims.pop_back();
+  std::string header = absl::StrCat("{'descr': '<f4', 'fortran_order': False, 'shape': (", dims, "), }");
+  // Magic (6) + version (2) + length (2) + header + '\n', a multiple of 64.
+  const size_t total = (10 + header.size() + 1 + 63) / 64 * 64;
+  header.append(total - 10 - header.size() - 1, ' ');
+  header.push_back('\n');
+  std::ofstream out(path, std::ios::binary);
+  if (!out) return absl::PermissionDeniedError("cannot write " + path);
+  const uint16_t len = static_cast<uint16_t>(header.size());
+  out.write("\x93NUMPY\x01\x00", 8);
+  out.write(reinterpret_cast<const char*>(&len), 2);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size() * 4));
+  if (!out) return absl::DataLossError("writing " + path + " failed");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> ReadNpy(const std::string& path, std::vector<int64_t>* shape) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError("cannot read " + path);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto bad = [&](const std::string& why) { return absl::InvalidArgumentError(path + ": not a float32 .npy file (" + why + ")"); };
+  if (all.size() < 10 || all.compare(0, 6, "\x93NUMPY") != 0) return bad("no NumPy magic");
+  const int major = static_cast<unsigned char>(all[6]);
+  size_t header_len, header_at;
+  if (major == 1) {
+    header_len = static_cast<unsigned char>(all[8]) | (static_cast<size_t>(static_cast<unsigned char>(all[9])) << 8);
+    header_at = 10;
+  } else if (major == 2 || major == 3) {
+    if (all.size() < 12) return bad("truncated");
+    header_len = 0;
+    for (int i = 3; i >= 0; --i) header_len = header_len << 8 | static_cast<unsigned char>(all[8 + static_cast<size_t>(i)]);
+    header_at = 12;
+  } else {
+    return bad("version " + std::to_string(major));
+  }
+  if (all.size() < header_at + header_len) return bad("truncated header");
+  const std::string header = all.substr(header_at, header_len);
+  if (header.find("'descr': '<f4'") == std::string::npos && header.find("'descr': '|f4'") == std::string::npos) {
+    return bad("dtype is not little-endian float32: " + header);
+  }
+  if (header.find("'fortran_order': False") == std::string::npos) return bad("Fortran order");
+  const size_t open = header.find("'shape': (");
+  const size_t close = header.find(')', open);
+  if (open == std::string::npos || close == std::string::npos) return bad("no shape");
+  shape->clear();
+  std::stringstream dims(header.substr(open + 10, close - open - 10));
+  std::string item;
+  while (std::getline(dims, item, ',')) {
+    item.erase(0, item.find_first_not_of(' '));
+    if (item.empty()) continue;
+    shape->push_back(std::stoll(item));
+  }
+  int64_t n = 1;
+  for (int64_t d : *shape) n *= d;
+  const size_t data_at = header_at + header_len;
+  if (all.size() - data_at != static_cast<size_t>(n) * 4) {
+    return bad(absl::StrCat("shape (", absl::StrJoin(*shape, ", "), ") needs ", n * 4, " bytes of data, file has ",
+                            all.size() - data_at));
+  }
+  std::vector<float> data(static_cast<size_t>(n));
+  std::memcpy(data.data(), all.data() + data_at, static_cast<size_t>(n) * 4);
+  return data;
+}
+
+}  // namespace tuneforge::graph

@@ -1,0 +1,81 @@
+// The graph executor (issue 17): runs a whole imported model on kernels the compiler
+// builds for this target. Each tuning task occurrence runs its template's kernel with
+// the schedule the caller picks (the best record in the db, or the template's default
+// schedule), followed by the epilogue kernel the template does not absorb yet; every
+// other operator runs a generated kernel (compiler/graph/kernels.h). Reshapes share
+// storage. Intermediate tensors live in one arena laid out ahead of time by their
+// lifetimes (a static memory plan); constant-only prepacks (dense weights) run once
+// at load.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/graph/graph.h"
+#include "compiler/target/target.h"
+#include "compiler/templates/template.h"
+
+namespace tuneforge::graph {
+
+// The schedule of one task: a config of `tmpl` (e.g. the db's best record), or
+// nullopt for the template's default schedule.
+using ScheduleFn =
+    std::function<absl::StatusOr<std::optional<Config>>(const TuningTask& task, const Template& tmpl)>;
+
+struct ExecutorOptions {
+  ScheduleFn schedule;  // null: default schedules everywhere
+};
+
+// One kernel of the model, for reports.
+struct ExecutorKernel {
+  std::string name;    // entry symbol
+  std::string source;  // "tuned <task>", "default <task>", or the node's operator
+  int calls = 0;       // per inference
+};
+
+struct TensorInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t NumElements() const;
+};
+
+class Executor {
+ public:
+  // Compiles every kernel (in parallel over the target's threads) and loads them.
+  static absl::StatusOr<std::unique_ptr<Executor>> Create(const Graph& graph, const Target& target,
+                                                          const ExecutorOptions& options = {});
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  const std::vector<TensorInfo>& inputs() const;
+  const std::vector<TensorInfo>& outputs() const;
+  // Runs one inference: `inputs` and `outputs` in the model's order, each of its
+  // tensor's element count. Not thread-safe (one arena).
+  absl::Status Run(const std::vector<const float*>& inputs, const std::vector<float*>& outputs);
+
+  int64_t arena_bytes() const;     // the memory plan's peak for intermediate tensors
+  int64_t unplanned_bytes() const; // what a buffer per tensor would take instead
+  int64_t scratch_bytes() const;   // templates' internal buffers (packed weights, ...)
+  double compile_seconds() const;
+  const std::vector<ExecutorKernel>& kernels() const;
+  int tuned_tasks() const;         // task occurrences running a caller-given schedule
+  int default_tasks() const;       // ... running the template's default schedule
+
+ private:
+  struct Impl;
+  explicit Executor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// NumPy .npy files of float32 (little-endian, C order), as `model run` reads and writes.
+absl::Status WriteNpy(const std::string& path, const std::vector<int64_t>& shape,
+                      const std::vector<float>& data);
+absl::StatusOr<std::vector<float>> ReadNpy(const std::string& path, std::vector<int64_t>* shape);
+
+}  // namespace tuneforge::graph

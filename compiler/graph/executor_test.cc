@@ -1,0 +1,165 @@
+// The graph executor on small hand-built graphs (each generated kernel against a
+// scalar C++ reference) and on a test model (memory plan, repeatability, errors);
+// whole models against onnxruntime are the model_run_* tests (check_run.py).
+#include "compiler/graph/executor.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "compiler/codegen/build.h"
+#include "compiler/frontend/onnx_reader.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tuneforge::graph {
+namespace {
+
+using ::testing::HasSubstr;
+
+int AddTensor(Graph* g, const std::string& name, std::vector<int64_t> shape) {
+  Tensor t;
+  t.name = name;
+  t.shape = std::move(shape);
+  g->tensors.push_back(std::move(t));
+  return static_cast<int>(g->tensors.size()) - 1;
+}
+
+std::vector<float> Random(int64_t n, uint32_t seed, float lo = -2, float hi = 2) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+Target TestTarget() { return DetectHostTarget("test"); }
+
+// One node `op` from x [shape] to y [shape]; runs it and returns y.
+std::vector<float> RunUnary(const std::string& op, const std::vector<int64_t>& shape,
+                            const std::vector<float>& x, std::map<std::string, Attribute> attrs = {}) {
+  Graph g;
+  g.opset = 17;
+  const int in = AddTensor(&g, "x", shape), out = AddTensor(&g, "y", shape);
+  g.nodes.push_back(Node{"n", op, {in}, {out}, std::move(attrs)});
+  g.inputs = {in};
+  g.outputs = {out};
+  absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(g, TestTarget());
+  EXPECT_TRUE(e.ok()) << e.status();
+  std::vector<float> y(x.size());
+  EXPECT_TRUE((*e)->Run({x.data()}, {y.data()}).ok());
+  return y;
+}
+
+TEST(ExecutorTest, UnaryOperatorsMatchTheCLibrary) {
+  const std::vector<int64_t> shape = {3, 37};  // a vector body and a scalar tail
+  const std::vector<float> x = Random(3 * 37, 1);
+  const std::vector<float> pos = Random(3 * 37, 2, 0.01f, 4.0f);
+  struct Case {
+    std::string op;
+    std::function<float(float)> ref;
+    bool positive;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"Relu", [](float v) { return std::max(v, 0.0f); }, false},
+           {"Sigmoid", [](float v) { return 1.0f / (1.0f + std::exp(-v)); }, false},
+           {"Tanh", [](float v) { return std::tanh(v); }, false},
+           {"Erf", [](float v) { return std::erf(v); }, false},
+           {"Sqrt", [](float v) { return std::sqrt(v); }, true}}) {
+    const std::vector<float>& in = c.positive ? pos : x;
+    std::vector<float> y = RunUnary(c.op, shape, in);
+    for (size_t i = 0; i < in.size(); ++i) {
+      ASSERT_NEAR(y[i], c.ref(in[i]), 1e-6 + 1e-5 * std::fabs(c.ref(in[i]))) << c.op << " at " << i;
+    }
+  }
+}
+
+TEST(ExecutorTest, SoftmaxOverAMiddleAxis) {
+  // [2, 5, 3], axis 1: the rows are strided (inner = 3), the scalar path.
+  const std::vector<float> x = Random(30, 3);
+  Attribute axis;
+  axis.ints = {1};
+  std::vector<float> y = RunUnary("Softmax", {2, 5, 3}, x, {{"axis", axis}});
+  for (int o = 0; o < 2; ++o) {
+    for (int i = 0; i < 3; ++i) {
+      double m = -1e30, s = 0;
+      for (int a = 0; a < 5; ++a) m = std::max<double>(m, x[static_cast<size_t>(o * 15 + a * 3 + i)]);
+      for (int a = 0; a < 5; ++a) s += std::exp(x[static_cast<size_t>(o * 15 + a * 3 + i)] - m);
+      for (int a = 0; a < 5; ++a) {
+        const size_t k = static_cast<size_t>(o * 15 + a * 3 + i);
+        ASSERT_NEAR(y[k], std::exp(x[k] - m) / s, 1e-6);
+      }
+    }
+  }
+}
+
+TEST(ExecutorTest, BroadcastAddAndAReshapeThatSharesStorage) {
+  // y = Reshape(a [4, 1, 6] + b [5, 1]) -> [20, 6]: broadcasting on both sides.
+  Graph g;
+  g.opset = 17;
+  const int a = AddTensor(&g, "a", {4, 1, 6}), b = AddTensor(&g, "b", {5, 1});
+  const int sum = AddTensor(&g, "sum", {4, 5, 6}), y = AddTensor(&g, "y", {20, 6});
+  g.nodes.push_back(Node{"add", "Add", {a, b}, {sum}, {}});
+  g.nodes.push_back(Node{"flat", "Identity", {sum}, {y}, {}});
+  g.inputs = {a, b};
+  g.outputs = {y};
+  absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(g, TestTarget());
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ((*e)->kernels().size(), 1u);  // the Identity runs no kernel
+  const std::vector<float> va = Random(24, 4), vb = Random(5, 5);
+  std::vector<float> out(120);
+  ASSERT_TRUE((*e)->Run({va.data(), vb.data()}, {out.data()}).ok());
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 5; ++j)
+      for (int k = 0; k < 6; ++k)
+        ASSERT_FLOAT_EQ(out[static_cast<size_t>((i * 5 + j) * 6 + k)],
+                        va[static_cast<size_t>(i * 6 + k)] + vb[static_cast<size_t>(j)]);
+}
+
+TEST(ExecutorTest, ModelRunsRepeatablyAndThePlanReusesMemory) {
+  absl::StatusOr<frontend::OnnxModel> model =
+      frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/resblock.onnx");
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<Graph> g = ImportOnnx(*model);
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(*g, TestTarget());
+  ASSERT_TRUE(e.ok()) << e.status();
+  Executor& exec = **e;
+  EXPECT_LT(exec.arena_bytes(), exec.unplanned_bytes());
+  EXPECT_EQ(exec.default_tasks(), 3);
+  ASSERT_EQ(exec.inputs().size(), 1u);
+  const std::vector<float> x = Random(exec.inputs()[0].NumElements(), 6);
+  std::vector<float> y1(static_cast<size_t>(exec.outputs()[0].NumElements()));
+  std::vector<float> y2(y1.size());
+  ASSERT_TRUE(exec.Run({x.data()}, {y1.data()}).ok());
+  ASSERT_TRUE(exec.Run({x.data()}, {y2.data()}).ok());
+  EXPECT_EQ(y1, y2);
+  EXPECT_THAT(exec.Run({}, {y1.data()}).message(), HasSubstr("takes 1 inputs"));
+}
+
+TEST(ExecutorTest, NpyRoundTripAndBadFiles) {
+  const std::string dir = ::testing::TempDir();
+  const std::string path = dir + "/a.npy";
+  ASSERT_TRUE(WriteNpy(path, {2, 3}, {1, 2, 3, 4, 5, 6}).ok());
+  std::vector<int64_t> shape;
+  absl::StatusOr<std::vector<float>> back = ReadNpy(path, &shape);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(*back, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::ofstream(dir + "/short.npy", std::ios::binary) << bytes.substr(0, bytes.size() - 4);
+  EXPECT_THAT(ReadNpy(dir + "/short.npy", &shape).status().message(), HasSubstr("needs 24 bytes"));
+  std::string f8 = bytes;
+  f8.replace(f8.find("<f4"), 3, "<f8");
+  std::ofstream(dir + "/f8.npy", std::ios::binary) << f8;
+  EXPECT_THAT(ReadNpy(dir + "/f8.npy", &shape).status().message(), HasSubstr("not little-endian float32"));
+  std::ofstream(dir + "/text.npy") << "hello";
+  EXPECT_THAT(ReadNpy(dir + "/text.npy", &shape).status().message(), HasSubstr("no NumPy magic"));
+  EXPECT_TRUE(absl::IsNotFound(ReadNpy(dir + "/none.npy", &shape).status()));
+}
+
+}  // namespace
+}  // namespace tuneforge::graph

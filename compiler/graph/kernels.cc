@@ -1,0 +1,877 @@
+#include "compiler/graph/kernels.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/support/hash.h"
+#include "compiler/support/status.h"
+
+namespace tuneforge::graph {
+
+namespace {
+
+using ir::Expr;
+using ir::FloatImm;
+using ir::ForKind;
+using ir::IntImm;
+using ir::Stmt;
+using ir::Var;
+
+// A strided view of a flat buffer, indexed by the loop nest's dimensions: element
+// (i0, i1, ...) is buffer[offset + i0*strides[0] + i1*strides[1] + ...]. A stride of 0
+// broadcasts.
+struct View {
+  std::string buffer;
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
+};
+
+std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  return s;
+}
+
+int64_t Product(const std::vector<int64_t>& v, size_t from = 0, size_t to = SIZE_MAX) {
+  int64_t p = 1;
+  for (size_t i = from; i < std::min(to, v.size()); ++i) p *= v[i];
+  return p;
+}
+
+// The view of a tensor of `shape` broadcast (numpy rules) to `out`.
+View Broadcast(const std::string& buffer, const std::vector<int64_t>& shape,
+               const std::vector<int64_t>& out) {
+  View v{buffer, 0, std::vector<int64_t>(out.size(), 0)};
+  const std::vector<int64_t> s = RowMajorStrides(shape);
+  const size_t lead = out.size() - shape.size();
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] != 1) v.strides[lead + i] = s[i];
+  }
+  return v;
+}
+
+View Contiguous(const std::string& buffer, const std::vector<int64_t>& shape) {
+  return View{buffer, 0, RowMajorStrides(shape)};
+}
+
+// Unique loop-variable names within one kernel.
+class Names {
+ public:
+  std::string operator()(const std::string& base) { return absl::StrCat(base, ".", next_++); }
+
+ private:
+  int next_ = 0;
+};
+
+Expr At(const View& v, const std::vector<Expr>& idx) {
+  Expr e = IntImm(v.offset);
+  for (size_t d = 0; d < idx.size(); ++d) {
+    if (v.strides[d] != 0) e = ir::Add(e, ir::Mul(idx[d], IntImm(v.strides[d])));
+  }
+  return e;
+}
+
+Expr LoadAt(const View& v, const std::vector<Expr>& idx) {
+  return ir::Load(v.buffer, ir::DType::kFloat32, At(v, idx));
+}
+
+using ValueFn = std::function<Expr(const std::vector<Expr>& loaded)>;
+
+// out(view) = f(ins(views)...) over every index of `shape`: dimensions that every
+// view walks the same way are merged, the outer ones (and chunks of the last) are
+// spread over threads, and the last is vectorized by `lanes` with a scalar tail.
+Stmt ElementwiseNest(std::vector<int64_t> shape, View out, std::vector<View> ins, const ValueFn& f,
+                     int lanes, Names& names) {
+  // Merge dimensions (and drop those of extent 1).
+  std::vector<int64_t> dims;
+  std::vector<View*> all = {&out};
+  for (View& v : ins) all.push_back(&v);
+  std::vector<std::vector<int64_t>> strides(all.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !dims.empty();
+    for (size_t k = 0; k < all.size() && merge; ++k) {
+      merge = strides[k].back() == all[k]->strides[d] * shape[d];
+    }
+    if (merge) {
+      dims.back() *= shape[d];
+      for (size_t k = 0; k < all.size(); ++k) strides[k].back() = all[k]->strides[d];
+    } else {
+      dims.push_back(shape[d]);
+      for (size_t k = 0; k < all.size(); ++k) strides[k].push_back(all[k]->strides[d]);
+    }
+  }
+  if (dims.empty()) {
+    dims.push_back(1);
+    for (auto& s : strides) s.push_back(0);
+  }
+  for (size_t k = 0; k < all.size(); ++k) all[k]->strides = strides[k];
+
+  const size_t rank = dims.size();
+  const int64_t last = dims.back();
+  const int64_t rows = Product(dims, 0, rank - 1);
+  constexpr int64_t kChunk = 16384;  // elements of the last dimension per parallel step
+  const int64_t chunk = last <= kChunk ? last : kChunk;
+  const int64_t chunks = (last + chunk - 1) / chunk;
+
+  const std::string p = names("p");
+  Expr row = chunks == 1 ? Var(p) : ir::Div(Var(p), IntImm(chunks));
+  Expr start = chunks == 1 ? IntImm(0) : ir::Mul(ir::Mod(Var(p), IntImm(chunks)), IntImm(chunk));
+  Expr len = chunks == 1 ? IntImm(last) : ir::Min(IntImm(chunk), ir::Sub(IntImm(last), start));
+  // The outer indices from the row number.
+  std::vector<Expr> idx(rank);
+  Expr rest = row;
+  for (size_t d = rank - 1; d-- > 0;) {
+    idx[d] = d == 0 ? rest : ir::Mod(rest, IntImm(dims[d]));
+    rest = d == 0 ? rest : ir::Div(rest, IntImm(dims[d]));
+  }
+  auto store = [&](Expr j) {
+    idx[rank - 1] = j;
+    std::vector<Expr> loaded;
+    for (const View& v : ins) loaded.push_back(LoadAt(v, idx));
+    return ir::Store(out.buffer, At(out, idx), f(loaded));
+  };
+  std::vector<Stmt> inner;
+  const int64_t vec = lanes > 1 && last >= lanes ? lanes : 1;
+  if (vec > 1) {
+    const std::string jo = names("jo"), ji = names("ji");
+    Stmt body = store(ir::Add(start, ir::Add(ir::Mul(Var(jo), IntImm(vec)), Var(ji))));
+    body = ir::For(ji, IntImm(vec), vec, ForKind::kVectorized, body);
+    inner.push_back(ir::For(jo, ir::Div(len, IntImm(vec)), chunk / vec, ForKind::kSerial, body));
+  }
+  if (vec == 1 || last % vec != 0 || chunks > 1) {
+    const std::string jt = names("jt");
+    Expr tail_start = vec == 1 ? start : ir::Add(start, ir::Mul(ir::Div(len, IntImm(vec)), IntImm(vec)));
+    Expr tail_len = vec == 1 ? len : ir::Mod(len, IntImm(vec));
+    inner.push_back(ir::For(jt, tail_len, vec == 1 ? chunk : vec - 1, ForKind::kSerial,
+                            store(ir::Add(tail_start, Var(jt)))));
+  }
+  return ir::For(p, IntImm(rows * chunks), rows * chunks, ForKind::kParallel, ir::Block(inner));
+}
+
+// Reduces term(j) for j in [0, n) into result[0] (a local of one element): a sum, or
+// a maximum. With `lanes` > 1, `lanes` partial results are kept in one vector (the
+// terms must then be contiguous in j to load as vectors).
+Stmt RowReduce(const std::string& result, int64_t n, const std::function<Expr(Expr)>& term,
+               bool is_max, int lanes, Names& names) {
+  const Expr init = FloatImm(is_max ? -std::numeric_limits<float>::infinity() : 0.0);
+  auto combine = [&](Expr a, Expr b) { return is_max ? ir::Max(a, b) : ir::Add(a, b); };
+  const int64_t vec = lanes > 1 && n >= lanes ? lanes : 1;
+  const std::string part = names("part");
+  auto at = [&](Expr i) { return ir::Load(part, ir::DType::kFloat32, i); };
+  std::vector<Stmt> s;
+  const std::string v0 = names("v");
+  s.push_back(ir::For(v0, IntImm(vec), vec, vec > 1 ? ForKind::kVectorized : ForKind::kSerial,
+                      ir::Store(part, Var(v0), init)));
+  if (n / vec > 0) {
+    const std::string jo = names("jo"), v = names("v");
+    Stmt body = ir::Store(part, Var(v),
+                          combine(at(Var(v)), term(ir::Add(ir::Mul(Var(jo), IntImm(vec)), Var(v)))));
+    body = ir::For(v, IntImm(vec), vec, vec > 1 ? ForKind::kVectorized : ForKind::kSerial, body);
+    s.push_back(ir::For(jo, IntImm(n / vec), n / vec, ForKind::kSerial, body));
+  }
+  if (n % vec != 0) {
+    const std::string jt = names("jt");
+    s.push_back(ir::For(jt, IntImm(n % vec), n % vec, ForKind::kSerial,
+                        ir::Store(part, IntImm(0),
+                                  combine(at(IntImm(0)), term(ir::Add(IntImm(n / vec * vec), Var(jt)))))));
+  }
+  s.push_back(ir::Store(result, IntImm(0), at(IntImm(0))));
+  for (int64_t l = 1; l < vec; ++l) {
+    s.push_back(ir::Store(result, IntImm(0),
+                          combine(ir::Load(result, ir::DType::kFloat32, IntImm(0)), at(IntImm(l)))));
+  }
+  return ir::Allocate(part, ir::DType::kFloat32, vec, ir::Block(s));
+}
+
+Expr Scalar(const std::string& local) { return ir::Load(local, ir::DType::kFloat32, IntImm(0)); }
+
+// The kernel under construction: parameters bound to graph tensors.
+class Builder {
+ public:
+  Builder(const Graph& g, std::string name) : g_(g) { k_.func.name = std::move(name); }
+
+  // Adds tensor `t` as a parameter; returns its buffer name.
+  std::string Param(int t, bool is_output = false) {
+    const std::string name = absl::StrCat(is_output ? "y" : "x", k_.func.params.size());
+    k_.func.params.push_back(ir::BufferParam{name, ir::DType::kFloat32, Shape(t), is_output});
+    k_.tensors.push_back(t);
+    return name;
+  }
+  // A parameter with data computed here.
+  std::string Constant(std::vector<float> data) {
+    const std::string name = absl::StrCat("c", k_.func.params.size());
+    const int64_t n = static_cast<int64_t>(data.size());
+    k_.func.params.push_back(ir::BufferParam{name, ir::DType::kFloat32, {n}, false});
+    k_.constants[k_.func.params.size() - 1] = std::move(data);
+    k_.tensors.push_back(-1);
+    return name;
+  }
+  const std::vector<int64_t>& Shape(int t) const { return g_.tensors[static_cast<size_t>(t)].shape; }
+
+  NodeKernel Finish(Stmt body) {
+    k_.func.body = std::move(body);
+    // Equal kernels get equal names, so the executor builds each once.
+    std::string text = ir::ToString(k_.func.body);
+    for (const ir::BufferParam& p : k_.func.params) {
+      absl::StrAppend(&text, "|", p.name, ":", p.NumElements());
+    }
+    k_.func.name = absl::StrCat("tf_", k_.func.name, "_", HashHex(text).substr(0, 12));
+    return std::move(k_);
+  }
+
+  Names names;
+
+ private:
+  const Graph& g_;
+  NodeKernel k_;
+};
+
+absl::Status Unsupported(const Node& n, const std::string& what) {
+  return absl::UnimplementedError(
+      absl::StrCat("node '", n.name, "' (", n.op, "): ", what, " is not supported by the executor"));
+}
+
+const Tensor& T(const Graph& g, int id) { return g.tensors[static_cast<size_t>(id)]; }
+
+// A constant scalar input, or `fallback` when the input is absent.
+float ConstScalar(const Graph& g, const Node& n, size_t input, float fallback) {
+  if (input >= n.inputs.size() || n.inputs[input] < 0) return fallback;
+  const Tensor& t = T(g, n.inputs[input]);
+  return t.f32.empty() ? fallback : t.f32[0];
+}
+
+std::pair<float, float> ClipBounds(const Graph& g, const Node& n) {
+  const float inf = std::numeric_limits<float>::infinity();
+  if (n.inputs.size() > 1) return {ConstScalar(g, n, 1, -inf), ConstScalar(g, n, 2, inf)};
+  return {n.Float("min", -inf), n.Float("max", inf)};
+}
+
+Expr ClipExpr(Expr x, float lo, float hi) {
+  if (std::isfinite(lo)) x = ir::Max(x, FloatImm(lo));
+  if (std::isfinite(hi)) x = ir::Min(x, FloatImm(hi));
+  return x;
+}
+
+Expr Sigmoid(Expr x) {
+  return ir::Div(FloatImm(1.0), ir::Add(FloatImm(1.0), ir::Call("exp", ir::Mul(x, FloatImm(-1.0)))));
+}
+
+// x ** y for a constant exponent: products for small integers, sqrt for halves,
+// exp(y * log(x)) otherwise (NaN for negative x, as ONNX's Pow gives).
+Expr PowConst(Expr x, float y) {
+  if (y == std::round(y) && std::fabs(y) <= 8) {
+    const int n = static_cast<int>(std::fabs(y));
+    Expr p = FloatImm(1.0);
+    for (int i = 0; i < n; ++i) p = i == 0 ? x : ir::Mul(p, x);
+    return y < 0 ? ir::Div(FloatImm(1.0), p) : p;
+  }
+  if (y == 0.5f) return ir::Call("sqrt", x);
+  if (y == -0.5f) return ir::Div(FloatImm(1.0), ir::Call("sqrt", x));
+  return ir::Call("exp", ir::Mul(FloatImm(y), ir::Call("log", x)));
+}
+
+absl::StatusOr<NodeKernel> Elementwise(const Graph& g, const Node& n, int lanes) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& out_shape = b.Shape(n.outputs[0]);
+  std::vector<View> ins;
+  std::vector<int> inputs = {n.inputs[0]};
+  const bool binary = n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div" ||
+                      n.op == "Pow";
+  float exponent = 0;
+  bool const_exponent = false;
+  if (n.op == "Pow" && T(g, n.inputs[1]).constant && T(g, n.inputs[1]).NumElements() == 1) {
+    const Tensor& e = T(g, n.inputs[1]);
+    exponent = e.f32.empty() ? static_cast<float>(e.i64[0]) : e.f32[0];
+    const_exponent = true;
+  } else if (binary) {
+    if (T(g, n.inputs[1]).dtype != DType::kFloat32) return Unsupported(n, "an int64 exponent tensor");
+    inputs.push_back(n.inputs[1]);
+  }
+  for (int t : inputs) ins.push_back(Broadcast(b.Param(t), b.Shape(t), out_shape));
+  View out = Contiguous(b.Param(n.outputs[0], true), out_shape);
+  ValueFn f;
+  const std::string op = n.op;
+  if (op == "Add") f = [](auto& v) { return ir::Add(v[0], v[1]); };
+  if (op == "Sub") f = [](auto& v) { return ir::Sub(v[0], v[1]); };
+  if (op == "Mul") f = [](auto& v) { return ir::Mul(v[0], v[1]); };
+  if (op == "Div") f = [](auto& v) { return ir::Div(v[0], v[1]); };
+  if (op == "Pow") {
+    f = const_exponent ? ValueFn([exponent](auto& v) { return PowConst(v[0], exponent); })
+                       : ValueFn([](auto& v) {
+                           return ir::Call("exp", ir::Mul(v[1], ir::Call("log", v[0])));
+                         });
+  }
+  if (op == "Relu") f = [](auto& v) { return ir::Max(v[0], FloatImm(0.0)); };
+  if (op == "Sigmoid") f = [](auto& v) { return Sigmoid(v[0]); };
+  if (op == "Tanh") f = [](auto& v) { return ir::Call("tanh", v[0]); };
+  if (op == "Erf") f = [](auto& v) { return ir::Call("erf", v[0]); };
+  if (op == "Sqrt") f = [](auto& v) { return ir::Call("sqrt", v[0]); };
+  if (op == "Clip") {
+    auto [lo, hi] = ClipBounds(g, n);
+    f = [lo = lo, hi = hi](auto& v) { return ClipExpr(v[0], lo, hi); };
+  }
+  if (!f) return Unsupported(n, "this elementwise operator");
+  return b.Finish(ElementwiseNest(out_shape, out, ins, f, lanes, b.names));
+}
+
+// Copies `in` (a view over `shape`) to `out` (a view over the same shape).
+Stmt Copy(const std::vector<int64_t>& shape, View out, View in, int lanes, Names& names) {
+  return ElementwiseNest(shape, std::move(out), {std::move(in)},
+                         [](auto& v) { return v[0]; }, lanes, names);
+}
+
+absl::StatusOr<NodeKernel> DataMovement(const Graph& g, const Node& n, int lanes) {
+  Builder b(g, n.op);
+  if (n.op == "Transpose") {
+    const std::vector<int64_t>& in_shape = b.Shape(n.inputs[0]);
+    std::vector<int64_t> perm = n.Ints("perm");
+    if (perm.empty()) {
+      for (size_t i = in_shape.size(); i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+    }
+    const std::string x = b.Param(n.inputs[0]);
+    const std::vector<int64_t>& out_shape = b.Shape(n.outputs[0]);
+    const std::vector<int64_t> s = RowMajorStrides(in_shape);
+    View in{x, 0, {}};
+    for (int64_t p : perm) in.strides.push_back(s[static_cast<size_t>(p)]);
+    return b.Finish(Copy(out_shape, Contiguous(b.Param(n.outputs[0], true), out_shape), in, lanes,
+                         b.names));
+  }
+  if (n.op == "Slice") {
+    const std::vector<int64_t>& in_shape = b.Shape(n.inputs[0]);
+    const std::vector<int64_t> first = n.Ints("tf_first"), step = n.Ints("tf_step");
+    const std::string x = b.Param(n.inputs[0]);
+    const std::vector<int64_t>& out_shape = b.Shape(n.outputs[0]);
+    const std::vector<int64_t> s = RowMajorStrides(in_shape);
+    View in{x, 0, {}};
+    for (size_t d = 0; d < in_shape.size(); ++d) {
+      in.offset += first[d] * s[d];
+      in.strides.push_back(s[d] * step[d]);
+    }
+    return b.Finish(Copy(out_shape, Contiguous(b.Param(n.outputs[0], true), out_shape), in, lanes,
+                         b.names));
+  }
+  if (n.op == "Concat" || n.op == "Split") {
+    // One copy per piece between the whole tensor and its part along `axis`.
+    const bool concat = n.op == "Concat";
+    const int whole_id = concat ? n.outputs[0] : n.inputs[0];
+    const std::vector<int64_t>& whole_shape = b.Shape(whole_id);
+    const int64_t rank = static_cast<int64_t>(whole_shape.size());
+    int64_t axis = n.Int("axis", 0);
+    if (axis < 0) axis += rank;
+    const std::vector<int64_t> ws = RowMajorStrides(whole_shape);
+    const std::vector<int>& parts = concat ? n.inputs : n.outputs;
+    std::vector<std::string> part_names;
+    std::string whole;
+    if (!concat) whole = b.Param(whole_id);
+    for (int t : parts) part_names.push_back(b.Param(t, !concat));
+    if (concat) whole = b.Param(whole_id, true);
+    std::vector<Stmt> copies;
+    int64_t at = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const std::vector<int64_t>& ps = b.Shape(parts[i]);
+      View whole_view{whole, at * ws[static_cast<size_t>(axis)], ws};
+      View part_view = Contiguous(part_names[i], ps);
+      copies.push_back(concat ? Copy(ps, whole_view, part_view, lanes, b.names)
+                              : Copy(ps, part_view, whole_view, lanes, b.names));
+      at += ps[static_cast<size_t>(axis)];
+    }
+    return b.Finish(ir::Block(copies));
+  }
+  if (n.op == "Gather") {
+    const Tensor& idx = T(g, n.inputs[1]);
+    if (idx.NumElements() > 256) return Unsupported(n, "a Gather of more than 256 indices");
+    const std::vector<int64_t>& in_shape = b.Shape(n.inputs[0]);
+    const int64_t rank = static_cast<int64_t>(in_shape.size());
+    int64_t axis = n.Int("axis", 0);
+    if (axis < 0) axis += rank;
+    const std::string x = b.Param(n.inputs[0]);
+    const std::string y = b.Param(n.outputs[0], true);
+    // Each index picks one slice [outer, inner] of the input into the output.
+    std::vector<int64_t> slice = {Product(in_shape, 0, static_cast<size_t>(axis)),
+                                  Product(in_shape, static_cast<size_t>(axis) + 1)};
+    const int64_t dim = in_shape[static_cast<size_t>(axis)];
+    const int64_t count = idx.NumElements();
+    std::vector<Stmt> copies;
+    for (int64_t j = 0; j < count; ++j) {
+      int64_t i = idx.i64[static_cast<size_t>(j)];
+      if (i < 0) i += dim;
+      View in{x, i * slice[1], {dim * slice[1], 1}};
+      View out{y, j * slice[1], {count * slice[1], 1}};
+      copies.push_back(Copy(slice, out, in, lanes, b.names));
+    }
+    return b.Finish(ir::Block(copies));
+  }
+  return Unsupported(n, "this data-movement operator");
+}
+
+// Softmax over one axis: rows of `extent` elements `inner` apart.
+absl::StatusOr<NodeKernel> Softmax(const Graph& g, const Node& n, int lanes, int64_t opset) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  int64_t axis = n.Int("axis", opset >= 13 ? -1 : 1);
+  if (axis < 0) axis += rank;
+  int64_t outer = Product(shape, 0, static_cast<size_t>(axis));
+  int64_t extent = shape[static_cast<size_t>(axis)];
+  int64_t inner = Product(shape, static_cast<size_t>(axis) + 1);
+  if (opset < 13) {  // the input is coerced to 2-D [outer, everything from axis on]
+    extent *= inner;
+    inner = 1;
+  }
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string y = b.Param(n.outputs[0], true);
+  const std::string row = b.names("row");
+  Expr base = inner == 1 ? ir::Mul(Var(row), IntImm(extent))
+                         : ir::Add(ir::Mul(ir::Div(Var(row), IntImm(inner)), IntImm(extent * inner)),
+                                   ir::Mod(Var(row), IntImm(inner)));
+  auto elem = [&](Expr j) { return ir::Add(base, ir::Mul(j, IntImm(inner))); };
+  const int vec = inner == 1 ? lanes : 1;
+  const std::string m = b.names("max"), s = b.names("sum");
+  std::vector<Stmt> body;
+  body.push_back(RowReduce(m, extent, [&](Expr j) { return ir::Load(x, ir::DType::kFloat32, elem(j)); },
+                           true, vec, b.names));
+  // y = exp(x - max), summed as it is written.
+  body.push_back(RowReduce(
+      s, extent,
+      [&](Expr j) {
+        return ir::Call("exp", ir::Sub(ir::Load(x, ir::DType::kFloat32, elem(j)), Scalar(m)));
+      },
+      false, vec, b.names));
+  const std::string inv = b.names("inv");
+  Stmt scale;
+  {
+    // Written as one loop over the row: y = exp(x - max) * (1 / sum).
+    const std::string j = b.names("j");
+    Expr value = ir::Mul(ir::Call("exp", ir::Sub(ir::Load(x, ir::DType::kFloat32, elem(Var(j))), Scalar(m))),
+                         Scalar(inv));
+    if (vec > 1 && extent >= vec) {
+      const std::string jo = b.names("jo"), ji = b.names("ji");
+      Expr jj = ir::Add(ir::Mul(Var(jo), IntImm(vec)), Var(ji));
+      Stmt st = ir::Store(y, elem(jj), ir::Substitute(value, {{j, jj}}));
+      std::vector<Stmt> parts = {ir::For(jo, IntImm(extent / vec), extent / vec, ForKind::kSerial,
+                                         ir::For(ji, IntImm(vec), vec, ForKind::kVectorized, st))};
+      if (extent % vec) {
+        const std::string jt = b.names("jt");
+        Expr jj2 = ir::Add(IntImm(extent / vec * vec), Var(jt));
+        parts.push_back(ir::For(jt, IntImm(extent % vec), extent % vec, ForKind::kSerial,
+                                ir::Store(y, elem(jj2), ir::Substitute(value, {{j, jj2}}))));
+      }
+      scale = ir::Block(parts);
+    } else {
+      scale = ir::For(j, IntImm(extent), extent, ForKind::kSerial, ir::Store(y, elem(Var(j)), value));
+    }
+  }
+  body.push_back(ir::Store(inv, IntImm(0), ir::Div(FloatImm(1.0), Scalar(s))));
+  body.push_back(scale);
+  Stmt st = ir::Block(body);
+  for (const std::string& local : {m, s, inv}) st = ir::Allocate(local, ir::DType::kFloat32, 1, st);
+  return b.Finish(ir::For(row, IntImm(outer * inner), outer * inner, ForKind::kParallel, st));
+}
+
+// Vectorized loop over a contiguous row of `n` elements: store(j) for each j.
+Stmt RowLoop(int64_t n, int lanes, const std::function<Stmt(Expr)>& store, Names& names) {
+  const int64_t vec = lanes > 1 && n >= lanes ? lanes : 1;
+  std::vector<Stmt> parts;
+  const std::string jo = names("jo"), ji = names("ji");
+  parts.push_back(ir::For(jo, IntImm(n / vec), n / vec, ForKind::kSerial,
+                          ir::For(ji, IntImm(vec), vec, vec > 1 ? ForKind::kVectorized : ForKind::kSerial,
+                                  store(ir::Add(ir::Mul(Var(jo), IntImm(vec)), Var(ji))))));
+  if (n % vec) {
+    const std::string jt = names("jt");
+    parts.push_back(ir::For(jt, IntImm(n % vec), n % vec, ForKind::kSerial,
+                            store(ir::Add(IntImm(n / vec * vec), Var(jt)))));
+  }
+  return ir::Block(parts);
+}
+
+absl::StatusOr<NodeKernel> LayerNorm(const Graph& g, const Node& n, int lanes) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  int64_t axis = n.Int("axis", -1);
+  if (axis < 0) axis += rank;
+  const int64_t rows = Product(shape, 0, static_cast<size_t>(axis));
+  const int64_t len = Product(shape, static_cast<size_t>(axis));
+  const float eps = n.Float("epsilon", 1e-5f);
+  const std::string x = b.Param(n.inputs[0]);
+  auto vector_param = [&](size_t i) -> std::string {
+    if (i >= n.inputs.size() || n.inputs[i] < 0) return "";
+    const int64_t e = T(g, n.inputs[i]).NumElements();
+    return e == len || e == 1 ? b.Param(n.inputs[i]) : "?";
+  };
+  const std::string scale = vector_param(1), bias = vector_param(2);
+  if (scale == "?" || bias == "?") return Unsupported(n, "a scale or bias that broadcasts partially");
+  auto elem = [&](const std::string& buf, Expr j) {
+    const int t = n.inputs[buf == scale ? 1 : 2];
+    return ir::Load(buf, ir::DType::kFloat32, T(g, t).NumElements() == 1 ? IntImm(0) : j);
+  };
+  const std::string y = b.Param(n.outputs[0], true);
+  const std::string row = b.names("row");
+  Expr base = ir::Mul(Var(row), IntImm(len));
+  auto xat = [&](Expr j) { return ir::Load(x, ir::DType::kFloat32, ir::Add(base, j)); };
+  const std::string sum = b.names("sum"), sq = b.names("sq"), mean = b.names("mean"),
+                    inv = b.names("inv");
+  std::vector<Stmt> body;
+  body.push_back(RowReduce(sum, len, xat, false, lanes, b.names));
+  body.push_back(ir::Store(mean, IntImm(0), ir::Mul(Scalar(sum), FloatImm(1.0 / static_cast<double>(len)))));
+  body.push_back(RowReduce(
+      sq, len,
+      [&](Expr j) {
+        Expr d = ir::Sub(xat(j), Scalar(mean));
+        return ir::Mul(d, d);
+      },
+      false, lanes, b.names));
+  body.push_back(ir::Store(
+      inv, IntImm(0),
+      ir::Div(FloatImm(1.0), ir::Call("sqrt", ir::Add(ir::Mul(Scalar(sq), FloatImm(1.0 / static_cast<double>(len))),
+                                                      FloatImm(eps))))));
+  body.push_back(RowLoop(
+      len, lanes,
+      [&](Expr j) {
+        Expr v = ir::Mul(ir::Sub(xat(j), Scalar(mean)), Scalar(inv));
+        if (!scale.empty()) v = ir::Mul(v, elem(scale, j));
+        if (!bias.empty()) v = ir::Add(v, elem(bias, j));
+        return ir::Store(y, ir::Add(base, j), v);
+      },
+      b.names));
+  Stmt st = ir::Block(body);
+  for (const std::string& local : {sum, sq, mean, inv}) st = ir::Allocate(local, ir::DType::kFloat32, 1, st);
+  return b.Finish(ir::For(row, IntImm(rows), rows, ForKind::kParallel, st));
+}
+
+// ReduceMean and GlobalAveragePool: the mean over a set of axes.
+absl::StatusOr<NodeKernel> Mean(const Graph& g, const Node& n, int lanes, std::vector<int64_t> axes) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  std::vector<bool> reduce(static_cast<size_t>(rank), false);
+  for (int64_t a : axes) reduce[static_cast<size_t>(a < 0 ? a + rank : a)] = true;
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string y = b.Param(n.outputs[0], true);
+  const std::vector<int64_t> s = RowMajorStrides(shape);
+  // Kept and reduced dimensions with their input strides.
+  std::vector<int64_t> keep_dims, keep_strides, red_dims, red_strides;
+  for (int64_t d = 0; d < rank; ++d) {
+    (reduce[static_cast<size_t>(d)] ? red_dims : keep_dims).push_back(shape[static_cast<size_t>(d)]);
+    (reduce[static_cast<size_t>(d)] ? red_strides : keep_strides).push_back(s[static_cast<size_t>(d)]);
+  }
+  const int64_t outs = Product(keep_dims), count = Product(red_dims);
+  const std::string o = b.names("o");
+  Expr base = IntImm(0), rest = Var(o);
+  for (size_t d = keep_dims.size(); d-- > 0;) {
+    Expr i = d == 0 ? rest : ir::Mod(rest, IntImm(keep_dims[d]));
+    base = ir::Add(base, ir::Mul(i, IntImm(keep_strides[d])));
+    if (d > 0) rest = ir::Div(rest, IntImm(keep_dims[d]));
+  }
+  // Reduced axes trailing and contiguous: one vectorized row reduction.
+  bool trailing = true;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (reduce[static_cast<size_t>(d)] && d + 1 < rank && !reduce[static_cast<size_t>(d) + 1]) trailing = false;
+  }
+  const std::string sum = b.names("sum");
+  auto term = [&](Expr j) {
+    if (trailing) return ir::Load(x, ir::DType::kFloat32, ir::Add(base, j));
+    Expr off = IntImm(0), r = j;
+    for (size_t d = red_dims.size(); d-- > 0;) {
+      Expr i = d == 0 ? r : ir::Mod(r, IntImm(red_dims[d]));
+      off = ir::Add(off, ir::Mul(i, IntImm(red_strides[d])));
+      if (d > 0) r = ir::Div(r, IntImm(red_dims[d]));
+    }
+    return ir::Load(x, ir::DType::kFloat32, ir::Add(base, off));
+  };
+  Stmt body = ir::Block({RowReduce(sum, count, term, false, trailing ? lanes : 1, b.names),
+                         ir::Store(y, Var(o), ir::Mul(Scalar(sum), FloatImm(1.0 / static_cast<double>(count))))});
+  body = ir::Allocate(sum, ir::DType::kFloat32, 1, body);
+  return b.Finish(ir::For(o, IntImm(outs), outs, ForKind::kParallel, body));
+}
+
+// MaxPool / AveragePool over NCHW, padding by bounds checks.
+absl::StatusOr<NodeKernel> Pool(const Graph& g, const Node& n) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& in = b.Shape(n.inputs[0]);
+  const std::vector<int64_t>& out = b.Shape(n.outputs[0]);
+  if (n.outputs.size() > 1) return Unsupported(n, "MaxPool's Indices output");
+  const std::vector<int64_t> k = n.Ints("kernel_shape");
+  const std::vector<int64_t> st = n.Ints("strides", {1, 1});
+  const std::vector<int64_t> dil = n.Ints("dilations", {1, 1});
+  const std::vector<int64_t> pads = n.Ints("pads", {0, 0, 0, 0});
+  if (n.Int("storage_order", 0) != 0) return Unsupported(n, "storage_order 1");
+  const bool is_max = n.op == "MaxPool";
+  const bool include_pad = n.Int("count_include_pad", 0) != 0;
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string y = b.Param(n.outputs[0], true);
+  const int64_t H = in[2], W = in[3], OH = out[2], OW = out[3];
+  const std::string row = b.names("nc"), oh = b.names("oh"), ow = b.names("ow"), r = b.names("r"),
+                    s = b.names("s");
+  const std::string acc = b.names("acc"), cnt = b.names("cnt");
+  Expr ih = ir::Add(ir::Sub(ir::Mul(Var(oh), IntImm(st[0])), IntImm(pads[0])), ir::Mul(Var(r), IntImm(dil[0])));
+  Expr iw = ir::Add(ir::Sub(ir::Mul(Var(ow), IntImm(st[1])), IntImm(pads[1])), ir::Mul(Var(s), IntImm(dil[1])));
+  Expr inside = ir::And(ir::And(ir::LE(IntImm(0), ih), ir::LT(ih, IntImm(H))),
+                        ir::And(ir::LE(IntImm(0), iw), ir::LT(iw, IntImm(W))));
+  Expr value = ir::Load(x, ir::DType::kFloat32,
+                        ir::Add(ir::Mul(Var(row), IntImm(H * W)), ir::Add(ir::Mul(ih, IntImm(W)), iw)));
+  Stmt update = ir::Store(acc, IntImm(0), is_max ? ir::Max(Scalar(acc), value) : ir::Add(Scalar(acc), value));
+  if (!is_max && !include_pad) {
+    update = ir::Block({update, ir::Store(cnt, IntImm(0), ir::Add(Scalar(cnt), FloatImm(1.0)))});
+  }
+  Stmt window = ir::For(r, IntImm(k[0]), k[0], ForKind::kSerial,
+                        ir::For(s, IntImm(k[1]), k[1], ForKind::kSerial, ir::IfThenElse(inside, update)));
+  Expr result = Scalar(acc);
+  std::vector<Stmt> pixel = {
+      ir::Store(acc, IntImm(0), FloatImm(is_max ? -std::numeric_limits<float>::infinity() : 0.0))};
+  if (!is_max && include_pad) {
+    // Every window lies inside the padded input (checked below), so each counts
+    // the whole kernel.
+    pixel.push_back(ir::Store(cnt, IntImm(0), FloatImm(static_cast<double>(k[0] * k[1]))));
+    if ((OH - 1) * st[0] - pads[0] + k[0] > H + pads[2] || (OW - 1) * st[1] - pads[1] + k[1] > W + pads[3]) {
+      return Unsupported(n, "count_include_pad with a window past the padding (ceil_mode)");
+    }
+  } else if (!is_max) {
+    pixel.push_back(ir::Store(cnt, IntImm(0), FloatImm(0.0)));
+  }
+  pixel.push_back(window);
+  if (!is_max) result = ir::Div(result, Scalar(cnt));
+  pixel.push_back(ir::Store(y, ir::Add(ir::Mul(Var(row), IntImm(OH * OW)), ir::Add(ir::Mul(Var(oh), IntImm(OW)), Var(ow))),
+                            result));
+  Stmt body = ir::Block(pixel);
+  body = ir::Allocate(acc, ir::DType::kFloat32, 1, body);
+  if (!is_max) body = ir::Allocate(cnt, ir::DType::kFloat32, 1, body);
+  body = ir::For(oh, IntImm(OH), OH, ForKind::kSerial, ir::For(ow, IntImm(OW), OW, ForKind::kSerial, body));
+  return b.Finish(ir::For(row, IntImm(in[0] * in[1]), in[0] * in[1], ForKind::kParallel, body));
+}
+
+// A convolution no template takes (asymmetric padding, dilation, groups): direct,
+// padding by bounds checks.
+absl::StatusOr<NodeKernel> DirectConv(const Graph& g, const Node& n) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& in = b.Shape(n.inputs[0]);
+  const std::vector<int64_t>& w = b.Shape(n.inputs[1]);
+  const std::vector<int64_t>& out = b.Shape(n.outputs[0]);
+  const std::vector<int64_t> st = n.Ints("strides", {1, 1});
+  const std::vector<int64_t> dil = n.Ints("dilations", {1, 1});
+  const std::vector<int64_t> pads = n.Ints("pads", {0, 0, 0, 0});
+  const int64_t group = n.Int("group", 1);
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string f = b.Param(n.inputs[1]);
+  const bool has_bias = n.inputs.size() > 2 && n.inputs[2] >= 0;
+  const std::string bias = has_bias ? b.Param(n.inputs[2]) : "";
+  const std::string y = b.Param(n.outputs[0], true);
+  const int64_t C = in[1], H = in[2], W = in[3], K = out[1], OH = out[2], OW = out[3];
+  const int64_t cg = w[1], kg = K / group;
+  const std::string row = b.names("nk"), oh = b.names("oh"), ow = b.names("ow"), c = b.names("c"),
+                    r = b.names("r"), s = b.names("s"), acc = b.names("acc");
+  Expr nn = ir::Div(Var(row), IntImm(K)), kk = ir::Mod(Var(row), IntImm(K));
+  Expr ch = ir::Add(ir::Mul(ir::Div(kk, IntImm(kg)), IntImm(cg)), Var(c));
+  Expr ih = ir::Add(ir::Sub(ir::Mul(Var(oh), IntImm(st[0])), IntImm(pads[0])), ir::Mul(Var(r), IntImm(dil[0])));
+  Expr iw = ir::Add(ir::Sub(ir::Mul(Var(ow), IntImm(st[1])), IntImm(pads[1])), ir::Mul(Var(s), IntImm(dil[1])));
+  Expr inside = ir::And(ir::And(ir::LE(IntImm(0), ih), ir::LT(ih, IntImm(H))),
+                        ir::And(ir::LE(IntImm(0), iw), ir::LT(iw, IntImm(W))));
+  Expr xv = ir::Load(x, ir::DType::kFloat32,
+                     ir::Add(ir::Mul(ir::Add(ir::Mul(nn, IntImm(C)), ch), IntImm(H * W)),
+                             ir::Add(ir::Mul(ih, IntImm(W)), iw)));
+  Expr fv = ir::Load(f, ir::DType::kFloat32,
+                     ir::Add(ir::Mul(ir::Add(ir::Mul(kk, IntImm(cg)), Var(c)), IntImm(w[2] * w[3])),
+                             ir::Add(ir::Mul(Var(r), IntImm(w[3])), Var(s))));
+  Stmt update = ir::IfThenElse(inside, ir::Store(acc, IntImm(0), ir::Add(Scalar(acc), ir::Mul(xv, fv))));
+  Stmt reduce = ir::For(c, IntImm(cg), cg, ForKind::kSerial,
+                        ir::For(r, IntImm(w[2]), w[2], ForKind::kSerial,
+                                ir::For(s, IntImm(w[3]), w[3], ForKind::kSerial, update)));
+  Stmt pixel = ir::Block(
+      {ir::Store(acc, IntImm(0), has_bias ? ir::Load(bias, ir::DType::kFloat32, kk) : FloatImm(0.0)), reduce,
+       ir::Store(y, ir::Add(ir::Mul(Var(row), IntImm(OH * OW)), ir::Add(ir::Mul(Var(oh), IntImm(OW)), Var(ow))),
+                 Scalar(acc))});
+  Stmt body = ir::Allocate(acc, ir::DType::kFloat32, 1, pixel);
+  body = ir::For(oh, IntImm(OH), OH, ForKind::kSerial, ir::For(ow, IntImm(OW), OW, ForKind::kSerial, body));
+  return b.Finish(ir::For(row, IntImm(in[0] * K), in[0] * K, ForKind::kParallel, body));
+}
+
+// MatMul (broadcast batch dimensions, 1-D operands) and Gemm (transA/transB,
+// alpha, beta) that no template takes: one output row at a time, vectorized over
+// the row's columns when B's rows are contiguous.
+absl::StatusOr<NodeKernel> GenericMatMul(const Graph& g, const Node& n, int lanes) {
+  Builder b(g, n.op);
+  std::vector<int64_t> a_shape = b.Shape(n.inputs[0]), b_shape = b.Shape(n.inputs[1]);
+  const std::vector<int64_t>& out = b.Shape(n.outputs[0]);
+  const bool gemm = n.op == "Gemm";
+  const bool ta = gemm && n.Int("transA", 0) != 0, tb = gemm && n.Int("transB", 0) != 0;
+  const float alpha = gemm ? n.Float("alpha", 1.0f) : 1.0f, beta = gemm ? n.Float("beta", 1.0f) : 1.0f;
+  // Treat 1-D operands as matrices, as MatMul does.
+  if (a_shape.size() == 1) a_shape.insert(a_shape.begin(), 1);
+  if (b_shape.size() == 1) b_shape.push_back(1);
+  const size_t ar = a_shape.size(), br = b_shape.size();
+  const int64_t M = ta ? a_shape[ar - 1] : a_shape[ar - 2];
+  const int64_t K = ta ? a_shape[ar - 2] : a_shape[ar - 1];
+  const int64_t N = tb ? b_shape[br - 2] : b_shape[br - 1];
+  const std::vector<int64_t> as = RowMajorStrides(a_shape), bs = RowMajorStrides(b_shape);
+  // Batch dimensions of the output (everything but the last two of the matrix
+  // product), broadcast against A's and B's.
+  std::vector<int64_t> batch;
+  const int64_t nb = std::max<int64_t>(static_cast<int64_t>(ar), static_cast<int64_t>(br)) - 2;
+  std::vector<int64_t> a_bstride(static_cast<size_t>(nb), 0), b_bstride(static_cast<size_t>(nb), 0);
+  for (int64_t d = 0; d < nb; ++d) {
+    const int64_t ad = d - (nb - static_cast<int64_t>(ar - 2)), bd = d - (nb - static_cast<int64_t>(br - 2));
+    int64_t e = 1;
+    if (ad >= 0 && a_shape[static_cast<size_t>(ad)] != 1) {
+      e = a_shape[static_cast<size_t>(ad)];
+      a_bstride[static_cast<size_t>(d)] = as[static_cast<size_t>(ad)];
+    }
+    if (bd >= 0 && b_shape[static_cast<size_t>(bd)] != 1) {
+      e = b_shape[static_cast<size_t>(bd)];
+      b_bstride[static_cast<size_t>(d)] = bs[static_cast<size_t>(bd)];
+    }
+    batch.push_back(e);
+  }
+  const int64_t a_ri = ta ? 1 : as[ar - 2], a_rk = ta ? as[ar - 2] : 1;
+  const int64_t b_rk = tb ? 1 : bs[br - 2], b_rj = tb ? bs[br - 2] : 1;
+  const std::string A = b.Param(n.inputs[0]), B = b.Param(n.inputs[1]);
+  const bool has_c = gemm && n.inputs.size() > 2 && n.inputs[2] >= 0 && beta != 0.0f;
+  View cview;
+  if (has_c) cview = Broadcast(b.Param(n.inputs[2]), b.Shape(n.inputs[2]), {M, N});
+  const std::string Y = b.Param(n.outputs[0], true);
+  (void)out;
+  const std::string p = b.names("p"), k = b.names("k"), acc = b.names("acc");
+  // Row p of the output: batch index and i.
+  Expr i = ir::Mod(Var(p), IntImm(M)), rest = ir::Div(Var(p), IntImm(M));
+  Expr abase = ir::Mul(i, IntImm(a_ri)), bbase = IntImm(0);
+  for (size_t d = batch.size(); d-- > 0;) {
+    Expr bi = d == 0 ? rest : ir::Mod(rest, IntImm(batch[d]));
+    abase = ir::Add(abase, ir::Mul(bi, IntImm(a_bstride[d])));
+    bbase = ir::Add(bbase, ir::Mul(bi, IntImm(b_bstride[d])));
+    if (d > 0) rest = ir::Div(rest, IntImm(batch[d]));
+  }
+  const int64_t vec = lanes > 1 && b_rj == 1 && N >= lanes ? lanes : 1;
+  // For a block of `width` columns starting at column j0 (vector lane v).
+  auto block = [&](Expr j0, int64_t width, ForKind kind) {
+    const std::string v = b.names("v"), v2 = b.names("v"), v3 = b.names("v");
+    Expr aval = ir::Load(A, ir::DType::kFloat32, ir::Add(abase, ir::Mul(Var(k), IntImm(a_rk))));
+    auto bval = [&](const std::string& lane) {
+      return ir::Load(B, ir::DType::kFloat32,
+                      ir::Add(ir::Add(bbase, ir::Mul(Var(k), IntImm(b_rk))),
+                              ir::Mul(ir::Add(j0, Var(lane)), IntImm(b_rj))));
+    };
+    Stmt init = ir::For(v, IntImm(width), width, kind, ir::Store(acc, Var(v), FloatImm(0.0)));
+    Stmt step = ir::For(k, IntImm(K), K, ForKind::kSerial,
+                        ir::For(v2, IntImm(width), width, kind,
+                                ir::Store(acc, Var(v2), ir::Add(ir::Load(acc, ir::DType::kFloat32, Var(v2)),
+                                                                ir::Mul(aval, bval(v2))))));
+    Expr jj = ir::Add(j0, Var(v3));
+    Expr result = ir::Mul(ir::Load(acc, ir::DType::kFloat32, Var(v3)), FloatImm(alpha));
+    if (has_c) result = ir::Add(result, ir::Mul(LoadAt(cview, {i, jj}), FloatImm(beta)));
+    Stmt write = ir::For(v3, IntImm(width), width, kind,
+                         ir::Store(Y, ir::Add(ir::Mul(Var(p), IntImm(N)), jj), result));
+    return ir::Allocate(acc, ir::DType::kFloat32, width, ir::Block({init, step, write}));
+  };
+  std::vector<Stmt> row;
+  const std::string jo = b.names("jo"), jt = b.names("jt");
+  if (vec > 1) {
+    row.push_back(ir::For(jo, IntImm(N / vec), N / vec, ForKind::kSerial,
+                          block(ir::Mul(Var(jo), IntImm(vec)), vec, ForKind::kVectorized)));
+  }
+  if (N % vec) {
+    row.push_back(ir::For(jt, IntImm(N % vec), N % vec, ForKind::kSerial,
+                          block(ir::Add(IntImm(N / vec * vec), Var(jt)), 1, ForKind::kSerial)));
+  }
+  const int64_t rows = Product(batch) * M;
+  return b.Finish(ir::For(p, IntImm(rows), rows, ForKind::kParallel, ir::Block(row)));
+}
+
+// BatchNormalization that no convolution absorbed: y = x * scale' + shift' per channel.
+absl::StatusOr<NodeKernel> BatchNorm(const Graph& g, const Node& n, int lanes) {
+  Builder b(g, n.op);
+  for (size_t i = 1; i < 5; ++i) {
+    if (i >= n.inputs.size() || !T(g, n.inputs[i]).constant) {
+      return Unsupported(n, "BatchNormalization with parameters computed at run time");
+    }
+  }
+  const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
+  const int64_t C = shape[1];
+  const float eps = n.Float("epsilon", 1e-5f);
+  std::vector<float> scale(static_cast<size_t>(C)), shift(static_cast<size_t>(C));
+  const auto& gamma = T(g, n.inputs[1]).f32;
+  const auto& beta = T(g, n.inputs[2]).f32;
+  const auto& mean = T(g, n.inputs[3]).f32;
+  const auto& var = T(g, n.inputs[4]).f32;
+  for (size_t c = 0; c < static_cast<size_t>(C); ++c) {
+    scale[c] = gamma[c] / std::sqrt(var[c] + eps);
+    shift[c] = beta[c] - mean[c] * scale[c];
+  }
+  std::vector<int64_t> per_channel(shape.size(), 1);
+  per_channel[1] = C;
+  const std::string x = b.Param(n.inputs[0]);
+  View sv = Broadcast(b.Constant(scale), per_channel, shape);
+  View hv = Broadcast(b.Constant(shift), per_channel, shape);
+  View out = Contiguous(b.Param(n.outputs[0], true), shape);
+  return b.Finish(ElementwiseNest(shape, out, {Contiguous(x, shape), sv, hv},
+                                  [](auto& v) { return ir::Add(ir::Mul(v[0], v[1]), v[2]); }, lanes,
+                                  b.names));
+}
+
+}  // namespace
+
+bool IsAliasOp(const std::string& op) {
+  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity";
+}
+
+absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lanes) {
+  const Node& n = g.nodes[static_cast<size_t>(node)];
+  const std::string& op = n.op;
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Relu" ||
+      op == "Sigmoid" || op == "Tanh" || op == "Erf" || op == "Sqrt" || op == "Clip") {
+    return Elementwise(g, n, lanes);
+  }
+  if (op == "Transpose" || op == "Slice" || op == "Concat" || op == "Split" || op == "Gather") {
+    return DataMovement(g, n, lanes);
+  }
+  if (op == "Softmax") return Softmax(g, n, lanes, g.opset);
+  if (op == "LayerNormalization") return LayerNorm(g, n, lanes);
+  if (op == "ReduceMean") {
+    std::vector<int64_t> axes = n.Ints("axes");
+    if (n.inputs.size() > 1 && n.inputs[1] >= 0) axes = T(g, n.inputs[1]).i64;
+    if (axes.empty()) {
+      if (n.Int("noop_with_empty_axes", 0) != 0) return Unsupported(n, "noop_with_empty_axes");
+      for (size_t i = 0; i < T(g, n.inputs[0]).shape.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+    }
+    return Mean(g, n, lanes, axes);
+  }
+  if (op == "GlobalAveragePool") return Mean(g, n, lanes, {2, 3});
+  if (op == "MaxPool" || op == "AveragePool") return Pool(g, n);
+  if (op == "Conv") return DirectConv(g, n);
+  if (op == "MatMul" || op == "Gemm") return GenericMatMul(g, n, lanes);
+  if (op == "BatchNormalization") return BatchNorm(g, n, lanes);
+  return Unsupported(n, "this operator");
+}
+
+absl::StatusOr<NodeKernel> GenerateEpilogueKernel(const Graph& g, const TaskUse& use, int lanes) {
+  const Node& anchor = g.nodes[static_cast<size_t>(use.anchor)];
+  if (anchor.op != "Conv") return absl::NotFoundError("the template computes the whole epilogue");
+  if (use.bias < 0 && use.residual < 0 && use.activation.empty()) {
+    return absl::NotFoundError("no epilogue");
+  }
+  Builder b(g, "epilogue");
+  const std::vector<int64_t>& shape = b.Shape(use.anchor_output);
+  std::vector<View> ins = {Contiguous(b.Param(use.anchor_output), shape)};
+  if (use.bias >= 0) {
+    std::vector<int64_t> per_channel(shape.size(), 1);
+    per_channel[1] = shape[1];
+    ins.push_back(Broadcast(b.Param(use.bias), per_channel, shape));
+  }
+  if (use.residual >= 0) ins.push_back(Contiguous(b.Param(use.residual), shape));
+  View out = Contiguous(b.Param(use.output, true), shape);
+  float lo = 0, hi = std::numeric_limits<float>::infinity();
+  if (use.activation == "clip") std::tie(lo, hi) = ClipBounds(g, g.nodes[static_cast<size_t>(use.clip_node)]);
+  const std::string act = use.activation;
+  auto f = [act, lo, hi](const std::vector<Expr>& v) {
+    Expr e = v[0];
+    for (size_t i = 1; i < v.size(); ++i) e = ir::Add(e, v[i]);
+    if (act == "relu") e = ir::Max(e, FloatImm(0.0));
+    if (act == "clip") e = ClipExpr(e, lo, hi);
+    return e;
+  };
+  return b.Finish(ElementwiseNest(shape, out, ins, f, lanes, b.names));
+}
+
+}  // namespace tuneforge::graph

@@ -1,0 +1,43 @@
+// Generated kernels for the operators that are not tuning tasks (issue 17): pools,
+// softmax, layer normalization, reductions, data movement, elementwise operators,
+// and the epilogue a task's template does not absorb yet. Each is a loop-IR function
+// with a default schedule (outer loop parallel, innermost loop vectorized where the
+// data is contiguous) that the LLVM code generator compiles like a template's kernel:
+// no interpreter runs a model.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/graph/graph.h"
+#include "compiler/graph/tasks.h"
+#include "compiler/ir/ir.h"
+
+namespace tuneforge::graph {
+
+struct NodeKernel {
+  ir::LoweredFunc func;
+  // The graph tensor each parameter binds to, in parameter order; -1 for a parameter
+  // whose data the generator computed (`constants`, by parameter index), e.g. the
+  // scale and shift of a BatchNormalization that follows no convolution.
+  std::vector<int> tensors;
+  std::map<size_t, std::vector<float>> constants;
+};
+
+// Operators that only change how a tensor's elements are indexed, not their order
+// (Reshape, Flatten, Squeeze, Unsqueeze, Identity): the output shares the input's
+// storage and no kernel runs.
+bool IsAliasOp(const std::string& op);
+
+// The kernel of graph node `node`, vectorized for `lanes` float32 lanes. Errors name
+// the node and what is not supported.
+absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& graph, int node, int lanes);
+
+// The epilogue of a task occurrence that its template does not compute: bias,
+// residual add and relu/clip after a convolution, as one elementwise kernel from
+// `use.anchor_output` to `use.output`. NotFound when there is nothing to do.
+absl::StatusOr<NodeKernel> GenerateEpilogueKernel(const Graph& graph, const TaskUse& use,
+                                                  int lanes);
+
+}  // namespace tuneforge::graph
