@@ -209,5 +209,42 @@ TEST(TaskExtractionTest, ConvolutionsNoTemplateTakesAreLeftOversWithTheReason) {
   EXPECT_EQ(t->leftovers[0].reason, "Conv with asymmetric padding: no template");
 }
 
+TEST(TaskExtractionTest, ResNet18HasElevenDistinctConvTasksWithTheirWeights) {
+  absl::StatusOr<TaskTable> t = Tasks("resnet18.onnx");
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::vector<std::pair<std::string, int>> got;
+  for (const ExtractedTask& task : t->tasks) got.push_back({task.task, task.weight});
+  auto conv = [](int c, int h, int k, int r, int stride) {
+    return absl::StrCat("conv2d N=1 C=", c, " H=", h, " W=", h, " K=", k, " R=", r, " S=", r,
+                        " stride=", stride, " pad=", r / 2, " dtype=float32");
+  };
+  // In order of first occurrence: the stem, then per stage the first block's 3x3
+  // (stride 2 from stage 2 on), its 1x1 downsample, and the stage's other three
+  // 3x3 convs (stage 1 has four alike and no downsample); the classifier.
+  const std::vector<std::pair<std::string, int>> want = {
+      {conv(3, 224, 64, 7, 2), 1},
+      {conv(64, 56, 64, 3, 1), 4},
+      {conv(64, 56, 128, 3, 2), 1},
+      {conv(128, 28, 128, 3, 1), 3},
+      {conv(64, 56, 128, 1, 2), 1},
+      {conv(128, 28, 256, 3, 2), 1},
+      {conv(256, 14, 256, 3, 1), 3},
+      {conv(128, 28, 256, 1, 2), 1},
+      {conv(256, 14, 512, 3, 2), 1},
+      {conv(512, 7, 512, 3, 1), 3},
+      {conv(256, 14, 512, 1, 2), 1},
+      {"dense M=1 N=1000 K=512 bias=1 relu=0 dtype=float32", 1},
+  };
+  EXPECT_EQ(got, want);
+  // Every BatchNormalization folded; what is left: the pools and the Flatten.
+  std::vector<std::string> left;
+  for (const Leftover& l : t->leftovers) left.push_back(l.op);
+  EXPECT_EQ(left, (std::vector<std::string>{"MaxPool", "GlobalAveragePool", "Flatten"}));
+  // The residual Adds and Relus are absorbed by the second conv of each block.
+  int residual = 0;
+  for (const TaskUse& use : t->uses) residual += use.residual >= 0;
+  EXPECT_EQ(residual, 8);
+}
+
 }  // namespace
 }  // namespace tuneforge::graph

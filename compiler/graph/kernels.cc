@@ -140,14 +140,17 @@ Stmt ElementwiseNest(std::vector<int64_t> shape, View out, std::vector<View> ins
     const std::string jo = names("jo"), ji = names("ji");
     Stmt body = store(ir::Add(start, ir::Add(ir::Mul(Var(jo), IntImm(vec)), Var(ji))));
     body = ir::For(ji, IntImm(vec), vec, ForKind::kVectorized, body);
-    inner.push_back(ir::For(jo, ir::Div(len, IntImm(vec)), chunk / vec, ForKind::kSerial, body));
+    int64_t body_max = chunk / vec;
+    ir::IsConst(ir::Div(len, IntImm(vec)), &body_max);
+    inner.push_back(ir::For(jo, ir::Div(len, IntImm(vec)), body_max, ForKind::kSerial, body));
   }
   if (vec == 1 || last % vec != 0 || chunks > 1) {
     const std::string jt = names("jt");
     Expr tail_start = vec == 1 ? start : ir::Add(start, ir::Mul(ir::Div(len, IntImm(vec)), IntImm(vec)));
     Expr tail_len = vec == 1 ? len : ir::Mod(len, IntImm(vec));
-    inner.push_back(ir::For(jt, tail_len, vec == 1 ? chunk : vec - 1, ForKind::kSerial,
-                            store(ir::Add(tail_start, Var(jt)))));
+    int64_t tail_max = vec == 1 ? chunk : vec - 1;
+    ir::IsConst(tail_len, &tail_max);
+    inner.push_back(ir::For(jt, tail_len, tail_max, ForKind::kSerial, store(ir::Add(tail_start, Var(jt)))));
   }
   return ir::For(p, IntImm(rows * chunks), rows * chunks, ForKind::kParallel, ir::Block(inner));
 }

@@ -12,6 +12,15 @@ install-python-deps).
                      BatchNormalization + Relu + MaxPool, then a Reshape whose shape
                      is computed (Shape, Gather, Unsqueeze, Concat) as exporters
                      write it, a Gemm, and a dead Sigmoid branch
+  resnet18.onnx      ResNet-18 (1x3x224x224), each Conv followed by a separate
+                     BatchNormalization as an unoptimized export has them
+  mobilenetv2.onnx   MobileNetV2 (1x3x224x224): depthwise convs, Clip as ReLU6,
+                     inverted residuals
+  bert_layer.onnx    one BERT-base encoder layer (seq 128, hidden 768, 12 heads):
+                     attention with batched MatMuls and Softmax, Gelu written with
+                     Erf, LayerNormalization
+Weights are seeded random numbers scaled so activations stay near 1 (He
+initialization, BatchNormalization statistics near identity).
 """
 import os
 import sys
@@ -116,6 +125,137 @@ def resblock(rng):
     return finish(graph)
 
 
+class Builder:
+    """Nodes and initializers of a graph under construction, with unique names."""
+
+    def __init__(self, rng):
+        self.rng = rng
+        self.nodes = []
+        self.inits = []
+        self.count = 0
+
+    def name(self, base):
+        self.count += 1
+        return f"{base}{self.count}"
+
+    def const(self, base, array):
+        n = self.name(base)
+        self.inits.append(numpy_helper.from_array(array, n))
+        return n
+
+    def node(self, op, inputs, base=None, outputs=1, **attrs):
+        names = [self.name(base or op.lower()) for _ in range(outputs)]
+        self.nodes.append(helper.make_node(op, inputs, names, name=names[0] + "_node", **attrs))
+        return names[0] if outputs == 1 else names
+
+    def conv_bn(self, x, cin, cout, k, stride, group=1):
+        """Conv (no bias) + a separate BatchNormalization, as PyTorch exports them."""
+        fan_in = cin // group * k * k
+        w = (self.rng.standard_normal((cout, cin // group, k, k)) * np.sqrt(2.0 / fan_in))
+        c = self.node("Conv", [x, self.const("w", w.astype(np.float32))], "conv",
+                      kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4, group=group)
+        f = lambda lo, hi: self.rng.uniform(lo, hi, cout).astype(np.float32)
+        return self.node("BatchNormalization",
+                         [c, self.const("gamma", f(0.5, 1.0)), self.const("beta", f(-0.1, 0.1)),
+                          self.const("mean", f(-0.1, 0.1)), self.const("var", f(0.8, 1.2))],
+                         "bn", epsilon=1e-5)
+
+    def relu6(self, x):
+        return self.node("Clip", [x, self.const("zero", np.array(0.0, np.float32)),
+                                  self.const("six", np.array(6.0, np.float32))], "relu6")
+
+    def gemm(self, x, cin, cout):
+        w = (self.rng.standard_normal((cout, cin)) * np.sqrt(1.0 / cin)).astype(np.float32)
+        b = (0.1 * self.rng.standard_normal(cout)).astype(np.float32)
+        return self.node("Gemm", [x, self.const("fc_w", w), self.const("fc_b", b)], "fc", transB=1)
+
+    def model(self, name, x_shape, x, y, y_shape):
+        graph = helper.make_graph(
+            self.nodes, name, [helper.make_tensor_value_info(x, TensorProto.FLOAT, x_shape)],
+            [helper.make_tensor_value_info(y, TensorProto.FLOAT, y_shape)], self.inits)
+        return finish(graph)
+
+
+def resnet18(rng):
+    b = Builder(rng)
+    h = b.node("Relu", [b.conv_bn("x", 3, 64, 7, 2)])
+    h = b.node("MaxPool", [h], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = 64
+    for cout, stride in [(64, 1), (128, 2), (256, 2), (512, 2)]:
+        for block in range(2):
+            s = stride if block == 0 else 1
+            main = b.node("Relu", [b.conv_bn(h, cin, cout, 3, s)])
+            main = b.conv_bn(main, cout, cout, 3, 1)
+            short = b.conv_bn(h, cin, cout, 1, s) if (s != 1 or cin != cout) else h
+            h = b.node("Relu", [b.node("Add", [main, short])])
+            cin = cout
+    h = b.node("Flatten", [b.node("GlobalAveragePool", [h])])
+    y = b.gemm(h, 512, 1000)
+    b.nodes[-1].output[0] = "y"
+    return b.model("resnet18", [1, 3, 224, 224], "x", "y", [1, 1000])
+
+
+def mobilenetv2(rng):
+    b = Builder(rng)
+    h = b.relu6(b.conv_bn("x", 3, 32, 3, 2))
+    cin = 32
+    for t, c, n, s in [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                       (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            hidden = cin * t
+            x = h
+            if t != 1:
+                x = b.relu6(b.conv_bn(x, cin, hidden, 1, 1))
+            x = b.relu6(b.conv_bn(x, hidden, hidden, 3, stride, group=hidden))
+            x = b.conv_bn(x, hidden, c, 1, 1)
+            h = b.node("Add", [h, x]) if stride == 1 and cin == c else x
+            cin = c
+    h = b.relu6(b.conv_bn(h, cin, 1280, 1, 1))
+    h = b.node("Flatten", [b.node("GlobalAveragePool", [h])])
+    b.gemm(h, 1280, 1000)
+    b.nodes[-1].output[0] = "y"
+    return b.model("mobilenetv2", [1, 3, 224, 224], "x", "y", [1, 1000])
+
+
+def bert_layer(rng, seq=128, hidden=768, heads=12, ffn=3072):
+    b = Builder(rng)
+    d = hidden // heads
+    i64 = lambda v: np.array(v, dtype=np.int64)
+
+    def dense(x, cin, cout):
+        w = (rng.standard_normal((cin, cout)) * np.sqrt(1.0 / cin)).astype(np.float32)
+        bias = (0.1 * rng.standard_normal(cout)).astype(np.float32)
+        return b.node("Add", [b.node("MatMul", [x, b.const("w", w)]), b.const("b", bias)])
+
+    def layer_norm(x):
+        g = rng.uniform(0.8, 1.2, hidden).astype(np.float32)
+        beta = (0.1 * rng.standard_normal(hidden)).astype(np.float32)
+        return b.node("LayerNormalization", [x, b.const("ln_g", g), b.const("ln_b", beta)],
+                      "ln", axis=-1, epsilon=1e-12)
+
+    def heads_of(x, perm):
+        r = b.node("Reshape", [x, b.const("shape", i64([1, seq, heads, d]))])
+        return b.node("Transpose", [r], perm=perm)
+
+    q = heads_of(dense("x", hidden, hidden), [0, 2, 1, 3])
+    k = heads_of(dense("x", hidden, hidden), [0, 2, 3, 1])
+    v = heads_of(dense("x", hidden, hidden), [0, 2, 1, 3])
+    scores = b.node("Div", [b.node("MatMul", [q, k]), b.const("scale", np.array(np.sqrt(d), np.float32))])
+    probs = b.node("Softmax", [scores], axis=-1)
+    ctx = b.node("Transpose", [b.node("MatMul", [probs, v])], perm=[0, 2, 1, 3])
+    ctx = b.node("Reshape", [ctx, b.const("shape", i64([1, seq, hidden]))])
+    h = layer_norm(b.node("Add", [dense(ctx, hidden, hidden), "x"]))
+    f = dense(h, hidden, ffn)
+    # Gelu as exported before opset 20: x * 0.5 * (1 + erf(x / sqrt(2)))
+    erf = b.node("Erf", [b.node("Div", [f, b.const("sqrt2", np.array(np.sqrt(2.0), np.float32))])])
+    gelu = b.node("Mul", [b.node("Mul", [f, b.node("Add", [erf, b.const("one", np.array(1.0, np.float32))])]),
+                          b.const("half", np.array(0.5, np.float32))])
+    y = layer_norm(b.node("Add", [dense(gelu, ffn, hidden), h]))
+    b.nodes[-1].output[0] = "y"
+    return b.model("bert_layer", [1, seq, hidden], "x", "y", [1, seq, hidden])
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: make_models.py OUT_DIR")
@@ -128,8 +268,11 @@ def main():
               size_threshold=0)
     onnx.save(convbn(np.random.default_rng(7)), os.path.join(out, "convbn.onnx"))
     onnx.save(resblock(np.random.default_rng(11)), os.path.join(out, "resblock.onnx"))
-    print("make_models.py: wrote mlp.onnx, mlp_external.onnx, convbn.onnx, resblock.onnx to",
-          out)
+    onnx.save(resnet18(np.random.default_rng(18)), os.path.join(out, "resnet18.onnx"))
+    onnx.save(mobilenetv2(np.random.default_rng(2)), os.path.join(out, "mobilenetv2.onnx"))
+    onnx.save(bert_layer(np.random.default_rng(768)), os.path.join(out, "bert_layer.onnx"))
+    print("make_models.py: wrote mlp.onnx, mlp_external.onnx, convbn.onnx, resblock.onnx,",
+          "resnet18.onnx, mobilenetv2.onnx, bert_layer.onnx to", out)
 
 
 if __name__ == "__main__":
