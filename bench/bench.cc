@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <map>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "bench/bench.h"
 #include "cli/commands.h"
 
@@ -17,10 +19,23 @@ constexpr const char* kBenchUsage =
     "  search   random vs model-guided search, same budget and seeds\n"
     "  db       tuning-log database: insert rate, best/top-k latency, export/import\n"
     "  farm     server dispatch under load: simulated agents, measurements/s, latency\n"
+    "  model    a whole ONNX model on the executor next to onnxruntime, same threads\n"
     "\n"
     "`tuneforge bench <subcommand> --help` describes its options.\n";
 
 }  // namespace
+
+absl::StatusOr<std::vector<int>> ParseThreadList(const std::string& text) {
+  std::vector<int> out;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int t = 0;
+    if (!absl::SimpleAtoi(part, &t) || t < 1 || t > 256)
+      return absl::InvalidArgumentError("--threads must be a comma-separated list of thread "
+                                        "counts in 1..256, got '" + text + "'");
+    out.push_back(t);
+  }
+  return out;
+}
 
 absl::StatusOr<int> BenchCommand(const std::vector<std::string>& args) {
   // One line per subcommand.
@@ -29,6 +44,7 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& args) {
       {"search", BenchSearchCommand},
       {"db", BenchDbCommand},
       {"farm", BenchFarmCommand},
+      {"model", BenchModelCommand},
   };
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::fputs(kBenchUsage, args.empty() ? stderr : stdout);

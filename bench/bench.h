@@ -16,5 +16,9 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args);  
 absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args);  // bench search
 absl::StatusOr<int> BenchDbCommand(const std::vector<std::string>& args);  // bench db
 absl::StatusOr<int> BenchFarmCommand(const std::vector<std::string>& args);  // bench farm
+absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args);  // bench model
+
+// "1,2" -> {1, 2}: the --threads lists of the benchmarks (each in 1..256).
+absl::StatusOr<std::vector<int>> ParseThreadList(const std::string& text);
 
 }  // namespace tuneforge::cli

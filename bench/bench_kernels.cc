@@ -590,18 +590,6 @@ double GeoMean(const std::vector<double>& v) {
   return v.empty() ? 0 : std::exp(log_sum / static_cast<double>(v.size()));
 }
 
-absl::StatusOr<std::vector<int>> ParseThreads(const std::string& text) {
-  std::vector<int> out;
-  for (absl::string_view part : absl::StrSplit(text, ',')) {
-    int t = 0;
-    if (!absl::SimpleAtoi(part, &t) || t < 1 || t > 256)
-      return absl::InvalidArgumentError("--threads must be a comma-separated list of thread "
-                                        "counts in 1..256, got '" + text + "'");
-    out.push_back(t);
-  }
-  return out;
-}
-
 }  // namespace
 
 absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
@@ -629,7 +617,7 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
                                                 static_cast<int64_t>(suite->min_sample_ms), 1,
                                                 10000));
   ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 1, 0, std::numeric_limits<int64_t>::max()));
-  ASSIGN_OR_RETURN(std::vector<int> threads, ParseThreads(flags.Get("threads", "1,2")));
+  ASSIGN_OR_RETURN(std::vector<int> threads, ParseThreadList(flags.Get("threads", "1,2")));
 
   std::vector<TuningTask> tasks;
   for (const std::string& text : task_texts) {

@@ -73,6 +73,7 @@ struct Executor::Impl {
   struct Step {
     const runtime::LoadedModule* module = nullptr;
     std::string name;
+    std::string source;
     std::vector<void*> buffers;
     bool prepack_each_run = false;
   };
@@ -103,6 +104,48 @@ int Executor::tuned_tasks() const { return impl_->tuned; }
 int Executor::default_tasks() const { return impl_->defaults; }
 
 namespace {
+
+// A copy loop nest with its outermost loop spread over the threads (its iterations
+// write disjoint elements).
+ir::Stmt ParallelOuter(const ir::Stmt& s) {
+  if (s->kind != ir::StmtKind::kFor || s->for_kind != ir::ForKind::kSerial || s->max_extent < 2) return s;
+  return ir::For(s->var, s->extent, s->max_extent, ir::ForKind::kParallel, s->body);
+}
+
+// A template's layout transforms in a model: the prepack statements that read only
+// constants (packed weights, the zero border of a padded input) run once at load;
+// those that read activations (the input's copy into its blocked layout) and the
+// output's unpack join the kernel's body, run every time, in parallel.
+void SplitLayoutTransforms(const Graph& g, PlannedStep* step) {
+  ir::LoweredFunc& f = step->func;
+  if (!f.prepack && !f.unpack) return;
+  std::set<std::string> dynamic;
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    const int t = step->tensors[i];
+    if (!f.params[i].is_internal && t >= 0 && !g.tensors[static_cast<size_t>(t)].constant) {
+      dynamic.insert(f.params[i].name);
+    }
+  }
+  std::vector<ir::Stmt> once, each;
+  std::vector<ir::Stmt> prepack;
+  if (f.prepack) {
+    prepack = f.prepack->kind == ir::StmtKind::kBlock ? f.prepack->stmts : std::vector<ir::Stmt>{f.prepack};
+  }
+  for (const ir::Stmt& s : prepack) {
+    bool reads_activation = false;
+    for (const std::string& b : codegen::CollectUsedNames(s).buffers) reads_activation |= dynamic.count(b) > 0;
+    if (reads_activation) {
+      each.push_back(ParallelOuter(s));
+    } else {
+      once.push_back(s);
+    }
+  }
+  each.push_back(f.body);
+  if (f.unpack) each.push_back(ParallelOuter(f.unpack));
+  f.body = ir::Block(each);
+  f.unpack = nullptr;
+  f.prepack = once.empty() ? nullptr : ir::Block(once);
+}
 
 // The template kernel of one task occurrence, its parameters bound.
 absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, const TaskUse& use,
@@ -165,6 +208,7 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
       return absl::InternalError(absl::StrCat("template ", tmpl->name(), " has more inputs than the graph gives"));
     }
   }
+  SplitLayoutTransforms(g, &step);
   return step;
 }
 
@@ -338,6 +382,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     Impl::Step step;
     step.module = module;
     step.name = p.func.name;
+    step.source = p.source;
     std::set<std::string> constant_params;
     for (size_t i = 0; i < p.func.params.size(); ++i) {
       if (p.tensors[i] >= 0) {
@@ -380,8 +425,20 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
   return std::unique_ptr<Executor>(new Executor(std::move(impl)));
 }
 
+std::vector<std::string> Executor::steps() const {
+  std::vector<std::string> out;
+  for (const Impl::Step& s : impl_->steps) out.push_back(s.source);
+  return out;
+}
+
 absl::Status Executor::Run(const std::vector<const float*>& inputs, const std::vector<float*>& outputs) {
+  return RunProfiled(inputs, outputs, nullptr);
+}
+
+absl::Status Executor::RunProfiled(const std::vector<const float*>& inputs, const std::vector<float*>& outputs,
+                                   std::vector<double>* step_ms) {
   Impl& m = *impl_;
+  if (step_ms) step_ms->resize(m.steps.size(), 0.0);
   if (inputs.size() != m.inputs.size() || outputs.size() != m.outputs.size()) {
     return absl::InvalidArgumentError(absl::StrCat("the model takes ", m.inputs.size(), " inputs and ",
                                                    m.outputs.size(), " outputs"));
@@ -394,9 +451,13 @@ absl::Status Executor::Run(const std::vector<const float*>& inputs, const std::v
   for (size_t s = 0; s < m.steps.size(); ++s) {
     Impl::Step& step = m.steps[s];
     void** b = step.buffers.data();
+    const auto start = step_ms ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     if ((step.prepack_each_run && step.module->Prepack(b) != 0) || step.module->Run(b) != 0 ||
         (step.module->has_unpack() && step.module->Unpack(b) != 0)) {
       return absl::InternalError("kernel " + step.name + " failed");
+    }
+    if (step_ms) {
+      (*step_ms)[s] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
   }
   for (size_t i = 0; i < outputs.size(); ++i) {

@@ -58,6 +58,12 @@ class Executor {
   // Runs one inference: `inputs` and `outputs` in the model's order, each of its
   // tensor's element count. Not thread-safe (one arena).
   absl::Status Run(const std::vector<const float*>& inputs, const std::vector<float*>& outputs);
+  // Run, also timing each step (what the debug executor of TVM reports): adds each
+  // step's milliseconds to `step_ms` (sized to steps()) .
+  absl::Status RunProfiled(const std::vector<const float*>& inputs, const std::vector<float*>& outputs,
+                           std::vector<double>* step_ms);
+  // What each step runs: the kernel's source ("default conv2d ...", "Softmax", ...).
+  std::vector<std::string> steps() const;
 
   int64_t arena_bytes() const;     // the memory plan's peak for intermediate tensors
   int64_t unplanned_bytes() const; // what a buffer per tensor would take instead

@@ -25,7 +25,7 @@ Config DenseTemplate::Naive(const TuningTask& task, const Target& target) const 
 }
 
 std::vector<Config> DenseTemplate::Heuristics(const TuningTask& task, const Target& target) const {
-  return GemmHeuristics(Space(task, target), target, kPackKnob);
+  return GemmHeuristics(Space(task, target), target, kPackKnob, task.Param("M"), task.Param("N"), 0);
 }
 
 absl::StatusOr<ir::LoweredFunc> DenseTemplate::Instantiate(const TuningTask& task,

@@ -1,6 +1,7 @@
 #include "compiler/templates/matmul_template.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "compiler/schedule/schedule.h"
 #include "compiler/support/status.h"
@@ -173,19 +174,26 @@ Config GemmNaive(int64_t k, const std::string& pack_knob) {
 }
 
 // The classic CPU GEMM shape: a register tile of ri x (vecs * lanes) accumulators
-// (6x4 or 8x3 vectors fill AVX-512's 32 registers with room for the A broadcast and
-// B load), an L1-sized reduction slice (tile_k 128..256), a cache tile of about
-// 96 rows x 256 columns for L2, and the outermost loop parallel when the target has
-// threads. ijk and jik so that a short M still has parallel work; packed B where it
-// is valid, and a few serial variants for problems too small to share.
+// that fits the vector registers with room for the A broadcast and the B loads (6x4
+// or 8x3 vectors in AVX-512's 32 registers, 6x2 or 4x3 in AVX2's 16), an L1-sized
+// reduction slice (tile_k 128..256), a cache tile of about 96 rows x 256 columns for
+// L2, and the outermost loop parallel when the target has threads. ijk and jik so
+// that a short M still has parallel work; packed B where it is valid, and a few
+// serial variants for problems too small to share. Ordered best guess first: tiles
+// that fit the registers, then the parallel loop that keeps every thread busiest (a
+// default schedule, e.g. the graph executor's, takes the first).
 std::vector<Config> GemmHeuristics(const ConfigSpace& space, const Target& target,
-                                   const std::string& pack_knob) {
+                                   const std::string& pack_knob, int64_t m, int64_t n,
+                                   int64_t batch) {
   std::vector<Config> out;
   auto add = [&](Config c) {
     if (space.Check(c).ok() && std::find(out.begin(), out.end(), c) == out.end())
       out.push_back(std::move(c));
   };
-  const std::pair<int64_t, int64_t> reg_tiles[] = {{6, 4}, {8, 3}, {4, 4}, {8, 2}};
+  const int64_t registers = target.MaxF32Lanes() >= 16 ? 32 : 16;
+  const std::vector<std::pair<int64_t, int64_t>> reg_tiles =
+      registers >= 32 ? std::vector<std::pair<int64_t, int64_t>>{{6, 4}, {8, 3}, {4, 4}, {8, 2}}
+                      : std::vector<std::pair<int64_t, int64_t>>{{6, 2}, {4, 3}, {8, 1}, {4, 2}};
   for (const auto& [want_ri, want_vecs] : reg_tiles) {
     for (int64_t want_tk : {256, 128}) {
       for (const char* order : {"ijk", "jik"}) {
@@ -220,6 +228,26 @@ std::vector<Config> GemmHeuristics(const ConfigSpace& space, const Target& targe
       }
     }
   }
+  // Best guess first: accumulators that fit the registers, then the share of the
+  // threads' time the parallel loop keeps busy (its chunks dealt out in rounds).
+  const int64_t threads = std::max(1, target.num_threads);
+  auto fits = [&](const Config& c) {
+    return c.Int("tile_i_reg") * c.Int("tile_j_vecs") + c.Int("tile_j_vecs") + 1 <= registers;
+  };
+  auto busy = [&](const Config& c) {
+    if (!c.Int("parallel") || threads == 1) return 1.0;
+    if (batch >= 2 * threads) return static_cast<double>(batch) / static_cast<double>(((batch + threads - 1) / threads) * threads);
+    const bool rows = c.Str("loop_order") != "jik";
+    const int64_t extent = rows ? m : n;
+    const int64_t tile = rows ? c.Int("tile_i_reg") * c.Int("tile_i_blocks")
+                              : c.Int("vec_lanes") * c.Int("tile_j_vecs") * c.Int("tile_j_blocks");
+    const int64_t chunks = (extent + tile - 1) / tile;
+    const int64_t rounds = (chunks + threads - 1) / threads;
+    return static_cast<double>(extent) / static_cast<double>(rounds * tile * threads);
+  };
+  // Busy shares within 10% of each other count as equal (keeping the order above).
+  auto key = [&](const Config& c) { return std::make_pair(fits(c) ? 1 : 0, std::lround(busy(c) * 10)); };
+  std::stable_sort(out.begin(), out.end(), [&](const Config& a, const Config& b) { return key(a) > key(b); });
   // Small problems lose more to the thread pool than they gain: serial variants too.
   if (target.num_threads > 1) {
     size_t n_parallel = out.size();
@@ -281,7 +309,8 @@ Config MatmulTemplate::Naive(const TuningTask& task, const Target& target) const
 }
 
 std::vector<Config> MatmulTemplate::Heuristics(const TuningTask& task, const Target& target) const {
-  return GemmHeuristics(Space(task, target), target, "pack_b");
+  return GemmHeuristics(Space(task, target), target, "pack_b", task.Param("M"), task.Param("N"),
+                        batched_ ? task.Param("B") : 0);
 }
 
 absl::StatusOr<ir::LoweredFunc> MatmulTemplate::Instantiate(const TuningTask& task,

@@ -38,8 +38,11 @@ ComputeDef GemmCompute(const std::string& name, const GemmBuffers& names, int64_
 // tile's width), whose name and meaning differ per template.
 ConfigSpace GemmSpace(int64_t m, int64_t n, int64_t k, const Target& target, const Knob& pack);
 Config GemmNaive(int64_t k, const std::string& pack_knob);
+// Hand-picked configs for an M x N product (`batch` of them, 0 = unbatched), best
+// guess first.
 std::vector<Config> GemmHeuristics(const ConfigSpace& space, const Target& target,
-                                   const std::string& pack_knob);
+                                   const std::string& pack_knob, int64_t m, int64_t n,
+                                   int64_t batch);
 // Splits, orders, unrolls, vectorises and parallelises a GemmCompute schedule for `c`;
 // `packed` when the compute reads panels (axes jp, jr instead of j).
 absl::Status ScheduleGemm(Schedule* s, const Config& c, bool packed, int64_t batch,

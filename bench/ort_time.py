@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""The onnxruntime side of `tuneforge bench model`: loads a model in onnxruntime's
+CPU provider with the given intra-op thread count (its strongest configuration on a
+CPU: graph optimizations at their highest level, the default), warms up, times
+`--runs` inferences one after another, and prints {"samples_ms": [...]} as JSON.
+
+  ort_time.py MODEL.onnx --threads N --runs R [--warmup W] [--seed S]
+"""
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("model")
+    p.add_argument("--threads", type=int, required=True)
+    p.add_argument("--runs", type=int, required=True)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--seed", type=int, default=1)
+    a = p.parse_args()
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = a.threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session = ort.InferenceSession(a.model, options, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(a.seed)
+    feeds = {}
+    for i in session.get_inputs():
+        feeds[i.name] = rng.uniform(-1, 1, i.shape).astype(np.float32)
+    for _ in range(a.warmup):
+        session.run(None, feeds)
+    samples = []
+    for _ in range(a.runs):
+        start = time.perf_counter()
+        session.run(None, feeds)
+        samples.append((time.perf_counter() - start) * 1e3)
+    json.dump({"samples_ms": samples, "version": ort.__version__}, sys.stdout)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
