@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <cstdint>
 #include <fstream>
 
 #include "nlohmann/json.hpp"
@@ -96,6 +97,47 @@ TEST_F(CliTest, ModelInspectPrintsTheModelAndRefusesWhatIsNotOne) {
   ExpectError({"model", "inspect", dir_ + "/missing.onnx"}, "cannot read ONNX model");
   ExpectError({"model", "inspect"}, "exactly one model file");
   ExpectError({"model", "frobnicate"}, "unknown subcommand 'frobnicate'");
+}
+
+// A float32 .npy file of `shape` filled with `value`.
+void WriteNpy(const std::string& path, const std::string& shape, int64_t count, float value) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + shape + "), }";
+  header.append(63 - (10 + header.size()) % 64, ' ');
+  header.push_back('\n');
+  std::ofstream out(path, std::ios::binary);
+  out.write("\x93NUMPY\x01\x00", 8);
+  const uint16_t len = static_cast<uint16_t>(header.size());
+  out.write(reinterpret_cast<const char*>(&len), 2);
+  out << header;
+  for (int64_t i = 0; i < count; ++i) out.write(reinterpret_cast<const char*>(&value), 4);
+}
+
+TEST_F(CliTest, ModelRunWritesItsOutputsAndRefusesBadInputs) {
+  const std::string model = std::string(TF_TEST_MODELS_DIR) + "/mlp.onnx";
+  WriteNpy(dir_ + "/x.npy", "2, 16", 32, 0.5f);
+  auto r = RunCommand({kBin + "/tuneforge", "model", "run", model, "--input", "x=" + dir_ + "/x.npy",
+                       "--output-dir", dir_ + "/out", "--threads", "1"},
+                      dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("tasks: 0 tuned (db), 2 default schedule"), std::string::npos) << r.out;
+  const std::string y = ReadFile(dir_ + "/out/y.npy");
+  EXPECT_EQ(y.size(), 128u + 8 * 4) << "header + 2x4 floats";
+  EXPECT_NE(y.find("'shape': (2,4)"), std::string::npos);
+
+  WriteNpy(dir_ + "/wrong.npy", "16, 2", 32, 0.5f);
+  ExpectError({"model", "run", model, "--input", "x=" + dir_ + "/wrong.npy", "--output-dir", dir_},
+              "input x from " + dir_ + "/wrong.npy has shape [16, 2]; the model wants [2, 16]");
+  ExpectError({"model", "run", model, "--output-dir", dir_}, "missing --input x=FILE.npy (inputs: x [2, 16])");
+  ExpectError({"model", "run", model, "--input", "z=" + dir_ + "/x.npy", "--output-dir", dir_},
+              "the model has no input z");
+  ExpectError({"model", "run", model, "--input", "x", "--output-dir", dir_}, "--input wants NAME=FILE.npy");
+  ExpectError({"model", "run", model, "--input", "x=" + dir_ + "/x.npy"}, "needs --output-dir");
+  std::ofstream(dir_ + "/bad.npy") << "not numpy";
+  ExpectError({"model", "run", model, "--input", "x=" + dir_ + "/bad.npy", "--output-dir", dir_},
+              "not a float32 .npy file (no NumPy magic)");
+  ExpectError({"model", "run", model, "--input", "x=" + dir_ + "/x.npy", "--output-dir", dir_, "--db",
+               dir_ + "/none.db"},
+              "none.db");
 }
 
 TEST_F(CliTest, BadTasks) {

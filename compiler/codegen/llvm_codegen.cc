@@ -158,6 +158,8 @@ class ModuleEmitter {
   llvm::Value* EmitExpr(const ir::Expr& e);
   llvm::Value* EmitBinary(const ir::Expr& e);
   llvm::Value* EmitCall(const ir::Expr& e);
+  llvm::Value* EmitExp(llvm::Value* x);
+  llvm::Value* EmitErf(llvm::Value* x);
   llvm::Value* EmitMulAdd(const ir::Expr& a, const ir::Expr& b, const ir::Expr& c,
                           bool negate_product, bool negate_addend);
   llvm::Value* EmitLoad(const ir::Expr& e);
@@ -629,28 +631,67 @@ llvm::Value* ModuleEmitter::EmitExpr(const ir::Expr& e) {
   }
 }
 
-// Math functions: exp, log and sqrt as LLVM intrinsics (sqrt becomes one vector
-// instruction; exp and log are expanded by the backend into calls of the C library's
-// expf/logf per lane); erf and tanh, which have no intrinsic, as calls of erff/tanhf
-// per lane. The loading process resolves the C library's symbols.
+// Math functions. exp, erf and tanh are inline polynomial code that works on whole
+// vectors (the C library's versions are scalar calls per lane): exp as Cephes' expf
+// (range reduction by ln 2, a degree-6 polynomial, the power of two built in the
+// exponent bits; relative error about 2e-7), erf by Abramowitz & Stegun 7.1.26
+// (absolute error below 1.5e-7), tanh(x) = 1 - 2 / (exp(2x) + 1) (absolute error
+// about 1e-7). log and sqrt are LLVM intrinsics (sqrt is one vector instruction; the
+// backend expands log into logf calls per lane).
 llvm::Value* ModuleEmitter::EmitCall(const ir::Expr& e) {
   if (e->operands.size() != 1 || !e->operands[0]) return Fail("call without one argument", f32_);
   llvm::Value* x = EmitExpr(e->operands[0]);
   if (!status_.ok()) return llvm::PoisonValue::get(f32_);
   if (!x->getType()->getScalarType()->isFloatTy()) return Fail("math function of a non-float", f32_);
-  if (e->name == "exp") return b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
+  if (e->name == "exp") return EmitExp(x);
+  if (e->name == "erf") return EmitErf(x);
+  if (e->name == "tanh") {
+    llvm::Value* one = llvm::ConstantFP::get(x->getType(), 1.0);
+    llvm::Value* two = llvm::ConstantFP::get(x->getType(), 2.0);
+    llvm::Value* e2x = EmitExp(b_.CreateFMul(x, two));
+    return b_.CreateFSub(one, b_.CreateFDiv(two, b_.CreateFAdd(e2x, one)));
+  }
   if (e->name == "log") return b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, x);
   if (e->name == "sqrt") return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
-  if (e->name != "erf" && e->name != "tanh") return Fail("unknown math function " + e->name, f32_);
-  llvm::FunctionCallee fn = module_.getOrInsertFunction(e->name + "f", f32_, f32_);
-  auto* vector = llvm::dyn_cast<llvm::FixedVectorType>(x->getType());
-  if (!vector) return b_.CreateCall(fn, {x});
-  llvm::Value* result = llvm::PoisonValue::get(vector);
-  for (unsigned lane = 0; lane < vector->getNumElements(); ++lane) {
-    llvm::Value* y = b_.CreateCall(fn, {b_.CreateExtractElement(x, lane)});
-    result = b_.CreateInsertElement(result, y, lane);
+  return Fail("unknown math function " + e->name, f32_);
+}
+
+llvm::Value* ModuleEmitter::EmitExp(llvm::Value* x) {
+  llvm::Type* ty = x->getType();
+  auto c = [&](double v) { return llvm::ConstantFP::get(ty, v); };
+  auto clamp = [&](llvm::Value* v, double lo, double hi) {
+    v = b_.CreateSelect(b_.CreateFCmpOLT(v, c(lo)), c(lo), v);
+    return b_.CreateSelect(b_.CreateFCmpOGT(v, c(hi)), c(hi), v);
+  };
+  x = clamp(x, -87.3365447505531, 88.3762626647949);
+  llvm::Value* fx = b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor,
+                                            b_.CreateFAdd(b_.CreateFMul(x, c(1.44269504088896341)), c(0.5)));
+  x = b_.CreateFSub(x, b_.CreateFMul(fx, c(0.693359375)));
+  x = b_.CreateFSub(x, b_.CreateFMul(fx, c(-2.12194440e-4)));
+  llvm::Value* p = c(1.9875691500e-4);
+  for (double coef : {1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1}) {
+    p = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {ty}, {p, x, c(coef)});
   }
-  return result;
+  p = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {ty}, {p, b_.CreateFMul(x, x), b_.CreateFAdd(x, c(1.0))});
+  // 2^fx through the exponent field.
+  llvm::Type* ity = ty->getWithNewType(i32_);
+  llvm::Value* n = b_.CreateFPToSI(fx, ity);
+  n = b_.CreateShl(b_.CreateAdd(n, llvm::ConstantInt::get(ity, 127)), llvm::ConstantInt::get(ity, 23));
+  return b_.CreateFMul(p, b_.CreateBitCast(n, ty));
+}
+
+llvm::Value* ModuleEmitter::EmitErf(llvm::Value* x) {
+  llvm::Type* ty = x->getType();
+  auto c = [&](double v) { return llvm::ConstantFP::get(ty, v); };
+  llvm::Value* ax = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+  llvm::Value* t = b_.CreateFDiv(c(1.0), b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {ty}, {ax, c(0.3275911), c(1.0)}));
+  llvm::Value* p = c(1.061405429);
+  for (double coef : {-1.453152027, 1.421413741, -0.284496736, 0.254829592}) {
+    p = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {ty}, {p, t, c(coef)});
+  }
+  p = b_.CreateFMul(p, t);
+  llvm::Value* y = b_.CreateFSub(c(1.0), b_.CreateFMul(p, EmitExp(b_.CreateFNeg(b_.CreateFMul(ax, ax)))));
+  return b_.CreateIntrinsic(llvm::Intrinsic::copysign, {ty}, {y, x});
 }
 
 llvm::Value* ModuleEmitter::EmitMulAdd(const ir::Expr& a, const ir::Expr& b, const ir::Expr& c,
