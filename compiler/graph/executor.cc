@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -18,6 +19,7 @@
 #include "compiler/graph/kernels.h"
 #include "compiler/graph/tasks.h"
 #include "compiler/runtime/module_loader.h"
+#include "compiler/support/hash.h"
 #include "compiler/support/status.h"
 
 namespace tuneforge::graph {
@@ -147,10 +149,65 @@ void SplitLayoutTransforms(const Graph& g, PlannedStep* step) {
   f.prepack = once.empty() ? nullptr : ir::Block(once);
 }
 
+// `s` with every store into `buffer` rewritten by `f(value, index)`.
+ir::Stmt RewriteStores(const ir::Stmt& s, const std::string& buffer,
+                       const std::function<ir::Expr(ir::Expr, ir::Expr)>& f) {
+  if (!s) return s;
+  switch (s->kind) {
+    case ir::StmtKind::kFor:
+      return ir::For(s->var, s->extent, s->max_extent, s->for_kind, RewriteStores(s->body, buffer, f));
+    case ir::StmtKind::kStore:
+      return s->buffer == buffer ? ir::Store(s->buffer, s->index, f(s->value, s->index)) : s;
+    case ir::StmtKind::kBlock: {
+      std::vector<ir::Stmt> stmts;
+      for (const ir::Stmt& c : s->stmts) stmts.push_back(RewriteStores(c, buffer, f));
+      return ir::Block(stmts);
+    }
+    case ir::StmtKind::kIfThenElse:
+      return ir::IfThenElse(s->condition, RewriteStores(s->body, buffer, f),
+                            RewriteStores(s->else_case, buffer, f));
+    case ir::StmtKind::kAllocate:
+      return ir::Allocate(s->buffer, s->alloc_dtype, s->alloc_size, RewriteStores(s->body, buffer, f),
+                          s->alloc_scope);
+  }
+  return s;
+}
+
+// A convolution's epilogue (bias, residual, relu/clip) fused into its output's
+// unpack (the blocked layout back to NCHW), which runs once per element anyway: the
+// task's kernel stays the tuned one and no separate pass over the output is made.
+// False when the kernel has no unpack (the epilogue then runs as its own kernel).
+bool FuseConvEpilogue(const Graph& g, const TaskUse& use, PlannedStep* step) {
+  ir::LoweredFunc& f = step->func;
+  if (!f.unpack || f.params.empty()) return false;
+  const ir::BufferParam& out = f.params.back();
+  if (!out.is_output || out.shape.size() != 4) return false;
+  const int64_t k = out.shape[1], plane = out.shape[2] * out.shape[3];
+  auto add_input = [&](const std::string& name, int tensor) {
+    const Tensor& t = g.tensors[static_cast<size_t>(tensor)];
+    f.params.push_back(ir::BufferParam{name, ir::DType::kFloat32, t.shape, false});
+    step->tensors.push_back(tensor);
+    step->owned_data.emplace_back();
+    step->owned_elements.push_back(0);
+  };
+  if (use.bias >= 0) add_input("epi.bias", use.bias);
+  if (use.residual >= 0) add_input("epi.residual", use.residual);
+  f.unpack = RewriteStores(f.unpack, out.name, [&](ir::Expr value, ir::Expr index) {
+    std::vector<ir::Expr> addends;
+    if (use.bias >= 0) {
+      addends.push_back(ir::Load("epi.bias", ir::DType::kFloat32,
+                                 ir::Mod(ir::Div(index, ir::IntImm(plane)), ir::IntImm(k))));
+    }
+    if (use.residual >= 0) addends.push_back(ir::Load("epi.residual", ir::DType::kFloat32, index));
+    return EpilogueExpr(g, use, value, addends);
+  });
+  return true;
+}
+
 // The template kernel of one task occurrence, its parameters bound.
 absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, const TaskUse& use,
                                      const Target& target, const ExecutorOptions& options,
-                                     bool* tuned) {
+                                     bool* tuned, bool* epilogue_fused) {
   ASSIGN_OR_RETURN(TuningTask task, ParseTask(table.tasks[static_cast<size_t>(use.task)].task));
   ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
   std::optional<Config> config;
@@ -174,7 +231,11 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
   const Node& anchor = g.nodes[static_cast<size_t>(use.anchor)];
   std::vector<int> operands = {use.data, use.weight};
   if (task.op() == "dense" && task.Param("bias") == 1) operands.push_back(use.bias);
-  const int output = anchor.op == "Conv" ? use.anchor_output : use.output;
+  // A conv's output is its epilogue's output when the epilogue fuses into the unpack.
+  const bool conv_epilogue = anchor.op == "Conv" && use.output != use.anchor_output;
+  *epilogue_fused = conv_epilogue && step.func.unpack && !step.func.params.empty() &&
+                    step.func.params.back().is_output;
+  const int output = anchor.op == "Conv" && !*epilogue_fused ? use.anchor_output : use.output;
   size_t next = 0;
   for (const ir::BufferParam& p : step.func.params) {
     step.owned_data.emplace_back();
@@ -208,7 +269,13 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
       return absl::InternalError(absl::StrCat("template ", tmpl->name(), " has more inputs than the graph gives"));
     }
   }
+  if (*epilogue_fused && !FuseConvEpilogue(g, use, &step)) {
+    return absl::InternalError("cannot fuse the epilogue of " + anchor.name);
+  }
   SplitLayoutTransforms(g, &step);
+  // Occurrences of one task share the tuned kernel but not always the epilogue and
+  // layout work around it: name the function after what it now computes.
+  step.func.name += "_" + HashHex(ir::ToString(step.func)).substr(0, 8);
   return step;
 }
 
@@ -276,13 +343,13 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
   }
 
   ASSIGN_OR_RETURN(TaskTable table, ExtractTasks(g));
-  // Where each task occurrence starts and where its separate epilogue runs (after
-  // the last node it absorbs, when every operand of that node is computed).
-  std::map<int, const TaskUse*> anchor_of, epilogue_at;
+  // Each task occurrence runs where the last node it absorbs stood: every operand of
+  // its epilogue (a residual computed later in the graph) is ready there, and the
+  // anchor's own output feeds nothing else.
+  std::map<int, const TaskUse*> task_at;
   std::vector<bool> covered(g.nodes.size(), false);
   for (const TaskUse& use : table.uses) {
-    anchor_of[use.anchor] = &use;
-    epilogue_at[use.nodes.back()] = &use;
+    task_at[use.nodes.back()] = &use;
     for (int n : use.nodes) covered[static_cast<size_t>(n)] = true;
   }
 
@@ -292,14 +359,13 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     const int node = static_cast<int>(i);
-    if (auto it = anchor_of.find(node); it != anchor_of.end()) {
-      bool tuned = false;
-      ASSIGN_OR_RETURN(PlannedStep step, PlanTask(g, table, *it->second, target, options, &tuned));
+    if (auto it = task_at.find(node); it != task_at.end()) {
+      bool tuned = false, fused = false;
+      ASSIGN_OR_RETURN(PlannedStep step, PlanTask(g, table, *it->second, target, options, &tuned, &fused));
       ++(tuned ? impl->tuned : impl->defaults);
       planned.push_back(std::move(step));
-    }
-    if (auto it = epilogue_at.find(node); it != epilogue_at.end()) {
-      absl::StatusOr<NodeKernel> k = GenerateEpilogueKernel(g, *it->second, lanes);
+      absl::StatusOr<NodeKernel> k = fused ? absl::NotFoundError("fused")
+                                           : GenerateEpilogueKernel(g, *it->second, lanes);
       if (k.ok()) {
         planned.push_back(FromNodeKernel(std::move(*k), "epilogue of " + g.nodes[static_cast<size_t>(it->second->anchor)].name));
       } else if (!absl::IsNotFound(k.status())) {

@@ -864,17 +864,20 @@ absl::StatusOr<NodeKernel> GenerateEpilogueKernel(const Graph& g, const TaskUse&
   }
   if (use.residual >= 0) ins.push_back(Contiguous(b.Param(use.residual), shape));
   View out = Contiguous(b.Param(use.output, true), shape);
-  float lo = 0, hi = std::numeric_limits<float>::infinity();
-  if (use.activation == "clip") std::tie(lo, hi) = ClipBounds(g, g.nodes[static_cast<size_t>(use.clip_node)]);
-  const std::string act = use.activation;
-  auto f = [act, lo, hi](const std::vector<Expr>& v) {
-    Expr e = v[0];
-    for (size_t i = 1; i < v.size(); ++i) e = ir::Add(e, v[i]);
-    if (act == "relu") e = ir::Max(e, FloatImm(0.0));
-    if (act == "clip") e = ClipExpr(e, lo, hi);
-    return e;
+  auto f = [&g, &use](const std::vector<Expr>& v) {
+    return EpilogueExpr(g, use, v[0], std::vector<Expr>(v.begin() + 1, v.end()));
   };
   return b.Finish(ElementwiseNest(shape, out, ins, f, lanes, b.names));
+}
+
+Expr EpilogueExpr(const Graph& g, const TaskUse& use, Expr value, const std::vector<Expr>& addends) {
+  for (const Expr& a : addends) value = ir::Add(value, a);
+  if (use.activation == "relu") value = ir::Max(value, FloatImm(0.0));
+  if (use.activation == "clip") {
+    auto [lo, hi] = ClipBounds(g, g.nodes[static_cast<size_t>(use.clip_node)]);
+    value = ClipExpr(value, lo, hi);
+  }
+  return value;
 }
 
 }  // namespace tuneforge::graph

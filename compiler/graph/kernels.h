@@ -34,6 +34,10 @@ bool IsAliasOp(const std::string& op);
 // the node and what is not supported.
 absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& graph, int node, int lanes);
 
+// `value` plus each of `addends` (bias, residual), then the occurrence's relu or clip.
+ir::Expr EpilogueExpr(const Graph& graph, const TaskUse& use, ir::Expr value,
+                      const std::vector<ir::Expr>& addends);
+
 // The epilogue of a task occurrence that its template does not compute: bias,
 // residual add and relu/clip after a convolution, as one elementwise kernel from
 // `use.anchor_output` to `use.output`. NotFound when there is nothing to do.
