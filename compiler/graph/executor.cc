@@ -353,6 +353,35 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     for (int n : use.nodes) covered[static_cast<size_t>(n)] = true;
   }
 
+  // Chains of elementwise nodes fuse into one kernel, run where the chain ends.
+  std::vector<std::vector<int>> consumers(g.tensors.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (int t : g.nodes[i].inputs) {
+      if (t >= 0) consumers[static_cast<size_t>(t)].push_back(static_cast<int>(i));
+    }
+  }
+  std::vector<bool> is_output(g.tensors.size(), false);
+  for (int t : g.outputs) is_output[static_cast<size_t>(t)] = true;
+  std::map<int, std::vector<int>> chain_ending_at;
+  std::vector<bool> in_chain(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (covered[i] || in_chain[i] || !IsElementwiseOp(g.nodes[i].op)) continue;
+    std::vector<int> chain = {static_cast<int>(i)};
+    for (;;) {
+      const int out = g.nodes[static_cast<size_t>(chain.back())].outputs[0];
+      const std::vector<int>& users = consumers[static_cast<size_t>(out)];
+      if (is_output[static_cast<size_t>(out)] || users.size() != 1) break;
+      const size_t next = static_cast<size_t>(users[0]);
+      if (covered[next] || in_chain[next] || !IsElementwiseOp(g.nodes[next].op) ||
+          g.tensors[static_cast<size_t>(g.nodes[next].outputs[0])].shape != g.tensors[static_cast<size_t>(out)].shape) {
+        break;
+      }
+      chain.push_back(static_cast<int>(next));
+    }
+    for (int n : chain) in_chain[static_cast<size_t>(n)] = true;
+    chain_ending_at[chain.back()] = chain;
+  }
+
   impl->root.resize(g.tensors.size());
   for (size_t i = 0; i < g.tensors.size(); ++i) impl->root[i] = static_cast<int>(i);
   std::vector<PlannedStep> planned;
@@ -373,6 +402,15 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
       }
     }
     if (covered[i]) continue;
+    if (in_chain[i]) {
+      auto it = chain_ending_at.find(node);
+      if (it == chain_ending_at.end()) continue;  // runs with the chain's last node
+      ASSIGN_OR_RETURN(NodeKernel k, GenerateElementwiseKernel(g, it->second, lanes));
+      std::string ops;
+      for (int c : it->second) ops += (ops.empty() ? "" : "+") + g.nodes[static_cast<size_t>(c)].op;
+      planned.push_back(FromNodeKernel(std::move(k), ops));
+      continue;
+    }
     if (IsAliasOp(n.op)) {
       impl->root[static_cast<size_t>(n.outputs[0])] = impl->root[static_cast<size_t>(n.inputs[0])];
       continue;

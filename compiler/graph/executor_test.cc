@@ -123,6 +123,39 @@ TEST(ExecutorTest, BroadcastAddAndAReshapeThatSharesStorage) {
                         va[static_cast<size_t>(i * 6 + k)] + vb[static_cast<size_t>(j)]);
 }
 
+TEST(ExecutorTest, ElementwiseChainsFuseIntoOneKernel) {
+  // Gelu as exporters write it: x * (erf(x / c) + 1), x read twice, constants scalars.
+  Graph g;
+  g.opset = 17;
+  const int x = AddTensor(&g, "x", {4, 33});
+  auto scalar = [&](const std::string& name, float v) {
+    const int t = AddTensor(&g, name, {});
+    g.tensors[static_cast<size_t>(t)].constant = true;
+    g.tensors[static_cast<size_t>(t)].f32 = {v};
+    return t;
+  };
+  const int c = scalar("c", 1.41421356f), one = scalar("one", 1.0f);
+  const int a = AddTensor(&g, "a", {4, 33}), b = AddTensor(&g, "b", {4, 33});
+  const int d = AddTensor(&g, "d", {4, 33}), y = AddTensor(&g, "y", {4, 33});
+  g.nodes.push_back(Node{"div", "Div", {x, c}, {a}, {}});
+  g.nodes.push_back(Node{"erf", "Erf", {a}, {b}, {}});
+  g.nodes.push_back(Node{"add", "Add", {b, one}, {d}, {}});
+  g.nodes.push_back(Node{"mul", "Mul", {x, d}, {y}, {}});
+  g.inputs = {x};
+  g.outputs = {y};
+  absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(g, TestTarget());
+  ASSERT_TRUE(e.ok()) << e.status();
+  ASSERT_EQ((*e)->kernels().size(), 1u);
+  EXPECT_EQ((*e)->kernels()[0].source, "Div+Erf+Add+Mul");
+  EXPECT_EQ((*e)->arena_bytes(), 2 * 576);  // x and y only (528 bytes each, 64-byte aligned)
+  const std::vector<float> in = Random(4 * 33, 8);
+  std::vector<float> out(in.size());
+  ASSERT_TRUE((*e)->Run({in.data()}, {out.data()}).ok());
+  for (size_t i = 0; i < in.size(); ++i) {
+    ASSERT_NEAR(out[i], in[i] * (std::erf(in[i] / 1.41421356f) + 1.0f), 1e-5) << i;
+  }
+}
+
 TEST(ExecutorTest, ModelRunsRepeatablyAndThePlanReusesMemory) {
   absl::StatusOr<frontend::OnnxModel> model =
       frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/resblock.onnx");

@@ -4,6 +4,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "compiler/support/hash.h"
@@ -277,48 +278,42 @@ Expr PowConst(Expr x, float y) {
   return ir::Call("exp", ir::Mul(FloatImm(y), ir::Call("log", x)));
 }
 
-absl::StatusOr<NodeKernel> Elementwise(const Graph& g, const Node& n, int lanes) {
-  Builder b(g, n.op);
-  const std::vector<int64_t>& out_shape = b.Shape(n.outputs[0]);
-  std::vector<View> ins;
-  std::vector<int> inputs = {n.inputs[0]};
-  const bool binary = n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div" ||
-                      n.op == "Pow";
-  float exponent = 0;
-  bool const_exponent = false;
-  if (n.op == "Pow" && T(g, n.inputs[1]).constant && T(g, n.inputs[1]).NumElements() == 1) {
-    const Tensor& e = T(g, n.inputs[1]);
-    exponent = e.f32.empty() ? static_cast<float>(e.i64[0]) : e.f32[0];
-    const_exponent = true;
-  } else if (binary) {
-    if (T(g, n.inputs[1]).dtype != DType::kFloat32) return Unsupported(n, "an int64 exponent tensor");
-    inputs.push_back(n.inputs[1]);
+// The tensors an elementwise node reads at run time (Pow's constant scalar exponent
+// and Clip's bounds are folded into the expression).
+std::vector<int> ElementwiseInputs(const Graph& g, const Node& n) {
+  if (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div") return {n.inputs[0], n.inputs[1]};
+  if (n.op == "Pow" && !(T(g, n.inputs[1]).constant && T(g, n.inputs[1]).NumElements() == 1)) {
+    return {n.inputs[0], n.inputs[1]};
   }
-  for (int t : inputs) ins.push_back(Broadcast(b.Param(t), b.Shape(t), out_shape));
-  View out = Contiguous(b.Param(n.outputs[0], true), out_shape);
-  ValueFn f;
-  const std::string op = n.op;
-  if (op == "Add") f = [](auto& v) { return ir::Add(v[0], v[1]); };
-  if (op == "Sub") f = [](auto& v) { return ir::Sub(v[0], v[1]); };
-  if (op == "Mul") f = [](auto& v) { return ir::Mul(v[0], v[1]); };
-  if (op == "Div") f = [](auto& v) { return ir::Div(v[0], v[1]); };
+  return {n.inputs[0]};
+}
+
+// The value of elementwise node `n` from the values of its inputs (`v`, in the order
+// of ElementwiseInputs).
+absl::StatusOr<Expr> ElementwiseExpr(const Graph& g, const Node& n, const std::vector<Expr>& v) {
+  const std::string& op = n.op;
+  if (op == "Add") return ir::Add(v[0], v[1]);
+  if (op == "Sub") return ir::Sub(v[0], v[1]);
+  if (op == "Mul") return ir::Mul(v[0], v[1]);
+  if (op == "Div") return ir::Div(v[0], v[1]);
   if (op == "Pow") {
-    f = const_exponent ? ValueFn([exponent](auto& v) { return PowConst(v[0], exponent); })
-                       : ValueFn([](auto& v) {
-                           return ir::Call("exp", ir::Mul(v[1], ir::Call("log", v[0])));
-                         });
+    if (v.size() == 2) {
+      if (T(g, n.inputs[1]).dtype != DType::kFloat32) return Unsupported(n, "an int64 exponent tensor");
+      return ir::Call("exp", ir::Mul(v[1], ir::Call("log", v[0])));
+    }
+    const Tensor& e = T(g, n.inputs[1]);
+    return PowConst(v[0], e.f32.empty() ? static_cast<float>(e.i64[0]) : e.f32[0]);
   }
-  if (op == "Relu") f = [](auto& v) { return ir::Max(v[0], FloatImm(0.0)); };
-  if (op == "Sigmoid") f = [](auto& v) { return Sigmoid(v[0]); };
-  if (op == "Tanh") f = [](auto& v) { return ir::Call("tanh", v[0]); };
-  if (op == "Erf") f = [](auto& v) { return ir::Call("erf", v[0]); };
-  if (op == "Sqrt") f = [](auto& v) { return ir::Call("sqrt", v[0]); };
+  if (op == "Relu") return ir::Max(v[0], FloatImm(0.0));
+  if (op == "Sigmoid") return Sigmoid(v[0]);
+  if (op == "Tanh") return ir::Call("tanh", v[0]);
+  if (op == "Erf") return ir::Call("erf", v[0]);
+  if (op == "Sqrt") return ir::Call("sqrt", v[0]);
   if (op == "Clip") {
     auto [lo, hi] = ClipBounds(g, n);
-    f = [lo = lo, hi = hi](auto& v) { return ClipExpr(v[0], lo, hi); };
+    return ClipExpr(v[0], lo, hi);
   }
-  if (!f) return Unsupported(n, "this elementwise operator");
-  return b.Finish(ElementwiseNest(out_shape, out, ins, f, lanes, b.names));
+  return Unsupported(n, "this elementwise operator");
 }
 
 // Copies `in` (a view over `shape`) to `out` (a view over the same shape).
@@ -819,13 +814,56 @@ bool IsAliasOp(const std::string& op) {
   return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity";
 }
 
+bool IsElementwiseOp(const std::string& op) {
+  return op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Relu" ||
+         op == "Sigmoid" || op == "Tanh" || op == "Erf" || op == "Sqrt" || op == "Clip";
+}
+
+absl::StatusOr<NodeKernel> GenerateElementwiseKernel(const Graph& g, const std::vector<int>& nodes, int lanes) {
+  std::string name;
+  for (int i : nodes) name += (name.empty() ? "" : "_") + g.nodes[static_cast<size_t>(i)].op;
+  Builder b(g, nodes.size() > 3 ? "fused" : name);
+  const int result = g.nodes[static_cast<size_t>(nodes.back())].outputs[0];
+  const std::vector<int64_t>& out_shape = b.Shape(result);
+  // Tensors computed inside the chain, and those it reads from outside (parameters).
+  std::set<int> inside;
+  for (int i : nodes) inside.insert(g.nodes[static_cast<size_t>(i)].outputs[0]);
+  std::vector<int> external;
+  std::vector<View> ins;
+  for (int i : nodes) {
+    for (int t : ElementwiseInputs(g, g.nodes[static_cast<size_t>(i)])) {
+      if (inside.count(t) || std::find(external.begin(), external.end(), t) != external.end()) continue;
+      external.push_back(t);
+      ins.push_back(Broadcast(b.Param(t), b.Shape(t), out_shape));
+    }
+  }
+  View out = Contiguous(b.Param(result, true), out_shape);
+  absl::Status error;
+  auto f = [&](const std::vector<Expr>& loaded) -> Expr {
+    std::map<int, Expr> value;
+    for (size_t k = 0; k < external.size(); ++k) value[external[k]] = loaded[k];
+    for (int i : nodes) {
+      const Node& n = g.nodes[static_cast<size_t>(i)];
+      std::vector<Expr> operands;
+      for (int t : ElementwiseInputs(g, n)) operands.push_back(value.at(t));
+      absl::StatusOr<Expr> e = ElementwiseExpr(g, n, operands);
+      if (!e.ok()) {
+        error = e.status();
+        return FloatImm(0.0);
+      }
+      value[n.outputs[0]] = *e;
+    }
+    return value.at(result);
+  };
+  Stmt body = ElementwiseNest(out_shape, out, ins, f, lanes, b.names);
+  RETURN_IF_ERROR(error);
+  return b.Finish(body);
+}
+
 absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lanes) {
   const Node& n = g.nodes[static_cast<size_t>(node)];
   const std::string& op = n.op;
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Relu" ||
-      op == "Sigmoid" || op == "Tanh" || op == "Erf" || op == "Sqrt" || op == "Clip") {
-    return Elementwise(g, n, lanes);
-  }
+  if (IsElementwiseOp(op)) return GenerateElementwiseKernel(g, {node}, lanes);
   if (op == "Transpose" || op == "Slice" || op == "Concat" || op == "Split" || op == "Gather") {
     return DataMovement(g, n, lanes);
   }

@@ -30,6 +30,16 @@ struct NodeKernel {
 // storage and no kernel runs.
 bool IsAliasOp(const std::string& op);
 
+// Elementwise operators (Add, Sub, Mul, Div, Pow, Relu, Clip, Sigmoid, Tanh, Erf,
+// Sqrt): chains of them fuse into one kernel.
+bool IsElementwiseOp(const std::string& op);
+
+// One kernel for a chain of elementwise nodes (in graph order) whose intermediate
+// results have the final result's shape and are read only inside the chain: one
+// pass over memory instead of one per node (e.g. Gelu's Div, Erf, Add, Mul, Mul).
+absl::StatusOr<NodeKernel> GenerateElementwiseKernel(const Graph& graph, const std::vector<int>& nodes,
+                                                     int lanes);
+
 // The kernel of graph node `node`, vectorized for `lanes` float32 lanes. Errors name
 // the node and what is not supported.
 absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& graph, int node, int lanes);
