@@ -58,6 +58,11 @@ struct PlannedStep {
   std::vector<int64_t> owned_elements;         // per parameter
   std::string source;
   bool is_template = false;
+  bool is_conv = false;  // a conv template's kernel (params I, F, ..., O)
+  const TaskUse* use = nullptr;  // the task occurrence a template step runs
+  // Per parameter: another step's owned buffer this one uses instead of its own
+  // (step index, parameter name); step -1 = none. See CancelLayoutPairs.
+  std::vector<std::pair<int, std::string>> borrow;
 };
 
 }  // namespace
@@ -82,7 +87,7 @@ struct Executor::Impl {
   std::vector<Step> steps;
   std::vector<ExecutorKernel> kernels;
   double compile_seconds = 0;
-  int tuned = 0, defaults = 0;
+  int tuned = 0, defaults = 0, cancelled_pairs = 0;
 
   float* Pointer(int tensor) {
     const int r = root[static_cast<size_t>(tensor)];
@@ -104,6 +109,7 @@ double Executor::compile_seconds() const { return impl_->compile_seconds; }
 const std::vector<ExecutorKernel>& Executor::kernels() const { return impl_->kernels; }
 int Executor::tuned_tasks() const { return impl_->tuned; }
 int Executor::default_tasks() const { return impl_->defaults; }
+int Executor::cancelled_layout_pairs() const { return impl_->cancelled_pairs; }
 
 namespace {
 
@@ -149,15 +155,15 @@ void SplitLayoutTransforms(const Graph& g, PlannedStep* step) {
   f.prepack = once.empty() ? nullptr : ir::Block(once);
 }
 
-// `s` with every store into `buffer` rewritten by `f(value, index)`.
+// `s` with every store into `buffer` replaced by `f(store)`.
 ir::Stmt RewriteStores(const ir::Stmt& s, const std::string& buffer,
-                       const std::function<ir::Expr(ir::Expr, ir::Expr)>& f) {
+                       const std::function<ir::Stmt(const ir::StmtNode&)>& f) {
   if (!s) return s;
   switch (s->kind) {
     case ir::StmtKind::kFor:
       return ir::For(s->var, s->extent, s->max_extent, s->for_kind, RewriteStores(s->body, buffer, f));
     case ir::StmtKind::kStore:
-      return s->buffer == buffer ? ir::Store(s->buffer, s->index, f(s->value, s->index)) : s;
+      return s->buffer == buffer ? f(*s) : s;
     case ir::StmtKind::kBlock: {
       std::vector<ir::Stmt> stmts;
       for (const ir::Stmt& c : s->stmts) stmts.push_back(RewriteStores(c, buffer, f));
@@ -192,14 +198,14 @@ bool FuseConvEpilogue(const Graph& g, const TaskUse& use, PlannedStep* step) {
   };
   if (use.bias >= 0) add_input("epi.bias", use.bias);
   if (use.residual >= 0) add_input("epi.residual", use.residual);
-  f.unpack = RewriteStores(f.unpack, out.name, [&](ir::Expr value, ir::Expr index) {
+  f.unpack = RewriteStores(f.unpack, out.name, [&](const ir::StmtNode& store) {
     std::vector<ir::Expr> addends;
     if (use.bias >= 0) {
       addends.push_back(ir::Load("epi.bias", ir::DType::kFloat32,
-                                 ir::Mod(ir::Div(index, ir::IntImm(plane)), ir::IntImm(k))));
+                                 ir::Mod(ir::Div(store.index, ir::IntImm(plane)), ir::IntImm(k))));
     }
-    if (use.residual >= 0) addends.push_back(ir::Load("epi.residual", ir::DType::kFloat32, index));
-    return EpilogueExpr(g, use, value, addends);
+    if (use.residual >= 0) addends.push_back(ir::Load("epi.residual", ir::DType::kFloat32, store.index));
+    return ir::Store(store.buffer, store.index, EpilogueExpr(g, use, store.value, addends));
   });
   return true;
 }
@@ -227,12 +233,15 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
   PlannedStep step;
   step.func = std::move(*func);
   step.is_template = true;
+  step.is_conv = g.nodes[static_cast<size_t>(use.anchor)].op == "Conv";
+  step.use = &use;
   step.source = absl::StrCat(*tuned ? "tuned " : "default ", task.CanonicalText());
   const Node& anchor = g.nodes[static_cast<size_t>(use.anchor)];
   std::vector<int> operands = {use.data, use.weight};
   if (task.op() == "dense" && task.Param("bias") == 1) operands.push_back(use.bias);
   // A conv's output is its epilogue's output when the epilogue fuses into the unpack.
-  const bool conv_epilogue = anchor.op == "Conv" && use.output != use.anchor_output;
+  const bool conv_epilogue =
+      anchor.op == "Conv" && (use.bias >= 0 || use.residual >= 0 || !use.activation.empty());
   *epilogue_fused = conv_epilogue && step.func.unpack && !step.func.params.empty() &&
                     step.func.params.back().is_output;
   const int output = anchor.op == "Conv" && !*epilogue_fused ? use.anchor_output : use.output;
@@ -290,6 +299,141 @@ PlannedStep FromNodeKernel(NodeKernel k, std::string source) {
     step.owned_data.push_back(it == k.constants.end() ? std::vector<float>() : std::move(it->second));
   }
   return step;
+}
+
+size_t ParamIndex(const ir::LoweredFunc& f, const std::string& name) {
+  for (size_t i = 0; i < f.params.size(); ++i)
+    if (f.params[i].name == name) return i;
+  return f.params.size();
+}
+
+void EraseParam(PlannedStep* p, size_t i) {
+  p->func.params.erase(p->func.params.begin() + static_cast<std::ptrdiff_t>(i));
+  p->tensors.erase(p->tensors.begin() + static_cast<std::ptrdiff_t>(i));
+  p->owned_data.erase(p->owned_data.begin() + static_cast<std::ptrdiff_t>(i));
+  p->owned_elements.erase(p->owned_elements.begin() + static_cast<std::ptrdiff_t>(i));
+  p->borrow.erase(p->borrow.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
+// Layout transforms cancelled in pairs: when a convolution's output (its epilogue
+// applied) feeds only the next convolution, the first writes straight into the
+// second's blocked, zero-bordered input (NCHW[x]c with the padding in place) instead
+// of unpacking to NCHW for the second to block again. One pass over the activation
+// instead of three; the NCHW tensor between them is never materialized.
+int CancelLayoutPairs(const Graph& g, const std::vector<std::vector<int>>& consumers,
+                      const std::vector<bool>& is_output, std::vector<PlannedStep>* planned) {
+  // The conv step reading each tensor as its input "I", and how many parameters of
+  // all steps bind each tensor.
+  std::map<int, size_t> conv_reading;
+  std::map<int, int> bindings;
+  for (size_t s = 0; s < planned->size(); ++s) {
+    const PlannedStep& p = (*planned)[s];
+    const size_t i = ParamIndex(p.func, "I");
+    if (p.is_conv && i < p.func.params.size() && p.tensors[i] >= 0) conv_reading[p.tensors[i]] = s;
+    for (int t : p.tensors) ++bindings[t];
+  }
+  int pairs = 0;
+  for (size_t a = 0; a < planned->size(); ++a) {
+    PlannedStep& A = (*planned)[a];
+    if (!A.is_conv) continue;
+    const size_t o = ParamIndex(A.func, "O");
+    if (o >= A.func.params.size()) continue;
+    const int t = A.tensors[o];
+    auto it = conv_reading.find(t);
+    // Written by A, read by B alone (no other step, no graph output, no alias).
+    if (t < 0 || is_output[static_cast<size_t>(t)] || consumers[static_cast<size_t>(t)].size() != 1 ||
+        it == conv_reading.end() || it->second <= a || bindings[t] != 2) {
+      continue;
+    }
+    PlannedStep& B = (*planned)[it->second];
+    const size_t bi = ParamIndex(B.func, "I.blocked");
+    const size_t b_in = ParamIndex(B.func, "I");
+    if (bi >= B.func.params.size() || b_in >= B.func.params.size()) continue;
+    // Only B's reads of "I" go: the copy into its blocked input, a top-level statement.
+    std::vector<ir::Stmt> kept;
+    bool only_copy_reads_input = B.func.body->kind == ir::StmtKind::kBlock;
+    if (only_copy_reads_input) {
+      for (const ir::Stmt& st : B.func.body->stmts) {
+        if (!codegen::CollectUsedNames(st).buffers.count("I")) kept.push_back(st);
+      }
+      only_copy_reads_input = kept.size() + 1 == B.func.body->stmts.size();
+    }
+    if (!only_copy_reads_input) continue;
+    const std::vector<int64_t> os = A.func.params[o].shape;       // N, K, OH, OW
+    const std::vector<int64_t> bs = B.func.params[bi].shape;      // N, C/x, HP, WP, x
+    const std::vector<int64_t> is = B.func.params[b_in].shape;    // N, C, H, W
+    if (os != is || bs.size() != 5) continue;
+    const int64_t x = bs[4], pad_h = (bs[2] - is[2]) / 2, pad_w = (bs[3] - is[3]) / 2;
+    // A's unpack (the top-level statement that writes "O") becomes one copy from
+    // A's blocked output to B's blocked input, in B's layout order, epilogue applied.
+    const size_t ao = ParamIndex(A.func, "O.blocked");
+    if (ao >= A.func.params.size() || A.func.body->kind != ir::StmtKind::kBlock || !A.use) continue;
+    const std::vector<int64_t> as = A.func.params[ao].shape;  // N, K/y, OH, OW, y
+    const int64_t y = as[4];
+    std::vector<ir::Stmt> a_body;
+    for (const ir::Stmt& st : A.func.body->stmts) {
+      if (!codegen::CollectUsedNames(st).buffers.count("O")) a_body.push_back(st);
+    }
+    if (a_body.size() + 1 != A.func.body->stmts.size()) continue;
+    B.func.body = ir::Block(kept);
+    EraseParam(&B, b_in);
+    const std::string next = "next.I.blocked";
+    A.func.params.push_back(ir::BufferParam{next, ir::DType::kFloat32, bs, false});
+    A.tensors.push_back(-1);
+    A.owned_data.emplace_back();
+    A.owned_elements.push_back(0);
+    A.borrow.push_back({static_cast<int>(it->second), "I.blocked"});
+    {
+      using ir::Add;
+      using ir::IntImm;
+      using ir::Mul;
+      using ir::Var;
+      const std::string n = "pair.n", cb = "pair.cb", h = "pair.h", w = "pair.w", ci = "pair.ci";
+      ir::Expr k = Add(Mul(Var(cb), IntImm(x)), Var(ci));
+      ir::Expr src = ir::Load("O.blocked", ir::DType::kFloat32,
+                              Add(Mul(Add(Mul(Add(Mul(Add(Mul(Var(n), IntImm(as[1])), ir::Div(k, IntImm(y))),
+                                                      IntImm(as[2])),
+                                                  Var(h)),
+                                              IntImm(as[3])),
+                                          Var(w)),
+                                      IntImm(y)),
+                                  ir::Mod(k, IntImm(y))));
+      std::vector<ir::Expr> addends;
+      if (ParamIndex(A.func, "epi.bias") < A.func.params.size()) {
+        addends.push_back(ir::Load("epi.bias", ir::DType::kFloat32, k));
+      }
+      if (ParamIndex(A.func, "epi.residual") < A.func.params.size()) {
+        addends.push_back(ir::Load(
+            "epi.residual", ir::DType::kFloat32,
+            Add(Mul(Add(Mul(Add(Mul(Var(n), IntImm(os[1])), k), IntImm(os[2])), Var(h)), IntImm(os[3])), Var(w))));
+      }
+      ir::Expr value = EpilogueExpr(g, *A.use, src, addends);
+      ir::Expr dst = Add(Mul(Add(Mul(Add(Mul(Add(Mul(Var(n), IntImm(bs[1])), Var(cb)), IntImm(bs[2])),
+                                         Add(Var(h), IntImm(pad_h))),
+                                     IntImm(bs[3])),
+                                 Add(Var(w), IntImm(pad_w))),
+                             IntImm(x)),
+                         Var(ci));
+      // Both sides contiguous in ci when the blocks agree: a vector copy.
+      ir::Stmt copy = ir::For(ci, IntImm(x), x, x == y ? ir::ForKind::kVectorized : ir::ForKind::kSerial,
+                              ir::Store(next, dst, value));
+      copy = ir::For(w, IntImm(os[3]), os[3], ir::ForKind::kSerial, copy);
+      copy = ir::For(h, IntImm(os[2]), os[2], ir::ForKind::kSerial, copy);
+      copy = ir::For(cb, IntImm(bs[1]), bs[1], ir::ForKind::kParallel, copy);
+      copy = ir::For(n, IntImm(os[0]), os[0], ir::ForKind::kSerial, copy);
+      a_body.push_back(copy);
+      A.func.body = ir::Block(a_body);
+    }
+    EraseParam(&A, o);
+    ++pairs;
+  }
+  for (PlannedStep& p : *planned) {
+    if (p.is_conv) {
+      p.func.name = p.func.name.substr(0, p.func.name.rfind('_')) + "_" +
+                    HashHex(ir::ToString(p.func)).substr(0, 8);
+    }
+  }
+  return pairs;
 }
 
 // Builds the distinct functions (by entry symbol) on `threads` threads.
@@ -419,6 +563,9 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     planned.push_back(FromNodeKernel(std::move(k), n.op));
   }
 
+  for (PlannedStep& p : planned) p.borrow.resize(p.func.params.size(), {-1, ""});
+  impl->cancelled_pairs = CancelLayoutPairs(g, consumers, is_output, &planned);
+
   // Lifetimes of the run-time tensors' storage, in steps; the memory plan.
   const int64_t num_steps = static_cast<int64_t>(planned.size());
   std::vector<int64_t> first(g.tensors.size(), INT64_MAX), last(g.tensors.size(), -1);
@@ -468,9 +615,27 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
   impl->arena = Allocate(impl->arena_bytes / 4);
 
   ASSIGN_OR_RETURN(auto built, BuildAll(planned, target, std::max(1, target.num_threads)));
+  // Memory the steps own (scratch, packed weights, computed constants), before any
+  // step binds it: a step may use another's (CancelLayoutPairs).
+  std::vector<std::map<std::string, float*>> owned_by(planned.size());
+  for (size_t s = 0; s < planned.size(); ++s) {
+    PlannedStep& p = planned[s];
+    for (size_t i = 0; i < p.func.params.size(); ++i) {
+      if (p.tensors[i] >= 0 || p.borrow[i].first >= 0) continue;
+      AlignedBuffer b = Allocate(p.owned_elements[i]);
+      if (!p.owned_data[i].empty()) {
+        std::memcpy(b.get(), p.owned_data[i].data(), p.owned_data[i].size() * 4);
+      } else {
+        impl->scratch_bytes += AlignUp(p.owned_elements[i] * 4);
+      }
+      owned_by[s][p.func.params[i].name] = b.get();
+      impl->owned.push_back(std::move(b));
+    }
+  }
   std::map<std::string, runtime::LoadedModule*> loaded;
   std::map<std::string, size_t> kernel_index;
-  for (PlannedStep& p : planned) {
+  for (size_t s = 0; s < planned.size(); ++s) {
+    PlannedStep& p = planned[s];
     runtime::LoadedModule*& module = loaded[p.func.name];
     if (!module) {
       const Artifact& a = built.at(p.func.name);
@@ -500,15 +665,12 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
         }
         continue;
       }
-      AlignedBuffer b = Allocate(p.owned_elements[i]);
-      if (!p.owned_data[i].empty()) {
-        std::memcpy(b.get(), p.owned_data[i].data(), p.owned_data[i].size() * 4);
-        constant_params.insert(p.func.params[i].name);
-      } else {
-        impl->scratch_bytes += AlignUp(p.owned_elements[i] * 4);
+      if (p.borrow[i].first >= 0) {
+        step.buffers.push_back(owned_by[static_cast<size_t>(p.borrow[i].first)].at(p.borrow[i].second));
+        continue;
       }
-      step.buffers.push_back(b.get());
-      impl->owned.push_back(std::move(b));
+      if (!p.owned_data[i].empty()) constant_params.insert(p.func.params[i].name);
+      step.buffers.push_back(owned_by[s].at(p.func.params[i].name));
     }
     if (module->has_prepack()) {
       // A prepack that reads only constants (packed weights) runs once, here.

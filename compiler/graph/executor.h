@@ -72,6 +72,9 @@ class Executor {
   const std::vector<ExecutorKernel>& kernels() const;
   int tuned_tasks() const;         // task occurrences running a caller-given schedule
   int default_tasks() const;       // ... running the template's default schedule
+  // Convolution pairs whose layout transforms cancel: the first writes the second's
+  // blocked input directly (no NCHW tensor between them).
+  int cancelled_layout_pairs() const;
 
  private:
   struct Impl;

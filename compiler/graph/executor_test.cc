@@ -167,6 +167,9 @@ TEST(ExecutorTest, ModelRunsRepeatablyAndThePlanReusesMemory) {
   Executor& exec = **e;
   EXPECT_LT(exec.arena_bytes(), exec.unplanned_bytes());
   EXPECT_EQ(exec.default_tasks(), 3);
+  // conv1 -> relu -> conv2 and conv2 (+residual, relu) -> the depthwise conv: both
+  // pairs hand over the blocked layout directly.
+  EXPECT_EQ(exec.cancelled_layout_pairs(), 2);
   ASSERT_EQ(exec.inputs().size(), 1u);
   const std::vector<float> x = Random(exec.inputs()[0].NumElements(), 6);
   std::vector<float> y1(static_cast<size_t>(exec.outputs()[0].NumElements()));
