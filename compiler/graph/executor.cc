@@ -20,6 +20,7 @@
 #include "compiler/graph/tasks.h"
 #include "compiler/runtime/module_loader.h"
 #include "compiler/support/hash.h"
+#include "compiler/templates/dense_template.h"
 #include "compiler/support/status.h"
 
 namespace tuneforge::graph {
@@ -212,8 +213,8 @@ bool FuseConvEpilogue(const Graph& g, const TaskUse& use, PlannedStep* step) {
 
 // The template kernel of one task occurrence, its parameters bound.
 absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, const TaskUse& use,
-                                     const Target& target, const ExecutorOptions& options,
-                                     bool* tuned, bool* epilogue_fused) {
+                                     const std::vector<int>* chain, const Target& target,
+                                     const ExecutorOptions& options, bool* tuned, bool* epilogue_fused) {
   ASSIGN_OR_RETURN(TuningTask task, ParseTask(table.tasks[static_cast<size_t>(use.task)].task));
   ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
   std::optional<Config> config;
@@ -225,7 +226,52 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
     std::vector<Config> heuristics = tmpl->Heuristics(task, target);
     config = heuristics.empty() ? tmpl->Naive(task, target) : heuristics.front();
   }
-  absl::StatusOr<ir::LoweredFunc> func = tmpl->Instantiate(task, target, *config);
+  // A dense layer absorbs the elementwise chain after it (Gelu): the chain's other
+  // inputs become parameters, loaded at the element's broadcast index.
+  std::vector<int> chain_inputs;
+  absl::Status chain_error;
+  absl::StatusOr<ir::LoweredFunc> func = absl::UnknownError("not instantiated");
+  if (chain) {
+    const auto* dense = dynamic_cast<const DenseTemplate*>(tmpl);
+    if (!dense) return absl::InternalError("only dense absorbs an elementwise chain");
+    const std::vector<int64_t>& shape = g.tensors[static_cast<size_t>(use.output)].shape;
+    DenseEpilogue extra;
+    for (int t : ChainInputs(g, *chain)) {
+      if (t == use.output) continue;
+      chain_inputs.push_back(t);
+      extra.inputs.push_back(ir::BufferParam{absl::StrCat("epi.t", t), ir::DType::kFloat32,
+                                             g.tensors[static_cast<size_t>(t)].shape, false});
+    }
+    extra.fn = [&](ir::Expr value, ir::Expr i, ir::Expr j) {
+      absl::StatusOr<ir::Expr> e = ChainValue(g, *chain, [&](int t) -> ir::Expr {
+        if (t == use.output) return value;
+        // t broadcast to the layer's shape [..., N]: row i spans the leading dims.
+        const std::vector<int64_t>& ts = g.tensors[static_cast<size_t>(t)].shape;
+        const size_t r = shape.size(), lead = r - ts.size();
+        ir::Expr index = ir::IntImm(0), rest = i;
+        int64_t stride = 1;
+        for (size_t d = r; d-- > 0;) {
+          const bool varies = d >= lead && ts[d - lead] != 1;
+          ir::Expr idx = d + 1 == r ? j : (d == 0 ? rest : ir::Mod(rest, ir::IntImm(shape[d])));
+          if (d + 1 < r && d > 0) rest = ir::Div(rest, ir::IntImm(shape[d]));
+          if (varies) {
+            index = ir::Add(index, ir::Mul(idx, ir::IntImm(stride)));
+            stride *= ts[d - lead];
+          }
+        }
+        return ir::Load(absl::StrCat("epi.t", t), ir::DType::kFloat32, index);
+      });
+      if (!e.ok()) {
+        chain_error = e.status();
+        return value;
+      }
+      return *e;
+    };
+    func = dense->InstantiateWithEpilogue(task, target, *config, extra);
+    RETURN_IF_ERROR(chain_error);
+  } else {
+    func = tmpl->Instantiate(task, target, *config);
+  }
   if (!func.ok()) {
     return absl::Status(func.status().code(), absl::StrCat("task ", task.CanonicalText(), " config ",
                                                            config->ToJson(), ": ", func.status().message()));
@@ -239,12 +285,14 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
   const Node& anchor = g.nodes[static_cast<size_t>(use.anchor)];
   std::vector<int> operands = {use.data, use.weight};
   if (task.op() == "dense" && task.Param("bias") == 1) operands.push_back(use.bias);
+  operands.insert(operands.end(), chain_inputs.begin(), chain_inputs.end());
   // A conv's output is its epilogue's output when the epilogue fuses into the unpack.
   const bool conv_epilogue =
       anchor.op == "Conv" && (use.bias >= 0 || use.residual >= 0 || !use.activation.empty());
   *epilogue_fused = conv_epilogue && step.func.unpack && !step.func.params.empty() &&
                     step.func.params.back().is_output;
-  const int output = anchor.op == "Conv" && !*epilogue_fused ? use.anchor_output : use.output;
+  int output = anchor.op == "Conv" && !*epilogue_fused ? use.anchor_output : use.output;
+  if (chain) output = g.nodes[static_cast<size_t>(chain->back())].outputs[0];
   size_t next = 0;
   for (const ir::BufferParam& p : step.func.params) {
     step.owned_data.emplace_back();
@@ -526,6 +574,29 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     chain_ending_at[chain.back()] = chain;
   }
 
+  // A dense layer whose output only an elementwise chain reads absorbs the chain
+  // (it then runs where the chain ends).
+  std::map<const TaskUse*, std::vector<int>> absorbed;
+  for (const TaskUse& use : table.uses) {
+    const std::string& op = table.tasks[static_cast<size_t>(use.task)].op;
+    const size_t t = static_cast<size_t>(use.output);
+    if (op != "dense" || is_output[t] || consumers[t].empty()) continue;
+    auto chain = std::find_if(chain_ending_at.begin(), chain_ending_at.end(), [&](const auto& c) {
+      return std::find(c.second.begin(), c.second.end(), consumers[t][0]) != c.second.end();
+    });
+    if (chain == chain_ending_at.end()) continue;
+    bool all_inside = true;
+    for (int c : consumers[t]) {
+      all_inside &= std::find(chain->second.begin(), chain->second.end(), c) != chain->second.end();
+    }
+    const int result = g.nodes[static_cast<size_t>(chain->second.back())].outputs[0];
+    if (!all_inside || g.tensors[static_cast<size_t>(result)].shape != g.tensors[t].shape) continue;
+    absorbed[&use] = chain->second;
+    task_at.erase(use.nodes.back());
+    task_at[chain->first] = &use;
+    chain_ending_at.erase(chain);
+  }
+
   impl->root.resize(g.tensors.size());
   for (size_t i = 0; i < g.tensors.size(); ++i) impl->root[i] = static_cast<int>(i);
   std::vector<PlannedStep> planned;
@@ -534,7 +605,13 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     const int node = static_cast<int>(i);
     if (auto it = task_at.find(node); it != task_at.end()) {
       bool tuned = false, fused = false;
-      ASSIGN_OR_RETURN(PlannedStep step, PlanTask(g, table, *it->second, target, options, &tuned, &fused));
+      auto chain = absorbed.find(it->second);
+      ASSIGN_OR_RETURN(PlannedStep step, PlanTask(g, table, *it->second,
+                                                  chain == absorbed.end() ? nullptr : &chain->second,
+                                                  target, options, &tuned, &fused));
+      if (chain != absorbed.end()) {
+        for (int c : chain->second) step.source += "+" + g.nodes[static_cast<size_t>(c)].op;
+      }
       ++(tuned ? impl->tuned : impl->defaults);
       planned.push_back(std::move(step));
       absl::StatusOr<NodeKernel> k = fused ? absl::NotFoundError("fused")

@@ -180,6 +180,24 @@ TEST(ExecutorTest, ModelRunsRepeatablyAndThePlanReusesMemory) {
   EXPECT_THAT(exec.Run({}, {y1.data()}).message(), HasSubstr("takes 1 inputs"));
 }
 
+TEST(ExecutorTest, DenseLayersAbsorbTheElementwiseChainAfterThem) {
+  absl::StatusOr<frontend::OnnxModel> model =
+      frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/bert_layer.onnx");
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<Graph> g = ImportOnnx(*model);
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(*g, TestTarget());
+  ASSERT_TRUE(e.ok()) << e.status();
+  std::vector<std::string> steps = (*e)->steps();
+  // The FFN's first layer computes Gelu (Div, Erf, Add, Mul, Mul) in its write-back;
+  // the attention output and FFN output layers add their residual there.
+  EXPECT_THAT(steps, ::testing::Contains(HasSubstr("N=3072 K=768 bias=1 relu=0 dtype=float32+Div+Erf+Add+Mul+Mul")));
+  EXPECT_THAT(steps, ::testing::Contains(HasSubstr("N=768 K=3072 bias=1 relu=0 dtype=float32+Add")));
+  for (const std::string& s : steps) {
+    if (s.find("dense") == std::string::npos) EXPECT_EQ(s.find("Erf"), std::string::npos) << s;  // no Gelu pass
+  }
+}
+
 TEST(ExecutorTest, NpyRoundTripAndBadFiles) {
   const std::string dir = ::testing::TempDir();
   const std::string path = dir + "/a.npy";

@@ -819,41 +819,55 @@ bool IsElementwiseOp(const std::string& op) {
          op == "Sigmoid" || op == "Tanh" || op == "Erf" || op == "Sqrt" || op == "Clip";
 }
 
+std::vector<int> ChainInputs(const Graph& g, const std::vector<int>& nodes) {
+  std::set<int> inside;
+  for (int i : nodes) inside.insert(g.nodes[static_cast<size_t>(i)].outputs[0]);
+  std::vector<int> external;
+  for (int i : nodes) {
+    for (int t : ElementwiseInputs(g, g.nodes[static_cast<size_t>(i)])) {
+      if (!inside.count(t) && std::find(external.begin(), external.end(), t) == external.end()) {
+        external.push_back(t);
+      }
+    }
+  }
+  return external;
+}
+
+absl::StatusOr<Expr> ChainValue(const Graph& g, const std::vector<int>& nodes,
+                                const std::function<Expr(int tensor)>& value) {
+  std::map<int, Expr> known;
+  for (int t : ChainInputs(g, nodes)) known[t] = value(t);
+  for (int i : nodes) {
+    const Node& n = g.nodes[static_cast<size_t>(i)];
+    std::vector<Expr> operands;
+    for (int t : ElementwiseInputs(g, n)) operands.push_back(known.at(t));
+    ASSIGN_OR_RETURN(Expr e, ElementwiseExpr(g, n, operands));
+    known[n.outputs[0]] = e;
+  }
+  return known.at(g.nodes[static_cast<size_t>(nodes.back())].outputs[0]);
+}
+
 absl::StatusOr<NodeKernel> GenerateElementwiseKernel(const Graph& g, const std::vector<int>& nodes, int lanes) {
   std::string name;
   for (int i : nodes) name += (name.empty() ? "" : "_") + g.nodes[static_cast<size_t>(i)].op;
   Builder b(g, nodes.size() > 3 ? "fused" : name);
   const int result = g.nodes[static_cast<size_t>(nodes.back())].outputs[0];
   const std::vector<int64_t>& out_shape = b.Shape(result);
-  // Tensors computed inside the chain, and those it reads from outside (parameters).
-  std::set<int> inside;
-  for (int i : nodes) inside.insert(g.nodes[static_cast<size_t>(i)].outputs[0]);
-  std::vector<int> external;
+  // The tensors the chain reads from outside: its parameters.
+  const std::vector<int> external = ChainInputs(g, nodes);
   std::vector<View> ins;
-  for (int i : nodes) {
-    for (int t : ElementwiseInputs(g, g.nodes[static_cast<size_t>(i)])) {
-      if (inside.count(t) || std::find(external.begin(), external.end(), t) != external.end()) continue;
-      external.push_back(t);
-      ins.push_back(Broadcast(b.Param(t), b.Shape(t), out_shape));
-    }
-  }
+  for (int t : external) ins.push_back(Broadcast(b.Param(t), b.Shape(t), out_shape));
   View out = Contiguous(b.Param(result, true), out_shape);
   absl::Status error;
   auto f = [&](const std::vector<Expr>& loaded) -> Expr {
-    std::map<int, Expr> value;
-    for (size_t k = 0; k < external.size(); ++k) value[external[k]] = loaded[k];
-    for (int i : nodes) {
-      const Node& n = g.nodes[static_cast<size_t>(i)];
-      std::vector<Expr> operands;
-      for (int t : ElementwiseInputs(g, n)) operands.push_back(value.at(t));
-      absl::StatusOr<Expr> e = ElementwiseExpr(g, n, operands);
-      if (!e.ok()) {
-        error = e.status();
-        return FloatImm(0.0);
-      }
-      value[n.outputs[0]] = *e;
+    absl::StatusOr<Expr> e = ChainValue(g, nodes, [&](int t) {
+      return loaded[static_cast<size_t>(std::find(external.begin(), external.end(), t) - external.begin())];
+    });
+    if (!e.ok()) {
+      error = e.status();
+      return FloatImm(0.0);
     }
-    return value.at(result);
+    return *e;
   };
   Stmt body = ElementwiseNest(out_shape, out, ins, f, lanes, b.names);
   RETURN_IF_ERROR(error);

@@ -6,6 +6,7 @@
 // no interpreter runs a model.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -39,6 +40,15 @@ bool IsElementwiseOp(const std::string& op);
 // pass over memory instead of one per node (e.g. Gelu's Div, Erf, Add, Mul, Mul).
 absl::StatusOr<NodeKernel> GenerateElementwiseKernel(const Graph& graph, const std::vector<int>& nodes,
                                                      int lanes);
+
+// The tensors a chain of elementwise nodes reads from outside itself, in first-use
+// order.
+std::vector<int> ChainInputs(const Graph& graph, const std::vector<int>& nodes);
+
+// The value of the chain's result at one element, given `value(t)` for each tensor
+// of ChainInputs at that element (for fusing the chain into the kernel before it).
+absl::StatusOr<ir::Expr> ChainValue(const Graph& graph, const std::vector<int>& nodes,
+                                    const std::function<ir::Expr(int tensor)>& value);
 
 // The kernel of graph node `node`, vectorized for `lanes` float32 lanes. Errors name
 // the node and what is not supported.

@@ -31,6 +31,13 @@ std::vector<Config> DenseTemplate::Heuristics(const TuningTask& task, const Targ
 absl::StatusOr<ir::LoweredFunc> DenseTemplate::Instantiate(const TuningTask& task,
                                                            const Target& target,
                                                            const Config& config) const {
+  return InstantiateWithEpilogue(task, target, config, DenseEpilogue{});
+}
+
+absl::StatusOr<ir::LoweredFunc> DenseTemplate::InstantiateWithEpilogue(const TuningTask& task,
+                                                                       const Target& target,
+                                                                       const Config& config,
+                                                                       const DenseEpilogue& extra) const {
   using namespace ir;  // NOLINT: the expression builders read like math here.
   if (task.op() != "dense") return absl::InvalidArgumentError(name() + " template got " + task.op());
   ConfigSpace space = Space(task, target);
@@ -50,6 +57,7 @@ absl::StatusOr<ir::LoweredFunc> DenseTemplate::Instantiate(const TuningTask& tas
   std::vector<BufferParam> params = {def.params[0], BufferParam{"W", DType::kFloat32, {k, n}, false}};
   if (bias) params.push_back(BufferParam{"bias", DType::kFloat32, {n}, false});
   params.push_back(w_packed);
+  params.insert(params.end(), extra.inputs.begin(), extra.inputs.end());
   params.push_back(def.params[2]);
   def.params = params;
 
@@ -57,7 +65,8 @@ absl::StatusOr<ir::LoweredFunc> DenseTemplate::Instantiate(const TuningTask& tas
   Expr out = ReducedValue();
   if (bias) out = Add(out, Load("bias", DType::kFloat32, j));
   if (relu) out = Max(out, FloatImm(0.0));
-  if (bias || relu) def.epilogue = out;
+  if (extra.fn) out = extra.fn(out, Var("i"), j);
+  if (bias || relu || extra.fn) def.epilogue = out;
 
   Schedule s(std::move(def));
   RETURN_IF_ERROR(ScheduleGemm(&s, config, pack, /*batch=*/0, target));

@@ -13,9 +13,21 @@
 //     register tile (lowering applies it after the last reduction step).
 #pragma once
 
+#include <functional>
+#include <vector>
+
 #include "compiler/templates/template.h"
 
 namespace tuneforge {
+
+// More elementwise work applied after bias and ReLU, e.g. a model's Gelu: `fn` maps
+// the layer's value at row i, column j (int64 expressions) to the value stored, and
+// may load the `inputs` (extra parameters, placed before Y). What the graph executor
+// fuses into a dense layer; the tuning task itself has none.
+struct DenseEpilogue {
+  std::vector<ir::BufferParam> inputs;
+  std::function<ir::Expr(ir::Expr value, ir::Expr i, ir::Expr j)> fn;
+};
 
 class DenseTemplate : public Template {
  public:
@@ -27,6 +39,9 @@ class DenseTemplate : public Template {
   std::vector<Config> Heuristics(const TuningTask& task, const Target& target) const override;
   absl::StatusOr<ir::LoweredFunc> Instantiate(const TuningTask& task, const Target& target,
                                               const Config& config) const override;
+  absl::StatusOr<ir::LoweredFunc> InstantiateWithEpilogue(const TuningTask& task, const Target& target,
+                                                          const Config& config,
+                                                          const DenseEpilogue& extra) const;
 };
 
 }  // namespace tuneforge
