@@ -18,6 +18,10 @@ absl::StatusOr<int> BenchDbCommand(const std::vector<std::string>& args);  // be
 absl::StatusOr<int> BenchFarmCommand(const std::vector<std::string>& args);  // bench farm
 absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args);  // bench model
 
+// The float32 FMA peak of this machine on `threads` threads, measured with independent
+// FMA chains on the widest vectors the CPU has (AVX-512 or AVX2); best of 3.
+double MeasureFmaPeakGflops(int threads);
+
 // "1,2" -> {1, 2}: the --threads lists of the benchmarks (each in 1..256).
 absl::StatusOr<std::vector<int>> ParseThreadList(const std::string& text);
 

@@ -4,6 +4,7 @@
 
 #include <exception>
 
+#include "oneapi/dnnl/dnnl.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace tuneforge::cli {
@@ -84,5 +85,11 @@ absl::StatusOr<std::unique_ptr<DnnlConv>> MakeDnnlConv(const TuningTask& task, c
     return absl::InternalError(std::string("oneDNN: ") + e.what());
   }
 }
+
+void DnnlSgemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
+  dnnl_sgemm('N', 'N', m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+}
+
+void DnnlSetThreads(int threads) { omp_set_num_threads(threads); }
 
 }  // namespace tuneforge::cli

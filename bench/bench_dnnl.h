@@ -5,6 +5,7 @@
 // Only the CLI links oneDNN.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -32,5 +33,9 @@ class DnnlConv {
 absl::StatusOr<std::unique_ptr<DnnlConv>> MakeDnnlConv(const TuningTask& task, const float* input,
                                                        const float* filter, float* output,
                                                        int threads);
+
+// oneDNN's row-major sgemm, C[m,n] = A[m,k] * B[k,n], on `DnnlSetThreads` threads.
+void DnnlSgemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c);
+void DnnlSetThreads(int threads);
 
 }  // namespace tuneforge::cli

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "compiler/codegen/build.h"
 #include "compiler/reference/reference.h"
@@ -285,10 +286,67 @@ absl::StatusOr<RunFn> DnnlRun(const TuningTask& task, CaseData& data, int thread
   return RunFn([conv] { conv->Run(); });
 }
 
-absl::StatusOr<RunFn> VendorRun(const TuningTask& task, CaseData& data, int threads,
-                                std::string* name, RunFn* unpack) {
-  if (task.op() == "conv2d" || task.op() == "depthwise_conv2d")
-    return DnnlRun(task, data, threads, name, unpack);
+absl::StatusOr<RunFn> OpenBlasRun(const TuningTask& task, CaseData& data, int threads,
+                                  std::string* name, RunFn* unpack);
+
+// oneDNN's GEMM (`dnnl_sgemm`, row-major, OpenMP threads) for matmul, dense (plus
+// the same bias/ReLU loop as the OpenBLAS side) and batch_matmul (one call per
+// matrix on all threads).
+absl::StatusOr<RunFn> DnnlGemmRun(const TuningTask& task, CaseData& data, int threads, std::string* name) {
+  *name = "onednn sgemm";
+  const bool batched = task.op() == "batch_matmul";
+  const int64_t batch = batched ? task.Param("B") : 1;
+  const int64_t m = task.Param("M"), n = task.Param("N"), k = task.Param("K");
+  const float* a = data.inputs[0].data.get();
+  const float* b = data.inputs[1].data.get();
+  const bool dense = task.op() == "dense";
+  const float* bias = dense && task.Param("bias") ? data.inputs[2].data.get() : nullptr;
+  const bool relu = dense && task.Param("relu") == 1;
+  float* c = data.output.data.get();
+  return RunFn([=] {
+    DnnlSetThreads(threads);
+    for (int64_t x = 0; x < batch; ++x) {
+      DnnlSgemm(m, n, k, a + x * m * k, b + x * k * n, c + x * m * n);
+    }
+    if (!bias && !relu) return;
+    for (int64_t i = 0; i < m; ++i) {
+      float* row = c + i * n;
+      for (int64_t j = 0; j < n; ++j) {
+        float v = bias ? row[j] + bias[j] : row[j];
+        row[j] = relu ? std::max(v, 0.0f) : v;
+      }
+    }
+  });
+}
+
+struct Vendor {
+  std::string name;
+  RunFn run;
+  RunFn unpack;  // may be empty
+};
+
+// Every vendor baseline of the task, each in its strongest configuration here:
+// conv2d/depthwise: oneDNN's convolution primitive; GEMMs: OpenBLAS and oneDNN's
+// sgemm (the case's figure is against the stronger, both are reported).
+absl::StatusOr<std::vector<Vendor>> VendorRuns(const TuningTask& task, CaseData& data, int threads) {
+  std::vector<Vendor> out;
+  Vendor v;
+  if (task.op() == "conv2d" || task.op() == "depthwise_conv2d") {
+    ASSIGN_OR_RETURN(v.run, DnnlRun(task, data, threads, &v.name, &v.unpack));
+    out.push_back(std::move(v));
+    return out;
+  }
+  ASSIGN_OR_RETURN(v.run, OpenBlasRun(task, data, threads, &v.name, &v.unpack));
+  out.push_back(std::move(v));
+  Vendor d;
+  ASSIGN_OR_RETURN(d.run, DnnlGemmRun(task, data, threads, &d.name));
+  out.push_back(std::move(d));
+  return out;
+}
+
+absl::StatusOr<RunFn> OpenBlasRun(const TuningTask& task, CaseData& data, int threads,
+                                  std::string* name, RunFn* unpack) {
+  (void)unpack;
   if (task.op() == "matmul") {
     *name = "openblas";
     openblas_set_num_threads(threads);
@@ -381,8 +439,9 @@ struct CaseResult {
   std::string task_text;
   std::string op;
   int threads = 1;
-  std::string vendor;
+  std::string vendor;  // the strongest of `vendors`
   double tf_gflops = 0, vendor_gflops = 0;
+  std::map<std::string, double> vendors;  // every vendor baseline's GFLOP/s
   // dense: tf_gflops times W's packing in every run (OpenBLAS packs inside each sgemm);
   // this is the kernel with W packed once, untimed (what an inference runtime does).
   double tf_prepacked_gflops = 0;
@@ -532,10 +591,9 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
     if (Median(samples[i]) < Median(samples[winner])) winner = i;
   result.best_config = measured[winner].config.ToJson();
 
-  // The winner against the vendor, alternating samples.
-  RunFn vendor_unpack;
-  ASSIGN_OR_RETURN(RunFn vendor, VendorRun(task, data, threads, &result.vendor, &vendor_unpack));
-  RETURN_IF_ERROR(CheckOutput(vendor, data, result.vendor, vendor_unpack));
+  // The winner against every vendor, alternating samples.
+  ASSIGN_OR_RETURN(std::vector<Vendor> vendors, VendorRuns(task, data, threads));
+  for (const Vendor& v : vendors) RETURN_IF_ERROR(CheckOutput(v.run, data, v.name, v.unpack));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // see `quiet` below
   runtime::LoadedModule* winner_module = measured[winner].module.get();
   void** winner_buffers = measured[winner].pointers.data();
@@ -556,8 +614,10 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
   }
   int64_t tf_number = Calibrate(tf_run, min_sample_s);
   int64_t prepacked_number = dense ? Calibrate(runs[winner], min_sample_s) : 0;
-  int64_t vendor_number = Calibrate(vendor, min_sample_s);
-  std::vector<double> tf_samples, prepacked_samples, vendor_samples;
+  std::vector<int64_t> vendor_numbers;
+  for (const Vendor& v : vendors) vendor_numbers.push_back(Calibrate(v.run, min_sample_s));
+  std::vector<double> tf_samples, prepacked_samples;
+  std::vector<std::vector<double>> vendor_samples(vendors.size());
   // OpenBLAS's workers spin for a while after a call returns (up to ~2^28 cycles by
   // default) and would steal the second core from whatever runs next. Each side
   // keeps its own spinning within its sample; between samples both sides get a quiet
@@ -571,12 +631,21 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
       prepacked_samples.push_back(Sample(runs[winner], prepacked_number));
       quiet();
     }
-    vendor_samples.push_back(Sample(vendor, vendor_number));
-    quiet();
+    for (size_t i = 0; i < vendors.size(); ++i) {
+      vendor_samples[i].push_back(Sample(vendors[i].run, vendor_numbers[i]));
+      quiet();
+    }
   }
   double flops = task.Flops();
   result.tf_gflops = flops / Median(tf_samples) / 1e9;
-  result.vendor_gflops = flops / Median(vendor_samples) / 1e9;
+  for (size_t i = 0; i < vendors.size(); ++i) {
+    const double g = flops / Median(vendor_samples[i]) / 1e9;
+    result.vendors[vendors[i].name] = g;
+    if (g > result.vendor_gflops) {
+      result.vendor_gflops = g;
+      result.vendor = vendors[i].name;
+    }
+  }
   if (dense) result.tf_prepacked_gflops = flops / Median(prepacked_samples) / 1e9;
   result.median_build_ms = Median(result.build_seconds) * 1e3;
   result.median_build_cpu_ms = Median(result.build_cpu_seconds) * 1e3;
@@ -626,6 +695,10 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
     tasks.push_back(std::move(task));
   }
 
+  // The machine's float32 FMA peak per thread count, measured here.
+  std::map<int, double> peak;
+  for (int t : threads) peak[t] = MeasureFmaPeakGflops(t);
+
   std::vector<CaseResult> results;
   for (const TuningTask& task : tasks) {
     TF_LOG(Info) << "bench: " << task.CanonicalText() << ": computing the reference";
@@ -659,6 +732,7 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
                 {"min_sample_ms", min_ms},
                 {"median_build_ms", median_build_ms},
                 {"median_build_cpu_ms", median_build_cpu_ms},
+                {"fma_peak_gflops", peak},
                 {"cases", json::array()},
                 {"geomean", json::array()}};
     for (const CaseResult& r : results) {
@@ -666,6 +740,8 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
                               {"op", r.op},
                               {"threads", r.threads},
                               {"vendor", r.vendor},
+                              {"vendors", r.vendors},
+                              {"share_of_peak", r.tf_gflops / peak.at(r.threads)},
                               {"tuneforge_gflops", r.tf_gflops},
                               {"vendor_gflops", r.vendor_gflops},
                               {"ratio", r.tf_gflops / r.vendor_gflops},
@@ -688,14 +764,18 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
     return 0;
   }
 
-  std::printf("%-44s %3s %10s %10s %6s %9s %9s\n", "case", "thr", "tuneforge", "vendor", "ratio",
-              "build ms", "build ms");
-  std::printf("%-44s %3s %10s %10s %6s %9s %9s\n", "", "", "GFLOP/s", "GFLOP/s", "", "wall", "cpu");
+  for (const auto& [t, g] : peak) std::printf("FMA peak (measured), %d thread(s): %.1f GFLOP/s\n", t, g);
+  std::printf("%-44s %3s %10s %5s %10s %6s %9s %9s\n", "case", "thr", "tuneforge", "peak", "strongest",
+              "ratio", "build ms", "build ms");
+  std::printf("%-44s %3s %10s %5s %10s %6s %9s %9s\n", "", "", "GFLOP/s", "share", "GFLOP/s", "", "wall",
+              "cpu");
   for (const CaseResult& r : results) {
     std::string text = r.task_text.substr(0, r.task_text.find(" dtype="));
-    std::printf("%-44s %3d %10.1f %10.1f %6.2f %9.1f %9.1f  %s\n", text.c_str(), r.threads,
-                r.tf_gflops, r.vendor_gflops, r.tf_gflops / r.vendor_gflops, r.median_build_ms,
-                r.median_build_cpu_ms, r.vendor.c_str());
+    std::string all;
+    for (const auto& [name, g] : r.vendors) all += (all.empty() ? "" : ", ") + name + " " + absl::StrFormat("%.1f", g);
+    std::printf("%-44s %3d %10.1f %4.0f%% %10.1f %6.2f %9.1f %9.1f  %s\n", text.c_str(), r.threads,
+                r.tf_gflops, 100 * r.tf_gflops / peak.at(r.threads), r.vendor_gflops,
+                r.tf_gflops / r.vendor_gflops, r.median_build_ms, r.median_build_cpu_ms, all.c_str());
   }
   std::set<std::string> notes;
   for (const CaseResult& r : results) {
@@ -708,7 +788,7 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
   }
   for (const std::string& n : notes) std::printf("  %s\n", n.c_str());
   if (!results.empty()) std::printf("search: heuristics + policy %s\n", results[0].policy.c_str());
-  std::printf("\ngeometric mean of tuneforge / vendor:\n");
+  std::printf("\ngeometric mean of tuneforge / the strongest vendor:\n");
   for (const auto& [key, v] : ratios)
     std::printf("  %-12s %d thread(s): %.2f  (%zu cases)\n", key.first.c_str(), key.second,
                 GeoMean(v), v.size());
