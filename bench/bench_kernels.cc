@@ -10,10 +10,15 @@
 //   2. re-measure the top 3 interleaved and keep the fastest;
 //   3. time that kernel and the vendor library ALTERNATELY (sample of one, sample of
 //      the other, ...), medians of both, so drift on a shared machine hits both sides.
-// Vendor: OpenBLAS cblas_sgemm (row-major, openblas_set_num_threads = threads) for
-// matmul, one cblas_sgemm per matrix for batch_matmul, cblas_sgemm plus a bias/ReLU
-// loop for dense (tuneforge's dense packs its weights once, untimed; OpenBLAS packs
-// inside every call). The vendor output is checked against the reference too.
+// Vendors: OpenBLAS cblas_sgemm (row-major, openblas_set_num_threads = threads) and
+// oneDNN dnnl_sgemm (OpenMP threads) for matmul, one call per matrix for
+// batch_matmul, sgemm plus a bias/ReLU loop for dense (tuneforge's dense packs its
+// weights once, untimed; the vendors pack inside every call); oneDNN's convolution
+// primitive for conv2d and depthwise. Every vendor output is checked against the
+// reference too; the ratio is against the strongest vendor of the case. Debian's
+// OpenBLAS picks its kernels by CPU when it loads (OPENBLAS_CORETYPE overrides it);
+// on CPUs it predates (Zen 4/5 with AVX-512) its default is the AVX2 "Haswell" path,
+// and oneDNN, which detects the CPU, is the strong baseline there.
 //
 // Nothing here is asserted: the figures are for people (BENCHMARKS.md).
 #include <cblas.h>
@@ -64,12 +69,14 @@ constexpr const char* kBenchKernelsUsage =
     "                               [--threads 1,2] [--min-sample-ms MS] [--seed S] [--json]\n"
     "  Tunes each case of the suite in process with the product's default search (the\n"
     "  template's heuristic configs, then N configs proposed by the default policy, the\n"
-    "  XGBoost cost model, in batches of 8), then times the best kernel and the vendor\n"
-    "  library (OpenBLAS cblas_sgemm; batch_matmul the stronger of per-matrix threading\n"
-    "  and the batch split over threads; dense with W's packing timed on both sides;\n"
-    "  oneDNN for convolutions, layout reorders untimed on both sides) alternately and\n"
-    "  prints tuneforge GFLOP/s, vendor GFLOP/s, their ratio and the geometric mean of\n"
-    "  the ratios per operator and thread count.\n"
+    "  XGBoost cost model, in batches of 8), then times the best kernel and every vendor\n"
+    "  baseline (matmul, dense, batch_matmul: OpenBLAS cblas_sgemm and oneDNN's\n"
+    "  dnnl_sgemm; batch_matmul with OpenBLAS the stronger of per-matrix threading and\n"
+    "  the batch split over threads; dense with W's packing timed on both sides;\n"
+    "  conv2d, depthwise: oneDNN's convolution, layout reorders untimed on both sides)\n"
+    "  alternately and prints tuneforge GFLOP/s, its share of the machine's FMA peak\n"
+    "  (measured first), the strongest vendor's GFLOP/s, the ratio to it, every vendor's\n"
+    "  figure, and the geometric mean of the ratios per operator and thread count.\n"
     "  --suite    quick (default, a few minutes on 2 cores: matmul, batch_matmul, dense),\n"
     "             full (the matmul family at 200 trials), conv (ResNet-18 conv2d layers vs\n"
     "             oneDNN), depthwise (MobileNet-V2 depthwise layers vs oneDNN), smoke (tiny,\n"
