@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/bench.h"
+#include "cli/best_schedule.h"
 #include "cli/flags.h"
 #include "compiler/codegen/build.h"
 #include "compiler/frontend/onnx_reader.h"
@@ -110,11 +111,7 @@ absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args) {
 
   std::unique_ptr<Database> db;
   if (flags.Has("db")) {
-    DatabaseOptions o;
-    o.path = flags.Get("db");
-    o.create_if_missing = false;
-    o.read_only = true;
-    ASSIGN_OR_RETURN(db, Database::Open(o));
+    ASSIGN_OR_RETURN(db, OpenDbReadOnly(flags.Get("db")));
   }
 
   nlohmann::json report = {{"model", path}, {"import_seconds", import_seconds}, {"results", nlohmann::json::array()}};
@@ -128,19 +125,7 @@ absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args) {
     Target target = DetectHostTarget("local");
     target.num_threads = threads;
     graph::ExecutorOptions options;
-    if (db) {
-      options.schedule = [&db, &target](const TuningTask& task,
-                                        const Template& tmpl) -> absl::StatusOr<std::optional<Config>> {
-        absl::StatusOr<TuningRecord> best = db->Best(task.WorkloadKey(), target.Key());
-        if (!best.ok()) return std::optional<Config>();
-        absl::StatusOr<Config> c = Config::FromJson(best->config_json);
-        ConfigSpace space = tmpl.Space(task, target);
-        if (best->template_name != tmpl.name() || !c.ok() || !space.Check(space.WithDefaults(*c)).ok()) {
-          return std::optional<Config>();
-        }
-        return std::optional<Config>(space.WithDefaults(*c));
-      };
-    }
+    if (db) options.schedule = BestRecordSchedule(db.get(), &target);
     ASSIGN_OR_RETURN(std::unique_ptr<graph::Executor> exec, graph::Executor::Create(g, target, options));
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> dist(-1, 1);

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cli/best_schedule.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "compiler/codegen/build.h"
@@ -189,29 +190,8 @@ absl::StatusOr<int> Run(const std::string& path, const std::map<std::string, std
   graph::ExecutorOptions options;
   std::unique_ptr<Database> db;
   if (flags.Has("db")) {
-    DatabaseOptions db_options;
-    db_options.path = flags.Get("db");
-    db_options.create_if_missing = false;
-    db_options.read_only = true;
-    ASSIGN_OR_RETURN(db, Database::Open(db_options));
-    options.schedule = [&db, &target](const TuningTask& task,
-                                      const Template& tmpl) -> absl::StatusOr<std::optional<Config>> {
-      absl::StatusOr<TuningRecord> best = db->Best(task.WorkloadKey(), target.Key());
-      if (absl::IsNotFound(best.status())) return std::optional<Config>();
-      if (!best.ok()) return best.status();
-      // A record of another template (version) whose config is no longer valid runs
-      // the default schedule instead, with a warning: the model still runs.
-      ConfigSpace space = tmpl.Space(task, target);
-      absl::StatusOr<Config> config = Config::FromJson(best->config_json);
-      if (best->template_name != tmpl.name() || best->template_version > tmpl.version() || !config.ok() ||
-          !space.Check(space.WithDefaults(*config)).ok()) {
-        std::fprintf(stderr, "warning: the best record of %s (template %s v%d) does not fit %s v%d; "
-                     "using the default schedule\n", task.CanonicalText().c_str(),
-                     best->template_name.c_str(), best->template_version, tmpl.name().c_str(), tmpl.version());
-        return std::optional<Config>();
-      }
-      return std::optional<Config>(space.WithDefaults(*config));
-    };
+    ASSIGN_OR_RETURN(db, OpenDbReadOnly(flags.Get("db")));
+    options.schedule = BestRecordSchedule(db.get(), &target);
   }
   ASSIGN_OR_RETURN(std::unique_ptr<graph::Executor> exec,
                    graph::Executor::Create(loaded.graph, target, options));
