@@ -326,8 +326,8 @@ absl::StatusOr<double> OpenBlasInChild(const TuningTask& task, int threads, doub
   unsetenv("OPENBLAS_CORETYPE");
   RETURN_IF_ERROR(run);
   ASSIGN_OR_RETURN(std::string out, ReadFile(log));
-  const size_t at = out.rfind("{\"openblas_core\"");
-  json j = json::parse(at == std::string::npos ? std::string() : out.substr(at), nullptr, false);
+  const size_t at = out.rfind("\n{");  // the child's last line, a JSON object
+  json j = json::parse(out.substr(at == std::string::npos ? 0 : at + 1), nullptr, false);
   if (j.is_discarded()) return absl::InternalError("OpenBLAS child printed no result: " + out);
   return j["gflops"].get<double>();
 }
