@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <exception>
+#include <memory>
 
 #include "oneapi/dnnl/dnnl.h"
 #include "oneapi/dnnl/dnnl.hpp"
@@ -83,6 +84,42 @@ absl::StatusOr<std::unique_ptr<DnnlConv>> MakeDnnlConv(const TuningTask& task, c
     return std::unique_ptr<DnnlConv>(new DnnlConvImpl(task, input, filter, output));
   } catch (const std::exception& e) {  // dnnl::error: the API's only error channel
     return absl::InternalError(std::string("oneDNN: ") + e.what());
+  }
+}
+
+absl::StatusOr<std::function<void()>> MakeDnnlMatmul(int64_t batch, int64_t m, int64_t n, int64_t k,
+                                                     const float* a, const float* b, float* c, int threads,
+                                                     std::string* impl) {
+  omp_set_num_threads(threads);
+  try {
+    struct State {
+      dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+      dnnl::stream stream{engine};
+      dnnl::matmul matmul;
+      memory src, wei, dst;
+    };
+    auto st = std::make_shared<State>();
+    const bool batched = batch > 0;
+    auto dims = [&](memory::dim rows, memory::dim cols) {
+      return batched ? memory::dims{batch, rows, cols} : memory::dims{rows, cols};
+    };
+    const tag plain = batched ? tag::abc : tag::ab;
+    memory::desc a_md(dims(m, k), dt::f32, plain), b_md(dims(k, n), dt::f32, plain),
+        c_md(dims(m, n), dt::f32, plain);
+    dnnl::matmul::desc desc(a_md, b_md, c_md);
+    dnnl::matmul::primitive_desc pd(desc, st->engine);
+    *impl = pd.impl_info_str();
+    st->matmul = dnnl::matmul(pd);
+    st->src = memory(a_md, st->engine, const_cast<float*>(a));
+    st->wei = memory(b_md, st->engine, const_cast<float*>(b));
+    st->dst = memory(c_md, st->engine, c);
+    return std::function<void()>([st, threads] {
+      omp_set_num_threads(threads);
+      st->matmul.execute(st->stream, {{DNNL_ARG_SRC, st->src}, {DNNL_ARG_WEIGHTS, st->wei}, {DNNL_ARG_DST, st->dst}});
+      st->stream.wait();
+    });
+  } catch (const std::exception& e) {  // dnnl::error
+    return absl::InternalError(std::string("oneDNN matmul: ") + e.what());
   }
 }
 

@@ -34,6 +34,13 @@ absl::StatusOr<std::unique_ptr<DnnlConv>> MakeDnnlConv(const TuningTask& task, c
                                                        const float* filter, float* output,
                                                        int threads);
 
+// oneDNN's matmul primitive on row-major (plain-layout) A [batch,] m x k and B k x n
+// into C (batch = 0: one 2-D product), on `threads` OpenMP threads; `impl` is the
+// implementation oneDNN chose. The call runs the primitive and waits.
+absl::StatusOr<std::function<void()>> MakeDnnlMatmul(int64_t batch, int64_t m, int64_t n, int64_t k,
+                                                     const float* a, const float* b, float* c, int threads,
+                                                     std::string* impl);
+
 // oneDNN's row-major sgemm, C[m,n] = A[m,k] * B[k,n], on `DnnlSetThreads` threads.
 void DnnlSgemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c);
 void DnnlSetThreads(int threads);
