@@ -406,6 +406,22 @@ absl::StatusOr<NodeKernel> DataMovement(const Graph& g, const Node& n, int lanes
   return Unsupported(n, "this data-movement operator");
 }
 
+// Vectorized loop over a contiguous row of `n` elements: store(j) for each j.
+Stmt RowLoop(int64_t n, int lanes, const std::function<Stmt(Expr)>& store, Names& names) {
+  const int64_t vec = lanes > 1 && n >= lanes ? lanes : 1;
+  std::vector<Stmt> parts;
+  const std::string jo = names("jo"), ji = names("ji");
+  parts.push_back(ir::For(jo, IntImm(n / vec), n / vec, ForKind::kSerial,
+                          ir::For(ji, IntImm(vec), vec, vec > 1 ? ForKind::kVectorized : ForKind::kSerial,
+                                  store(ir::Add(ir::Mul(Var(jo), IntImm(vec)), Var(ji))))));
+  if (n % vec) {
+    const std::string jt = names("jt");
+    parts.push_back(ir::For(jt, IntImm(n % vec), n % vec, ForKind::kSerial,
+                            store(ir::Add(IntImm(n / vec * vec), Var(jt)))));
+  }
+  return ir::Block(parts);
+}
+
 // Softmax over one axis: rows of `extent` elements `inner` apart.
 absl::StatusOr<NodeKernel> Softmax(const Graph& g, const Node& n, int lanes, int64_t opset) {
   Builder b(g, n.op);
@@ -440,50 +456,17 @@ absl::StatusOr<NodeKernel> Softmax(const Graph& g, const Node& n, int lanes, int
       },
       false, vec, b.names));
   const std::string inv = b.names("inv");
-  Stmt scale;
-  {
-    // Written as one loop over the row: y = exp(x - max) * (1 / sum).
-    const std::string j = b.names("j");
-    Expr value = ir::Mul(ir::Call("exp", ir::Sub(ir::Load(x, ir::DType::kFloat32, elem(Var(j))), Scalar(m))),
-                         Scalar(inv));
-    if (vec > 1 && extent >= vec) {
-      const std::string jo = b.names("jo"), ji = b.names("ji");
-      Expr jj = ir::Add(ir::Mul(Var(jo), IntImm(vec)), Var(ji));
-      Stmt st = ir::Store(y, elem(jj), ir::Substitute(value, {{j, jj}}));
-      std::vector<Stmt> parts = {ir::For(jo, IntImm(extent / vec), extent / vec, ForKind::kSerial,
-                                         ir::For(ji, IntImm(vec), vec, ForKind::kVectorized, st))};
-      if (extent % vec) {
-        const std::string jt = b.names("jt");
-        Expr jj2 = ir::Add(IntImm(extent / vec * vec), Var(jt));
-        parts.push_back(ir::For(jt, IntImm(extent % vec), extent % vec, ForKind::kSerial,
-                                ir::Store(y, elem(jj2), ir::Substitute(value, {{j, jj2}}))));
-      }
-      scale = ir::Block(parts);
-    } else {
-      scale = ir::For(j, IntImm(extent), extent, ForKind::kSerial, ir::Store(y, elem(Var(j)), value));
-    }
-  }
+  // y = exp(x - max) * (1 / sum), one loop over the row.
+  const std::string j = b.names("j");
+  Expr value = ir::Mul(ir::Call("exp", ir::Sub(ir::Load(x, ir::DType::kFloat32, elem(Var(j))), Scalar(m))),
+                       Scalar(inv));
+  Stmt scale = RowLoop(extent, vec, [&](Expr jj) { return ir::Store(y, elem(jj), ir::Substitute(value, {{j, jj}})); },
+                       b.names);
   body.push_back(ir::Store(inv, IntImm(0), ir::Div(FloatImm(1.0), Scalar(s))));
   body.push_back(scale);
   Stmt st = ir::Block(body);
   for (const std::string& local : {m, s, inv}) st = ir::Allocate(local, ir::DType::kFloat32, 1, st);
   return b.Finish(ir::For(row, IntImm(outer * inner), outer * inner, ForKind::kParallel, st));
-}
-
-// Vectorized loop over a contiguous row of `n` elements: store(j) for each j.
-Stmt RowLoop(int64_t n, int lanes, const std::function<Stmt(Expr)>& store, Names& names) {
-  const int64_t vec = lanes > 1 && n >= lanes ? lanes : 1;
-  std::vector<Stmt> parts;
-  const std::string jo = names("jo"), ji = names("ji");
-  parts.push_back(ir::For(jo, IntImm(n / vec), n / vec, ForKind::kSerial,
-                          ir::For(ji, IntImm(vec), vec, vec > 1 ? ForKind::kVectorized : ForKind::kSerial,
-                                  store(ir::Add(ir::Mul(Var(jo), IntImm(vec)), Var(ji))))));
-  if (n % vec) {
-    const std::string jt = names("jt");
-    parts.push_back(ir::For(jt, IntImm(n % vec), n % vec, ForKind::kSerial,
-                            store(ir::Add(IntImm(n / vec * vec), Var(jt)))));
-  }
-  return ir::Block(parts);
 }
 
 absl::StatusOr<NodeKernel> LayerNorm(const Graph& g, const Node& n, int lanes) {
