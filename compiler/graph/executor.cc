@@ -58,7 +58,6 @@ struct PlannedStep {
   std::vector<std::vector<float>> owned_data;  // per parameter; used where tensors[i] == -1
   std::vector<int64_t> owned_elements;         // per parameter
   std::string source;
-  bool is_template = false;
   bool is_conv = false;  // a conv template's kernel (params I, F, ..., O)
   const TaskUse* use = nullptr;  // the task occurrence a template step runs
   // Per parameter: another step's owned buffer this one uses instead of its own
@@ -83,7 +82,6 @@ struct Executor::Impl {
     std::string name;
     std::string source;
     std::vector<void*> buffers;
-    bool prepack_each_run = false;
   };
   std::vector<Step> steps;
   std::vector<ExecutorKernel> kernels;
@@ -214,7 +212,7 @@ bool FuseConvEpilogue(const Graph& g, const TaskUse& use, PlannedStep* step) {
 // The template kernel of one task occurrence, its parameters bound.
 absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, const TaskUse& use,
                                      const std::vector<int>* chain, const Target& target,
-                                     const ExecutorOptions& options, bool* tuned, bool* epilogue_fused) {
+                                     const ExecutorOptions& options, bool* tuned) {
   ASSIGN_OR_RETURN(TuningTask task, ParseTask(table.tasks[static_cast<size_t>(use.task)].task));
   ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
   std::optional<Config> config;
@@ -278,7 +276,6 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
   }
   PlannedStep step;
   step.func = std::move(*func);
-  step.is_template = true;
   step.is_conv = g.nodes[static_cast<size_t>(use.anchor)].op == "Conv";
   step.use = &use;
   step.source = absl::StrCat(*tuned ? "tuned " : "default ", task.CanonicalText());
@@ -286,13 +283,11 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
   std::vector<int> operands = {use.data, use.weight};
   if (task.op() == "dense" && task.Param("bias") == 1) operands.push_back(use.bias);
   operands.insert(operands.end(), chain_inputs.begin(), chain_inputs.end());
-  // A conv's output is its epilogue's output when the epilogue fuses into the unpack.
+  // The template writes what the last absorbed node would: a conv's epilogue fuses
+  // into its unpack, dense's chain into its write-back.
   const bool conv_epilogue =
       anchor.op == "Conv" && (use.bias >= 0 || use.residual >= 0 || !use.activation.empty());
-  *epilogue_fused = conv_epilogue && step.func.unpack && !step.func.params.empty() &&
-                    step.func.params.back().is_output;
-  int output = anchor.op == "Conv" && !*epilogue_fused ? use.anchor_output : use.output;
-  if (chain) output = g.nodes[static_cast<size_t>(chain->back())].outputs[0];
+  const int output = chain ? g.nodes[static_cast<size_t>(chain->back())].outputs[0] : use.output;
   size_t next = 0;
   for (const ir::BufferParam& p : step.func.params) {
     step.owned_data.emplace_back();
@@ -326,7 +321,7 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
       return absl::InternalError(absl::StrCat("template ", tmpl->name(), " has more inputs than the graph gives"));
     }
   }
-  if (*epilogue_fused && !FuseConvEpilogue(g, use, &step)) {
+  if (conv_epilogue && !FuseConvEpilogue(g, use, &step)) {
     return absl::InternalError("cannot fuse the epilogue of " + anchor.name);
   }
   SplitLayoutTransforms(g, &step);
@@ -604,23 +599,16 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     const Node& n = g.nodes[i];
     const int node = static_cast<int>(i);
     if (auto it = task_at.find(node); it != task_at.end()) {
-      bool tuned = false, fused = false;
+      bool tuned = false;
       auto chain = absorbed.find(it->second);
       ASSIGN_OR_RETURN(PlannedStep step, PlanTask(g, table, *it->second,
                                                   chain == absorbed.end() ? nullptr : &chain->second,
-                                                  target, options, &tuned, &fused));
+                                                  target, options, &tuned));
       if (chain != absorbed.end()) {
         for (int c : chain->second) step.source += "+" + g.nodes[static_cast<size_t>(c)].op;
       }
       ++(tuned ? impl->tuned : impl->defaults);
       planned.push_back(std::move(step));
-      absl::StatusOr<NodeKernel> k = fused ? absl::NotFoundError("fused")
-                                           : GenerateEpilogueKernel(g, *it->second, lanes);
-      if (k.ok()) {
-        planned.push_back(FromNodeKernel(std::move(*k), "epilogue of " + g.nodes[static_cast<size_t>(it->second->anchor)].name));
-      } else if (!absl::IsNotFound(k.status())) {
-        return k.status();
-      }
     }
     if (covered[i]) continue;
     if (in_chain[i]) {
@@ -729,7 +717,6 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     step.module = module;
     step.name = p.func.name;
     step.source = p.source;
-    std::set<std::string> constant_params;
     for (size_t i = 0; i < p.func.params.size(); ++i) {
       if (p.tensors[i] >= 0) {
         const Tensor& t = g.tensors[static_cast<size_t>(p.tensors[i])];
@@ -737,29 +724,19 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
           return absl::UnimplementedError("kernel " + p.source + " reads int64 tensor '" + t.name + "'");
         }
         step.buffers.push_back(impl->Pointer(p.tensors[i]));
-        if (g.tensors[static_cast<size_t>(impl->root[static_cast<size_t>(p.tensors[i])])].constant) {
-          constant_params.insert(p.func.params[i].name);
-        }
         continue;
       }
       if (p.borrow[i].first >= 0) {
         step.buffers.push_back(owned_by[static_cast<size_t>(p.borrow[i].first)].at(p.borrow[i].second));
         continue;
       }
-      if (!p.owned_data[i].empty()) constant_params.insert(p.func.params[i].name);
       step.buffers.push_back(owned_by[s].at(p.func.params[i].name));
     }
-    if (module->has_prepack()) {
-      // A prepack that reads only constants (packed weights) runs once, here.
-      const codegen::UsedNames used = codegen::CollectUsedNames(p.func.prepack);
-      for (const ir::BufferParam& param : p.func.params) {
-        if (!param.is_internal && used.buffers.count(param.name) && !constant_params.count(param.name)) {
-          step.prepack_each_run = true;
-        }
-      }
-      if (!step.prepack_each_run && module->Prepack(step.buffers.data()) != 0) {
-        return absl::InternalError("prepack of " + p.func.name + " failed");
-      }
+    // What is left of a prepack reads only constants (SplitLayoutTransforms moved the
+    // rest, and the unpack, into the kernel): it runs once, here.
+    if (module->has_unpack()) return absl::InternalError(p.func.name + " kept an unpack entry");
+    if (module->Prepack(step.buffers.data()) != 0) {
+      return absl::InternalError("prepack of " + p.func.name + " failed");
     }
     impl->steps.push_back(std::move(step));
   }
@@ -795,8 +772,7 @@ absl::Status Executor::RunProfiled(const std::vector<const float*>& inputs, cons
     Impl::Step& step = m.steps[s];
     void** b = step.buffers.data();
     const auto start = step_ms ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-    if ((step.prepack_each_run && step.module->Prepack(b) != 0) || step.module->Run(b) != 0 ||
-        (step.module->has_unpack() && step.module->Unpack(b) != 0)) {
+    if (step.module->Run(b) != 0) {
       return absl::InternalError("kernel " + step.name + " failed");
     }
     if (step_ms) {

@@ -883,28 +883,6 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lane
   return Unsupported(n, "this operator");
 }
 
-absl::StatusOr<NodeKernel> GenerateEpilogueKernel(const Graph& g, const TaskUse& use, int lanes) {
-  const Node& anchor = g.nodes[static_cast<size_t>(use.anchor)];
-  if (anchor.op != "Conv") return absl::NotFoundError("the template computes the whole epilogue");
-  if (use.bias < 0 && use.residual < 0 && use.activation.empty()) {
-    return absl::NotFoundError("no epilogue");
-  }
-  Builder b(g, "epilogue");
-  const std::vector<int64_t>& shape = b.Shape(use.anchor_output);
-  std::vector<View> ins = {Contiguous(b.Param(use.anchor_output), shape)};
-  if (use.bias >= 0) {
-    std::vector<int64_t> per_channel(shape.size(), 1);
-    per_channel[1] = shape[1];
-    ins.push_back(Broadcast(b.Param(use.bias), per_channel, shape));
-  }
-  if (use.residual >= 0) ins.push_back(Contiguous(b.Param(use.residual), shape));
-  View out = Contiguous(b.Param(use.output, true), shape);
-  auto f = [&g, &use](const std::vector<Expr>& v) {
-    return EpilogueExpr(g, use, v[0], std::vector<Expr>(v.begin() + 1, v.end()));
-  };
-  return b.Finish(ElementwiseNest(shape, out, ins, f, lanes, b.names));
-}
-
 Expr EpilogueExpr(const Graph& g, const TaskUse& use, Expr value, const std::vector<Expr>& addends) {
   for (const Expr& a : addends) value = ir::Add(value, a);
   if (use.activation == "relu") value = ir::Max(value, FloatImm(0.0));

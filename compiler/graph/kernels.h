@@ -1,9 +1,9 @@
 // Generated kernels for the operators that are not tuning tasks (issue 17): pools,
-// softmax, layer normalization, reductions, data movement, elementwise operators,
-// and the epilogue a task's template does not absorb yet. Each is a loop-IR function
-// with a default schedule (outer loop parallel, innermost loop vectorized where the
-// data is contiguous) that the LLVM code generator compiles like a template's kernel:
-// no interpreter runs a model.
+// softmax, layer normalization, reductions, data movement, elementwise operators
+// (chains of them fused), and the expressions the executor fuses into a task's
+// kernel. Each is a loop-IR function with a default schedule (outer loop parallel,
+// innermost loop vectorized where the data is contiguous) that the LLVM code
+// generator compiles like a template's kernel: no interpreter runs a model.
 #pragma once
 
 #include <functional>
@@ -57,11 +57,5 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& graph, int node, int 
 // `value` plus each of `addends` (bias, residual), then the occurrence's relu or clip.
 ir::Expr EpilogueExpr(const Graph& graph, const TaskUse& use, ir::Expr value,
                       const std::vector<ir::Expr>& addends);
-
-// The epilogue of a task occurrence that its template does not compute: bias,
-// residual add and relu/clip after a convolution, as one elementwise kernel from
-// `use.anchor_output` to `use.output`. NotFound when there is nothing to do.
-absl::StatusOr<NodeKernel> GenerateEpilogueKernel(const Graph& graph, const TaskUse& use,
-                                                  int lanes);
 
 }  // namespace tuneforge::graph

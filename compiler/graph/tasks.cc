@@ -75,7 +75,7 @@ class Extractor {
 
   void Leave(int node, const std::string& reason, double flops) {
     const Node& n = g_.nodes[static_cast<size_t>(node)];
-    table_.leftovers.push_back({node, n.name, n.op, reason, flops});
+    table_.leftovers.push_back({n.name, n.op, reason, flops});
     taken_[static_cast<size_t>(node)] = true;
   }
 

@@ -42,7 +42,6 @@ struct TaskUse {
 };
 
 struct Leftover {
-  int node_index = -1;
   std::string node;
   std::string op;
   std::string reason;  // why no tuning task: "elementwise", "asymmetric padding", ...
