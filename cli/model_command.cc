@@ -13,6 +13,7 @@
 #include "cli/best_schedule.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/model_tuning.h"
 #include "compiler/codegen/build.h"
 #include "compiler/frontend/onnx_reader.h"
 #include "compiler/graph/executor.h"
@@ -68,24 +69,8 @@ std::string ShapeText(const std::vector<int64_t>& dims) {
   return "[" + absl::StrJoin(parts, ", ") + "]";
 }
 
-// A model read, checked, imported and split into tasks: what both subcommands need.
-struct LoadedModel {
-  frontend::OnnxModel model;
-  graph::Graph graph;
-  graph::TaskTable table;
-};
-
-absl::StatusOr<LoadedModel> Load(const std::string& path) {
-  LoadedModel m;
-  ASSIGN_OR_RETURN(m.model, frontend::ReadOnnxModel(path));
-  RETURN_IF_ERROR(frontend::CheckSupported(m.model));
-  ASSIGN_OR_RETURN(m.graph, graph::ImportOnnx(m.model));
-  ASSIGN_OR_RETURN(m.table, graph::ExtractTasks(m.graph));
-  return m;
-}
-
 absl::StatusOr<int> Inspect(const std::string& path, bool json, bool print_graph) {
-  ASSIGN_OR_RETURN(LoadedModel loaded, Load(path));
+  ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
   const frontend::OnnxModel& model = loaded.model;
   const graph::Graph& imported = loaded.graph;
   const graph::TaskTable& table = loaded.table;
@@ -165,7 +150,7 @@ absl::StatusOr<int> Inspect(const std::string& path, bool json, bool print_graph
 }
 
 absl::StatusOr<int> WriteTasks(const std::string& path, const std::string& out_path) {
-  ASSIGN_OR_RETURN(LoadedModel loaded, Load(path));
+  ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
   const graph::TaskTable& table = loaded.table;
   std::string text = absl::StrCat("# tuning tasks of ", path, " (tuneforge model tasks); ",
                                   "weight = occurrences per inference\n");
@@ -180,7 +165,7 @@ absl::StatusOr<int> WriteTasks(const std::string& path, const std::string& out_p
 
 absl::StatusOr<int> Run(const std::string& path, const std::map<std::string, std::string>& input_files,
                         const Flags& flags) {
-  ASSIGN_OR_RETURN(LoadedModel loaded, Load(path));
+  ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
   Target target = DetectHostTarget("local");
   ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", target.num_threads, 1, 256));
   target.num_threads = static_cast<int>(threads);

@@ -22,6 +22,8 @@
 #include "cli/commands.h"
 #include "cli/client.h"
 #include "cli/flags.h"
+#include "cli/model_tuning.h"
+#include "compiler/codegen/build.h"
 #include "compiler/support/status.h"
 #include "server/job_manager.h"
 #include "server/server.h"
@@ -39,11 +41,19 @@ constexpr const char* kTuneUsage =
     "                      [--policy model|random|grid|ga] [--early-stop N]\n"
     "                      [--priority P] [--no-heuristics]\n"
     "       tuneforge tune --tasks FILE [--trials N] [--round-trials N] [options above]\n"
+    "       tuneforge tune --model M.onnx [--trials N] [--round-trials N] [--flat-rounds N]\n"
+    "                      [options above]\n"
     "  --task        the operator and shape (see docs: matmul M= N= K=)\n"
     "  --tasks       many tasks, one per line with an optional weight=W (how often it\n"
     "                runs); the budget is split across them by expected gain, in rounds\n"
     "                of --round-trials (default 32), each round one job\n"
-    "  --trials      candidates to measure (default 200; with --tasks: all tasks together)\n"
+    "  --model       an ONNX model: its tasks share the budget by expected gain (the\n"
+    "                gradient task scheduler), rounds of --round-trials; configs already\n"
+    "                in the db for a task and target count, so a second run with the same\n"
+    "                budget measures nothing new (docs/models.md)\n"
+    "  --flat-rounds with --model: a task whose best improved by < 1% over N rounds\n"
+    "                gets no more (default 3; 0 = never)\n"
+    "  --trials      candidates to measure (default 200; with --tasks/--model: all tasks together)\n"
     "  --policy      search policy (default model: XGBoost cost model + simulated annealing)\n"
     "  --early-stop  stop a job after N trials without a new best (default 0: never)\n"
     "  --no-heuristics  do not start with the template's heuristic configs (by default\n"
@@ -79,7 +89,7 @@ nlohmann::json BestJson(const v1::BestResult& b) {
 absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags,
                    Flags::Parse(args,
-                                {"task", "tasks", "trials", "db", "server", "device-key", "seed",
+                                {"task", "tasks", "model", "flat-rounds", "trials", "db", "server", "device-key", "seed",
                                  "target", "batch", "timeout-ms", "token-file", "tls-ca", "policy", "early-stop",
                                  "round-trials", "priority"},
                                 {"json", "help", "verbose", "quiet", "no-heuristics"}));
@@ -90,12 +100,16 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   if (!flags.positional().empty()) {
     return absl::InvalidArgumentError("unexpected argument '" + flags.positional()[0] + "'");
   }
-  if (flags.Has("task") && flags.Has("tasks"))
-    return absl::InvalidArgumentError("give either --task or --tasks FILE, not both");
-  if (!flags.Has("tasks")) RETURN_IF_ERROR(flags.Require("task"));
+  if (flags.Has("task") + flags.Has("tasks") + flags.Has("model") > 1)
+    return absl::InvalidArgumentError("give one of --task, --tasks FILE or --model M.onnx");
+  if (!flags.Has("tasks") && !flags.Has("model")) RETURN_IF_ERROR(flags.Require("task"));
   // Validate locally first, so a typo fails before any server or agent starts.
   std::vector<ScheduledTask> tasks;
-  if (flags.Has("tasks")) {
+  std::optional<LoadedModel> model;
+  if (flags.Has("model")) {
+    // An unsupported operator fails here, before any server, agent or measurement.
+    ASSIGN_OR_RETURN(model, LoadModel(flags.Get("model")));
+  } else if (flags.Has("tasks")) {
     ASSIGN_OR_RETURN(tasks, ReadTasksFile(flags.Get("tasks")));
   } else {
     ASSIGN_OR_RETURN(TuningTask one, ParseTask(flags.Get("task")));
@@ -105,6 +119,9 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(int64_t trials, flags.GetInt("trials", 200, 1, JobManager::kMaxTrials));
   ASSIGN_OR_RETURN(int64_t round_trials, flags.GetInt("round-trials", 32, 1, JobManager::kMaxTrials));
   ASSIGN_OR_RETURN(int64_t early_stop, flags.GetInt("early-stop", 0, 0, JobManager::kMaxTrials));
+  ASSIGN_OR_RETURN(int64_t flat_rounds, flags.GetInt("flat-rounds", 3, 0, 1000));
+  if (flags.Has("flat-rounds") && !model)
+    return absl::InvalidArgumentError("--flat-rounds is for --model");
   std::string policy = flags.Get("policy", "model");
   {
     const std::vector<std::string>& names = SearchPolicyNames();
@@ -123,6 +140,13 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   std::string device_key = flags.Get("device-key", "local");
   if (device_key.empty()) return absl::InvalidArgumentError("--device-key must not be empty");
   SetLogLevel(verbose ? LogLevel::kDebug : LogLevel::kWarning);
+
+  // The model's untuned leftovers, timed before any agent runs beside them.
+  LeftoverTime leftovers;
+  if (model) {
+    if (!json) std::fprintf(stderr, "timing the model's operators that are not tasks...\n");
+    ASSIGN_OR_RETURN(leftovers, MeasureLeftovers(model->graph, DetectHostTarget("local").num_threads));
+  }
 
   std::unique_ptr<EmbeddedFarm> farm;
   std::string address = flags.Get("server");
@@ -145,8 +169,8 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
 
   // Submits one job and follows it to its end.
   std::signal(SIGINT, OnInterrupt);
-  auto run_job = [&](const std::string& task_text, int64_t job_trials,
-                     uint64_t job_seed) -> absl::StatusOr<v1::JobStatus> {
+  auto run_job = [&](const std::string& task_text, int64_t job_trials, uint64_t job_seed,
+                     bool count_earlier = false, bool quiet = false) -> absl::StatusOr<v1::JobStatus> {
     v1::JobSpec spec;
     spec.set_task(task_text);
     spec.set_trials(static_cast<int>(job_trials));
@@ -158,11 +182,12 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     spec.set_early_stop(static_cast<int>(early_stop));
     spec.set_no_heuristics(flags.Has("no-heuristics"));
     spec.set_priority(static_cast<int>(priority));
+    spec.set_count_earlier(count_earlier);
     spec.mutable_measure()->set_timeout_ms(static_cast<int>(timeout_ms));
     const char* user = getenv("USER");
     spec.set_owner(user ? user : "");
     ASSIGN_OR_RETURN(const std::string job_id, client->Submit(spec));
-    if (!json) std::fprintf(stderr, "job %s: %s, %lld trials, %s search\n", job_id.c_str(),
+    if (!json && !quiet) std::fprintf(stderr, "job %s: %s, %lld trials, %s search\n", job_id.c_str(),
                             task_text.c_str(), static_cast<long long>(job_trials), policy.c_str());
 
     std::atomic<bool> watching{true};
@@ -176,7 +201,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     });
     std::string printed;
     absl::StatusOr<v1::JobStatus> watched = client->Wait(job_id, [&](const v1::JobStatus& status) {
-      if (!json && status.last_event() != printed && !status.last_event().empty()) {
+      if (!json && !quiet && status.last_event() != printed && !status.last_event().empty()) {
         printed = status.last_event();
         std::fprintf(stderr, "[%6.1fs] %s\n", status.elapsed_seconds(), printed.c_str());
       }
@@ -191,6 +216,25 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     }
     return last;
   };
+
+  if (model) {
+    ModelTuningOptions mo;
+    mo.model_path = flags.Get("model");
+    mo.trials = trials;
+    mo.round_trials = round_trials;
+    mo.flat_rounds = static_cast<int>(flat_rounds);
+    mo.seed = static_cast<uint64_t>(seed);
+    mo.json = json;
+    RETURN_IF_ERROR(TuneModel(*model, leftovers, mo, [&](const std::string& task, int64_t n, uint64_t s) {
+      return run_job(task, n, s, /*count_earlier=*/true, /*quiet=*/true);
+    }));
+    farm.reset();  // stop the local agent and the embedded server
+    if (!json && address_was_embedded) {
+      std::printf("db:          %s\nrun it:      tuneforge bench model %s --db %s\n", db_path.c_str(),
+                  mo.model_path.c_str(), db_path.c_str());
+    }
+    return 0;
+  }
 
   if (multi) {
     // Rounds: the TaskScheduler picks a task by expected gain, a job tunes it for one

@@ -195,7 +195,9 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
 
   TuningOptions options;
   // A resumed job owes only the rest (at least one trial, so it ends with a best).
-  options.trials = std::max(1, spec.trials() - job->resumed_trials);
+  // (With count_earlier the loop counts the db's records itself, the job's own included.)
+  options.count_earlier = spec.count_earlier();
+  options.trials = spec.count_earlier() ? spec.trials() : std::max(1, spec.trials() - job->resumed_trials);
   options.batch_size = spec.batch_size();
   options.seed = spec.seed() ? spec.seed() : 1;
   options.policy = spec.policy();
@@ -230,7 +232,7 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
       [&](const TuningProgress& p) {
         Update(job, [&](v1::JobStatus* s) {
           s->set_message("");
-          s->set_trials_done(job->resumed_trials + p.trials_done);
+          s->set_trials_done((spec.count_earlier() ? 0 : job->resumed_trials) + p.trials_done);
           s->set_records(p.records);
           s->set_errors(p.errors);
           s->set_median_build_seconds(p.median_build_seconds);
@@ -239,6 +241,8 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
           for (const std::string& w : p.warnings) s->add_warnings(w);
           if (p.best) SetBest(*p.best, s->mutable_best());
           if (p.baseline) SetBest(*p.baseline, s->mutable_baseline());
+          s->set_earlier_trials(p.earlier_trials);
+          if (p.earlier_best) SetBest(*p.earlier_best, s->mutable_earlier_best());
         });
       },
       &job->cancel);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <cstdint>
 #include <fstream>
+#include <sstream>
 
 #include "nlohmann/json.hpp"
 #include "compiler/task/task_list.h"
@@ -152,6 +153,66 @@ TEST_F(CliTest, BadTasks) {
   ExpectError({"tune"}, "missing required option --task");
   ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--bogus"}, "unknown option --bogus");
   ExpectError({"frobnicate"}, "unknown command 'frobnicate'");
+}
+
+// tune --model: the model's tasks share the budget, every task gets its warm-up
+// round, and the budget is the model's total in the db: the same command again
+// measures nothing new, a larger budget measures only the difference.
+TEST_F(CliTest, TuneModelSharesTheBudgetAndResumesFromTheDb) {
+  const std::string model = std::string(TF_TEST_MODELS_DIR) + "/mlp.onnx";
+  const std::string db = dir_ + "/model.db";
+  auto tune = [&](const std::string& trials) {
+    auto r = RunCommand({kBin + "/tuneforge", "tune", "--model", model, "--trials", trials,
+                         "--round-trials", "8", "--db", db, "--json"},
+                        dir_, std::chrono::seconds(300));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    // JSON lines: start, one per round, done.
+    std::vector<nlohmann::json> events;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);) events.push_back(nlohmann::json::parse(line));
+    EXPECT_GE(events.size(), 2u) << r.out;
+    if (events.size() < 2) return nlohmann::json();
+    EXPECT_EQ(events.front()["event"], "start");
+    EXPECT_EQ(events.front()["tasks"].size(), 2u);
+    EXPECT_EQ(events.back()["event"], "done");
+    EXPECT_EQ(events.back()["rounds"].get<size_t>(), events.size() - 2);
+    return events.back();
+  };
+  nlohmann::json first = tune("24");
+  ASSERT_FALSE(first.is_null());
+  EXPECT_EQ(first["trials"], 24);
+  EXPECT_EQ(first["new_trials"], 24);
+  for (const nlohmann::json& t : first["tasks"]) {
+    EXPECT_GE(t["trials"].get<int>(), 8) << t;  // the warm-up round
+    EXPECT_GT(t["best_seconds"].get<double>(), 0) << t;
+  }
+  EXPECT_GT(first["estimated_seconds"].get<double>(), first["leftover_seconds"].get<double>());
+
+  nlohmann::json again = tune("24");
+  ASSERT_FALSE(again.is_null());
+  EXPECT_EQ(again["new_trials"], 0) << again;
+  EXPECT_EQ(again["trials"], 24);
+  for (size_t i = 0; i < 2; ++i) {  // the db's best of the first run's records
+    EXPECT_GT(again["tasks"][i]["best_seconds"].get<double>(), 0) << again;
+    EXPECT_TRUE(again["tasks"][i]["config"].is_object()) << again;
+  }
+
+  nlohmann::json more = tune("32");
+  ASSERT_FALSE(more.is_null());
+  EXPECT_EQ(more["new_trials"], 8) << more;
+  EXPECT_EQ(more["trials"], 32);
+}
+
+TEST_F(CliTest, TuneModelRefusesBeforeAnyWork) {
+  const std::string models = TF_TEST_MODELS_DIR;
+  ExpectError({"tune", "--model", models + "/unsupported.onnx", "--db", dir_ + "/u.db"},
+              "operator 'Hardmax' is not supported");
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/u.db"));  // no server was started
+  ExpectError({"tune", "--model", dir_ + "/missing.onnx"}, "cannot read ONNX model");
+  ExpectError({"tune", "--model", models + "/mlp.onnx", "--task", "matmul M=8 N=8 K=8"},
+              "give one of --task, --tasks FILE or --model M.onnx");
+  ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--flat-rounds", "2"}, "--flat-rounds is for --model");
+  ExpectError({"tune", "--model", models + "/mlp.onnx", "--flat-rounds", "-1"}, "--flat-rounds");
 }
 
 TEST_F(CliTest, UnreachableServer) {

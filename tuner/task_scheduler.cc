@@ -2,65 +2,122 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 
 #include "compiler/support/status.h"
 
 namespace tuneforge {
+namespace {
 
-TaskScheduler::TaskScheduler(std::vector<double> weights, TaskSchedulerOptions options)
-    : weights_(std::move(weights)),
+std::vector<SchedulerTask> WeightsOnly(const std::vector<double>& weights) {
+  std::vector<SchedulerTask> tasks;
+  for (double w : weights) tasks.push_back(SchedulerTask{w, 0, ""});
+  return tasks;
+}
+
+}  // namespace
+
+TaskScheduler::TaskScheduler(std::vector<SchedulerTask> tasks, TaskSchedulerOptions options)
+    : tasks_(std::move(tasks)),
       options_(options),
-      trials_(weights_.size(), 0),
-      rounds_(weights_.size(), 0),
-      best_(weights_.size(), INFINITY),
-      previous_best_(weights_.size(), INFINITY),
-      last_round_trials_(weights_.size(), 0) {
-  TF_CHECK(!weights_.empty());
+      trials_(tasks_.size(), 0),
+      best_(tasks_.size(), INFINITY),
+      history_(tasks_.size()),
+      history_trials_(tasks_.size()) {
+  TF_CHECK(!tasks_.empty());
   TF_CHECK(options_.round_trials > 0);
+  TF_CHECK(options_.backward_window > 0);
+}
+
+TaskScheduler::TaskScheduler(const std::vector<double>& weights, TaskSchedulerOptions options)
+    : TaskScheduler(WeightsOnly(weights), options) {}
+
+double TaskScheduler::Rounds(int i) const {
+  return std::max(1.0, static_cast<double>(trials_[i]) / options_.round_trials);
+}
+
+bool TaskScheduler::flat(int i) const {
+  const std::vector<double>& h = history_[i];
+  const int n = options_.flat_rounds;
+  if (n <= 0 || static_cast<int>(h.size()) <= n || !std::isfinite(h.back())) return false;
+  const double before = h[h.size() - 1 - n];
+  if (!std::isfinite(before)) return false;
+  return before - h.back() < options_.flat_improvement * before;
+}
+
+bool TaskScheduler::all_flat() const {
+  for (size_t i = 0; i < tasks_.size(); ++i)
+    if (!flat(static_cast<int>(i))) return false;
+  return true;
 }
 
 double TaskScheduler::ExpectedGain(int i) const {
-  if (rounds_[i] == 0) return INFINITY;                                // warm-up first
-  if (!std::isfinite(best_[i])) return rounds_[i] < 2 ? INFINITY : 0;  // one more chance
+  const std::vector<double>& h = history_[i];
+  if (h.empty()) return INFINITY;                                // warm-up first
+  if (!std::isfinite(best_[i])) return h.size() < 2 ? INFINITY : 0;  // one more chance
+  if (flat(i)) return 0;
+  const double best = best_[i];
+  const double round = options_.round_trials;
+
+  // Backward: the observed change per round over the window.
   double backward = 0;
-  if (std::isfinite(previous_best_[i]) && last_round_trials_[i] > 0)
-    backward = (best_[i] - previous_best_[i]) / last_round_trials_[i];
-  else
-    backward = -best_[i] / std::max(1, trials_[i]);  // first success: as good as forward
-  double forward = -best_[i] / std::max(1, trials_[i]);
-  double grad = weights_[i] * (options_.alpha * backward + (1 - options_.alpha) * forward);
+  const int w = options_.backward_window;
+  if (static_cast<int>(h.size()) > w && std::isfinite(h[h.size() - 1 - w])) {
+    const int spent = history_trials_[i].back() - history_trials_[i][h.size() - 1 - w];
+    backward = (h.back() - h[h.size() - 1 - w]) / std::max(1, spent) * round;
+  }
+
+  // Forward: optimistic continuation, or catching up with similar tasks.
+  double next = best - best / Rounds(i);
+  const SchedulerTask& t = tasks_[i];
+  if (!t.group.empty() && t.flops > 0) {
+    double sibling_throughput = 0;
+    int siblings = 0;
+    for (size_t j = 0; j < tasks_.size(); ++j) {
+      if (tasks_[j].group != t.group || tasks_[j].flops <= 0 || !std::isfinite(best_[j])) continue;
+      ++siblings;
+      sibling_throughput = std::max(sibling_throughput, tasks_[j].flops / best_[j]);
+    }
+    if (siblings > 1 && sibling_throughput > 0)
+      next = std::min(next, options_.beta * t.flops / sibling_throughput);
+  }
+  const double forward = next - best;
+  const double grad = t.weight * (options_.alpha * backward + (1 - options_.alpha) * forward);
   return -grad;
 }
 
 int TaskScheduler::Next(int* trials) {
-  int left = options_.total_trials - spent_;
+  const int left = options_.total_trials - spent_;
   if (left <= 0) return -1;
-  int pick = 0;
-  for (int i = 1; i < static_cast<int>(weights_.size()); ++i) {
-    double gi = ExpectedGain(i), gp = ExpectedGain(pick);
+  int pick = -1;
+  double pick_gain = 0;
+  for (int i = 0; i < static_cast<int>(tasks_.size()); ++i) {
+    if (flat(i)) continue;
+    const double gain = ExpectedGain(i);
     // Ties (e.g. warm-up) go to the task with fewer rounds, then the lower index.
-    if (gi > gp || (gi == gp && rounds_[i] < rounds_[pick])) pick = i;
+    if (pick < 0 || gain > pick_gain || (gain == pick_gain && rounds(i) < rounds(pick))) {
+      pick = i;
+      pick_gain = gain;
+    }
   }
+  if (pick < 0) return -1;
   *trials = std::min(left, options_.round_trials);
   return pick;
 }
 
 void TaskScheduler::Update(int task, int trials_spent, double best_seconds) {
-  TF_CHECK(task >= 0 && task < static_cast<int>(weights_.size()));
+  TF_CHECK(task >= 0 && task < static_cast<int>(tasks_.size()));
   // At least one trial per round, so a task whose space ran out cannot stall the budget.
   trials_spent = std::max(1, trials_spent);
-  previous_best_[task] = best_[task];
   best_[task] = std::min(best_[task], best_seconds);
   trials_[task] += trials_spent;
-  last_round_trials_[task] = trials_spent;
-  ++rounds_[task];
   spent_ += trials_spent;
+  history_[task].push_back(best_[task]);
+  history_trials_[task].push_back(trials_[task]);
 }
 
 double TaskScheduler::Objective() const {
   double f = 0;
-  for (size_t i = 0; i < weights_.size(); ++i) f += weights_[i] * best_[i];
+  for (size_t i = 0; i < tasks_.size(); ++i) f += tasks_[i].weight * best_[i];
   return f;
 }
 

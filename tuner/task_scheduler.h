@@ -1,21 +1,31 @@
-// TaskScheduler: splits one trial budget across many TuningTasks (e.g. the layers of a
-// network, each with a weight = how often it runs) by expected gain, as in Ansor's
-// gradient-based task scheduler. The job's objective is
+// TaskScheduler: splits one trial budget across many TuningTasks (the tasks of a
+// model, each with a weight = how often it runs per inference) by expected gain: the
+// gradient-based task scheduler of the Ansor paper (Zheng et al., OSDI 2020, sec. 6).
+// The objective is the estimated end-to-end latency
 //
-//     f = sum_i weight_i * best_latency_i
+//     f = sum_i weight_i * best_latency_i   (+ the untuned leftovers, a constant here)
 //
-// and each round the scheduler gives `round_trials` trials to the task whose
-// estimated d f / d trials is most negative:
+// and each round (`round_trials` trials) goes to the task whose estimated decrease of
+// f over one round is the largest:
 //
-//     grad_i = weight_i * (alpha * backward_i + (1 - alpha) * forward_i)
-//     backward_i = (best_i(now) - best_i(before the previous round)) / trials of that round
-//     forward_i  = -best_i(now) / trials_i       (optimistic: latency keeps falling at
-//                                                 its average rate so far)
+//     gain_i = -weight_i * (alpha * backward_i + (1 - alpha) * forward_i)
+//     backward_i = change of best_i over the last `backward_window` rounds, per round
+//                  (0 until the task has that many rounds)
+//     forward_i  = min(best_i - best_i / rounds_i,        optimistic: latency keeps
+//                                                          falling at its average rate
+//                      beta * flops_i / best_throughput_of_similar_tasks)  - best_i
+//
+// Similar tasks are the tasks of the same group (the operator): a task far slower
+// than its siblings (below 1/beta of their best GFLOP/s) is expected to catch up.
+// Rounds are in units of `round_trials` trials: a round that spent another count (the
+// earlier trials of a resumed task, a budget's last round) counts in proportion.
 //
 // Every task first gets one warm-up round (in order). A task without any successful
-// measurement after its rounds gets one more chance, then only rounds nobody else can
-// use. The scheduler is pure bookkeeping — who runs the rounds is the caller's
-// business (the CLI runs each round as a TuningJob; see docs/architecture.md).
+// measurement after a round gets one more chance. A task whose best improved by less
+// than `flat_improvement` over its last `flat_rounds` rounds is flat (early stop) and
+// gets no more rounds; Next() returns -1 when the budget is spent or every task is
+// flat. The scheduler is pure bookkeeping: who runs the rounds is the caller's
+// business (the CLI runs each round as a TuningJob; see docs/models.md).
 #pragma once
 
 #include <string>
@@ -30,35 +40,55 @@ namespace tuneforge {
 
 struct TaskSchedulerOptions {
   int total_trials = 200;
-  int round_trials = 16;  // trials per allocation
-  double alpha = 0.2;     // weight of the backward (observed) gradient
+  int round_trials = 16;    // trials per allocation
+  double alpha = 0.2;       // weight of the backward (observed) gradient
+  double beta = 2.0;        // similar-task term: expect 1/beta of the siblings' best GFLOP/s
+  int backward_window = 3;  // rounds
+  int flat_rounds = 0;      // early stop after this many rounds without gain; 0 = never
+  double flat_improvement = 0.01;  // "without gain": best improved by less than 1%
+};
+
+struct SchedulerTask {
+  double weight = 1;
+  double flops = 0;   // of one occurrence; 0 = unknown (no similar-task term)
+  std::string group;  // tasks of one group are similar (e.g. the operator); "" = none
 };
 
 // Not thread-safe.
 class TaskScheduler {
  public:
-  TaskScheduler(std::vector<double> weights, TaskSchedulerOptions options);
+  TaskScheduler(std::vector<SchedulerTask> tasks, TaskSchedulerOptions options);
+  // Tasks with weights only (no similar-task term).
+  TaskScheduler(const std::vector<double>& weights, TaskSchedulerOptions options);
 
   // The task that gets the next round and how many trials it gets; -1 when the budget
-  // is spent.
+  // is spent or every task is flat.
   int Next(int* trials);
   // The result of a round: trials actually spent and the task's best latency after it
   // (seconds; +inf while it has none).
   void Update(int task, int trials_spent, double best_seconds);
 
-  // Expected gain (-grad) of a task; exposed for tests and progress messages.
+  // Expected decrease of the objective (seconds) from one more round of a task;
+  // +inf before its warm-up round. Exposed for tests and progress tables.
   double ExpectedGain(int task) const;
   double Objective() const;  // weighted sum of best latencies (+inf if any task has none)
+  bool flat(int task) const;
+  bool all_flat() const;
   const std::vector<int>& trials() const { return trials_; }
+  const std::vector<double>& best() const { return best_; }
+  int rounds(int task) const { return static_cast<int>(history_[task].size()); }
   int spent() const { return spent_; }
 
  private:
-  std::vector<double> weights_;
+  double Rounds(int task) const;  // trials in units of round_trials
+
+  std::vector<SchedulerTask> tasks_;
   TaskSchedulerOptions options_;
   std::vector<int> trials_;
-  std::vector<int> rounds_;
-  std::vector<double> best_, previous_best_;
-  std::vector<int> last_round_trials_;
+  std::vector<double> best_;
+  // Per task and round: the best latency and the task's trials after the round.
+  std::vector<std::vector<double>> history_;
+  std::vector<std::vector<int>> history_trials_;
   int spent_ = 0;
 };
 

@@ -55,5 +55,86 @@ TEST(TaskSchedulerTest, WarmUpVisitsEveryTaskFirst) {
   }
 }
 
+// A heavy task that keeps improving, a light one improving the same way and a heavy
+// one that is flat from the start: the heavy improving task gets the most trials, and
+// the objective ends below round-robin's with the same budget.
+TEST(TaskSchedulerTest, GivesTheHeavyImprovingTaskTheMostTrials) {
+  auto curve = [](int task, int trials) {
+    if (task == 2) return 5.0;
+    return 10.0 / std::sqrt(1.0 + trials);
+  };
+  const std::vector<double> weight = {10, 1, 5};
+  TaskSchedulerOptions o;
+  o.total_trials = 960;
+  o.round_trials = 32;
+  o.flat_rounds = 3;
+  TaskScheduler s({SchedulerTask{weight[0], 0, ""}, SchedulerTask{weight[1], 0, ""},
+                   SchedulerTask{weight[2], 0, ""}},
+                  o);
+  int trials = 0;
+  for (int task; (task = s.Next(&trials)) >= 0;)
+    s.Update(task, trials, curve(task, s.trials()[task] + trials));
+  EXPECT_EQ(s.spent(), 960);
+  EXPECT_GT(s.trials()[0], 2 * s.trials()[1]);
+  EXPECT_GT(s.trials()[0], 2 * s.trials()[2]);
+  EXPECT_TRUE(s.flat(2));
+  EXPECT_LE(s.trials()[2], 4 * 32);  // warm-up plus the rounds that showed it flat
+  double round_robin = 0;
+  for (int t = 0; t < 3; ++t) round_robin += weight[t] * curve(t, 320);
+  EXPECT_LT(s.Objective(), round_robin);
+}
+
+// Two tasks of one operator with the same work, one at a tenth of the other's
+// throughput: the similar-task term expects the slow one to catch up, so it gets the
+// next round ahead of a heavier task of another operator. Without groups it does not.
+TEST(TaskSchedulerTest, SimilarTaskTermFavoursTheTaskFarBehindItsSiblings) {
+  for (bool grouped : {true, false}) {
+    TaskSchedulerOptions o;
+    o.total_trials = 10000;
+    o.round_trials = 16;
+    const std::string g = grouped ? "conv2d" : "";
+    TaskScheduler s({SchedulerTask{1, 1e9, g}, SchedulerTask{1, 1e9, g},
+                     SchedulerTask{3, 1e9, grouped ? "dense" : ""}},
+                    o);
+    // Ten rounds' worth of trials each, flat: only the forward terms speak.
+    s.Update(0, 160, 1e-3);
+    s.Update(1, 160, 10e-3);
+    s.Update(2, 160, 5e-3);
+    int trials = 0;
+    EXPECT_EQ(s.Next(&trials), grouped ? 1 : 2) << (grouped ? "grouped" : "ungrouped");
+    EXPECT_GT(s.ExpectedGain(1), grouped ? s.ExpectedGain(2) : 0.0);
+  }
+}
+
+// Every task flat: the scheduler stops before the budget is spent.
+TEST(TaskSchedulerTest, StopsWhenEveryTaskIsFlat) {
+  TaskSchedulerOptions o;
+  o.total_trials = 1000;
+  o.round_trials = 10;
+  o.flat_rounds = 2;
+  TaskScheduler s(std::vector<double>{1, 2}, o);
+  int trials = 0;
+  for (int task; (task = s.Next(&trials)) >= 0;) s.Update(task, trials, 1.0 + task);
+  EXPECT_TRUE(s.all_flat());
+  EXPECT_EQ(s.spent(), 60);  // three rounds each: the first, then two without gain
+  EXPECT_EQ(s.rounds(0), 3);
+}
+
+// A resumed task reports the trials already in the db as its first round: they count
+// against the budget, and a budget already spent gives no round at all.
+TEST(TaskSchedulerTest, EarlierTrialsCountAgainstTheBudget) {
+  TaskSchedulerOptions o;
+  o.total_trials = 64;
+  o.round_trials = 16;
+  TaskScheduler s(std::vector<double>{1, 1}, o);
+  int trials = 0;
+  ASSERT_EQ(s.Next(&trials), 0);
+  s.Update(0, 40, 1.0);  // 40 configs measured by an earlier run
+  ASSERT_EQ(s.Next(&trials), 1);
+  s.Update(1, 24, 2.0);
+  EXPECT_EQ(s.spent(), 64);
+  EXPECT_EQ(s.Next(&trials), -1);
+}
+
 }  // namespace
 }  // namespace tuneforge

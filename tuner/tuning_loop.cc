@@ -314,6 +314,32 @@ absl::StatusOr<TuningProgress> TuningLoop::Run(const ProgressCallback& on_progre
       TF_LOG(Info) << "transfer learning: " << others.size()
                    << " records of other shapes of " << task_.op() << " on this target";
   }
+  if (options_.count_earlier && options_.fixed_configs.empty()) {
+    std::set<std::string> configs;
+    const std::string naive_json = naive.ToJson();
+    for (const TuningRecord& r : previous) {
+      if (r.template_name == template_->name() && r.template_version == template_->version() &&
+          r.config_json != naive_json)
+        configs.insert(r.config_json);
+    }
+    progress_.earlier_trials = static_cast<int>(configs.size());
+    // The best so far by the db's noise-aware ranking: what the executor and deploy use.
+    ASSIGN_OR_RETURN(std::vector<RankedConfig> ranked, db_->TopK(task_.WorkloadKey(), target_.Key(), 1));
+    if (!ranked.empty()) {
+      TrialSummary best = Summarise(ranked[0].record);
+      best.seconds = ranked[0].median_cost;
+      best.gflops = task_.Flops() / best.seconds / 1e9;
+      progress_.earlier_best = best;
+    }
+    options_.trials -= progress_.earlier_trials;
+    if (options_.trials <= 0) {
+      // The budget was spent by earlier jobs: report their best, measure nothing.
+      progress_.best = progress_.earlier_best;
+      report(std::to_string(progress_.earlier_trials) +
+             " configs already measured for this task and target: nothing left to measure");
+      return progress_;
+    }
+  }
   report("tuning " + task_.CanonicalText() + " on " + target_.ToString() + " with " +
          policy->name() + " search, " + std::to_string(options_.trials) + " trials; " +
          std::to_string(space.knobs().size()) + " knobs, " + std::to_string(previous.size()) +

@@ -55,6 +55,10 @@ struct TuningOptions {
   // When set, measure exactly these configs (no baseline, no search, no
   // re-measurement): the nightly canary re-measures last night's best this way.
   std::vector<std::string> fixed_configs;
+  // `trials` counts the configs this (workload, target) already has records of (the
+  // template's current version; the baseline and untrusted uploads excluded): the job
+  // measures only the rest, or nothing. `tune --model` resumes a model this way.
+  bool count_earlier = false;
 };
 
 struct TrialSummary {
@@ -78,6 +82,10 @@ struct TuningProgress {
   // Distinct failures of the search policy (e.g. "cost model training failed, proposed
   // at random: ..."), in order of first occurrence.
   std::vector<std::string> warnings;
+  // With TuningOptions::count_earlier: the configs measured before this job and the
+  // best of them by the db's noise-aware ranking (Database::TopK).
+  int earlier_trials = 0;
+  std::optional<TrialSummary> earlier_best;
 };
 
 class TuningLoop {

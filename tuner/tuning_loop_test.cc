@@ -156,6 +156,40 @@ TEST_F(TuningLoopTest, SecondRunSkipsConfigsAlreadyInTheDb) {
   EXPECT_TRUE(configs.count((*FindTemplate(task))->Naive(task, target).ToJson()));
 }
 
+// count_earlier: the budget counts the configs already in the db, so a job asking for
+// what is there measures nothing and reports the db's best; a larger one measures the
+// difference.
+TEST_F(TuningLoopTest, CountEarlierMeasuresOnlyWhatTheBudgetHasLeft) {
+  TuningTask task = *ParseTask("matmul M=8 N=8 K=8");
+  Target target = DetectHostTarget("test-earlier");
+  TuningOptions options;
+  options.trials = 10;
+  options.top_k_remeasure = 0;
+  options.count_earlier = true;
+  Builder builder(2);
+  FakeRunner runner;
+  auto run = [&](int trials) {
+    options.trials = trials;
+    TuningLoop loop(task, target, options, db_.get(), &builder, &runner);
+    absl::StatusOr<TuningProgress> progress = loop.Run(nullptr);
+    EXPECT_TRUE(progress.ok()) << progress.status();
+    return progress.ok() ? *progress : TuningProgress{};
+  };
+  TuningProgress first = run(10);
+  EXPECT_EQ(first.earlier_trials, 0);
+  EXPECT_EQ(first.trials_done, 10);
+  EXPECT_FALSE(first.earlier_best.has_value());
+  TuningProgress again = run(10);
+  EXPECT_EQ(again.earlier_trials, 10);
+  EXPECT_EQ(again.trials_done, 0);
+  ASSERT_TRUE(again.earlier_best.has_value());
+  ASSERT_TRUE(again.best.has_value());  // the earlier best, so the job succeeds
+  EXPECT_EQ(again.best->record_id, again.earlier_best->record_id);
+  TuningProgress more = run(14);
+  EXPECT_EQ(more.earlier_trials, 10);
+  EXPECT_EQ(more.trials_done, 4);
+}
+
 // Warm start: the template's heuristic configs are the first trials, in the template's
 // order, capped at a quarter of the budget; the next job of the task measures the
 // heuristics the first one had no room for, and none twice.

@@ -57,6 +57,17 @@ def mlp(rng):
     return finish(graph)
 
 
+def unsupported(rng):
+    """The mlp with a Hardmax at the end: an operator tuneforge does not run, so
+    `model inspect` and `tune --model` must refuse it before doing any work."""
+    model = mlp(rng)
+    graph = model.graph
+    graph.node[-1].output[0] = "probs"
+    graph.node.append(helper.make_node("Hardmax", ["probs"], ["y"], name="hardmax", axis=-1))
+    onnx.checker.check_model(model)
+    return model
+
+
 def convbn(rng):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])
@@ -266,12 +277,13 @@ def main():
     onnx.save(model, os.path.join(out, "mlp_external.onnx"), save_as_external_data=True,
               all_tensors_to_one_file=True, location="mlp_external.weights",
               size_threshold=0)
+    onnx.save(unsupported(np.random.default_rng(3)), os.path.join(out, "unsupported.onnx"))
     onnx.save(convbn(np.random.default_rng(7)), os.path.join(out, "convbn.onnx"))
     onnx.save(resblock(np.random.default_rng(11)), os.path.join(out, "resblock.onnx"))
     onnx.save(resnet18(np.random.default_rng(18)), os.path.join(out, "resnet18.onnx"))
     onnx.save(mobilenetv2(np.random.default_rng(2)), os.path.join(out, "mobilenetv2.onnx"))
     onnx.save(bert_layer(np.random.default_rng(768)), os.path.join(out, "bert_layer.onnx"))
-    print("make_models.py: wrote mlp.onnx, mlp_external.onnx, convbn.onnx, resblock.onnx,",
+    print("make_models.py: wrote mlp.onnx, mlp_external.onnx, unsupported.onnx, convbn.onnx, resblock.onnx,",
           "resnet18.onnx, mobilenetv2.onnx, bert_layer.onnx to", out)
 
 

@@ -1,0 +1,57 @@
+// `tuneforge tune --model M.onnx`: a whole model tuned in rounds. The model's tasks
+// (graph::ExtractTasks) share one trial budget through the gradient task scheduler
+// (tuner/task_scheduler.h); each round is one TuningJob of one task, measured by the
+// farm's agents like any other job. Every job counts the configs the db already holds
+// for its task and target (JobSpec.count_earlier), so the budget is the model's total
+// and a second run with the same budget measures nothing new.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/graph/graph.h"
+#include "compiler/graph/tasks.h"
+#include "compiler/frontend/onnx_reader.h"
+#include "tuneforge/v1/tuning.pb.h"
+
+namespace tuneforge::cli {
+
+// A model read, checked, imported and split into tasks.
+struct LoadedModel {
+  frontend::OnnxModel model;
+  graph::Graph graph;
+  graph::TaskTable table;
+};
+absl::StatusOr<LoadedModel> LoadModel(const std::string& path);
+
+// What the model runs besides its tasks, timed once on this machine by the executor
+// with default schedules: the constant of the objective.
+struct LeftoverTime {
+  double leftover_seconds = 0;  // steps that are not a task's kernel
+  double untuned_seconds = 0;   // the whole model, default schedules
+  int steps = 0, leftover_steps = 0;
+  int threads = 0;
+};
+absl::StatusOr<LeftoverTime> MeasureLeftovers(const graph::Graph& graph, int threads);
+
+struct ModelTuningOptions {
+  std::string model_path;
+  int64_t trials = 0;
+  int64_t round_trials = 32;
+  int flat_rounds = 3;
+  uint64_t seed = 1;
+  bool json = false;  // JSON lines on stdout (events), no table
+};
+
+// Runs one round: a job of `trials` trials (counting the task's earlier configs) of
+// `task`, followed to its end.
+using RoundJobFn = std::function<absl::StatusOr<v1::JobStatus>(const std::string& task, int64_t trials,
+                                                               uint64_t seed)>;
+
+absl::Status TuneModel(const LoadedModel& model, const LeftoverTime& leftovers,
+                       const ModelTuningOptions& options, const RoundJobFn& run_round);
+
+}  // namespace tuneforge::cli
