@@ -18,6 +18,8 @@ using testing::RunCommand;
 
 const std::string kBin = TF_BIN_DIR;
 const std::string kExample = TF_EXAMPLE_C;
+const std::string kModelExample = TF_MODEL_EXAMPLE_C;
+const std::string kModels = TF_TEST_MODELS_DIR;
 
 class DeployTest : public ::testing::Test {
  protected:
@@ -143,6 +145,98 @@ TEST_F(DeployTest, EveryTemplateDeploysAndRunsCorrectly) {
     EXPECT_TRUE(k["correct"].get<bool>()) << k.dump();
     EXPECT_GT(k["measured_gflops"].get<double>(), 0.0);
   }
+}
+
+// deploy --model: the model as one library with a C API, the db's records in its
+// provenance, tasks without one on the default schedule with a warning; the C example
+// links it (shared and static) and runs it; a weights file of another build or a
+// corrupt one is refused at load. (Outputs against the executor and onnxruntime:
+// the deploy_model_* tests, tests/models/check_run.py --deploy.)
+TEST_F(DeployTest, ModelLibraryRunsThroughItsCApiAndRefusesForeignWeights) {
+  const std::string mlp = kModels + "/mlp.onnx";
+  auto t = RunCommand({kBin + "/tuneforge", "tune", "--model", mlp, "--trials", "8", "--round-trials", "4",
+                       "--db", db_, "--json"},
+                      dir_, std::chrono::seconds(300));
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  const std::string lib = dir_ + "/model", other = dir_ + "/other";
+  auto d = RunCommand({kBin + "/tuneforge", "deploy", "--model", mlp, "--db", db_, "-o", lib, "--json"}, dir_);
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  nlohmann::json j = nlohmann::json::parse(d.out);
+  EXPECT_EQ(j["tuned_tasks"], 2);
+  EXPECT_EQ(j["default_tasks"], 0);
+  EXPECT_EQ(d.err.find("warning"), std::string::npos) << d.err;
+  for (const char* f : {"/libtuneforge_model.so", "/libtuneforge_model.a", "/tuneforge_model.h",
+                        "/tuneforge_model.weights", "/provenance.json"})
+    EXPECT_TRUE(std::filesystem::exists(lib + f)) << f;
+  auto inspect = RunCommand({kBin + "/tuneforge", "deploy", "inspect", lib, "--json"}, dir_);
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  nlohmann::json prov = nlohmann::json::parse(inspect.out);
+  ASSERT_EQ(prov["tasks"].size(), 2u);
+  for (const nlohmann::json& task : prov["tasks"]) {
+    EXPECT_EQ(task["schedule"], "tuned") << task;
+    EXPECT_GT(task["record_id"].get<int64_t>(), 0) << task;
+  }
+  EXPECT_EQ(prov["warnings"].size(), 0u);
+
+  // No record for resblock's tasks: default schedules, listed with a warning.
+  auto o = RunCommand({kBin + "/tuneforge", "deploy", "--model", kModels + "/resblock.onnx", "--db", db_, "-o",
+                       other, "--json"},
+                      dir_);
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(nlohmann::json::parse(o.out)["default_tasks"], 2);
+  EXPECT_NE(o.err.find("warning: 2 of 2 tasks have no record"), std::string::npos) << o.err;
+  EXPECT_NE(ReadFile(other + "/provenance.json").find("\"schedule\": \"default\""), std::string::npos);
+
+  const std::string exe = dir_ + "/model_example", exe_static = dir_ + "/model_example_static";
+  auto cc = RunCommand({"cc", "-std=c11", kModelExample, "-I", lib, "-L", lib, "-ltuneforge_model",
+                        "-Wl,-rpath," + lib, "-o", exe},
+                       dir_);
+  ASSERT_EQ(cc.exit_code, 0) << cc.err;
+  auto cc_static = RunCommand({"cc", "-std=c11", kModelExample, "-I", lib, lib + "/libtuneforge_model.a",
+                               "-lstdc++", "-lpthread", "-lm", "-o", exe_static},
+                              dir_);
+  ASSERT_EQ(cc_static.exit_code, 0) << cc_static.err;
+  for (const std::string& bin : {exe, exe_static}) {
+    auto run = RunCommand({bin, lib, "--runs", "5"}, dir_);
+    EXPECT_EQ(run.exit_code, 0) << bin << run.err;
+    EXPECT_NE(run.out.find("output 0: y [2, 4]"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("runs: 5, median"), std::string::npos) << run.out;
+  }
+
+  // Weights of another build, then a corrupt byte: refused at load.
+  const std::string weights = lib + "/tuneforge_model.weights";
+  const std::string good = ReadFile(weights);
+  std::filesystem::copy_file(other + "/tuneforge_model.weights", weights,
+                             std::filesystem::copy_options::overwrite_existing);
+  auto foreign = RunCommand({exe, lib}, dir_);
+  EXPECT_NE(foreign.exit_code, 0);
+  EXPECT_NE(foreign.err.find("belongs to another build of the model"), std::string::npos) << foreign.err;
+  std::string bad = good;
+  bad[bad.size() - 3] ^= 0x40;
+  std::ofstream(weights, std::ios::binary | std::ios::trunc) << bad;
+  auto corrupt = RunCommand({exe, lib}, dir_);
+  EXPECT_NE(corrupt.exit_code, 0);
+  EXPECT_NE(corrupt.err.find("truncated or corrupt"), std::string::npos) << corrupt.err;
+  std::filesystem::remove(weights);
+  auto missing = RunCommand({exe, lib}, dir_);
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("cannot open"), std::string::npos) << missing.err;
+
+  // Bad input: nothing built.
+  auto unsupported = RunCommand({kBin + "/tuneforge", "deploy", "--model", kModels + "/unsupported.onnx", "-o",
+                                 dir_ + "/u"},
+                                dir_);
+  EXPECT_NE(unsupported.exit_code, 0);
+  EXPECT_NE(unsupported.err.find("operator 'Hardmax' is not supported"), std::string::npos) << unsupported.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/u"));
+  auto mixed = RunCommand({kBin + "/tuneforge", "deploy", "--model", mlp, "--task", "matmul M=1 N=1 K=1", "-o",
+                           dir_ + "/u"},
+                          dir_);
+  EXPECT_NE(mixed.exit_code, 0);
+  EXPECT_NE(mixed.err.find("--task is not for --model"), std::string::npos) << mixed.err;
+  auto no_out = RunCommand({kBin + "/tuneforge", "deploy", "--model", mlp}, dir_);
+  EXPECT_NE(no_out.exit_code, 0);
+  EXPECT_NE(no_out.err.find("--out"), std::string::npos) << no_out.err;
 }
 
 TEST_F(DeployTest, MissingRecordsAreAnErrorUnlessFallback) {

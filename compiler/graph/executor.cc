@@ -82,7 +82,10 @@ struct Executor::Impl {
     std::string name;
     std::string source;
     std::vector<void*> buffers;
+    int kernel = 0;  // index into kernels (and funcs)
   };
+  std::vector<ir::LoweredFunc> funcs;          // per kernel, as built
+  std::map<const void*, int64_t> buffer_bytes;  // owned buffers and constants steps read
   std::vector<Step> steps;
   std::vector<ExecutorKernel> kernels;
   double compile_seconds = 0;
@@ -688,6 +691,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     for (size_t i = 0; i < p.func.params.size(); ++i) {
       if (p.tensors[i] >= 0 || p.borrow[i].first >= 0) continue;
       AlignedBuffer b = Allocate(p.owned_elements[i]);
+      impl->buffer_bytes[b.get()] = AlignUp(std::max<int64_t>(p.owned_elements[i], 1) * 4);
       if (!p.owned_data[i].empty()) {
         std::memcpy(b.get(), p.owned_data[i].data(), p.owned_data[i].size() * 4);
       } else {
@@ -711,12 +715,14 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
       impl->modules.push_back(std::move(m));
       kernel_index[p.func.name] = impl->kernels.size();
       impl->kernels.push_back({p.func.name, p.source, 0});
+      impl->funcs.push_back(p.func);
     }
     ++impl->kernels[kernel_index[p.func.name]].calls;
     Impl::Step step;
     step.module = module;
     step.name = p.func.name;
     step.source = p.source;
+    step.kernel = static_cast<int>(kernel_index[p.func.name]);
     for (size_t i = 0; i < p.func.params.size(); ++i) {
       if (p.tensors[i] >= 0) {
         const Tensor& t = g.tensors[static_cast<size_t>(p.tensors[i])];
@@ -724,6 +730,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
           return absl::UnimplementedError("kernel " + p.source + " reads int64 tensor '" + t.name + "'");
         }
         step.buffers.push_back(impl->Pointer(p.tensors[i]));
+        const Tensor& root = g.tensors[static_cast<size_t>(impl->root[static_cast<size_t>(p.tensors[i])])];
+        if (root.constant) impl->buffer_bytes[step.buffers.back()] = root.NumElements() * 4;
         continue;
       }
       if (p.borrow[i].first >= 0) {
@@ -743,6 +751,61 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
   impl->compile_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return std::unique_ptr<Executor>(new Executor(std::move(impl)));
+}
+
+absl::StatusOr<ExportedModel> Executor::Export() const {
+  const Impl& m = *impl_;
+  ExportedModel out;
+  out.kernels = m.funcs;
+  out.arena_bytes = m.arena_bytes;
+  const char* arena = reinterpret_cast<const char*>(m.arena.get());
+  std::map<const void*, int64_t> in_blob;  // buffer -> its offset in the blob
+  // `constant_bytes`: the size of a constant the steps do not read (an output).
+  auto where = [&](const void* p, int64_t constant_bytes = 0) -> absl::StatusOr<ExportedArg> {
+    ExportedArg a;
+    if (!p) return a;
+    const char* c = static_cast<const char*>(p);
+    if (c >= arena && c < arena + m.arena_bytes) {
+      a.kind = ExportedArg::kArena;
+      a.offset = c - arena;
+      return a;
+    }
+    auto bytes = m.buffer_bytes.find(p);
+    if (bytes == m.buffer_bytes.end() && constant_bytes == 0) {
+      return absl::InternalError("a step argument of unknown size");
+    }
+    auto [it, inserted] = in_blob.emplace(p, static_cast<int64_t>(out.blob.size()));
+    if (inserted) {
+      out.blob.append(c, static_cast<size_t>(bytes != m.buffer_bytes.end() ? bytes->second : constant_bytes));
+      out.blob.resize(static_cast<size_t>(AlignUp(static_cast<int64_t>(out.blob.size()))), '\0');
+    }
+    a.kind = ExportedArg::kBlob;
+    a.offset = it->second;
+    return a;
+  };
+  for (const Impl::Step& s : m.steps) {
+    ExportedStep e;
+    e.kernel = s.kernel;
+    e.source = s.source;
+    for (void* b : s.buffers) {
+      ASSIGN_OR_RETURN(ExportedArg a, where(b));
+      e.args.push_back(a);
+    }
+    out.steps.push_back(std::move(e));
+  }
+  for (size_t i = 0; i < m.inputs.size(); ++i) {
+    float* p = const_cast<Impl&>(m).Pointer(m.input_ids[i]);
+    ASSIGN_OR_RETURN(ExportedArg a, where(p));
+    out.inputs.push_back({m.inputs[i].name, m.inputs[i].shape, a});
+  }
+  for (size_t i = 0; i < m.outputs.size(); ++i) {
+    float* p = const_cast<Impl&>(m).Pointer(m.output_ids[i]);
+    if (!p) return absl::InternalError("output " + m.outputs[i].name + " is never computed");
+    const Tensor& root = m.graph.tensors[static_cast<size_t>(m.root[static_cast<size_t>(m.output_ids[i])])];
+    ASSIGN_OR_RETURN(ExportedArg a, where(p, root.constant ? root.NumElements() * 4 : 0));
+    out.outputs.push_back({m.outputs[i].name, m.outputs[i].shape, a});
+  }
+  return out;
 }
 
 std::vector<std::string> Executor::steps() const {

@@ -44,6 +44,32 @@ struct TensorInfo {
   int64_t NumElements() const;
 };
 
+// A compiled model as data, for a library that runs it without tuneforge (`deploy
+// --model`): the distinct kernels as lowered functions, the steps with their
+// arguments, and one blob holding every constant and step-owned buffer as it is after
+// load (packed weights and zero borders included, so nothing is prepacked again).
+struct ExportedArg {
+  enum Kind { kNull, kArena, kBlob } kind = kNull;
+  int64_t offset = 0;  // bytes into the arena or the blob (64-byte aligned)
+};
+struct ExportedStep {
+  int kernel = 0;      // index into ExportedModel::kernels
+  std::string source;  // as Executor::steps()
+  std::vector<ExportedArg> args;
+};
+struct ExportedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  ExportedArg where;   // kNull: the model never reads this input
+};
+struct ExportedModel {
+  std::vector<ir::LoweredFunc> kernels;
+  std::vector<ExportedStep> steps;
+  std::vector<ExportedTensor> inputs, outputs;
+  int64_t arena_bytes = 0;
+  std::string blob;
+};
+
 class Executor {
  public:
   // Compiles every kernel (in parallel over the target's threads) and loads them.
@@ -75,6 +101,9 @@ class Executor {
   // Convolution pairs whose layout transforms cancel: the first writes the second's
   // blocked input directly (no NCHW tensor between them).
   int cancelled_layout_pairs() const;
+  // The model as data (see ExportedModel). Call before any Run: kernels may write
+  // their scratch buffers, which the blob would then carry along.
+  absl::StatusOr<ExportedModel> Export() const;
 
  private:
   struct Impl;

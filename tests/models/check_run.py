@@ -4,6 +4,12 @@ seeded inputs, and checks that every output matches within rtol 1e-3 / atol 1e-4
 (issue 17's bound). Exit status 0 when all match, 1 otherwise.
 
   check_run.py TUNEFORGE MODEL.onnx WORKDIR [--threads N] [--seed S] [--db F]
+               [--deploy EXAMPLE.c]
+
+With --deploy, the model is also deployed as a library (`tuneforge deploy --model`),
+the C example is compiled against it and run on the same inputs: its outputs must
+match onnxruntime's within the same bound and the executor's to the last few bits
+(the library runs the executor's kernels in the executor's order).
 """
 import argparse
 import os
@@ -26,6 +32,7 @@ def main():
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--db", default="")
+    p.add_argument("--deploy", default="")
     a = p.parse_args()
 
     os.makedirs(a.workdir, exist_ok=True)
@@ -62,8 +69,69 @@ def main():
         print(f"FAIL: tuneforge model run exited {run.returncode}")
         return 1
     ok = True
+    outputs = {name: np.load(os.path.join(a.workdir, "out", name.replace("/", "_") + ".npy")) for name in names}
+    ok = compare(outputs, names, expected, "tuneforge model run") and ok
+    if a.deploy:
+        ok = check_library(a, names, expected, feeds, outputs) and ok
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+def check_library(a, names, expected, feeds, executor_outputs):
+    lib = os.path.join(a.workdir, "lib")
+    deploy = [a.tuneforge, "deploy", "--model", a.model, "--out", lib]
+    if a.threads:
+        deploy += ["--threads", str(a.threads)]
+    if a.db:
+        deploy += ["--db", a.db]
+    print(" ".join(deploy), flush=True)
+    run = subprocess.run(deploy, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(run.stdout, end="")
+    if run.returncode != 0:
+        print(f"FAIL: tuneforge deploy --model exited {run.returncode}")
+        return False
+    example = os.path.join(a.workdir, "model_example")
+    cc = ["cc", "-std=c11", "-O2", a.deploy, "-I", lib, "-L", lib, "-ltuneforge_model",
+          "-Wl,-rpath," + os.path.abspath(lib), "-o", example]
+    build = subprocess.run(cc, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if build.returncode != 0:
+        print(" ".join(cc) + "\n" + build.stdout + "FAIL: the C example does not build")
+        return False
+    files = []
+    for name, x in feeds.items():
+        path = os.path.join(a.workdir, name.replace("/", "_") + ".in.bin")
+        x.tofile(path)
+        files.append(path)
+    out = os.path.join(a.workdir, "lib_out")
+    os.makedirs(out, exist_ok=True)
+    args = [example, lib, "--out", out] + files
+    print(" ".join(args), flush=True)
+    run = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(run.stdout, end="")
+    if run.returncode != 0:
+        print(f"FAIL: the C example exited {run.returncode}")
+        return False
+    got = {}
+    for i, (name, want) in enumerate(zip(names, expected)):
+        got[name] = np.fromfile(os.path.join(out, f"output{i}.bin"), dtype=np.float32).reshape(want.shape)
+    ok = compare(got, names, expected, "the deployed library")
+    for name in names:
+        diff = np.abs(got[name].astype(np.float64) - executor_outputs[name].astype(np.float64))
+        bound = 1e-6 * (1 + np.abs(executor_outputs[name].astype(np.float64)))
+        bad = int(np.count_nonzero(diff > bound))
+        print(f"{name}: library vs executor, max |difference| {float(diff.max()) if diff.size else 0:.3g}, "
+              f"{bad} outside 1e-6")
+        if bad:
+            print(f"FAIL {name}: the library differs from the executor")
+            ok = False
+    return ok
+
+
+def compare(outputs, names, expected, what):
+    ok = True
+    print(f"{what} vs onnxruntime:")
     for name, want in zip(names, expected):
-        got = np.load(os.path.join(a.workdir, "out", name.replace("/", "_") + ".npy"))
+        got = outputs[name]
         if got.shape != want.shape:
             print(f"FAIL {name}: shape {got.shape}, onnxruntime {want.shape}")
             ok = False
@@ -79,8 +147,7 @@ def main():
             print(f"FAIL {name}: element {i}: {got.flat[i]!r} vs onnxruntime {want.flat[i]!r} "
                   f"(excess {worst:.3g})")
             ok = False
-    print("PASS" if ok else "FAIL")
-    return 0 if ok else 1
+    return ok
 
 
 if __name__ == "__main__":
