@@ -22,6 +22,7 @@
 //
 // Nothing here is asserted: the figures are for people (BENCHMARKS.md).
 #include <cblas.h>
+#include <dlfcn.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -313,15 +314,41 @@ void BiasRelu(float* c, int64_t m, int64_t n, const float* bias, bool relu) {
   }
 }
 
+// OpenBLAS is loaded on first use, not linked: its worker threads start when the
+// library loads and, idle, keep yielding on the cores, which slowed every parallel
+// kernel of the tuneforge process (`bench model` and `model run` of the MLP at 2
+// threads: 0.2 ms instead of 0.6 us). Only `bench kernels` runs OpenBLAS, and only it
+// pays for the threads.
+struct OpenBlasLib {
+  char* (*corename)() = nullptr;
+  void (*set_threads)(int) = nullptr;
+  decltype(&::cblas_sgemm) sgemm = nullptr;
+};
+
+const OpenBlasLib& Blas() {
+  static const OpenBlasLib lib = [] {
+    OpenBlasLib l;
+    void* h = dlopen(TF_OPENBLAS_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    TF_CHECK(h != nullptr, "cannot load OpenBLAS from ", TF_OPENBLAS_LIBRARY, ": ", dlerror());
+    l.corename = reinterpret_cast<char* (*)()>(dlsym(h, "openblas_get_corename"));
+    l.set_threads = reinterpret_cast<void (*)(int)>(dlsym(h, "openblas_set_num_threads"));
+    l.sgemm = reinterpret_cast<decltype(&::cblas_sgemm)>(dlsym(h, "cblas_sgemm"));
+    TF_CHECK(l.corename && l.set_threads && l.sgemm, "OpenBLAS at ", TF_OPENBLAS_LIBRARY,
+             " lacks openblas_get_corename, openblas_set_num_threads or cblas_sgemm");
+    return l;
+  }();
+  return lib;
+}
+
 // "openblas <core>": the kernels this process's OpenBLAS chose when it loaded.
-std::string OpenBlasName() { return std::string("openblas ") + openblas_get_corename(); }
+std::string OpenBlasName() { return std::string("openblas ") + Blas().corename(); }
 
 // OpenBLAS's strongest core type for this CPU: its AVX-512 kernels where the CPU has
 // AVX-512 (Debian's 0.3.21 predates Zen 4/5 and would otherwise pick Haswell),
 // else what it chose itself.
 std::string BestOpenBlasCore() {
   if (__builtin_cpu_supports("avx512f")) return "SkylakeX";
-  return openblas_get_corename();
+  return Blas().corename();
 }
 
 // OpenBLAS forced onto `core` (OPENBLAS_CORETYPE, read when the library loads), in a
@@ -416,14 +443,14 @@ absl::StatusOr<RunFn> OpenBlasRun(const TuningTask& task, CaseData& data, int th
   (void)unpack;
   if (task.op() == "matmul") {
     *name = OpenBlasName();
-    openblas_set_num_threads(threads);
+    Blas().set_threads(threads);
     const int m = static_cast<int>(task.Param("M")), n = static_cast<int>(task.Param("N")),
               k = static_cast<int>(task.Param("K"));
     const float* a = data.inputs[0].data.get();
     const float* b = data.inputs[1].data.get();
     float* c = data.output.data.get();
     return RunFn([=] {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c,
+      Blas().sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c,
                   n);
     });
   }
@@ -432,7 +459,7 @@ absl::StatusOr<RunFn> OpenBlasRun(const TuningTask& task, CaseData& data, int th
     // prepacked-weights API in 0.3.21), then the bias/ReLU epilogue as a plain loop a
     // user would write (vectorised by the compiler; serial: it is ~1 % of the work).
     *name = OpenBlasName();
-    openblas_set_num_threads(threads);
+    Blas().set_threads(threads);
     const int m = static_cast<int>(task.Param("M")), n = static_cast<int>(task.Param("N")),
               k = static_cast<int>(task.Param("K"));
     const bool relu = task.Param("relu") == 1;
@@ -441,7 +468,7 @@ absl::StatusOr<RunFn> OpenBlasRun(const TuningTask& task, CaseData& data, int th
     const float* bias = task.Param("bias") ? data.inputs[2].data.get() : nullptr;
     float* y = data.output.data.get();
     return RunFn([=] {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, x, k, w, n, 0.0f, y,
+      Blas().sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, x, k, w, n, 0.0f, y,
                   n);
       BiasRelu(y, m, n, bias, relu);
     });
@@ -458,17 +485,17 @@ absl::StatusOr<RunFn> OpenBlasRun(const TuningTask& task, CaseData& data, int th
     const float* b = data.inputs[1].data.get();
     float* c = data.output.data.get();
     auto one = [=](int64_t x) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a + x * m * k, k,
+      Blas().sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a + x * m * k, k,
                   b + x * k * n, n, 0.0f, c + x * m * n, n);
     };
     RunFn per_call = [=] {
-      openblas_set_num_threads(threads);
+      Blas().set_threads(threads);
       for (int64_t x = 0; x < batch; ++x) one(x);
     };
     *name = OpenBlasName() + " (" + std::to_string(threads) + " threads per matrix)";
     if (threads == 1) return per_call;
     RunFn split = [=] {
-      openblas_set_num_threads(1);
+      Blas().set_threads(1);
 #pragma omp parallel for num_threads(threads) schedule(static)
       for (int64_t x = 0; x < batch; ++x) one(x);
     };
@@ -710,7 +737,7 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
   // OpenBLAS on its best core type when that is not what it loaded with here.
   const std::string core = forced_core.empty() ? BestOpenBlasCore() : forced_core;
   if (task.op() != "conv2d" && task.op() != "depthwise_conv2d" &&
-      (!forced_core.empty() || core != openblas_get_corename())) {
+      (!forced_core.empty() || core != Blas().corename())) {
     quiet();
     ASSIGN_OR_RETURN(double g, OpenBlasInChild(task, threads, min_sample_s, core));
     const std::string name = "openblas " + core + " (child process)";
@@ -747,7 +774,7 @@ absl::StatusOr<int> OpenBlasOnly(const TuningTask& task, int threads, double min
     samples.push_back(Sample(run, number));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
-  std::printf("%s\n", json{{"openblas_core", openblas_get_corename()},
+  std::printf("%s\n", json{{"openblas_core", Blas().corename()},
                             {"gflops", task.Flops() / Median(samples) / 1e9}}
                           .dump()
                           .c_str());

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -23,9 +24,12 @@
 #include "compiler/frontend/onnx_reader.h"
 #include "compiler/graph/executor.h"
 #include "compiler/graph/graph.h"
+#include "compiler/graph/tasks.h"
+#include "compiler/task/task.h"
 #include "compiler/support/files.h"
 #include "compiler/support/status.h"
 #include "db/database.h"
+#include "deploy/model_library.h"
 #include "nlohmann/json.hpp"
 
 namespace tuneforge::cli {
@@ -33,13 +37,15 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: tuneforge bench model M.onnx [--threads 1,2] [--runs N] [--rounds R]\n"
-    "                             [--db F] [--python PY] [--json]\n"
+    "                             [--db F] [--python PY] [--json] [--profile]\n"
     "  Latency of one inference (median and minimum of --runs, default 30, after a\n"
-    "  warm-up) on tuneforge's executor and on onnxruntime with the same threads, in\n"
-    "  --rounds (default 3) alternating blocks, and the ratio. Also the import and\n"
-    "  compile time. --db: run the tasks with the db's best records for this machine\n"
-    "  (default: the templates' default schedules). --python: the Python with\n"
-    "  onnxruntime (default: $TUNEFORGE_PYTHON, else the project's .venv).\n"
+    "  warm-up) with the same threads, in --rounds (default 3) alternating blocks, of:\n"
+    "  tuneforge's executor untuned (default schedules) and tuned (--db: each task's\n"
+    "  best record for this machine), onnxruntime, and the library `deploy --model`\n"
+    "  makes of the tuned (else untuned) executor, run through its C API by\n"
+    "  deploy/examples/model_example.c; the ratio onnxruntime / ours. With --db also\n"
+    "  the trials and job time spent tuning the model's tasks. --python: the Python\n"
+    "  with onnxruntime (default: $TUNEFORGE_PYTHON, else the project's .venv).\n"
     "  --profile: also print where our time goes, per kernel (the 15 largest).\n";
 
 using Clock = std::chrono::steady_clock;
@@ -79,6 +85,69 @@ absl::StatusOr<std::vector<double>> TimeOnnxRuntime(const std::string& python, c
   return j["samples_ms"].get<std::vector<double>>();
 }
 
+
+// The model's tuning in the db: distinct configs measured for its tasks on `target`
+// and the time of the jobs that measured them (created to last update).
+absl::StatusOr<nlohmann::json> TuningSummary(Database* db, const graph::TaskTable& table, const Target& target) {
+  int trials = 0, with_records = 0;
+  std::set<std::string> tasks;
+  for (const graph::ExtractedTask& t : table.tasks) {
+    ASSIGN_OR_RETURN(TuningTask task, ParseTask(t.task));
+    ASSIGN_OR_RETURN(std::vector<TuningRecord> records, db->Records(task.WorkloadKey(), target.Key()));
+    std::set<std::string> configs;
+    for (const TuningRecord& r : records) configs.insert(r.config_json);
+    trials += static_cast<int>(configs.size());
+    with_records += !configs.empty();
+    tasks.insert(task.CanonicalText());
+  }
+  double job_seconds = 0;
+  int jobs = 0;
+  ASSIGN_OR_RETURN(std::vector<JobRow> rows, db->ListJobs());
+  for (const JobRow& row : rows) {
+    nlohmann::json spec = nlohmann::json::parse(row.spec_json, nullptr, false);
+    if (spec.is_discarded() || !spec.contains("task")) continue;
+    absl::StatusOr<TuningTask> task = ParseTask(spec["task"].get<std::string>());
+    if (!task.ok() || !tasks.count(task->CanonicalText())) continue;
+    job_seconds += static_cast<double>(row.updated_unix_us - row.created_unix_us) * 1e-6;
+    ++jobs;
+  }
+  return nlohmann::json{{"trials", trials},        {"tasks", table.tasks.size()},
+                        {"tasks_with_records", with_records}, {"jobs", jobs},
+                        {"job_seconds", job_seconds}, {"threads", target.num_threads}};
+}
+
+// Deploys `exec` (before it ran) into `dir` and builds the C example against it;
+// returns the example's path.
+absl::StatusOr<std::string> BuildLibrary(const graph::Executor& exec, const Target& target, const std::string& dir) {
+  ASSIGN_OR_RETURN(graph::ExportedModel exported, exec.Export());
+  ModelDeployOptions o;
+  o.out_dir = dir;
+  o.tuneforge_version = "bench";
+  o.provenance_json = R"({"model": "bench model"})";
+  ASSIGN_OR_RETURN(ModelDeployReport r, DeployModel(exported, target, o));
+  const std::string example = dir + "/model_example";
+  RETURN_IF_ERROR(RunChecked({"cc", "-std=c11", "-O2", std::string(TF_SOURCE_DIR) + "/deploy/examples/model_example.c",
+                              "-I", dir, "-L", dir, "-ltuneforge_model", "-Wl,-rpath," + dir, "-o", example},
+                             dir + "/cc.log"));
+  return example;
+}
+
+// `runs` inferences of the deployed library in its example program (after one).
+absl::StatusOr<std::vector<double>> TimeLibrary(const std::string& example, const std::string& dir, int runs) {
+  const std::string log = dir + "/run.log";
+  RETURN_IF_ERROR(RunChecked({example, dir, "--runs", std::to_string(runs), "--samples"}, log));
+  ASSIGN_OR_RETURN(std::string out, ReadFile(log));
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("samples_ms:", 0) != 0) continue;
+    std::istringstream values(line.substr(11));
+    std::vector<double> samples;
+    for (double v; values >> v;) samples.push_back(v);
+    if (static_cast<int>(samples.size()) == runs) return samples;
+  }
+  return absl::InternalError("the library's example printed no samples: " + out);
+}
+
 }  // namespace
 
 absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args) {
@@ -115,49 +184,82 @@ absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args) {
   }
 
   nlohmann::json report = {{"model", path}, {"import_seconds", import_seconds}, {"results", nlohmann::json::array()}};
+  ASSIGN_OR_RETURN(graph::TaskTable table, graph::ExtractTasks(g));
+  if (db) {
+    Target host = DetectHostTarget("local");
+    ASSIGN_OR_RETURN(report["tuning"], TuningSummary(db.get(), table, host));
+  }
   if (!json) {
     std::printf("model: %s (imported in %.2f s)%s\n", path.c_str(), import_seconds,
-                db ? ", tasks from the db's best records" : ", default schedules");
-    std::printf("%7s %11s %13s %13s %13s %13s %9s\n", "threads", "compile s", "ours med ms", "ours min ms",
-                "ort med ms", "ort min ms", "ort/ours");
+                db ? ", tuned: the db's best records" : "; no --db: nothing tuned");
+    if (db) {
+      const nlohmann::json& t = report["tuning"];
+      std::printf("tuning: %d trials over %d of %d tasks in the db for this machine (%d threads), %.0f s of "
+                  "tuning jobs\n",
+                  t["trials"].get<int>(), t["tasks_with_records"].get<int>(), t["tasks"].get<int>(),
+                  t["threads"].get<int>(), t["job_seconds"].get<double>());
+    }
+    std::printf("%7s %9s %13s %13s %13s %13s %9s\n", "threads", "compile s", "untuned ms", "tuned ms",
+                "ort ms", "library ms", "ort/ours");
   }
+  ASSIGN_OR_RETURN(TempDir work, TempDir::Create("tuneforge-bench-model"));
   for (int threads : thread_counts) {
     Target target = DetectHostTarget("local");
     target.num_threads = threads;
-    graph::ExecutorOptions options;
-    if (db) options.schedule = BestRecordSchedule(db.get(), &target);
-    ASSIGN_OR_RETURN(std::unique_ptr<graph::Executor> exec, graph::Executor::Create(g, target, options));
+    ASSIGN_OR_RETURN(std::unique_ptr<graph::Executor> untuned, graph::Executor::Create(g, target, {}));
+    std::unique_ptr<graph::Executor> tuned;
+    if (db) {
+      graph::ExecutorOptions options;
+      options.schedule = BestRecordSchedule(db.get(), &target);
+      ASSIGN_OR_RETURN(tuned, graph::Executor::Create(g, target, options));
+    }
+    graph::Executor* ours = tuned ? tuned.get() : untuned.get();
+    // The library: what `deploy --model` makes of the same executor, run out of
+    // process by deploy/examples/model_example.c through the C API.
+    const std::string lib = work.File("lib" + std::to_string(threads));
+    ASSIGN_OR_RETURN(std::string example, BuildLibrary(*ours, target, lib));
+
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> dist(-1, 1);
     std::vector<std::vector<float>> inputs, outputs;
     std::vector<const float*> in_ptrs;
     std::vector<float*> out_ptrs;
-    for (const graph::TensorInfo& t : exec->inputs()) {
+    for (const graph::TensorInfo& t : ours->inputs()) {
       inputs.emplace_back(static_cast<size_t>(t.NumElements()));
       for (float& v : inputs.back()) v = dist(rng);
       in_ptrs.push_back(inputs.back().data());
     }
-    for (const graph::TensorInfo& t : exec->outputs()) {
+    for (const graph::TensorInfo& t : ours->outputs()) {
       outputs.emplace_back(static_cast<size_t>(t.NumElements()));
       out_ptrs.push_back(outputs.back().data());
     }
-    for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(exec->Run(in_ptrs, out_ptrs));  // warm-up
-    Timing ours, ort;
+    for (graph::Executor* e : {untuned.get(), tuned.get()}) {
+      if (!e) continue;
+      for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(e->Run(in_ptrs, out_ptrs));  // warm-up
+    }
+    auto time_executor = [&](graph::Executor* e, int n, Timing* t) -> absl::Status {
+      for (int i = 0; i < n; ++i) {
+        const Clock::time_point start = Clock::now();
+        RETURN_IF_ERROR(e->Run(in_ptrs, out_ptrs));
+        t->samples_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+      }
+      return absl::OkStatus();
+    };
+    Timing t_untuned, t_tuned, ort, library;
     std::string version;
     const int per_round = static_cast<int>(std::max<int64_t>(1, runs / rounds));
     for (int64_t r = 0; r < rounds; ++r) {
-      for (int i = 0; i < per_round; ++i) {
-        const Clock::time_point start = Clock::now();
-        RETURN_IF_ERROR(exec->Run(in_ptrs, out_ptrs));
-        ours.samples_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-      }
+      RETURN_IF_ERROR(time_executor(untuned.get(), per_round, &t_untuned));
+      if (tuned) RETURN_IF_ERROR(time_executor(tuned.get(), per_round, &t_tuned));
       ASSIGN_OR_RETURN(std::vector<double> s, TimeOnnxRuntime(python, path, threads, per_round, &version));
       ort.samples_ms.insert(ort.samples_ms.end(), s.begin(), s.end());
+      ASSIGN_OR_RETURN(std::vector<double> l, TimeLibrary(example, lib, per_round));
+      library.samples_ms.insert(library.samples_ms.end(), l.begin(), l.end());
     }
     if (flags.Has("profile")) {
       std::vector<double> step_ms;
-      for (int i = 0; i < per_round; ++i) RETURN_IF_ERROR(exec->RunProfiled(in_ptrs, out_ptrs, &step_ms));
-      std::vector<std::string> sources = exec->steps();
+      for (int i = 0; i < per_round; ++i) RETURN_IF_ERROR(ours->RunProfiled(in_ptrs, out_ptrs, &step_ms));
+      std::vector<std::string> sources = ours->steps();
       std::map<std::string, std::pair<double, int>> by_source;
       double total = 0;
       for (size_t i = 0; i < step_ms.size(); ++i) {
@@ -168,35 +270,44 @@ absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args) {
       std::vector<std::pair<double, std::string>> rows;
       for (const auto& [src, v] : by_source) rows.push_back({v.first, absl::StrCat(src, " (x", v.second, ")")});
       std::sort(rows.rbegin(), rows.rend());
-      std::fprintf(json ? stderr : stdout, "profile at %d threads: %.2f ms in %zu steps\n", threads, total,
-                   step_ms.size());
+      std::fprintf(json ? stderr : stdout, "profile (%s) at %d threads: %.2f ms in %zu steps\n",
+                   tuned ? "tuned" : "untuned", threads, total, step_ms.size());
       for (size_t i = 0; i < std::min<size_t>(15, rows.size()); ++i) {
         std::fprintf(json ? stderr : stdout, "  %8.3f ms %5.1f%%  %s\n", rows[i].first, 100 * rows[i].first / total,
                      rows[i].second.c_str());
       }
     }
-    const double ratio = ort.median() / ours.median();
+    const Timing& best_ours = tuned ? t_tuned : t_untuned;
+    const double ratio = ort.median() / best_ours.median();
+    auto engine = [](const Timing& t) { return nlohmann::json{{"median_ms", t.median()}, {"min_ms", t.min()}}; };
+    nlohmann::json engines = {{"untuned", engine(t_untuned)},
+                              {"onnxruntime", engine(ort)},
+                              {"library", engine(library)}};
+    engines["onnxruntime"]["version"] = version;
+    if (tuned) engines["tuned"] = engine(t_tuned);
     report["results"].push_back({{"threads", threads},
-                                 {"compile_seconds", exec->compile_seconds()},
-                                 {"kernels", exec->kernels().size()},
-                                 {"tuned_tasks", exec->tuned_tasks()},
-                                 {"default_tasks", exec->default_tasks()},
-                                 {"arena_bytes", exec->arena_bytes()},
-                                 {"engines",
-                                  {{"tuneforge", {{"median_ms", ours.median()}, {"min_ms", ours.min()}}},
-                                   {"onnxruntime", {{"median_ms", ort.median()}, {"min_ms", ort.min()}, {"version", version}}}}},
+                                 {"compile_seconds", ours->compile_seconds()},
+                                 {"kernels", ours->kernels().size()},
+                                 {"tuned_tasks", ours->tuned_tasks()},
+                                 {"default_tasks", ours->default_tasks()},
+                                 {"arena_bytes", ours->arena_bytes()},
+                                 {"engines", engines},
                                  {"ort_over_ours", ratio}});
     if (!json) {
-      std::printf("%7d %11.2f %13.2f %13.2f %13.2f %13.2f %8.2fx\n", threads, exec->compile_seconds(),
-                  ours.median(), ours.min(), ort.median(), ort.min(), ratio);
+      std::printf("%7d %9.2f %13.3f %13s %13.3f %13.3f %8.2fx\n", threads, ours->compile_seconds(),
+                  t_untuned.median(), tuned ? absl::StrCat(absl::SixDigits(t_tuned.median())).c_str() : "-",
+                  ort.median(), library.median(), ratio);
     }
   }
   if (json) {
     std::printf("%s\n", report.dump(2).c_str());
   } else {
-    std::printf("ort/ours > 1: tuneforge is faster; onnxruntime %s, %lld runs each in %lld rounds\n",
-                report["results"].empty() ? "" : report["results"][0]["engines"]["onnxruntime"]["version"].get<std::string>().c_str(),
-                static_cast<long long>(runs), static_cast<long long>(rounds));
+    std::printf("medians of %lld runs in %lld rounds; ort/ours > 1: tuneforge (%s) is faster; onnxruntime %s; "
+                "library: the deployed model through its C API (deploy/examples/model_example.c)\n",
+                static_cast<long long>(runs), static_cast<long long>(rounds), db ? "tuned" : "untuned",
+                report["results"].empty()
+                    ? ""
+                    : report["results"][0]["engines"]["onnxruntime"]["version"].get<std::string>().c_str());
   }
   return 0;
 }

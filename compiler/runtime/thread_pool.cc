@@ -58,15 +58,22 @@ inline void CpuRelax() {
 }
 
 // Polls `done()` for up to kSpinTime. Returns true if it became true.
+// After a fifth of kSpinTime it yields between polls: Linux wakes a thread on its
+// waker's CPU, so a worker and the caller it waits for can share one CPU, and a pure
+// spin would keep the other off it until the spin ends (measured: `bench model` of
+// the MLP at 2 threads took 0.2 ms instead of 0.6 us in about half the processes).
 template <typename Pred>
 bool SpinUntil(Pred done) {
-  auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + kSpinTime, yield_after = start + kSpinTime / 5;
   while (true) {
     for (int i = 0; i < 64; ++i) {
       if (done()) return true;
       CpuRelax();
     }
-    if (std::chrono::steady_clock::now() >= deadline) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return false;
+    if (now >= yield_after) std::this_thread::yield();
   }
 }
 

@@ -7,7 +7,7 @@
  * Inputs are raw float32 files (C order) of exactly the input's size, in the model's
  * input order; without them every input is filled with a fixed pattern. --out writes
  * output i to OUTDIR/output<i>.bin (raw float32). --runs N times N more inferences and
- * prints the median and the minimum in milliseconds. */
+ * prints the median and the minimum in milliseconds (--samples: every one). */
 #define _POSIX_C_SOURCE 199309L
 #include <stdint.h>
 #include <stdio.h>
@@ -51,11 +51,13 @@ int main(int argc, char** argv) {
   }
   const char* dir = argv[1];
   const char* out_dir = NULL;
-  int runs = 0, num_files = 0;
+  int runs = 0, num_files = 0, samples = 0;
   const char* files[64];
   for (int i = 2; i < argc; ++i) {
     if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
       runs = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--samples") == 0) {
+      samples = 1;
     } else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
       out_dir = argv[++i];
     } else if (num_files < 64) {
@@ -119,6 +121,11 @@ int main(int argc, char** argv) {
         return 1;
       }
       ms[r] = now_ms() - start;
+    }
+    if (samples) {
+      printf("samples_ms:");
+      for (int r = 0; r < runs; ++r) printf(" %.6f", ms[r]);
+      printf("\n");
     }
     qsort(ms, (size_t)runs, sizeof(double), compare);
     printf("runs: %d, median %.4f ms, min %.4f ms\n", runs, ms[runs / 2], ms[0]);
