@@ -94,8 +94,12 @@ absl::StatusOr<nlohmann::json> TuningSummary(Database* db, const graph::TaskTabl
   for (const graph::ExtractedTask& t : table.tasks) {
     ASSIGN_OR_RETURN(TuningTask task, ParseTask(t.task));
     ASSIGN_OR_RETURN(std::vector<TuningRecord> records, db->Records(task.WorkloadKey(), target.Key()));
+    // As `tune` counts trials: distinct configs, the untuned baseline not one of them.
+    ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
+    const std::string naive = tmpl->Naive(task, target).ToJson();
     std::set<std::string> configs;
-    for (const TuningRecord& r : records) configs.insert(r.config_json);
+    for (const TuningRecord& r : records)
+      if (r.config_json != naive) configs.insert(r.config_json);
     trials += static_cast<int>(configs.size());
     with_records += !configs.empty();
     tasks.insert(task.CanonicalText());
@@ -108,6 +112,7 @@ absl::StatusOr<nlohmann::json> TuningSummary(Database* db, const graph::TaskTabl
     if (spec.is_discarded() || !spec.contains("task")) continue;
     absl::StatusOr<TuningTask> task = ParseTask(spec["task"].get<std::string>());
     if (!task.ok() || !tasks.count(task->CanonicalText())) continue;
+    if (row.created_unix_us <= 0 || row.updated_unix_us < row.created_unix_us) continue;
     job_seconds += static_cast<double>(row.updated_unix_us - row.created_unix_us) * 1e-6;
     ++jobs;
   }

@@ -137,7 +137,7 @@ absl::StatusOr<int> Inspect(const std::string& path, bool json, bool print_graph
   std::printf("\n%-58s %6s %9s %6s  %s\n", "task", "weight", "GFLOP", "share", "covers");
   for (const graph::ExtractedTask& t : table.tasks) {
     std::string covers = absl::StrJoin(t.nodes, ",");
-    if (!t.unfused_epilogue.empty()) absl::StrAppend(&covers, " (", t.unfused_epilogue, " as a separate kernel)");
+    if (!t.unfused_epilogue.empty()) absl::StrAppend(&covers, " (", t.unfused_epilogue, " in the output's unpack, not in the tuned kernel)");
     std::printf("%-58s %6d %9.4g %5.1f%%  %s\n", t.task.c_str(), t.weight, t.flops / 1e9,
                 100.0 * t.flops * t.weight / table.total_flops, covers.c_str());
   }

@@ -117,6 +117,7 @@ absl::Status TuneModel(const LoadedModel& model, const LeftoverTime& leftovers,
   so.total_trials = static_cast<int>(options.trials);
   so.round_trials = static_cast<int>(options.round_trials);
   so.flat_rounds = options.flat_rounds;
+  so.round_robin = options.round_robin;
   TaskScheduler scheduler(scheduled, so);
   std::vector<std::optional<v1::BestResult>> best(tasks.size());
   const bool live = !options.json && isatty(STDERR_FILENO);
@@ -167,6 +168,7 @@ absl::Status TuneModel(const LoadedModel& model, const LeftoverTime& leftovers,
                                        {"tasks", tj},
                                        {"trials", options.trials},
                                        {"round_trials", options.round_trials},
+                                       {"scheduler", options.round_robin ? "round-robin" : "gradient"},
                                        {"leftover_seconds", leftovers.leftover_seconds},
                                        {"untuned_seconds", leftovers.untuned_seconds},
                                        {"threads", leftovers.threads}}

@@ -42,6 +42,7 @@ struct ModelTuningOptions {
   int64_t trials = 0;
   int64_t round_trials = 32;
   int flat_rounds = 3;
+  bool round_robin = false;  // the ablation's baseline instead of the gradient
   uint64_t seed = 1;
   bool json = false;  // JSON lines on stdout (events), no table
 };

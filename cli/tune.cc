@@ -53,6 +53,7 @@ constexpr const char* kTuneUsage =
     "                budget measures nothing new (docs/models.md)\n"
     "  --flat-rounds with --model: a task whose best improved by < 1% over N rounds\n"
     "                gets no more (default 3; 0 = never)\n"
+    "  --scheduler   with --model: gradient (default) or round-robin (the ablation)\n"
     "  --trials      candidates to measure (default 200; with --tasks/--model: all tasks together)\n"
     "  --policy      search policy (default model: XGBoost cost model + simulated annealing)\n"
     "  --early-stop  stop a job after N trials without a new best (default 0: never)\n"
@@ -89,7 +90,7 @@ nlohmann::json BestJson(const v1::BestResult& b) {
 absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags,
                    Flags::Parse(args,
-                                {"task", "tasks", "model", "flat-rounds", "trials", "db", "server", "device-key", "seed",
+                                {"task", "tasks", "model", "flat-rounds", "scheduler", "trials", "db", "server", "device-key", "seed",
                                  "target", "batch", "timeout-ms", "token-file", "tls-ca", "policy", "early-stop",
                                  "round-trials", "priority"},
                                 {"json", "help", "verbose", "quiet", "no-heuristics"}));
@@ -122,6 +123,10 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(int64_t flat_rounds, flags.GetInt("flat-rounds", 3, 0, 1000));
   if (flags.Has("flat-rounds") && !model)
     return absl::InvalidArgumentError("--flat-rounds is for --model");
+  const std::string scheduler_name = flags.Get("scheduler", "gradient");
+  if (scheduler_name != "gradient" && scheduler_name != "round-robin")
+    return absl::InvalidArgumentError("--scheduler must be gradient or round-robin, got '" + scheduler_name + "'");
+  if (flags.Has("scheduler") && !model) return absl::InvalidArgumentError("--scheduler is for --model");
   std::string policy = flags.Get("policy", "model");
   {
     const std::vector<std::string>& names = SearchPolicyNames();
@@ -223,6 +228,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     mo.trials = trials;
     mo.round_trials = round_trials;
     mo.flat_rounds = static_cast<int>(flat_rounds);
+    mo.round_robin = scheduler_name == "round-robin";
     mo.seed = static_cast<uint64_t>(seed);
     mo.json = json;
     RETURN_IF_ERROR(TuneModel(*model, leftovers, mo, [&](const std::string& task, int64_t n, uint64_t s) {

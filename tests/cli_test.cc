@@ -213,6 +213,9 @@ TEST_F(CliTest, TuneModelRefusesBeforeAnyWork) {
               "give one of --task, --tasks FILE or --model M.onnx");
   ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--flat-rounds", "2"}, "--flat-rounds is for --model");
   ExpectError({"tune", "--model", models + "/mlp.onnx", "--flat-rounds", "-1"}, "--flat-rounds");
+  ExpectError({"tune", "--model", models + "/mlp.onnx", "--scheduler", "greedy"},
+              "--scheduler must be gradient or round-robin, got 'greedy'");
+  ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--scheduler", "round-robin"}, "--scheduler is for --model");
 }
 
 TEST_F(CliTest, UnreachableServer) {

@@ -92,7 +92,7 @@ int TaskScheduler::Next(int* trials) {
   double pick_gain = 0;
   for (int i = 0; i < static_cast<int>(tasks_.size()); ++i) {
     if (flat(i)) continue;
-    const double gain = ExpectedGain(i);
+    const double gain = options_.round_robin ? -static_cast<double>(trials_[i]) : ExpectedGain(i);
     // Ties (e.g. warm-up) go to the task with fewer rounds, then the lower index.
     if (pick < 0 || gain > pick_gain || (gain == pick_gain && rounds(i) < rounds(pick))) {
       pick = i;

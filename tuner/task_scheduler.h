@@ -46,6 +46,9 @@ struct TaskSchedulerOptions {
   int backward_window = 3;  // rounds
   int flat_rounds = 0;      // early stop after this many rounds without gain; 0 = never
   double flat_improvement = 0.01;  // "without gain": best improved by less than 1%
+  // The baseline of the ablation: every round to the task with the fewest trials
+  // (warm-up and flat tasks as above), gradients ignored.
+  bool round_robin = false;
 };
 
 struct SchedulerTask {

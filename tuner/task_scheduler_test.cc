@@ -136,5 +136,17 @@ TEST(TaskSchedulerTest, EarlierTrialsCountAgainstTheBudget) {
   EXPECT_EQ(s.Next(&trials), -1);
 }
 
+// The ablation's baseline: round-robin splits the budget evenly whatever the gains.
+TEST(TaskSchedulerTest, RoundRobinSplitsEvenly) {
+  TaskSchedulerOptions o;
+  o.total_trials = 96;
+  o.round_trials = 16;
+  o.round_robin = true;
+  TaskScheduler s(std::vector<double>{10, 1, 5}, o);
+  int trials = 0;
+  for (int task; (task = s.Next(&trials)) >= 0;) s.Update(task, trials, 10.0 / (1 + s.trials()[task] + trials));
+  EXPECT_EQ(s.trials(), (std::vector<int>{32, 32, 32}));
+}
+
 }  // namespace
 }  // namespace tuneforge
