@@ -86,11 +86,12 @@ absl::StatusOr<std::vector<double>> TimeOnnxRuntime(const std::string& python, c
 }
 
 
-// The model's tuning in the db: distinct configs measured for its tasks on `target`
-// and the time of the jobs that measured them (created to last update).
+// The model's tuning in the db: distinct configs measured for its tasks on `target`,
+// and the time of the jobs that measured them (per job, its first record's start to
+// its last record's end: building and measuring, not the job's queueing).
 absl::StatusOr<nlohmann::json> TuningSummary(Database* db, const graph::TaskTable& table, const Target& target) {
   int trials = 0, with_records = 0;
-  std::set<std::string> tasks;
+  std::map<std::string, std::pair<int64_t, int64_t>> jobs;  // job -> (first start, last end)
   for (const graph::ExtractedTask& t : table.tasks) {
     ASSIGN_OR_RETURN(TuningTask task, ParseTask(t.task));
     ASSIGN_OR_RETURN(std::vector<TuningRecord> records, db->Records(task.WorkloadKey(), target.Key()));
@@ -98,27 +99,26 @@ absl::StatusOr<nlohmann::json> TuningSummary(Database* db, const graph::TaskTabl
     ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
     const std::string naive = tmpl->Naive(task, target).ToJson();
     std::set<std::string> configs;
-    for (const TuningRecord& r : records)
+    for (const TuningRecord& r : records) {
       if (r.config_json != naive) configs.insert(r.config_json);
+      if (r.job_id.empty() || r.result.start_unix_us <= 0 || r.result.end_unix_us < r.result.start_unix_us) continue;
+      auto [it, inserted] = jobs.emplace(r.job_id, std::make_pair(r.result.start_unix_us, r.result.end_unix_us));
+      if (!inserted) {
+        it->second.first = std::min(it->second.first, r.result.start_unix_us);
+        it->second.second = std::max(it->second.second, r.result.end_unix_us);
+      }
+    }
     trials += static_cast<int>(configs.size());
     with_records += !configs.empty();
-    tasks.insert(task.CanonicalText());
   }
   double job_seconds = 0;
-  int jobs = 0;
-  ASSIGN_OR_RETURN(std::vector<JobRow> rows, db->ListJobs());
-  for (const JobRow& row : rows) {
-    nlohmann::json spec = nlohmann::json::parse(row.spec_json, nullptr, false);
-    if (spec.is_discarded() || !spec.contains("task")) continue;
-    absl::StatusOr<TuningTask> task = ParseTask(spec["task"].get<std::string>());
-    if (!task.ok() || !tasks.count(task->CanonicalText())) continue;
-    if (row.created_unix_us <= 0 || row.updated_unix_us < row.created_unix_us) continue;
-    job_seconds += static_cast<double>(row.updated_unix_us - row.created_unix_us) * 1e-6;
-    ++jobs;
-  }
-  return nlohmann::json{{"trials", trials},        {"tasks", table.tasks.size()},
-                        {"tasks_with_records", with_records}, {"jobs", jobs},
-                        {"job_seconds", job_seconds}, {"threads", target.num_threads}};
+  for (const auto& [id, span] : jobs) job_seconds += static_cast<double>(span.second - span.first) * 1e-6;
+  return nlohmann::json{{"trials", trials},
+                        {"tasks", table.tasks.size()},
+                        {"tasks_with_records", with_records},
+                        {"jobs", jobs.size()},
+                        {"job_seconds", job_seconds},
+                        {"threads", target.num_threads}};
 }
 
 // Deploys `exec` (before it ran) into `dir` and builds the C example against it;

@@ -9,6 +9,9 @@
 #include <sstream>
 
 #include "absl/strings/str_format.h"
+#include "compiler/frontend/onnx_reader.h"
+#include "compiler/graph/graph.h"
+#include "compiler/graph/tasks.h"
 #include "compiler/support/files.h"
 #include "compiler/support/status.h"
 #include "compiler/task/task.h"
@@ -37,7 +40,7 @@ absl::StatusOr<NightlySpec> LoadNightlySpec(const std::string& path) {
   }
   if (!root.IsMap()) return SpecError(path, "expected a mapping of settings");
   static const std::set<std::string> kKeys = {
-      "name", "db", "device_keys", "tasks", "tasks_files", "trials", "time_limit_minutes",
+      "name", "db", "device_keys", "tasks", "tasks_files", "models", "trials", "time_limit_minutes",
       "regression_threshold", "canary"};
   NightlySpec spec;
   std::filesystem::path base = std::filesystem::absolute(path).parent_path();
@@ -64,7 +67,31 @@ absl::StatusOr<NightlySpec> LoadNightlySpec(const std::string& path) {
         for (const ScheduledTask& t : tasks) spec.tasks.push_back(t.task_text);
       }
     }
-    if (spec.tasks.empty()) return SpecError(path, "no tasks (give 'tasks' or 'tasks_files')");
+    if (root["models"]) {
+      // Every tuning task of each ONNX model (graph::ExtractTasks), as `tune --model`
+      // would tune them; a model tuneforge cannot run is an error naming it.
+      for (const std::string& f : root["models"].as<std::vector<std::string>>()) {
+        const std::string model_path = (base / f).lexically_normal().string();
+        absl::StatusOr<frontend::OnnxModel> model = frontend::ReadOnnxModel(model_path);
+        absl::Status ok = model.ok() ? frontend::CheckSupported(*model) : model.status();
+        absl::StatusOr<graph::Graph> g =
+            ok.ok() ? graph::ImportOnnx(*model) : absl::StatusOr<graph::Graph>(ok);
+        absl::StatusOr<graph::TaskTable> table =
+            g.ok() ? graph::ExtractTasks(*g) : absl::StatusOr<graph::TaskTable>(g.status());
+        if (!table.ok()) return SpecError(path, "model " + f + ": " + std::string(table.status().message()));
+        if (table->tasks.empty()) return SpecError(path, "model " + f + " has no tunable task");
+        for (const graph::ExtractedTask& t : table->tasks) spec.tasks.push_back(t.task);
+      }
+    }
+    {
+      // A task named twice (by two models, or a model and a tasks file) is tuned once.
+      std::set<std::string> seen;
+      std::vector<std::string> unique;
+      for (const std::string& t : spec.tasks)
+        if (seen.insert(t).second) unique.push_back(t);
+      spec.tasks = std::move(unique);
+    }
+    if (spec.tasks.empty()) return SpecError(path, "no tasks (give 'tasks', 'tasks_files' or 'models')");
     if (YAML::Node trials = root["trials"]) {
       if (!trials.IsMap()) return SpecError(path, "'trials' must be a mapping {new, converged}");
       for (const auto& kv : trials) {

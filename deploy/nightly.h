@@ -16,7 +16,9 @@ struct NightlySpec {
   std::string name = "nightly";
   std::string db;                       // the tuning log (relative to the spec's folder)
   std::vector<std::string> device_keys = {"local"};
-  std::vector<std::string> tasks;       // canonical task texts (from tasks + tasks_files)
+  // Canonical task texts, each once: `tasks`, then `tasks_files`, then the tuning
+  // tasks of every ONNX model in `models` (paths relative to the spec's folder).
+  std::vector<std::string> tasks;
   int new_trials = 200;                 // untuned tasks, or tuned with an older template
   int converged_trials = 32;            // tasks that already have a current best
   double time_limit_minutes = 0;        // 0 = none; tasks not started in time are skipped

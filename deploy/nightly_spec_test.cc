@@ -81,5 +81,30 @@ TEST(NightlySpecTest, ReportsEscapeUserGivenNames) {
   EXPECT_EQ(XmlEscape("a<b>&\"'"), "a&lt;b&gt;&amp;&quot;&#39;");
 }
 
+// `models:` entries: every tuning task of each model, each task once; a model
+// tuneforge cannot run is an error naming it.
+TEST(NightlySpecTest, ModelsBringTheirTasks) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("tf_nightly_models_" + std::to_string(getpid()))).string();
+  std::filesystem::create_directories(dir);
+  const std::string models = TF_TEST_MODELS_DIR;
+  auto load = [&](const std::string& body) {
+    std::ofstream(dir + "/spec.yaml") << "db: t.db\n" << body;
+    return LoadNightlySpec(dir + "/spec.yaml");
+  };
+  auto spec = load("tasks: [\"dense M=2 N=4 K=32 bias=1 relu=0\"]\nmodels: [" + models + "/mlp.onnx]\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->tasks, (std::vector<std::string>{"dense M=2 N=4 K=32 bias=1 relu=0 dtype=float32",
+                                                  "dense M=2 N=32 K=16 bias=1 relu=1 dtype=float32"}));
+  auto bad = load("models: [" + models + "/unsupported.onnx]\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("unsupported.onnx: "), std::string::npos) << bad.status();
+  EXPECT_NE(bad.status().message().find("operator 'Hardmax' is not supported"), std::string::npos) << bad.status();
+  auto missing = load("models: [nowhere.onnx]\n");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("model nowhere.onnx"), std::string::npos) << missing.status();
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tuneforge
