@@ -5,9 +5,11 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compiler/task/task.h"
 
 namespace tuneforge::cli {
 
@@ -19,6 +21,17 @@ absl::StatusOr<int> BenchFarmCommand(const std::vector<std::string>& args);  // 
 absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args);  // bench model
 
 // The float32 FMA peak of this machine on `threads` threads, measured with independent
+// The strongest vendor library on this machine for a task that has one (matmul,
+// batch_matmul, dense: OpenBLAS, oneDNN sgemm and matmul; conv2d, depthwise_conv2d:
+// oneDNN's convolution), each checked against the reference and timed as `bench
+// kernels` does (samples of at least `min_sample_s`, median of 5), in this process.
+struct VendorSpeed {
+  std::string name;  // the strongest
+  double gflops = 0;
+  std::vector<std::pair<std::string, double>> all;  // every vendor: name, GFLOP/s
+};
+absl::StatusOr<VendorSpeed> StrongestVendor(const TuningTask& task, int threads, double min_sample_s = 0.04);
+
 // FMA chains on the widest vectors the CPU has (AVX-512 or AVX2); best of 3.
 double MeasureFmaPeakGflops(int threads);
 

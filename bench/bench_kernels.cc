@@ -754,6 +754,33 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
   return result;
 }
 
+}  // namespace
+
+absl::StatusOr<VendorSpeed> StrongestVendor(const TuningTask& task, int threads, double min_sample_s) {
+  ASSIGN_OR_RETURN(std::unique_ptr<CaseData> data, MakeCaseData(task));
+  ASSIGN_OR_RETURN(std::vector<Vendor> vendors, VendorRuns(task, *data, threads));
+  VendorSpeed out;
+  for (const Vendor& v : vendors) RETURN_IF_ERROR(CheckOutput(v.run, *data, v.name, v.unpack));
+  // As RunCase: calibrated samples, a quiet pause between them for OpenBLAS's spinners.
+  for (const Vendor& v : vendors) {
+    const int64_t number = Calibrate(v.run, min_sample_s);
+    std::vector<double> samples;
+    for (int r = 0; r < 5; ++r) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      samples.push_back(Sample(v.run, number));
+    }
+    const double g = task.Flops() / Median(samples) / 1e9;
+    out.all.push_back({v.name, g});
+    if (g > out.gflops) {
+      out.gflops = g;
+      out.name = v.name;
+    }
+  }
+  return out;
+}
+
+namespace {
+
 double GeoMean(const std::vector<double>& v) {
   double log_sum = 0;
   for (double x : v) log_sum += std::log(x);

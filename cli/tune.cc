@@ -13,6 +13,7 @@
 #include <csignal>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -21,6 +22,7 @@
 #include "nlohmann/json.hpp"
 #include "cli/commands.h"
 #include "cli/client.h"
+#include "bench/bench.h"
 #include "cli/flags.h"
 #include "cli/model_tuning.h"
 #include "compiler/codegen/build.h"
@@ -64,6 +66,10 @@ constexpr const char* kTuneUsage =
     "  --device-key  which agents measure (default local)\n"
     "  --seed        search and input seed (default 1)\n"
     "  --json        print one JSON object with the result on stdout\n"
+    "  --vendor / --no-vendor  time the strongest vendor library on the same task on this\n"
+    "                machine after tuning (OpenBLAS, oneDNN; matmul, batch_matmul, dense,\n"
+    "                conv2d, depthwise_conv2d) and print it next to the result: on by\n"
+    "                default for the embedded default's summary, off with --json\n"
     "  --target      \"llvm -mcpu=CPU -mattr=+f,... -threads=N\" (default: the server's CPU)\n"
     "  --batch       candidates per round (default: 2 x agents, at least 8)\n"
     "  --timeout-ms  per-candidate measurement timeout (default 10000)\n"
@@ -93,7 +99,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
                                 {"task", "tasks", "model", "flat-rounds", "scheduler", "trials", "db", "server", "device-key", "seed",
                                  "target", "batch", "timeout-ms", "token-file", "tls-ca", "policy", "early-stop",
                                  "round-trials", "priority"},
-                                {"json", "help", "verbose", "quiet", "no-heuristics"}));
+                                {"json", "help", "verbose", "quiet", "no-heuristics", "vendor", "no-vendor"}));
   if (flags.Has("help")) {
     std::fputs(kTuneUsage, stdout);
     return 0;
@@ -294,6 +300,29 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   const std::string job_id = last.job_id();
   farm.reset();  // stop the local agent and the embedded server
 
+  // The strongest vendor on the same task, timed here once the agent has stopped:
+  // only for the embedded default, whose agent measured on this machine.
+  std::optional<VendorSpeed> vendor;
+  const bool want_vendor = flags.Has("vendor") || (!json && !flags.Has("no-vendor"));
+  if (want_vendor && !address_was_embedded && flags.Has("vendor"))
+    std::fprintf(stderr, "note: --vendor times the vendor on this machine; with --server the agents are "
+                         "elsewhere, so it is skipped\n");
+  if (want_vendor && address_was_embedded && last.best().seconds() > 0) {
+    static const std::set<std::string> kVendorOps = {"matmul", "batch_matmul", "dense", "conv2d",
+                                                     "depthwise_conv2d"};
+    ASSIGN_OR_RETURN(TuningTask task, ParseTask(last.task()));
+    if (kVendorOps.count(task.op())) {
+      if (!json) std::fprintf(stderr, "timing the vendor libraries on the same task...\n");
+      absl::StatusOr<VendorSpeed> v = StrongestVendor(task, last.target().num_threads());
+      if (v.ok()) {
+        vendor = *v;
+      } else {
+        std::fprintf(stderr, "warning: could not time the vendor libraries: %s\n",
+                     std::string(v.status().message()).c_str());
+      }
+    }
+  }
+
   double speedup = last.has_baseline() && last.baseline().seconds() > 0
                        ? last.baseline().seconds() / last.best().seconds()
                        : 0;
@@ -316,6 +345,12 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     };
     if (last.has_baseline()) out["baseline"] = BestJson(last.baseline());
     if (speedup > 0) out["speedup_over_baseline"] = speedup;
+    if (vendor) {
+      out["vendor"] = {{"name", vendor->name}, {"gflops", vendor->gflops},
+                       {"tuned_over_vendor", last.best().gflops() / vendor->gflops},
+                       {"all", nlohmann::json::object()}};
+      for (const auto& [name, g] : vendor->all) out["vendor"]["all"][name] = g;
+    }
     if (address_was_embedded) out["db"] = db_path;
     std::printf("%s\n", out.dump().c_str());
     return 0;
@@ -329,6 +364,11 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   if (last.has_baseline()) {
     PrintBest("untuned:    ", last.baseline());
     std::printf("speedup:     %.1fx over the untuned loop nest\n", speedup);
+  }
+  if (vendor) {
+    std::printf("vendor:      %.2f GFLOP/s, %s (the strongest of %zu, same machine, after tuning);"
+                " tuned/vendor %.2fx\n",
+                vendor->gflops, vendor->name.c_str(), vendor->all.size(), last.best().gflops() / vendor->gflops);
   }
   std::printf("trials:      %d (%d failed), %d records, %.1f s, %.2f trials/s, median build %.0f ms\n",
               last.trials_done(), last.errors(), last.records(), last.elapsed_seconds(), per_second,

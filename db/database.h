@@ -201,7 +201,8 @@ class Database {
   virtual absl::StatusOr<std::optional<std::string>> LoadModel(const std::string& key) = 0;
   virtual absl::Status SaveModel(const std::string& key, const std::string& bytes) = 0;
 
-  // Jobs: upsert by id; read back.
+  // Jobs: upsert by id (created_unix_us is the first write's; later writes keep it);
+  // read back.
   virtual absl::Status PutJob(const JobRow& job) = 0;
   virtual absl::StatusOr<JobRow> GetJob(const std::string& id) = 0;
   virtual absl::StatusOr<std::vector<JobRow>> ListJobs() = 0;

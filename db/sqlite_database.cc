@@ -452,7 +452,11 @@ absl::Status SqliteDatabase::PutJobImpl(const JobRow& job) {
                          "created_unix_us, updated_unix_us) VALUES (?, ?, ?, ?, ?, ?, ?) "
                          "ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, "
                          "spec_json = excluded.spec_json, state = excluded.state, "
-                         "message = excluded.message, created_unix_us = excluded.created_unix_us, "
+                         "message = excluded.message, "
+                         // The first write's time is the creation time; later writes
+                         // keep it (a job is written at every state change).
+                         "created_unix_us = CASE WHEN created_unix_us > 0 THEN created_unix_us "
+                         "ELSE excluded.created_unix_us END, "
                          "updated_unix_us = excluded.updated_unix_us"));
   stmt.BindText(1, job.id);
   stmt.BindText(2, job.owner);

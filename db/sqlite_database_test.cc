@@ -606,6 +606,7 @@ TEST_F(SqliteDatabaseTest, JobsUpsertGetList) {
   job.state = "failed";
   job.message = "agent lost";
   job.updated_unix_us = 300;
+  job.created_unix_us = 300;  // a later write does not move the creation time
   ASSERT_TRUE(db->PutJob(job).ok());
 
   absl::StatusOr<JobRow> got = db->GetJob("job-b");

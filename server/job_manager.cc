@@ -122,6 +122,7 @@ void JobManager::Persist(const v1::JobStatus& status) {
   row.state = StateName(status.state());
   row.message = status.message();
   row.updated_unix_us = NowUnixUs();
+  row.created_unix_us = row.updated_unix_us;  // kept from the first write (PutJob)
   absl::Status st = db_->PutJob(row);
   if (!st.ok()) TF_LOG(Error) << "could not store job " << row.id << ": " << st;
 }

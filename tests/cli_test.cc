@@ -203,6 +203,32 @@ TEST_F(CliTest, TuneModelSharesTheBudgetAndResumesFromTheDb) {
   EXPECT_EQ(more["trials"], 32);
 }
 
+// The strongest vendor on the same task, timed after tuning: all three GEMM baselines
+// for matmul (JSON with --vendor), and the summary line by default.
+TEST_F(CliTest, TunePrintsTheStrongestVendorNextToTheResult) {
+  auto j = RunCommand({kBin + "/tuneforge", "tune", "--task", "matmul M=64 N=48 K=40", "--trials", "4", "--db",
+                       dir_ + "/v.db", "--json", "--vendor"},
+                      dir_, std::chrono::seconds(300));
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  nlohmann::json out = nlohmann::json::parse(j.out);
+  ASSERT_TRUE(out.contains("vendor")) << j.out;
+  EXPECT_EQ(out["vendor"]["all"].size(), 3u) << out["vendor"];
+  EXPECT_GT(out["vendor"]["gflops"].get<double>(), 0);
+  EXPECT_NEAR(out["vendor"]["tuned_over_vendor"].get<double>(),
+              out["best"]["gflops"].get<double>() / out["vendor"]["gflops"].get<double>(), 1e-9);
+  auto h = RunCommand({kBin + "/tuneforge", "tune", "--task", "dense M=4 N=32 K=16 bias=1 relu=1", "--trials", "2",
+                       "--db", dir_ + "/v.db"},
+                      dir_, std::chrono::seconds(300));
+  ASSERT_EQ(h.exit_code, 0) << h.err;
+  EXPECT_NE(h.out.find("vendor:      "), std::string::npos) << h.out;
+  EXPECT_NE(h.out.find("tuned/vendor"), std::string::npos) << h.out;
+  auto none = RunCommand({kBin + "/tuneforge", "tune", "--task", "dense M=4 N=32 K=16 bias=1 relu=1", "--trials",
+                          "1", "--db", dir_ + "/v.db", "--no-vendor"},
+                         dir_, std::chrono::seconds(300));
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_EQ(none.out.find("vendor:"), std::string::npos) << none.out;
+}
+
 TEST_F(CliTest, TuneModelRefusesBeforeAnyWork) {
   const std::string models = TF_TEST_MODELS_DIR;
   ExpectError({"tune", "--model", models + "/unsupported.onnx", "--db", dir_ + "/u.db"},
