@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
-#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -224,20 +223,9 @@ absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args) {
     const std::string lib = work.File("lib" + std::to_string(threads));
     ASSIGN_OR_RETURN(std::string example, BuildLibrary(*ours, target, lib));
 
-    std::mt19937 rng(1);
-    std::uniform_real_distribution<float> dist(-1, 1);
-    std::vector<std::vector<float>> inputs, outputs;
-    std::vector<const float*> in_ptrs;
-    std::vector<float*> out_ptrs;
-    for (const graph::TensorInfo& t : ours->inputs()) {
-      inputs.emplace_back(static_cast<size_t>(t.NumElements()));
-      for (float& v : inputs.back()) v = dist(rng);
-      in_ptrs.push_back(inputs.back().data());
-    }
-    for (const graph::TensorInfo& t : ours->outputs()) {
-      outputs.emplace_back(static_cast<size_t>(t.NumElements()));
-      out_ptrs.push_back(outputs.back().data());
-    }
+    const graph::RunBuffers io = graph::SeededRunBuffers(*ours, 1);
+    const std::vector<const float*>& in_ptrs = io.input_ptrs;
+    const std::vector<float*>& out_ptrs = io.output_ptrs;
     for (graph::Executor* e : {untuned.get(), tuned.get()}) {
       if (!e) continue;
       for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(e->Run(in_ptrs, out_ptrs));  // warm-up

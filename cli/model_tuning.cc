@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "compiler/graph/executor.h"
@@ -62,21 +61,8 @@ absl::StatusOr<LeftoverTime> MeasureLeftovers(const graph::Graph& graph, int thr
   Target target = DetectHostTarget("local");
   target.num_threads = threads;
   ASSIGN_OR_RETURN(std::unique_ptr<graph::Executor> exec, graph::Executor::Create(graph, target));
-  std::mt19937 rng(1);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<std::vector<float>> inputs, outputs;
-  std::vector<const float*> in_ptrs;
-  std::vector<float*> out_ptrs;
-  for (const graph::TensorInfo& t : exec->inputs()) {
-    inputs.emplace_back(static_cast<size_t>(t.NumElements()));
-    for (float& v : inputs.back()) v = dist(rng);
-    in_ptrs.push_back(inputs.back().data());
-  }
-  for (const graph::TensorInfo& t : exec->outputs()) {
-    outputs.emplace_back(static_cast<size_t>(t.NumElements()));
-    out_ptrs.push_back(outputs.back().data());
-  }
-  for (int i = 0; i < 2; ++i) RETURN_IF_ERROR(exec->Run(in_ptrs, out_ptrs));  // warm-up
+  graph::RunBuffers io = graph::SeededRunBuffers(*exec, 1);
+  for (int i = 0; i < 2; ++i) RETURN_IF_ERROR(exec->Run(io.input_ptrs, io.output_ptrs));  // warm-up
   const std::vector<std::string> sources = exec->steps();
   LeftoverTime out;
   out.threads = threads;
@@ -88,7 +74,7 @@ absl::StatusOr<LeftoverTime> MeasureLeftovers(const graph::Graph& graph, int thr
   while (leftover_ms.size() < 5 ||
          (leftover_ms.size() < 200 && std::chrono::steady_clock::now() - start < std::chrono::milliseconds(500))) {
     std::vector<double> step_ms(sources.size(), 0.0);
-    RETURN_IF_ERROR(exec->RunProfiled(in_ptrs, out_ptrs, &step_ms));
+    RETURN_IF_ERROR(exec->RunProfiled(io.input_ptrs, io.output_ptrs, &step_ms));
     double leftover = 0, total = 0;
     for (size_t i = 0; i < step_ms.size(); ++i) {
       total += step_ms[i];

@@ -16,18 +16,11 @@
 #include "compiler/task/task.h"
 #include "compiler/templates/template.h"
 #include "db/database.h"
-#include "deploy/runtime_sources.h"
+#include "deploy/library_build.h"
 #include "nlohmann/json.hpp"
 
 namespace tuneforge {
 namespace {
-
-bool IsCIdentifier(const std::string& s) {
-  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  for (char c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
-  return true;
-}
 
 Target ToTarget(const TargetInfo& t) {
   return Target{t.triple, t.cpu, t.features, t.num_threads, t.device_key};
@@ -235,7 +228,7 @@ std::string GenerateGlue(const DeployOptions& o, const std::string& provenance,
 }  // namespace
 
 absl::StatusOr<DeployReport> Deploy(const DeployOptions& o) {
-  if (!IsCIdentifier(o.name)) {
+  if (!deploy::IsCIdentifier(o.name)) {
     return absl::InvalidArgumentError("library name '" + o.name +
                                       "' must be a C identifier (letters, digits, _)");
   }
@@ -349,23 +342,8 @@ absl::StatusOr<DeployReport> Deploy(const DeployOptions& o) {
   std::string header = GenerateHeader(o, target_info, plan);
   RETURN_IF_ERROR(WriteFile(work.File(o.name + ".h"), header));
   RETURN_IF_ERROR(WriteFile(work.File("glue.cc"), GenerateGlue(o, provenance.dump(2), plan)));
-  std::filesystem::create_directories(work.File("compiler/runtime"));
-  RETURN_IF_ERROR(WriteFile(work.File("compiler/runtime/runtime.h"), deploy::RuntimeHeaderSource()));
-  RETURN_IF_ERROR(WriteFile(work.File("thread_pool.cc"), deploy::ThreadPoolSource()));
-  for (const char* unit : {"glue", "thread_pool"}) {
-    std::string obj = work.File(std::string(unit) + ".o");
-    RETURN_IF_ERROR(RunChecked({"c++", "-std=c++17", "-O2", "-fPIC", "-pthread", "-I", work.path(),
-                                "-c", work.File(std::string(unit) + ".cc"), "-o", obj},
-                               work.File("cc.log")));
-    objects.push_back(obj);
-  }
-  std::string so = work.File("lib" + o.name + ".so"), ar = work.File("lib" + o.name + ".a");
-  std::vector<std::string> link = {"c++", "-shared", "-pthread", "-o", so};
-  link.insert(link.end(), objects.begin(), objects.end());
-  RETURN_IF_ERROR(RunChecked(link, work.File("link.log")));
-  std::vector<std::string> archive = {"ar", "rcs", ar};
-  archive.insert(archive.end(), objects.begin(), objects.end());
-  RETURN_IF_ERROR(RunChecked(archive, work.File("ar.log")));
+  RETURN_IF_ERROR(deploy::BuildLibraryFiles(work, o.name, objects));
+  const std::string so = work.File("lib" + o.name + ".so"), ar = work.File("lib" + o.name + ".a");
 
   std::error_code ec;
   std::filesystem::create_directories(out, ec);

@@ -1,6 +1,5 @@
 #include "deploy/model_library.h"
 
-#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -10,7 +9,7 @@
 #include "compiler/codegen/build.h"
 #include "compiler/support/files.h"
 #include "compiler/support/status.h"
-#include "deploy/runtime_sources.h"
+#include "deploy/library_build.h"
 
 namespace tuneforge {
 namespace {
@@ -25,13 +24,6 @@ uint64_t Fnv1a(const std::string& data) {
     h *= 1099511628211ull;
   }
   return h;
-}
-
-bool IsCIdentifier(const std::string& s) {
-  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  for (char c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
-  return true;
 }
 
 // A C string literal of any text (names come from the model file).
@@ -235,7 +227,7 @@ std::string Glue(const ModelDeployOptions& o, const graph::ExportedModel& m, uin
 
 absl::StatusOr<ModelDeployReport> DeployModel(const graph::ExportedModel& model, const Target& target,
                                               const ModelDeployOptions& o) {
-  if (!IsCIdentifier(o.name)) {
+  if (!deploy::IsCIdentifier(o.name)) {
     return absl::InvalidArgumentError("library name '" + o.name + "' must be a C identifier (letters, digits, _)");
   }
   if (o.out_dir.empty()) return absl::InvalidArgumentError("missing -o/--out directory");
@@ -260,23 +252,8 @@ absl::StatusOr<ModelDeployReport> DeployModel(const graph::ExportedModel& model,
   const uint64_t hash = Fnv1a(model.blob);
   RETURN_IF_ERROR(WriteFile(work.File(o.name + ".h"), Header(o, target, model)));
   RETURN_IF_ERROR(WriteFile(work.File("glue.cc"), Glue(o, model, hash)));
-  std::filesystem::create_directories(work.File("compiler/runtime"));
-  RETURN_IF_ERROR(WriteFile(work.File("compiler/runtime/runtime.h"), deploy::RuntimeHeaderSource()));
-  RETURN_IF_ERROR(WriteFile(work.File("thread_pool.cc"), deploy::ThreadPoolSource()));
-  for (const char* unit : {"glue", "thread_pool"}) {
-    std::string obj = work.File(std::string(unit) + ".o");
-    RETURN_IF_ERROR(RunChecked({"c++", "-std=c++17", "-O2", "-fPIC", "-pthread", "-I", work.path(), "-c",
-                                work.File(std::string(unit) + ".cc"), "-o", obj},
-                               work.File("cc.log")));
-    objects.push_back(obj);
-  }
+  RETURN_IF_ERROR(deploy::BuildLibraryFiles(work, o.name, objects));
   const std::string so = work.File("lib" + o.name + ".so"), ar = work.File("lib" + o.name + ".a");
-  std::vector<std::string> link = {"c++", "-shared", "-pthread", "-o", so};
-  link.insert(link.end(), objects.begin(), objects.end());
-  RETURN_IF_ERROR(RunChecked(link, work.File("link.log")));
-  std::vector<std::string> archive = {"ar", "rcs", ar};
-  archive.insert(archive.end(), objects.begin(), objects.end());
-  RETURN_IF_ERROR(RunChecked(archive, work.File("ar.log")));
 
   std::string weights(kHeaderBytes, '\0');
   std::memcpy(weights.data(), kMagic, 8);

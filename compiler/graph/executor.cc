@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -91,10 +92,11 @@ struct Executor::Impl {
   double compile_seconds = 0;
   int tuned = 0, defaults = 0, cancelled_pairs = 0;
 
-  float* Pointer(int tensor) {
+  // Where a tensor lives (kernels take non-const pointers; they never write constants).
+  float* Pointer(int tensor) const {
     const int r = root[static_cast<size_t>(tensor)];
-    Tensor& t = graph.tensors[static_cast<size_t>(r)];
-    if (t.constant) return t.f32.data();
+    const Tensor& t = graph.tensors[static_cast<size_t>(r)];
+    if (t.constant) return const_cast<float*>(t.f32.data());
     if (offset[static_cast<size_t>(r)] < 0) return nullptr;  // never read or written
     return reinterpret_cast<float*>(reinterpret_cast<char*>(arena.get()) + offset[static_cast<size_t>(r)]);
   }
@@ -794,12 +796,12 @@ absl::StatusOr<ExportedModel> Executor::Export() const {
     out.steps.push_back(std::move(e));
   }
   for (size_t i = 0; i < m.inputs.size(); ++i) {
-    float* p = const_cast<Impl&>(m).Pointer(m.input_ids[i]);
+    float* p = m.Pointer(m.input_ids[i]);
     ASSIGN_OR_RETURN(ExportedArg a, where(p));
     out.inputs.push_back({m.inputs[i].name, m.inputs[i].shape, a});
   }
   for (size_t i = 0; i < m.outputs.size(); ++i) {
-    float* p = const_cast<Impl&>(m).Pointer(m.output_ids[i]);
+    float* p = m.Pointer(m.output_ids[i]);
     if (!p) return absl::InternalError("output " + m.outputs[i].name + " is never computed");
     const Tensor& root = m.graph.tensors[static_cast<size_t>(m.root[static_cast<size_t>(m.output_ids[i])])];
     ASSIGN_OR_RETURN(ExportedArg a, where(p, root.constant ? root.NumElements() * 4 : 0));
@@ -848,6 +850,22 @@ absl::Status Executor::RunProfiled(const std::vector<const float*>& inputs, cons
     std::memcpy(outputs[i], from, static_cast<size_t>(m.outputs[i].NumElements()) * 4);
   }
   return absl::OkStatus();
+}
+
+RunBuffers SeededRunBuffers(const Executor& exec, uint32_t seed) {
+  RunBuffers b;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (const TensorInfo& t : exec.inputs()) {
+    b.inputs.emplace_back(static_cast<size_t>(t.NumElements()));
+    for (float& v : b.inputs.back()) v = dist(rng);
+    b.input_ptrs.push_back(b.inputs.back().data());
+  }
+  for (const TensorInfo& t : exec.outputs()) {
+    b.outputs.emplace_back(static_cast<size_t>(t.NumElements()));
+    b.output_ptrs.push_back(b.outputs.back().data());
+  }
+  return b;
 }
 
 // ---- .npy ----

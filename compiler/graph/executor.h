@@ -111,6 +111,16 @@ class Executor {
   std::unique_ptr<Impl> impl_;
 };
 
+// Buffers for Executor::Run: the inputs filled with seeded values uniform in [-1, 1),
+// the outputs sized, and the pointer lists Run takes (what benchmarks and timing
+// runs feed a model). The pointers stay valid when the struct is moved.
+struct RunBuffers {
+  std::vector<std::vector<float>> inputs, outputs;
+  std::vector<const float*> input_ptrs;
+  std::vector<float*> output_ptrs;
+};
+RunBuffers SeededRunBuffers(const Executor& exec, uint32_t seed);
+
 // NumPy .npy files of float32 (little-endian, C order), as `model run` reads and writes.
 absl::Status WriteNpy(const std::string& path, const std::vector<int64_t>& shape,
                       const std::vector<float>& data);

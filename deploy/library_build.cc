@@ -1,0 +1,37 @@
+#include "deploy/library_build.h"
+
+#include <cctype>
+#include <filesystem>
+
+#include "compiler/support/status.h"
+#include "deploy/runtime_sources.h"
+
+namespace tuneforge::deploy {
+
+bool IsCIdentifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+absl::Status BuildLibraryFiles(const TempDir& work, const std::string& name, std::vector<std::string> objects) {
+  std::filesystem::create_directories(work.File("compiler/runtime"));
+  RETURN_IF_ERROR(WriteFile(work.File("compiler/runtime/runtime.h"), RuntimeHeaderSource()));
+  RETURN_IF_ERROR(WriteFile(work.File("thread_pool.cc"), ThreadPoolSource()));
+  for (const char* unit : {"glue", "thread_pool"}) {
+    std::string obj = work.File(std::string(unit) + ".o");
+    RETURN_IF_ERROR(RunChecked({"c++", "-std=c++17", "-O2", "-fPIC", "-pthread", "-I", work.path(), "-c",
+                                work.File(std::string(unit) + ".cc"), "-o", obj},
+                               work.File("cc.log")));
+    objects.push_back(obj);
+  }
+  std::vector<std::string> link = {"c++", "-shared", "-pthread", "-o", work.File("lib" + name + ".so")};
+  link.insert(link.end(), objects.begin(), objects.end());
+  RETURN_IF_ERROR(RunChecked(link, work.File("link.log")));
+  std::vector<std::string> archive = {"ar", "rcs", work.File("lib" + name + ".a")};
+  archive.insert(archive.end(), objects.begin(), objects.end());
+  return RunChecked(archive, work.File("ar.log"));
+}
+
+}  // namespace tuneforge::deploy

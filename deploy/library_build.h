@@ -1,0 +1,22 @@
+// What both kinds of deployed library (deploy.h: kernels per task; model_library.h:
+// a whole model) share: the name check and the build of the library files.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "compiler/support/files.h"
+
+namespace tuneforge::deploy {
+
+// A library name must be a C identifier (letters, digits, _; not starting with a digit).
+bool IsCIdentifier(const std::string& s);
+
+// In `work`, which holds the generated glue.cc (and the header it includes): writes the
+// runtime's sources (the thread pool the kernels were measured with), compiles glue.cc
+// and the thread pool with the system c++, and links them with `objects` (the kernels)
+// into work/lib<name>.so and work/lib<name>.a.
+absl::Status BuildLibraryFiles(const TempDir& work, const std::string& name, std::vector<std::string> objects);
+
+}  // namespace tuneforge::deploy
