@@ -100,10 +100,19 @@ bool AgentRegistry::UsableLocked(const Agent& a) const {
          ResponsiveLocked(a);
 }
 
-void AgentRegistry::NotifyKeyLocked(const std::string& device_key) {
+void AgentRegistry::NotifyKeyLocked(const std::string& device_key,
+                                    const std::set<std::string>& tried) {
+  Agent* pick = nullptr;
   for (auto& [id, a] : agents_) {
-    if (a.info.device_key == device_key && a.info.in_flight < a.info.workers) a.cv->notify_one();
+    if (a.info.device_key != device_key || a.info.in_flight >= a.info.workers || a.wake_pending ||
+        !UsableLocked(a) || tried.count(id) != 0) {
+      continue;
+    }
+    if (!pick || a.last_used < pick->last_used) pick = &a;
   }
+  if (!pick) return;
+  pick->wake_pending = true;
+  pick->cv->notify_one();
 }
 
 std::string AgentRegistry::Register(const std::string& device_key,
@@ -273,6 +282,7 @@ bool AgentRegistry::NextRequest(const std::string& agent_id, v1::MeasureRequest*
     auto it = agents_.find(agent_id);
     if (shutdown_ || it == agents_.end() || !it->second.info.connected) return false;
     Agent& agent = it->second;
+    agent.wake_pending = false;
     std::shared_ptr<std::condition_variable> cv = agent.cv;
     if (agent.info.in_flight < agent.info.workers && !agent.info.draining &&
         ResponsiveLocked(agent)) {
@@ -407,7 +417,7 @@ void AgentRegistry::RequeueLocked(const std::string& request_id, bool counted,
   }
   TF_LOG(Warning) << "request " << request_id << ": " << why << "; queued for another agent";
   queue_.Push(request_id, pending.device_key, pending.job, pending.weight, /*front=*/true);
-  NotifyKeyLocked(pending.device_key);
+  NotifyKeyLocked(pending.device_key, pending.tried);
 }
 
 void AgentRegistry::FailStrandedLocked(const std::string& device_key, Callbacks* callbacks) {

@@ -211,6 +211,9 @@ class AgentRegistry {
     std::string session_token;  // from Register; the stream must present it
     std::string principal;      // who registered it
     std::shared_ptr<std::condition_variable> cv = std::make_shared<std::condition_variable>();
+    // Woken for queued work and not yet back in NextRequest: the next queued request
+    // wakes another agent rather than this one again.
+    bool wake_pending = false;
   };
   using Callbacks = std::vector<std::function<void()>>;
 
@@ -220,7 +223,12 @@ class AgentRegistry {
   // REQUIRES: mu_ held (for all *Locked).
   bool ResponsiveLocked(const Agent& a) const;
   bool UsableLocked(const Agent& a) const;
-  void NotifyKeyLocked(const std::string& device_key);
+  // New work for `device_key`: wakes one agent that can take it (free slot, usable,
+  // not in `tried`, not already woken), the least recently used; none when every
+  // such agent is already on its way (it takes the next queued request when it runs).
+  // One wake-up per request instead of every idle agent of the key per request: at
+  // 100 agents the herd was most of the server's context switches.
+  void NotifyKeyLocked(const std::string& device_key, const std::set<std::string>& tried = {});
   bool ConnectLocked(const std::string& agent_id);
   // The lease on `request_id` ended without a result; `counted`: it used one of the
   // request's attempts (a hand-back does not).
