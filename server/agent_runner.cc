@@ -113,8 +113,8 @@ std::vector<MeasureResult> AgentRunner::Measure(const std::vector<MeasureInput>&
       std::lock_guard<std::mutex> lock(shared->mu);
       if (!shared->results[i]) {
         shared->results[i] = r;
-        ++shared->done;
-        shared->cv.notify_all();
+        // The job waits for the whole batch: wake it once, not once per result.
+        if (++shared->done == shared->results.size()) shared->cv.notify_all();
       }
     };
     bool waited = false;

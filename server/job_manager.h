@@ -61,6 +61,8 @@ class JobManager {
   void RunJob(Job* job, v1::JobSpec spec);
   void Update(Job* job, const std::function<void(v1::JobStatus*)>& change);
   void Persist(const v1::JobStatus& status);
+  static constexpr int kJobThreadNice = 10;
+  static void LowerThreadPriority();
 
   Database* db_;
   AgentRegistry* registry_;
