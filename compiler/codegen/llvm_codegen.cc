@@ -342,7 +342,19 @@ void ModuleEmitter::EmitFor(const ir::Stmt& s) {
     return;
   }
   int64_t constant_extent = 0;
-  const bool is_constant = ir::IsConst(s->extent, &constant_extent);
+  bool is_constant = ir::IsConst(s->extent, &constant_extent);
+  llvm::Value* extent_value = nullptr;
+  if (!is_constant) {
+    // An extent over variables that are constants here (an unrolled loop's, e.g. a
+    // tail tile's last vector: min(16, 24 - j.v * 16) at j.v = 1) folds to a constant
+    // as it is emitted; then the loop unrolls or vectorizes like a constant one.
+    extent_value = EmitScalarIndex(s->extent);
+    if (!status_.ok()) return;
+    if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(extent_value)) {
+      is_constant = true;
+      constant_extent = c->getSExtValue();
+    }
+  }
   if (is_constant && constant_extent <= 0) return;
   if (is_constant && constant_extent == 1) {
     EmitBodyWithVar(s, llvm::ConstantInt::get(i64_, 0));
@@ -358,8 +370,9 @@ void ModuleEmitter::EmitFor(const ir::Stmt& s) {
       }
       break;
     case ir::ForKind::kVectorized:
-      TF_CHECK(is_constant, "vectorized loop '", s->var, "' has extent ", ir::ToString(s->extent),
-               "; lowering must make it constant");
+      // A variable extent (a tail whose length is only known at run time) runs its
+      // lanes one after another.
+      if (!is_constant) break;
       // One vector context at a time: a vectorized loop inside another one, or one
       // whose body needs per-lane control flow, runs its lanes one after another.
       if (lanes_ > 1 || !IsVectorizableBody(s->body, s->var)) {
@@ -376,7 +389,7 @@ void ModuleEmitter::EmitFor(const ir::Stmt& s) {
       }
       break;
   }
-  EmitSerialLoop(s, EmitScalarIndex(s->extent));
+  EmitSerialLoop(s, extent_value ? extent_value : EmitScalarIndex(s->extent));
 }
 
 void ModuleEmitter::EmitBodyWithVar(const ir::Stmt& s, llvm::Value* value) {
@@ -559,6 +572,15 @@ void ModuleEmitter::EmitIfThenElse(const ir::Stmt& s) {
   if (!status_.ok()) return;
   if (cond->getType() != i1_) {
     Fail("if-condition " + ir::ToString(s->condition) + " is not a scalar bool");
+    return;
+  }
+  // A condition that folded to a constant (over unrolled variables) emits one branch.
+  if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(cond)) {
+    if (!c->isZero()) {
+      EmitStmt(s->body);
+    } else if (s->else_case) {
+      EmitStmt(s->else_case);
+    }
     return;
   }
   llvm::BasicBlock* then_bb = llvm::BasicBlock::Create(ctx_, "if.then", scope_.fn);

@@ -172,8 +172,6 @@ Stmt For(const std::string& var, Expr extent, int64_t max_extent, ForKind kind, 
   TF_CHECK(extent && body, "For needs an extent and a body");
   int64_t c;
   if (IsConst(extent, &c)) TF_CHECK(c == max_extent, "constant extent ", c, " != max ", max_extent);
-  if (kind == ForKind::kVectorized) TF_CHECK(IsConst(extent), "vectorized loop ", var,
-                                             " needs a constant extent");
   auto node = std::make_shared<StmtNode>();
   node->kind = StmtKind::kFor;
   node->var = var;

@@ -5,9 +5,10 @@
 // const). A pass changes IR by building new nodes. Buffers are flat: lowering turns
 // every multi-dimensional access into one row-major index. The most interesting
 // node is For: its extent may be a non-constant expression (tails of splits that do
-// not divide), but a For marked kVectorized always has a constant extent (lowering
-// guarantees it by versioning the loop), and a local Allocate always has a constant
-// size.
+// not divide). A For marked kVectorized is one vector when its extent is a constant
+// where codegen meets it (a constant, or an expression over unrolled variables that
+// folds to one, e.g. a tail tile's last vector min(16, 24 - j.v * 16)); otherwise its
+// lanes run one after another. A local Allocate always has a constant size.
 #pragma once
 
 #include <cstdint>

@@ -8,10 +8,17 @@
 //      the compute's epilogue is applied where the sum is finished: in that
 //      write-back (guarded by "last iteration of the reduction loops outside the
 //      tile" when there are any), or as a pass over the output without a tile;
-//   4. versioning: a tile whose loops can all be full gets a copy with constant
-//      extents (guarded by one condition), and a vectorised loop with a tail gets a
-//      vector copy and a scalar copy, so codegen only ever sees constant vector loops.
+//   4. versioning: a tile gets one copy per distinct shape it takes (full, and each
+//      tail of the static shape: e.g. 2 rows x 24 columns at the corner), each with
+//      constant extents and guarded by the extents of the loops around it, so tails
+//      run unrolled register tiles and narrower vectors instead of scalar code; where
+//      the shapes cannot be enumerated, a copy for full tiles and a generic one. A
+//      vectorised loop with a tail gets a full-vector copy and a copy with the tail's
+//      extent, which codegen vectorizes when that extent is a constant there.
+#include <algorithm>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "compiler/schedule/schedule.h"
@@ -34,6 +41,44 @@ struct LoopPlan {
 
 // Maximum elements of a CacheWrite tile; it lives on the stack (registers, ideally).
 constexpr int64_t kMaxLocalTile = 4096;
+// Tail versioning (Lowerer::TailVersions): at most this many copies of a tile, found
+// by visiting at most this many points of the loops around it.
+constexpr size_t kMaxTileVersions = 8;
+constexpr int64_t kMaxShapePoints = 1 << 18;
+
+// The value of an integer expression of loop variables; none for anything else.
+std::optional<int64_t> EvalInt(const Expr& e, const std::map<std::string, int64_t>& env) {
+  switch (e->kind) {
+    case ir::ExprKind::kIntImm:
+      return e->int_value;
+    case ir::ExprKind::kVar: {
+      auto it = env.find(e->name);
+      if (it == env.end()) return std::nullopt;
+      return it->second;
+    }
+    case ir::ExprKind::kAdd:
+    case ir::ExprKind::kSub:
+    case ir::ExprKind::kMul:
+    case ir::ExprKind::kDiv:
+    case ir::ExprKind::kMod:
+    case ir::ExprKind::kMin:
+    case ir::ExprKind::kMax: {
+      std::optional<int64_t> a = EvalInt(e->operands[0], env), b = EvalInt(e->operands[1], env);
+      if (!a || !b) return std::nullopt;
+      switch (e->kind) {
+        case ir::ExprKind::kAdd: return *a + *b;
+        case ir::ExprKind::kSub: return *a - *b;
+        case ir::ExprKind::kMul: return *a * *b;
+        case ir::ExprKind::kDiv: return *b == 0 ? std::nullopt : std::optional<int64_t>(*a / *b);
+        case ir::ExprKind::kMod: return *b == 0 ? std::nullopt : std::optional<int64_t>(*a % *b);
+        case ir::ExprKind::kMin: return std::min(*a, *b);
+        default: return std::max(*a, *b);
+      }
+    }
+    default:
+      return std::nullopt;
+  }
+}
 
 class Lowerer {
  public:
@@ -157,23 +202,170 @@ class Lowerer {
     return epilogue_ ? ir::Substitute(epilogue_, {{"%reduced", reduced}}) : reduced;
   }
 
-  // Builds loops around `body`, innermost last in `loops`. Loops named in `full` get
-  // their maximum extent as a constant (the caller guarantees it holds).
+  // Builds loops around `body`, innermost last in `loops`. Loops named in `extents`
+  // get that extent instead of their own (the caller guarantees it holds there).
   Stmt Nest(const std::vector<const LoopPlan*>& loops, Stmt body,
-            const std::set<std::string>& full = {}) {
+            const std::map<std::string, Expr>& extents = {}) {
     for (auto it = loops.rbegin(); it != loops.rend(); ++it) {
       const LoopPlan& l = **it;
-      Expr extent = full.count(l.name) ? ir::IntImm(l.max_extent) : l.extent;
+      auto fixed = extents.find(l.name);
+      Expr extent = fixed != extents.end() ? fixed->second : l.extent;
+      int64_t c;
+      const int64_t max_extent = ir::IsConst(extent, &c) ? c : l.max_extent;
       if (l.kind == ir::ForKind::kVectorized && !ir::IsConst(extent)) {
         Expr max = ir::IntImm(l.max_extent);
         body = ir::IfThenElse(ir::EQ(extent, max),
                               ir::For(l.name, max, l.max_extent, ir::ForKind::kVectorized, body),
-                              ir::For(l.name, extent, l.max_extent, ir::ForKind::kSerial, body));
+                              ir::For(l.name, extent, l.max_extent, ir::ForKind::kVectorized, body));
       } else {
-        body = ir::For(l.name, extent, l.max_extent, l.kind, body);
+        body = ir::For(l.name, extent, max_extent, l.kind, body);
       }
     }
     return body;
+  }
+
+  // The extents of every loop when the loops in `fixed` have the given extents (one
+  // shape of a tile): the split tree again, from those constants.
+  std::map<std::string, Expr> ExtentsGiven(const std::map<std::string, int64_t>& fixed) const {
+    std::map<std::string, Expr> ext;
+    auto pin = [&](const std::string& loop) {
+      auto it = fixed.find(loop);
+      if (it != fixed.end()) ext[loop] = ir::IntImm(it->second);
+    };
+    for (const AxisDef& axis : s_.def().axes) {
+      ext[axis.name] = ir::IntImm(axis.extent);
+      pin(axis.name);
+    }
+    for (const Schedule::SplitRecord& sp : s_.splits()) {
+      const Expr parent = ext.at(sp.parent);
+      const int64_t f = sp.factor;
+      const Expr outer_var = var_.at(sp.outer);
+      int64_t c;
+      if (ir::IsConst(parent, &c)) {
+        if (c <= f) {
+          ext[sp.outer] = ir::IntImm(1);
+          ext[sp.inner] = ir::IntImm(c);
+        } else if (c % f == 0) {
+          ext[sp.outer] = ir::IntImm(c / f);
+          ext[sp.inner] = ir::IntImm(f);
+        } else {
+          ext[sp.outer] = ir::IntImm((c + f - 1) / f);
+          ext[sp.inner] = ir::Min(ir::IntImm(f), ir::Sub(ir::IntImm(c), ir::Mul(outer_var, ir::IntImm(f))));
+        }
+      } else if (f >= max_.at(sp.parent)) {
+        ext[sp.outer] = ir::IntImm(1);
+        ext[sp.inner] = parent;
+      } else {
+        ext[sp.outer] = ir::Div(ir::Add(parent, ir::IntImm(f - 1)), ir::IntImm(f));
+        ext[sp.inner] = ir::Min(ir::IntImm(f), ir::Sub(parent, ir::Mul(outer_var, ir::IntImm(f))));
+      }
+      pin(sp.outer);
+      pin(sp.inner);
+    }
+    return ext;
+  }
+
+  // The nearest loop at or above `loop` in the split tree whose extent depends on
+  // `bound` variables only; none when there is none.
+  std::optional<std::string> BoundAncestor(std::string loop, const std::set<std::string>& bound) const {
+    for (;;) {
+      std::set<std::string> used;
+      ir::CollectVars(extent_.at(loop), &used);
+      if (std::all_of(used.begin(), used.end(), [&](const std::string& v) { return bound.count(v) > 0; }))
+        return loop;
+      auto it = parent_of_.find(loop);
+      if (it == parent_of_.end()) return std::nullopt;
+      loop = it->second->parent;
+    }
+  }
+
+  // One copy of the tile per shape it takes, most frequent first: the tile's unrolled
+  // and vectorized loops get constant extents in each (ExtentsGiven), chosen by the
+  // extents of their nearest ancestors that the loops around the tile decide
+  // ("anchors"). The shapes are found by walking those loops' iterations (static
+  // shapes: a few hundred points for a GEMM). None when the tile has no such tail,
+  // when an anchor is missing, or when there are too many points or shapes.
+  std::optional<Stmt> TailVersions(const std::vector<const LoopPlan*>& around,
+                                   const std::vector<const LoopPlan*>& inner,
+                                   const std::function<Stmt(const std::map<std::string, Expr>&)>& build) {
+    std::set<std::string> bound;
+    for (const LoopPlan* l : around) bound.insert(l->name);
+    std::set<std::string> anchor_set;
+    for (const LoopPlan* l : inner) {
+      if (ir::IsConst(l->extent)) continue;
+      if (l->kind != ir::ForKind::kUnrolled && l->kind != ir::ForKind::kVectorized) continue;
+      std::optional<std::string> a = BoundAncestor(l->name, bound);
+      if (!a) return std::nullopt;
+      anchor_set.insert(*a);
+    }
+    if (anchor_set.empty()) return std::nullopt;
+    const std::vector<std::string> anchors(anchor_set.begin(), anchor_set.end());
+
+    // The loops around the tile that the anchors' extents depend on, and the loops
+    // their extents depend on in turn, in nest order.
+    std::set<std::string> needed;
+    for (const std::string& a : anchors) ir::CollectVars(extent_.at(a), &needed);
+    for (auto it = around.rbegin(); it != around.rend(); ++it) {
+      if (needed.count((*it)->name)) ir::CollectVars((*it)->extent, &needed);
+    }
+    std::vector<const LoopPlan*> walk;
+    for (const LoopPlan* l : around)
+      if (needed.count(l->name)) walk.push_back(l);
+
+    std::map<std::vector<int64_t>, int64_t> shapes;  // anchor extents -> points
+    std::map<std::string, int64_t> env;
+    int64_t budget = kMaxShapePoints;
+    bool ok = true;
+    std::function<void(size_t)> visit = [&](size_t depth) {
+      if (!ok) return;
+      if (depth == walk.size()) {
+        std::vector<int64_t> shape;
+        for (const std::string& a : anchors) {
+          std::optional<int64_t> v = EvalInt(extent_.at(a), env);
+          if (!v) {
+            ok = false;
+            return;
+          }
+          shape.push_back(*v);
+        }
+        ++shapes[shape];
+        ok = --budget > 0 && shapes.size() <= kMaxTileVersions;
+        return;
+      }
+      std::optional<int64_t> n = EvalInt(walk[depth]->extent, env);
+      if (!n) {
+        ok = false;
+        return;
+      }
+      for (int64_t i = 0; i < *n && ok; ++i) {
+        env[walk[depth]->name] = i;
+        visit(depth + 1);
+      }
+      env.erase(walk[depth]->name);
+    };
+    visit(0);
+    if (!ok || shapes.empty()) return std::nullopt;
+
+    std::vector<std::pair<std::vector<int64_t>, int64_t>> ordered(shapes.begin(), shapes.end());
+    std::stable_sort(ordered.begin(), ordered.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::optional<Stmt> chain;
+    for (auto it = ordered.rbegin(); it != ordered.rend(); ++it) {
+      std::map<std::string, int64_t> fixed;
+      Expr guard;
+      for (size_t i = 0; i < anchors.size(); ++i) {
+        fixed[anchors[i]] = it->first[i];
+        Expr eq = ir::EQ(extent_.at(anchors[i]), ir::IntImm(it->first[i]));
+        guard = guard ? ir::And(guard, eq) : eq;
+      }
+      const std::map<std::string, Expr> ext = ExtentsGiven(fixed);
+      std::map<std::string, Expr> extents;
+      for (const LoopPlan* l : inner) extents[l->name] = ext.at(l->name);
+      Stmt tile = build(extents);
+      // The least frequent shape needs no guard: the walk found every shape.
+      chain = chain ? ir::IfThenElse(guard, tile, *chain) : tile;
+    }
+    return chain;
   }
 
   static std::vector<const LoopPlan*> Spatial(const std::vector<const LoopPlan*>& loops) {
@@ -269,7 +461,7 @@ class Lowerer {
       Expr last = ir::EQ(ir::Var(l->name), ir::Sub(l->extent, ir::IntImm(1)));
       last_reduction = last_reduction ? ir::And(last_reduction, last) : last;
     }
-    auto build_tile = [&](const std::set<std::string>& full) {
+    auto build_tile = [&](const std::map<std::string, Expr>& full) {
       Stmt zero = Nest(tile, ir::Store(acc, local_index, ir::FloatImm(0.0)), full);
       Stmt update = Nest(inner, ir::Store(acc, local_index, ir::Add(acc_value, value_)), full);
       Stmt back;
@@ -286,25 +478,33 @@ class Lowerer {
       return ir::Allocate(acc, ir::DType::kFloat32, size, ir::Block({zero, update, back}));
     };
 
-    // Full-tile versioning: one condition on the loops outside the tile says that
-    // every tail inside it is full; that copy gets constant extents.
-    std::set<std::string> bound;
-    for (const LoopPlan* l : prefix) bound.insert(l->name);
-    for (const LoopPlan* l : outer) bound.insert(l->name);
-    std::set<std::string> full, anchors;
-    bool can_specialise = true;
-    for (const LoopPlan* l : inner) {
-      if (ir::IsConst(l->extent)) continue;
-      full.insert(l->name);
-      can_specialise &= FindFullAnchor(l->name, bound, &anchors);
+    std::vector<const LoopPlan*> around = prefix;
+    around.insert(around.end(), outer.begin(), outer.end());
+    std::optional<Stmt> versions = TailVersions(around, inner, build_tile);
+    Stmt block;
+    if (versions) {
+      block = *versions;
+    } else {
+      // Full-tile versioning: one condition on the loops outside the tile says that
+      // every tail inside it is full; that copy gets constant extents.
+      std::set<std::string> bound;
+      for (const LoopPlan* l : around) bound.insert(l->name);
+      std::map<std::string, Expr> full;
+      std::set<std::string> anchors;
+      bool can_specialise = true;
+      for (const LoopPlan* l : inner) {
+        if (ir::IsConst(l->extent)) continue;
+        full[l->name] = ir::IntImm(l->max_extent);
+        can_specialise &= FindFullAnchor(l->name, bound, &anchors);
+      }
+      Expr condition;
+      for (const std::string& a : anchors) {
+        Expr eq = ir::EQ(extent_[a], ir::IntImm(max_[a]));
+        condition = condition ? ir::And(condition, eq) : eq;
+      }
+      block = build_tile({});
+      if (condition && can_specialise) block = ir::IfThenElse(condition, build_tile(full), block);
     }
-    Expr condition;
-    for (const std::string& a : anchors) {
-      Expr eq = ir::EQ(extent_[a], ir::IntImm(max_[a]));
-      condition = condition ? ir::And(condition, eq) : eq;
-    }
-    Stmt block = build_tile({});
-    if (condition && can_specialise) block = ir::IfThenElse(condition, build_tile(full), block);
     Stmt main = Nest(outer, block);
     return Nest(prefix, complete ? main : ir::Block({init, main}));
   }

@@ -218,5 +218,41 @@ TEST(MatmulTemplateTest, RandomConfigsInterpretToTheReference) {
   EXPECT_EQ(checked, 150);
 }
 
+
+// Tails in every dimension (97 x 131 x 61 under a 6 x 32 register tile, 24 x 64 cache
+// tile, k slices of 16 unrolled by 4): the register tile is lowered once per shape it
+// takes, each with constant extents (no generic copy with run-time extents), and the
+// result is the reference's.
+TEST(MatmulTemplateTest, TailTilesGetOneConstantCopyPerShape) {
+  MatmulTemplate tmpl;
+  TuningTask task = Task(97, 131, 61);
+  Config c(nlohmann::json{{"tile_i_reg", 6}, {"vec_lanes", 16}, {"tile_j_vecs", 2},
+                          {"tile_i_blocks", 4}, {"tile_j_blocks", 2}, {"tile_k", 16},
+                          {"unroll_k", 4}, {"loop_order", "ijk"}, {"parallel", 1},
+                          {"accumulate", "registers"}, {"pack_b", 0}});
+  auto f = tmpl.Instantiate(task, Avx512TestTarget(), c);
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string text = ir::ToString(*f);
+  int copies = 0;
+  for (size_t p = text.find("allocate C.local"); p != std::string::npos;
+       p = text.find("allocate C.local", p + 1)) {
+    ++copies;
+  }
+  // Rows: 6 or 1 (97 = 16 * 6 + 1); columns: 32 or 3 (131 = 4 * 32 + 3); k slice: 16
+  // or 13 (61 = 3 * 16 + 13). Eight shapes, each its own copy.
+  EXPECT_EQ(copies, 8) << text;
+  auto inputs = MakeInputs(task, 7);
+  auto expected = ReferenceOutput(task, inputs);
+  ASSERT_TRUE(expected.ok());
+  std::map<std::string, std::vector<float>> buffers{
+      {"A", inputs[0]}, {"B", inputs[1]}, {"C", std::vector<float>(97 * 131, std::nanf(""))}};
+  ASSERT_TRUE(ir::Interpret(*f, &buffers).ok());
+  Tolerance tol = ToleranceFor(task);
+  for (int64_t i = 0; i < 97 * 131; ++i) {
+    float e = (*expected)[i], a = buffers["C"][i];
+    ASSERT_LE(std::fabs(a - e), tol.atol + tol.rtol * std::fabs(e)) << "index " << i;
+  }
+}
+
 }  // namespace
 }  // namespace tuneforge
