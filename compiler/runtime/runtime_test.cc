@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -27,26 +28,57 @@ void RecordIndex(int64_t i, void* closure) {
   r->thread[i] = std::this_thread::get_id();
 }
 
-TEST(ParallelForTest, RunsEveryIndexOnceInContiguousChunks) {
+TEST(ParallelForTest, RunsEveryIndexOnceInContiguousBlocks) {
   for (int threads : {1, 2, 3, 4, 8}) {
     for (int64_t n : {0, 1, 2, 3, 7, 8, 64, 1001}) {
       Recorder r(n);
       tf_parallel_for(n, threads, RecordIndex, &r);
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(r.count[i].load(), 1) << n << " " << threads;
       if (n == 0) continue;
-      // The caller runs the first chunk; every thread owns one contiguous range.
-      EXPECT_EQ(r.thread[0], std::this_thread::get_id());
+      // Blocks are runs of `grain` indices (the last may be shorter), each on one
+      // thread (the caller or a worker, whichever took it first); at most
+      // min(n, threads) threads.
+      const int64_t participants = std::min<int64_t>(n, threads);
+      const int64_t grain = std::max<int64_t>(1, n / (participants * 4));
       std::set<std::thread::id> seen;
-      int64_t chunks = 0;
       for (int64_t i = 0; i < n; ++i) {
-        if (i == 0 || r.thread[i] != r.thread[i - 1]) {
-          ++chunks;
-          ASSERT_TRUE(seen.insert(r.thread[i]).second) << "a thread ran two separate ranges";
+        seen.insert(r.thread[i]);
+        if (i % grain != 0) {
+          EXPECT_EQ(r.thread[i], r.thread[i - 1]) << n << " " << threads << " " << i;
         }
       }
-      EXPECT_EQ(chunks, std::min<int64_t>(n, threads)) << n << " " << threads;
+      EXPECT_LE(static_cast<int64_t>(seen.size()), participants) << n << " " << threads;
     }
   }
+}
+
+// Blocks go to whichever participant is free: while the caller is held in index 0,
+// the worker runs every other index (cut into equal halves, index 1 would wait for
+// index 0 and this would never finish).
+struct HeldFirst {
+  std::atomic<int> others{0};
+  bool saw_all = false;
+};
+
+void HoldFirstIndex(int64_t i, void* closure) {
+  auto* h = static_cast<HeldFirst*>(closure);
+  if (i != 0) {
+    h->others.fetch_add(1);
+    return;
+  }
+  // Bounded so that a broken pool fails the test instead of hanging it.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (h->others.load() < 3 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::yield();
+  }
+  h->saw_all = h->others.load() == 3;
+}
+
+TEST(ParallelForTest, FreeParticipantsTakeTheRemainingBlocks) {
+  HeldFirst h;
+  tf_parallel_for(4, 2, HoldFirstIndex, &h);
+  EXPECT_TRUE(h.saw_all);
+  EXPECT_EQ(h.others.load(), 3);
 }
 
 TEST(ParallelForTest, NonPositiveThreadCountRunsSerially) {

@@ -2,9 +2,13 @@
 //
 // One process-wide pool of worker threads, created lazily and kept for the life of
 // the process (never destroyed, so no static-destruction order problem when a kernel
-// runs during exit). A call splits [0, n) into min(n, num_threads) contiguous
-// chunks of nearly equal size; the calling thread runs chunk 0 and worker w runs
-// chunk w. Workers and the waiting caller spin briefly before blocking, because a
+// runs during exit). A call runs [0, n) on min(n, num_threads) participants (the
+// calling thread and workers), which take contiguous blocks of iterations from a
+// shared counter until none is left: about 4 blocks per participant, one iteration
+// per block for short loops. Dealing out blocks as participants finish balances loops
+// whose iterations differ (a GEMM's last cache tile holds the shape's tail: 200 rows
+// in tiles of 96 were 2 tiles on one thread and 8 rows on the other when the range
+// was cut into equal halves). Workers and the waiting caller spin briefly before blocking, because a
 // tuning run calls the same kernel back to back and wake-up latency would otherwise
 // dominate small kernels.
 //
@@ -35,6 +39,8 @@ using ParallelBody = void (*)(int64_t, void*);
 constexpr int kMaxThreads = 256;
 // How long a worker (or a waiting caller) polls before it blocks.
 constexpr std::chrono::microseconds kSpinTime{100};
+// Blocks of a parallel loop per participant (fewer when the loop is shorter).
+constexpr int64_t kBlocksPerParticipant = 4;
 
 // The largest (threads asked for, threads got) with got < asked since the last
 // tf_take_thread_shortfall, packed as asked << 32 | got; 0 = none.
@@ -77,9 +83,24 @@ bool SpinUntil(Pred done) {
   }
 }
 
-// Runs fn(i) for i in [begin, end).
-inline void RunRange(ParallelBody fn, void* closure, int64_t begin, int64_t end) {
-  for (int64_t i = begin; i < end; ++i) fn(i, closure);
+// One parallel loop as its participants see it: blocks of `grain` iterations taken
+// from `next` until it passes `n`.
+struct LoopShare {
+  ParallelBody fn = nullptr;
+  void* closure = nullptr;
+  int64_t n = 0;
+  int64_t grain = 1;
+  alignas(64) std::atomic<int64_t> next{0};
+};
+
+// Runs blocks of the loop until none is left.
+inline void RunShare(LoopShare* share) {
+  for (;;) {
+    const int64_t begin = share->next.fetch_add(share->grain, std::memory_order_relaxed);
+    if (begin >= share->n) return;
+    const int64_t end = std::min(share->n, begin + share->grain);
+    for (int64_t i = begin; i < end; ++i) share->fn(i, share->closure);
+  }
 }
 
 class ThreadPool {
@@ -96,19 +117,19 @@ class ThreadPool {
     const int64_t participants = 1 + EnsureWorkers(static_cast<int>(wanted) - 1);
     if (participants < wanted) NoteShortfall(wanted, participants);
 
-    // Chunk c is [c * base + min(c, rem), ...): the first `rem` chunks get one extra.
-    const int64_t base = n / participants;
-    const int64_t rem = n % participants;
-    auto chunk_begin = [&](int64_t c) { return c * base + std::min(c, rem); };
+    share_.fn = fn;
+    share_.closure = closure;
+    share_.n = n;
+    share_.grain = std::max<int64_t>(1, n / (participants * kBlocksPerParticipant));
+    share_.next.store(0, std::memory_order_relaxed);
 
     remaining_.store(participants - 1, std::memory_order_relaxed);
     for (int64_t c = 1; c < participants; ++c) {
-      workers_[c - 1]->Assign(fn, closure, chunk_begin(c), chunk_begin(c + 1), &remaining_,
-                              &done_mutex_, &done_cv_);
+      workers_[c - 1]->Assign(&share_, &remaining_, &done_mutex_, &done_cv_);
     }
 
     t_inside_parallel_for = true;
-    RunRange(fn, closure, 0, chunk_begin(1));
+    RunShare(&share_);
     t_inside_parallel_for = false;
 
     auto all_done = [this] { return remaining_.load(std::memory_order_acquire) == 0; };
@@ -126,13 +147,9 @@ class ThreadPool {
    public:
     Worker() : thread_([this] { Loop(); }) { thread_.detach(); }
 
-    void Assign(ParallelBody fn, void* closure, int64_t begin, int64_t end,
-                std::atomic<int64_t>* remaining, std::mutex* done_mutex,
+    void Assign(LoopShare* share, std::atomic<int64_t>* remaining, std::mutex* done_mutex,
                 std::condition_variable* done_cv) {
-      fn_ = fn;
-      closure_ = closure;
-      begin_ = begin;
-      end_ = end;
+      share_ = share;
       remaining_ = remaining;
       done_mutex_ = done_mutex;
       done_cv_ = done_cv;
@@ -156,7 +173,7 @@ class ThreadPool {
           cv_.wait(lock, has_task);
         }
         seen = generation_.load(std::memory_order_acquire);
-        RunRange(fn_, closure_, begin_, end_);
+        RunShare(share_);
         // Copy before the decrement: afterwards the dispatcher may reuse this worker.
         std::mutex* done_mutex = done_mutex_;
         std::condition_variable* done_cv = done_cv_;
@@ -172,10 +189,7 @@ class ThreadPool {
     std::mutex mutex_;
     std::condition_variable cv_;
     alignas(64) std::atomic<uint64_t> generation_{0};
-    ParallelBody fn_ = nullptr;
-    void* closure_ = nullptr;
-    int64_t begin_ = 0;
-    int64_t end_ = 0;
+    LoopShare* share_ = nullptr;
     std::atomic<int64_t>* remaining_ = nullptr;
     std::mutex* done_mutex_ = nullptr;
     std::condition_variable* done_cv_ = nullptr;
@@ -198,6 +212,7 @@ class ThreadPool {
 
   std::mutex dispatch_mutex_;
   std::vector<std::unique_ptr<Worker>> workers_;   // GUARDED_BY(dispatch_mutex_)
+  LoopShare share_;  // the running call's; written by the caller before it assigns
   alignas(64) std::atomic<int64_t> remaining_{0};  // workers still running this call
   std::mutex done_mutex_;
   std::condition_variable done_cv_;
