@@ -86,6 +86,7 @@ class Lowerer {
 
   absl::StatusOr<ir::LoweredFunc> Run(const std::string& func_name) {
     ComputeExtents();
+    RETURN_IF_ERROR(ApplyFuses());
     RETURN_IF_ERROR(PlanLoops());
     Substituted();
     ir::LoweredFunc f;
@@ -125,6 +126,27 @@ class Lowerer {
       parent_of_[sp.outer] = &sp;
       parent_of_[sp.inner] = &sp;
     }
+  }
+
+  // Step 1b: a fused loop f of two constant loops o, i: o = f / |i|, i = f % |i| in
+  // every extent and axis value.
+  absl::Status ApplyFuses() {
+    for (const Schedule::FuseRecord& fu : s_.fuses()) {
+      int64_t no, ni;
+      if (!ir::IsConst(extent_[fu.outer], &no) || !ir::IsConst(extent_[fu.inner], &ni)) {
+        return absl::InvalidArgumentError("fuse: " + fu.outer + " and " + fu.inner +
+                                          " must have constant extents (no tails)");
+      }
+      Set(fu.fused, ir::IntImm(no * ni), no * ni);
+      const Expr f = var_[fu.fused];
+      std::map<std::string, Expr> sub = {
+          {fu.outer, no == 1 ? ir::IntImm(0) : ir::Div(f, ir::IntImm(ni))},
+          {fu.inner, ni == 1 ? ir::IntImm(0) : ir::Mod(f, ir::IntImm(ni))}};
+      var_[fu.outer] = sub[fu.outer];
+      var_[fu.inner] = sub[fu.inner];
+      for (auto& [name, extent] : extent_) extent = ir::Substitute(extent, sub);
+    }
+    return absl::OkStatus();
   }
 
   void Set(const std::string& loop, Expr extent, int64_t max) {

@@ -82,6 +82,29 @@ absl::Status Schedule::Reorder(const std::vector<std::string>& loops) {
   return absl::OkStatus();
 }
 
+absl::Status Schedule::Fuse(const std::string& outer, const std::string& inner,
+                            const std::string& fused) {
+  Loop* o = Find(outer);
+  Loop* i = Find(inner);
+  if (!o || !i) return absl::InvalidArgumentError("fuse: no loop named " + (o ? inner : outer));
+  if (i != o + 1) return absl::InvalidArgumentError("fuse: " + inner + " is not right inside " + outer);
+  if (o->is_reduce || i->is_reduce) return absl::InvalidArgumentError("fuse: reduction loops");
+  if (o->kind != ir::ForKind::kSerial || i->kind != ir::ForKind::kSerial) {
+    return absl::InvalidArgumentError("fuse: " + outer + " or " + inner + " is already annotated");
+  }
+  if (NameInUse(fused)) return absl::InvalidArgumentError("fuse: loop name " + fused + " is taken");
+  Loop f = *o;
+  f.name = fused;
+  f.axis = o->axis + "*" + i->axis;
+  size_t pos = o - leaves_.data();
+  leaves_[pos] = f;
+  leaves_.erase(leaves_.begin() + pos + 1);
+  fuses_.push_back(FuseRecord{outer, inner, fused});
+  retired_.push_back(outer);
+  retired_.push_back(inner);
+  return absl::OkStatus();
+}
+
 absl::Status Schedule::Vectorize(const std::string& loop) {
   Loop* l = Find(loop);
   if (!l) return absl::InvalidArgumentError("vectorize: no loop named " + loop);

@@ -6,6 +6,10 @@
 //                                      lowering with min() extents)
 //   Reorder({loops...})                 the named loops take the positions they
 //                                      occupy, in the given order
+//   Fuse(outer, inner, fused)           two adjacent spatial loops without tails
+//                                      become one: outer = fused / |inner|,
+//                                      inner = fused % |inner| (e.g. to run M and N
+//                                      cache tiles as one parallel loop)
 //   Vectorize(loop) / Unroll(loop) / Parallel(loop)
 //   CacheWrite(loop)                    accumulate the output tile computed inside
 //                                      `loop` in a local buffer (registers, once
@@ -33,6 +37,7 @@ class Schedule {
   absl::Status Split(const std::string& loop, int64_t factor, const std::string& outer,
                      const std::string& inner);
   absl::Status Reorder(const std::vector<std::string>& loops);
+  absl::Status Fuse(const std::string& outer, const std::string& inner, const std::string& fused);
   absl::Status Vectorize(const std::string& loop);
   absl::Status Unroll(const std::string& loop);
   absl::Status Parallel(const std::string& loop);
@@ -51,7 +56,11 @@ class Schedule {
   };
   const ComputeDef& def() const { return def_; }
   const std::vector<Loop>& leaves() const { return leaves_; }  // outermost first
+  struct FuseRecord {
+    std::string outer, inner, fused;
+  };
   const std::vector<SplitRecord>& splits() const { return splits_; }
+  const std::vector<FuseRecord>& fuses() const { return fuses_; }
   const std::optional<std::string>& cache_write_at() const { return cache_write_at_; }
 
  private:
@@ -61,7 +70,8 @@ class Schedule {
   ComputeDef def_;
   std::vector<Loop> leaves_;
   std::vector<SplitRecord> splits_;
-  std::vector<std::string> retired_;  // names of loops that were split
+  std::vector<FuseRecord> fuses_;
+  std::vector<std::string> retired_;  // names of loops that were split or fused
   std::optional<std::string> cache_write_at_;
 };
 

@@ -69,7 +69,8 @@ absl::StatusOr<ir::LoweredFunc> DenseTemplate::InstantiateWithEpilogue(const Tun
   if (bias || relu || extra.fn) def.epilogue = out;
 
   Schedule s(std::move(def));
-  RETURN_IF_ERROR(ScheduleGemm(&s, config, pack, /*batch=*/0, target));
+  RETURN_IF_ERROR(ScheduleGemm(&s, config, pack, /*batch=*/0, task.Param("M"), task.Param("N"),
+                               target));
   ASSIGN_OR_RETURN(LoweredFunc func, Lower(s, KernelSymbol(task, *this, config)));
   // The copy is done once per set of weights, so it need not be fast: serial.
   if (pack) func.prepack = PackBNest(kDenseBuffers, 1, n, k, lanes, vecs, /*parallel=*/false);

@@ -43,10 +43,14 @@ Config GemmNaive(int64_t k, const std::string& pack_knob);
 std::vector<Config> GemmHeuristics(const ConfigSpace& space, const Target& target,
                                    const std::string& pack_knob, int64_t m, int64_t n,
                                    int64_t batch);
-// Splits, orders, unrolls, vectorises and parallelises a GemmCompute schedule for `c`;
-// `packed` when the compute reads panels (axes jp, jr instead of j).
-absl::Status ScheduleGemm(Schedule* s, const Config& c, bool packed, int64_t batch,
-                          const Target& target);
+// Splits, orders, unrolls, vectorises and parallelises a GemmCompute schedule for `c`
+// (an m x n product); `packed` when the compute reads panels (axes jp, jr instead of j).
+absl::Status ScheduleGemm(Schedule* s, const Config& c, bool packed, int64_t batch, int64_t m,
+                          int64_t n, const Target& target);
+// The share of the threads' time a parallel m x n GEMM under `c` keeps busy: its
+// parallel loop's tiles dealt out in rounds (with `fused`, the row and column tiles
+// as one loop). 1 = no idle time; 0 for a loop order that cannot fuse.
+double GemmBusyShare(const Config& c, int64_t m, int64_t n, int threads, bool fused);
 // The copy of `names.b` into panels `names.b_packed` of lanes * vecs columns
 // (batch >= 1 matrices); the panel loop on the thread pool when `parallel`.
 ir::Stmt PackBNest(const GemmBuffers& names, int64_t batch, int64_t n, int64_t k, int64_t lanes,

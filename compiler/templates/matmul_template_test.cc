@@ -254,5 +254,37 @@ TEST(MatmulTemplateTest, TailTilesGetOneConstantCopyPerShape) {
   }
 }
 
+
+// The row and column tiles run as one parallel loop where that keeps both threads
+// clearly busier (1024 rows in 96-row tiles: 11 tiles, 6 + 5), not where the outer
+// tile loop alone already shares out evenly (1000 columns in 256-column tiles).
+TEST(MatmulTemplateTest, FusesTheTileLoopsWhenThatBalancesTheThreads) {
+  MatmulTemplate tmpl;
+  Target two = Avx512TestTarget();
+  two.num_threads = 2;
+  auto config = [](const char* order) {
+    return Config(nlohmann::json{{"tile_i_reg", 6}, {"vec_lanes", 16}, {"tile_j_vecs", 4},
+                                 {"tile_i_blocks", 16}, {"tile_j_blocks", 4}, {"tile_k", 256},
+                                 {"unroll_k", 2}, {"loop_order", order}, {"parallel", 1},
+                                 {"accumulate", "registers"}, {"pack_b", 1}});
+  };
+  EXPECT_NEAR(GemmBusyShare(config("ijk"), 1024, 1024, 2, false), 1024.0 / (6 * 96 * 2), 1e-9);
+  EXPECT_NEAR(GemmBusyShare(config("ijk"), 1024, 1024, 2, true), 1024.0 * 1024 / (22 * 96 * 256 * 2), 1e-9);
+  EXPECT_EQ(GemmBusyShare(config("ikj"), 1024, 1024, 2, true), 0);
+  auto lowered = [&](int64_t m, int64_t n, const char* order) {
+    auto f = tmpl.Instantiate(Task(m, n, 256), two, config(order));
+    EXPECT_TRUE(f.ok()) << f.status();
+    return f.ok() ? ir::ToString(*f) : std::string();
+  };
+  EXPECT_NE(lowered(1024, 1024, "ijk").find("ij.o"), std::string::npos);
+  EXPECT_EQ(lowered(64, 1024, "jik").find("ij.o"), std::string::npos);
+  // One thread: nothing to balance.
+  Target one = Avx512TestTarget();
+  one.num_threads = 1;
+  auto f = tmpl.Instantiate(Task(1024, 1024, 256), one, config("ijk"));
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(ir::ToString(*f).find("ij.o"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tuneforge
