@@ -201,5 +201,32 @@ TEST(KernelCorrectnessTest, LargerShapesWithTails) {
   CheckRandomPairs(40, {1, 7, 33, 100, 128, 257}, 12);
 }
 
+// Prime shapes put a tail in every dimension of every tile: the heuristic configs
+// (the register tile's copies per tail shape, packed B, fused parallel tile loops
+// where they balance the threads) and random ones, at 1 and 2 threads.
+TEST(KernelCorrectnessTest, PrimeShapesAtOneAndTwoThreads) {
+  const Case shapes[] = {{97, 131, 61}, {61, 97, 131}, {131, 61, 97}, {1, 131, 97}};
+  for (int threads : {1, 2}) {
+    Target target = DetectHostTarget("test");
+    target.num_threads = threads;
+    std::mt19937_64 rng(97 + threads);
+    for (const Case& c : shapes) {
+      TuningTask task = *MakeTask("matmul", {{"M", c.m}, {"N", c.n}, {"K", c.k}}, "float32");
+      const Template* tmpl = *FindTemplate(task);
+      std::vector<Config> configs = tmpl->Heuristics(task, target);
+      if (configs.size() > 12) configs.resize(12);
+      for (int r = 0; r < 4; ++r) {
+        auto sampled = tmpl->Space(task, target).Sample(rng);
+        ASSERT_TRUE(sampled.ok());
+        configs.push_back(*sampled);
+      }
+      for (size_t i = 0; i < configs.size(); ++i) {
+        ExpectCorrect(task, target, configs[i], i, 2);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tuneforge
