@@ -269,6 +269,26 @@ std::vector<Config> GemmHeuristics(const ConfigSpace& space, const Target& targe
   // Busy shares within 10% of each other count as equal (keeping the order above).
   auto key = [&](const Config& c) { return std::make_pair(fits(c) ? 1 : 0, std::lround(busy(c) * 10)); };
   std::stable_sort(out.begin(), out.end(), [&](const Config& a, const Config& b) { return key(a) > key(b); });
+  // A row vector (M = 1) reads each element of B once: rows of B in order, a few at a
+  // time, across a wide strip (short k slices inside the strip's register tiles)
+  // instead of each 64-column strip down all of K at a 4N-byte stride. Serially the
+  // strip is the whole width (ikj); in parallel, wide column strips (jik).
+  if (m == 1 && batch == 0) {
+    for (int64_t want_tk : {4, 8, 16}) {
+      json gemv{{"tile_i_reg", 1}, {"vec_lanes", NearestBelow(space, "vec_lanes", target.MaxF32Lanes())},
+                {"tile_j_vecs", NearestBelow(space, "tile_j_vecs", 4)}, {"tile_i_blocks", 1},
+                {"tile_j_blocks", 1}, {"tile_k", NearestBelow(space, "tile_k", want_tk)},
+                {"unroll_k", 1}, {"loop_order", "ikj"}, {"parallel", 0},
+                {"accumulate", "registers"}, {pack_knob, 0}};
+      add(Config(gemv));
+      if (target.num_threads > 1) {
+        gemv["loop_order"] = "jik";
+        gemv["tile_j_blocks"] = NearestBelow(space, "tile_j_blocks", 16);
+        gemv["parallel"] = 1;
+        add(Config(gemv));
+      }
+    }
+  }
   // Small problems lose more to the thread pool than they gain: serial variants too.
   if (target.num_threads > 1) {
     size_t n_parallel = out.size();
