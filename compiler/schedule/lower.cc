@@ -80,6 +80,23 @@ std::optional<int64_t> EvalInt(const Expr& e, const std::map<std::string, int64_
   }
 }
 
+// The extents of a split's outer and inner loops: `parent` is the split loop's extent
+// (at most `pmax`), `f` the factor, `outer_var` the outer loop's variable. A factor
+// that does not divide leaves a min() tail in the inner loop.
+std::pair<Expr, Expr> SplitExtents(const Expr& parent, int64_t pmax, int64_t f,
+                                   const Expr& outer_var) {
+  int64_t c;
+  if (ir::IsConst(parent, &c)) {
+    if (c <= f) return {ir::IntImm(1), ir::IntImm(c)};  // one inner iteration holds it all
+    if (c % f == 0) return {ir::IntImm(c / f), ir::IntImm(f)};
+    return {ir::IntImm((c + f - 1) / f),
+            ir::Min(ir::IntImm(f), ir::Sub(ir::IntImm(c), ir::Mul(outer_var, ir::IntImm(f))))};
+  }
+  if (f >= pmax) return {ir::IntImm(1), parent};
+  return {ir::Div(ir::Add(parent, ir::IntImm(f - 1)), ir::IntImm(f)),
+          ir::Min(ir::IntImm(f), ir::Sub(parent, ir::Mul(outer_var, ir::IntImm(f))))};
+}
+
 class Lowerer {
  public:
   explicit Lowerer(const Schedule& s) : s_(s) {}
@@ -103,25 +120,10 @@ class Lowerer {
       Set(axis.name, ir::IntImm(axis.extent), axis.extent);  // extent 1: the variable is 0
     }
     for (const Schedule::SplitRecord& sp : s_.splits()) {
-      Expr parent = extent_[sp.parent];
-      int64_t pmax = max_[sp.parent];
-      int64_t f = sp.factor;
-      int64_t c;
-      if (f >= pmax) {
-        // The whole parent fits in one inner iteration.
-        Set(sp.outer, ir::IntImm(1), 1);
-        Set(sp.inner, parent, pmax);
-      } else if (ir::IsConst(parent, &c) && c % f == 0) {
-        Set(sp.outer, ir::IntImm(c / f), c / f);
-        Set(sp.inner, ir::IntImm(f), f);
-      } else {
-        int64_t omax = (pmax + f - 1) / f;
-        Expr outer_extent = ir::IsConst(parent) ? ir::IntImm(omax)
-                                                : ir::Div(ir::Add(parent, ir::IntImm(f - 1)), ir::IntImm(f));
-        Set(sp.outer, outer_extent, omax);
-        Set(sp.inner, ir::Min(ir::IntImm(f), ir::Sub(parent, ir::Mul(var_[sp.outer], ir::IntImm(f)))),
-            f);
-      }
+      const int64_t pmax = max_[sp.parent], f = sp.factor;
+      auto [outer, inner] = SplitExtents(extent_[sp.parent], pmax, f, ir::Var(sp.outer));
+      Set(sp.outer, outer, (pmax + f - 1) / f);
+      Set(sp.inner, inner, std::min(f, pmax));
       split_of_[sp.parent] = &sp;
       parent_of_[sp.outer] = &sp;
       parent_of_[sp.inner] = &sp;
@@ -259,28 +261,10 @@ class Lowerer {
       pin(axis.name);
     }
     for (const Schedule::SplitRecord& sp : s_.splits()) {
-      const Expr parent = ext.at(sp.parent);
-      const int64_t f = sp.factor;
-      const Expr outer_var = var_.at(sp.outer);
-      int64_t c;
-      if (ir::IsConst(parent, &c)) {
-        if (c <= f) {
-          ext[sp.outer] = ir::IntImm(1);
-          ext[sp.inner] = ir::IntImm(c);
-        } else if (c % f == 0) {
-          ext[sp.outer] = ir::IntImm(c / f);
-          ext[sp.inner] = ir::IntImm(f);
-        } else {
-          ext[sp.outer] = ir::IntImm((c + f - 1) / f);
-          ext[sp.inner] = ir::Min(ir::IntImm(f), ir::Sub(ir::IntImm(c), ir::Mul(outer_var, ir::IntImm(f))));
-        }
-      } else if (f >= max_.at(sp.parent)) {
-        ext[sp.outer] = ir::IntImm(1);
-        ext[sp.inner] = parent;
-      } else {
-        ext[sp.outer] = ir::Div(ir::Add(parent, ir::IntImm(f - 1)), ir::IntImm(f));
-        ext[sp.inner] = ir::Min(ir::IntImm(f), ir::Sub(parent, ir::Mul(outer_var, ir::IntImm(f))));
-      }
+      auto [outer, inner] =
+          SplitExtents(ext.at(sp.parent), max_.at(sp.parent), sp.factor, var_.at(sp.outer));
+      ext[sp.outer] = outer;
+      ext[sp.inner] = inner;
       pin(sp.outer);
       pin(sp.inner);
     }

@@ -62,11 +62,7 @@ def main():
     names = [o.name for o in session.get_outputs()]
     expected = session.run(names, feeds)
 
-    print(" ".join(args), flush=True)
-    run = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    print(run.stdout, end="")
-    if run.returncode != 0:
-        print(f"FAIL: tuneforge model run exited {run.returncode}")
+    if not run_logged(args, "tuneforge model run"):
         return 1
     ok = True
     outputs = {name: np.load(os.path.join(a.workdir, "out", name.replace("/", "_") + ".npy")) for name in names}
@@ -77,6 +73,17 @@ def main():
     return 0 if ok else 1
 
 
+def run_logged(cmd, what):
+    """Runs `cmd`, echoing it and its output; False (after a FAIL line) if it fails."""
+    print(" ".join(cmd), flush=True)
+    run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(run.stdout, end="")
+    if run.returncode != 0:
+        print(f"FAIL: {what} exited {run.returncode}")
+        return False
+    return True
+
+
 def check_library(a, names, expected, feeds, executor_outputs):
     lib = os.path.join(a.workdir, "lib")
     deploy = [a.tuneforge, "deploy", "--model", a.model, "--out", lib]
@@ -84,11 +91,7 @@ def check_library(a, names, expected, feeds, executor_outputs):
         deploy += ["--threads", str(a.threads)]
     if a.db:
         deploy += ["--db", a.db]
-    print(" ".join(deploy), flush=True)
-    run = subprocess.run(deploy, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    print(run.stdout, end="")
-    if run.returncode != 0:
-        print(f"FAIL: tuneforge deploy --model exited {run.returncode}")
+    if not run_logged(deploy, "tuneforge deploy --model"):
         return False
     example = os.path.join(a.workdir, "model_example")
     cc = ["cc", "-std=c11", "-O2", a.deploy, "-I", lib, "-L", lib, "-ltuneforge_model",
@@ -104,12 +107,7 @@ def check_library(a, names, expected, feeds, executor_outputs):
         files.append(path)
     out = os.path.join(a.workdir, "lib_out")
     os.makedirs(out, exist_ok=True)
-    args = [example, lib, "--out", out] + files
-    print(" ".join(args), flush=True)
-    run = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    print(run.stdout, end="")
-    if run.returncode != 0:
-        print(f"FAIL: the C example exited {run.returncode}")
+    if not run_logged([example, lib, "--out", out] + files, "the C example"):
         return False
     got = {}
     for i, (name, want) in enumerate(zip(names, expected)):
