@@ -39,14 +39,16 @@ MeasureResult FromProto(const v1::MeasureResult& r) {
 
 AgentRunner::AgentRunner(AgentRegistry* registry, std::string device_key,
                          std::string request_prefix, StatusCallback on_wait,
-                         const std::atomic<bool>* cancel, int weight, double peak_gflops)
+                         const std::atomic<bool>* cancel, int weight, double peak_gflops,
+                         JobCpuShare* cpu_share)
     : registry_(registry),
       device_key_(std::move(device_key)),
       request_prefix_(std::move(request_prefix)),
       on_wait_(std::move(on_wait)),
       cancel_(cancel),
       weight_(weight),
-      peak_gflops_(peak_gflops) {}
+      peak_gflops_(peak_gflops),
+      cpu_share_(cpu_share) {}
 
 AgentRunner::~AgentRunner() { registry_->ForgetJob(request_prefix_); }
 
@@ -131,6 +133,7 @@ std::vector<MeasureResult> AgentRunner::Measure(const std::vector<MeasureInput>&
       }
       if (!waited && on_wait_) on_wait_("waiting for an agent with device key '" + device_key_ + "'");
       waited = true;
+      JobCpuShare::Pause pause(cpu_share_);
       registry_->WaitForAgent(device_key_, 1000);
     }
   }
@@ -138,17 +141,20 @@ std::vector<MeasureResult> AgentRunner::Measure(const std::vector<MeasureInput>&
   // Every accepted request ends with one result (measured, re-dispatched until
   // measured, or agent_lost), so this wait ends. While the key has no usable agent the
   // queued requests wait for one, and the job says so.
-  std::unique_lock<std::mutex> lock(shared->mu);
-  bool waiting = false;
-  while (shared->done < inputs.size()) {
-    if (shared->cv.wait_for(lock, std::chrono::seconds(1)) == std::cv_status::timeout) {
-      bool none = registry_->ConnectedAgents(device_key_) == 0;
-      if (none && !waiting && on_wait_) {
-        lock.unlock();
-        on_wait_("waiting for an agent with device key '" + device_key_ + "'");
-        lock.lock();
+  {
+    JobCpuShare::Pause pause(cpu_share_);  // taken again after `lock` is released
+    std::unique_lock<std::mutex> lock(shared->mu);
+    bool waiting = false;
+    while (shared->done < inputs.size()) {
+      if (shared->cv.wait_for(lock, std::chrono::seconds(1)) == std::cv_status::timeout) {
+        bool none = registry_->ConnectedAgents(device_key_) == 0;
+        if (none && !waiting && on_wait_) {
+          lock.unlock();
+          on_wait_("waiting for an agent with device key '" + device_key_ + "'");
+          lock.lock();
+        }
+        waiting = none;
       }
-      waiting = none;
     }
   }
   std::vector<MeasureResult> out;

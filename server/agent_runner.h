@@ -10,6 +10,7 @@
 #include <string>
 
 #include "server/agent_registry.h"
+#include "server/job_cpu_share.h"
 #include "tuner/runner.h"
 
 namespace tuneforge {
@@ -23,9 +24,11 @@ class AgentRunner : public Runner {
   // is the job's priority.
   // `peak_gflops` (> 0): the target's plausible peak; results faster than the task's
   // FLOPs at that rate are rejected by the registry (AgentRegistry::Complete).
+  // `cpu_share` (may be null): the share the calling job thread holds; Measure gives
+  // it back while it waits for agents and results.
   AgentRunner(AgentRegistry* registry, std::string device_key, std::string request_prefix,
               StatusCallback on_wait, const std::atomic<bool>* cancel, int weight = 1,
-              double peak_gflops = 0);
+              double peak_gflops = 0, JobCpuShare* cpu_share = nullptr);
   ~AgentRunner() override;
 
   std::vector<MeasureResult> Measure(const std::vector<MeasureInput>& inputs) override;
@@ -39,6 +42,7 @@ class AgentRunner : public Runner {
   const std::atomic<bool>* cancel_;
   int weight_;
   double peak_gflops_;
+  JobCpuShare* cpu_share_;
   int64_t next_request_ = 1;
   // The fastest a correct run of `task_text` can be at peak_gflops_ (0 = no bound).
   double MinPlausibleSeconds(const std::string& task_text);

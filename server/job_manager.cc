@@ -13,6 +13,7 @@
 #include "compiler/codegen/build.h"
 #include "compiler/support/files.h"
 #include "compiler/support/log.h"
+#include "compiler/support/thread_name.h"
 #include "compiler/task/task.h"
 #include "google/protobuf/util/json_util.h"
 #include "server/agent_runner.h"
@@ -55,7 +56,10 @@ void SetBest(const TrialSummary& s, v1::BestResult* out) {
 }  // namespace
 
 JobManager::JobManager(Database* db, AgentRegistry* registry, const Builder* builder)
-    : db_(db), registry_(registry), builder_(builder) {
+    : db_(db),
+      registry_(registry),
+      builder_(builder),
+      cpu_share_(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2)) {
   // Job ids stay unique across server restarts on the same db.
   id_prefix_ = "job-" + std::to_string(NowUnixUs() / 1000000 % 1000000000) + "-";
 }
@@ -162,6 +166,7 @@ void JobManager::Update(Job* job, const std::function<void(v1::JobStatus*)>& cha
 }
 
 void JobManager::RunJob(Job* job, v1::JobSpec spec) {
+  SetThreadName("tf-job " + job->status.job_id());
   LowerThreadPriority();
   Persist(job->status);
   TuningTask task = *ParseTask(spec.task());
@@ -198,6 +203,7 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
     std::this_thread::sleep_for(std::chrono::milliseconds(caps.empty() ? 0 : 1000));
   }
   Target target = resolved.target;
+  JobCpuShare::Hold working(&cpu_share_);  // given back while the runner waits
   TF_LOG(Info) << "job " << job->status.job_id() << ": target " << target.ToString() << " from "
                << resolved.source;
   Update(job, [&](v1::JobStatus* s) {
@@ -245,7 +251,7 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
       },
       &job->cancel,
       std::clamp(spec.priority() ? spec.priority() : kDefaultPriority, kMinPriority, kMaxPriority),
-      target.PlausiblePeakGflops());
+      target.PlausiblePeakGflops(), &cpu_share_);
   TuningLoop loop(task, target, options, db_, builder_, &runner);
   absl::StatusOr<TuningProgress> result = loop.Run(
       [&](const TuningProgress& p) {

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "db/database.h"
 #include "server/agent_registry.h"
+#include "server/job_cpu_share.h"
 #include "tuner/builder.h"
 #include "tuneforge/v1/tuning.pb.h"
 
@@ -72,6 +73,8 @@ class JobManager {
   std::map<std::string, std::unique_ptr<Job>> jobs_;  // GUARDED_BY(mu_)
   int64_t next_job_ = 1;                              // GUARDED_BY(mu_)
   std::string id_prefix_;
+  // Job threads working at once: half the cores, at least one (see job_cpu_share.h).
+  JobCpuShare cpu_share_;
 };
 
 bool IsTerminal(v1::JobState state);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "compiler/support/log.h"
+#include "compiler/support/thread_name.h"
 
 namespace tuneforge {
 
@@ -162,6 +163,7 @@ grpc::Status AgentServiceImpl::Connect(
   if (health_) health_->CheckAgent(agent_id);  // queued before any other work
   // Reader: results and heartbeats up. Writer (this thread): requests down.
   std::thread reader([&] {
+    SetThreadName("tf-agent-read");
     v1::AgentMessage msg;
     while (stream->Read(&msg)) {
       if (msg.has_result()) {
