@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -166,5 +167,11 @@ Expr Substitute(const Expr& e, const std::map<std::string, Expr>& vars);
 Stmt Substitute(const Stmt& s, const std::map<std::string, Expr>& vars);
 // Names of the variables `e` reads.
 void CollectVars(const Expr& e, std::set<std::string>* vars);
+// Rebuilds `s` bottom-up: each statement's children are rewritten first, then `post`
+// gets the statement (with its new children) and returns its replacement (itself to
+// keep it). Unchanged subtrees are shared, not copied.
+Stmt Rewrite(const Stmt& s, const std::function<Stmt(const Stmt&)>& post);
+// Whether `s` loads from `buffer` anywhere.
+bool ReadsBuffer(const Stmt& s, const std::string& buffer);
 
 }  // namespace tuneforge::ir

@@ -75,4 +75,73 @@ void CollectVars(const Expr& e, std::set<std::string>* vars) {
   for (const Expr& o : e->operands) CollectVars(o, vars);
 }
 
+Stmt Rewrite(const Stmt& s, const std::function<Stmt(const Stmt&)>& post) {
+  if (!s) return s;
+  Stmt rebuilt = s;
+  switch (s->kind) {
+    case StmtKind::kFor: {
+      Stmt body = Rewrite(s->body, post);
+      if (body != s->body) rebuilt = For(s->var, s->extent, s->max_extent, s->for_kind, body);
+      break;
+    }
+    case StmtKind::kStore:
+      break;
+    case StmtKind::kBlock: {
+      std::vector<Stmt> stmts;
+      bool changed = false;
+      for (const Stmt& c : s->stmts) {
+        stmts.push_back(Rewrite(c, post));
+        changed |= stmts.back() != c;
+      }
+      if (changed) rebuilt = Block(std::move(stmts));
+      break;
+    }
+    case StmtKind::kIfThenElse: {
+      Stmt then_case = Rewrite(s->body, post), else_case = Rewrite(s->else_case, post);
+      if (then_case != s->body || else_case != s->else_case)
+        rebuilt = IfThenElse(s->condition, then_case, else_case);
+      break;
+    }
+    case StmtKind::kAllocate: {
+      Stmt body = Rewrite(s->body, post);
+      if (body != s->body)
+        rebuilt = Allocate(s->buffer, s->alloc_dtype, s->alloc_size, body, s->alloc_scope);
+      break;
+    }
+  }
+  return post(rebuilt);
+}
+
+namespace {
+
+bool ExprReads(const Expr& e, const std::string& buffer) {
+  if (!e) return false;
+  if (e->kind == ExprKind::kLoad && e->name == buffer) return true;
+  for (const Expr& o : e->operands)
+    if (ExprReads(o, buffer)) return true;
+  return false;
+}
+
+}  // namespace
+
+bool ReadsBuffer(const Stmt& s, const std::string& buffer) {
+  if (!s) return false;
+  switch (s->kind) {
+    case StmtKind::kFor:
+      return ExprReads(s->extent, buffer) || ReadsBuffer(s->body, buffer);
+    case StmtKind::kStore:
+      return ExprReads(s->index, buffer) || ExprReads(s->value, buffer);
+    case StmtKind::kBlock:
+      for (const Stmt& c : s->stmts)
+        if (ReadsBuffer(c, buffer)) return true;
+      return false;
+    case StmtKind::kIfThenElse:
+      return ExprReads(s->condition, buffer) || ReadsBuffer(s->body, buffer) ||
+             ReadsBuffer(s->else_case, buffer);
+    case StmtKind::kAllocate:
+      return ReadsBuffer(s->body, buffer);
+  }
+  return false;
+}
+
 }  // namespace tuneforge::ir

@@ -157,6 +157,99 @@ ComputeDef ConvCompute(const ConvShape& d, int64_t x, int64_t y, bool depthwise)
   return def;
 }
 
+// Taps on the zero border add nothing; the kernel skips them where it can tell
+// cheaply (the padded input keeps its zeros, so a skipped tap only saves work).
+//
+// Rows: the body of the filter-row loop runs only for rows inside the image (pad <=
+// oh*stride + r < H + pad), one test per filter row and tile. Columns: a row tile may
+// hold pixels on both sides of a border, so the test is per pixel and tap column; it
+// costs nothing where both are known when the code is generated. The row tiles that
+// reach into a border (the first and the last; more with a wide pad and narrow tiles;
+// the only one when the tile is the whole row) get their own copy, in which each
+// filter column that some pixel sees on the border is a copy of its own and each
+// pixel's update is kept only when its column is inside the image; the tiles between
+// run unchanged. A 3x3 layer on a 7x7 image does 19% less work (2 of 21 rows and
+// columns are border), 14x14 10%. Tail tiles (OW not a multiple of ow_reg) keep the
+// columns, and so do all tiles when more than kMaxBorderTiles reach a border (code
+// size).
+constexpr int64_t kMaxBorderTiles = 4;
+ir::Stmt SkipBorderTaps(const ir::Stmt& body, const ConvShape& d, int64_t ow_reg) {
+  using namespace ir;  // NOLINT
+  if (d.pad == 0) return body;
+  auto inside = [](Expr x, int64_t lo, int64_t hi) {
+    return And(LE(IntImm(lo), x), LT(x, IntImm(hi)));
+  };
+  Expr ih = Add(Mul(V("oh"), IntImm(d.stride)), V("r"));
+  Stmt out = Rewrite(body, [&](const Stmt& s) {
+    if (s->kind != StmtKind::kFor || s->var != "r") return s;
+    return For(s->var, s->extent, s->max_extent, s->for_kind,
+               IfThenElse(inside(ih, d.pad, d.h + d.pad), s->body));
+  });
+  if (d.ow % ow_reg != 0) return out;
+  const int64_t tiles = d.ow / ow_reg;
+  // A border tile: `ow_o` is the tile's index (a constant). Its filter-column loop
+  // becomes the columns some pixel of the tile sees on the border, each its own copy
+  // with `s` a constant and every pixel's update under its column test (constant
+  // too: codegen drops the border FMAs), around a loop over the columns every pixel
+  // sees inside the image, unchanged.
+  auto border_tile = [&](const Stmt& tile, int64_t ow_o) {
+    auto on_border = [&](int64_t p, int64_t s) {
+      const int64_t iw = (ow_o * ow_reg + p) * d.stride + s;
+      return iw < d.pad || iw >= d.w + d.pad;
+    };
+    auto any_on_border = [&](int64_t s) {
+      for (int64_t p = 0; p < ow_reg; ++p)
+        if (on_border(p, s)) return true;
+      return false;
+    };
+    Expr iw = Add(Mul(Add(IntImm(ow_o * ow_reg), V("ow.i")), IntImm(d.stride)), V("s"));
+    return Rewrite(Substitute(tile, {{"ow.o", IntImm(ow_o)}}), [&](const Stmt& s) {
+      if (s->kind != StmtKind::kFor || s->var != "s") return s;
+      Stmt guarded =
+          ow_reg == 1  // no ow.i loop: one pixel
+              ? IfThenElse(inside(Substitute(iw, {{"ow.i", IntImm(0)}}), d.pad, d.w + d.pad),
+                           s->body)
+              : Rewrite(s->body, [&](const Stmt& t) {
+                  if (t->kind != StmtKind::kFor || t->var != "ow.i" ||
+                      !ReadsBuffer(t->body, "I.blocked"))
+                    return t;
+                  return For(t->var, t->extent, t->max_extent, t->for_kind,
+                             IfThenElse(inside(iw, d.pad, d.w + d.pad), t->body));
+                });
+      int64_t lo = 0, hi = d.s;
+      while (lo < d.s && any_on_border(lo)) ++lo;
+      while (hi > lo && any_on_border(hi - 1)) --hi;
+      std::vector<Stmt> parts;
+      for (int64_t v = 0; v < lo; ++v) parts.push_back(Substitute(guarded, {{"s", IntImm(v)}}));
+      if (hi > lo) {
+        parts.push_back(For("s", IntImm(hi - lo), hi - lo, s->for_kind,
+                            Substitute(s->body, {{"s", Add(V("s"), IntImm(lo))}})));
+      }
+      for (int64_t v = hi; v < d.s; ++v) parts.push_back(Substitute(guarded, {{"s", IntImm(v)}}));
+      return Block(std::move(parts));
+    });
+  };
+  if (tiles == 1) return border_tile(out, 0);  // no ow.o loop: the tile is the row
+  // Tiles [0, left) reach into the left border, [right, tiles) into the right one.
+  int64_t left = 0, right = tiles;
+  while (left < tiles && left * ow_reg * d.stride < d.pad) ++left;
+  while (right > 0 && ((right - 1) * ow_reg + ow_reg - 1) * d.stride + d.s - 1 >= d.w + d.pad)
+    --right;
+  right = std::max(right, left);
+  if (left + (tiles - right) > kMaxBorderTiles) return out;
+  return Rewrite(out, [&](const Stmt& s) {
+    if (s->kind != StmtKind::kFor || s->var != "ow.o") return s;
+    std::vector<Stmt> parts;
+    for (int64_t t = 0; t < left; ++t) parts.push_back(border_tile(s->body, t));
+    if (right > left) {
+      parts.push_back(For("ow.o", IntImm(right - left), right - left, s->for_kind,
+                          Substitute(s->body, {{"ow.o", Add(V("ow.o"), IntImm(left))}})));
+    }
+    for (int64_t t = right; t < tiles; ++t) parts.push_back(border_tile(s->body, t));
+    return Block(std::move(parts));
+  });
+}
+
 }  // namespace
 
 ConfigSpace Conv2dTemplate::Space(const TuningTask& task, const Target& target) const {
@@ -318,6 +411,7 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Instantiate(const TuningTask& ta
   func.params[4].is_output = false;
   func.params[4].is_internal = true;
   func.params[5].is_output = true;
+  func.body = SkipBorderTaps(func.body, d, config.Int("ow_reg"));
   func.prepack = PrepackStmt(d, x, y, depthwise_);
   func.unpack = UnpackStmt(d, y);
   return func;
