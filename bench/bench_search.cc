@@ -52,7 +52,7 @@ constexpr const char* kUsage =
     "            smoke: matmul 64^3 and 32x96x48, 32 trials, 2 seeds (seconds)\n"
     "            Each case runs random, model, and model+transfer (the model first\n"
     "            trained on the records the suite's other cases measured).\n"
-    "            conv2d has no template yet: matmul cases only.\n"
+    "            The suites are matmul shapes; --case takes any task.\n"
     "  --seeds   seeds per policy (default 3; quick and smoke 2)\n"
     "  --trials  budget per run (default: the suite's)\n"
     "  --case    one task instead of the suite's cases (then no transfer runs)\n"

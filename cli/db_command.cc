@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "compiler/support/stats.h"
 #include "compiler/support/status.h"
 #include "compiler/task/task.h"
 #include "cli/client.h"
@@ -79,6 +80,8 @@ nlohmann::json RecordJson(const TuningRecord& r) {
           {"config", nlohmann::json::parse(r.config_json, nullptr, false)},
           {"seconds", s},
           {"gflops", r.workload.flops / s / 1e9},
+          // How much the record's samples disagree (compiler/support/stats.h).
+          {"spread", RelativeSpread(r.result.costs)},
           {"agent", r.result.agent_id},
           {"start_unix_us", r.result.start_unix_us}};
 }
@@ -156,11 +159,11 @@ absl::StatusOr<int> Best(const Flags& flags) {
   }
   std::printf(
       "task:    %s\ntarget:  %s\nconfig:  %s\nbest:    %.2f GFLOP/s (%.3f ms, median of %lld "
-      "samples in %lld measurement(s)), record %lld\n",
+      "samples in %lld measurement(s)), record %lld (its samples' spread %.1f%%)\n",
       best.record.workload.task_text.c_str(), target.c_str(), best.config_json.c_str(),
       best.record.workload.flops / best.median_cost / 1e9, best.median_cost * 1e3,
       static_cast<long long>(best.samples), static_cast<long long>(best.measurements),
-      static_cast<long long>(best.record.id));
+      static_cast<long long>(best.record.id), 100 * RelativeSpread(best.record.result.costs));
   return 0;
 }
 
@@ -183,6 +186,7 @@ absl::StatusOr<int> Top(const Flags& flags) {
                      {"measurements", c.measurements},
                      {"samples", c.samples},
                      {"remeasured", c.remeasured},
+                     {"spread", RelativeSpread(c.record.result.costs)},
                      {"record_id", c.record.id}});
     }
     std::printf("%s\n", out.dump().c_str());

@@ -29,6 +29,7 @@
 #include "compiler/support/status.h"
 #include "server/job_manager.h"
 #include "server/server.h"
+#include "tuner/runner.h"
 #include "tuner/search_policy.h"
 #include "tuner/task_scheduler.h"
 #include "tuneforge/v1/tuning.grpc.pb.h"
@@ -40,6 +41,7 @@ constexpr const char* kTuneUsage =
     "usage: tuneforge tune --task \"matmul M=512 N=512 K=512\" [--trials N] [--db PATH]\n"
     "                      [--server HOST:PORT] [--device-key KEY] [--seed S] [--json]\n"
     "                      [--target TEXT] [--batch N] [--timeout-ms MS] [--verbose]\n"
+    "                      [--max-repeat N] [--max-spread-pct P]\n"
     "                      [--policy model|random|grid|ga] [--early-stop N]\n"
     "                      [--priority P] [--no-heuristics]\n"
     "       tuneforge tune --tasks FILE [--trials N] [--round-trials N] [options above]\n"
@@ -73,6 +75,11 @@ constexpr const char* kTuneUsage =
     "  --target      \"llvm -mcpu=CPU -mattr=+f,... -threads=N\" (default: the server's CPU)\n"
     "  --batch       candidates per round (default: 2 x agents, at least 8)\n"
     "  --timeout-ms  per-candidate measurement timeout (default 10000)\n"
+    "  --max-repeat  samples per candidate at most (default 7, 1..100): after the first 3,\n"
+    "                more while they disagree by more than --max-spread-pct; 1 or 3: no\n"
+    "                extra samples\n"
+    "  --max-spread-pct  how closely the samples must agree, in percent of their median\n"
+    "                (default 5, 1..100; the fastest and slowest fifth left out)\n"
     "  --priority    1..10 (default 5): the job's share of the agents when jobs compete\n"
     "                for a device key (priority 2 gets twice the measurements of 1)\n"
     "  --token-file  file holding this user's token, for a server started with --tokens\n"
@@ -97,7 +104,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags,
                    Flags::Parse(args,
                                 {"task", "tasks", "model", "flat-rounds", "scheduler", "trials", "db", "server", "device-key", "seed",
-                                 "target", "batch", "timeout-ms", "token-file", "tls-ca", "policy", "early-stop",
+                                 "target", "batch", "timeout-ms", "max-repeat", "max-spread-pct", "token-file", "tls-ca", "policy", "early-stop",
                                  "round-trials", "priority"},
                                 {"json", "help", "verbose", "quiet", "no-heuristics", "vendor", "no-vendor"}));
   if (flags.Has("help")) {
@@ -143,6 +150,11 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 1, 0, INT64_MAX));
   ASSIGN_OR_RETURN(int64_t batch, flags.GetInt("batch", 0, 1, 1024));
   ASSIGN_OR_RETURN(int64_t timeout_ms, flags.GetInt("timeout-ms", 10000, 100, 3600000));
+  ASSIGN_OR_RETURN(int64_t max_repeat,
+                   flags.GetInt("max-repeat", MeasureOptions().max_repeat, 1, JobManager::kMaxRepeat));
+  ASSIGN_OR_RETURN(int64_t max_spread_pct,
+                   flags.GetInt("max-spread-pct",
+                                static_cast<int64_t>(MeasureOptions().max_spread * 100 + 0.5), 1, 100));
   ASSIGN_OR_RETURN(int64_t priority,
                    flags.GetInt("priority", JobManager::kDefaultPriority, JobManager::kMinPriority,
                                 JobManager::kMaxPriority));
@@ -195,6 +207,8 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     spec.set_priority(static_cast<int>(priority));
     spec.set_count_earlier(count_earlier);
     spec.mutable_measure()->set_timeout_ms(static_cast<int>(timeout_ms));
+    spec.mutable_measure()->set_max_repeat(static_cast<int>(max_repeat));
+    spec.mutable_measure()->set_max_spread(static_cast<double>(max_spread_pct) / 100);
     const char* user = getenv("USER");
     spec.set_owner(user ? user : "");
     ASSIGN_OR_RETURN(const std::string job_id, client->Submit(spec));

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "compiler/support/stats.h"
 
 namespace tuneforge {
 
@@ -44,14 +45,7 @@ std::optional<MeasureErrorKind> ParseMeasureErrorKind(const std::string& name) {
   return std::nullopt;
 }
 
-double MeasureResult::MedianCost() const {
-  if (costs.empty()) return std::numeric_limits<double>::infinity();
-  std::vector<double> sorted = costs;
-  std::sort(sorted.begin(), sorted.end());
-  size_t mid = sorted.size() / 2;
-  if (sorted.size() % 2 == 1) return sorted[mid];
-  return (sorted[mid - 1] + sorted[mid]) / 2;
-}
+double MeasureResult::MedianCost() const { return Median(costs); }
 
 namespace {
 

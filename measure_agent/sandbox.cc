@@ -749,6 +749,8 @@ void Converse(ChildMeasurement& m, const MeasureRequest& request, Clock::time_po
   timing_options.repeat = request.options().repeat();
   timing_options.min_repeat_ms = request.options().min_repeat_ms();
   timing_options.flush_cache = request.options().flush_cache();
+  timing_options.max_repeat = request.options().max_repeat();
+  timing_options.max_spread = request.options().max_spread();
   // Leave a fifth of the timeout for process start-up, the checks and reporting.
   double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   timing_options.budget_seconds = std::max(1e-3, 0.8 * timeout_ms / 1e3 - elapsed);

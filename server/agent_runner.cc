@@ -85,6 +85,8 @@ v1::MeasureRequest MeasureRequestFor(const MeasureInput& in, const std::string& 
   o->set_min_repeat_ms(in.options.min_repeat_ms);
   o->set_flush_cache(in.options.flush_cache);
   o->set_timeout_ms(in.options.timeout_ms);
+  o->set_max_repeat(in.options.max_repeat);
+  o->set_max_spread(in.options.max_spread);
   return r;
 }
 

@@ -94,6 +94,14 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec_in) {
                                       "' (available: model, random, grid, ga)");
   }
   if (spec.early_stop() < 0) return absl::InvalidArgumentError("early_stop must be >= 0");
+  if (spec.measure().max_repeat() < 0 || spec.measure().max_repeat() > kMaxRepeat) {
+    return absl::InvalidArgumentError("measure.max_repeat must be 0.." + std::to_string(kMaxRepeat) +
+                                      ", got " + std::to_string(spec.measure().max_repeat()));
+  }
+  if (!(spec.measure().max_spread() >= 0 && spec.measure().max_spread() <= 1)) {
+    return absl::InvalidArgumentError("measure.max_spread must be 0..1 (a fraction of the median), got " +
+                                      std::to_string(spec.measure().max_spread()));
+  }
   if (spec.priority() == 0) spec.set_priority(kDefaultPriority);
   if (spec.priority() < kMinPriority || spec.priority() > kMaxPriority) {
     return absl::InvalidArgumentError("priority must be " + std::to_string(kMinPriority) + ".." +
@@ -239,6 +247,8 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
     if (m.repeat() > 0) options.measure.repeat = m.repeat();
     if (m.min_repeat_ms() > 0) options.measure.min_repeat_ms = m.min_repeat_ms();
     if (m.timeout_ms() > 0) options.measure.timeout_ms = m.timeout_ms();
+    if (m.max_repeat() > 0) options.measure.max_repeat = m.max_repeat();
+    if (m.max_spread() > 0) options.measure.max_spread = m.max_spread();
     options.measure.flush_cache = m.flush_cache();
   }
   AgentRunner runner(

@@ -150,6 +150,9 @@ TEST_F(CliTest, BadTasks) {
   ExpectError({"tune", "--task", "matmul M=1000000000 N=512 K=512"}, "too large");
   ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--trials", "0"}, "--trials");
   ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--trials", "lots"}, "--trials");
+  ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--max-repeat", "0"}, "--max-repeat");
+  ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--max-spread-pct", "200"},
+              "--max-spread-pct");
   ExpectError({"tune"}, "missing required option --task");
   ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--bogus"}, "unknown option --bogus");
   ExpectError({"frobnicate"}, "unknown command 'frobnicate'");

@@ -22,6 +22,11 @@ struct MeasureOptions {
   int min_repeat_ms = 40;
   bool flush_cache = false;
   int timeout_ms = 10000;
+  // Samples that disagree by more than max_spread ((max - min) / median) get more
+  // samples, up to max_repeat in all: a noisy label costs a few samples more instead
+  // of misleading the cost model (docs/search.md "Clean labels").
+  int max_repeat = 7;
+  double max_spread = 0.05;
 };
 
 // What a kernel's correctness is checked against; shared by all inputs of a task.

@@ -251,14 +251,13 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
         // t broadcast to the layer's shape [..., N]: row i spans the leading dims.
         const std::vector<int64_t>& ts = g.tensors[static_cast<size_t>(t)].shape;
         const size_t r = shape.size(), lead = r - ts.size();
-        ir::Expr index = ir::IntImm(0), rest = i;
+        std::vector<ir::Expr> idx = ir::Unflatten(i, std::vector<int64_t>(shape.begin(), shape.end() - 1));
+        idx.push_back(j);
+        ir::Expr index = ir::IntImm(0);
         int64_t stride = 1;
         for (size_t d = r; d-- > 0;) {
-          const bool varies = d >= lead && ts[d - lead] != 1;
-          ir::Expr idx = d + 1 == r ? j : (d == 0 ? rest : ir::Mod(rest, ir::IntImm(shape[d])));
-          if (d + 1 < r && d > 0) rest = ir::Div(rest, ir::IntImm(shape[d]));
-          if (varies) {
-            index = ir::Add(index, ir::Mul(idx, ir::IntImm(stride)));
+          if (d >= lead && ts[d - lead] != 1) {
+            index = ir::Add(index, ir::Mul(idx[d], ir::IntImm(stride)));
             stride *= ts[d - lead];
           }
         }

@@ -123,12 +123,8 @@ Stmt ElementwiseNest(std::vector<int64_t> shape, View out, std::vector<View> ins
   Expr start = chunks == 1 ? IntImm(0) : ir::Mul(ir::Mod(Var(p), IntImm(chunks)), IntImm(chunk));
   Expr len = chunks == 1 ? IntImm(last) : ir::Min(IntImm(chunk), ir::Sub(IntImm(last), start));
   // The outer indices from the row number.
-  std::vector<Expr> idx(rank);
-  Expr rest = row;
-  for (size_t d = rank - 1; d-- > 0;) {
-    idx[d] = d == 0 ? rest : ir::Mod(rest, IntImm(dims[d]));
-    rest = d == 0 ? rest : ir::Div(rest, IntImm(dims[d]));
-  }
+  std::vector<Expr> idx = ir::Unflatten(row, std::vector<int64_t>(dims.begin(), dims.end() - 1));
+  idx.resize(rank);
   auto store = [&](Expr j) {
     idx[rank - 1] = j;
     std::vector<Expr> loaded;
@@ -542,12 +538,14 @@ absl::StatusOr<NodeKernel> Mean(const Graph& g, const Node& n, int lanes, std::v
   }
   const int64_t outs = Product(keep_dims), count = Product(red_dims);
   const std::string o = b.names("o");
-  Expr base = IntImm(0), rest = Var(o);
-  for (size_t d = keep_dims.size(); d-- > 0;) {
-    Expr i = d == 0 ? rest : ir::Mod(rest, IntImm(keep_dims[d]));
-    base = ir::Add(base, ir::Mul(i, IntImm(keep_strides[d])));
-    if (d > 0) rest = ir::Div(rest, IntImm(keep_dims[d]));
-  }
+  // Offset of the element of x at the flat index `flat` over `dims` with `strides`.
+  auto offset = [](Expr flat, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
+    std::vector<Expr> i = ir::Unflatten(flat, dims);
+    Expr off = IntImm(0);
+    for (size_t d = dims.size(); d-- > 0;) off = ir::Add(off, ir::Mul(i[d], IntImm(strides[d])));
+    return off;
+  };
+  Expr base = offset(Var(o), keep_dims, keep_strides);
   // Reduced axes trailing and contiguous: one vectorized row reduction.
   bool trailing = true;
   for (int64_t d = 0; d < rank; ++d) {
@@ -556,13 +554,7 @@ absl::StatusOr<NodeKernel> Mean(const Graph& g, const Node& n, int lanes, std::v
   const std::string sum = b.names("sum");
   auto term = [&](Expr j) {
     if (trailing) return ir::Load(x, ir::DType::kFloat32, ir::Add(base, j));
-    Expr off = IntImm(0), r = j;
-    for (size_t d = red_dims.size(); d-- > 0;) {
-      Expr i = d == 0 ? r : ir::Mod(r, IntImm(red_dims[d]));
-      off = ir::Add(off, ir::Mul(i, IntImm(red_strides[d])));
-      if (d > 0) r = ir::Div(r, IntImm(red_dims[d]));
-    }
-    return ir::Load(x, ir::DType::kFloat32, ir::Add(base, off));
+    return ir::Load(x, ir::DType::kFloat32, ir::Add(base, offset(j, red_dims, red_strides)));
   };
   Stmt body = ir::Block({RowReduce(sum, count, term, false, trailing ? lanes : 1, b.names),
                          ir::Store(y, Var(o), ir::Mul(Scalar(sum), FloatImm(1.0 / static_cast<double>(count))))});
@@ -716,13 +708,14 @@ absl::StatusOr<NodeKernel> GenericMatMul(const Graph& g, const Node& n, int lane
   (void)out;
   const std::string p = b.names("p"), k = b.names("k"), acc = b.names("acc");
   // Row p of the output: batch index and i.
-  Expr i = ir::Mod(Var(p), IntImm(M)), rest = ir::Div(Var(p), IntImm(M));
+  std::vector<int64_t> row_dims = batch;
+  row_dims.push_back(M);
+  const std::vector<Expr> bi = ir::Unflatten(Var(p), row_dims);  // batch indices, then i
+  const Expr i = bi.back();
   Expr abase = ir::Mul(i, IntImm(a_ri)), bbase = IntImm(0);
   for (size_t d = batch.size(); d-- > 0;) {
-    Expr bi = d == 0 ? rest : ir::Mod(rest, IntImm(batch[d]));
-    abase = ir::Add(abase, ir::Mul(bi, IntImm(a_bstride[d])));
-    bbase = ir::Add(bbase, ir::Mul(bi, IntImm(b_bstride[d])));
-    if (d > 0) rest = ir::Div(rest, IntImm(batch[d]));
+    abase = ir::Add(abase, ir::Mul(bi[d], IntImm(a_bstride[d])));
+    bbase = ir::Add(bbase, ir::Mul(bi[d], IntImm(b_bstride[d])));
   }
   const int64_t vec = lanes > 1 && b_rj == 1 && N >= lanes ? lanes : 1;
   // For a block of `width` columns starting at column j0 (vector lane v).

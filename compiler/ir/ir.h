@@ -171,6 +171,10 @@ void CollectVars(const Expr& e, std::set<std::string>* vars);
 // gets the statement (with its new children) and returns its replacement (itself to
 // keep it). Unchanged subtrees are shared, not copied.
 Stmt Rewrite(const Stmt& s, const std::function<Stmt(const Stmt&)>& post);
+// The row-major indices of the flat `index` into a tensor of `dims`: index mod
+// dims[d] for the inner dimensions, the remaining quotient for the outermost (so
+// `index` < the product of `dims` is assumed, not checked). Empty for no dims.
+std::vector<Expr> Unflatten(Expr index, const std::vector<int64_t>& dims);
 // Whether `s` loads from `buffer` anywhere.
 bool ReadsBuffer(const Stmt& s, const std::string& buffer);
 

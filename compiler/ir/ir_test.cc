@@ -40,6 +40,41 @@ TEST(IrTest, SubstituteRefoldsAndRespectsShadowing) {
   EXPECT_EQ(ToString(same), ToString(loop));
 }
 
+TEST(IrTest, UnflattenIsRowMajor) {
+  const std::vector<int64_t> dims = {2, 3, 4};
+  std::vector<Expr> idx = Unflatten(Var("x"), dims);
+  ASSERT_EQ(idx.size(), 3u);
+  for (int64_t flat = 0; flat < 24; ++flat) {
+    int64_t rebuilt = 0;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      int64_t v = -1;
+      ASSERT_TRUE(IsConst(Substitute(idx[d], {{"x", IntImm(flat)}}), &v));
+      ASSERT_GE(v, 0);
+      ASSERT_LT(v, dims[d]);
+      rebuilt = rebuilt * dims[d] + v;
+    }
+    EXPECT_EQ(rebuilt, flat);
+  }
+  EXPECT_EQ(ToString(Unflatten(Var("x"), {5})[0]), "x") << "one dim: the index itself";
+  EXPECT_TRUE(Unflatten(Var("x"), {}).empty());
+}
+
+// Rewrite rebuilds bottom-up and shares what it does not change.
+TEST(IrTest, RewriteSharesUnchangedSubtrees) {
+  Stmt store = Store("C", Var("i"), Load("A", DType::kFloat32, Var("i")));
+  Stmt other = Store("D", IntImm(0), FloatImm(1));
+  Stmt loop = For("i", IntImm(4), 4, ForKind::kSerial, Block({store, other}));
+  EXPECT_EQ(Rewrite(loop, [](const Stmt& s) { return s; }), loop);
+  Stmt guarded = Rewrite(loop, [](const Stmt& s) {
+    return s->kind == StmtKind::kStore && s->buffer == "C" ? IfThenElse(LT(Var("i"), IntImm(2)), s)
+                                                           : s;
+  });
+  EXPECT_NE(guarded, loop);
+  EXPECT_EQ(guarded->body->stmts[1], other);
+  EXPECT_TRUE(ReadsBuffer(loop, "A"));
+  EXPECT_FALSE(ReadsBuffer(loop, "C"));
+}
+
 // A constant extent is the loop's maximum; a vectorized loop may have a variable
 // extent (codegen vectorizes it where the extent folds to a constant).
 TEST(IrTest, ConstantExtentIsTheMaximum) {

@@ -112,6 +112,19 @@ Stmt Rewrite(const Stmt& s, const std::function<Stmt(const Stmt&)>& post) {
   return post(rebuilt);
 }
 
+std::vector<Expr> Unflatten(Expr index, const std::vector<int64_t>& dims) {
+  std::vector<Expr> out(dims.size());
+  for (size_t d = dims.size(); d-- > 0;) {
+    if (d == 0) {
+      out[0] = index;
+      break;
+    }
+    out[d] = Mod(index, IntImm(dims[d]));
+    index = Div(index, IntImm(dims[d]));
+  }
+  return out;
+}
+
 namespace {
 
 bool ExprReads(const Expr& e, const std::string& buffer) {

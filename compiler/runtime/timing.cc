@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/support/stats.h"
 #include "compiler/support/status.h"
 
 namespace tuneforge::runtime {
@@ -94,14 +95,27 @@ absl::StatusOr<Timing> RunTimingProtocol(SampleRunner& runner, const TimingOptio
     timing.number = next;
   }
 
-  timing.costs.reserve(repeat);
-  for (int r = 0; r < repeat; ++r) {
+  double last_seconds = 0;
+  auto timed_sample = [&]() -> absl::Status {
     RETURN_IF_ERROR(runner.BeforeTimedSample());
     RETURN_IF_ERROR(flush());
     absl::StatusOr<double> seconds = runner.Sample(timing.number);
     if (!seconds.ok()) return seconds.status();
     RETURN_IF_ERROR(runner.AfterTimedSample());
+    last_seconds = *seconds;
     timing.costs.push_back(*seconds / static_cast<double>(timing.number));
+    return absl::OkStatus();
+  };
+  const int max_repeat = std::max(repeat, options.max_repeat);
+  timing.costs.reserve(max_repeat);
+  for (int r = 0; r < repeat; ++r) RETURN_IF_ERROR(timed_sample());
+  while (options.max_spread > 0 && static_cast<int>(timing.costs.size()) < max_repeat &&
+         RelativeSpread(timing.costs) > options.max_spread) {
+    if (options.budget_seconds > 0 &&
+        SecondsSince(start) + last_seconds > options.budget_seconds) {
+      break;  // the next sample would pass the budget
+    }
+    RETURN_IF_ERROR(timed_sample());
   }
   return timing;
 }

@@ -5,6 +5,8 @@
 //   calibrate: time one sample of `number` runs, doubling `number` until a sample
 //              lasts min_repeat_ms (bounded by kMaxNumber and by the time budget)
 //   `repeat` samples of `number` runs each; cost = sample seconds / number
+//   while the samples' relative spread (max - min) / median exceeds max_spread:
+//              one more sample, up to max_repeat samples (and within the budget)
 //
 // with an optional cache flush before every sample. Knows nothing about processes or
 // protos: RunTimingProtocol drives a SampleRunner, which runs the samples in this
@@ -26,6 +28,11 @@ struct TimingOptions {
   int repeat = 1;            // timed samples; < 1 is treated as 1
   int min_repeat_ms = 0;     // grow `number` until one sample lasts this long
   bool flush_cache = false;  // overwrite kFlushBytes before every sample
+  // Noisy samples: while (max - min) / median of the samples exceeds max_spread (> 0),
+  // take another, up to max_repeat samples in all (<= repeat: exactly `repeat`). The
+  // caller reports the median, which the extra samples make robust to a few outliers.
+  int max_repeat = 0;
+  double max_spread = 0;
   // Wall time the calibration and the timed samples may take together; 0 means no
   // bound. Growth of `number` stops before the predicted total would exceed it, so a
   // slow kernel with a large min_repeat_ms is not run absurdly often. It is a
@@ -39,7 +46,7 @@ inline constexpr int64_t kMaxNumber = int64_t{1} << 24;
 inline constexpr int64_t kFlushBytes = int64_t{64} << 20;
 
 struct Timing {
-  std::vector<double> costs;  // seconds per run, one entry per sample (`repeat` entries)
+  std::vector<double> costs;  // seconds per run, one per sample (repeat..max_repeat)
   int64_t number = 0;         // runs per sample after calibration
 };
 

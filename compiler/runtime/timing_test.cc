@@ -1,6 +1,7 @@
 // The measurement protocol, in-process, on ordinary functions standing in for kernels.
 #include "compiler/runtime/timing.h"
 
+#include "compiler/support/stats.h"
 #include "compiler/support/unprivileged_child.h"
 
 #include <gtest/gtest.h>
@@ -49,6 +50,82 @@ TEST(TimeKernelTest, RunsWarmupCalibrationAndRepeats) {
   ASSERT_EQ(timing->costs.size(), 4u);
   for (double c : timing->costs) EXPECT_GE(c, 0);
   EXPECT_EQ(g_calls, 2 + 3 + 4 * 3);
+}
+
+// Samples scripted by the test: each timed sample of `number` runs returns the next
+// per-run cost times number (calibration samples are long enough at once).
+class ScriptedRunner : public SampleRunner {
+ public:
+  explicit ScriptedRunner(std::vector<double> per_run) : per_run_(std::move(per_run)) {}
+  absl::Status Warmup(int) override { return absl::OkStatus(); }
+  absl::Status Flush() override { return absl::OkStatus(); }
+  absl::StatusOr<double> Sample(int64_t number) override {
+    if (!timed_) return 1.0;  // calibration: one long sample
+    const double cost = per_run_[std::min(next_, per_run_.size() - 1)];
+    ++next_;
+    return cost * static_cast<double>(number);
+  }
+  absl::Status BeforeTimedSample() override {
+    timed_ = true;
+    return absl::OkStatus();
+  }
+  size_t timed_samples() const { return next_; }
+
+ private:
+  std::vector<double> per_run_;
+  size_t next_ = 0;
+  bool timed_ = false;
+};
+
+TEST(TimingProtocolTest, QuietSamplesStopAtRepeat) {
+  ScriptedRunner runner({1.00, 1.01, 1.00, 5.0});
+  TimingOptions options;
+  options.repeat = 3;
+  options.max_repeat = 10;
+  options.max_spread = 0.05;
+  absl::StatusOr<Timing> timing = RunTimingProtocol(runner, options);
+  ASSERT_TRUE(timing.ok()) << timing.status();
+  EXPECT_EQ(timing->costs.size(), 3u);
+}
+
+// An outlier among the first samples: more samples until they agree (the fastest and
+// slowest fifth left out), or max_repeat.
+TEST(TimingProtocolTest, NoisySamplesGetMoreUpToMaxRepeat) {
+  TimingOptions options;
+  options.repeat = 3;
+  options.max_repeat = 8;
+  options.max_spread = 0.05;
+  {
+    // One stray sample: forgiven at five samples (the slowest fifth is left out).
+    ScriptedRunner runner({1.0, 2.0, 1.0, 1.01, 1.0, 1.0, 1.0, 1.0, 1.0});
+    absl::StatusOr<Timing> timing = RunTimingProtocol(runner, options);
+    ASSERT_TRUE(timing.ok()) << timing.status();
+    EXPECT_EQ(timing->costs.size(), 5u);
+  }
+  {
+    // Samples that keep disagreeing: max_repeat, no more.
+    ScriptedRunner runner({1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0, 2.0});
+    absl::StatusOr<Timing> timing = RunTimingProtocol(runner, options);
+    ASSERT_TRUE(timing.ok()) << timing.status();
+    EXPECT_EQ(timing->costs.size(), 8u);
+    EXPECT_EQ(runner.timed_samples(), 8u);
+  }
+  {
+    // max_repeat <= repeat: exactly `repeat` samples whatever the spread.
+    options.max_repeat = 2;
+    ScriptedRunner runner({1.0, 3.0, 1.0, 1.0});
+    absl::StatusOr<Timing> timing = RunTimingProtocol(runner, options);
+    ASSERT_TRUE(timing.ok()) << timing.status();
+    EXPECT_EQ(timing->costs.size(), 3u);
+  }
+}
+
+TEST(TimingProtocolTest, RelativeSpreadLeavesOutTheOuterFifths) {
+  EXPECT_EQ(RelativeSpread({}), 0);
+  EXPECT_EQ(RelativeSpread({2.0}), 0);
+  EXPECT_NEAR(RelativeSpread({1.0, 1.5, 2.0}), 1.0 / 1.5, 1e-12);
+  EXPECT_DOUBLE_EQ(RelativeSpread({1.0, 1.0, 1.0, 1.0, 9.0}), 0.0);
+  EXPECT_NEAR(RelativeSpread({0.5, 1.0, 1.0, 1.1, 9.0}), 0.1, 1e-12);
 }
 
 TEST(TimeKernelTest, NonPositiveOptionsAreClamped) {
