@@ -50,6 +50,7 @@
 #include "compiler/runtime/runtime.h"
 #include "compiler/support/files.h"
 #include "compiler/support/log.h"
+#include "compiler/support/stats.h"
 #include "compiler/support/status.h"
 #include "compiler/task/task.h"
 #include "compiler/templates/template.h"
@@ -176,13 +177,6 @@ double BuildCpuSeconds() {
   auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
   return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9 + tv(kids.ru_utime) +
          tv(kids.ru_stime);
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return std::numeric_limits<double>::infinity();
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // One runnable side of the comparison: a loaded kernel or a vendor call.
@@ -625,9 +619,16 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
     if (first > 4 * best) {  // hopeless: one (warm-up) run is enough to tell
       cand.cost = first;
     } else {
+      // The product's protocol (compiler/runtime/timing.h): 3 samples, more while
+      // they disagree, so a sample that met a busy moment does not decide the ranking.
+      const MeasureOptions protocol;
       int64_t number = Calibrate(run, min_sample_s / 2);
       std::vector<double> samples;
-      for (int r = 0; r < 3; ++r) samples.push_back(Sample(run, number));
+      for (int r = 0; r < protocol.repeat; ++r) samples.push_back(Sample(run, number));
+      while (static_cast<int>(samples.size()) < protocol.max_repeat &&
+             RelativeSpread(samples) > protocol.max_spread) {
+        samples.push_back(Sample(run, number));
+      }
       cand.cost = Median(samples);
     }
     best = std::min(best, cand.cost);
