@@ -48,9 +48,9 @@
 #include "compiler/reference/reference.h"
 #include "compiler/runtime/module_loader.h"
 #include "compiler/runtime/runtime.h"
+#include "compiler/runtime/timing.h"
 #include "compiler/support/files.h"
 #include "compiler/support/log.h"
-#include "compiler/support/stats.h"
 #include "compiler/support/status.h"
 #include "compiler/task/task.h"
 #include "compiler/templates/template.h"
@@ -625,8 +625,7 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
       int64_t number = Calibrate(run, min_sample_s / 2);
       std::vector<double> samples;
       for (int r = 0; r < protocol.repeat; ++r) samples.push_back(Sample(run, number));
-      while (static_cast<int>(samples.size()) < protocol.max_repeat &&
-             RelativeSpread(samples) > protocol.max_spread) {
+      while (runtime::WantsAnotherSample(samples, protocol.max_repeat, protocol.max_spread)) {
         samples.push_back(Sample(run, number));
       }
       cand.cost = Median(samples);

@@ -162,25 +162,9 @@ void SplitLayoutTransforms(const Graph& g, PlannedStep* step) {
 // `s` with every store into `buffer` replaced by `f(store)`.
 ir::Stmt RewriteStores(const ir::Stmt& s, const std::string& buffer,
                        const std::function<ir::Stmt(const ir::StmtNode&)>& f) {
-  if (!s) return s;
-  switch (s->kind) {
-    case ir::StmtKind::kFor:
-      return ir::For(s->var, s->extent, s->max_extent, s->for_kind, RewriteStores(s->body, buffer, f));
-    case ir::StmtKind::kStore:
-      return s->buffer == buffer ? f(*s) : s;
-    case ir::StmtKind::kBlock: {
-      std::vector<ir::Stmt> stmts;
-      for (const ir::Stmt& c : s->stmts) stmts.push_back(RewriteStores(c, buffer, f));
-      return ir::Block(stmts);
-    }
-    case ir::StmtKind::kIfThenElse:
-      return ir::IfThenElse(s->condition, RewriteStores(s->body, buffer, f),
-                            RewriteStores(s->else_case, buffer, f));
-    case ir::StmtKind::kAllocate:
-      return ir::Allocate(s->buffer, s->alloc_dtype, s->alloc_size, RewriteStores(s->body, buffer, f),
-                          s->alloc_scope);
-  }
-  return s;
+  return ir::Rewrite(s, [&](const ir::Stmt& st) {
+    return st->kind == ir::StmtKind::kStore && st->buffer == buffer ? f(*st) : st;
+  });
 }
 
 // A convolution's epilogue (bias, residual, relu/clip) fused into its output's

@@ -7,7 +7,6 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "compiler/support/stats.h"
 #include "compiler/support/status.h"
 
 namespace tuneforge::runtime {
@@ -109,8 +108,7 @@ absl::StatusOr<Timing> RunTimingProtocol(SampleRunner& runner, const TimingOptio
   const int max_repeat = std::max(repeat, options.max_repeat);
   timing.costs.reserve(max_repeat);
   for (int r = 0; r < repeat; ++r) RETURN_IF_ERROR(timed_sample());
-  while (options.max_spread > 0 && static_cast<int>(timing.costs.size()) < max_repeat &&
-         RelativeSpread(timing.costs) > options.max_spread) {
+  while (WantsAnotherSample(timing.costs, max_repeat, options.max_spread)) {
     if (options.budget_seconds > 0 &&
         SecondsSince(start) + last_seconds > options.budget_seconds) {
       break;  // the next sample would pass the budget

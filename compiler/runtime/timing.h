@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/runtime/runtime.h"
+#include "compiler/support/stats.h"
 
 namespace tuneforge::runtime {
 
@@ -39,6 +40,15 @@ struct TimingOptions {
   // prediction, not a deadline: the caller's timeout still applies.
   double budget_seconds = 0;
 };
+
+// The protocol's rule for one more sample: the samples so far disagree by more than
+// `max_spread` (RelativeSpread) and there are fewer than `max_repeat` of them. Shared
+// with the benchmarks that time in-process without the protocol's calibration.
+inline bool WantsAnotherSample(const std::vector<double>& costs, int max_repeat,
+                               double max_spread) {
+  return max_spread > 0 && static_cast<int>(costs.size()) < max_repeat &&
+         RelativeSpread(costs) > max_spread;
+}
 
 // Upper bound on `number`, whatever min_repeat_ms asks for.
 inline constexpr int64_t kMaxNumber = int64_t{1} << 24;
