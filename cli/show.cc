@@ -3,6 +3,7 @@
 
 #include "compiler/codegen/build.h"
 #include "compiler/support/files.h"
+#include "compiler/support/log.h"
 #include "compiler/task/task.h"
 #include "compiler/templates/template.h"
 #include "cli/commands.h"
@@ -14,21 +15,25 @@ namespace {
 
 constexpr const char* kShowUsage =
     "usage: tuneforge show --task \"...\" --config '<json>' [--target TEXT] [--so PATH]\n"
+    "                      [--verbose]\n"
     "       tuneforge show --task \"...\" --space [--target TEXT]\n"
     "       tuneforge show --task \"...\" --naive [--target TEXT]\n"
     "  Prints the lowered loop nest of a config (what codegen compiles), or the\n"
     "  knobs of the task's template with their candidate values. --so also builds the\n"
-    "  config with LLVM and writes the shared object to PATH (for objdump -d).\n";
+    "  config with LLVM and writes the shared object to PATH (for objdump -d).\n"
+    "  --verbose logs the build's phases (IR emission, optimisation, object\n"
+    "  emission, link) with their times.\n";
 
 }  // namespace
 
 absl::StatusOr<int> ShowCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags,
-                   Flags::Parse(args, {"task", "config", "target", "so"}, {"space", "naive", "help"}));
+                   Flags::Parse(args, {"task", "config", "target", "so"}, {"space", "naive", "verbose", "help"}));
   if (flags.Has("help")) {
     std::fputs(kShowUsage, stdout);
     return 0;
   }
+  if (flags.Has("verbose")) SetLogLevel(LogLevel::kDebug);
   RETURN_IF_ERROR(flags.Require("task"));
   ASSIGN_OR_RETURN(TuningTask task, ParseTask(flags.Get("task")));
   Target target = DetectHostTarget("local");

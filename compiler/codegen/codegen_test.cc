@@ -17,6 +17,7 @@
 
 #include "compiler/codegen/build.h"
 #include "compiler/codegen/ir_analysis.h"
+#include "compiler/codegen/llvm_codegen.h"
 #include "compiler/runtime/runtime.h"
 
 namespace tuneforge {
@@ -229,6 +230,54 @@ TEST(CodegenTest, UnrolledLoopsConstantAndDynamic) {
   for (int k = 0; k < 10; ++k) want_d[k] = a[k] + 1.0f;
   ExpectNear(c, want_c, 0);
   ExpectNear(d, want_d, 0);
+}
+
+// LLVM unrolls a kernel's serial loop only when its body is small (docs/kernels.md,
+// "Build time"): four iterations of 8 stores are unrolled away, four iterations of 32
+// stay a loop marked unroll.disable, and a layout transform's loops (prepack) stay
+// loops however small. Checked on the optimised IR: a loop left has !llvm.loop on
+// its latch.
+TEST(CodegenTest, LlvmUnrollsOnlySmallKernelLoops) {
+  auto kernel = [](int64_t stores, bool with_prepack) {
+    ir::LoweredFunc f;
+    f.name = "unroll_policy_" + std::to_string(stores);
+    f.params = {Param("A", 4 * stores), Param("C", 4 * stores, true)};
+    Expr i = Var("i"), j = Var("j");
+    Expr flat = Add(Mul(i, IntImm(stores)), j);
+    Stmt nest = Loop("i", 4, ForKind::kSerial,
+                     Loop("j", stores, ForKind::kUnrolled,
+                          Store("C", flat, Mul(Ld("A", flat), FloatImm(3.0)))));
+    if (with_prepack) {
+      f.prepack = nest;
+      f.body = Loop("k", 4 * stores, ForKind::kSerial, Store("C", Var("k"), FloatImm(0.0)));
+    } else {
+      f.body = nest;
+    }
+    return f;
+  };
+  auto loops = [](const ir::LoweredFunc& f) {
+    absl::StatusOr<std::string> text = codegen::CompileToLlvmIr(f, TestTarget(), BuildOptions{});
+    EXPECT_TRUE(text.ok()) << text.status();
+    int count = 0;
+    for (size_t at = text->find("!llvm.loop !"); at != std::string::npos;
+         at = text->find("!llvm.loop !", at + 1))
+      ++count;
+    return std::make_pair(count, text->find("llvm.loop.unroll.disable") != std::string::npos);
+  };
+  EXPECT_EQ(loops(kernel(8, false)), std::make_pair(0, false));
+  EXPECT_EQ(loops(kernel(32, false)), std::make_pair(1, true));
+  // The prepack's 8-store loop stays; the kernel's memset-like loop may become a call.
+  auto [prepack_loops, disabled] = loops(kernel(8, true));
+  EXPECT_GE(prepack_loops, 1);
+  EXPECT_TRUE(disabled);
+
+  // And what runs is unchanged: the big-bodied loop computes C = 3 A.
+  ir::LoweredFunc big = kernel(32, false);
+  std::vector<float> a = Random(128, 0), c(128);
+  BuildAndRun(big, {&a, &c});
+  std::vector<float> want(128);
+  for (int k = 0; k < 128; ++k) want[k] = 3.0f * a[k];
+  ExpectNear(c, want, 0);
 }
 
 TEST(CodegenTest, VectorizedStrides) {

@@ -24,11 +24,13 @@
 //     accumulator tiles in registers.
 // Then CompileToObject runs the O3 pipeline with the loop and SLP vectorizers off
 // (the schedule alone decides vectorization; IEEE semantics, only fmuladd
-// contraction) and emits a PIC object.
+// contraction) and emits a PIC object. A few costly passes that gain nothing here
+// are left out for build speed (InitializeLlvmOnce, Optimize, LoopId).
 
 #include "compiler/codegen/llvm_codegen.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -51,11 +53,13 @@
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Metadata.h"
 #include "llvm/IR/Module.h"
+#include "llvm/IR/PassInstrumentation.h"
 #include "llvm/IR/Verifier.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/OptimizationLevel.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/CodeGen.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
@@ -69,6 +73,14 @@ namespace {
 // Constant-extent kUnrolled loops longer than this become serial loops: copying a
 // body thousands of times only slows the build, and LLVM's unroller still sees them.
 constexpr int64_t kMaxUnrollExtent = 1024;
+// LLVM unrolls a serial loop of the kernel only when its body has fewer stores than
+// this (a store per multiply-add of a register tile): a body of 32 FMAs or more has
+// little loop overhead left, and copying big bodies (a conv's filter window around a
+// 64-FMA tile) made the rest of the pipeline 2-3x slower. Small bodies (a depthwise
+// tap, a 3-channel stem step) still unroll: they ran up to 11% slower without it.
+// The layout transforms (prepack, unpack: untimed copies) are never unrolled by LLVM.
+// Session 9 A/B, docs/kernels.md "Build time".
+constexpr int64_t kMaxLlvmUnrollStores = 32;
 // Every float access is 4-byte aligned only: vector accesses need not be aligned.
 constexpr unsigned kFloatAlign = 4;
 
@@ -173,12 +185,16 @@ class ModuleEmitter {
   llvm::Value* Splat(llvm::Value* v);
   bool MatchLanes(llvm::Value** a, llvm::Value** b);
   llvm::Value* LastLane(llvm::Value* v);
-  llvm::MDNode* NoRuntimeUnrollLoopId();
+  // Loop metadata for a serial loop's latch: no runtime unrolling, and none at all
+  // when LLVM may not unroll the loop (kMaxLlvmUnrollStores).
+  llvm::MDNode* LoopId(bool may_unroll);
   llvm::Type* TypeOf(ir::DType dtype) const;
   llvm::Value* Fail(const std::string& message, llvm::Type* type = nullptr);
 
   llvm::LLVMContext& ctx_;
   llvm::Module& module_;
+  int64_t stores_emitted_ = 0;        // Store statements emitted so far
+  bool in_layout_transform_ = false;  // emitting a prepack or unpack entry
   const Target& target_;
   llvm::IRBuilder<> b_;
   llvm::Type* i1_;
@@ -264,8 +280,10 @@ absl::Status ModuleEmitter::EmitKernel(const ir::LoweredFunc& func) {
   }
 
   EmitEntry(func.name, func.params, func.body);
+  in_layout_transform_ = true;
   if (func.prepack) EmitEntry(func.name + "_prepack", func.params, func.prepack);
   if (func.unpack) EmitEntry(func.name + "_unpack", func.params, func.unpack);
+  in_layout_transform_ = false;
   return status_;
 }
 
@@ -411,12 +429,15 @@ void ModuleEmitter::EmitSerialLoop(const ir::Stmt& s, llvm::Value* extent) {
   b_.CreateCondBr(b_.CreateICmpSLT(var, extent), body, exit);
 
   b_.SetInsertPoint(body);
+  const int64_t stores_before = stores_emitted_;
   EmitBodyWithVar(s, var);
+  const bool may_unroll =
+      !in_layout_transform_ && stores_emitted_ - stores_before < kMaxLlvmUnrollStores;
   llvm::Value* next = b_.CreateAdd(var, llvm::ConstantInt::get(i64_, 1), s->var + ".next",
                                    /*HasNUW=*/true, /*HasNSW=*/true);
   var->addIncoming(next, b_.GetInsertBlock());
   llvm::BranchInst* latch = b_.CreateBr(header);
-  latch->setMetadata(llvm::LLVMContext::MD_loop, NoRuntimeUnrollLoopId());
+  latch->setMetadata(llvm::LLVMContext::MD_loop, LoopId(may_unroll));
 
   b_.SetInsertPoint(exit);
 }
@@ -523,6 +544,7 @@ void ModuleEmitter::EmitParallel(const ir::Stmt& s) {
 }
 
 void ModuleEmitter::EmitStore(const ir::Stmt& s) {
+  ++stores_emitted_;
   const BufferRef* buffer = FindBuffer(s->buffer);
   if (!buffer || !s->index || !s->value) {
     if (buffer) Fail("store to '" + s->buffer + "' without index or value");
@@ -923,13 +945,14 @@ llvm::Value* ModuleEmitter::LastLane(llvm::Value* v) {
 }
 
 // Loop metadata for the latch of every serial loop: LLVM may still unroll loops with
-// a constant trip count, but not emit runtime-unrolled copies plus remainder loops
-// for unknown trip counts (tails of splits). On matmul template kernels that cut
-// build time by 15-20% with unchanged kernel speed; explicit unrolling is the
-// schedule's job.
-llvm::MDNode* ModuleEmitter::NoRuntimeUnrollLoopId() {
-  llvm::Metadata* disable =
-      llvm::MDNode::get(ctx_, llvm::MDString::get(ctx_, "llvm.loop.unroll.runtime.disable"));
+// a constant trip count and a small body, but never emit runtime-unrolled copies plus
+// remainder loops for unknown trip counts (tails of splits). On matmul template
+// kernels that cut build time by 15-20% with unchanged kernel speed; explicit
+// unrolling is the schedule's job.
+llvm::MDNode* ModuleEmitter::LoopId(bool may_unroll) {
+  llvm::Metadata* disable = llvm::MDNode::get(
+      ctx_, llvm::MDString::get(ctx_, may_unroll ? "llvm.loop.unroll.runtime.disable"
+                                                 : "llvm.loop.unroll.disable"));
   llvm::TempMDNode placeholder = llvm::MDNode::getTemporary(ctx_, {});
   // A loop id is a distinct node whose first operand is itself.
   llvm::MDNode* loop_id = llvm::MDNode::getDistinct(ctx_, {placeholder.get(), disable});
@@ -940,11 +963,24 @@ llvm::MDNode* ModuleEmitter::NoRuntimeUnrollLoopId() {
 // ---------------------------------------------------------------------------
 // Optimisation and object emission
 
+// Build speed. A tuning run builds every candidate, so the pipeline leaves out what
+// costs much and gains nothing on these kernels (docs/kernels.md, "Build time";
+// session 9, A/B on the top configs of 8 tasks: speed within +-1.5%, builds 2-4x
+// faster). The kernels are big straight-line blocks of loads and FMAs running on
+// out-of-order cores:
+//   - no machine instruction scheduling, before or after register allocation: both
+//     schedulers are quadratic in a block's memory operations and took 70-75% of
+//     object emission on the unrolled conv bodies;
+//   - no LoopLoadElimination (see Optimize).
+// These are LLVM command-line options, process-wide: set once, before the first
+// build, in the only process part that uses LLVM.
 void InitializeLlvmOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
+    const char* argv[] = {"tuneforge", "-enable-misched=false", "-post-RA-scheduler=false"};
+    llvm::cl::ParseCommandLineOptions(static_cast<int>(std::size(argv)), argv);
   });
 }
 
@@ -980,7 +1016,14 @@ void Optimize(llvm::Module& module, llvm::TargetMachine& machine, int opt_level)
   tuning.LoopVectorization = false;
   tuning.SLPVectorization = false;
   tuning.LoopInterleaving = false;
-  llvm::PassBuilder builder(&machine, tuning);
+  // LoopLoadElimination forwards stores to loads of later iterations; the schedule
+  // already keeps what is reused in registers, and its loop access analysis is
+  // quadratic in a loop's accesses (60% of the O3 pipeline on conv kernels). The
+  // pipeline has no switch for it, so it is skipped through the pass instrumentation.
+  llvm::PassInstrumentationCallbacks instrumentation;
+  instrumentation.registerShouldRunOptionalPassCallback(
+      [](llvm::StringRef pass, llvm::Any) { return pass != "LoopLoadEliminationPass"; });
+  llvm::PassBuilder builder(&machine, tuning, std::nullopt, &instrumentation);
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
@@ -997,10 +1040,11 @@ void Optimize(llvm::Module& module, llvm::TargetMachine& machine, int opt_level)
   passes.run(module, mam);
 }
 
-}  // namespace
 
-absl::StatusOr<std::string> CompileToObject(const ir::LoweredFunc& func, const Target& target,
-                                            const BuildOptions& options) {
+enum class Output { kObject, kOptimisedIr };
+
+absl::StatusOr<std::string> Compile(const ir::LoweredFunc& func, const Target& target,
+                                    const BuildOptions& options, Output output) {
   InitializeLlvmOnce();
   std::string error;
   const llvm::Target* llvm_target = llvm::TargetRegistry::lookupTarget(target.triple, error);
@@ -1046,6 +1090,13 @@ absl::StatusOr<std::string> CompileToObject(const ir::LoweredFunc& func, const T
     text_stream.flush();
     TF_LOG(Debug) << "optimised LLVM IR of " << func.name << ":\n" << text;
   }
+  if (output == Output::kOptimisedIr) {
+    std::string text;
+    llvm::raw_string_ostream text_stream(text);
+    module.print(text_stream, nullptr);
+    text_stream.flush();
+    return text;
+  }
 
   llvm::SmallVector<char, 0> object;
   llvm::raw_svector_ostream object_stream(object);
@@ -1059,6 +1110,18 @@ absl::StatusOr<std::string> CompileToObject(const ir::LoweredFunc& func, const T
     codegen_passes.run(module);
   }
   return std::string(object.begin(), object.end());
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> CompileToObject(const ir::LoweredFunc& func, const Target& target,
+                                            const BuildOptions& options) {
+  return Compile(func, target, options, Output::kObject);
+}
+
+absl::StatusOr<std::string> CompileToLlvmIr(const ir::LoweredFunc& func, const Target& target,
+                                            const BuildOptions& options) {
+  return Compile(func, target, options, Output::kOptimisedIr);
 }
 
 HostInfo DetectHost() {

@@ -20,6 +20,11 @@ namespace tuneforge::codegen {
 absl::StatusOr<std::string> CompileToObject(const ir::LoweredFunc& func, const Target& target,
                                             const BuildOptions& options);
 
+// The same pipeline, stopped after optimisation: the optimised LLVM IR as text (for
+// tests of what the pipeline does, and for reading).
+absl::StatusOr<std::string> CompileToLlvmIr(const ir::LoweredFunc& func, const Target& target,
+                                            const BuildOptions& options);
+
 // The host as LLVM sees it: normalised default triple, host CPU name, and the enabled
 // host CPU features, sorted, in "+a,+b" form.
 struct HostInfo {
