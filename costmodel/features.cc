@@ -178,6 +178,8 @@ void Walk(const Stmt& s, WalkState* st) {
       st->dominant = std::move(site);
       return;
     }
+    case StmtKind::kPrefetch:  // a hint: the model sees it as its knob (prefetch_k)
+      return;
     case StmtKind::kBlock:
       for (const Stmt& c : s->stmts) Walk(c, st);
       return;
@@ -284,13 +286,17 @@ FeatureVector FeatureExtractor::Extract(const ir::LoweredFunc& func, const Confi
   for (size_t i = 0; i < knobs_.size(); ++i) {
     const Knob& k = knobs_[i];
     auto it = config.values().find(k.name);
-    float value = -1;  // absent knob (should not happen for a checked config)
-    if (it != config.values().end()) {
-      if (it->is_number()) {
-        value = it->get<float>();
+    // A knob added by a later template version may be absent: it then has its default.
+    const nlohmann::json* knob_value = it != config.values().end() ? &*it
+                                       : k.default_value          ? &*k.default_value
+                                                                  : nullptr;
+    float value = -1;  // absent knob without a default (not a checked config)
+    if (knob_value) {
+      if (knob_value->is_number()) {
+        value = knob_value->get<float>();
       } else {
         for (size_t j = 0; j < k.values.size(); ++j)
-          if (k.values[j] == *it) value = static_cast<float>(j);
+          if (k.values[j] == *knob_value) value = static_cast<float>(j);
       }
     }
     v[kNumIrFeatures + i] = value;

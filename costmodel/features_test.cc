@@ -13,16 +13,18 @@ namespace tuneforge::costmodel {
 namespace {
 
 struct Fixture {
-  explicit Fixture(const std::string& text)
-      : task(*ParseTask(text)),
+  explicit Fixture(const std::string& text, Target t = Avx512TestTarget())
+      : target(t),
+        task(*ParseTask(text)),
         tmpl(*FindTemplate(task)),
-        space(tmpl->Space(task, Avx512TestTarget())),
-        extractor(space, Avx512TestTarget()) {}
+        space(tmpl->Space(task, target)),
+        extractor(space, target) {}
   FeatureVector Features(const Config& c) const {
-    auto f = tmpl->Instantiate(task, Avx512TestTarget(), c);
+    auto f = tmpl->Instantiate(task, target, c);
     EXPECT_TRUE(f.ok()) << f.status();
     return extractor.Extract(*f, c);
   }
+  Target target;
   TuningTask task;
   const Template* tmpl;
   ConfigSpace space;
@@ -86,6 +88,20 @@ TEST(FeaturesTest, ShapeGeneric) {
     size_t i = std::find(names.begin(), names.end(), n) - names.begin();
     EXPECT_EQ(fa[i], fb[i]) << n;
   }
+}
+
+// A config from before a knob existed (no prefetch_k) means that knob's default, and
+// its features say so: the same vector as the config with the default spelled out.
+TEST(FeaturesTest, AbsentKnobHasItsDefaultValue) {
+  Fixture fx("matmul M=128 N=128 K=128", Avx2TestTarget());  // where prefetch_k exists
+  nlohmann::json old = nlohmann::json::parse(
+      R"({"accumulate":"registers","loop_order":"ijk","parallel":1,"tile_i_blocks":4,"tile_i_reg":4,)"
+      R"("tile_j_blocks":2,"tile_j_vecs":2,"tile_k":16,"unroll_k":2,"vec_lanes":8,"pack_b":0})");
+  nlohmann::json spelled = old;
+  spelled["prefetch_k"] = 0;
+  EXPECT_EQ(fx.Features(Config(old)), fx.Features(Config(spelled)));
+  spelled["prefetch_k"] = 16;
+  EXPECT_NE(fx.Features(Config(old)), fx.Features(Config(spelled)));
 }
 
 TEST(FeaturesTest, CheapEnough) {

@@ -67,6 +67,14 @@ void ExpectCorrect(const TuningTask& task, const Target& target, const Config& c
   }
 }
 
+// This host as an AVX2-only target (x86-64-v3): the code runs natively.
+Target Avx2HostTarget() {
+  Target target = DetectHostTarget("test-avx2");
+  target.cpu = "x86-64-v3";
+  target.features = "+avx,+avx2,+fma";
+  return target;
+}
+
 void CheckRandomPairs(int pairs, const std::vector<int64_t>& sizes, uint64_t seed) {
   Target target = DetectHostTarget("test");
   std::mt19937_64 rng(seed);
@@ -220,6 +228,78 @@ TEST(KernelCorrectnessTest, PrimeShapesAtOneAndTwoThreads) {
         ASSERT_TRUE(sampled.ok());
         configs.push_back(*sampled);
       }
+      for (size_t i = 0; i < configs.size(); ++i) {
+        ExpectCorrect(task, target, configs[i], i, 2);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// Knob prefetch_k (distance 16; AVX2 target) on heuristic configs (B packed where the panel
+// divides N, and not), matmul and dense, shapes with tails: the prefetches run past
+// the k tiles and past the end of B, and must change nothing. 1 and 2 threads.
+TEST(KernelCorrectnessTest, PrefetchDistancesAtOneAndTwoThreads) {
+  const std::vector<TuningTask> tasks = {
+      *MakeTask("matmul", {{"M", 97}, {"N", 131}, {"K", 61}}, "float32"),
+      *MakeTask("matmul", {{"M", 61}, {"N", 128}, {"K", 97}}, "float32"),
+      *MakeTask("dense", {{"M", 37}, {"N", 128}, {"K", 131}, {"bias", 1}, {"relu", 1}}, "float32")};
+  for (int threads : {1, 2}) {
+    Target target = Avx2HostTarget();  // the knob is offered below AVX-512 only
+    target.num_threads = threads;
+    for (const TuningTask& task : tasks) {
+      const Template* tmpl = *FindTemplate(task);
+      std::vector<Config> configs = tmpl->Heuristics(task, target);
+      if (configs.size() > 2) configs.resize(2);
+      for (const Config& base : configs) {
+        for (int distance : {16}) {
+          nlohmann::json j = base.values();
+          j["prefetch_k"] = distance;
+          ExpectCorrect(task, target, Config(j), distance, 2);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+    // A column tail of exactly one vector (32 = 24 + 8): that tile's copy has no j.v
+    // loop of its own extent, and its prefetch must still name only bound variables.
+    TuningTask task = *MakeTask("matmul", {{"M", 37}, {"N", 32}, {"K", 53}}, "float32");
+    nlohmann::json j = {{"tile_i_reg", 4}, {"vec_lanes", 8}, {"tile_j_vecs", 3},
+                        {"tile_i_blocks", 2}, {"tile_j_blocks", 1}, {"tile_k", 16},
+                        {"unroll_k", 2}, {"loop_order", "ijk"}, {"parallel", 1},
+                        {"accumulate", "registers"}, {"pack_b", 0}, {"prefetch_k", 16}};
+    ExpectCorrect(task, target, Config(j), 7, 2);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Knob pack_a (AVX2 target): A copied into row panels of the register tile's height, on heuristic
+// configs (B packed or not) and random configs with it, tails in N and K (M must be a
+// multiple of the tile's height), matmul and batch_matmul, 1 and 2 threads.
+TEST(KernelCorrectnessTest, PackedAAtOneAndTwoThreads) {
+  const std::vector<TuningTask> tasks = {
+      *MakeTask("matmul", {{"M", 96}, {"N", 131}, {"K", 61}}, "float32"),
+      *MakeTask("matmul", {{"M", 97}, {"N", 64}, {"K", 97}}, "float32"),
+      *MakeTask("batch_matmul", {{"B", 3}, {"M", 24}, {"N", 37}, {"K", 29}}, "float32")};
+  for (int threads : {1, 2}) {
+    Target target = Avx2HostTarget();  // the knob is offered below AVX-512 only
+    target.num_threads = threads;
+    std::mt19937_64 rng(61 + threads);
+    for (const TuningTask& task : tasks) {
+      const Template* tmpl = *FindTemplate(task);
+      const ConfigSpace space = tmpl->Space(task, target);
+      std::vector<Config> configs;
+      for (const Config& h : tmpl->Heuristics(task, target)) {
+        nlohmann::json j = h.values();
+        j["pack_a"] = 1;
+        if (space.Check(Config(j)).ok()) configs.push_back(Config(j));
+        if (configs.size() == 3) break;
+      }
+      for (int tries = 0; tries < 200 && configs.size() < 6; ++tries) {
+        auto sampled = space.Sample(rng);
+        ASSERT_TRUE(sampled.ok());
+        if (sampled->Int("pack_a") == 1) configs.push_back(*sampled);
+      }
+      ASSERT_GE(configs.size(), 4u) << task.CanonicalText();
       for (size_t i = 0; i < configs.size(); ++i) {
         ExpectCorrect(task, target, configs[i], i, 2);
         if (HasFatalFailure()) return;

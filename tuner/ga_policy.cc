@@ -14,7 +14,9 @@ void GeneticPolicy::Observe(const std::vector<TuningRecord>& records) {
   for (const TuningRecord& r : records) {
     absl::StatusOr<Config> c = Config::FromJson(r.config_json);
     if (!c.ok()) continue;
-    std::string key = c->ToJson();
+    // Spelled out with every defaulted knob: a record from before a knob existed is
+    // the same config as one naming its default, and crossover reads every knob.
+    std::string key = space_.WithDefaults(*c).ToJson();
     visited_.insert(key);
     if (r.workload.key != workload_key_) continue;
     double throughput = r.result.error == MeasureErrorKind::kNone ? 1.0 / r.result.MedianCost() : 0;

@@ -89,7 +89,7 @@ void ModelPolicy::Observe(const std::vector<TuningRecord>& records) {
       others.push_back(r);
       continue;
     }
-    std::string key = c->ToJson();
+    std::string key = space_.WithDefaults(*c).ToJson();  // a missing knob is its default
     visited_.insert(key);
     double& t = own_[key];
     t = std::max(t, Throughput(r));

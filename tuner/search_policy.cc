@@ -34,7 +34,7 @@ std::vector<Config> RandomPolicy::Propose(int n) {
 void RandomPolicy::Observe(const std::vector<TuningRecord>& records) {
   for (const TuningRecord& r : records) {
     absl::StatusOr<Config> c = Config::FromJson(r.config_json);
-    if (c.ok()) visited_.insert(c->ToJson());
+    if (c.ok()) visited_.insert(space_.WithDefaults(*c).ToJson());
   }
 }
 
@@ -65,7 +65,7 @@ std::vector<Config> GridPolicy::Propose(int n) {
 void GridPolicy::Observe(const std::vector<TuningRecord>& records) {
   for (const TuningRecord& r : records) {
     absl::StatusOr<Config> c = Config::FromJson(r.config_json);
-    if (c.ok()) visited_.insert(c->ToJson());
+    if (c.ok()) visited_.insert(space_.WithDefaults(*c).ToJson());
   }
 }
 

@@ -22,6 +22,10 @@ void CollectStmt(const ir::Stmt& s, UsedNames* names) {
       CollectExpr(s->index, names);
       CollectExpr(s->value, names);
       break;
+    case ir::StmtKind::kPrefetch:
+      names->buffers.insert(s->buffer);
+      CollectExpr(s->index, names);
+      break;
     case ir::StmtKind::kBlock:
       for (const ir::Stmt& child : s->stmts) CollectStmt(child, names);
       break;
@@ -95,6 +99,7 @@ bool IsVectorizableBody(const ir::Stmt& body, const std::string& var) {
       return body->var != var && !DependsOn(body->extent, var) &&
              IsVectorizableBody(body->body, var);
     case ir::StmtKind::kStore:
+    case ir::StmtKind::kPrefetch:
       return true;
     case ir::StmtKind::kBlock:
       for (const ir::Stmt& child : body->stmts) {

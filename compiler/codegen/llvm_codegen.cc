@@ -163,6 +163,7 @@ class ModuleEmitter {
   void EmitVectorized(const ir::Stmt& s, int64_t lanes);
   void EmitParallel(const ir::Stmt& s);
   void EmitStore(const ir::Stmt& s);
+  void EmitPrefetch(const ir::Stmt& s);
   void EmitIfThenElse(const ir::Stmt& s);
   void EmitAllocate(const ir::Stmt& s);
 
@@ -340,6 +341,9 @@ void ModuleEmitter::EmitStmt(const ir::Stmt& s) {
       return;
     case ir::StmtKind::kStore:
       EmitStore(s);
+      return;
+    case ir::StmtKind::kPrefetch:
+      EmitPrefetch(s);
       return;
     case ir::StmtKind::kBlock:
       for (const ir::Stmt& child : s->stmts) EmitStmt(child);
@@ -583,6 +587,20 @@ void ModuleEmitter::EmitStore(const ir::Stmt& s) {
   llvm::Value* index = EmitScalarIndex(s->index);
   if (!status_.ok()) return;
   b_.CreateAlignedStore(LastLane(value), Address(*buffer, index), llvm::Align(kFloatAlign));
+}
+
+// llvm.prefetch(address, read, locality 3 = keep in all cache levels, data cache).
+// Inside a vectorized loop the address is lane 0's: one prefetch per vector.
+void ModuleEmitter::EmitPrefetch(const ir::Stmt& s) {
+  const BufferRef* buffer = FindBuffer(s->buffer);
+  if (!buffer || !s->index) {
+    if (buffer) Fail("prefetch of '" + s->buffer + "' without index");
+    return;
+  }
+  // A plain GEP, not Address's inbounds one: a prefetch may point past the buffer.
+  llvm::Value* address = b_.CreateGEP(f32_, buffer->ptr, EmitIndexAtLaneZero(s->index));
+  b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {address->getType()},
+                     {address, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
 }
 
 void ModuleEmitter::EmitIfThenElse(const ir::Stmt& s) {

@@ -191,6 +191,14 @@ Stmt Store(const std::string& buffer, Expr index, Expr value) {
   return node;
 }
 
+Stmt Prefetch(const std::string& buffer, Expr index) {
+  auto node = std::make_shared<StmtNode>();
+  node->kind = StmtKind::kPrefetch;
+  node->buffer = buffer;
+  node->index = std::move(index);
+  return node;
+}
+
 Stmt Block(std::vector<Stmt> stmts) {
   if (stmts.size() == 1) return stmts[0];
   auto node = std::make_shared<StmtNode>();

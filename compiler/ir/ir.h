@@ -79,7 +79,7 @@ bool IsConst(const Expr& e, int64_t* value = nullptr);
 enum class ForKind { kSerial, kParallel, kVectorized, kUnrolled };
 const char* ForKindName(ForKind kind);
 
-enum class StmtKind { kFor, kStore, kBlock, kIfThenElse, kAllocate };
+enum class StmtKind { kFor, kStore, kBlock, kIfThenElse, kAllocate, kPrefetch };
 
 // Where an Allocate lives: kLocal is a small constant-size tile (a stack slot that
 // codegen can promote to registers); kHeap is a large scratch buffer (e.g. a packed
@@ -97,7 +97,9 @@ struct StmtNode {
   Expr extent;
   int64_t max_extent = 0;
   ForKind for_kind = ForKind::kSerial;
-  // kStore: buffer[index] = value.  kAllocate: a local buffer of `alloc_size`
+  // kStore: buffer[index] = value.  kPrefetch: a hint that buffer[index] will be read
+  //   soon (no effect on results; the index may lie outside the buffer: a prefetch
+  //   never faults).  kAllocate: a local buffer of `alloc_size`
   //   elements of `alloc_dtype`, visible in `body`, uninitialised.
   std::string buffer;
   Expr index;
@@ -115,6 +117,7 @@ struct StmtNode {
 
 Stmt For(const std::string& var, Expr extent, int64_t max_extent, ForKind kind, Stmt body);
 Stmt Store(const std::string& buffer, Expr index, Expr value);
+Stmt Prefetch(const std::string& buffer, Expr index);
 Stmt Block(std::vector<Stmt> stmts);
 Stmt IfThenElse(Expr condition, Stmt then_case, Stmt else_case = nullptr);
 Stmt Allocate(const std::string& buffer, DType dtype, int64_t size, Stmt body,

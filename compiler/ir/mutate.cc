@@ -55,6 +55,8 @@ Stmt Substitute(const Stmt& s, const std::map<std::string, Expr>& vars) {
     }
     case StmtKind::kStore:
       return Store(s->buffer, Substitute(s->index, vars), Substitute(s->value, vars));
+    case StmtKind::kPrefetch:
+      return Prefetch(s->buffer, Substitute(s->index, vars));
     case StmtKind::kBlock: {
       std::vector<Stmt> stmts;
       for (const Stmt& c : s->stmts) stmts.push_back(Substitute(c, vars));
@@ -85,6 +87,7 @@ Stmt Rewrite(const Stmt& s, const std::function<Stmt(const Stmt&)>& post) {
       break;
     }
     case StmtKind::kStore:
+    case StmtKind::kPrefetch:
       break;
     case StmtKind::kBlock: {
       std::vector<Stmt> stmts;
@@ -144,6 +147,8 @@ bool ReadsBuffer(const Stmt& s, const std::string& buffer) {
       return ExprReads(s->extent, buffer) || ReadsBuffer(s->body, buffer);
     case StmtKind::kStore:
       return ExprReads(s->index, buffer) || ExprReads(s->value, buffer);
+    case StmtKind::kPrefetch:  // not a read of the data
+      return false;
     case StmtKind::kBlock:
       for (const Stmt& c : s->stmts)
         if (ReadsBuffer(c, buffer)) return true;

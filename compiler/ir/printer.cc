@@ -84,6 +84,9 @@ void PrintStmt(std::ostream& os, const Stmt& s, int indent) {
     case StmtKind::kStore:
       os << pad << s->buffer << "[" << ToString(s->index) << "] = " << ToString(s->value) << "\n";
       return;
+    case StmtKind::kPrefetch:
+      os << pad << "prefetch " << s->buffer << "[" << ToString(s->index) << "]\n";
+      return;
     case StmtKind::kBlock:
       for (const Stmt& c : s->stmts) PrintStmt(os, c, indent);
       return;

@@ -16,4 +16,13 @@ inline Target Avx512TestTarget() {
   return t;
 }
 
+// The same machine seen as an AVX2-only target (x86-64-v3): 256-bit vectors, 16
+// registers. Runs natively on any x86 host with AVX2.
+inline Target Avx2TestTarget() {
+  Target t = Avx512TestTarget();
+  t.cpu = "x86-64-v3";
+  t.features = "+avx,+avx2,+fma";
+  return t;
+}
+
 }  // namespace tuneforge

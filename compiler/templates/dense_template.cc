@@ -42,10 +42,11 @@ absl::StatusOr<ir::LoweredFunc> DenseTemplate::InstantiateWithEpilogue(const Tun
   if (task.op() != "dense") return absl::InvalidArgumentError(name() + " template got " + task.op());
   ConfigSpace space = Space(task, target);
   RETURN_IF_ERROR(space.Check(config));
+  const Config c = space.WithDefaults(config);
   int64_t m = task.Param("M"), n = task.Param("N"), k = task.Param("K");
   const bool bias = task.Param("bias") == 1, relu = task.Param("relu") == 1;
-  int64_t lanes = config.Int("vec_lanes"), vecs = config.Int("tile_j_vecs");
-  const bool pack = config.Int(kPackKnob) == 1;
+  int64_t lanes = c.Int("vec_lanes"), vecs = c.Int("tile_j_vecs");
+  const bool pack = c.Int(kPackKnob) == 1;
   const int64_t panel = pack ? lanes * vecs : 0;
 
   ComputeDef def = GemmCompute("dense", kDenseBuffers, 0, m, n, k, panel);
@@ -69,9 +70,11 @@ absl::StatusOr<ir::LoweredFunc> DenseTemplate::InstantiateWithEpilogue(const Tun
   if (bias || relu || extra.fn) def.epilogue = out;
 
   Schedule s(std::move(def));
-  RETURN_IF_ERROR(ScheduleGemm(&s, config, pack, /*batch=*/0, task.Param("M"), task.Param("N"),
+  RETURN_IF_ERROR(ScheduleGemm(&s, c, pack, /*batch=*/0, task.Param("M"), task.Param("N"),
                                target));
   ASSIGN_OR_RETURN(LoweredFunc func, Lower(s, KernelSymbol(task, *this, config)));
+  func.body = AddGemmPrefetch(func.body, pack ? kDenseBuffers.b_packed : kDenseBuffers.b,
+                              OptionalKnob(c, "prefetch_k"));
   // The copy is done once per set of weights, so it need not be fast: serial.
   if (pack) func.prepack = PackBNest(kDenseBuffers, 1, n, k, lanes, vecs, /*parallel=*/false);
   return func;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <optional>
 
 #include "compiler/schedule/schedule.h"
 #include "compiler/support/status.h"
@@ -23,14 +25,21 @@ ComputeDef MatmulPackedCompute(int64_t m, int64_t n, int64_t k, int64_t panel) {
 // panels of `panel` columns, each panel K x panel contiguous:
 //   B.packed[b*K*N + (j / panel)*K*panel + k*panel + j % panel] = B[b*K*N + k*N + j]
 // with axes jp (panel) and jr (column in the panel) instead of j; panel divides n.
-ComputeDef BatchMatmulCompute(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t panel) {
-  return GemmCompute(batch ? "batch_matmul" : "matmul", GemmBuffers{}, batch, m, n, k, panel);
+// a_panel > 0: A is read from A.packed, row panels of `a_panel` rows, each K x a_panel
+// with the rows of one k next to each other:
+//   A.packed[b*M*K + (i / a_panel)*K*a_panel + k*a_panel + i % a_panel] = A[b*M*K + i*K + k]
+// with axes ip (panel) and i.r (row in the panel) instead of i; a_panel divides m.
+ComputeDef BatchMatmulCompute(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t panel,
+                              int64_t a_panel) {
+  return GemmCompute(batch ? "batch_matmul" : "matmul", GemmBuffers{}, batch, m, n, k, panel,
+                     a_panel);
 }
 
 ComputeDef GemmCompute(const std::string& name, const GemmBuffers& names, int64_t batch, int64_t m,
-                       int64_t n, int64_t k, int64_t panel) {
+                       int64_t n, int64_t k, int64_t panel, int64_t a_panel) {
   using namespace ir;  // NOLINT: the expression builders read like math here.
   TF_CHECK(panel == 0 || n % panel == 0, "panel ", panel, " must divide N ", n);
+  TF_CHECK(a_panel == 0 || m % a_panel == 0, "row panel ", a_panel, " must divide M ", m);
   ComputeDef def;
   def.name = name;
   std::vector<int64_t> lead = batch ? std::vector<int64_t>{batch} : std::vector<int64_t>{};
@@ -38,14 +47,23 @@ ComputeDef GemmCompute(const std::string& name, const GemmBuffers& names, int64_
     dims.insert(dims.begin(), lead.begin(), lead.end());
     return dims;
   };
-  def.params = {BufferParam{names.a, DType::kFloat32, shape({m, k}), false},
+  def.params = {a_panel ? BufferParam{names.a_packed, DType::kFloat32, shape({m / a_panel, k, a_panel}), false}
+                        : BufferParam{names.a, DType::kFloat32, shape({m, k}), false},
                 panel ? BufferParam{names.b_packed, DType::kFloat32, shape({n / panel, k, panel}), false}
                       : BufferParam{names.b, DType::kFloat32, shape({k, n}), false},
                 BufferParam{names.c, DType::kFloat32, shape({m, n}), true}};
   Expr b = batch ? Var("b") : IntImm(0);
   if (batch) def.axes.push_back({"b", batch, false});
-  Expr i = Var("i"), kk = Var("k"), j, b_index;
-  def.axes.push_back({"i", m, false});
+  Expr i = Var("i"), kk = Var("k"), j, b_index, a_index;
+  if (a_panel) {
+    def.axes.push_back({"ip", m / a_panel, false});
+    def.axes.push_back({"i.r", a_panel, false});
+    i = Add(Mul(Var("ip"), IntImm(a_panel)), Var("i.r"));
+    a_index = Add(Add(Mul(Var("ip"), IntImm(k * a_panel)), Mul(kk, IntImm(a_panel))), Var("i.r"));
+  } else {
+    def.axes.push_back({"i", m, false});
+    a_index = Add(Mul(i, IntImm(k)), kk);
+  }
   if (panel) {
     def.axes.push_back({"jp", n / panel, false});
     def.axes.push_back({"jr", panel, false});
@@ -58,7 +76,8 @@ ComputeDef GemmCompute(const std::string& name, const GemmBuffers& names, int64_
   }
   def.axes.push_back({"k", k, true});
   def.output_index = Add(Mul(b, IntImm(m * n)), Add(Mul(i, IntImm(n)), j));
-  def.value = Mul(Load(names.a, DType::kFloat32, Add(Mul(b, IntImm(m * k)), Add(Mul(i, IntImm(k)), kk))),
+  def.value = Mul(Load(a_panel ? names.a_packed : names.a, DType::kFloat32,
+                       Add(Mul(b, IntImm(m * k)), a_index)),
                   Load(panel ? names.b_packed : names.b, DType::kFloat32,
                        Add(Mul(b, IntImm(k * n)), b_index)));
   return def;
@@ -126,6 +145,8 @@ absl::Status CheckGemm(const Config& c, int64_t m, int64_t n, const std::string&
   if (u * ri * vecs > 128) return absl::InvalidArgumentError("unrolled body too large");
   if (c.Int(pack_knob) && n % rj != 0)
     return absl::InvalidArgumentError(pack_knob + ": the register tile width must divide N");
+  if (c.values().contains("pack_a") && c.Int("pack_a") && m % ri != 0)
+    return absl::InvalidArgumentError("pack_a: the register tile height must divide M");
   return absl::OkStatus();
 }
 
@@ -149,6 +170,83 @@ double GemmBusyShare(const Config& c, int64_t m, int64_t n, int threads, bool fu
   return static_cast<double>(work) / static_cast<double>(rounds * tile_work * std::max(1, threads));
 }
 
+ir::Stmt PackANest(const GemmBuffers& names, int64_t batch, int64_t m, int64_t k, int64_t rows,
+                   bool parallel) {
+  using namespace ir;  // NOLINT
+  Expr b = Var("q.b"), ip = Var("q.i"), kk = Var("q.k"), r = Var("q.r");
+  Expr base = Mul(b, IntImm(m * k));
+  Stmt s = Store(names.a_packed,
+                 Add(base, Add(Add(Mul(ip, IntImm(k * rows)), Mul(kk, IntImm(rows))), r)),
+                 Load(names.a, DType::kFloat32,
+                      Add(base, Add(Mul(Add(Mul(ip, IntImm(rows)), r), IntImm(k)), kk))));
+  s = For("q.r", IntImm(rows), rows, ForKind::kUnrolled, s);
+  s = For("q.k", IntImm(k), k, ForKind::kSerial, s);
+  s = For("q.i", IntImm(m / rows), m / rows, parallel ? ForKind::kParallel : ForKind::kSerial, s);
+  return For("q.b", IntImm(batch), batch, ForKind::kSerial, s);
+}
+
+namespace {
+
+// The index of the first load of `buffer` in `s` (null if none).
+const ir::Expr* FindLoadIndex(const ir::Expr& e, const std::string& buffer) {
+  if (!e) return nullptr;
+  if (e->kind == ir::ExprKind::kLoad && e->name == buffer) return &e->operands[0];
+  for (const ir::Expr& o : e->operands)
+    if (const ir::Expr* found = FindLoadIndex(o, buffer)) return found;
+  return nullptr;
+}
+
+const ir::Expr* FindLoadIndex(const ir::Stmt& s, const std::string& buffer) {
+  if (!s) return nullptr;
+  if (s->kind == ir::StmtKind::kStore) {
+    if (const ir::Expr* found = FindLoadIndex(s->value, buffer)) return found;
+    return FindLoadIndex(s->index, buffer);
+  }
+  for (const ir::Stmt& c : {s->body, s->else_case})
+    if (const ir::Expr* found = FindLoadIndex(c, buffer)) return found;
+  for (const ir::Stmt& c : s->stmts)
+    if (const ir::Expr* found = FindLoadIndex(c, buffer)) return found;
+  return nullptr;
+}
+
+// The static extent of the loop over `var` in `s`, if there is one.
+std::optional<int64_t> LoopExtent(const ir::Stmt& s, const std::string& var) {
+  if (!s) return std::nullopt;
+  if (s->kind == ir::StmtKind::kFor && s->var == var) return s->max_extent;
+  for (const ir::Stmt& c : {s->body, s->else_case})
+    if (std::optional<int64_t> e = LoopExtent(c, var)) return e;
+  for (const ir::Stmt& c : s->stmts)
+    if (std::optional<int64_t> e = LoopExtent(c, var)) return e;
+  return std::nullopt;
+}
+
+}  // namespace
+
+int64_t OptionalKnob(const Config& c, const std::string& knob) {
+  return c.values().contains(knob) ? c.Int(knob) : 0;
+}
+
+ir::Stmt AddGemmPrefetch(const ir::Stmt& body, const std::string& b_buffer, int64_t distance) {
+  if (distance <= 0) return body;
+  using namespace ir;  // NOLINT
+  return Rewrite(body, [&](const Stmt& s) -> Stmt {
+    if (s->kind != StmtKind::kFor || s->var != "k.m") return s;
+    const Expr* index = FindLoadIndex(s->body, b_buffer);
+    if (!index) return s;
+    // A tile copy may lack the k.u or j.v loop (extent 1 folded away): then 0.
+    const std::optional<int64_t> unroll = LoopExtent(s->body, "k.u");
+    const std::optional<int64_t> vecs = LoopExtent(s->body, "j.v");
+    const int64_t steps = std::max<int64_t>(1, distance / unroll.value_or(1));
+    std::map<std::string, Expr> at = {{"k.m", Add(Var("k.m"), IntImm(steps))}, {"j.l", IntImm(0)}};
+    if (!unroll) at["k.u"] = IntImm(0);
+    if (!vecs) at["j.v"] = IntImm(0);
+    Stmt prefetch = Prefetch(b_buffer, Substitute(*index, at));
+    if (vecs) prefetch = For("j.v", IntImm(*vecs), *vecs, ForKind::kUnrolled, prefetch);
+    if (unroll) prefetch = For("k.u", IntImm(*unroll), *unroll, ForKind::kUnrolled, prefetch);
+    return For(s->var, s->extent, s->max_extent, s->for_kind, Block({prefetch, s->body}));
+  });
+}
+
 namespace {
 
 // The candidate value of `knob` closest to `want` from below (the smallest when all
@@ -167,7 +265,8 @@ int64_t NearestBelow(const ConfigSpace& space, const std::string& knob, int64_t 
 
 }  // namespace
 
-ConfigSpace GemmSpace(int64_t m, int64_t n, int64_t k, const Target& target, const Knob& pack) {
+ConfigSpace GemmSpace(int64_t m, int64_t n, int64_t k, const Target& target, const Knob& pack,
+                      bool with_pack_a) {
   std::vector<Knob> knobs = {
       {"tile_i_reg", IntsUpTo({1, 2, 3, 4, 6, 8}, m), "rows of C in the register tile"},
       {"vec_lanes", IntsUpTo({1, 4, 8, 16}, std::min<int64_t>(n, target.MaxF32Lanes())),
@@ -182,6 +281,22 @@ ConfigSpace GemmSpace(int64_t m, int64_t n, int64_t k, const Target& target, con
       {"accumulate", {"memory", "registers"}, "accumulate the register tile locally"},
       pack,
   };
+  // Software prefetch and packed A (session 9) are offered only below AVX-512: on the
+  // Zen 5 host neither gained (prefetch 0.78-0.98x, pack_a 0.93-1.07x, BENCHMARKS.md)
+  // and two more knobs that do not pay cost the model search its lead over random
+  // (SearchPolicyTest.ModelBeatsRandomOnSyntheticCost: median 1.43x -> 1.0x). With 16
+  // registers (AVX2, NEON) the tiles are smaller and A's rows more streams per FMA.
+  if (target.MaxF32Lanes() < 16) {
+    knobs.push_back({"prefetch_k", {0, 16},
+                     "software prefetch of B's rows this many k-steps ahead (0 = none)",
+                     /*default_value=*/0});  // new in session 9: earlier configs had none
+    if (with_pack_a) {
+      knobs.push_back({"pack_a", {0, 1},
+                       "copy A first into row panels of the register tile's height (the rows "
+                       "of one k-step in one cache line)",
+                       /*default_value=*/0});  // new in session 9: earlier configs did not
+    }
+  }
   const std::string pack_knob = pack.name;
   return ConfigSpace(std::move(knobs),
                      [m, n, pack_knob](const Config& c) { return CheckGemm(c, m, n, pack_knob); });
@@ -302,12 +417,16 @@ std::vector<Config> GemmHeuristics(const ConfigSpace& space, const Target& targe
 }
 
 absl::Status ScheduleGemm(Schedule* s, const Config& c, bool packed, int64_t batch, int64_t m,
-                          int64_t n, const Target& target) {
+                          int64_t n, const Target& target, bool packed_a) {
   int64_t ri = c.Int("tile_i_reg"), lanes = c.Int("vec_lanes"), vecs = c.Int("tile_j_vecs");
   int64_t ti = ri * c.Int("tile_i_blocks"), rj = lanes * vecs, tj = rj * c.Int("tile_j_blocks");
   int64_t tk = c.Int("tile_k"), u = c.Int("unroll_k");
-  RETURN_IF_ERROR(s->Split("i", ti, "i.o", "i.1"));
-  RETURN_IF_ERROR(s->Split("i.1", ri, "i.m", "i.r"));
+  if (packed_a) {  // the row panel is the register tile's height: i = ip * ri + i.r
+    RETURN_IF_ERROR(s->Split("ip", c.Int("tile_i_blocks"), "i.o", "i.m"));
+  } else {
+    RETURN_IF_ERROR(s->Split("i", ti, "i.o", "i.1"));
+    RETURN_IF_ERROR(s->Split("i.1", ri, "i.m", "i.r"));
+  }
   if (packed) {  // the panel is the register tile's width: j = jp * rj + jr
     RETURN_IF_ERROR(s->Split("jp", c.Int("tile_j_blocks"), "j.o", "j.m"));
     RETURN_IF_ERROR(s->Split("jr", lanes, "j.v", "j.l"));
@@ -355,7 +474,8 @@ ConfigSpace MatmulTemplate::Space(const TuningTask& task, const Target& target) 
   return GemmSpace(task.Param("M"), task.Param("N"), task.Param("K"), target,
                    {"pack_b", {0, 1},
                     "copy B into contiguous panels of the register tile's width first",
-                    /*default_value=*/0});  // new in matmul_cpu v2: v1 configs did not pack
+                    /*default_value=*/0},  // new in matmul_cpu v2: v1 configs did not pack
+                   /*with_pack_a=*/true);
 }
 
 Config MatmulTemplate::Naive(const TuningTask& task, const Target& target) const {
@@ -380,23 +500,35 @@ absl::StatusOr<ir::LoweredFunc> MatmulTemplate::Instantiate(const TuningTask& ta
   int64_t lanes = c.Int("vec_lanes"), vecs = c.Int("tile_j_vecs");
   const int64_t batch = batched_ ? task.Param("B") : 0;
 
-  const bool pack = c.Int("pack_b") == 1;
-  Schedule s(BatchMatmulCompute(batch, m, n, k, pack ? lanes * vecs : 0));
-  RETURN_IF_ERROR(ScheduleGemm(&s, c, pack, batch, m, n, target));
+  const bool pack = c.Int("pack_b") == 1, pack_a = OptionalKnob(c, "pack_a") == 1;
+  const int64_t rows = c.Int("tile_i_reg");
+  Schedule s(BatchMatmulCompute(batch, m, n, k, pack ? lanes * vecs : 0, pack_a ? rows : 0));
+  RETURN_IF_ERROR(ScheduleGemm(&s, c, pack, batch, m, n, target, pack_a));
   ASSIGN_OR_RETURN(ir::LoweredFunc func, Lower(s, KernelSymbol(task, *this, config)));
-  if (!pack) return func;
-  // The entry point still takes B; B.packed is scratch filled first, inside the
-  // timed region (matmul's operands are all dynamic).
+  const GemmBuffers names;
+  func.body =
+      AddGemmPrefetch(func.body, pack ? names.b_packed : names.b, OptionalKnob(c, "prefetch_k"));
+  // The entry point still takes A and B; the packed copies are scratch filled first,
+  // inside the timed region (matmul's operands are all dynamic).
   const int64_t nb = std::max<int64_t>(batch, 1);
-  func.params[1] = ir::BufferParam{
-      "B", ir::DType::kFloat32, batch ? std::vector<int64_t>{batch, k, n} : std::vector<int64_t>{k, n},
-      false};
-  func.body = ir::Allocate(
-      "B.packed", ir::DType::kFloat32, nb * k * n,
-      ir::Block({PackBNest(GemmBuffers{}, nb, n, k, lanes, vecs,
-                           c.Int("parallel") && target.num_threads > 1),
-                 func.body}),
-      ir::MemoryScope::kHeap);
+  const bool parallel_pack = c.Int("parallel") && target.num_threads > 1;
+  auto shape = [&](int64_t rows_of, int64_t cols) {
+    return batch ? std::vector<int64_t>{batch, rows_of, cols} : std::vector<int64_t>{rows_of, cols};
+  };
+  if (pack_a) {
+    func.params[0] = ir::BufferParam{names.a, ir::DType::kFloat32, shape(m, k), false};
+    func.body = ir::Allocate(
+        names.a_packed, ir::DType::kFloat32, nb * m * k,
+        ir::Block({PackANest(names, nb, m, k, rows, parallel_pack), func.body}),
+        ir::MemoryScope::kHeap);
+  }
+  if (pack) {
+    func.params[1] = ir::BufferParam{names.b, ir::DType::kFloat32, shape(k, n), false};
+    func.body = ir::Allocate(
+        names.b_packed, ir::DType::kFloat32, nb * k * n,
+        ir::Block({PackBNest(names, nb, n, k, lanes, vecs, parallel_pack), func.body}),
+        ir::MemoryScope::kHeap);
+  }
   return func;
 }
 

@@ -22,21 +22,26 @@ namespace tuneforge {
 // Buffer names of a GEMM-shaped compute: C = A * B, with B read from `b_packed`
 // when the schedule packs it into column panels.
 struct GemmBuffers {
-  std::string a = "A", b = "B", b_packed = "B.packed", c = "C";
+  std::string a = "A", b = "B", b_packed = "B.packed", c = "C", a_packed = "A.packed";
 };
 
 ComputeDef MatmulCompute(int64_t m, int64_t n, int64_t k);
 // The same with B read from column panels of width `panel` (knob pack_b).
 ComputeDef MatmulPackedCompute(int64_t m, int64_t n, int64_t k, int64_t panel);
 // Both, with a batch axis when batch >= 1 (batch == 0: matmul); panel 0 = unpacked.
-ComputeDef BatchMatmulCompute(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t panel);
+// a_panel > 0: A is read from row panels of `a_panel` rows (knob pack_a), see
+// GemmCompute.
+ComputeDef BatchMatmulCompute(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t panel,
+                              int64_t a_panel = 0);
 ComputeDef GemmCompute(const std::string& name, const GemmBuffers& names, int64_t batch, int64_t m,
-                       int64_t n, int64_t k, int64_t panel);
+                       int64_t n, int64_t k, int64_t panel, int64_t a_panel = 0);
 
 // The pieces the GEMM-shaped templates (matmul, batch_matmul, dense) share. The space's
 // knobs are the ones below plus `pack` (0/1: read B from panels of the register
 // tile's width), whose name and meaning differ per template.
-ConfigSpace GemmSpace(int64_t m, int64_t n, int64_t k, const Target& target, const Knob& pack);
+// `with_pack_a`: also knob pack_a (read A from row panels), matmul and batch_matmul.
+ConfigSpace GemmSpace(int64_t m, int64_t n, int64_t k, const Target& target, const Knob& pack,
+                      bool with_pack_a = false);
 Config GemmNaive(int64_t k, const std::string& pack_knob);
 // Hand-picked configs for an M x N product (`batch` of them, 0 = unbatched), best
 // guess first.
@@ -45,8 +50,9 @@ std::vector<Config> GemmHeuristics(const ConfigSpace& space, const Target& targe
                                    int64_t batch);
 // Splits, orders, unrolls, vectorises and parallelises a GemmCompute schedule for `c`
 // (an m x n product); `packed` when the compute reads panels (axes jp, jr instead of j).
+// `packed_a` when the compute reads row panels of A (axes ip, i.r instead of i).
 absl::Status ScheduleGemm(Schedule* s, const Config& c, bool packed, int64_t batch, int64_t m,
-                          int64_t n, const Target& target);
+                          int64_t n, const Target& target, bool packed_a = false);
 // The share of the threads' time a parallel m x n GEMM under `c` keeps busy: its
 // parallel loop's tiles dealt out in rounds (with `fused`, the row and column tiles
 // as one loop). 1 = no idle time; 0 for a loop order that cannot fuse.
@@ -55,6 +61,23 @@ double GemmBusyShare(const Config& c, int64_t m, int64_t n, int threads, bool fu
 // (batch >= 1 matrices); the panel loop on the thread pool when `parallel`.
 ir::Stmt PackBNest(const GemmBuffers& names, int64_t batch, int64_t n, int64_t k, int64_t lanes,
                    int64_t vecs, bool parallel);
+// The copy of `names.a` into row panels `names.a_packed` of `rows` rows, each panel
+// K x rows with a k-step's rows contiguous (the register tile's broadcasts of one
+// k-step are one cache line); the panel loop on the thread pool when `parallel`.
+ir::Stmt PackANest(const GemmBuffers& names, int64_t batch, int64_t m, int64_t k, int64_t rows,
+                   bool parallel);
+
+// Knob prefetch_k: software prefetch `distance` k-steps ahead. At each step of every
+// register tile's reduction loop k.m, prefetches the row(s) of `b_buffer` (B, or its
+// panels) that the tile will read `distance` k-steps later (rounded to whole k.m
+// steps of unroll_k): one prefetch per vector of the tile's row, for each k of the
+// step. The address is the tile's own load of `b_buffer` with k.m shifted and lane
+// 0; past the end of a k tile it runs on into the next tile's rows (for panels, the
+// same panel), past the buffer it is a harmless hint. distance 0: `body` unchanged.
+ir::Stmt AddGemmPrefetch(const ir::Stmt& body, const std::string& b_buffer, int64_t distance);
+// The value of an int knob that only some targets' spaces have (prefetch_k, pack_a); 0
+// when `c` (with its space's defaults applied) does not have it.
+int64_t OptionalKnob(const Config& c, const std::string& knob);
 
 class MatmulTemplate : public Template {
  public:

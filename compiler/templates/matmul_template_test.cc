@@ -143,6 +143,81 @@ TEST(MatmulTemplateTest, PackedBInterpretsToTheReference) {
   EXPECT_NE(std::string(bad.status().message()).find("pack_b"), std::string::npos);
 }
 
+// prefetch_k (AVX2 and narrower targets): one prefetch per vector of the tile's row
+// and k of the unrolled step,
+// `distance` k ahead (16 = 8 steps of unroll_k 2), before the step's FMAs; no effect
+// on the result. Without the knob (earlier configs) there is none.
+TEST(MatmulTemplateTest, PrefetchRunsAheadOfTheTilesLoadsOfB) {
+  MatmulTemplate tmpl;
+  TuningTask task = Task(13, 48, 37);
+  nlohmann::json j = {{"tile_i_reg", 3}, {"vec_lanes", 8}, {"tile_j_vecs", 2},
+                      {"tile_i_blocks", 2}, {"tile_j_blocks", 2}, {"tile_k", 16},
+                      {"unroll_k", 2}, {"loop_order", "ijk"}, {"parallel", 0},
+                      {"accumulate", "registers"}, {"pack_b", 1}};
+  auto plain = tmpl.Instantiate(task, Avx2TestTarget(), Config(j));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  // Offered below AVX-512 only (no gain on the AVX-512 host, see GemmSpace).
+  j["prefetch_k"] = 16;
+  auto avx512 = tmpl.Instantiate(task, Avx512TestTarget(), Config(j));
+  ASSERT_FALSE(avx512.ok());
+  EXPECT_NE(std::string(avx512.status().message()).find("unknown knob 'prefetch_k'"),
+            std::string::npos);
+  j.erase("prefetch_k");
+  EXPECT_EQ(ir::ToString(*plain).find("prefetch"), std::string::npos);
+  j["prefetch_k"] = 16;
+  auto f = tmpl.Instantiate(task, Avx2TestTarget(), Config(j));
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string text = ir::ToString(*f);
+  EXPECT_NE(text.find("prefetch B.packed[") , std::string::npos) << text;
+  EXPECT_NE(text.find("(k.m + 8)*2 + k.u"), std::string::npos) << text;
+  auto inputs = MakeInputs(task, 5);
+  auto expected = ReferenceOutput(task, inputs);
+  ASSERT_TRUE(expected.ok());
+  std::map<std::string, std::vector<float>> buffers{
+      {"A", inputs[0]}, {"B", inputs[1]}, {"C", std::vector<float>(13 * 48, std::nanf(""))}};
+  ASSERT_TRUE(ir::Interpret(*f, &buffers).ok());
+  Tolerance tol = ToleranceFor(task);
+  for (int64_t i = 0; i < 13 * 48; ++i)
+    ASSERT_LE(std::fabs(buffers["C"][i] - (*expected)[i]),
+              tol.atol + tol.rtol * std::fabs((*expected)[i])) << i << "\n" << text;
+  j["prefetch_k"] = 12;  // not a candidate value
+  auto bad = tmpl.Instantiate(task, Avx2TestTarget(), Config(j));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("prefetch_k"), std::string::npos);
+}
+
+// pack_a (AVX2 and narrower targets): A copied into row panels (the tile's rows of one
+// k-step next to each other)
+// in a heap scratch buffer, before the compute; its loads read the panels. Valid only
+// when the tile's height divides M, and the error names the knob.
+TEST(MatmulTemplateTest, PackedAInterpretsToTheReference) {
+  MatmulTemplate tmpl;
+  TuningTask task = Task(12, 40, 7);
+  nlohmann::json j = {{"tile_i_reg", 3}, {"vec_lanes", 8}, {"tile_j_vecs", 2},
+                      {"tile_i_blocks", 2}, {"tile_j_blocks", 2}, {"tile_k", 4},
+                      {"unroll_k", 2}, {"loop_order", "jik"}, {"parallel", 1},
+                      {"accumulate", "registers"}, {"pack_b", 0}, {"pack_a", 1}};
+  auto f = tmpl.Instantiate(task, Avx2TestTarget(), Config(j));
+  ASSERT_TRUE(f.ok()) << f.status();
+  std::string text = ir::ToString(*f);
+  EXPECT_NE(text.find("allocate heap A.packed"), std::string::npos) << text;
+  EXPECT_NE(text.find("+ A.packed[(i.o"), std::string::npos) << text;  // the FMA reads the panel
+  ASSERT_EQ(f->params[0].name, "A");
+  auto inputs = MakeInputs(task, 4);
+  auto expected = ReferenceOutput(task, inputs);
+  ASSERT_TRUE(expected.ok());
+  std::map<std::string, std::vector<float>> buffers{
+      {"A", inputs[0]}, {"B", inputs[1]}, {"C", std::vector<float>(12 * 40, std::nanf(""))}};
+  ASSERT_TRUE(ir::Interpret(*f, &buffers).ok());
+  Tolerance tol = ToleranceFor(task);
+  for (int64_t i = 0; i < 12 * 40; ++i)
+    ASSERT_LE(std::fabs(buffers["C"][i] - (*expected)[i]),
+              tol.atol + tol.rtol * std::fabs((*expected)[i])) << i << "\n" << text;
+  auto bad = tmpl.Instantiate(Task(13, 40, 7), Avx2TestTarget(), Config(j));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("pack_a"), std::string::npos);
+}
+
 // batch_matmul: the property test of the operator — random shapes (1, primes,
 // tails) and batch counts x random valid configs, interpreted, against the reference.
 TEST(BatchMatmulTemplateTest, RandomConfigsInterpretToTheReference) {
