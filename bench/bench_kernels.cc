@@ -69,7 +69,7 @@ using nlohmann::json;
 
 constexpr const char* kBenchKernelsUsage =
     "usage: tuneforge bench kernels [--suite quick|full|conv|depthwise|smoke] [--task TEXT]\n"
-    "                               [--trials N | --config JSON]\n"
+    "                               [--trials N | --config JSON] [--target TEXT]\n"
     "                               [--threads 1,2] [--min-sample-ms MS] [--seed S] [--json]\n"
     "  Tunes each case of the suite in process with the product's default search (the\n"
     "  template's heuristic configs, then N configs proposed by the default policy, the\n"
@@ -86,6 +86,8 @@ constexpr const char* kBenchKernelsUsage =
     "             oneDNN), depthwise (MobileNet-V2 depthwise layers vs oneDNN), smoke (tiny,\n"
     "             for tests)\n"
     "  --task     benchmark this one task instead of a suite\n"
+    "  --target   the target to tune and build for, e.g. \"-mcpu=x86-64-v3\n"
+    "             -mattr=+avx,+avx2,+fma\" (AVX2 only); the host's triple (default: host)\n"
     "  --config   with --task: time this config of the task's template against the\n"
     "             vendors, no search (e.g. a config from `tuneforge db best --json`)\n"
     "  --openblas-core NAME  also time OpenBLAS forced onto core type NAME (e.g. SkylakeX)\n"
@@ -550,14 +552,15 @@ struct CaseResult {
 absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int threads,
                                    int trials, double min_sample_s, uint64_t seed,
                                    const std::string& forced_core,
-                                   const std::optional<Config>& fixed_config) {
+                                   const std::optional<Config>& fixed_config,
+                                   const Target& base_target) {
   CaseResult result;
   result.task_text = task.CanonicalText();
   result.op = task.op();
   result.threads = threads;
   double start = Now();
 
-  Target target = DetectHostTarget("bench");
+  Target target = base_target;
   target.num_threads = threads;
   ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
   ConfigSpace space = tmpl->Space(task, target);
@@ -832,7 +835,7 @@ absl::StatusOr<int> OpenBlasOnly(const TuningTask& task, int threads, double min
 
 absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args,
-                                             {"suite", "task", "config", "trials", "threads",
+                                             {"suite", "task", "config", "target", "trials", "threads",
                                               "min-sample-ms", "seed", "openblas-core"},
                                              {"json", "help", "openblas-only"}));
   if (flags.Has("help")) {
@@ -871,6 +874,14 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
     return OpenBlasOnly(tasks[0], threads[0], static_cast<double>(min_ms) / 1e3);
   }
   const std::string forced_core = flags.Get("openblas-core");
+  // --target: tune and build for another x86 target this host can run (e.g. AVX2 only).
+  Target base_target = DetectHostTarget("bench");
+  if (flags.Has("target")) {
+    ASSIGN_OR_RETURN(base_target, ParseTarget(flags.Get("target"), base_target));
+    if (base_target.triple != DetectHostTarget("bench").triple)
+      return absl::InvalidArgumentError("--target: bench kernels runs the kernels here, so the "
+                                        "triple must be the host's (" + base_target.triple + ")");
+  }
   std::optional<Config> fixed_config;
   if (flags.Has("config")) {
     if (!flags.Has("task")) return absl::InvalidArgumentError("--config needs --task");
@@ -890,7 +901,7 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
       ASSIGN_OR_RETURN(CaseResult r, RunCase(task, *data, t, static_cast<int>(trials),
                                              static_cast<double>(min_ms) / 1e3,
                                              static_cast<uint64_t>(seed), forced_core,
-                                             fixed_config));
+                                             fixed_config, base_target));
       TF_LOG(Info) << "bench: " << r.task_text << " t" << t << ": tuneforge " << r.tf_gflops
                    << " GFLOP/s, " << r.vendor << " " << r.vendor_gflops << " GFLOP/s";
       results.push_back(std::move(r));
@@ -911,6 +922,7 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
 
   if (flags.Has("json")) {
     json out = {{"suite", flags.Has("task") ? "custom" : suite->name},
+                {"target", base_target.ToString()},
                 {"trials", trials},
                 {"min_sample_ms", min_ms},
                 {"median_build_ms", median_build_ms},
@@ -947,6 +959,7 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
     return 0;
   }
 
+  std::printf("target: %s\n", base_target.ToString().c_str());
   for (const auto& [t, g] : peak) std::printf("FMA peak (measured), %d thread(s): %.1f GFLOP/s\n", t, g);
   std::printf("%-44s %3s %10s %5s %10s %6s %9s %9s\n", "case", "thr", "tuneforge", "peak", "strongest",
               "ratio", "build ms", "build ms");

@@ -10,6 +10,7 @@
 
 #include "compiler/ir/interpreter.h"
 #include "compiler/reference/reference.h"
+#include "compiler/templates/test_interpret.h"
 
 namespace tuneforge {
 namespace {
@@ -18,6 +19,21 @@ TuningTask Task(int64_t m, int64_t n, int64_t k) {
   auto t = MakeTask("matmul", {{"M", m}, {"N", n}, {"K", k}}, "float32");
   TF_CHECK(t.ok());
   return *t;
+}
+
+// Interprets `f` on the task's inputs for `seed` and compares C with the reference.
+void ExpectInterpretsToReference(const ir::LoweredFunc& f, const TuningTask& task, uint64_t seed) {
+  auto inputs = MakeInputs(task, seed);
+  auto expected = ReferenceOutput(task, inputs);
+  ASSERT_TRUE(expected.ok());
+  auto buffers = InterpretOnInputs(f, inputs);
+  ASSERT_TRUE(buffers.ok()) << buffers.status();
+  const std::vector<float>& c = (*buffers)["C"];
+  ASSERT_EQ(c.size(), expected->size());
+  Tolerance tol = ToleranceFor(task);
+  for (size_t i = 0; i < c.size(); ++i)
+    ASSERT_LE(std::fabs(c[i] - (*expected)[i]), tol.atol + tol.rtol * std::fabs((*expected)[i]))
+        << i << "\n" << ir::ToString(f);
 }
 
 TEST(MatmulTemplateTest, SpaceHasAtLeastAThousandValidPoints) {
@@ -126,16 +142,7 @@ TEST(MatmulTemplateTest, PackedBInterpretsToTheReference) {
   std::string text = ir::ToString(*f);
   EXPECT_NE(text.find("allocate heap B.packed"), std::string::npos) << text;
   ASSERT_EQ(f->params[1].name, "B");
-  auto inputs = MakeInputs(task, 3);
-  auto expected = ReferenceOutput(task, inputs);
-  ASSERT_TRUE(expected.ok());
-  std::map<std::string, std::vector<float>> buffers{
-      {"A", inputs[0]}, {"B", inputs[1]}, {"C", std::vector<float>(13 * 48, std::nanf(""))}};
-  ASSERT_TRUE(ir::Interpret(*f, &buffers).ok());
-  Tolerance tol = ToleranceFor(task);
-  for (int64_t i = 0; i < 13 * 48; ++i)
-    ASSERT_LE(std::fabs(buffers["C"][i] - (*expected)[i]),
-              tol.atol + tol.rtol * std::fabs((*expected)[i])) << i << "\n" << text;
+  ExpectInterpretsToReference(*f, task, 3);
   // A panel that does not divide N is an invalid config, named by its knob.
   j["tile_j_vecs"] = 4;
   auto bad = tmpl.Instantiate(Task(13, 40, 7), Avx512TestTarget(), Config(j));
@@ -170,16 +177,7 @@ TEST(MatmulTemplateTest, PrefetchRunsAheadOfTheTilesLoadsOfB) {
   const std::string text = ir::ToString(*f);
   EXPECT_NE(text.find("prefetch B.packed[") , std::string::npos) << text;
   EXPECT_NE(text.find("(k.m + 8)*2 + k.u"), std::string::npos) << text;
-  auto inputs = MakeInputs(task, 5);
-  auto expected = ReferenceOutput(task, inputs);
-  ASSERT_TRUE(expected.ok());
-  std::map<std::string, std::vector<float>> buffers{
-      {"A", inputs[0]}, {"B", inputs[1]}, {"C", std::vector<float>(13 * 48, std::nanf(""))}};
-  ASSERT_TRUE(ir::Interpret(*f, &buffers).ok());
-  Tolerance tol = ToleranceFor(task);
-  for (int64_t i = 0; i < 13 * 48; ++i)
-    ASSERT_LE(std::fabs(buffers["C"][i] - (*expected)[i]),
-              tol.atol + tol.rtol * std::fabs((*expected)[i])) << i << "\n" << text;
+  ExpectInterpretsToReference(*f, task, 5);
   j["prefetch_k"] = 12;  // not a candidate value
   auto bad = tmpl.Instantiate(task, Avx2TestTarget(), Config(j));
   ASSERT_FALSE(bad.ok());
@@ -203,16 +201,7 @@ TEST(MatmulTemplateTest, PackedAInterpretsToTheReference) {
   EXPECT_NE(text.find("allocate heap A.packed"), std::string::npos) << text;
   EXPECT_NE(text.find("+ A.packed[(i.o"), std::string::npos) << text;  // the FMA reads the panel
   ASSERT_EQ(f->params[0].name, "A");
-  auto inputs = MakeInputs(task, 4);
-  auto expected = ReferenceOutput(task, inputs);
-  ASSERT_TRUE(expected.ok());
-  std::map<std::string, std::vector<float>> buffers{
-      {"A", inputs[0]}, {"B", inputs[1]}, {"C", std::vector<float>(12 * 40, std::nanf(""))}};
-  ASSERT_TRUE(ir::Interpret(*f, &buffers).ok());
-  Tolerance tol = ToleranceFor(task);
-  for (int64_t i = 0; i < 12 * 40; ++i)
-    ASSERT_LE(std::fabs(buffers["C"][i] - (*expected)[i]),
-              tol.atol + tol.rtol * std::fabs((*expected)[i])) << i << "\n" << text;
+  ExpectInterpretsToReference(*f, task, 4);
   auto bad = tmpl.Instantiate(Task(13, 40, 7), Avx2TestTarget(), Config(j));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(std::string(bad.status().message()).find("pack_a"), std::string::npos);
