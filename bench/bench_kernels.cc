@@ -889,12 +889,14 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
   }
   const std::string forced_core = flags.Get("openblas-core");
   // --target: tune and build for another x86 target this host can run (e.g. AVX2 only).
-  Target base_target = DetectHostTarget("bench");
+  const Target host = DetectHostTarget("bench");
+  Target base_target = host;
   if (flags.Has("target")) {
-    ASSIGN_OR_RETURN(base_target, ParseTarget(flags.Get("target"), base_target));
-    if (base_target.triple != DetectHostTarget("bench").triple)
+    ASSIGN_OR_RETURN(base_target, ParseTarget(flags.Get("target"), host));
+    if (base_target.triple != host.triple)
       return absl::InvalidArgumentError("--target: bench kernels runs the kernels here, so the "
-                                        "triple must be the host's (" + base_target.triple + ")");
+                                        "triple must be the host's (" + host.triple + "), not " +
+                                        base_target.triple);
   }
   std::optional<Config> fixed_config;
   if (flags.Has("config")) {
