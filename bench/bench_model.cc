@@ -36,7 +36,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: tuneforge bench model M.onnx [--threads 1,2] [--runs N] [--rounds R]\n"
-    "                             [--db F] [--python PY] [--json] [--profile]\n"
+    "                             [--db F] [--python PY] [--json] [--profile] [--profile-steps]\n"
+    "                             [--weight-prefetch BYTES]\n"
     "  Latency of one inference (median and minimum of --runs, default 30, after a\n"
     "  warm-up) with the same threads, in --rounds (default 3) alternating blocks, of:\n"
     "  tuneforge's executor untuned (default schedules) and tuned (--db: each task's\n"
@@ -45,7 +46,11 @@ constexpr const char* kUsage =
     "  deploy/examples/model_example.c; the ratio onnxruntime / ours. With --db also\n"
     "  the trials and job time spent tuning the model's tasks. --python: the Python\n"
     "  with onnxruntime (default: $TUNEFORGE_PYTHON, else the project's .venv).\n"
-    "  --profile: also print where our time goes, per kernel (the 15 largest).\n";
+    "  --profile: also print where our time goes, per kernel (the 15 largest).\n"
+    "  --profile-steps: also print every step's time in the order the model runs them.\n"
+    "  --weight-prefetch BYTES: convolutions with at least this many bytes of weights\n"
+    "      prefetch their next weight block as they compute (default 1048576; 0: none).\n"
+    "      The library is deployed with the default.\n";
 
 using Clock = std::chrono::steady_clock;
 
@@ -155,8 +160,8 @@ absl::StatusOr<std::vector<double>> TimeLibrary(const std::string& example, cons
 }  // namespace
 
 absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args) {
-  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"threads", "runs", "rounds", "db", "python"},
-                                             {"json", "help", "profile"}));
+  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"threads", "runs", "rounds", "db", "python", "weight-prefetch"},
+                                             {"json", "help", "profile", "profile-steps"}));
   if (flags.Has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -168,6 +173,9 @@ absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(std::vector<int> thread_counts, ParseThreadList(flags.Get("threads", "1,2")));
   ASSIGN_OR_RETURN(int64_t runs, flags.GetInt("runs", 30, 1, 100000));
   ASSIGN_OR_RETURN(int64_t rounds, flags.GetInt("rounds", 3, 1, 100));
+  graph::ExecutorOptions defaults;
+  ASSIGN_OR_RETURN(defaults.prefetch_weight_bytes,
+                   flags.GetInt("weight-prefetch", defaults.prefetch_weight_bytes, 0, int64_t{1} << 40));
   const char* env_python = std::getenv("TUNEFORGE_PYTHON");
   const std::string python = flags.Get("python", env_python && *env_python ? env_python : TF_DEFAULT_PYTHON);
   if (!std::filesystem::exists(python)) {
@@ -210,10 +218,10 @@ absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args) {
   for (int threads : thread_counts) {
     Target target = DetectHostTarget("local");
     target.num_threads = threads;
-    ASSIGN_OR_RETURN(std::unique_ptr<graph::Executor> untuned, graph::Executor::Create(g, target, {}));
+    ASSIGN_OR_RETURN(std::unique_ptr<graph::Executor> untuned, graph::Executor::Create(g, target, defaults));
     std::unique_ptr<graph::Executor> tuned;
     if (db) {
-      graph::ExecutorOptions options;
+      graph::ExecutorOptions options = defaults;
       options.schedule = BestRecordSchedule(db.get(), &target);
       ASSIGN_OR_RETURN(tuned, graph::Executor::Create(g, target, options));
     }
@@ -249,7 +257,7 @@ absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args) {
       ASSIGN_OR_RETURN(std::vector<double> l, TimeLibrary(example, lib, per_round));
       library.samples_ms.insert(library.samples_ms.end(), l.begin(), l.end());
     }
-    if (flags.Has("profile")) {
+    if (flags.Has("profile") || flags.Has("profile-steps")) {
       std::vector<double> step_ms;
       for (int i = 0; i < per_round; ++i) RETURN_IF_ERROR(ours->RunProfiled(in_ptrs, out_ptrs, &step_ms));
       std::vector<std::string> sources = ours->steps();
@@ -268,6 +276,12 @@ absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args) {
       for (size_t i = 0; i < std::min<size_t>(15, rows.size()); ++i) {
         std::fprintf(json ? stderr : stdout, "  %8.3f ms %5.1f%%  %s\n", rows[i].first, 100 * rows[i].first / total,
                      rows[i].second.c_str());
+      }
+      if (flags.Has("profile-steps")) {
+        std::fprintf(json ? stderr : stdout, "steps in run order:\n");
+        for (size_t i = 0; i < step_ms.size(); ++i) {
+          std::fprintf(json ? stderr : stdout, "  %3zu %8.3f ms  %s\n", i, step_ms[i] / per_round, sources[i].c_str());
+        }
       }
     }
     const Timing& best_ours = tuned ? t_tuned : t_untuned;

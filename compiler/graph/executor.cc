@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 #include <sstream>
@@ -21,6 +22,7 @@
 #include "compiler/graph/tasks.h"
 #include "compiler/runtime/module_loader.h"
 #include "compiler/support/hash.h"
+#include "compiler/templates/conv2d_template.h"
 #include "compiler/templates/dense_template.h"
 #include "compiler/support/status.h"
 
@@ -51,6 +53,34 @@ AlignedBuffer Allocate(int64_t elements) {
   return AlignedBuffer(p);
 }
 
+// Where a 4-D activation (N, C, H, W) lives: NCHW in `buffer` (block 0), or blocked
+// NCHW[z]c (block z) with a zero border of pad_h, pad_w around each plane, as a
+// convolution's blocked input is.
+struct ActivationLayout {
+  std::string buffer;
+  std::vector<int64_t> dims;  // N, C, H, W
+  int64_t block = 0;
+  int64_t pad_h = 0, pad_w = 0;
+
+  // The element (n, base + lane, h, w). `base` is a multiple of a divisor of the
+  // block that `lane` stays below (lane never crosses a block), so the index is
+  // linear in lane: one vector access when lane is the vector variable.
+  ir::Expr Index(ir::Expr n, ir::Expr base, ir::Expr lane, ir::Expr h, ir::Expr w) const {
+    using ir::Add;
+    using ir::IntImm;
+    using ir::Mul;
+    if (block == 0) {
+      return Add(Mul(Add(Mul(Add(Mul(n, IntImm(dims[1])), Add(base, lane)), IntImm(dims[2])), h), IntImm(dims[3])),
+                 w);
+    }
+    const int64_t hp = dims[2] + 2 * pad_h, wp = dims[3] + 2 * pad_w;
+    ir::Expr blocks = Add(Mul(n, IntImm(dims[1] / block)), ir::Div(base, IntImm(block)));
+    ir::Expr row = Add(Mul(blocks, IntImm(hp)), Add(h, IntImm(pad_h)));
+    ir::Expr pixel = Add(Mul(row, IntImm(wp)), Add(w, IntImm(pad_w)));
+    return Add(Add(Mul(pixel, IntImm(block)), ir::Mod(base, IntImm(block))), lane);
+  }
+};
+
 // A kernel call before its buffers are placed: each argument is a graph tensor or
 // memory the step owns.
 struct PlannedStep {
@@ -62,8 +92,12 @@ struct PlannedStep {
   bool is_conv = false;  // a conv template's kernel (params I, F, ..., O)
   const TaskUse* use = nullptr;  // the task occurrence a template step runs
   // Per parameter: another step's owned buffer this one uses instead of its own
-  // (step index, parameter name); step -1 = none. See CancelLayoutPairs.
+  // (step index, parameter name); step -1 = none. See PropagateBlockedLayouts.
   std::vector<std::pair<int, std::string>> borrow;
+  // A conv step with an epilogue: the template's unpack before the epilogue joined it,
+  // and where the residual added in the epilogue lives (buffer empty: no residual).
+  ir::Stmt raw_unpack;
+  ActivationLayout residual;
 };
 
 }  // namespace
@@ -90,7 +124,7 @@ struct Executor::Impl {
   std::vector<Step> steps;
   std::vector<ExecutorKernel> kernels;
   double compile_seconds = 0;
-  int tuned = 0, defaults = 0, cancelled_pairs = 0;
+  int tuned = 0, defaults = 0, cancelled_pairs = 0, blocked_residuals = 0;
 
   // Where a tensor lives (kernels take non-const pointers; they never write constants).
   float* Pointer(int tensor) const {
@@ -114,6 +148,7 @@ const std::vector<ExecutorKernel>& Executor::kernels() const { return impl_->ker
 int Executor::tuned_tasks() const { return impl_->tuned; }
 int Executor::default_tasks() const { return impl_->defaults; }
 int Executor::cancelled_layout_pairs() const { return impl_->cancelled_pairs; }
+int Executor::blocked_residuals() const { return impl_->blocked_residuals; }
 
 namespace {
 
@@ -159,11 +194,38 @@ void SplitLayoutTransforms(const Graph& g, PlannedStep* step) {
   f.prepack = once.empty() ? nullptr : ir::Block(once);
 }
 
+size_t ParamIndex(const ir::LoweredFunc& f, const std::string& name) {
+  for (size_t i = 0; i < f.params.size(); ++i)
+    if (f.params[i].name == name) return i;
+  return f.params.size();
+}
+
 // `s` with every store into `buffer` replaced by `f(store)`.
 ir::Stmt RewriteStores(const ir::Stmt& s, const std::string& buffer,
                        const std::function<ir::Stmt(const ir::StmtNode&)>& f) {
   return ir::Rewrite(s, [&](const ir::Stmt& st) {
     return st->kind == ir::StmtKind::kStore && st->buffer == buffer ? f(*st) : st;
+  });
+}
+
+// The conv step's unpack (its blocked output back to NCHW "O", the loops of the
+// template's UnpackStmt: u.n u.kb u.ko u.oh u.ow) with its epilogue applied: bias, the
+// residual from wherever it lives (step.residual), relu/clip.
+ir::Stmt EpilogueUnpack(const Graph& g, const PlannedStep& step) {
+  const ir::LoweredFunc& f = step.func;
+  const std::vector<int64_t>& os = f.params[ParamIndex(f, "O.blocked")].shape;  // N, K/y, OH, OW, y
+  // The template leaves out the loops of extent 1 (their variable is 0).
+  auto var = [](const std::string& name, int64_t extent) { return extent > 1 ? ir::Var(name) : ir::IntImm(0); };
+  const ir::Expr n = var("u.n", os[0]), c = ir::Add(ir::Mul(var("u.kb", os[1]), ir::IntImm(os[4])), var("u.ko", os[4]));
+  const ir::Expr h = var("u.oh", os[2]), w = var("u.ow", os[3]);
+  return RewriteStores(step.raw_unpack, "O", [&](const ir::StmtNode& store) {
+    std::vector<ir::Expr> addends;
+    if (ParamIndex(f, "epi.bias") < f.params.size()) addends.push_back(ir::Load("epi.bias", ir::DType::kFloat32, c));
+    if (!step.residual.buffer.empty()) {
+      addends.push_back(ir::Load(step.residual.buffer, ir::DType::kFloat32,
+                                 step.residual.Index(n, c, ir::IntImm(0), h, w)));
+    }
+    return ir::Store(store.buffer, store.index, EpilogueExpr(g, *step.use, store.value, addends));
   });
 }
 
@@ -173,10 +235,9 @@ ir::Stmt RewriteStores(const ir::Stmt& s, const std::string& buffer,
 // False when the kernel has no unpack (the epilogue then runs as its own kernel).
 bool FuseConvEpilogue(const Graph& g, const TaskUse& use, PlannedStep* step) {
   ir::LoweredFunc& f = step->func;
-  if (!f.unpack || f.params.empty()) return false;
+  if (!f.unpack || f.params.empty() || ParamIndex(f, "O.blocked") >= f.params.size()) return false;
   const ir::BufferParam& out = f.params.back();
   if (!out.is_output || out.shape.size() != 4) return false;
-  const int64_t k = out.shape[1], plane = out.shape[2] * out.shape[3];
   auto add_input = [&](const std::string& name, int tensor) {
     const Tensor& t = g.tensors[static_cast<size_t>(tensor)];
     f.params.push_back(ir::BufferParam{name, ir::DType::kFloat32, t.shape, false});
@@ -185,16 +246,12 @@ bool FuseConvEpilogue(const Graph& g, const TaskUse& use, PlannedStep* step) {
     step->owned_elements.push_back(0);
   };
   if (use.bias >= 0) add_input("epi.bias", use.bias);
-  if (use.residual >= 0) add_input("epi.residual", use.residual);
-  f.unpack = RewriteStores(f.unpack, out.name, [&](const ir::StmtNode& store) {
-    std::vector<ir::Expr> addends;
-    if (use.bias >= 0) {
-      addends.push_back(ir::Load("epi.bias", ir::DType::kFloat32,
-                                 ir::Mod(ir::Div(store.index, ir::IntImm(plane)), ir::IntImm(k))));
-    }
-    if (use.residual >= 0) addends.push_back(ir::Load("epi.residual", ir::DType::kFloat32, store.index));
-    return ir::Store(store.buffer, store.index, EpilogueExpr(g, use, store.value, addends));
-  });
+  if (use.residual >= 0) {
+    add_input("epi.residual", use.residual);
+    step->residual = ActivationLayout{"epi.residual", g.tensors[static_cast<size_t>(use.residual)].shape, 0, 0, 0};
+  }
+  step->raw_unpack = f.unpack;
+  f.unpack = EpilogueUnpack(g, *step);
   return true;
 }
 
@@ -255,6 +312,12 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
     };
     func = dense->InstantiateWithEpilogue(task, target, *config, extra);
     RETURN_IF_ERROR(chain_error);
+  } else if (const auto* conv = dynamic_cast<const Conv2dTemplate*>(tmpl);
+             conv && task.op() == "conv2d" && options.prefetch_weight_bytes > 0 &&
+             task.Param("K") * task.Param("C") * task.Param("R") * task.Param("S") * 4 >= options.prefetch_weight_bytes) {
+    // In a model the weights come from memory: large ones stream in while the kernel
+    // computes.
+    func = conv->InstantiateStreamingWeights(task, target, *config);
   } else {
     func = tmpl->Instantiate(task, target, *config);
   }
@@ -265,6 +328,7 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
   PlannedStep step;
   step.func = std::move(*func);
   step.is_conv = g.nodes[static_cast<size_t>(use.anchor)].op == "Conv";
+
   step.use = &use;
   step.source = absl::StrCat(*tuned ? "tuned " : "default ", task.CanonicalText());
   const Node& anchor = g.nodes[static_cast<size_t>(use.anchor)];
@@ -332,12 +396,6 @@ PlannedStep FromNodeKernel(NodeKernel k, std::string source) {
   return step;
 }
 
-size_t ParamIndex(const ir::LoweredFunc& f, const std::string& name) {
-  for (size_t i = 0; i < f.params.size(); ++i)
-    if (f.params[i].name == name) return i;
-  return f.params.size();
-}
-
 void EraseParam(PlannedStep* p, size_t i) {
   p->func.params.erase(p->func.params.begin() + static_cast<std::ptrdiff_t>(i));
   p->tensors.erase(p->tensors.begin() + static_cast<std::ptrdiff_t>(i));
@@ -346,125 +404,183 @@ void EraseParam(PlannedStep* p, size_t i) {
   p->borrow.erase(p->borrow.begin() + static_cast<std::ptrdiff_t>(i));
 }
 
-// Layout transforms cancelled in pairs: when a convolution's output (its epilogue
-// applied) feeds only the next convolution, the first writes straight into the
-// second's blocked, zero-bordered input (NCHW[x]c with the padding in place) instead
-// of unpacking to NCHW for the second to block again. One pass over the activation
-// instead of three; the NCHW tensor between them is never materialized.
-int CancelLayoutPairs(const Graph& g, const std::vector<std::vector<int>>& consumers,
-                      const std::vector<bool>& is_output, std::vector<PlannedStep>* planned) {
-  // The conv step reading each tensor as its input "I", and how many parameters of
-  // all steps bind each tensor.
-  std::map<int, size_t> conv_reading;
-  std::map<int, int> bindings;
-  for (size_t s = 0; s < planned->size(); ++s) {
-    const PlannedStep& p = (*planned)[s];
-    const size_t i = ParamIndex(p.func, "I");
-    if (p.is_conv && i < p.func.params.size() && p.tensors[i] >= 0) conv_reading[p.tensors[i]] = s;
-    for (int t : p.tensors) ++bindings[t];
+// How many top-level statements of `body` (a Block) use `buffer`; SIZE_MAX when the
+// body is not a Block.
+size_t CountTopLevel(const ir::Stmt& body, const std::string& buffer) {
+  if (body->kind != ir::StmtKind::kBlock) return SIZE_MAX;
+  size_t n = 0;
+  for (const ir::Stmt& st : body->stmts) n += codegen::CollectUsedNames(st).buffers.count(buffer);
+  return n;
+}
+
+// The top-level statements of `body` (a Block) that do not use `buffer`.
+std::vector<ir::Stmt> WithoutTopLevel(const ir::Stmt& body, const std::string& buffer) {
+  std::vector<ir::Stmt> kept;
+  for (const ir::Stmt& st : body->stmts) {
+    if (!codegen::CollectUsedNames(st).buffers.count(buffer)) kept.push_back(st);
   }
-  int pairs = 0;
-  for (size_t a = 0; a < planned->size(); ++a) {
-    PlannedStep& A = (*planned)[a];
-    if (!A.is_conv) continue;
+  return kept;
+}
+
+void AddBorrowedParam(PlannedStep* p, const std::string& name, const std::vector<int64_t>& shape, size_t owner,
+                      const std::string& owner_param) {
+  p->func.params.push_back(ir::BufferParam{name, ir::DType::kFloat32, shape, false});
+  p->tensors.push_back(-1);
+  p->owned_data.emplace_back();
+  p->owned_elements.push_back(0);
+  p->borrow.push_back({static_cast<int>(owner), owner_param});
+}
+
+// The layout of a conv step's blocked input: (N, C/x, HP, WP, x) around "I".
+ActivationLayout BlockedInputLayout(const PlannedStep& p, const std::string& buffer) {
+  const std::vector<int64_t>& bs = p.func.params[ParamIndex(p.func, "I.blocked")].shape;
+  const std::vector<int64_t>& dims = p.func.params[ParamIndex(p.func, "I")].shape;
+  return ActivationLayout{buffer, dims, bs[4], (bs[2] - dims[2]) / 2, (bs[3] - dims[3]) / 2};
+}
+
+// The copy of conv step `a`'s blocked output (N, K/y, OH, OW, y) into `dst`, a
+// reader's blocked input, with a's epilogue applied on the way. The channels go in
+// runs of the largest size every layout involved (output, destination, residual)
+// blocks by, one vector each.
+ir::Stmt HandOverCopy(const Graph& g, const PlannedStep& a, const ActivationLayout& dst) {
+  using ir::Add;
+  using ir::IntImm;
+  using ir::Mul;
+  using ir::Var;
+  const ir::LoweredFunc& f = a.func;
+  const std::vector<int64_t>& os = f.params[ParamIndex(f, "O.blocked")].shape;
+  const ActivationLayout src{"O.blocked", {os[0], os[1] * os[4], os[2], os[3]}, os[4], 0, 0};
+  int64_t lanes = std::gcd(src.block, dst.block);
+  if (a.residual.block > 0) lanes = std::gcd(lanes, a.residual.block);
+  const ir::Expr n = Var("ho.n"), cb = Var("ho.cb"), h = Var("ho.h"), w = Var("ho.w"), co = Var("ho.co"),
+                 cl = Var("ho.cl");
+  const ir::Expr base = Add(Mul(cb, IntImm(dst.block)), Mul(co, IntImm(lanes)));
+  std::vector<ir::Expr> addends;
+  if (ParamIndex(f, "epi.bias") < f.params.size()) addends.push_back(ir::Load("epi.bias", ir::DType::kFloat32, Add(base, cl)));
+  if (!a.residual.buffer.empty()) {
+    addends.push_back(ir::Load(a.residual.buffer, ir::DType::kFloat32, a.residual.Index(n, base, cl, h, w)));
+  }
+  const ir::Expr value =
+      EpilogueExpr(g, *a.use, ir::Load("O.blocked", ir::DType::kFloat32, src.Index(n, base, cl, h, w)), addends);
+  ir::Stmt copy = ir::For("ho.cl", IntImm(lanes), lanes, lanes >= 4 ? ir::ForKind::kVectorized : ir::ForKind::kSerial,
+                          ir::Store(dst.buffer, dst.Index(n, base, cl, h, w), value));
+  copy = ir::For("ho.co", IntImm(dst.block / lanes), dst.block / lanes, ir::ForKind::kSerial, copy);
+  copy = ir::For("ho.w", IntImm(os[3]), os[3], ir::ForKind::kSerial, copy);
+  // The parallel loop: channel blocks when there are enough of them, else rows.
+  const int64_t blocks = dst.dims[1] / dst.block;
+  if (blocks >= 4) {
+    copy = ir::For("ho.h", IntImm(os[2]), os[2], ir::ForKind::kSerial, copy);
+    copy = ir::For("ho.cb", IntImm(blocks), blocks, ir::ForKind::kParallel, copy);
+  } else {
+    copy = ir::For("ho.cb", IntImm(blocks), blocks, ir::ForKind::kSerial, copy);
+    copy = ir::For("ho.h", IntImm(os[2]), os[2], ir::ForKind::kParallel, copy);
+  }
+  return ir::For("ho.n", IntImm(os[0]), os[0], ir::ForKind::kSerial, copy);
+}
+
+// One convolution's output handed over in the blocked layout.
+struct HandOver {
+  size_t producer = 0;
+  std::vector<size_t> readers;           // conv steps reading the tensor as their input
+  std::vector<size_t> residual_readers;  // conv steps adding it in their epilogue
+};
+
+// Layout transforms cancelled between convolutions. When a convolution's output (its
+// epilogue applied) is read only by other convolutions — as their input, or as the
+// residual their epilogue adds — the producer writes it straight into each reader's
+// blocked, zero-bordered input (NCHW[x]c with the padding in place) instead of
+// unpacking it to NCHW, and the residual readers load it from the first reader's
+// blocked input. The NCHW tensor is never materialized, no reader blocks it again:
+// in a ResNet block, the output of one block is written once, in the layout the next
+// block's first convolution reads, and its second convolution adds it from there.
+// Returns the number of blocking passes removed; counts the residuals read blocked in
+// `residual_reads`.
+int PropagateBlockedLayouts(const Graph& g, const std::vector<std::vector<int>>& consumers,
+                            const std::vector<bool>& is_output, std::vector<PlannedStep>* planned,
+                            int* residual_reads) {
+  std::vector<PlannedStep>& steps = *planned;
+  std::map<int, std::vector<std::pair<size_t, size_t>>> bound;  // tensor -> (step, parameter)
+  for (size_t s = 0; s < steps.size(); ++s) {
+    for (size_t i = 0; i < steps[s].tensors.size(); ++i) {
+      if (steps[s].tensors[i] >= 0) bound[steps[s].tensors[i]].push_back({s, i});
+    }
+  }
+  // A conv step whose only use of its input is the copy into its blocked input.
+  auto blocks_its_input = [](const PlannedStep& p) {
+    const size_t bi = ParamIndex(p.func, "I.blocked");
+    return p.is_conv && bi < p.func.params.size() && p.func.params[bi].shape.size() == 5 &&
+           CountTopLevel(p.func.body, "I") == 1;
+  };
+  std::vector<HandOver> plan;
+  for (size_t a = 0; a < steps.size(); ++a) {
+    const PlannedStep& A = steps[a];
     const size_t o = ParamIndex(A.func, "O");
-    if (o >= A.func.params.size()) continue;
-    const int t = A.tensors[o];
-    auto it = conv_reading.find(t);
-    // Written by A, read by B alone (no other step, no graph output, no alias).
-    if (t < 0 || is_output[static_cast<size_t>(t)] || consumers[static_cast<size_t>(t)].size() != 1 ||
-        it == conv_reading.end() || it->second <= a || bindings[t] != 2) {
+    if (!A.is_conv || !A.use || o >= A.func.params.size() || ParamIndex(A.func, "O.blocked") >= A.func.params.size() ||
+        CountTopLevel(A.func.body, "O") != 1) {
       continue;
     }
-    PlannedStep& B = (*planned)[it->second];
-    const size_t bi = ParamIndex(B.func, "I.blocked");
-    const size_t b_in = ParamIndex(B.func, "I");
-    if (bi >= B.func.params.size() || b_in >= B.func.params.size()) continue;
-    // Only B's reads of "I" go: the copy into its blocked input, a top-level statement.
-    std::vector<ir::Stmt> kept;
-    bool only_copy_reads_input = B.func.body->kind == ir::StmtKind::kBlock;
-    if (only_copy_reads_input) {
-      for (const ir::Stmt& st : B.func.body->stmts) {
-        if (!codegen::CollectUsedNames(st).buffers.count("I")) kept.push_back(st);
+    const int t = A.tensors[o];
+    if (t < 0 || is_output[static_cast<size_t>(t)]) continue;
+    // A reshape of the tensor shares its storage: it must stay NCHW.
+    bool ok = true;
+    for (int c : consumers[static_cast<size_t>(t)]) ok &= !IsAliasOp(g.nodes[static_cast<size_t>(c)].op);
+    HandOver h;
+    h.producer = a;
+    for (const auto& [s, i] : bound[t]) {
+      if (s == a && i == o) continue;
+      const PlannedStep& p = steps[s];
+      const std::string& name = p.func.params[i].name;
+      if (s > a && name == "I" && blocks_its_input(p) && p.func.params[i].shape == A.func.params[o].shape) {
+        h.readers.push_back(s);
+      } else if (s > a && p.is_conv && name == "epi.residual" && p.raw_unpack && CountTopLevel(p.func.body, "O") == 1) {
+        h.residual_readers.push_back(s);
+      } else {
+        ok = false;
       }
-      only_copy_reads_input = kept.size() + 1 == B.func.body->stmts.size();
     }
-    if (!only_copy_reads_input) continue;
-    const std::vector<int64_t> os = A.func.params[o].shape;       // N, K, OH, OW
-    const std::vector<int64_t> bs = B.func.params[bi].shape;      // N, C/x, HP, WP, x
-    const std::vector<int64_t> is = B.func.params[b_in].shape;    // N, C, H, W
-    if (os != is || bs.size() != 5) continue;
-    const int64_t x = bs[4], pad_h = (bs[2] - is[2]) / 2, pad_w = (bs[3] - is[3]) / 2;
-    // A's unpack (the top-level statement that writes "O") becomes one copy from
-    // A's blocked output to B's blocked input, in B's layout order, epilogue applied.
-    const size_t ao = ParamIndex(A.func, "O.blocked");
-    if (ao >= A.func.params.size() || A.func.body->kind != ir::StmtKind::kBlock || !A.use) continue;
-    const std::vector<int64_t> as = A.func.params[ao].shape;  // N, K/y, OH, OW, y
-    const int64_t y = as[4];
-    std::vector<ir::Stmt> a_body;
-    for (const ir::Stmt& st : A.func.body->stmts) {
-      if (!codegen::CollectUsedNames(st).buffers.count("O")) a_body.push_back(st);
-    }
-    if (a_body.size() + 1 != A.func.body->stmts.size()) continue;
-    B.func.body = ir::Block(kept);
-    EraseParam(&B, b_in);
-    const std::string next = "next.I.blocked";
-    A.func.params.push_back(ir::BufferParam{next, ir::DType::kFloat32, bs, false});
-    A.tensors.push_back(-1);
-    A.owned_data.emplace_back();
-    A.owned_elements.push_back(0);
-    A.borrow.push_back({static_cast<int>(it->second), "I.blocked"});
-    {
-      using ir::Add;
-      using ir::IntImm;
-      using ir::Mul;
-      using ir::Var;
-      const std::string n = "pair.n", cb = "pair.cb", h = "pair.h", w = "pair.w", ci = "pair.ci";
-      ir::Expr k = Add(Mul(Var(cb), IntImm(x)), Var(ci));
-      ir::Expr src = ir::Load("O.blocked", ir::DType::kFloat32,
-                              Add(Mul(Add(Mul(Add(Mul(Add(Mul(Var(n), IntImm(as[1])), ir::Div(k, IntImm(y))),
-                                                      IntImm(as[2])),
-                                                  Var(h)),
-                                              IntImm(as[3])),
-                                          Var(w)),
-                                      IntImm(y)),
-                                  ir::Mod(k, IntImm(y))));
-      std::vector<ir::Expr> addends;
-      if (ParamIndex(A.func, "epi.bias") < A.func.params.size()) {
-        addends.push_back(ir::Load("epi.bias", ir::DType::kFloat32, k));
-      }
-      if (ParamIndex(A.func, "epi.residual") < A.func.params.size()) {
-        addends.push_back(ir::Load(
-            "epi.residual", ir::DType::kFloat32,
-            Add(Mul(Add(Mul(Add(Mul(Var(n), IntImm(os[1])), k), IntImm(os[2])), Var(h)), IntImm(os[3])), Var(w))));
-      }
-      ir::Expr value = EpilogueExpr(g, *A.use, src, addends);
-      ir::Expr dst = Add(Mul(Add(Mul(Add(Mul(Add(Mul(Var(n), IntImm(bs[1])), Var(cb)), IntImm(bs[2])),
-                                         Add(Var(h), IntImm(pad_h))),
-                                     IntImm(bs[3])),
-                                 Add(Var(w), IntImm(pad_w))),
-                             IntImm(x)),
-                         Var(ci));
-      // Both sides contiguous in ci when the blocks agree: a vector copy.
-      ir::Stmt copy = ir::For(ci, IntImm(x), x, x == y ? ir::ForKind::kVectorized : ir::ForKind::kSerial,
-                              ir::Store(next, dst, value));
-      copy = ir::For(w, IntImm(os[3]), os[3], ir::ForKind::kSerial, copy);
-      copy = ir::For(h, IntImm(os[2]), os[2], ir::ForKind::kSerial, copy);
-      copy = ir::For(cb, IntImm(bs[1]), bs[1], ir::ForKind::kParallel, copy);
-      copy = ir::For(n, IntImm(os[0]), os[0], ir::ForKind::kSerial, copy);
-      a_body.push_back(copy);
-      A.func.body = ir::Block(a_body);
-    }
-    EraseParam(&A, o);
-    ++pairs;
+    if (ok && !h.readers.empty()) plan.push_back(std::move(h));
   }
-  for (PlannedStep& p : *planned) {
+  // The residual readers first: their epilogues (in their unpack, or in the copies of
+  // their own hand-over below) load the residual from where it now lives.
+  for (const HandOver& h : plan) {
+    for (size_t c : h.residual_readers) {
+      PlannedStep& C = steps[c];
+      EraseParam(&C, ParamIndex(C.func, "epi.residual"));
+      C.residual = BlockedInputLayout(steps[h.readers[0]], "epi.residual.blocked");
+      AddBorrowedParam(&C, C.residual.buffer,
+                       steps[h.readers[0]].func.params[ParamIndex(steps[h.readers[0]].func, "I.blocked")].shape,
+                       h.readers[0], "I.blocked");
+      std::vector<ir::Stmt> body = C.func.body->stmts;
+      for (ir::Stmt& st : body) {
+        if (codegen::CollectUsedNames(st).buffers.count("O")) st = ParallelOuter(EpilogueUnpack(g, C));
+      }
+      C.func.body = ir::Block(body);
+      ++*residual_reads;
+    }
+  }
+  int removed = 0;
+  for (const HandOver& h : plan) {
+    PlannedStep& A = steps[h.producer];
+    std::vector<ir::Stmt> a_body = WithoutTopLevel(A.func.body, "O");
+    for (size_t r = 0; r < h.readers.size(); ++r) {
+      PlannedStep& B = steps[h.readers[r]];
+      const ActivationLayout dst = BlockedInputLayout(B, absl::StrCat("next", r, ".I.blocked"));
+      AddBorrowedParam(&A, dst.buffer, B.func.params[ParamIndex(B.func, "I.blocked")].shape, h.readers[r],
+                       "I.blocked");
+      a_body.push_back(HandOverCopy(g, A, dst));
+      B.func.body = ir::Block(WithoutTopLevel(B.func.body, "I"));
+      EraseParam(&B, ParamIndex(B.func, "I"));
+      ++removed;
+    }
+    A.func.body = ir::Block(a_body);
+    EraseParam(&A, ParamIndex(A.func, "O"));
+  }
+  for (PlannedStep& p : steps) {
     if (p.is_conv) {
-      p.func.name = p.func.name.substr(0, p.func.name.rfind('_')) + "_" +
-                    HashHex(ir::ToString(p.func)).substr(0, 8);
+      p.func.name = p.func.name.substr(0, p.func.name.rfind('_')) + "_" + HashHex(ir::ToString(p.func)).substr(0, 8);
     }
   }
-  return pairs;
+  return removed;
 }
 
 // Builds the distinct functions (by entry symbol) on `threads` threads.
@@ -617,7 +733,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
   }
 
   for (PlannedStep& p : planned) p.borrow.resize(p.func.params.size(), {-1, ""});
-  impl->cancelled_pairs = CancelLayoutPairs(g, consumers, is_output, &planned);
+  impl->cancelled_pairs = PropagateBlockedLayouts(g, consumers, is_output, &planned, &impl->blocked_residuals);
 
   // Lifetimes of the run-time tensors' storage, in steps; the memory plan.
   const int64_t num_steps = static_cast<int64_t>(planned.size());
@@ -669,7 +785,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
 
   ASSIGN_OR_RETURN(auto built, BuildAll(planned, target, std::max(1, target.num_threads)));
   // Memory the steps own (scratch, packed weights, computed constants), before any
-  // step binds it: a step may use another's (CancelLayoutPairs).
+  // step binds it: a step may use another's (PropagateBlockedLayouts).
   std::vector<std::map<std::string, float*>> owned_by(planned.size());
   for (size_t s = 0; s < planned.size(); ++s) {
     PlannedStep& p = planned[s];

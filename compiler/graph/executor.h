@@ -29,6 +29,9 @@ using ScheduleFn =
 
 struct ExecutorOptions {
   ScheduleFn schedule;  // null: default schedules everywhere
+  // Convolutions whose packed weights take at least this many bytes prefetch the next
+  // output-channel block's weights as they compute (0: none).
+  int64_t prefetch_weight_bytes = int64_t{1} << 20;
 };
 
 // One kernel of the model, for reports.
@@ -101,6 +104,9 @@ class Executor {
   // Convolution pairs whose layout transforms cancel: the first writes the second's
   // blocked input directly (no NCHW tensor between them).
   int cancelled_layout_pairs() const;
+  // Residuals a convolution's epilogue reads from another's blocked input (a ResNet
+  // block's input, written once in the blocked layout).
+  int blocked_residuals() const;
   // The model as data (see ExportedModel). Call before any Run: kernels may write
   // their scratch buffers, which the blob would then carry along.
   absl::StatusOr<ExportedModel> Export() const;

@@ -180,6 +180,48 @@ TEST(ExecutorTest, ModelRunsRepeatablyAndThePlanReusesMemory) {
   EXPECT_THAT(exec.Run({}, {y1.data()}).message(), HasSubstr("takes 1 inputs"));
 }
 
+// ResNet-18 on random configs (every task its own blocks x and y, tiles, orders):
+// the layouts handed over between convolutions (block outputs written once, blocked,
+// for the next block's convolutions and its residual add) and the streamed weights
+// give the output of the default schedules with neither.
+TEST(ExecutorTest, BlockedHandOversAndWeightPrefetchKeepResNet18sOutput) {
+  absl::StatusOr<frontend::OnnxModel> model =
+      frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/resnet18.onnx");
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<Graph> g = ImportOnnx(*model);
+  ASSERT_TRUE(g.ok()) << g.status();
+  Target target = TestTarget();
+  target.num_threads = 2;
+  ExecutorOptions plain;
+  plain.prefetch_weight_bytes = 0;
+  absl::StatusOr<std::unique_ptr<Executor>> reference = Executor::Create(*g, target, plain);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const std::vector<float> x = Random((*reference)->inputs()[0].NumElements(), 8, 0, 1);
+  std::vector<float> expected(static_cast<size_t>((*reference)->outputs()[0].NumElements()));
+  ASSERT_TRUE((*reference)->Run({x.data()}, {expected.data()}).ok());
+  for (uint64_t seed : {1, 2}) {
+    std::mt19937_64 rng(seed);
+    ExecutorOptions options;
+    options.prefetch_weight_bytes = 256 << 10;
+    options.schedule = [&](const TuningTask& task, const Template& tmpl) -> absl::StatusOr<std::optional<Config>> {
+      absl::StatusOr<Config> c = tmpl.Space(task, target).Sample(rng);
+      if (!c.ok()) return c.status();
+      return std::optional<Config>(*c);
+    };
+    absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(*g, target, options);
+    ASSERT_TRUE(e.ok()) << e.status();
+    // 8 convolutions read a block's output (two each after the downsampling blocks),
+    // 10 the output of the convolution before them; 4 residual adds read it blocked.
+    EXPECT_EQ((*e)->cancelled_layout_pairs(), 18);
+    EXPECT_EQ((*e)->blocked_residuals(), 4);
+    std::vector<float> y(expected.size());
+    ASSERT_TRUE((*e)->Run({x.data()}, {y.data()}).ok());
+    for (size_t i = 0; i < y.size(); ++i) {
+      ASSERT_NEAR(y[i], expected[i], 1e-3 + 1e-3 * std::fabs(expected[i])) << "seed " << seed << " output " << i;
+    }
+  }
+}
+
 TEST(ExecutorTest, DenseLayersAbsorbTheElementwiseChainAfterThem) {
   absl::StatusOr<frontend::OnnxModel> model =
       frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/bert_layer.onnx");

@@ -173,19 +173,25 @@ ComputeDef ConvCompute(const ConvShape& d, int64_t x, int64_t y, bool depthwise)
 // columns, and so do all tiles when more than kMaxBorderTiles reach a border (code
 // size).
 constexpr int64_t kMaxBorderTiles = 4;
-ir::Stmt SkipBorderTaps(const ir::Stmt& body, const ConvShape& d, int64_t ow_reg) {
+// The rows: each filter row's taps run only when the row is inside the image.
+ir::Stmt SkipBorderRows(const ir::Stmt& body, const ConvShape& d) {
   using namespace ir;  // NOLINT
   if (d.pad == 0) return body;
-  auto inside = [](Expr x, int64_t lo, int64_t hi) {
-    return And(LE(IntImm(lo), x), LT(x, IntImm(hi)));
-  };
   Expr ih = Add(Mul(V("oh"), IntImm(d.stride)), V("r"));
-  Stmt out = Rewrite(body, [&](const Stmt& s) {
+  return Rewrite(body, [&](const Stmt& s) {
     if (s->kind != StmtKind::kFor || s->var != "r") return s;
     return For(s->var, s->extent, s->max_extent, s->for_kind,
-               IfThenElse(inside(ih, d.pad, d.h + d.pad), s->body));
+               IfThenElse(And(LE(IntImm(d.pad), ih), LT(ih, IntImm(d.h + d.pad))), s->body));
   });
-  if (d.ow % ow_reg != 0) return out;
+}
+
+// The columns (after SkipBorderRows; the row tiles' index ow.o becomes a constant in
+// the border tiles' copies).
+ir::Stmt SkipBorderColumns(const ir::Stmt& body, const ConvShape& d, int64_t ow_reg) {
+  using namespace ir;  // NOLINT
+  const Stmt& out = body;
+  if (d.pad == 0 || d.ow % ow_reg != 0) return out;
+  auto inside = [](Expr x, int64_t lo, int64_t hi) { return And(LE(IntImm(lo), x), LT(x, IntImm(hi))); };
   const int64_t tiles = d.ow / ow_reg;
   // A border tile: `ow_o` is the tile's index (a constant). Its filter-column loop
   // becomes the columns some pixel of the tile sees on the border, each its own copy
@@ -247,6 +253,86 @@ ir::Stmt SkipBorderTaps(const ir::Stmt& body, const ConvShape& d, int64_t ow_reg
     }
     for (int64_t t = right; t < tiles; ++t) parts.push_back(border_tile(s->body, t));
     return Block(std::move(parts));
+  });
+}
+
+}  // namespace
+
+namespace {
+
+// The first loop over `var` in `s` in program order, and whether it sits inside a
+// loop over `outer`.
+const ir::StmtNode* FindLoop(const ir::Stmt& s, const std::string& var, const std::string& outer,
+                             bool inside_outer, bool* found_inside_outer) {
+  using ir::StmtKind;
+  if (!s) return nullptr;
+  switch (s->kind) {
+    case StmtKind::kFor:
+      if (s->var == var) {
+        *found_inside_outer = inside_outer;
+        return s.get();
+      }
+      return FindLoop(s->body, var, outer, inside_outer || s->var == outer, found_inside_outer);
+    case StmtKind::kBlock:
+      for (const ir::Stmt& c : s->stmts) {
+        if (const ir::StmtNode* f = FindLoop(c, var, outer, inside_outer, found_inside_outer)) return f;
+      }
+      return nullptr;
+    case StmtKind::kIfThenElse:
+      if (const ir::StmtNode* f = FindLoop(s->body, var, outer, inside_outer, found_inside_outer)) return f;
+      return FindLoop(s->else_case, var, outer, inside_outer, found_inside_outer);
+    case StmtKind::kAllocate:
+      return FindLoop(s->body, var, outer, inside_outer, found_inside_outer);
+    default:
+      return nullptr;
+  }
+}
+
+// The kernel body (before SkipBorderColumns) with the next output-channel block's packed
+// weights prefetched as it computes (see InstantiateStreamingWeights): each run of the
+// first reduction loop — one per (output row, row tile) under outer_order koh, one per
+// row tile under ohk — fetches its share of the next block's cache lines, at its
+// step j the lines [(pass * extent + j) * per_step, ... + per_step).
+ir::Stmt PrefetchNextWeightBlock(const ir::Stmt& body, const std::vector<int64_t>& weights_shape,
+                                 const Config& config) {
+  using namespace ir;  // NOLINT
+  const int64_t blocks = weights_shape[0];
+  int64_t slab = 1;  // floats of one output-channel block
+  for (size_t i = 1; i < weights_shape.size(); ++i) slab *= weights_shape[i];
+  const int64_t lines = (slab * 4 + 63) / 64;
+  bool unused = false;
+  const StmtNode* kb = FindLoop(body, "kb", "", false, &unused);
+  if (blocks < 2 || !kb) return body;
+  const StmtNode* oh = FindLoop(kb->body, "oh", "", false, &unused);
+  const StmtNode* tiles = FindLoop(kb->body, "ow.o", "", false, &unused);
+  // The outermost reduction loop (loops of extent 1 are left out).
+  std::string reduce;
+  const StmtNode* first = nullptr;
+  for (const char* var : config.Str("reduce_order") == "crs" ? std::vector<const char*>{"cb", "r", "s", "ci.o"}
+                                                              : std::vector<const char*>{"r", "s", "cb", "ci.o"}) {
+    if ((first = FindLoop(kb->body, var, "", false, &unused))) {
+      reduce = var;
+      break;
+    }
+  }
+  if (!first) return body;
+  const int64_t extent = first->max_extent;
+  Expr pass = tiles ? Var("ow.o") : IntImm(0);
+  int64_t passes = tiles ? tiles->max_extent : 1;
+  if (oh) {
+    pass = Add(Mul(Var("oh"), IntImm(passes)), pass);
+    passes *= oh->max_extent;
+  }
+  const int64_t per_step = (lines + passes * extent - 1) / (passes * extent);
+  Expr line = Min(Add(Mul(Add(Mul(pass, IntImm(extent)), Var(reduce)), IntImm(per_step)), Var("pf.l")),
+                  IntImm(lines - 1));
+  Expr next = Min(Add(Var("kb"), IntImm(1)), IntImm(blocks - 1));
+  Stmt prefetch = For("pf.l", IntImm(per_step), per_step, ForKind::kUnrolled,
+                      Prefetch("F.blocked", Add(Mul(next, IntImm(slab)), Mul(line, IntImm(16)))));
+  // Every copy of the loop (a row tile's tail and full variants): one runs per pass.
+  return Rewrite(body, [&](const Stmt& s) {
+    if (s->kind != StmtKind::kFor || s->var != reduce) return s;
+    return For(s->var, s->extent, s->max_extent, s->for_kind, Block({prefetch, s->body}));
   });
 }
 
@@ -369,6 +455,17 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
 absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Instantiate(const TuningTask& task,
                                                             const Target& target,
                                                             const Config& config) const {
+  return Build(task, target, config, false);
+}
+
+absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::InstantiateStreamingWeights(const TuningTask& task,
+                                                                            const Target& target,
+                                                                            const Config& config) const {
+  return Build(task, target, config, !depthwise_);
+}
+
+absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Build(const TuningTask& task, const Target& target,
+                                                      const Config& config, bool prefetch_weights) const {
   const std::string op = depthwise_ ? "depthwise_conv2d" : "conv2d";
   if (task.op() != op) return absl::InvalidArgumentError(name() + " template got " + task.op());
   ConfigSpace space = Space(task, target);
@@ -411,7 +508,9 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Instantiate(const TuningTask& ta
   func.params[4].is_output = false;
   func.params[4].is_internal = true;
   func.params[5].is_output = true;
-  func.body = SkipBorderTaps(func.body, d, config.Int("ow_reg"));
+  func.body = SkipBorderRows(func.body, d);
+  if (prefetch_weights) func.body = PrefetchNextWeightBlock(func.body, func.params[3].shape, config);
+  func.body = SkipBorderColumns(func.body, d, config.Int("ow_reg"));
   func.prepack = PrepackStmt(d, x, y, depthwise_);
   func.unpack = UnpackStmt(d, y);
   return func;

@@ -135,6 +135,62 @@ TEST(Conv2dTemplateTest, BorderTapsAreSkipped) {
   EXPECT_GE(checked, 20);
 }
 
+// PrefetchNextWeightBlock: the kernel still computes the reference, and its
+// prefetches cover every cache line of every output-channel block but the first (the
+// one no block before it fetches) and nothing outside the packed weights. The test
+// turns each prefetch into a store of 1 at its line in a buffer of the weights' lines.
+TEST(Conv2dTemplateTest, WeightPrefetchCoversTheNextBlock) {
+  using namespace ir;  // NOLINT
+  int checked = 0;
+  for (const char* text : {"conv2d N=1 C=16 H=7 W=7 K=64 R=3 S=3 stride=1 pad=1",
+                           "conv2d N=1 C=8 H=6 W=12 K=48 R=3 S=3 stride=2 pad=1",
+                           "conv2d N=1 C=32 H=5 W=5 K=32 R=1 S=1 stride=1 pad=0"}) {
+    TuningTask task = Conv(text);
+    const Template* tmpl = *FindTemplate(task);
+    std::mt19937_64 rng(11);
+    for (int i = 0; i < 12; ++i) {
+      auto config = tmpl->Space(task, Avx512TestTarget()).Sample(rng);
+      ASSERT_TRUE(config.ok());
+      auto f = tmpl->Instantiate(task, Avx512TestTarget(), *config);
+      ASSERT_TRUE(f.ok());
+      const int64_t y = config->Int("vec_lanes") * config->Int("oc_vecs");
+      const int64_t blocks = task.Param("K") / y;
+      const int64_t weights = task.Param("K") * task.Param("C") * task.Param("R") * task.Param("S");
+      const int64_t lines = (weights * 4 / blocks + 63) / 64 * blocks;
+      auto with = static_cast<const Conv2dTemplate*>(tmpl)->InstantiateStreamingWeights(task, Avx512TestTarget(), *config);
+      ASSERT_TRUE(with.ok());
+      if (blocks < 2) {
+        EXPECT_EQ(ToString(*with), ToString(*f));
+        continue;
+      }
+      ASSERT_NE(ToString(*with), ToString(*f)) << config->ToJson();
+      const int64_t slab = weights / blocks, slab_lines = lines / blocks;
+      ExpectInterpretedCorrect(task, *config, [&](LoweredFunc* g) {
+        *g = *with;
+        g->body = Rewrite(g->body, [&](const Stmt& st) -> Stmt {
+          if (st->kind != StmtKind::kPrefetch) return st;
+          // index = block * slab + line * 16: the line's number over all blocks.
+          Expr line = Add(Mul(Div(st->index, IntImm(slab)), IntImm(slab_lines)),
+                          Div(Mod(st->index, IntImm(slab)), IntImm(16)));
+          return Store("pf.lines", line, FloatImm(1.0));
+        });
+        BufferParam hits{"pf.lines", DType::kFloat32, {lines}, false};
+        hits.is_internal = true;
+        g->params.push_back(hits);
+        auto buffers = InterpretOnInputs(*g, MakeInputs(task, 3));
+        ASSERT_TRUE(buffers.ok()) << buffers.status();
+        const std::vector<float>& touched = (*buffers)["pf.lines"];
+        for (int64_t l = slab_lines; l < lines; ++l) {
+          ASSERT_EQ(touched[static_cast<size_t>(l)], 1.0f) << text << " " << config->ToJson() << " line " << l;
+        }
+      });
+      if (HasFatalFailure()) return;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 12);
+}
+
 TEST(Conv2dTemplateTest, TaskValidation) {
   EXPECT_FALSE(ParseTask("conv2d N=1 C=8 H=2 W=2 K=8 R=5 S=5 stride=1 pad=0").ok());
   EXPECT_TRUE(ParseTask("conv2d N=1 C=8 H=2 W=2 K=8 R=5 S=5 stride=1 pad=2").ok());
