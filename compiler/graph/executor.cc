@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -94,10 +95,14 @@ struct PlannedStep {
   // Per parameter: another step's owned buffer this one uses instead of its own
   // (step index, parameter name); step -1 = none. See PropagateBlockedLayouts.
   std::vector<std::pair<int, std::string>> borrow;
-  // A conv step with an epilogue: the template's unpack before the epilogue joined it,
-  // and where the residual added in the epilogue lives (buffer empty: no residual).
-  ir::Stmt raw_unpack;
+  // A conv step: where the residual its epilogue adds lives (buffer empty: none), and
+  // the max-pool fused after it (see FuseMaxPools).
   ActivationLayout residual;
+  struct Pool {
+    int64_t k_h = 0, k_w = 0, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  };
+  std::optional<Pool> pool;
+  int node = -1;  // a node kernel's node
 };
 
 }  // namespace
@@ -200,33 +205,65 @@ size_t ParamIndex(const ir::LoweredFunc& f, const std::string& name) {
   return f.params.size();
 }
 
-// `s` with every store into `buffer` replaced by `f(store)`.
-ir::Stmt RewriteStores(const ir::Stmt& s, const std::string& buffer,
-                       const std::function<ir::Stmt(const ir::StmtNode&)>& f) {
-  return ir::Rewrite(s, [&](const ir::Stmt& st) {
-    return st->kind == ir::StmtKind::kStore && st->buffer == buffer ? f(*st) : st;
-  });
-}
-
-// The conv step's unpack (its blocked output back to NCHW "O", the loops of the
-// template's UnpackStmt: u.n u.kb u.ko u.oh u.ow) with its epilogue applied: bias, the
-// residual from wherever it lives (step.residual), relu/clip.
-ir::Stmt EpilogueUnpack(const Graph& g, const PlannedStep& step) {
+// The final value of a conv step's output element (n, base + lane, h, w) — `base` and
+// `lane` as in ActivationLayout::Index: the kernel's blocked output, max-pooled when
+// a max-pool is fused after it (window positions clamped into the image: the max of
+// a window is the max of its positions inside, and every window has one), then the
+// epilogue: bias, the residual from wherever it lives (step.residual), relu/clip.
+ir::Expr ConvOutputValue(const Graph& g, const PlannedStep& step, ir::Expr n, ir::Expr base, ir::Expr lane,
+                         ir::Expr h, ir::Expr w) {
+  using ir::Add;
+  using ir::IntImm;
+  using ir::Mul;
   const ir::LoweredFunc& f = step.func;
   const std::vector<int64_t>& os = f.params[ParamIndex(f, "O.blocked")].shape;  // N, K/y, OH, OW, y
-  // The template leaves out the loops of extent 1 (their variable is 0).
-  auto var = [](const std::string& name, int64_t extent) { return extent > 1 ? ir::Var(name) : ir::IntImm(0); };
-  const ir::Expr n = var("u.n", os[0]), c = ir::Add(ir::Mul(var("u.kb", os[1]), ir::IntImm(os[4])), var("u.ko", os[4]));
-  const ir::Expr h = var("u.oh", os[2]), w = var("u.ow", os[3]);
-  return RewriteStores(step.raw_unpack, "O", [&](const ir::StmtNode& store) {
-    std::vector<ir::Expr> addends;
-    if (ParamIndex(f, "epi.bias") < f.params.size()) addends.push_back(ir::Load("epi.bias", ir::DType::kFloat32, c));
-    if (!step.residual.buffer.empty()) {
-      addends.push_back(ir::Load(step.residual.buffer, ir::DType::kFloat32,
-                                 step.residual.Index(n, c, ir::IntImm(0), h, w)));
+  const ActivationLayout src{"O.blocked", {os[0], os[1] * os[4], os[2], os[3]}, os[4], 0, 0};
+  ir::Expr value;
+  if (!step.pool) {
+    value = ir::Load("O.blocked", ir::DType::kFloat32, src.Index(n, base, lane, h, w));
+  } else {
+    const PlannedStep::Pool& p = *step.pool;
+    auto clamp = [](ir::Expr e, int64_t hi) { return ir::Min(ir::Max(e, IntImm(0)), IntImm(hi - 1)); };
+    for (int64_t i = 0; i < p.k_h; ++i) {
+      for (int64_t j = 0; j < p.k_w; ++j) {
+        ir::Expr ih = clamp(Add(Mul(h, IntImm(p.stride_h)), IntImm(i - p.pad_h)), os[2]);
+        ir::Expr iw = clamp(Add(Mul(w, IntImm(p.stride_w)), IntImm(j - p.pad_w)), os[3]);
+        ir::Expr v = ir::Load("O.blocked", ir::DType::kFloat32, src.Index(n, base, lane, ih, iw));
+        value = value ? ir::Max(value, v) : v;
+      }
     }
-    return ir::Store(store.buffer, store.index, EpilogueExpr(g, *step.use, store.value, addends));
-  });
+  }
+  std::vector<ir::Expr> addends;
+  if (ParamIndex(f, "epi.bias") < f.params.size()) {
+    addends.push_back(ir::Load("epi.bias", ir::DType::kFloat32, Add(base, lane)));
+  }
+  if (!step.residual.buffer.empty()) {
+    addends.push_back(ir::Load(step.residual.buffer, ir::DType::kFloat32, step.residual.Index(n, base, lane, h, w)));
+  }
+  return EpilogueExpr(g, *step.use, value, addends);
+}
+
+// A conv step's unpack: its output in NCHW "O" (ConvOutputValue of each element),
+// over the channel blocks in parallel.
+ir::Stmt UnpackWithEpilogue(const Graph& g, const PlannedStep& step) {
+  using ir::Add;
+  using ir::IntImm;
+  using ir::Mul;
+  const ir::LoweredFunc& f = step.func;
+  const std::vector<int64_t>& o = f.params[ParamIndex(f, "O")].shape;  // N, K, OH, OW (pooled)
+  const int64_t y = f.params[ParamIndex(f, "O.blocked")].shape[4];
+  const std::vector<std::pair<std::string, int64_t>> loops = {
+      {"u.n", o[0]}, {"u.kb", o[1] / y}, {"u.ko", y}, {"u.oh", o[2]}, {"u.ow", o[3]}};
+  std::map<std::string, ir::Expr> v;
+  for (const auto& [name, extent] : loops) v[name] = extent > 1 ? ir::Var(name) : IntImm(0);
+  const ir::Expr c = Add(Mul(v["u.kb"], IntImm(y)), v["u.ko"]);
+  ir::Stmt body = ir::Store(
+      "O", Add(Mul(Add(Mul(Add(Mul(v["u.n"], IntImm(o[1])), c), IntImm(o[2])), v["u.oh"]), IntImm(o[3])), v["u.ow"]),
+      ConvOutputValue(g, step, v["u.n"], c, IntImm(0), v["u.oh"], v["u.ow"]));
+  for (auto it = loops.rbegin(); it != loops.rend(); ++it) {
+    if (it->second > 1) body = ir::For(it->first, IntImm(it->second), it->second, ir::ForKind::kSerial, body);
+  }
+  return ParallelOuter(body);
 }
 
 // A convolution's epilogue (bias, residual, relu/clip) fused into its output's
@@ -250,8 +287,7 @@ bool FuseConvEpilogue(const Graph& g, const TaskUse& use, PlannedStep* step) {
     add_input("epi.residual", use.residual);
     step->residual = ActivationLayout{"epi.residual", g.tensors[static_cast<size_t>(use.residual)].shape, 0, 0, 0};
   }
-  step->raw_unpack = f.unpack;
-  f.unpack = EpilogueUnpack(g, *step);
+  f.unpack = UnpackWithEpilogue(g, *step);
   return true;
 }
 
@@ -448,22 +484,14 @@ ir::Stmt HandOverCopy(const Graph& g, const PlannedStep& a, const ActivationLayo
   using ir::Mul;
   using ir::Var;
   const ir::LoweredFunc& f = a.func;
-  const std::vector<int64_t>& os = f.params[ParamIndex(f, "O.blocked")].shape;
-  const ActivationLayout src{"O.blocked", {os[0], os[1] * os[4], os[2], os[3]}, os[4], 0, 0};
-  int64_t lanes = std::gcd(src.block, dst.block);
+  int64_t lanes = std::gcd(f.params[ParamIndex(f, "O.blocked")].shape[4], dst.block);
   if (a.residual.block > 0) lanes = std::gcd(lanes, a.residual.block);
+  const std::vector<int64_t>& os = dst.dims;  // the producer's output: N, K, OH, OW (pooled)
   const ir::Expr n = Var("ho.n"), cb = Var("ho.cb"), h = Var("ho.h"), w = Var("ho.w"), co = Var("ho.co"),
                  cl = Var("ho.cl");
   const ir::Expr base = Add(Mul(cb, IntImm(dst.block)), Mul(co, IntImm(lanes)));
-  std::vector<ir::Expr> addends;
-  if (ParamIndex(f, "epi.bias") < f.params.size()) addends.push_back(ir::Load("epi.bias", ir::DType::kFloat32, Add(base, cl)));
-  if (!a.residual.buffer.empty()) {
-    addends.push_back(ir::Load(a.residual.buffer, ir::DType::kFloat32, a.residual.Index(n, base, cl, h, w)));
-  }
-  const ir::Expr value =
-      EpilogueExpr(g, *a.use, ir::Load("O.blocked", ir::DType::kFloat32, src.Index(n, base, cl, h, w)), addends);
   ir::Stmt copy = ir::For("ho.cl", IntImm(lanes), lanes, lanes >= 4 ? ir::ForKind::kVectorized : ir::ForKind::kSerial,
-                          ir::Store(dst.buffer, dst.Index(n, base, cl, h, w), value));
+                          ir::Store(dst.buffer, dst.Index(n, base, cl, h, w), ConvOutputValue(g, a, n, base, cl, h, w)));
   copy = ir::For("ho.co", IntImm(dst.block / lanes), dst.block / lanes, ir::ForKind::kSerial, copy);
   copy = ir::For("ho.w", IntImm(os[3]), os[3], ir::ForKind::kSerial, copy);
   // The parallel loop: channel blocks when there are enough of them, else rows.
@@ -476,6 +504,64 @@ ir::Stmt HandOverCopy(const Graph& g, const PlannedStep& a, const ActivationLayo
     copy = ir::For("ho.h", IntImm(os[2]), os[2], ir::ForKind::kParallel, copy);
   }
   return ir::For("ho.n", IntImm(os[0]), os[0], ir::ForKind::kSerial, copy);
+}
+
+// A max-pool whose input only a convolution's step writes and only the pool reads
+// (ResNet's stem) runs inside that step: the convolution's output is pooled on its
+// way out of the blocked layout (ConvOutputValue), its full-size output never exists
+// and the pool's step goes. The step then writes the pool's output like any other
+// convolution's (so PropagateBlockedLayouts can hand it over blocked). Plain pools
+// only: 2-D, no dilation, symmetric padding, no Indices output; the convolution's
+// epilogue without a residual (bias and relu/clip commute with the max).
+void FuseMaxPools(const Graph& g, const std::vector<std::vector<int>>& consumers, const std::vector<bool>& is_output,
+                  std::vector<PlannedStep>* planned) {
+  std::vector<PlannedStep>& steps = *planned;
+  for (size_t p = 0; p < steps.size(); ++p) {
+    if (steps[p].node < 0) continue;
+    const Node& pool = g.nodes[static_cast<size_t>(steps[p].node)];
+    if (pool.op != "MaxPool" || pool.outputs.size() != 1) continue;
+    const int in = pool.inputs[0], out = pool.outputs[0];
+    const std::vector<int64_t> k = pool.Ints("kernel_shape");
+    const std::vector<int64_t> st = pool.Ints("strides", {1, 1});
+    const std::vector<int64_t> dil = pool.Ints("dilations", {1, 1});
+    const std::vector<int64_t> pads = pool.Ints("pads", {0, 0, 0, 0});
+    if (k.size() != 2 || st.size() != 2 || dil != std::vector<int64_t>{1, 1} || pads.size() != 4 ||
+        pads[0] != pads[2] || pads[1] != pads[3] || pool.Int("storage_order", 0) != 0 ||
+        (pool.attrs.count("auto_pad") && pool.attrs.at("auto_pad").text != "NOTSET") ||
+        is_output[static_cast<size_t>(in)] || consumers[static_cast<size_t>(in)].size() != 1) {
+      continue;
+    }
+    // The step writing the pool's input: a conv template's, its output unpacked to NCHW.
+    size_t a = steps.size();
+    for (size_t s = 0; s < p; ++s) {
+      const size_t o = ParamIndex(steps[s].func, "O");
+      if (steps[s].is_conv && o < steps[s].func.params.size() && steps[s].tensors[o] == in) a = s;
+    }
+    if (a == steps.size()) continue;
+    PlannedStep& A = steps[a];
+    if (!A.use || A.use->residual >= 0 || ParamIndex(A.func, "O.blocked") >= A.func.params.size() ||
+        CountTopLevel(A.func.body, "O") != 1) {
+      continue;
+    }
+    const std::vector<int64_t>& ins = g.tensors[static_cast<size_t>(in)].shape;
+    const std::vector<int64_t>& outs = g.tensors[static_cast<size_t>(out)].shape;
+    // Every window must hold a position inside the image (else clamping would invent one).
+    bool windows_inside = pads[0] < k[0] && pads[1] < k[1];
+    windows_inside &= (outs[2] - 1) * st[0] - pads[0] < ins[2] && (outs[3] - 1) * st[1] - pads[1] < ins[3];
+    if (!windows_inside) continue;
+    A.pool = PlannedStep::Pool{k[0], k[1], st[0], st[1], pads[0], pads[1]};
+    const size_t o = ParamIndex(A.func, "O");
+    A.func.params[o].shape = outs;
+    A.tensors[o] = out;
+    std::vector<ir::Stmt> body = A.func.body->stmts;
+    for (ir::Stmt& stmt : body) {
+      if (codegen::CollectUsedNames(stmt).buffers.count("O")) stmt = UnpackWithEpilogue(g, A);
+    }
+    A.func.body = ir::Block(body);
+    A.source += "+MaxPool";
+    steps.erase(steps.begin() + static_cast<std::ptrdiff_t>(p));
+    --p;
+  }
 }
 
 // One convolution's output handed over in the blocked layout.
@@ -532,7 +618,7 @@ int PropagateBlockedLayouts(const Graph& g, const std::vector<std::vector<int>>&
       const std::string& name = p.func.params[i].name;
       if (s > a && name == "I" && blocks_its_input(p) && p.func.params[i].shape == A.func.params[o].shape) {
         h.readers.push_back(s);
-      } else if (s > a && p.is_conv && name == "epi.residual" && p.raw_unpack && CountTopLevel(p.func.body, "O") == 1) {
+      } else if (s > a && p.is_conv && name == "epi.residual" && CountTopLevel(p.func.body, "O") == 1) {
         h.residual_readers.push_back(s);
       } else {
         ok = false;
@@ -552,7 +638,7 @@ int PropagateBlockedLayouts(const Graph& g, const std::vector<std::vector<int>>&
                        h.readers[0], "I.blocked");
       std::vector<ir::Stmt> body = C.func.body->stmts;
       for (ir::Stmt& st : body) {
-        if (codegen::CollectUsedNames(st).buffers.count("O")) st = ParallelOuter(EpilogueUnpack(g, C));
+        if (codegen::CollectUsedNames(st).buffers.count("O")) st = UnpackWithEpilogue(g, C);
       }
       C.func.body = ir::Block(body);
       ++*residual_reads;
@@ -730,8 +816,10 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     }
     ASSIGN_OR_RETURN(NodeKernel k, GenerateNodeKernel(g, node, lanes));
     planned.push_back(FromNodeKernel(std::move(k), n.op));
+    planned.back().node = node;
   }
 
+  FuseMaxPools(g, consumers, is_output, &planned);
   for (PlannedStep& p : planned) p.borrow.resize(p.func.params.size(), {-1, ""});
   impl->cancelled_pairs = PropagateBlockedLayouts(g, consumers, is_output, &planned, &impl->blocked_residuals);
 

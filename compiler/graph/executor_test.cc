@@ -3,6 +3,7 @@
 // whole models against onnxruntime are the model_run_* tests (check_run.py).
 #include "compiler/graph/executor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -182,8 +183,9 @@ TEST(ExecutorTest, ModelRunsRepeatablyAndThePlanReusesMemory) {
 
 // ResNet-18 on random configs (every task its own blocks x and y, tiles, orders):
 // the layouts handed over between convolutions (block outputs written once, blocked,
-// for the next block's convolutions and its residual add) and the streamed weights
-// give the output of the default schedules with neither.
+// for the next block's convolutions and its residual add), the max-pool fused into
+// the stem and the streamed weights give the output of the default schedules with
+// neither.
 TEST(ExecutorTest, BlockedHandOversAndWeightPrefetchKeepResNet18sOutput) {
   absl::StatusOr<frontend::OnnxModel> model =
       frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/resnet18.onnx");
@@ -210,10 +212,14 @@ TEST(ExecutorTest, BlockedHandOversAndWeightPrefetchKeepResNet18sOutput) {
     };
     absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(*g, target, options);
     ASSERT_TRUE(e.ok()) << e.status();
-    // 8 convolutions read a block's output (two each after the downsampling blocks),
-    // 10 the output of the convolution before them; 4 residual adds read it blocked.
-    EXPECT_EQ((*e)->cancelled_layout_pairs(), 18);
-    EXPECT_EQ((*e)->blocked_residuals(), 4);
+    // 9 convolutions read a block's output (the stem's max-pooled one included; two
+    // each after the downsampling blocks), 10 the output of the convolution before
+    // them; 5 residual adds read it blocked. The max-pool runs in the stem's step.
+    EXPECT_EQ((*e)->cancelled_layout_pairs(), 19);
+    EXPECT_EQ((*e)->blocked_residuals(), 5);
+    const std::vector<std::string> steps = (*e)->steps();
+    EXPECT_EQ(std::count(steps.begin(), steps.end(), "MaxPool"), 0);
+    EXPECT_THAT(steps[0], HasSubstr("+MaxPool"));
     std::vector<float> y(expected.size());
     ASSERT_TRUE((*e)->Run({x.data()}, {y.data()}).ok());
     for (size_t i = 0; i < y.size(); ++i) {
