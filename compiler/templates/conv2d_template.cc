@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 
 #include "compiler/schedule/schedule.h"
 #include "compiler/support/status.h"
@@ -288,12 +289,17 @@ const ir::StmtNode* FindLoop(const ir::Stmt& s, const std::string& var, const st
   }
 }
 
-// The kernel body (before SkipBorderColumns) with the next output-channel block's packed
-// weights prefetched as it computes (see InstantiateStreamingWeights): each run of the
-// first reduction loop — one per (output row, row tile) under outer_order koh, one per
-// row tile under ohk — fetches its share of the next block's cache lines, at its
-// step j the lines [(pass * extent + j) * per_step, ... + per_step).
-ir::Stmt PrefetchNextWeightBlock(const ir::Stmt& body, const std::vector<int64_t>& weights_shape,
+// The kernel body (after SkipBorderRows, before SkipBorderColumns) with the next
+// output-channel block's packed weights prefetched as it computes (see
+// InstantiateStreamingWeights). The prefetches go in the deepest reduction loop of
+// cb, r, s (not the channel loop inside a block, often unrolled) and are numbered
+// over every step of the passes that reuse the current block's weights — output rows
+// (under outer_order koh) x row tiles x those reduction loops — each step fetching
+// its share of the next block's cache lines. A border row skips some filter rows,
+// so when the prefetches sit inside the filter-row loop only the rows that run every
+// filter row prefetch; with none, the prefetches move up to the outermost reduction
+// loop.
+ir::Stmt PrefetchNextWeightBlock(const ir::Stmt& body, const ConvShape& d, const std::vector<int64_t>& weights_shape,
                                  const Config& config) {
   using namespace ir;  // NOLINT
   const int64_t blocks = weights_shape[0];
@@ -305,34 +311,69 @@ ir::Stmt PrefetchNextWeightBlock(const ir::Stmt& body, const std::vector<int64_t
   if (blocks < 2 || !kb) return body;
   const StmtNode* oh = FindLoop(kb->body, "oh", "", false, &unused);
   const StmtNode* tiles = FindLoop(kb->body, "ow.o", "", false, &unused);
-  // The outermost reduction loop (loops of extent 1 are left out).
-  std::string reduce;
-  const StmtNode* first = nullptr;
-  for (const char* var : config.Str("reduce_order") == "crs" ? std::vector<const char*>{"cb", "r", "s", "ci.o"}
-                                                              : std::vector<const char*>{"r", "s", "cb", "ci.o"}) {
-    if ((first = FindLoop(kb->body, var, "", false, &unused))) {
-      reduce = var;
-      break;
-    }
+  // The reduction loops outside a block's channels, outermost first (loops of extent 1
+  // are left out).
+  std::vector<const StmtNode*> chain;
+  for (const char* var : config.Str("reduce_order") == "crs" ? std::vector<const char*>{"cb", "r", "s"}
+                                                              : std::vector<const char*>{"r", "s", "cb"}) {
+    if (const StmtNode* loop = FindLoop(kb->body, var, "", false, &unused)) chain.push_back(loop);
   }
-  if (!first) return body;
-  const int64_t extent = first->max_extent;
-  Expr pass = tiles ? Var("ow.o") : IntImm(0);
-  int64_t passes = tiles ? tiles->max_extent : 1;
+  // A 1x1 convolution with one channel block: the channel loop is all there is.
+  if (chain.empty()) {
+    if (const StmtNode* loop = FindLoop(kb->body, "ci.o", "", false, &unused)) chain.push_back(loop);
+  }
+  if (chain.empty()) return body;
+  // The rows that run every filter row: pad <= oh * stride + r < H + pad for all r.
+  const int64_t lo = (d.pad + d.stride - 1) / d.stride, hi = (d.h + d.pad - d.r) / d.stride;
+  size_t depth = chain.size();
+  bool inside_rows = false;  // a filter-row loop encloses the deepest
+  for (size_t i = 0; i + 1 < chain.size(); ++i) inside_rows |= chain[i]->var == "r";
+  Expr pass = IntImm(0);
+  int64_t passes = 1;
+  std::optional<Expr> full_rows;
   if (oh) {
-    pass = Add(Mul(Var("oh"), IntImm(passes)), pass);
-    passes *= oh->max_extent;
+    if (inside_rows && lo <= hi && (lo > 0 || hi < d.oh - 1)) {
+      pass = Sub(Var("oh"), IntImm(lo));
+      passes = hi - lo + 1;
+      full_rows = And(LE(IntImm(lo), Var("oh")), LE(Var("oh"), IntImm(hi)));
+    } else if (inside_rows && lo > hi) {
+      depth = 1;  // no full row: the outermost reduction loop, which every row runs
+      pass = Var("oh");
+      passes = d.oh;
+    } else {
+      pass = Var("oh");
+      passes = d.oh;
+    }
+  } else if (inside_rows) {
+    depth = 1;  // ohk: this block's pass is one row, border or not
   }
-  const int64_t per_step = (lines + passes * extent - 1) / (passes * extent);
-  Expr line = Min(Add(Mul(Add(Mul(pass, IntImm(extent)), Var(reduce)), IntImm(per_step)), Var("pf.l")),
-                  IntImm(lines - 1));
-  Expr next = Min(Add(Var("kb"), IntImm(1)), IntImm(blocks - 1));
-  Stmt prefetch = For("pf.l", IntImm(per_step), per_step, ForKind::kUnrolled,
-                      Prefetch("F.blocked", Add(Mul(next, IntImm(slab)), Mul(line, IntImm(16)))));
-  // Every copy of the loop (a row tile's tail and full variants): one runs per pass.
-  return Rewrite(body, [&](const Stmt& s) {
-    if (s->kind != StmtKind::kFor || s->var != reduce) return s;
-    return For(s->var, s->extent, s->max_extent, s->for_kind, Block({prefetch, s->body}));
+  if (tiles) {
+    pass = Add(Mul(pass, IntImm(tiles->max_extent)), Var("ow.o"));
+    passes *= tiles->max_extent;
+  }
+  Expr step = pass;
+  int64_t steps = passes;
+  for (size_t i = 0; i < depth; ++i) {
+    step = Add(Mul(step, IntImm(chain[i]->max_extent)), Var(chain[i]->var));
+    steps *= chain[i]->max_extent;
+  }
+  Expr next = Mul(Min(Add(Var("kb"), IntImm(1)), IntImm(blocks - 1)), IntImm(slab));
+  Stmt prefetch;
+  if (lines <= steps) {
+    // One line per step; consecutive steps fetch the same line or the one after.
+    prefetch = Prefetch("F.blocked", Add(next, Mul(Div(Mul(step, IntImm(lines)), IntImm(steps)), IntImm(16))));
+  } else {
+    const int64_t per_step = (lines + steps - 1) / steps;
+    Expr line = Min(Add(Mul(step, IntImm(per_step)), Var("pf.l")), IntImm(lines - 1));
+    prefetch = For("pf.l", IntImm(per_step), per_step, ForKind::kUnrolled,
+                   Prefetch("F.blocked", Add(next, Mul(line, IntImm(16)))));
+  }
+  if (full_rows) prefetch = IfThenElse(*full_rows, prefetch);
+  // Every copy of the loop (a row tile's tail and full variants): one runs per step.
+  const std::string at = chain[depth - 1]->var;
+  return Rewrite(body, [&](const Stmt& st) {
+    if (st->kind != StmtKind::kFor || st->var != at) return st;
+    return For(st->var, st->extent, st->max_extent, st->for_kind, Block({prefetch, st->body}));
   });
 }
 
@@ -509,7 +550,7 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Build(const TuningTask& task, co
   func.params[4].is_internal = true;
   func.params[5].is_output = true;
   func.body = SkipBorderRows(func.body, d);
-  if (prefetch_weights) func.body = PrefetchNextWeightBlock(func.body, func.params[3].shape, config);
+  if (prefetch_weights) func.body = PrefetchNextWeightBlock(func.body, d, func.params[3].shape, config);
   func.body = SkipBorderColumns(func.body, d, config.Int("ow_reg"));
   func.prepack = PrepackStmt(d, x, y, depthwise_);
   func.unpack = UnpackStmt(d, y);
