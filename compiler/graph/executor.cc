@@ -103,6 +103,12 @@ struct PlannedStep {
   };
   std::optional<Pool> pool;
   int node = -1;  // a node kernel's node
+  // A conv2d template step: what re-instantiates its kernel to write a reader's
+  // layout directly (PropagateBlockedLayouts).
+  const Conv2dTemplate* conv_template = nullptr;
+  std::optional<TuningTask> task;
+  std::optional<Config> config;
+  bool streams_weights = false;
 };
 
 }  // namespace
@@ -129,7 +135,7 @@ struct Executor::Impl {
   std::vector<Step> steps;
   std::vector<ExecutorKernel> kernels;
   double compile_seconds = 0;
-  int tuned = 0, defaults = 0, cancelled_pairs = 0, blocked_residuals = 0;
+  int tuned = 0, defaults = 0, cancelled_pairs = 0, blocked_residuals = 0, direct_writes = 0;
 
   // Where a tensor lives (kernels take non-const pointers; they never write constants).
   float* Pointer(int tensor) const {
@@ -154,6 +160,7 @@ int Executor::tuned_tasks() const { return impl_->tuned; }
 int Executor::default_tasks() const { return impl_->defaults; }
 int Executor::cancelled_layout_pairs() const { return impl_->cancelled_pairs; }
 int Executor::blocked_residuals() const { return impl_->blocked_residuals; }
+int Executor::direct_writes() const { return impl_->direct_writes; }
 
 namespace {
 
@@ -306,6 +313,10 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
     std::vector<Config> heuristics = tmpl->Heuristics(task, target);
     config = heuristics.empty() ? tmpl->Naive(task, target) : heuristics.front();
   }
+  const auto* conv_template = dynamic_cast<const Conv2dTemplate*>(tmpl);
+  const bool streams_weights =
+      conv_template && task.op() == "conv2d" && options.prefetch_weight_bytes > 0 &&
+      task.Param("K") * task.Param("C") * task.Param("R") * task.Param("S") * 4 >= options.prefetch_weight_bytes;
   // A dense layer absorbs the elementwise chain after it (Gelu): the chain's other
   // inputs become parameters, loaded at the element's broadcast index.
   std::vector<int> chain_inputs;
@@ -348,12 +359,10 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
     };
     func = dense->InstantiateWithEpilogue(task, target, *config, extra);
     RETURN_IF_ERROR(chain_error);
-  } else if (const auto* conv = dynamic_cast<const Conv2dTemplate*>(tmpl);
-             conv && task.op() == "conv2d" && options.prefetch_weight_bytes > 0 &&
-             task.Param("K") * task.Param("C") * task.Param("R") * task.Param("S") * 4 >= options.prefetch_weight_bytes) {
+  } else if (streams_weights) {
     // In a model the weights come from memory: large ones stream in while the kernel
     // computes.
-    func = conv->InstantiateStreamingWeights(task, target, *config);
+    func = conv_template->InstantiateStreamingWeights(task, target, *config);
   } else {
     func = tmpl->Instantiate(task, target, *config);
   }
@@ -364,8 +373,13 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
   PlannedStep step;
   step.func = std::move(*func);
   step.is_conv = g.nodes[static_cast<size_t>(use.anchor)].op == "Conv";
-
   step.use = &use;
+  if (conv_template && step.is_conv) {
+    step.conv_template = conv_template;
+    step.task = task;
+    step.config = *config;
+    step.streams_weights = streams_weights;
+  }
   step.source = absl::StrCat(*tuned ? "tuned " : "default ", task.CanonicalText());
   const Node& anchor = g.nodes[static_cast<size_t>(use.anchor)];
   std::vector<int> operands = {use.data, use.weight};
@@ -564,6 +578,40 @@ void FuseMaxPools(const Graph& g, const std::vector<std::vector<int>>& consumers
   }
 }
 
+// The kernel of conv step `a` re-instantiated to write its output straight into
+// `dst` from the register tile, its epilogue applied there (Conv2dTemplate::
+// InstantiateInto): the blocked output and the copy out of it go. Only for a single
+// reader (the tile writes one place), no fused pool, and blocks the template can
+// write whole vectors of; nullopt otherwise.
+absl::StatusOr<std::optional<ir::Stmt>> WriteBackInto(const Graph& g, const Target& target, const PlannedStep& a,
+                                                      const ActivationLayout& dst, size_t readers) {
+  if (readers != 1 || a.pool || !a.conv_template || !a.config ||
+      !Conv2dTemplate::CanWriteInto(*a.config, dst.block, a.residual.block)) {
+    return std::optional<ir::Stmt>();
+  }
+  const ir::LoweredFunc& f = a.func;
+  ConvOutputSpec spec;
+  spec.buffer = dst.buffer;
+  spec.block = dst.block;
+  spec.pad_h = dst.pad_h;
+  spec.pad_w = dst.pad_w;
+  for (const std::string& name : {std::string("epi.bias"), a.residual.buffer}) {
+    if (!name.empty() && ParamIndex(f, name) < f.params.size()) spec.inputs.push_back(f.params[ParamIndex(f, name)]);
+  }
+  const bool bias = ParamIndex(f, "epi.bias") < f.params.size();
+  spec.epilogue = [&](ir::Expr sum, ir::Expr n, ir::Expr base, ir::Expr lane, ir::Expr h, ir::Expr w) {
+    std::vector<ir::Expr> addends;
+    if (bias) addends.push_back(ir::Load("epi.bias", ir::DType::kFloat32, ir::Add(base, lane)));
+    if (!a.residual.buffer.empty()) {
+      addends.push_back(ir::Load(a.residual.buffer, ir::DType::kFloat32, a.residual.Index(n, base, lane, h, w)));
+    }
+    return EpilogueExpr(g, *a.use, sum, addends);
+  };
+  ASSIGN_OR_RETURN(ir::LoweredFunc func,
+                   a.conv_template->InstantiateInto(*a.task, target, *a.config, a.streams_weights, spec));
+  return std::optional<ir::Stmt>(func.body);
+}
+
 // One convolution's output handed over in the blocked layout.
 struct HandOver {
   size_t producer = 0;
@@ -581,9 +629,10 @@ struct HandOver {
 // block's first convolution reads, and its second convolution adds it from there.
 // Returns the number of blocking passes removed; counts the residuals read blocked in
 // `residual_reads`.
-int PropagateBlockedLayouts(const Graph& g, const std::vector<std::vector<int>>& consumers,
-                            const std::vector<bool>& is_output, std::vector<PlannedStep>* planned,
-                            int* residual_reads) {
+absl::StatusOr<int> PropagateBlockedLayouts(const Graph& g, const Target& target,
+                                            const std::vector<std::vector<int>>& consumers,
+                                            const std::vector<bool>& is_output, std::vector<PlannedStep>* planned,
+                                            int* residual_reads, int* direct_writes) {
   std::vector<PlannedStep>& steps = *planned;
   std::map<int, std::vector<std::pair<size_t, size_t>>> bound;  // tensor -> (step, parameter)
   for (size_t s = 0; s < steps.size(); ++s) {
@@ -653,7 +702,17 @@ int PropagateBlockedLayouts(const Graph& g, const std::vector<std::vector<int>>&
       const ActivationLayout dst = BlockedInputLayout(B, absl::StrCat("next", r, ".I.blocked"));
       AddBorrowedParam(&A, dst.buffer, B.func.params[ParamIndex(B.func, "I.blocked")].shape, h.readers[r],
                        "I.blocked");
-      a_body.push_back(HandOverCopy(g, A, dst));
+      ASSIGN_OR_RETURN(std::optional<ir::Stmt> direct, WriteBackInto(g, target, A, dst, h.readers.size()));
+      if (direct) {
+        // The kernel itself writes the reader's layout: its statement replaces the one
+        // writing O.blocked, and no copy follows.
+        for (ir::Stmt& st : a_body) {
+          if (codegen::CollectUsedNames(st).buffers.count("O.blocked")) st = *direct;
+        }
+        ++*direct_writes;
+      } else {
+        a_body.push_back(HandOverCopy(g, A, dst));
+      }
       B.func.body = ir::Block(WithoutTopLevel(B.func.body, "I"));
       EraseParam(&B, ParamIndex(B.func, "I"));
       ++removed;
@@ -821,7 +880,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
 
   FuseMaxPools(g, consumers, is_output, &planned);
   for (PlannedStep& p : planned) p.borrow.resize(p.func.params.size(), {-1, ""});
-  impl->cancelled_pairs = PropagateBlockedLayouts(g, consumers, is_output, &planned, &impl->blocked_residuals);
+  ASSIGN_OR_RETURN(impl->cancelled_pairs, PropagateBlockedLayouts(g, target, consumers, is_output, &planned,
+                                                                  &impl->blocked_residuals, &impl->direct_writes));
 
   // Lifetimes of the run-time tensors' storage, in steps; the memory plan.
   const int64_t num_steps = static_cast<int64_t>(planned.size());

@@ -107,6 +107,9 @@ class Executor {
   // Residuals a convolution's epilogue reads from another's blocked input (a ResNet
   // block's input, written once in the blocked layout).
   int blocked_residuals() const;
+  // Of the handed-over inputs, those the producing kernel writes from its register
+  // tile (no blocked output, no copy).
+  int direct_writes() const;
   // The model as data (see ExportedModel). Call before any Run: kernels may write
   // their scratch buffers, which the blob would then carry along.
   absl::StatusOr<ExportedModel> Export() const;

@@ -217,6 +217,9 @@ TEST(ExecutorTest, BlockedHandOversAndWeightPrefetchKeepResNet18sOutput) {
     // them; 5 residual adds read it blocked. The max-pool runs in the stem's step.
     EXPECT_EQ((*e)->cancelled_layout_pairs(), 19);
     EXPECT_EQ((*e)->blocked_residuals(), 5);
+    // Some producers write their single reader's layout from the register tile (8 and
+    // 9 of the 19 with these seeds; it depends on the blocks the configs drew).
+    EXPECT_GT((*e)->direct_writes(), 0);
     const std::vector<std::string> steps = (*e)->steps();
     EXPECT_EQ(std::count(steps.begin(), steps.end(), "MaxPool"), 0);
     EXPECT_THAT(steps[0], HasSubstr("+MaxPool"));

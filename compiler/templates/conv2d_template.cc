@@ -109,7 +109,11 @@ ir::Stmt UnpackStmt(const ConvShape& d, int64_t y) {
 
 // The blocked convolution (see conv2d_template.h): axes n kb oh ow ko, reduce cb r s ci
 // (depthwise: reduce r s only, the input channel is the output channel).
-ComputeDef ConvCompute(const ConvShape& d, int64_t x, int64_t y, bool depthwise) {
+// With `spec`, the output goes into spec's layout (block z): when z is a multiple of
+// y each output-channel block lands inside one z block; when y is a multiple of z the
+// channel axis is split in kx (y/z) x ko (z) so each z run is whole.
+ComputeDef ConvCompute(const ConvShape& d, int64_t x, int64_t y, bool depthwise,
+                       const ConvOutputSpec* spec = nullptr) {
   using namespace ir;  // NOLINT
   ComputeDef def;
   def.name = depthwise ? "depthwise_conv2d" : "conv2d";
@@ -131,8 +135,14 @@ ComputeDef ConvCompute(const ConvShape& d, int64_t x, int64_t y, bool depthwise)
       internal("O.blocked", {d.n, kb, d.oh, d.ow, y}),
       BufferParam{"O", DType::kFloat32, {d.n, d.k, d.oh, d.ow}, true},
   };
-  def.axes = {{"n", d.n, false}, {"kb", kb, false}, {"oh", d.oh, false}, {"ow", d.ow, false},
-              {"ko", y, false}};
+  // kx: the z runs of an output-channel block (see above); 1 unless spec splits them.
+  const int64_t z = spec ? spec->block : y;
+  const int64_t runs = spec && y % z == 0 ? y / z : 1;
+  def.axes = {{"n", d.n, false}, {"kb", kb, false}, {"oh", d.oh, false}, {"ow", d.ow, false}};
+  if (runs > 1) def.axes.push_back({"kx", runs, false});
+  def.axes.push_back({"ko", y / runs, false});
+  // The channel within the output-channel block.
+  const Expr ko = runs > 1 ? Add(Mul(V("kx"), IntImm(y / runs)), V("ko")) : V("ko");
   if (!depthwise) def.axes.push_back({"cb", cb, true});
   def.axes.push_back({"r", d.r, true});
   def.axes.push_back({"s", d.s, true});
@@ -142,19 +152,43 @@ ComputeDef ConvCompute(const ConvShape& d, int64_t x, int64_t y, bool depthwise)
   Expr iw = Add(Mul(V("ow"), IntImm(d.stride)), V("s"));
   Expr in_index, f_index;
   if (depthwise) {
-    in_index = Flat({V("n"), V("kb"), ih, iw, V("ko")}, {d.n, kb, d.hp(), d.wp(), y});
-    f_index = Flat({V("kb"), V("r"), V("s"), V("ko")}, {kb, d.r, d.s, y});
+    in_index = Flat({V("n"), V("kb"), ih, iw, ko}, {d.n, kb, d.hp(), d.wp(), y});
+    f_index = Flat({V("kb"), V("r"), V("s"), ko}, {kb, d.r, d.s, y});
   } else {
     in_index = Flat({V("n"), V("cb"), ih, iw, V("ci")}, {d.n, cb, d.hp(), d.wp(), x});
-    f_index = Flat({V("kb"), V("cb"), V("r"), V("s"), V("ci"), V("ko")}, {kb, cb, d.r, d.s, x, y});
+    f_index = Flat({V("kb"), V("cb"), V("r"), V("s"), V("ci"), ko}, {kb, cb, d.r, d.s, x, y});
   }
   // Only the output's name matters to lowering; the kernel writes the blocked output.
   def.params[4].is_output = true;
   def.params[4].is_internal = false;
   def.params[5].is_output = false;
-  def.output_index = Flat({V("n"), V("kb"), V("oh"), V("ow"), V("ko")}, {d.n, kb, d.oh, d.ow, y});
+  def.output_index = Flat({V("n"), V("kb"), V("oh"), V("ow"), ko}, {d.n, kb, d.oh, d.ow, y});
   def.value = Mul(Load("I.blocked", DType::kFloat32, in_index),
                   Load("F.blocked", DType::kFloat32, f_index));
+  if (spec) {
+    // The z block and the channel in it, linear in ko.
+    Expr block, lane_base;
+    if (runs > 1) {
+      block = Add(Mul(V("kb"), IntImm(runs)), V("kx"));
+      lane_base = IntImm(0);
+    } else {
+      block = Div(V("kb"), IntImm(z / y));
+      lane_base = Mul(Mod(V("kb"), IntImm(z / y)), IntImm(y));
+    }
+    const int64_t hp = d.oh + 2 * spec->pad_h, wp = d.ow + 2 * spec->pad_w;
+    def.output_index = Add(Flat({V("n"), block, Add(V("oh"), IntImm(spec->pad_h)), Add(V("ow"), IntImm(spec->pad_w)),
+                                 lane_base},
+                                {d.n, d.k / z, hp, wp, z}),
+                           V("ko"));
+    // The finished sum of channel kb*y + (kx*z) + ko: base is that minus ko.
+    Expr base = Add(Mul(V("kb"), IntImm(y)), runs > 1 ? Mul(V("kx"), IntImm(z)) : IntImm(0));
+    def.epilogue = spec->epilogue(ReducedValue(), V("n"), base, V("ko"), V("oh"), V("ow"));
+    def.params[4].is_output = false;
+    def.params[4].is_internal = true;
+    def.params.insert(def.params.end(), spec->inputs.begin(), spec->inputs.end());
+    BufferParam out{spec->buffer, DType::kFloat32, {d.n, d.k / z, hp, wp, z}, true};
+    def.params.push_back(out);
+  }
   return def;
 }
 
@@ -505,8 +539,37 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::InstantiateStreamingWeights(cons
   return Build(task, target, config, !depthwise_);
 }
 
+bool Conv2dTemplate::CanWriteInto(const Config& config, int64_t block, int64_t residual_block) {
+  const int64_t lanes = config.Int("vec_lanes"), y = lanes * config.Int("oc_vecs");
+  if (block <= 0) return false;
+  // The channels one ko loop covers: y, or z when y is split in z runs.
+  int64_t run = 0;
+  if (block % y == 0) {
+    run = y;
+  } else if (y % block == 0 && block % lanes == 0) {
+    run = block;
+  } else {
+    return false;
+  }
+  return residual_block == 0 || residual_block % run == 0;
+}
+
+absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::InstantiateInto(const TuningTask& task, const Target& target,
+                                                                const Config& config, bool prefetch_weights,
+                                                                const ConvOutputSpec& spec) const {
+  if (depthwise_ ? task.op() != "depthwise_conv2d" : task.op() != "conv2d") {
+    return absl::InvalidArgumentError(name() + " template got " + task.op());
+  }
+  if (!CanWriteInto(config, spec.block, 0)) {
+    return absl::InvalidArgumentError("config " + config.ToJson() + " cannot write blocks of " +
+                                      std::to_string(spec.block) + " channels");
+  }
+  return Build(task, target, config, prefetch_weights && !depthwise_, &spec);
+}
+
 absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Build(const TuningTask& task, const Target& target,
-                                                      const Config& config, bool prefetch_weights) const {
+                                                      const Config& config, bool prefetch_weights,
+                                                      const ConvOutputSpec* spec) const {
   const std::string op = depthwise_ ? "depthwise_conv2d" : "conv2d";
   if (task.op() != op) return absl::InvalidArgumentError(name() + " template got " + task.op());
   ConfigSpace space = Space(task, target);
@@ -515,7 +578,8 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Build(const TuningTask& task, co
   const int64_t lanes = config.Int("vec_lanes"), y = lanes * config.Int("oc_vecs");
   const int64_t x = depthwise_ ? y : config.Int("ic_block");
 
-  Schedule s(ConvCompute(d, x, y, depthwise_));
+  Schedule s(ConvCompute(d, x, y, depthwise_, spec));
+  const bool runs = spec && y != spec->block && y % spec->block == 0;  // the kx axis exists
   RETURN_IF_ERROR(s.Split("ow", config.Int("ow_reg"), "ow.o", "ow.i"));
   RETURN_IF_ERROR(s.Split("ko", lanes, "ko.v", "ko.l"));
   const bool koh = config.Str("outer_order") == "koh";
@@ -535,8 +599,11 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Build(const TuningTask& task, co
     }
     order.insert(order.end(), {"ci.o", "ci.u"});
   }
-  order.insert(order.end(), {"ow.i", "ko.v", "ko.l"});
+  order.push_back("ow.i");
+  if (runs) order.push_back("kx");
+  order.insert(order.end(), {"ko.v", "ko.l"});
   RETURN_IF_ERROR(s.Reorder(order));
+  if (runs) RETURN_IF_ERROR(s.Unroll("kx"));
   if (!depthwise_) RETURN_IF_ERROR(s.Unroll("ci.u"));
   if (depthwise_ && config.Int("unroll_s")) RETURN_IF_ERROR(s.Unroll("s"));
   RETURN_IF_ERROR(s.Unroll("ow.i"));
@@ -545,10 +612,12 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Build(const TuningTask& task, co
   if (config.Int("parallel")) RETURN_IF_ERROR(s.Parallel(order[1]));
   RETURN_IF_ERROR(s.CacheWrite(first_reduce));
   ASSIGN_OR_RETURN(ir::LoweredFunc func, Lower(s, KernelSymbol(task, *this, config)));
-  // Lowering wrote O.blocked as "the output"; the task's output is O (see ConvCompute).
+  // Lowering wrote O.blocked (or spec's buffer) as "the output"; the task's output is
+  // O (see ConvCompute).
   func.params[4].is_output = false;
   func.params[4].is_internal = true;
-  func.params[5].is_output = true;
+  func.params[5].is_output = !spec;
+  func.params[5].is_internal = spec != nullptr;  // unused then
   func.body = SkipBorderRows(func.body, d);
   if (prefetch_weights) func.body = PrefetchNextWeightBlock(func.body, d, func.params[3].shape, config);
   func.body = SkipBorderColumns(func.body, d, config.Int("ow_reg"));

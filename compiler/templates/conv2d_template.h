@@ -22,9 +22,28 @@
 // Entry point: I, F, I.blocked, F.blocked, O.blocked (internal), O.
 #pragma once
 
+#include <functional>
+#include <string>
+#include <vector>
+
 #include "compiler/templates/template.h"
 
 namespace tuneforge {
+
+// Where a model wants a convolution's output instead of the blocked output O.blocked:
+// straight from the register tile's write-back into `buffer`, a reader's blocked,
+// zero-bordered input [N, K/block, OH+2*pad_h, OW+2*pad_w, block], each finished sum
+// through `epilogue` (bias, residual, relu: the model's). `inputs` are the buffers
+// the epilogue loads (parameters appended to the kernel's).
+struct ConvOutputSpec {
+  std::string buffer;
+  int64_t block = 0, pad_h = 0, pad_w = 0;
+  std::vector<ir::BufferParam> inputs;
+  // The value stored for output element (n, base + lane, h, w) — `base` a multiple of
+  // the lane run, `lane` the vector variable — from the finished sum `sum`.
+  std::function<ir::Expr(ir::Expr sum, ir::Expr n, ir::Expr base, ir::Expr lane, ir::Expr h, ir::Expr w)>
+      epilogue;
+};
 
 class Conv2dTemplate : public Template {
  public:
@@ -47,10 +66,20 @@ class Conv2dTemplate : public Template {
   // has its weights in cache and gains nothing. conv2d only (depthwise: Instantiate).
   absl::StatusOr<ir::LoweredFunc> InstantiateStreamingWeights(const TuningTask& task, const Target& target,
                                                               const Config& config) const;
+  // Whether the config's kernel can write its output into a layout of `block` channels
+  // per block: the block a multiple of the output-channel block y, or dividing it
+  // into runs of whole vectors. `residual_block` (0: none or NCHW... see below) is the
+  // block of a residual the epilogue loads, which the vector runs must not cross.
+  static bool CanWriteInto(const Config& config, int64_t block, int64_t residual_block);
+  // Instantiate (optionally streaming weights) with the output written as `spec` says
+  // (CanWriteInto must hold). The kernel still lists O.blocked, unused.
+  absl::StatusOr<ir::LoweredFunc> InstantiateInto(const TuningTask& task, const Target& target,
+                                                  const Config& config, bool prefetch_weights,
+                                                  const ConvOutputSpec& spec) const;
 
  private:
   absl::StatusOr<ir::LoweredFunc> Build(const TuningTask& task, const Target& target, const Config& config,
-                                        bool prefetch_weights) const;
+                                        bool prefetch_weights, const ConvOutputSpec* spec = nullptr) const;
   bool depthwise_;
 };
 

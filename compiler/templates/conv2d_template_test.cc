@@ -191,6 +191,74 @@ TEST(Conv2dTemplateTest, WeightPrefetchCoversTheNextBlock) {
   EXPECT_GE(checked, 12);
 }
 
+// InstantiateInto: the register tile writes the output straight into a reader's
+// blocked, zero-bordered layout of z channels per block (z a multiple of y, equal,
+// or dividing y into whole vectors), through the model's epilogue (here: + a
+// per-channel value loaded at base + lane), and nothing outside the interior.
+TEST(Conv2dTemplateTest, WritesIntoAReadersBlockedLayout) {
+  using namespace ir;  // NOLINT
+  int checked = 0;
+  for (const char* text : {"conv2d N=1 C=16 H=7 W=9 K=64 R=3 S=3 stride=1 pad=1",
+                           "conv2d N=1 C=8 H=8 W=8 K=32 R=1 S=1 stride=2 pad=0",
+                           "depthwise_conv2d N=1 C=32 H=9 W=7 R=3 S=3 stride=1 pad=1"}) {
+    TuningTask task = Conv(text);
+    const auto* tmpl = static_cast<const Conv2dTemplate*>(*FindTemplate(task));
+    const bool depthwise = task.op() == "depthwise_conv2d";
+    const int64_t k = depthwise ? task.Param("C") : task.Param("K");
+    const int64_t oh = task.ConvOutH(), ow = task.ConvOutW();
+    std::mt19937_64 rng(13);
+    auto inputs = MakeInputs(task, 3);
+    auto expected = ReferenceOutput(task, inputs);
+    ASSERT_TRUE(expected.ok());
+    std::vector<float> extra(static_cast<size_t>(k));
+    for (int64_t c = 0; c < k; ++c) extra[static_cast<size_t>(c)] = 0.25f * static_cast<float>(c % 7);
+    for (int i = 0; i < 10; ++i) {
+      auto config = tmpl->Space(task, Avx512TestTarget()).Sample(rng);
+      ASSERT_TRUE(config.ok());
+      for (int64_t z : {4, 8, 16, 32, 64}) {
+        if (k % z != 0 || !Conv2dTemplate::CanWriteInto(*config, z, 0)) continue;
+        ConvOutputSpec spec;
+        spec.buffer = "next.I.blocked";
+        spec.block = z;
+        spec.pad_h = 1;
+        spec.pad_w = 2;
+        spec.inputs = {BufferParam{"extra", DType::kFloat32, {k}, false}};
+        spec.epilogue = [](Expr sum, Expr, Expr base, Expr lane, Expr, Expr) {
+          return Add(sum, Load("extra", DType::kFloat32, Add(base, lane)));
+        };
+        auto f = tmpl->InstantiateInto(task, Avx512TestTarget(), *config, true, spec);
+        ASSERT_TRUE(f.ok()) << f.status();
+        std::vector<std::vector<float>> in = inputs;
+        in.push_back(extra);
+        auto buffers = InterpretOnInputs(*f, in);
+        ASSERT_TRUE(buffers.ok()) << buffers.status();
+        const std::vector<float>& out = (*buffers)["next.I.blocked"];
+        const int64_t hp = oh + 2, wp = ow + 4;
+        ASSERT_EQ(static_cast<int64_t>(out.size()), k * hp * wp);
+        Tolerance tol = ToleranceFor(task);
+        for (int64_t c = 0; c < k; ++c) {
+          for (int64_t h = 0; h < hp; ++h) {
+            for (int64_t w = 0; w < wp; ++w) {
+              const float got = out[static_cast<size_t>((((c / z) * hp + h) * wp + w) * z + c % z)];
+              if (h < 1 || h >= oh + 1 || w < 2 || w >= ow + 2) {
+                ASSERT_TRUE(std::isnan(got)) << "border written at " << c << "," << h << "," << w;
+                continue;
+              }
+              const float want =
+                  (*expected)[static_cast<size_t>((c * oh + h - 1) * ow + w - 2)] + extra[static_cast<size_t>(c)];
+              ASSERT_LE(std::fabs(got - want), tol.atol + tol.rtol * std::fabs(want))
+                  << text << " " << config->ToJson() << " z=" << z << " at " << c << "," << h << "," << w;
+            }
+          }
+        }
+        ++checked;
+      }
+      if (HasFatalFailure()) return;
+    }
+  }
+  EXPECT_GE(checked, 12);
+}
+
 TEST(Conv2dTemplateTest, TaskValidation) {
   EXPECT_FALSE(ParseTask("conv2d N=1 C=8 H=2 W=2 K=8 R=5 S=5 stride=1 pad=0").ok());
   EXPECT_TRUE(ParseTask("conv2d N=1 C=8 H=2 W=2 K=8 R=5 S=5 stride=1 pad=2").ok());
