@@ -26,6 +26,7 @@
 #include "compiler/graph/tasks.h"
 #include "compiler/task/task.h"
 #include "compiler/support/files.h"
+#include "compiler/support/stats.h"
 #include "compiler/support/status.h"
 #include "db/database.h"
 #include "deploy/model_library.h"
@@ -54,14 +55,9 @@ constexpr const char* kUsage =
 
 using Clock = std::chrono::steady_clock;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 struct Timing {
   std::vector<double> samples_ms;
-  double median() const { return Median(samples_ms); }
+  double median() const { return MedianOr(samples_ms, 0); }
   double min() const { return samples_ms.empty() ? 0 : *std::min_element(samples_ms.begin(), samples_ms.end()); }
 };
 

@@ -25,6 +25,7 @@
 #include "compiler/runtime/module_loader.h"
 #include "compiler/runtime/runtime.h"
 #include "compiler/support/log.h"
+#include "compiler/support/stats.h"
 #include "compiler/support/status.h"
 #include "compiler/task/task.h"
 #include "costmodel/xgb_model.h"
@@ -164,13 +165,6 @@ struct CaseResult {
   double best_known = 0;
   int transfer_records = 0;  // records of other shapes the model+transfer runs started from
 };
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // First trial (1-based) at which the curve reaches `target`, or 0 if never.
 int TrialsToReach(const Curve& c, double target) {
@@ -407,7 +401,7 @@ std::string Svg(const std::vector<CaseResult>& cases) {
         for (const Curve& cv : curves) v.push_back(cv.empty() ? 0 : cv[std::min(i, cv.size() - 1)]);
         lo[i] = *std::min_element(v.begin(), v.end());
         hi[i] = *std::max_element(v.begin(), v.end());
-        med[i] = Median(v);
+        med[i] = MedianOr(v, 0);
       }
       for (size_t i = 0; i < n; ++i) band << (i ? " L" : "M") << px(i) << "," << py(hi[i]);
       for (size_t i = n; i-- > 0;) band << " L" << px(i) << "," << py(lo[i]);
@@ -676,7 +670,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
         std::vector<double> v;
         for (const Curve& cv : curves)
           if (!cv.empty()) v.push_back(cv[std::min<size_t>(t, cv.size()) - 1]);
-        jp["best_gflops_at"][std::to_string(t)] = Median(v);
+        jp["best_gflops_at"][std::to_string(t)] = MedianOr(v, 0);
       }
       for (double frac : {0.90, 0.95}) {
         std::vector<double> v;
@@ -688,7 +682,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
           v.push_back(n);
         }
         std::string key = frac > 0.92 ? "trials_to_95" : "trials_to_90";
-        jp[key] = {{"median", Median(v)}, {"per_seed", v}, {"not_reached", missed}};
+        jp[key] = {{"median", MedianOr(v, 0)}, {"per_seed", v}, {"not_reached", missed}};
       }
       jc["policies"][policy] = jp;
     }

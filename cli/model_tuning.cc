@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/graph/executor.h"
+#include "compiler/support/stats.h"
 #include "compiler/support/status.h"
 #include "compiler/codegen/build.h"
 #include "nlohmann/json.hpp"
@@ -17,12 +18,6 @@
 
 namespace tuneforge::cli {
 namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 bool IsTaskStep(const std::string& source) {
   return source.rfind("tuned ", 0) == 0 || source.rfind("default ", 0) == 0;
@@ -83,8 +78,8 @@ absl::StatusOr<LeftoverTime> MeasureLeftovers(const graph::Graph& graph, int thr
     leftover_ms.push_back(leftover);
     total_ms.push_back(total);
   }
-  out.leftover_seconds = Median(leftover_ms) * 1e-3;
-  out.untuned_seconds = Median(total_ms) * 1e-3;
+  out.leftover_seconds = MedianOr(leftover_ms, 0) * 1e-3;
+  out.untuned_seconds = MedianOr(total_ms, 0) * 1e-3;
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/support/stats.h"
 #include "compiler/support/status.h"
 #include "nlohmann/json.hpp"
 
@@ -177,12 +178,6 @@ absl::Status CheckSameTarget(const TargetInfo& stored, const TargetInfo& t) {
   return absl::InvalidArgumentError(absl::StrCat(
       "target key '", t.key, "' already names a different target (", stored.triple, " ", stored.cpu,
       " ", stored.features, " threads=", stored.num_threads, " device=", stored.device_key, ")"));
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "compiler/codegen/build.h"
 #include "compiler/reference/reference.h"
 #include "compiler/support/log.h"
+#include "compiler/support/stats.h"
 #include "compiler/support/status.h"
 #include "compiler/task/task.h"
 #include "compiler/templates/template.h"
@@ -13,13 +14,6 @@
 
 namespace tuneforge {
 namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // "x86_64-pc-linux-gnu" -> "x86_64".
 std::string Arch(const std::string& triple) { return triple.substr(0, triple.find('-')); }
@@ -172,7 +166,7 @@ void AgentHealth::CompareWithPeers(const std::string& device_key) {
       std::vector<double> peers;
       for (const AgentInfo& p : timed)
         if (p.id != a.id) peers.push_back(p.golden_seconds);
-      double median = Median(peers);
+      double median = MedianOr(peers, 0);
       Verdict& v = verdicts_[a.id];
       const bool fresh = v.fresh;
       v.fresh = false;

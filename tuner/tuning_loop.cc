@@ -8,6 +8,7 @@
 
 #include "compiler/reference/reference.h"
 #include "compiler/support/log.h"
+#include "compiler/support/stats.h"
 #include "compiler/support/status.h"
 #include "tuner/search_policy.h"
 
@@ -18,13 +19,6 @@ int64_t NowUnixUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // The untuned loop nest is slow by nature (seconds per run at 1024^3): one sample,
@@ -140,7 +134,7 @@ void TuningLoop::Account(const std::vector<TuningRecord>& records, bool count_tr
     }
     if (count_trials) ++progress_.trials_since_improvement;
   }
-  progress_.median_build_seconds = Median(build_seconds_);
+  progress_.median_build_seconds = MedianOr(build_seconds_, 0);
 }
 
 absl::StatusOr<std::vector<TuningRecord>> TuningLoop::OtherTaskRecords() {
@@ -223,7 +217,7 @@ absl::Status TuningLoop::Remeasure(const std::atomic<bool>* cancel) {
   std::string winner;
   double winner_cost = INFINITY;
   for (const std::string& config : top) {
-    double m = Median(costs[config]);
+    double m = MedianOr(costs[config], 0);
     if (m < winner_cost && last_record.count(config)) {
       winner = config;
       winner_cost = m;

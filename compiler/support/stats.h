@@ -16,6 +16,9 @@ inline double Median(std::vector<double> v) {
   return v.size() % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
 }
 
+// Median of `v`, or `if_empty` when there are no samples.
+inline double MedianOr(const std::vector<double>& v, double if_empty) { return v.empty() ? if_empty : Median(v); }
+
 // How far apart the samples are, robust to a few outliers: the range of the samples
 // without the fastest and the slowest fifth (none of fewer than five samples), over the
 // median. 0 for fewer than two samples (or a median that is not positive). Unlike the

@@ -68,8 +68,9 @@ class Conv2dTemplate : public Template {
                                                               const Config& config) const;
   // Whether the config's kernel can write its output into a layout of `block` channels
   // per block: the block a multiple of the output-channel block y, or dividing it
-  // into runs of whole vectors. `residual_block` (0: none or NCHW... see below) is the
-  // block of a residual the epilogue loads, which the vector runs must not cross.
+  // into runs of whole vectors. `residual_block` is the block of a blocked residual
+  // the epilogue loads, which those runs must not cross (0: no residual, or one in
+  // NCHW, whose lanes are loaded one by one).
   static bool CanWriteInto(const Config& config, int64_t block, int64_t residual_block);
   // Instantiate (optionally streaming weights) with the output written as `spec` says
   // (CanWriteInto must hold). The kernel still lists O.blocked, unused.
