@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <thread>
 
 #include "compiler/support/log.h"
@@ -328,17 +329,43 @@ std::vector<Config> ModelPolicy::Propose(int n) {
   std::shuffle(ranked.begin(), ranked.end(), rng_);
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
+  // A diverse batch: the best-scored candidates that differ from every config already
+  // in the batch in at least `min_knob_distance` knobs; only when those run out, the
+  // skipped ones in score order. Otherwise a batch fills with variants of one config
+  // in knobs the model cannot tell apart (its scores tie), and measures one point
+  // eight times.
+  const std::vector<Knob>& knobs = space_.knobs();
+  auto distance = [&](const Config& a, const Config& b) {
+    int d = 0;
+    for (const Knob& k : knobs) d += a.values().value(k.name, nlohmann::json()) != b.values().value(k.name, nlohmann::json());
+    return d;
+  };
   std::vector<Config> out;
-  size_t next_ranked = 0;
+  std::vector<std::string> skipped;
+  size_t next_ranked = 0, next_skipped = 0;
   for (int slot = 0; slot < n; ++slot) {
     bool explore = u(rng_) < options_.epsilon;
     if (!explore) {
-      while (next_ranked < ranked.size() && visited_.count(ranked[next_ranked].second))
-        ++next_ranked;
-      if (next_ranked < ranked.size()) {
+      std::optional<std::string> pick;
+      while (!pick && next_ranked < ranked.size()) {
         const std::string& key = ranked[next_ranked++].second;
-        visited_.insert(key);
-        out.push_back(pool.at(key).second);
+        if (visited_.count(key)) continue;
+        const Config& c = pool.at(key).second;
+        bool near = false;
+        for (const Config& o : out) near |= distance(c, o) < options_.min_knob_distance;
+        if (near) {
+          skipped.push_back(key);
+        } else {
+          pick = key;
+        }
+      }
+      while (!pick && next_skipped < skipped.size()) {
+        const std::string& key = skipped[next_skipped++];
+        if (!visited_.count(key)) pick = key;
+      }
+      if (pick) {
+        visited_.insert(*pick);
+        out.push_back(pool.at(*pick).second);
         continue;
       }
     }

@@ -7,8 +7,10 @@
 //   Propose(n)            -> parallel simulated annealing: `chains` walks over the
 //                            ConfigSpace (one knob changed per step), scored by the
 //                            XGBoost model in batches; the best-scored unvisited configs
-//                            seen by any walk fill the batch, except that each slot is a
-//                            uniform random config with probability `epsilon`
+//                            seen by any walk fill the batch — no two of them closer
+//                            than `min_knob_distance` knobs while candidates last —
+//                            except that each slot is a uniform random config with
+//                            probability `epsilon`
 //   ObserveOtherTasks     -> transfer learning: records of other shapes of the same
 //                            operator on the same target train the model too (one rank
 //                            group per task), so a new task starts with a useful model
@@ -43,6 +45,9 @@ struct ModelPolicyOptions {
   int chains = 64;                  // parallel simulated-annealing walks
   int steps = 24;                   // steps per walk and Propose
   double epsilon = 0.05;            // share of random picks (exploration)
+  // Configs of one batch differ in at least this many knobs while the model's ranked
+  // candidates allow it (1: any two distinct configs; see Propose).
+  int min_knob_distance = 2;
   int min_records = 8;              // rows needed before the model is trained
   int max_transfer_records = 3000;  // newest records of other tasks used for training
   LabelMode label = LabelMode::kNormalized;
