@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 
 #include "compiler/codegen/build.h"
+#include "compiler/codegen/llvm_codegen.h"
 #include "compiler/reference/reference.h"
 #include "compiler/runtime/module_loader.h"
 #include "compiler/support/status.h"
@@ -303,6 +305,46 @@ TEST(KernelCorrectnessTest, PackedAAtOneAndTwoThreads) {
       for (size_t i = 0; i < configs.size(); ++i) {
         ExpectCorrect(task, target, configs[i], i, 2);
         if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// Cross-compilation (issue 21, first part): every template's kernels compile for an
+// Arm (NEON) and a RISC-V (RVV) device from this host — LLVM's object code for the
+// device's triple (ELF machine AArch64 / RISC-V), 128-bit vectors (4 lanes) from the
+// Target. Running them there (qemu-user, a device runner) is the next part.
+TEST(KernelCorrectnessTest, EveryTemplateCompilesForAarch64AndRiscv64) {
+  struct Device {
+    const char* text;
+    uint16_t elf_machine;  // e_machine: EM_AARCH64 183, EM_RISCV 243
+  };
+  const Target host = DetectHostTarget("test");
+  for (const Device& device : {Device{"-mtriple=aarch64-unknown-linux-gnu -mcpu=cortex-a76 -mattr=+neon", 183},
+                               Device{"-mtriple=riscv64-unknown-linux-gnu -mcpu=generic-rv64 -mattr=+m,+a,+f,+d,+c,+v", 243}}) {
+    absl::StatusOr<Target> target = ParseTarget(device.text, host);
+    ASSERT_TRUE(target.ok()) << target.status();
+    target->num_threads = 2;
+    EXPECT_EQ(target->MaxF32Lanes(), 4) << device.text;
+    for (const char* text : {"matmul M=64 N=48 K=40", "batch_matmul B=2 M=16 N=32 K=24",
+                             "dense M=8 N=64 K=32 bias=1 relu=1",
+                             "conv2d N=1 C=16 H=9 W=9 K=32 R=3 S=3 stride=1 pad=1",
+                             "depthwise_conv2d N=1 C=32 H=8 W=8 R=3 S=3 stride=2 pad=1"}) {
+      TuningTask task = *ParseTask(text);
+      const Template* tmpl = *FindTemplate(task);
+      std::vector<Config> configs = tmpl->Heuristics(task, *target);
+      ASSERT_FALSE(configs.empty()) << text;
+      for (const Config& config : {configs.front(), configs.back()}) {
+        EXPECT_LE(config.Int("vec_lanes"), 4) << text;
+        absl::StatusOr<ir::LoweredFunc> func = tmpl->Instantiate(task, *target, config);
+        ASSERT_TRUE(func.ok()) << func.status();
+        absl::StatusOr<std::string> object = codegen::CompileToObject(*func, *target, BuildOptions{});
+        ASSERT_TRUE(object.ok()) << device.text << " " << text << ": " << object.status();
+        ASSERT_GT(object->size(), 64u);
+        EXPECT_EQ(object->substr(0, 4), "\x7f" "ELF");
+        uint16_t machine = 0;
+        std::memcpy(&machine, object->data() + 18, sizeof(machine));
+        EXPECT_EQ(machine, device.elf_machine) << device.text << " " << text;
       }
     }
   }

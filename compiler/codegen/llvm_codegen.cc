@@ -995,8 +995,12 @@ llvm::MDNode* ModuleEmitter::LoopId(bool may_unroll) {
 void InitializeLlvmOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
+    // Every target LLVM was built with: kernels are also compiled for devices of
+    // another architecture (aarch64, riscv64) than the host's.
+    llvm::InitializeAllTargetInfos();
+    llvm::InitializeAllTargets();
+    llvm::InitializeAllTargetMCs();
+    llvm::InitializeAllAsmPrinters();
     const char* argv[] = {"tuneforge", "-enable-misched=false", "-post-RA-scheduler=false"};
     llvm::cl::ParseCommandLineOptions(static_cast<int>(std::size(argv)), argv);
   });
