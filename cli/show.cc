@@ -15,12 +15,15 @@ namespace {
 
 constexpr const char* kShowUsage =
     "usage: tuneforge show --task \"...\" --config '<json>' [--target TEXT] [--so PATH]\n"
-    "                      [--verbose]\n"
+    "                      [--obj PATH] [--verbose]\n"
     "       tuneforge show --task \"...\" --space [--target TEXT]\n"
     "       tuneforge show --task \"...\" --naive [--target TEXT]\n"
     "  Prints the lowered loop nest of a config (what codegen compiles), or the\n"
     "  knobs of the task's template with their candidate values. --so also builds the\n"
-    "  config with LLVM and writes the shared object to PATH (for objdump -d).\n"
+    "  config with LLVM and writes the shared object to PATH (for objdump -d); --obj\n"
+    "  writes the relocatable object instead, for any target LLVM knows, e.g.\n"
+    "  --target \"-mtriple=aarch64-unknown-linux-gnu -mcpu=cortex-a76 -mattr=+neon\"\n"
+    "  (--so links for this host's architecture only).\n"
     "  --verbose logs the build's phases (IR emission, optimisation, object\n"
     "  emission, link) with their times.\n";
 
@@ -28,7 +31,7 @@ constexpr const char* kShowUsage =
 
 absl::StatusOr<int> ShowCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags,
-                   Flags::Parse(args, {"task", "config", "target", "so"}, {"space", "naive", "verbose", "help"}));
+                   Flags::Parse(args, {"task", "config", "target", "so", "obj"}, {"space", "naive", "verbose", "help"}));
   if (flags.Has("help")) {
     std::fputs(kShowUsage, stdout);
     return 0;
@@ -62,6 +65,12 @@ absl::StatusOr<int> ShowCommand(const std::vector<std::string>& args) {
   std::printf("// %s, template %s v%d, config %s\n%s", task.CanonicalText().c_str(),
               tmpl->name().c_str(), tmpl->version(), config.ToJson().c_str(),
               ir::ToString(*func).c_str());
+  if (flags.Has("obj")) {
+    ASSIGN_OR_RETURN(std::string object, BuildObject(*func, target));
+    RETURN_IF_ERROR(WriteFile(flags.Get("obj"), object));
+    std::printf("// wrote %s (%zu bytes, a relocatable object for %s)\n", flags.Get("obj").c_str(), object.size(),
+                target.triple.c_str());
+  }
   if (flags.Has("so")) {
     ASSIGN_OR_RETURN(Artifact artifact, BuildArtifact(*func, target));
     RETURN_IF_ERROR(WriteFile(flags.Get("so"), artifact.shared_object));

@@ -281,6 +281,27 @@ TEST_F(CliTest, ShowPrintsTheLoopNestAndRejectsBadConfigs) {
               "invalid config");
 }
 
+// Cross-compilation: --obj writes another architecture's object; --so, which links with
+// this host's linker, says it cannot instead of passing on the linker's complaint.
+TEST_F(CliTest, ShowCompilesForAnotherArchitecture) {
+  const std::string arm = "-mtriple=aarch64-unknown-linux-gnu -mcpu=cortex-a76 -mattr=+neon";
+  const std::string obj = dir_ + "/conv.o";
+  auto r = RunCommand({kBin + "/tuneforge", "show", "--task", "conv2d N=1 C=16 H=8 W=8 K=32 R=3 S=3 stride=1 pad=1",
+                       "--naive", "--target", arm, "--obj", obj},
+                      dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string bytes = ReadFile(obj);
+  ASSERT_GT(bytes.size(), 20u);
+  EXPECT_EQ(bytes.substr(0, 4), "\x7f" "ELF");
+  EXPECT_EQ(static_cast<unsigned char>(bytes[18]) | static_cast<unsigned char>(bytes[19]) << 8, 183);  // EM_AARCH64
+  ExpectError({"show", "--task", "matmul M=8 N=8 K=8", "--naive", "--target", arm, "--so", dir_ + "/x.so"},
+              "cannot link a shared object for aarch64");
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/x.so"));
+  ExpectError({"show", "--task", "matmul M=8 N=8 K=8", "--naive", "--target", "-mtriple=nosuch-unknown-linux",
+               "--obj", dir_ + "/y.o"},
+              "unsupported target triple 'nosuch-unknown-linux'");
+}
+
 TEST_F(CliTest, BadDatabasePaths) {
   ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--trials", "1", "--db",
                dir_ + "/no/such/dir/x.db"},

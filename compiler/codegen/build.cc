@@ -15,10 +15,26 @@
 
 namespace tuneforge {
 
+namespace {
+
+// "x86_64-pc-linux-gnu" -> "x86_64".
+std::string Architecture(const std::string& triple) { return triple.substr(0, triple.find('-')); }
+
+}  // namespace
+
 absl::StatusOr<Artifact> BuildArtifact(const ir::LoweredFunc& func, const Target& target,
                                        const BuildOptions& options) {
   ScopedTimer timer("build " + func.name);
   ASSIGN_OR_RETURN(std::string object, codegen::CompileToObject(func, target, options));
+  // The system linker links for this host only; another architecture's kernel compiles
+  // (BuildObject) but cannot become a loadable library here yet.
+  static const std::string host = Architecture(codegen::DetectHost().triple);
+  if (!target.triple.empty() && Architecture(target.triple) != host) {
+    return absl::FailedPreconditionError("cannot link a shared object for " + Architecture(target.triple) +
+                                         " on this " + host +
+                                         " host (cross-linking is not supported yet); the object "
+                                         "file compiles (tuneforge show --obj)");
+  }
   ASSIGN_OR_RETURN(std::string shared_object, codegen::LinkSharedObject(object));
   Artifact artifact;
   artifact.entry_symbol = func.name;
