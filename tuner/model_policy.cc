@@ -337,7 +337,9 @@ std::vector<Config> ModelPolicy::Propose(int n) {
   const std::vector<Knob>& knobs = space_.knobs();
   auto distance = [&](const Config& a, const Config& b) {
     int d = 0;
-    for (const Knob& k : knobs) d += a.values().value(k.name, nlohmann::json()) != b.values().value(k.name, nlohmann::json());
+    for (const Knob& k : knobs) {
+      d += a.values().value(k.name, nlohmann::json()) != b.values().value(k.name, nlohmann::json());
+    }
     return d;
   };
   std::vector<Config> out;

@@ -80,6 +80,10 @@ struct ActivationLayout {
     ir::Expr pixel = Add(Mul(row, IntImm(wp)), Add(w, IntImm(pad_w)));
     return Add(Add(Mul(pixel, IntImm(block)), ir::Mod(base, IntImm(block))), lane);
   }
+  // The blocked buffer's shape: N, C/block, H + 2 pad_h, W + 2 pad_w, block.
+  std::vector<int64_t> BlockedShape() const {
+    return {dims[0], dims[1] / block, dims[2] + 2 * pad_h, dims[3] + 2 * pad_w, block};
+  }
 };
 
 // A kernel call before its buffers are placed: each argument is a graph tensor or
@@ -463,6 +467,15 @@ size_t CountTopLevel(const ir::Stmt& body, const std::string& buffer) {
   return n;
 }
 
+// `body` (a Block) with its top-level statements that use `buffer` replaced by `with`.
+ir::Stmt ReplaceTopLevel(const ir::Stmt& body, const std::string& buffer, const ir::Stmt& with) {
+  std::vector<ir::Stmt> stmts = body->stmts;
+  for (ir::Stmt& st : stmts) {
+    if (codegen::CollectUsedNames(st).buffers.count(buffer)) st = with;
+  }
+  return ir::Block(stmts);
+}
+
 // The top-level statements of `body` (a Block) that do not use `buffer`.
 std::vector<ir::Stmt> WithoutTopLevel(const ir::Stmt& body, const std::string& buffer) {
   std::vector<ir::Stmt> kept;
@@ -472,20 +485,22 @@ std::vector<ir::Stmt> WithoutTopLevel(const ir::Stmt& body, const std::string& b
   return kept;
 }
 
-void AddBorrowedParam(PlannedStep* p, const std::string& name, const std::vector<int64_t>& shape, size_t owner,
-                      const std::string& owner_param) {
-  p->func.params.push_back(ir::BufferParam{name, ir::DType::kFloat32, shape, false});
+// A parameter `layout.buffer` of `p` bound to step `owner`'s blocked input.
+void BorrowBlockedInput(PlannedStep* p, const ActivationLayout& layout, size_t owner) {
+  p->func.params.push_back(ir::BufferParam{layout.buffer, ir::DType::kFloat32, layout.BlockedShape(), false});
   p->tensors.push_back(-1);
   p->owned_data.emplace_back();
   p->owned_elements.push_back(0);
-  p->borrow.push_back({static_cast<int>(owner), owner_param});
+  p->borrow.push_back({static_cast<int>(owner), "I.blocked"});
 }
 
 // The layout of a conv step's blocked input: (N, C/x, HP, WP, x) around "I".
 ActivationLayout BlockedInputLayout(const PlannedStep& p, const std::string& buffer) {
   const std::vector<int64_t>& bs = p.func.params[ParamIndex(p.func, "I.blocked")].shape;
   const std::vector<int64_t>& dims = p.func.params[ParamIndex(p.func, "I")].shape;
-  return ActivationLayout{buffer, dims, bs[4], (bs[2] - dims[2]) / 2, (bs[3] - dims[3]) / 2};
+  ActivationLayout layout{buffer, dims, bs[4], (bs[2] - dims[2]) / 2, (bs[3] - dims[3]) / 2};
+  TF_CHECK(layout.BlockedShape() == bs, "a conv's blocked input is not its input with an even border");
+  return layout;
 }
 
 // The copy of conv step `a`'s blocked output (N, K/y, OH, OW, y) into `dst`, a
@@ -567,11 +582,7 @@ void FuseMaxPools(const Graph& g, const std::vector<std::vector<int>>& consumers
     const size_t o = ParamIndex(A.func, "O");
     A.func.params[o].shape = outs;
     A.tensors[o] = out;
-    std::vector<ir::Stmt> body = A.func.body->stmts;
-    for (ir::Stmt& stmt : body) {
-      if (codegen::CollectUsedNames(stmt).buffers.count("O")) stmt = UnpackWithEpilogue(g, A);
-    }
-    A.func.body = ir::Block(body);
+    A.func.body = ReplaceTopLevel(A.func.body, "O", UnpackWithEpilogue(g, A));
     A.source += "+MaxPool";
     steps.erase(steps.begin() + static_cast<std::ptrdiff_t>(p));
     --p;
@@ -682,14 +693,8 @@ absl::StatusOr<int> PropagateBlockedLayouts(const Graph& g, const Target& target
       PlannedStep& C = steps[c];
       EraseParam(&C, ParamIndex(C.func, "epi.residual"));
       C.residual = BlockedInputLayout(steps[h.readers[0]], "epi.residual.blocked");
-      AddBorrowedParam(&C, C.residual.buffer,
-                       steps[h.readers[0]].func.params[ParamIndex(steps[h.readers[0]].func, "I.blocked")].shape,
-                       h.readers[0], "I.blocked");
-      std::vector<ir::Stmt> body = C.func.body->stmts;
-      for (ir::Stmt& st : body) {
-        if (codegen::CollectUsedNames(st).buffers.count("O")) st = UnpackWithEpilogue(g, C);
-      }
-      C.func.body = ir::Block(body);
+      BorrowBlockedInput(&C, C.residual, h.readers[0]);
+      C.func.body = ReplaceTopLevel(C.func.body, "O", UnpackWithEpilogue(g, C));
       ++*residual_reads;
     }
   }
@@ -700,8 +705,7 @@ absl::StatusOr<int> PropagateBlockedLayouts(const Graph& g, const Target& target
     for (size_t r = 0; r < h.readers.size(); ++r) {
       PlannedStep& B = steps[h.readers[r]];
       const ActivationLayout dst = BlockedInputLayout(B, absl::StrCat("next", r, ".I.blocked"));
-      AddBorrowedParam(&A, dst.buffer, B.func.params[ParamIndex(B.func, "I.blocked")].shape, h.readers[r],
-                       "I.blocked");
+      BorrowBlockedInput(&A, dst, h.readers[r]);
       ASSIGN_OR_RETURN(std::optional<ir::Stmt> direct, WriteBackInto(g, target, A, dst, h.readers.size()));
       if (direct) {
         // The kernel itself writes the reader's layout: its statement replaces the one

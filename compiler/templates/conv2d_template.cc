@@ -111,7 +111,12 @@ ir::Stmt UnpackStmt(const ConvShape& d, int64_t y) {
 // (depthwise: reduce r s only, the input channel is the output channel).
 // With `spec`, the output goes into spec's layout (block z): when z is a multiple of
 // y each output-channel block lands inside one z block; when y is a multiple of z the
-// channel axis is split in kx (y/z) x ko (z) so each z run is whole.
+// channel axis is split in kx (y/z runs, this function's result) x ko (z) so each z
+// run is whole. 1: no split.
+int64_t OutputRuns(int64_t y, const ConvOutputSpec* spec) {
+  return spec && spec->block < y && y % spec->block == 0 ? y / spec->block : 1;
+}
+
 ComputeDef ConvCompute(const ConvShape& d, int64_t x, int64_t y, bool depthwise,
                        const ConvOutputSpec* spec = nullptr) {
   using namespace ir;  // NOLINT
@@ -137,7 +142,7 @@ ComputeDef ConvCompute(const ConvShape& d, int64_t x, int64_t y, bool depthwise,
   };
   // kx: the z runs of an output-channel block (see above); 1 unless spec splits them.
   const int64_t z = spec ? spec->block : y;
-  const int64_t runs = spec && y % z == 0 ? y / z : 1;
+  const int64_t runs = OutputRuns(y, spec);
   def.axes = {{"n", d.n, false}, {"kb", kb, false}, {"oh", d.oh, false}, {"ow", d.ow, false}};
   if (runs > 1) def.axes.push_back({"kx", runs, false});
   def.axes.push_back({"ko", y / runs, false});
@@ -295,29 +300,23 @@ ir::Stmt SkipBorderColumns(const ir::Stmt& body, const ConvShape& d, int64_t ow_
 
 namespace {
 
-// The first loop over `var` in `s` in program order, and whether it sits inside a
-// loop over `outer`.
-const ir::StmtNode* FindLoop(const ir::Stmt& s, const std::string& var, const std::string& outer,
-                             bool inside_outer, bool* found_inside_outer) {
+// The first loop over `var` in `s` in program order.
+const ir::StmtNode* FindLoop(const ir::Stmt& s, const std::string& var) {
   using ir::StmtKind;
   if (!s) return nullptr;
   switch (s->kind) {
     case StmtKind::kFor:
-      if (s->var == var) {
-        *found_inside_outer = inside_outer;
-        return s.get();
-      }
-      return FindLoop(s->body, var, outer, inside_outer || s->var == outer, found_inside_outer);
+      return s->var == var ? s.get() : FindLoop(s->body, var);
     case StmtKind::kBlock:
       for (const ir::Stmt& c : s->stmts) {
-        if (const ir::StmtNode* f = FindLoop(c, var, outer, inside_outer, found_inside_outer)) return f;
+        if (const ir::StmtNode* f = FindLoop(c, var)) return f;
       }
       return nullptr;
     case StmtKind::kIfThenElse:
-      if (const ir::StmtNode* f = FindLoop(s->body, var, outer, inside_outer, found_inside_outer)) return f;
-      return FindLoop(s->else_case, var, outer, inside_outer, found_inside_outer);
+      if (const ir::StmtNode* f = FindLoop(s->body, var)) return f;
+      return FindLoop(s->else_case, var);
     case StmtKind::kAllocate:
-      return FindLoop(s->body, var, outer, inside_outer, found_inside_outer);
+      return FindLoop(s->body, var);
     default:
       return nullptr;
   }
@@ -340,21 +339,20 @@ ir::Stmt PrefetchNextWeightBlock(const ir::Stmt& body, const ConvShape& d, const
   int64_t slab = 1;  // floats of one output-channel block
   for (size_t i = 1; i < weights_shape.size(); ++i) slab *= weights_shape[i];
   const int64_t lines = (slab * 4 + 63) / 64;
-  bool unused = false;
-  const StmtNode* kb = FindLoop(body, "kb", "", false, &unused);
+  const StmtNode* kb = FindLoop(body, "kb");
   if (blocks < 2 || !kb) return body;
-  const StmtNode* oh = FindLoop(kb->body, "oh", "", false, &unused);
-  const StmtNode* tiles = FindLoop(kb->body, "ow.o", "", false, &unused);
+  const StmtNode* oh = FindLoop(kb->body, "oh");
+  const StmtNode* tiles = FindLoop(kb->body, "ow.o");
   // The reduction loops outside a block's channels, outermost first (loops of extent 1
   // are left out).
   std::vector<const StmtNode*> chain;
   for (const char* var : config.Str("reduce_order") == "crs" ? std::vector<const char*>{"cb", "r", "s"}
                                                               : std::vector<const char*>{"r", "s", "cb"}) {
-    if (const StmtNode* loop = FindLoop(kb->body, var, "", false, &unused)) chain.push_back(loop);
+    if (const StmtNode* loop = FindLoop(kb->body, var)) chain.push_back(loop);
   }
   // A 1x1 convolution with one channel block: the channel loop is all there is.
   if (chain.empty()) {
-    if (const StmtNode* loop = FindLoop(kb->body, "ci.o", "", false, &unused)) chain.push_back(loop);
+    if (const StmtNode* loop = FindLoop(kb->body, "ci.o")) chain.push_back(loop);
   }
   if (chain.empty()) return body;
   // The rows that run every filter row: pad <= oh * stride + r < H + pad for all r.
@@ -370,11 +368,8 @@ ir::Stmt PrefetchNextWeightBlock(const ir::Stmt& body, const ConvShape& d, const
       pass = Sub(Var("oh"), IntImm(lo));
       passes = hi - lo + 1;
       full_rows = And(LE(IntImm(lo), Var("oh")), LE(Var("oh"), IntImm(hi)));
-    } else if (inside_rows && lo > hi) {
-      depth = 1;  // no full row: the outermost reduction loop, which every row runs
-      pass = Var("oh");
-      passes = d.oh;
     } else {
+      if (inside_rows && lo > hi) depth = 1;  // no full row: the outermost reduction loop, which every row runs
       pass = Var("oh");
       passes = d.oh;
     }
@@ -557,9 +552,6 @@ bool Conv2dTemplate::CanWriteInto(const Config& config, int64_t block, int64_t r
 absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::InstantiateInto(const TuningTask& task, const Target& target,
                                                                 const Config& config, bool prefetch_weights,
                                                                 const ConvOutputSpec& spec) const {
-  if (depthwise_ ? task.op() != "depthwise_conv2d" : task.op() != "conv2d") {
-    return absl::InvalidArgumentError(name() + " template got " + task.op());
-  }
   if (!CanWriteInto(config, spec.block, 0)) {
     return absl::InvalidArgumentError("config " + config.ToJson() + " cannot write blocks of " +
                                       std::to_string(spec.block) + " channels");
@@ -579,7 +571,7 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Build(const TuningTask& task, co
   const int64_t x = depthwise_ ? y : config.Int("ic_block");
 
   Schedule s(ConvCompute(d, x, y, depthwise_, spec));
-  const bool runs = spec && y != spec->block && y % spec->block == 0;  // the kx axis exists
+  const bool runs = OutputRuns(y, spec) > 1;  // the kx axis exists
   RETURN_IF_ERROR(s.Split("ow", config.Int("ow_reg"), "ow.o", "ow.i"));
   RETURN_IF_ERROR(s.Split("ko", lanes, "ko.v", "ko.l"));
   const bool koh = config.Str("outer_order") == "koh";
