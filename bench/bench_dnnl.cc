@@ -17,7 +17,7 @@ using dt = memory::data_type;
 
 class DnnlConvImpl : public DnnlConv {
  public:
-  DnnlConvImpl(const TuningTask& task, const float* input, const float* filter, float* output)
+  DnnlConvImpl(const TuningTask& task, const float* input, const float* filter, float* output, bool winograd)
       : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
     const bool depthwise = task.op() == "depthwise_conv2d";
     const memory::dim n = task.Param("N"), c = task.Param("C"), h = task.Param("H"),
@@ -32,7 +32,9 @@ class DnnlConvImpl : public DnnlConv {
     memory::desc src_any(src_dims, dt::f32, tag::any), wei_any(wei_dims, dt::f32, tag::any),
         dst_any(dst_dims, dt::f32, tag::any);
     dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                         dnnl::algorithm::convolution_direct, src_any, wei_any,
+                                         winograd ? dnnl::algorithm::convolution_winograd
+                                                  : dnnl::algorithm::convolution_direct,
+                                         src_any, wei_any,
                                          dst_any, strides, padding, padding_r);
     dnnl::convolution_forward::primitive_desc pd(desc, engine_);
     impl_ = pd.impl_info_str();
@@ -76,13 +78,16 @@ class DnnlConvImpl : public DnnlConv {
 
 absl::StatusOr<std::unique_ptr<DnnlConv>> MakeDnnlConv(const TuningTask& task, const float* input,
                                                        const float* filter, float* output,
-                                                       int threads) {
+                                                       int threads, bool winograd) {
   if (task.op() != "conv2d" && task.op() != "depthwise_conv2d")
     return absl::InvalidArgumentError("oneDNN baseline only for conv2d and depthwise_conv2d");
   omp_set_num_threads(threads);
   try {
-    return std::unique_ptr<DnnlConv>(new DnnlConvImpl(task, input, filter, output));
-  } catch (const std::exception& e) {  // dnnl::error: the API's only error channel
+    return std::unique_ptr<DnnlConv>(new DnnlConvImpl(task, input, filter, output, winograd));
+  } catch (const dnnl::error& e) {  // the API's only error channel
+    if (e.status == dnnl_unimplemented) return absl::UnimplementedError(std::string("oneDNN: ") + e.what());
+    return absl::InternalError(std::string("oneDNN: ") + e.what());
+  } catch (const std::exception& e) {
     return absl::InternalError(std::string("oneDNN: ") + e.what());
   }
 }

@@ -29,10 +29,12 @@ class DnnlConv {
 };
 
 // `threads` becomes OpenMP's thread count (Debian's oneDNN uses OpenMP). The input
-// and filter are reordered once, here.
+// and filter are reordered once, here. `winograd`: oneDNN's Winograd convolution
+// (algorithm::convolution_winograd) instead of its direct one; Unimplemented where
+// oneDNN has none for the shape or CPU.
 absl::StatusOr<std::unique_ptr<DnnlConv>> MakeDnnlConv(const TuningTask& task, const float* input,
                                                        const float* filter, float* output,
-                                                       int threads);
+                                                       int threads, bool winograd = false);
 
 // oneDNN's matmul primitive on row-major (plain-layout) A [batch,] m x k and B k x n
 // into C (batch = 0: one 2-D product), on `threads` OpenMP threads; `impl` is the

@@ -258,13 +258,16 @@ absl::StatusOr<std::unique_ptr<CaseData>> MakeCaseData(const TuningTask& task) {
 
 // The entry-point pointers for one candidate: the shared buffers plus its own
 // prepacked buffers, allocated into `owned`.
-std::vector<void*> CandidatePointers(const CaseData& data, std::vector<AlignedBuffer>* owned) {
+// `elements`: the candidate's own buffer sizes (Artifact::buffer_elements; its
+// internal buffers' sizes depend on the config).
+std::vector<void*> CandidatePointers(const CaseData& data, const std::vector<int64_t>& elements,
+                                     std::vector<AlignedBuffer>* owned) {
   std::vector<void*> out;
   for (size_t i = 0; i < data.shared.size(); ++i) {
     if (data.shared[i]) {
       out.push_back(data.shared[i]);
     } else {
-      owned->emplace_back(data.prepacked_sizes[i]);
+      owned->emplace_back(i < elements.size() ? elements[i] : data.prepacked_sizes[i]);
       out.push_back(owned->back().data.get());
     }
   }
@@ -292,11 +295,11 @@ absl::Status CheckOutput(const RunFn& run, CaseData& data, const std::string& wh
 // oneDNN's convolution as a vendor run; `unpack` reorders its blocked output into
 // the case's NCHW output (before checks, untimed).
 absl::StatusOr<RunFn> DnnlRun(const TuningTask& task, CaseData& data, int threads,
-                              std::string* name, RunFn* unpack) {
+                              std::string* name, RunFn* unpack, bool winograd = false) {
   ASSIGN_OR_RETURN(std::shared_ptr<DnnlConv> conv,
                    MakeDnnlConv(task, data.inputs[0].data.get(), data.inputs[1].data.get(),
-                                data.output.data.get(), threads));
-  *name = "onednn";
+                                data.output.data.get(), threads, winograd));
+  *name = winograd ? "onednn winograd" : "onednn";
   TF_LOG(Info) << "bench: oneDNN implementation " << conv->impl();
   *unpack = [conv] { conv->Unpack(); };
   return RunFn([conv] { conv->Run(); });
@@ -406,14 +409,25 @@ struct Vendor {
 };
 
 // Every vendor baseline of the task, each in its strongest configuration here:
-// conv2d/depthwise: oneDNN's convolution primitive; GEMMs: OpenBLAS and oneDNN's
-// sgemm (the case's figure is against the stronger, both are reported).
+// conv2d/depthwise: oneDNN's convolution primitive, direct and (conv2d, where oneDNN
+// has one for the shape) Winograd; GEMMs: OpenBLAS and oneDNN's sgemm. The case's
+// figure is against the strongest; all are reported.
 absl::StatusOr<std::vector<Vendor>> VendorRuns(const TuningTask& task, CaseData& data, int threads) {
   std::vector<Vendor> out;
   Vendor v;
   if (task.op() == "conv2d" || task.op() == "depthwise_conv2d") {
     ASSIGN_OR_RETURN(v.run, DnnlRun(task, data, threads, &v.name, &v.unpack));
     out.push_back(std::move(v));
+    if (task.op() == "conv2d") {
+      Vendor w;
+      absl::StatusOr<RunFn> run = DnnlRun(task, data, threads, &w.name, &w.unpack, /*winograd=*/true);
+      if (run.ok()) {
+        w.run = std::move(*run);
+        out.push_back(std::move(w));
+      } else if (run.status().code() != absl::StatusCode::kUnimplemented) {
+        return run.status();
+      }
+    }
     return out;
   }
   ASSIGN_OR_RETURN(v.run, OpenBlasRun(task, data, threads, &v.name, &v.unpack));
@@ -617,7 +631,7 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
       return failed;
     }
     runtime::LoadedModule* module = cand.module.get();
-    cand.pointers = CandidatePointers(data, &cand.prepacked);
+    cand.pointers = CandidatePointers(data, artifact->buffer_elements, &cand.prepacked);
     void** buffers = cand.pointers.data();
     if (module->Prepack(buffers) != 0) {
       ++result.failed;

@@ -110,7 +110,9 @@ class InProcessRunner : public Runner {
     size_t next_input = 0;
     for (size_t i = 0; i < is_output_.size(); ++i) {
       if (prepacked_sizes_.count(i)) {
-        prepacked.emplace_back(prepacked_sizes_[i]);
+        // The config's own size (Winograd's transformed weights are larger).
+        const std::vector<int64_t>& own = in.artifact->buffer_elements;
+        prepacked.emplace_back(i < own.size() ? own[i] : prepacked_sizes_[i]);
         buffers.push_back(prepacked.back().data());
       } else {
         buffers.push_back(is_output_[i] ? output.data() : inputs_[next_input++].data());

@@ -68,8 +68,10 @@ v1::MeasureRequest MeasureRequestFor(const MeasureInput& in, const std::string& 
   for (size_t i = 0; i < e.buffer_sizes.size(); ++i) {
     v1::BufferSpec* b = r.add_buffers();
     b->set_name("arg" + std::to_string(i));
-    b->set_num_elements(e.buffer_sizes[i]);
     const bool internal = i < e.internal.size() && e.internal[i];
+    // An internal buffer is as large as this config's kernel needs.
+    const std::vector<int64_t>& own = in.artifact->buffer_elements;
+    b->set_num_elements(internal && i < own.size() ? own[i] : e.buffer_sizes[i]);
     b->set_role(static_cast<int>(i) == e.output_index ? v1::OUTPUT
                 : internal                            ? v1::INTERNAL
                                                       : v1::INPUT);

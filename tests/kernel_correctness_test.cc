@@ -203,6 +203,33 @@ TEST(KernelCorrectnessTest, ConvolutionRandomPairs) {
   }
 }
 
+// Winograd F(2,3) and F(4,3) built by LLVM: ResNet-like 3x3 stride-1 layers (pad 1,
+// and pad 0), random Winograd configs of each algorithm, on 1 and 2 threads.
+TEST(KernelCorrectnessTest, WinogradConvolutions) {
+  Target target = DetectHostTarget("test");
+  std::mt19937_64 rng(29);
+  int checked = 0;
+  for (const char* text : {"conv2d N=1 C=32 H=16 W=16 K=64 R=3 S=3 stride=1 pad=1",
+                           "conv2d N=1 C=64 H=14 W=14 K=32 R=3 S=3 stride=1 pad=1",
+                           "conv2d N=2 C=16 H=10 W=18 K=16 R=3 S=3 stride=1 pad=0"}) {
+    auto task = ParseTask(text);
+    ASSERT_TRUE(task.ok()) << task.status();
+    const ConfigSpace space = (*FindTemplate(*task))->Space(*task, target);
+    int here = 0;
+    for (int i = 0; i < 500 && here < 6; ++i) {
+      auto config = space.Sample(rng);
+      ASSERT_TRUE(config.ok());
+      if (config->Str("algorithm") == "direct") continue;
+      target.num_threads = 1 + here % 2;
+      ExpectCorrect(*task, target, *config, i, 2);
+      if (HasFatalFailure()) return;
+      ++here;
+    }
+    checked += here;
+  }
+  EXPECT_EQ(checked, 18);
+}
+
 TEST(KernelCorrectnessTest, OddAndSmallShapes) {
   CheckRandomPairs(220, {1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 33, 48, 64, 65}, 11);
 }

@@ -31,7 +31,9 @@ struct MeasureOptions {
 
 // What a kernel's correctness is checked against; shared by all inputs of a task.
 struct ExpectedOutput {
-  std::vector<int64_t> buffer_sizes;  // elements per kernel argument, entry order
+  // Elements per kernel argument, entry order (an internal buffer takes the size of
+  // the artifact being measured instead: Artifact::buffer_elements).
+  std::vector<int64_t> buffer_sizes;
   int output_index = 0;               // which argument is the output
   // Per argument: an internal-layout buffer (ir::BufferParam::is_internal) that the
   // kernel's prepack or body writes; neither filled as an input nor checked.

@@ -40,6 +40,7 @@ absl::StatusOr<Artifact> BuildArtifact(const ir::LoweredFunc& func, const Target
   artifact.entry_symbol = func.name;
   if (func.prepack) artifact.prepack_symbol = func.name + "_prepack";
   if (func.unpack) artifact.unpack_symbol = func.name + "_unpack";
+  for (const ir::BufferParam& p : func.params) artifact.buffer_elements.push_back(p.NumElements());
   artifact.shared_object = std::move(shared_object);
   artifact.hash = HashHex(artifact.shared_object);
   artifact.build_seconds = timer.Seconds();

@@ -2,7 +2,9 @@
 // No LLVM type appears in this header; LLVM stays inside compiler/codegen/*.cc.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "compiler/ir/ir.h"
@@ -21,6 +23,10 @@ struct Artifact {
   // `<entry_symbol>_unpack` when the kernel has unpack statements (its output layout
   // transform): call it after the entry and before reading the output. Else empty.
   std::string unpack_symbol;
+  // Elements of each kernel argument, entry-point order. The task fixes its inputs
+  // and output's sizes; an internal buffer's size depends on the config (Winograd's
+  // transformed weights are larger than the direct kernel's blocked ones).
+  std::vector<int64_t> buffer_elements;
   std::string shared_object;  // ELF bytes
   std::string hash;           // HashHex(shared_object)
   double build_seconds = 0;   // codegen + optimisation + object emission + link

@@ -231,6 +231,45 @@ TEST(ExecutorTest, BlockedHandOversAndWeightPrefetchKeepResNet18sOutput) {
   }
 }
 
+// Winograd kernels in a model: every 3x3 stride-1 convolution whose output tiles
+// divide its image (ResNet-18's 56x56, 28x28 and 14x14 layers; 7x7 stays direct)
+// runs its first Winograd heuristic, taking its blocked input from the layer before
+// and handing its blocked output on; the output matches the default schedules'.
+TEST(ExecutorTest, WinogradLayersKeepResNet18sOutput) {
+  absl::StatusOr<frontend::OnnxModel> model =
+      frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/resnet18.onnx");
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<Graph> g = ImportOnnx(*model);
+  ASSERT_TRUE(g.ok()) << g.status();
+  Target target = TestTarget();
+  target.num_threads = 2;
+  absl::StatusOr<std::unique_ptr<Executor>> reference = Executor::Create(*g, target);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const std::vector<float> x = Random((*reference)->inputs()[0].NumElements(), 9, 0, 1);
+  std::vector<float> expected(static_cast<size_t>((*reference)->outputs()[0].NumElements()));
+  ASSERT_TRUE((*reference)->Run({x.data()}, {expected.data()}).ok());
+  int winograd = 0;
+  ExecutorOptions options;
+  options.schedule = [&](const TuningTask& task, const Template& tmpl) -> absl::StatusOr<std::optional<Config>> {
+    for (const Config& c : tmpl.Heuristics(task, target)) {
+      if (c.values().value("algorithm", "direct") != "direct") {
+        ++winograd;
+        return std::optional<Config>(c);
+      }
+    }
+    return std::optional<Config>();
+  };
+  absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(*g, target, options);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(winograd, 10);  // 4 + 3 + 3 of the 3x3 stride-1 convolutions, per occurrence
+  EXPECT_EQ((*e)->cancelled_layout_pairs(), 19);
+  std::vector<float> y(expected.size());
+  ASSERT_TRUE((*e)->Run({x.data()}, {y.data()}).ok());
+  for (size_t i = 0; i < y.size(); ++i) {
+    ASSERT_NEAR(y[i], expected[i], 1e-3 + 1e-3 * std::fabs(expected[i])) << "output " << i;
+  }
+}
+
 TEST(ExecutorTest, DenseLayersAbsorbTheElementwiseChainAfterThem) {
   absl::StatusOr<frontend::OnnxModel> model =
       frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/bert_layer.onnx");

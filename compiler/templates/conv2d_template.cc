@@ -5,6 +5,8 @@
 #include <optional>
 
 #include "compiler/schedule/schedule.h"
+#include "compiler/templates/conv2d_winograd.h"
+#include "compiler/templates/loop_nest.h"
 #include "compiler/support/status.h"
 
 namespace tuneforge {
@@ -40,30 +42,21 @@ std::vector<json> Filter(std::initializer_list<int64_t> values,
   return out;
 }
 
-// Loops around `body`, outermost first: {name, extent}.
-ir::Stmt Loops(const std::vector<std::pair<std::string, int64_t>>& loops, ir::Stmt body) {
-  for (auto it = loops.rbegin(); it != loops.rend(); ++it) {
-    if (it->second <= 1) {
-      body = ir::Substitute(body, {{it->first, ir::IntImm(0)}});
-      continue;
-    }
-    body = ir::For(it->first, ir::IntImm(it->second), it->second, ir::ForKind::kSerial, body);
-  }
-  return body;
-}
-
-// Row-major flat index of `idx` in a tensor of `dims`.
-ir::Expr Flat(const std::vector<ir::Expr>& idx, const std::vector<int64_t>& dims) {
-  ir::Expr e = ir::IntImm(0);
-  for (size_t i = 0; i < idx.size(); ++i) e = ir::Add(ir::Mul(e, ir::IntImm(dims[i])), idx[i]);
-  return e;
-}
-
 ir::Expr V(const std::string& name) { return ir::Var(name); }
 
+// The `algorithm` knob, "direct" when the config predates it.
+std::string Algorithm(const Config& c) {
+  return c.values().contains("algorithm") ? c.Str("algorithm") : "direct";
+}
+
+int64_t OptionalKnob(const Config& c, const std::string& knob, int64_t absent) {
+  return c.values().contains(knob) ? c.Int(knob) : absent;
+}
+
 // The layout transforms (see conv2d_template.h). x: input-channel block; y: output-
-// channel block (depthwise: x == y, one block size).
-ir::Stmt PrepackStmt(const ConvShape& d, int64_t x, int64_t y, bool depthwise) {
+// channel block (depthwise: x == y, one block size). The activation part, I ->
+// I.blocked with the zero border, is shared with the Winograd kernels.
+ir::Stmt InputPrepackStmt(const ConvShape& d, int64_t x) {
   using namespace ir;  // NOLINT: the expression builders read like math here.
   const int64_t cb = d.c / x;
   const int64_t blocked_size = d.n * cb * d.hp() * d.wp() * x;
@@ -78,6 +71,14 @@ ir::Stmt PrepackStmt(const ConvShape& d, int64_t x, int64_t y, bool depthwise) {
                   V("p.ci")},
                  {d.n, cb, d.hp(), d.wp(), x}),
             Load("I", DType::kFloat32, Flat({V("p.n"), c, V("p.h"), V("p.w")}, {d.n, d.c, d.h, d.w}))));
+  return Block({zero, copy_in});
+}
+
+// Both parts: activations, and the weights F -> F.blocked.
+ir::Stmt PrepackStmt(const ConvShape& d, int64_t x, int64_t y, bool depthwise) {
+  using namespace ir;  // NOLINT
+  const int64_t cb = d.c / x;
+  Expr c = Add(Mul(V("p.cb"), IntImm(x)), V("p.ci"));
   Expr k = Add(Mul(V("p.kb"), IntImm(y)), V("p.ko"));
   Stmt copy_f;
   if (depthwise) {
@@ -94,7 +95,7 @@ ir::Stmt PrepackStmt(const ConvShape& d, int64_t x, int64_t y, bool depthwise) {
                    {d.k / y, cb, d.r, d.s, x, y}),
               Load("F", DType::kFloat32, Flat({k, c, V("p.r"), V("p.s")}, {d.k, d.c, d.r, d.s}))));
   }
-  return Block({zero, copy_in, copy_f});
+  return Block({InputPrepackStmt(d, x), copy_f});
 }
 
 ir::Stmt UnpackStmt(const ConvShape& d, int64_t y) {
@@ -437,6 +438,25 @@ ConfigSpace Conv2dTemplate::Space(const TuningTask& task, const Target& target) 
                    "channel blocks outside (koh) or inside (ohk) output rows; the outer one is "
                    "parallel"});
   knobs.push_back({"parallel", {0, 1}, "run the outer loop on the runtime thread pool"});
+  if (!depthwise_) {
+    // Added after conv2d_cpu v1's knobs; their defaults are the direct kernel, which
+    // is what a config without them meant.
+    std::vector<json> algorithms = {"direct"}, rows = {1};
+    for (const char* a : {"winograd_f23", "winograd_f43"}) {
+      const int64_t m = winograd::OutputTile(a);
+      if (!winograd::Applies(d.r, d.s, d.stride, d.oh, d.ow, m)) continue;
+      algorithms.push_back(a);
+      for (int64_t r : {2, 4, 7})
+        if ((d.oh / m) % r == 0 && std::find(rows.begin(), rows.end(), json(r)) == rows.end()) rows.push_back(r);
+    }
+    knobs.push_back({"algorithm", algorithms,
+                     "direct, or Winograd F(2x2,3x3) / F(4x4,3x3) for 3x3 stride-1 convolutions "
+                     "(ow_reg: output tiles per register tile; outer_order: koh = one transform "
+                     "point through all tiles, ohk = all points per register tile)",
+                     json("direct")});
+    knobs.push_back({"tile_rows", rows, "Winograd: rows of output tiles per parallel work item (direct: 1)",
+                     json(1)});
+  }
   const bool depthwise = depthwise_;
   return ConfigSpace(std::move(knobs), [d, depthwise](const Config& c) -> absl::Status {
     const int64_t block = c.Int("vec_lanes") * c.Int("oc_vecs");
@@ -451,6 +471,17 @@ ConfigSpace Conv2dTemplate::Space(const TuningTask& task, const Target& target) 
         return absl::InvalidArgumentError("unroll_ci must divide ic_block");
       if (c.Int("unroll_ci") * c.Int("ow_reg") * c.Int("oc_vecs") > 256)
         return absl::InvalidArgumentError("unrolled body too large");
+      const int64_t m = winograd::OutputTile(Algorithm(c)), rows = OptionalKnob(c, "tile_rows", 1);
+      if (m == 0 && rows != 1) return absl::InvalidArgumentError("tile_rows is a Winograd knob (direct: 1)");
+      if (m > 0) {
+        if (!winograd::Applies(d.r, d.s, d.stride, d.oh, d.ow, m))
+          return absl::InvalidArgumentError(Algorithm(c) + " needs a 3x3 stride-1 convolution with OH and OW "
+                                            "multiples of " + std::to_string(m));
+        if ((d.oh / m) % rows != 0) return absl::InvalidArgumentError("tile_rows must divide OH / m");
+        if (rows * (d.ow / m) % c.Int("ow_reg") != 0)
+          return absl::InvalidArgumentError("ow_reg must divide the output tiles of a work item");
+        if (c.Str("reduce_order") != "crs") return absl::InvalidArgumentError("Winograd has one reduce_order (crs)");
+      }
     }
     return absl::OkStatus();
   });
@@ -519,7 +550,38 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
       }
     }
   }
-  return out;
+  if (depthwise_) return out;
+  // Winograd (F(4,3) before F(2,3)): the largest register tile of whole output tiles
+  // that the registers hold, per output-channel block; both GEMM orders. They go
+  // between the direct ones, so a search that measures only the first few heuristics
+  // meets both algorithms.
+  std::vector<Config> winograd_configs;
+  auto add_winograd = [&](Config c) {
+    if (space.Check(c).ok() && std::find(winograd_configs.begin(), winograd_configs.end(), c) == winograd_configs.end())
+      winograd_configs.push_back(std::move(c));
+  };
+  for (const char* algorithm : {"winograd_f43", "winograd_f23"}) {
+    const int64_t m = winograd::OutputTile(algorithm);
+    if (!winograd::Applies(d.r, d.s, d.stride, d.oh, d.ow, m)) continue;
+    for (int64_t vecs : {2, 4, 1}) {
+      if (d.k % (lanes * vecs) != 0) continue;
+      int64_t tiles = 1;
+      for (int64_t t = 1; t * vecs <= kMaxAccumulatorVectors; ++t)
+        if ((d.ow / m) % t == 0) tiles = t;
+      for (const char* outer : {"ohk", "koh"}) {
+        add_winograd(Config(json{{"algorithm", algorithm}, {"tile_rows", 1}, {"ic_block", x}, {"vec_lanes", lanes},
+                                 {"oc_vecs", vecs}, {"ow_reg", tiles}, {"unroll_ci", std::min<int64_t>(x, 4)},
+                                 {"reduce_order", "crs"}, {"outer_order", outer},
+                                 {"parallel", target.num_threads > 1 ? 1 : 0}}));
+      }
+    }
+  }
+  std::vector<Config> mixed;
+  for (size_t i = 0; i < std::max(out.size(), winograd_configs.size()); ++i) {
+    if (i < out.size()) mixed.push_back(out[i]);
+    if (i < winograd_configs.size()) mixed.push_back(winograd_configs[i]);
+  }
+  return mixed;
 }
 
 absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Instantiate(const TuningTask& task,
@@ -536,7 +598,7 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::InstantiateStreamingWeights(cons
 
 bool Conv2dTemplate::CanWriteInto(const Config& config, int64_t block, int64_t residual_block) {
   const int64_t lanes = config.Int("vec_lanes"), y = lanes * config.Int("oc_vecs");
-  if (block <= 0) return false;
+  if (block <= 0 || Algorithm(config) != "direct") return false;  // Winograd writes O.blocked only
   // The channels one ko loop covers: y, or z when y is split in z runs.
   int64_t run = 0;
   if (block % y == 0) {
@@ -569,6 +631,10 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Build(const TuningTask& task, co
   const ConvShape d = ShapeOf(task, depthwise_);
   const int64_t lanes = config.Int("vec_lanes"), y = lanes * config.Int("oc_vecs");
   const int64_t x = depthwise_ ? y : config.Int("ic_block");
+  if (!depthwise_ && Algorithm(config) != "direct") {
+    if (spec) return absl::InvalidArgumentError(Algorithm(config) + " writes only its blocked output");
+    return BuildWinograd(task, config, x, y);
+  }
 
   Schedule s(ConvCompute(d, x, y, depthwise_, spec));
   const bool runs = OutputRuns(y, spec) > 1;  // the kx axis exists
@@ -614,6 +680,46 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Build(const TuningTask& task, co
   if (prefetch_weights) func.body = PrefetchNextWeightBlock(func.body, d, func.params[3].shape, config);
   func.body = SkipBorderColumns(func.body, d, config.Int("ow_reg"));
   func.prepack = PrepackStmt(d, x, y, depthwise_);
+  func.unpack = UnpackStmt(d, y);
+  return func;
+}
+
+absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::BuildWinograd(const TuningTask& task, const Config& config,
+                                                              int64_t x, int64_t y) const {
+  const ConvShape d = ShapeOf(task, false);
+  const winograd::Plan plan{d.n,
+                            d.c,
+                            d.k,
+                            d.hp(),
+                            d.wp(),
+                            d.oh,
+                            d.ow,
+                            winograd::OutputTile(Algorithm(config)),
+                            x,
+                            y,
+                            config.Int("vec_lanes"),
+                            config.Int("ow_reg"),
+                            OptionalKnob(config, "tile_rows", 1),
+                            config.Int("unroll_ci"),
+                            config.Str("outer_order") == "ohk",
+                            config.Int("parallel") != 0};
+  auto internal = [](std::string name, std::vector<int64_t> shape) {
+    ir::BufferParam p{std::move(name), ir::DType::kFloat32, std::move(shape), false};
+    p.is_internal = true;
+    return p;
+  };
+  ir::LoweredFunc func;
+  func.name = KernelSymbol(task, *this, config);
+  func.params = {
+      ir::BufferParam{"I", ir::DType::kFloat32, {d.n, d.c, d.h, d.w}, false},
+      ir::BufferParam{"F", ir::DType::kFloat32, {d.k, d.c, d.r, d.s}, false},
+      internal("I.blocked", {d.n, d.c / x, d.hp(), d.wp(), x}),
+      internal("F.blocked", winograd::WeightShape(plan)),
+      internal("O.blocked", {d.n, d.k / y, d.oh, d.ow, y}),
+      ir::BufferParam{"O", ir::DType::kFloat32, {d.n, d.k, d.oh, d.ow}, true},
+  };
+  func.body = winograd::Kernel(plan);
+  func.prepack = ir::Block({InputPrepackStmt(d, x), winograd::WeightTransform(plan)});
   func.unpack = UnpackStmt(d, y);
   return func;
 }

@@ -1,6 +1,9 @@
 // The convolution templates: `conv2d_cpu` (conv2d, groups 1, dilation 1) and
 // `depthwise_conv2d_cpu`, computed in blocked layouts as oneDNN does.
 //
+// conv2d_cpu also computes 3x3 stride-1 convolutions by Winograd's algorithm when its
+// `algorithm` knob says so (conv2d_winograd.h), in the same layouts.
+//
 // Layouts (x = input-channel block, y = output-channel block; both are knobs):
 //   I.blocked  [N, C/x, H+2*pad, W+2*pad, x]   NCHW[x]c with the zero border in place
 //   F.blocked  [K/y, C/x, R, S, x, y]          OIHW[x]i[y]o   (depthwise: [C/x, R, S, x])
@@ -81,6 +84,10 @@ class Conv2dTemplate : public Template {
  private:
   absl::StatusOr<ir::LoweredFunc> Build(const TuningTask& task, const Target& target, const Config& config,
                                         bool prefetch_weights, const ConvOutputSpec* spec = nullptr) const;
+  // The Winograd kernels (conv2d_winograd.h) of a config whose algorithm is not
+  // direct; they neither stream weights nor write into a reader's layout.
+  absl::StatusOr<ir::LoweredFunc> BuildWinograd(const TuningTask& task, const Config& config, int64_t x,
+                                                int64_t y) const;
   bool depthwise_;
 };
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <set>
 
 #include "compiler/ir/interpreter.h"
 #include "compiler/reference/reference.h"
@@ -108,6 +109,8 @@ TEST(Conv2dTemplateTest, BorderTapsAreSkipped) {
         config = *sampled;
       }
       if (ow % config.Int("ow_reg") != 0) continue;  // tail tiles keep their columns
+      // Winograd's transforms read every tap of a tile, border or not.
+      if (config.values().value("algorithm", "direct") != "direct") continue;
       // I.blocked is [N, C/x, Hp, Wp, x]: NaN wherever h or w is on the border.
       const int64_t x = depthwise ? config.Int("vec_lanes") * config.Int("oc_vecs")
                                   : config.Int("ic_block");
@@ -257,6 +260,84 @@ TEST(Conv2dTemplateTest, WritesIntoAReadersBlockedLayout) {
     }
   }
   EXPECT_GE(checked, 12);
+}
+
+// Winograd F(2,3) and F(4,3) (the algorithm knob): random configs of each algorithm,
+// both GEMM orders, several tile rows per work item, scalar and vector lanes, match
+// the reference within conv2d's tolerance, pad 1 and pad 0, batch 1 and 2.
+TEST(Conv2dTemplateTest, WinogradMatchesTheReference) {
+  std::set<std::string> seen;  // algorithm/outer_order/tile_rows
+  for (const char* text : {"conv2d N=1 C=16 H=8 W=8 K=32 R=3 S=3 stride=1 pad=1",
+                           "conv2d N=2 C=8 H=12 W=4 K=16 R=3 S=3 stride=1 pad=1",
+                           "conv2d N=1 C=4 H=10 W=6 K=8 R=3 S=3 stride=1 pad=0"}) {
+    TuningTask task = Conv(text);
+    const Template* tmpl = *FindTemplate(task);
+    const ConfigSpace space = tmpl->Space(task, Avx512TestTarget());
+    std::mt19937_64 rng(17);
+    int checked = 0;
+    for (int i = 0; i < 400 && checked < 10; ++i) {
+      auto config = space.Sample(rng);
+      ASSERT_TRUE(config.ok());
+      if (config->Str("algorithm") == "direct") continue;
+      ExpectInterpretedCorrect(task, *config);
+      if (HasFatalFailure()) return;
+      seen.insert(config->Str("algorithm") + "/" + config->Str("outer_order") + "/" +
+                  (config->Int("tile_rows") > 1 ? "rows" : "row"));
+      ++checked;
+    }
+    EXPECT_EQ(checked, 10) << text;
+  }
+  for (const char* want : {"winograd_f23/koh/row", "winograd_f23/ohk/row", "winograd_f43/koh/row",
+                           "winograd_f43/ohk/row", "winograd_f23/koh/rows", "winograd_f23/ohk/rows"}) {
+    EXPECT_TRUE(seen.count(want)) << want;
+  }
+}
+
+// The algorithm knob exists only where Winograd applies; bad combinations say why;
+// a config from before the knob (no algorithm, no tile_rows) is the direct kernel.
+TEST(Conv2dTemplateTest, WinogradSpaceRules) {
+  const Template* tmpl = *FindTemplate(Conv("conv2d N=1 C=16 H=8 W=8 K=32 R=3 S=3 stride=1 pad=1"));
+  auto algorithms = [&](const char* text) {
+    TuningTask task = Conv(text);
+    const ConfigSpace space = tmpl->Space(task, Avx512TestTarget());
+    for (const Knob& k : space.knobs())
+      if (k.name == "algorithm") return nlohmann::json(k.values).dump();
+    return std::string("none");
+  };
+  EXPECT_EQ(algorithms("conv2d N=1 C=16 H=8 W=8 K=32 R=3 S=3 stride=1 pad=1"),
+            R"(["direct","winograd_f23","winograd_f43"])");
+  EXPECT_EQ(algorithms("conv2d N=1 C=16 H=14 W=14 K=32 R=3 S=3 stride=1 pad=1"), R"(["direct","winograd_f23"])");
+  EXPECT_EQ(algorithms("conv2d N=1 C=16 H=8 W=8 K=32 R=3 S=3 stride=2 pad=1"), R"(["direct"])");
+  EXPECT_EQ(algorithms("conv2d N=1 C=16 H=8 W=8 K=32 R=1 S=1 stride=1 pad=0"), R"(["direct"])");
+
+  TuningTask task = Conv("conv2d N=1 C=16 H=8 W=8 K=32 R=3 S=3 stride=1 pad=1");
+  const ConfigSpace space = tmpl->Space(task, Avx512TestTarget());
+  nlohmann::json base = {{"ic_block", 16}, {"vec_lanes", 16}, {"oc_vecs", 1}, {"ow_reg", 4},
+                         {"unroll_ci", 4}, {"reduce_order", "crs"}, {"outer_order", "koh"}, {"parallel", 0}};
+  auto error = [&](nlohmann::json extra) {
+    nlohmann::json c = base;
+    c.update(extra);
+    return std::string(space.Check(Config(c)).message());
+  };
+  EXPECT_EQ(error(nlohmann::json::object()), "");
+  EXPECT_EQ(error({{"algorithm", "winograd_f43"}, {"tile_rows", 2}}), "");
+  EXPECT_NE(error({{"tile_rows", 2}}).find("tile_rows is a Winograd knob"), std::string::npos);
+  EXPECT_NE(error({{"algorithm", "winograd_f43"}, {"ow_reg", 3}}).find("ow_reg must divide"), std::string::npos);
+  EXPECT_NE(error({{"algorithm", "winograd_f23"}, {"reduce_order", "rsc"}}).find("one reduce_order"),
+            std::string::npos);
+  EXPECT_NE(error({{"algorithm", "winograd_f23"}, {"tile_rows", 7}}).find("not one of"), std::string::npos)
+      << error({{"algorithm", "winograd_f23"}, {"tile_rows", 7}});
+  TuningTask strided = Conv("conv2d N=1 C=16 H=8 W=8 K=32 R=3 S=3 stride=2 pad=1");
+  nlohmann::json w = base;
+  w["algorithm"] = "winograd_f23";
+  EXPECT_FALSE(tmpl->Space(strided, Avx512TestTarget()).Check(Config(w)).ok());
+
+  nlohmann::json explicit_direct = base;
+  explicit_direct.update({{"algorithm", "direct"}, {"tile_rows", 1}});
+  auto old_kernel = tmpl->Instantiate(task, Avx512TestTarget(), Config(base));
+  auto new_kernel = tmpl->Instantiate(task, Avx512TestTarget(), Config(explicit_direct));
+  ASSERT_TRUE(old_kernel.ok() && new_kernel.ok());
+  EXPECT_EQ(ir::ToString(old_kernel->body), ir::ToString(new_kernel->body));
 }
 
 TEST(Conv2dTemplateTest, TaskValidation) {

@@ -1,0 +1,42 @@
+// Small builders for the loop nests templates write by hand (layout transforms,
+// Winograd's stages): a row-major flat index and a nest of loops. Internal to
+// compiler/templates.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/ir/ir.h"
+
+namespace tuneforge {
+
+// Row-major flat index of `idx` in a tensor of `dims`.
+inline ir::Expr Flat(const std::vector<ir::Expr>& idx, const std::vector<int64_t>& dims) {
+  ir::Expr e = ir::IntImm(0);
+  for (size_t i = 0; i < idx.size(); ++i) e = ir::Add(ir::Mul(e, ir::IntImm(dims[i])), idx[i]);
+  return e;
+}
+
+// One loop of a hand-written nest: variable, extent, kind.
+struct LoopSpec {
+  std::string var;
+  int64_t extent;
+  ir::ForKind kind = ir::ForKind::kSerial;
+};
+
+// Loops around `body`, outermost first. A loop of extent 1 is left out and its
+// variable replaced by 0.
+inline ir::Stmt Loops(const std::vector<LoopSpec>& loops, ir::Stmt body) {
+  for (auto it = loops.rbegin(); it != loops.rend(); ++it) {
+    if (it->extent <= 1) {
+      body = ir::Substitute(body, {{it->var, ir::IntImm(0)}});
+      continue;
+    }
+    body = ir::For(it->var, ir::IntImm(it->extent), it->extent, it->kind, body);
+  }
+  return body;
+}
+
+}  // namespace tuneforge
