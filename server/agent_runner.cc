@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "compiler/task/task.h"
+#include "compiler/templates/template.h"
 
 
 namespace tuneforge {
@@ -92,14 +93,18 @@ v1::MeasureRequest MeasureRequestFor(const MeasureInput& in, const std::string& 
   return r;
 }
 
-double AgentRunner::MinPlausibleSeconds(const std::string& task_text) {
+double AgentRunner::MinPlausibleSeconds(const MeasureInput& in) {
   if (peak_gflops_ <= 0) return 0;
-  if (task_text != bound_task_) {  // a job measures one task: parsed once
-    absl::StatusOr<TuningTask> task = ParseTask(task_text);
-    bound_task_ = task_text;
-    bound_seconds_ = task.ok() ? task->Flops() / (peak_gflops_ * 1e9) : 0;
+  if (in.task_text != bound_task_) {  // a job measures one task: parsed once
+    bound_parsed_ = ParseTask(in.task_text);
+    bound_task_ = in.task_text;
   }
-  return bound_seconds_;
+  if (!bound_parsed_.ok()) return 0;
+  double flops = bound_parsed_->Flops();
+  absl::StatusOr<const Template*> tmpl = FindTemplate(*bound_parsed_);
+  absl::StatusOr<Config> config = Config::FromJson(in.config_json);
+  if (tmpl.ok() && config.ok()) flops = (*tmpl)->Flops(*bound_parsed_, *config);
+  return flops / (peak_gflops_ * 1e9);
 }
 
 std::vector<MeasureResult> AgentRunner::Measure(const std::vector<MeasureInput>& inputs) {
@@ -124,7 +129,7 @@ std::vector<MeasureResult> AgentRunner::Measure(const std::vector<MeasureInput>&
       }
     };
     bool waited = false;
-    const double min_seconds = MinPlausibleSeconds(inputs[i].task_text);
+    const double min_seconds = MinPlausibleSeconds(inputs[i]);
     while (!registry_->Dispatch(device_key_, request, done, request_prefix_, weight_,
                                 min_seconds)) {
       if (cancel_ && cancel_->load()) {

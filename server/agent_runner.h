@@ -9,6 +9,8 @@
 #include <functional>
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "compiler/task/task.h"
 #include "server/agent_registry.h"
 #include "server/job_cpu_share.h"
 #include "tuner/runner.h"
@@ -44,10 +46,11 @@ class AgentRunner : public Runner {
   double peak_gflops_;
   JobCpuShare* cpu_share_;
   int64_t next_request_ = 1;
-  // The fastest a correct run of `task_text` can be at peak_gflops_ (0 = no bound).
-  double MinPlausibleSeconds(const std::string& task_text);
+  // The fastest a correct run of the input's kernel can be at peak_gflops_ (0 = no
+  // bound): its template's FLOPs for the config (Winograd does fewer than the task).
+  double MinPlausibleSeconds(const MeasureInput& in);
   std::string bound_task_;
-  double bound_seconds_ = 0;
+  absl::StatusOr<TuningTask> bound_parsed_ = absl::UnknownError("no task yet");
 };
 
 MeasureResult FromProto(const v1::MeasureResult& r);

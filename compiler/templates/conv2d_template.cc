@@ -584,6 +584,14 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
   return mixed;
 }
 
+double Conv2dTemplate::Flops(const TuningTask& task, const Config& config) const {
+  const int64_t m = depthwise_ ? 0 : winograd::OutputTile(Algorithm(config));
+  if (m == 0) return task.Flops();
+  const ConvShape d = ShapeOf(task, false);
+  const double tiles = static_cast<double>(d.n) * (d.oh / m) * (d.ow / m);
+  return 2.0 * tiles * (m + 2) * (m + 2) * static_cast<double>(d.c) * static_cast<double>(d.k);
+}
+
 absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Instantiate(const TuningTask& task,
                                                             const Target& target,
                                                             const Config& config) const {

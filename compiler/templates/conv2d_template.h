@@ -54,6 +54,8 @@ class Conv2dTemplate : public Template {
   std::string name() const override { return depthwise_ ? "depthwise_conv2d_cpu" : "conv2d_cpu"; }
   int version() const override { return 1; }
   bool HasPrepack() const override { return true; }
+  // Winograd configs: the a*a products per output tile (the transforms not counted).
+  double Flops(const TuningTask& task, const Config& config) const override;
   ConfigSpace Space(const TuningTask& task, const Target& target) const override;
   Config Naive(const TuningTask& task, const Target& target) const override;
   std::vector<Config> Heuristics(const TuningTask& task, const Target& target) const override;

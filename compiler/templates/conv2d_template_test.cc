@@ -327,6 +327,14 @@ TEST(Conv2dTemplateTest, WinogradSpaceRules) {
             std::string::npos);
   EXPECT_NE(error({{"algorithm", "winograd_f23"}, {"tile_rows", 7}}).find("not one of"), std::string::npos)
       << error({{"algorithm", "winograd_f23"}, {"tile_rows", 7}});
+  // FLOPs a config performs (what bounds a plausible time): F(4,3) 36 products per 16
+  // outputs instead of 144, F(2,3) 16 per 4 instead of 36.
+  nlohmann::json f43 = base, f23 = base;
+  f43["algorithm"] = "winograd_f43";
+  f23["algorithm"] = "winograd_f23";
+  EXPECT_DOUBLE_EQ(tmpl->Flops(task, Config(base)), task.Flops());
+  EXPECT_DOUBLE_EQ(tmpl->Flops(task, Config(f43)), task.Flops() / 4);
+  EXPECT_DOUBLE_EQ(tmpl->Flops(task, Config(f23)), task.Flops() * 4 / 9);
   TuningTask strided = Conv("conv2d N=1 C=16 H=8 W=8 K=32 R=3 S=3 stride=2 pad=1");
   nlohmann::json w = base;
   w["algorithm"] = "winograd_f23";

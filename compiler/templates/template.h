@@ -35,6 +35,14 @@ class Template {
   // True when the template's kernels have a prepack entry (LoweredFunc::prepack) that
   // fills buffers from constant inputs before the timed runs (dense's packed weights).
   virtual bool HasPrepack() const { return false; }
+  // Floating-point operations the config's kernel performs, at least: the task's
+  // (TuningTask::Flops) unless the config computes it by a cheaper algorithm
+  // (Winograd). GFLOP/s figures stay the task's FLOPs over time ("effective"); this
+  // is what bounds how fast a correct kernel can be at the machine's peak.
+  virtual double Flops(const TuningTask& task, const Config& config) const {
+    (void)config;
+    return task.Flops();
+  }
   // Checks the config against the space, schedules and lowers. InvalidArgument for
   // an invalid config.
   virtual absl::StatusOr<ir::LoweredFunc> Instantiate(const TuningTask& task, const Target& target,
