@@ -606,7 +606,9 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::InstantiateStreamingWeights(cons
 
 bool Conv2dTemplate::CanWriteInto(const Config& config, int64_t block, int64_t residual_block) {
   const int64_t lanes = config.Int("vec_lanes"), y = lanes * config.Int("oc_vecs");
-  if (block <= 0 || Algorithm(config) != "direct") return false;  // Winograd writes O.blocked only
+  if (block <= 0) return false;
+  // Winograd's output transform writes runs of `lanes` channels.
+  if (Algorithm(config) != "direct") return block % lanes == 0 && (residual_block == 0 || residual_block % lanes == 0);
   // The channels one ko loop covers: y, or z when y is split in z runs.
   int64_t run = 0;
   if (block % y == 0) {
@@ -639,10 +641,7 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Build(const TuningTask& task, co
   const ConvShape d = ShapeOf(task, depthwise_);
   const int64_t lanes = config.Int("vec_lanes"), y = lanes * config.Int("oc_vecs");
   const int64_t x = depthwise_ ? y : config.Int("ic_block");
-  if (!depthwise_ && Algorithm(config) != "direct") {
-    if (spec) return absl::InvalidArgumentError(Algorithm(config) + " writes only its blocked output");
-    return BuildWinograd(task, config, x, y);
-  }
+  if (!depthwise_ && Algorithm(config) != "direct") return BuildWinograd(task, config, x, y, spec);
 
   Schedule s(ConvCompute(d, x, y, depthwise_, spec));
   const bool runs = OutputRuns(y, spec) > 1;  // the kx axis exists
@@ -693,7 +692,8 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Build(const TuningTask& task, co
 }
 
 absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::BuildWinograd(const TuningTask& task, const Config& config,
-                                                              int64_t x, int64_t y) const {
+                                                              int64_t x, int64_t y,
+                                                              const ConvOutputSpec* spec) const {
   const ConvShape d = ShapeOf(task, false);
   const winograd::Plan plan{d.n,
                             d.c,
@@ -710,7 +710,8 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::BuildWinograd(const TuningTask& 
                             OptionalKnob(config, "tile_rows", 1),
                             config.Int("unroll_ci"),
                             config.Str("outer_order") == "ohk",
-                            config.Int("parallel") != 0};
+                            config.Int("parallel") != 0,
+                            spec};
   auto internal = [](std::string name, std::vector<int64_t> shape) {
     ir::BufferParam p{std::move(name), ir::DType::kFloat32, std::move(shape), false};
     p.is_internal = true;
@@ -724,8 +725,15 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::BuildWinograd(const TuningTask& 
       internal("I.blocked", {d.n, d.c / x, d.hp(), d.wp(), x}),
       internal("F.blocked", winograd::WeightShape(plan)),
       internal("O.blocked", {d.n, d.k / y, d.oh, d.ow, y}),
-      ir::BufferParam{"O", ir::DType::kFloat32, {d.n, d.k, d.oh, d.ow}, true},
+      ir::BufferParam{"O", ir::DType::kFloat32, {d.n, d.k, d.oh, d.ow}, spec == nullptr},
   };
+  if (spec) {  // as Build's direct kernel: O unused, the epilogue's inputs, then spec's buffer
+    func.params[5].is_internal = true;
+    func.params.insert(func.params.end(), spec->inputs.begin(), spec->inputs.end());
+    func.params.push_back(ir::BufferParam{
+        spec->buffer, ir::DType::kFloat32, {d.n, d.k / spec->block, d.oh + 2 * spec->pad_h, d.ow + 2 * spec->pad_w, spec->block},
+        true});
+  }
   func.body = winograd::Kernel(plan);
   func.prepack = ir::Block({InputPrepackStmt(d, x), winograd::WeightTransform(plan)});
   func.unpack = UnpackStmt(d, y);

@@ -73,7 +73,7 @@ class Conv2dTemplate : public Template {
                                                               const Config& config) const;
   // Whether the config's kernel can write its output into a layout of `block` channels
   // per block: the block a multiple of the output-channel block y, or dividing it
-  // into runs of whole vectors. `residual_block` is the block of a blocked residual
+  // into runs of whole vectors (Winograd: a multiple of the vector's lanes). `residual_block` is the block of a blocked residual
   // the epilogue loads, which those runs must not cross (0: no residual, or one in
   // NCHW, whose lanes are loaded one by one).
   static bool CanWriteInto(const Config& config, int64_t block, int64_t residual_block);
@@ -87,9 +87,10 @@ class Conv2dTemplate : public Template {
   absl::StatusOr<ir::LoweredFunc> Build(const TuningTask& task, const Target& target, const Config& config,
                                         bool prefetch_weights, const ConvOutputSpec* spec = nullptr) const;
   // The Winograd kernels (conv2d_winograd.h) of a config whose algorithm is not
-  // direct; they neither stream weights nor write into a reader's layout.
+  // direct (they do not stream weights), writing O.blocked or, with `spec`, the
+  // reader's layout.
   absl::StatusOr<ir::LoweredFunc> BuildWinograd(const TuningTask& task, const Config& config, int64_t x,
-                                                int64_t y) const;
+                                                int64_t y, const ConvOutputSpec* spec) const;
   bool depthwise_;
 };
 

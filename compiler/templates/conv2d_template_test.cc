@@ -200,8 +200,9 @@ TEST(Conv2dTemplateTest, WeightPrefetchCoversTheNextBlock) {
 // per-channel value loaded at base + lane), and nothing outside the interior.
 TEST(Conv2dTemplateTest, WritesIntoAReadersBlockedLayout) {
   using namespace ir;  // NOLINT
-  int checked = 0;
+  int checked = 0, winograd = 0;
   for (const char* text : {"conv2d N=1 C=16 H=7 W=9 K=64 R=3 S=3 stride=1 pad=1",
+                           "conv2d N=1 C=16 H=8 W=12 K=32 R=3 S=3 stride=1 pad=1",  // Winograd too
                            "conv2d N=1 C=8 H=8 W=8 K=32 R=1 S=1 stride=2 pad=0",
                            "depthwise_conv2d N=1 C=32 H=9 W=7 R=3 S=3 stride=1 pad=1"}) {
     TuningTask task = Conv(text);
@@ -255,11 +256,13 @@ TEST(Conv2dTemplateTest, WritesIntoAReadersBlockedLayout) {
           }
         }
         ++checked;
+        winograd += config->values().value("algorithm", "direct") != "direct";
       }
       if (HasFatalFailure()) return;
     }
   }
   EXPECT_GE(checked, 12);
+  EXPECT_GE(winograd, 3);
 }
 
 // Winograd F(2,3) and F(4,3) (the algorithm knob): random configs of each algorithm,

@@ -128,7 +128,8 @@ Stmt Kernel(const Plan& p) {
   const int64_t tiles_w = p.ow / m, tiles_h = p.oh / m;
   const int64_t group = p.tile_rows * tiles_w, groups = tiles_h / p.tile_rows;
   const int64_t reg = p.tiles, lanes = p.lanes;
-  TF_CHECK(group % reg == 0 && tiles_h % p.tile_rows == 0 && p.y % lanes == 0 && p.x % p.unroll == 0,
+  TF_CHECK(group % reg == 0 && tiles_h % p.tile_rows == 0 && p.y % lanes == 0 && p.x % p.unroll == 0 &&
+               (!p.spec || p.spec->block % lanes == 0),
            "inconsistent Winograd plan");
   // Tile `tt` of the group: its output tile's row and column.
   auto tile_row = [&](Expr tt) { return Add(Mul(V("w.g"), I(p.tile_rows)), ir::Div(tt, I(tiles_w))); };
@@ -194,15 +195,28 @@ Stmt Kernel(const Plan& p) {
                            Store("w.s", s_index(r, j), Combine(t.at[r], [&](int64_t i) {
                                    return LoadF(mbuf, m_index(I(i * a + j), mt, k_out));
                                  }))));
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t col = 0; col < m; ++col)
-        st.push_back(Loops(
-            {{"w.ol", lanes, kVectorized}},
-            Store("O.blocked",
-                  Flat({V("n"), V("w.kb"), Add(Mul(tile_row(tt), I(m)), I(r)), Add(Mul(tile_col(tt), I(m)), I(col)),
-                        k_out},
-                       {p.n, kb, p.oh, p.ow, p.y}),
-                  Combine(t.at[col], [&](int64_t j) { return LoadF("w.s", s_index(r, j)); }))));
+    // The output's channel run: `lanes` channels from `base`, inside one block of the
+    // spec's layout (its block is a multiple of lanes).
+    const Expr base = Add(Mul(V("w.kb"), I(p.y)), Mul(V("w.ov"), I(lanes)));
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t col = 0; col < m; ++col) {
+        const Expr oh = Add(Mul(tile_row(tt), I(m)), I(r)), ow = Add(Mul(tile_col(tt), I(m)), I(col));
+        Expr value = Combine(t.at[col], [&](int64_t j) { return LoadF("w.s", s_index(r, j)); });
+        Stmt store;
+        if (!p.spec) {
+          store = Store("O.blocked", Flat({V("n"), V("w.kb"), oh, ow, k_out}, {p.n, kb, p.oh, p.ow, p.y}), value);
+        } else {
+          const ConvOutputSpec& o = *p.spec;
+          const Expr lane = lanes > 1 ? V("w.ol") : I(0);
+          store = Store(o.buffer,
+                        Flat({V("n"), ir::Div(base, I(o.block)), Add(oh, I(o.pad_h)), Add(ow, I(o.pad_w)),
+                              Add(ir::Mod(base, I(o.block)), lane)},
+                             {p.n, p.k / o.block, p.oh + 2 * o.pad_h, p.ow + 2 * o.pad_w, o.block}),
+                        o.epilogue(value, V("n"), base, lane, oh, ow));
+        }
+        st.push_back(Loops({{"w.ol", lanes, kVectorized}}, store));
+      }
+    }
     return Loops({{"w.ov", p.y / lanes}}, Allocate("w.s", ir::DType::kFloat32, m * a * lanes, Block(std::move(st))));
   };
 

@@ -20,7 +20,8 @@
 //      U[xi] (C x y), each through a register tile of `ow_reg` tiles x `oc_vecs`
 //      vectors (the direct kernel's knobs, reinterpreted), the channel loop unrolled
 //      by `unroll_ci`;
-//   3. output transform Y = A^T M A of each tile into O.blocked.
+//   3. output transform Y = A^T M A of each tile into O.blocked (or, in a model, into
+//      the reader's blocked input with the epilogue applied).
 // `outer_order` orders step 2: koh runs every tile through one U[xi] before the next
 // (U stays in cache; M for the whole group in a scratch), ohk runs all a*a GEMMs for
 // one register tile of tiles and transforms its outputs at once (M small and local).
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "compiler/ir/ir.h"
+#include "compiler/templates/conv2d_template.h"
 
 namespace tuneforge::winograd {
 
@@ -51,6 +53,10 @@ struct Plan {
   int64_t unroll;                   // unroll of the channel loop in a block
   bool tile_outer;                  // outer_order ohk (see above)
   bool parallel;
+  // Null: the output transform writes O.blocked. Else it writes spec's buffer (a
+  // reader's blocked input, `block` a multiple of `lanes`) through its epilogue, as
+  // the direct kernel's register tile does (Conv2dTemplate::InstantiateInto).
+  const ConvOutputSpec* spec = nullptr;
 };
 
 // The shape of F.blocked: [K/y, a*a, C/x, x, y].
