@@ -41,7 +41,7 @@ constexpr const char* kTuneUsage =
     "usage: tuneforge tune --task \"matmul M=512 N=512 K=512\" [--trials N] [--db PATH]\n"
     "                      [--server HOST:PORT] [--device-key KEY] [--seed S] [--json]\n"
     "                      [--target TEXT] [--batch N] [--timeout-ms MS] [--verbose]\n"
-    "                      [--max-repeat N] [--max-spread-pct P]\n"
+    "                      [--max-repeat N] [--max-spread-pct P] [--flush-cache]\n"
     "                      [--policy model|random|grid|ga] [--early-stop N]\n"
     "                      [--priority P] [--no-heuristics]\n"
     "       tuneforge tune --tasks FILE [--trials N] [--round-trials N] [options above]\n"
@@ -80,6 +80,9 @@ constexpr const char* kTuneUsage =
     "                extra samples\n"
     "  --max-spread-pct  how closely the samples must agree, in percent of their median\n"
     "                (default 5, 1..100; the fastest and slowest fifth left out)\n"
+    "  --flush-cache time cold runs: the agent overwrites its caches before every\n"
+    "                sample of one run, so weights and inputs come from memory as in a\n"
+    "                model whose weights exceed the cache (suits --model; slower tuning)\n"
     "  --priority    1..10 (default 5): the job's share of the agents when jobs compete\n"
     "                for a device key (priority 2 gets twice the measurements of 1)\n"
     "  --token-file  file holding this user's token, for a server started with --tokens\n"
@@ -106,7 +109,8 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
                                 {"task", "tasks", "model", "flat-rounds", "scheduler", "trials", "db", "server", "device-key", "seed",
                                  "target", "batch", "timeout-ms", "max-repeat", "max-spread-pct", "token-file", "tls-ca", "policy", "early-stop",
                                  "round-trials", "priority"},
-                                {"json", "help", "verbose", "quiet", "no-heuristics", "vendor", "no-vendor"}));
+                                {"json", "help", "verbose", "quiet", "no-heuristics", "vendor", "no-vendor",
+                                 "flush-cache"}));
   if (flags.Has("help")) {
     std::fputs(kTuneUsage, stdout);
     return 0;
@@ -209,6 +213,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     spec.mutable_measure()->set_timeout_ms(static_cast<int>(timeout_ms));
     spec.mutable_measure()->set_max_repeat(static_cast<int>(max_repeat));
     spec.mutable_measure()->set_max_spread(static_cast<double>(max_spread_pct) / 100);
+    spec.mutable_measure()->set_flush_cache(flags.Has("flush-cache"));
     const char* user = getenv("USER");
     spec.set_owner(user ? user : "");
     ASSIGN_OR_RETURN(const std::string job_id, client->Submit(spec));

@@ -79,7 +79,8 @@ absl::StatusOr<Timing> RunTimingProtocol(SampleRunner& runner, const TimingOptio
 
   Timing timing;
   timing.number = std::clamp<int64_t>(options.number, 1, kMaxNumber);
-  for (;;) {
+  // Cold runs (flush_cache): no calibration, the samples keep `number`.
+  while (!options.flush_cache) {
     RETURN_IF_ERROR(flush());
     absl::StatusOr<double> seconds = runner.Sample(timing.number);
     if (!seconds.ok()) return seconds.status();

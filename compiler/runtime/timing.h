@@ -28,7 +28,11 @@ struct TimingOptions {
   int number = 1;            // first number of runs per sample; < 1 is treated as 1
   int repeat = 1;            // timed samples; < 1 is treated as 1
   int min_repeat_ms = 0;     // grow `number` until one sample lasts this long
-  bool flush_cache = false;  // overwrite kFlushBytes before every sample
+  // Overwrite kFlushBytes before every sample, and time cold runs: `number` is not
+  // grown (min_repeat_ms is ignored), so with number 1 every timed run starts with
+  // its weights and inputs out of the caches, as a layer's do inside a model whose
+  // weights exceed the last-level cache (TVM's enable_cpu_cache_flush with number=1).
+  bool flush_cache = false;
   // Noisy samples: while (max - min) / median of the samples exceeds max_spread (> 0),
   // take another, up to max_repeat samples in all (<= repeat: exactly `repeat`). The
   // caller reports the median, which the extra samples make robust to a few outliers.

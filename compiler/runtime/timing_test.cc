@@ -191,9 +191,12 @@ TEST(TimeKernelTest, FlushCacheStillMeasures) {
   TimingOptions options;
   options.repeat = 2;
   options.flush_cache = true;
+  options.min_repeat_ms = 50;  // ignored: cold runs are not batched
   absl::StatusOr<Timing> timing = TimeKernel(CountingKernel, nullptr, options);
   ASSERT_TRUE(timing.ok()) << timing.status();
   EXPECT_EQ(timing->costs.size(), 2u);
+  EXPECT_EQ(timing->number, 1);
+  EXPECT_EQ(g_calls, 2);  // one run per sample, no calibration runs
 }
 
 // A kernel whose target says 4 threads: one parallel loop of 64 iterations.
