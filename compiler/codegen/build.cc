@@ -30,10 +30,10 @@ absl::StatusOr<Artifact> BuildArtifact(const ir::LoweredFunc& func, const Target
   // (BuildObject) but cannot become a loadable library here yet.
   static const std::string host = Architecture(codegen::DetectHost().triple);
   if (!target.triple.empty() && Architecture(target.triple) != host) {
-    return absl::FailedPreconditionError("cannot link a shared object for " + Architecture(target.triple) +
-                                         " on this " + host +
-                                         " host (cross-linking is not supported yet); the object "
-                                         "file compiles (tuneforge show --obj)");
+    return absl::FailedPreconditionError("kernels for " + Architecture(target.triple) +
+                                         " cannot be loaded or measured on this " + host +
+                                         " host yet (no device runner); tuneforge show --so and "
+                                         "--obj build them");
   }
   ASSIGN_OR_RETURN(std::string shared_object, codegen::LinkSharedObject(object));
   Artifact artifact;
@@ -45,6 +45,14 @@ absl::StatusOr<Artifact> BuildArtifact(const ir::LoweredFunc& func, const Target
   artifact.hash = HashHex(artifact.shared_object);
   artifact.build_seconds = timer.Seconds();
   return artifact;
+}
+
+absl::StatusOr<std::string> BuildSharedObject(const ir::LoweredFunc& func, const Target& target,
+                                              const BuildOptions& options) {
+  ASSIGN_OR_RETURN(std::string object, codegen::CompileToObject(func, target, options));
+  static const std::string host = Architecture(codegen::DetectHost().triple);
+  const bool foreign = !target.triple.empty() && Architecture(target.triple) != host;
+  return codegen::LinkSharedObject(object, foreign);
 }
 
 absl::StatusOr<std::string> BuildObject(const ir::LoweredFunc& func, const Target& target,

@@ -41,6 +41,13 @@ struct BuildOptions {
 absl::StatusOr<Artifact> BuildArtifact(const ir::LoweredFunc& func, const Target& target,
                                        const BuildOptions& options = {});
 
+// The kernel as a shared object for the target's architecture, whatever the host's:
+// another architecture's is linked by ld.lld (LinkSharedObject). For inspection and
+// for devices (`tuneforge show --so`); BuildArtifact, whose result this process or an
+// agent beside it loads, still builds for the host's architecture only. Thread-safe.
+absl::StatusOr<std::string> BuildSharedObject(const ir::LoweredFunc& func, const Target& target,
+                                              const BuildOptions& options = {});
+
 // The same kernel as a relocatable ELF object (PIC), for linking several kernels into
 // one deployable library. Thread-safe.
 absl::StatusOr<std::string> BuildObject(const ir::LoweredFunc& func, const Target& target,

@@ -12,6 +12,9 @@ namespace tuneforge::codegen {
 // directory, which is removed before returning, and returns the shared object's
 // bytes. Undefined symbols stay undefined (resolved when the object is loaded). A
 // failure returns Internal with the linker's diagnostics. Thread-safe.
-absl::StatusOr<std::string> LinkSharedObject(const std::string& object);
+// `foreign`: the object is for another architecture than the host's; LLVM's linker
+// (ld.lld-19, else ld.lld: one binary for every architecture) links it instead of the
+// system's ld, which knows only the host's. FailedPrecondition when it is missing.
+absl::StatusOr<std::string> LinkSharedObject(const std::string& object, bool foreign = false);
 
 }  // namespace tuneforge::codegen

@@ -55,6 +55,7 @@
 #include "llvm/IR/Module.h"
 #include "llvm/IR/PassInstrumentation.h"
 #include "llvm/IR/Verifier.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/OptimizationLevel.h"
 #include "llvm/Passes/PassBuilder.h"
@@ -1073,6 +1074,17 @@ absl::StatusOr<std::string> Compile(const ir::LoweredFunc& func, const Target& t
   if (!llvm_target) {
     return absl::InvalidArgumentError(
         absl::StrCat("unsupported target triple '", target.triple, "': ", error));
+  }
+  // An unknown CPU for the triple is a user error, not LLVM's abort ("RV64 target
+  // requires an RV64 CPU") or a silent fallback.
+  {
+    std::unique_ptr<llvm::MCSubtargetInfo> info(
+        llvm_target->createMCSubtargetInfo(target.triple, "", ""));
+    if (info && !target.cpu.empty() && !info->isCPUStringValid(target.cpu)) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown CPU '", target.cpu, "' for ", target.triple,
+                                                     " (e.g. -mcpu=generic",
+                                                     target.triple.rfind("riscv64", 0) == 0 ? "-rv64" : "", ")"));
+    }
   }
   // Default TargetOptions: IEEE floats, fusion only where the IR says fmuladd.
   llvm::TargetOptions target_options;

@@ -56,6 +56,13 @@ absl::StatusOr<Target> ParseTarget(const std::string& text, const Target& defaul
     std::string key = w.substr(1, eq - 1), value = w.substr(eq + 1);
     if (value.empty()) return absl::InvalidArgumentError("target: empty value for -" + key);
     if (key == "mtriple") {
+      // Another architecture than the defaults': their CPU and features do not carry
+      // over (LLVM's generic CPU for it unless -mcpu/-mattr say otherwise).
+      auto arch = [](const std::string& triple) { return triple.substr(0, triple.find('-')); };
+      if (arch(value) != arch(t.triple)) {
+        t.cpu = arch(value) == "riscv64" ? "generic-rv64" : arch(value) == "riscv32" ? "generic-rv32" : "generic";
+        t.features = "";
+      }
       t.triple = value;
     } else if (key == "mcpu") {
       t.cpu = value;
