@@ -396,7 +396,15 @@ bool Agent::SleepUnlessStopped(int ms) {
 
 absl::Status Agent::Run() {
   const Clock::time_point start = Clock::now();
-  const tuneforge::v1::AgentCapabilities capabilities = DetectCapabilities();
+  tuneforge::v1::AgentCapabilities capabilities = DetectCapabilities();
+  if (!options_.device.runner.empty()) {  // the device's, not this machine's
+    capabilities.set_triple(options_.device_triple);
+    capabilities.set_cpu_model(options_.device_triple + " device via " +
+                               (options_.device.launcher.empty() ? options_.device.runner : options_.device.launcher[0]));
+    capabilities.clear_cpu_flags();
+    for (const std::string& f : options_.device_flags) capabilities.add_cpu_flags(f);
+    capabilities.set_cores(1);  // the runner runs parallel loops serially
+  }
   const std::string environment = EnvironmentJson(capabilities);
   TF_LOG(Info) << "tuneforge-agent " << AgentVersion() << " on " << capabilities.hostname() << " ("
                << capabilities.cpu_model() << ", " << capabilities.cores() << " cores, "
@@ -479,6 +487,7 @@ absl::Status Agent::Run() {
     sandbox_options.temp_root = options_.temp_dir;
     sandbox_options.agent_id = registered.agent_id();
     sandbox_options.environment_json = environment;
+    sandbox_options.device = options_.device;
     Sandbox sandbox(sandbox_options);
     Session session(stub.get(), registered.agent_id(), registered.session_token(), heartbeat_ms, &sandbox, options_.workers,
                     options_.test_slowdown, options_.test_wrong_answer, options_.token);

@@ -19,10 +19,12 @@
 #include <grpcpp/security/credentials.h>
 
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "measure_agent/device_launch.h"
 
 namespace tuneforge::agent {
 
@@ -39,6 +41,12 @@ struct AgentOptions {
   std::string agent_binary = "/proc/self/exe";
   // Parent of the sandbox directories; empty: $TMPDIR, else /tmp.
   std::string temp_dir;
+  // A device agent (device_launch.h): measures on the device through the launcher
+  // and runner, and registers the device's triple and CPU flags instead of this
+  // machine's. Runner empty: measures here.
+  DeviceLaunch device;
+  std::string device_triple;
+  std::vector<std::string> device_flags;
   // Reconnect backoff: doubles from initial to max; each wait is jittered to
   // [1/2, 1] of the current value so that a farm does not reconnect in lockstep.
   int initial_backoff_ms = 200;

@@ -3,6 +3,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "compiler/support/files.h"
 #include "compiler/support/rpc_credentials.h"
 #include "compiler/support/status.h"
@@ -46,6 +47,15 @@ sends in a sandboxed child process and streams the measurements back.
   --insecure                 allow plaintext to a server that is not on loopback
   --token-file FILE          file holding this agent's token, for a server started
                              with --tokens
+  --runner PATH              measure on a device instead of this machine: the device
+                             runner built for it (bin/tuneforge-runner-<arch>), as
+                             the launcher sees it; needs --device-triple
+  --launcher "CMD ARGS"      how to run the runner on the device, e.g.
+                             "qemu-aarch64 -L /usr/aarch64-linux-gnu" or "ssh board"
+                             (default: run it directly)
+  --device-triple T          the device's LLVM triple, e.g. aarch64-unknown-linux-gnu
+  --device-flags F,F         the device's CPU flags as its /proc/cpuinfo names them,
+                             e.g. asimd (NEON) on aarch64
   --test-slowdown F          fault injection for tests: report costs F times higher
                              (an artificially slower device)
   --test-wrong-answer        fault injection for tests: report every correct kernel
@@ -124,6 +134,17 @@ absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args)
       flags.agent.test_wrong_answer = true;
     } else if (name == "--temp-dir") {
       ASSIGN_OR_RETURN(flags.agent.temp_dir, take_value());
+    } else if (name == "--runner") {
+      ASSIGN_OR_RETURN(flags.agent.device.runner, take_value());
+    } else if (name == "--launcher") {
+      ASSIGN_OR_RETURN(std::string launcher, take_value());
+      flags.agent.device.launcher = absl::StrSplit(launcher, ' ', absl::SkipEmpty());
+      if (flags.agent.device.launcher.empty()) return absl::InvalidArgumentError("--launcher is empty");
+    } else if (name == "--device-triple") {
+      ASSIGN_OR_RETURN(flags.agent.device_triple, take_value());
+    } else if (name == "--device-flags") {
+      ASSIGN_OR_RETURN(std::string list, take_value());
+      flags.agent.device_flags = absl::StrSplit(list, ',', absl::SkipEmpty());
     } else if (name == "--verbose") {
       RETURN_IF_ERROR(no_value());
       verbose = true;
@@ -148,6 +169,16 @@ absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args)
   if (!missing.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("missing required flag(s): ", absl::StrJoin(missing, ", ")));
+  }
+  // A device agent: the runner and the device's triple go together.
+  if (flags.agent.device.runner.empty() != flags.agent.device_triple.empty() ||
+      (flags.agent.device.runner.empty() && (!flags.agent.device.launcher.empty() || !flags.agent.device_flags.empty()))) {
+    return absl::InvalidArgumentError("--runner and --device-triple go together (--launcher and --device-flags "
+                                      "only with them)");
+  }
+  if (flags.agent.device_triple.find('-') == std::string::npos && !flags.agent.device_triple.empty()) {
+    return absl::InvalidArgumentError("--device-triple must be an LLVM triple like aarch64-unknown-linux-gnu, got '" +
+                                      flags.agent.device_triple + "'");
   }
   // Whichever order the TLS flags came in: all files readable and consistent.
   RETURN_IF_ERROR(

@@ -1069,6 +1069,10 @@ MeasureResult Sandbox::Run(const MeasureRequest& request) const {
     return finish();
   }
   const int timeout_ms = EffectiveTimeoutMs(request, options_.default_timeout_ms);
+  if (!options_.device.runner.empty()) {
+    MeasureOnDevice(request, options_.device, dir->path(), timeout_ms, &result);
+    return finish();
+  }
   // The child gets neither the artifact, which it maps from kernel.so, nor the
   // expected output, which a kernel could otherwise copy instead of computing.
   MeasureRequest for_child = request;

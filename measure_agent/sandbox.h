@@ -23,6 +23,7 @@
 
 #include <string>
 
+#include "measure_agent/device_launch.h"
 #include "tuneforge/v1/common.pb.h"
 
 namespace tuneforge::agent {
@@ -40,6 +41,9 @@ struct SandboxOptions {
   std::string environment_json;
   // Wall-clock limit for a request whose options.timeout_ms is <= 0.
   int default_timeout_ms = 10000;
+  // Set (its runner non-empty): requests run on a device through its launcher and
+  // the device runner (device_launch.h), not in a child on this machine.
+  DeviceLaunch device;
 };
 
 // Thread-safe: Run may be called from several threads at once (--workers N).

@@ -68,6 +68,7 @@ std::set<std::string> TableFeaturesOf(const std::string& llvm_features) {
 }
 
 std::string GenericCpu(const std::string& triple, const std::set<std::string>& f) {
+  if (triple.rfind("riscv64", 0) == 0) return "generic-rv64";  // LLVM has no plain "generic" there
   if (triple.rfind("x86_64", 0) != 0) return "generic";
   auto all = [&](std::initializer_list<const char*> names) {
     return std::all_of(names.begin(), names.end(), [&](const char* n) { return f.count(n) > 0; });

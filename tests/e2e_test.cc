@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "db/database.h"
@@ -125,6 +126,62 @@ TEST_F(EndToEndTest, ServerTwoAgentsAndCliTuneASmallMatmul) {
   auto list = RunCommand({kBin + "/tuneforge", "db", "list", "--db", db}, dir_);
   ASSERT_EQ(list.exit_code, 0) << list.err;
   EXPECT_NE(list.out.find("matmul M=64 N=48 K=33"), std::string::npos) << list.out;
+}
+
+// Device agents (issue 21): an agent that measures through a launcher and the
+// cross-built device runner registers the device's triple; the server builds the
+// job's kernels for that architecture (ld.lld) and only that agent gets them; it runs
+// them under qemu-user, checks each output against the reference and streams the time
+// back. aarch64 (NEON) and riscv64 (RVV), each on its own device key; every record
+// is keyed by its target and none is a wrong answer.
+TEST_F(EndToEndTest, DeviceAgentsTuneForAarch64AndRiscv64UnderQemu) {
+  const std::string db = dir_ + "/devices.db";
+  std::string address = StartServer(db);
+  ASSERT_FALSE(address.empty());
+  struct Device {
+    std::string key, triple, launcher, flags, target;
+  };
+  const std::vector<Device> devices = {
+      {"arm", "aarch64-unknown-linux-gnu", "qemu-aarch64 -L /usr/aarch64-linux-gnu", "asimd",
+       "-mtriple=aarch64-unknown-linux-gnu -mcpu=cortex-a76 -mattr=+neon -threads=1"},
+      {"rv", "riscv64-unknown-linux-gnu", "qemu-riscv64 -L /usr/riscv64-linux-gnu -cpu rv64,v=true,vlen=128,vext_spec=v1.0",
+       "", "-mtriple=riscv64-unknown-linux-gnu -mcpu=generic-rv64 -mattr=+m,+a,+f,+d,+c,+v -threads=1"},
+  };
+  std::vector<std::unique_ptr<Process>> agents;
+  for (const Device& d : devices) {
+    std::vector<std::string> argv = {kBin + "/tuneforge-agent", "--server", address, "--device-key", d.key,
+                                     "--runner", kBin + "/tuneforge-runner-" + d.triple.substr(0, d.triple.find('-')),
+                                     "--launcher", d.launcher, "--device-triple", d.triple};
+    if (!d.flags.empty()) argv.insert(argv.end(), {"--device-flags", d.flags});
+    agents.push_back(std::make_unique<Process>(argv, dir_ + "/" + d.key + ".out", dir_ + "/" + d.key + ".err"));
+  }
+  const std::string task = "matmul M=16 N=24 K=20";
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const Device& d = devices[i];
+    auto r = RunCommand({kBin + "/tuneforge", "tune", "--server", address, "--device-key", d.key, "--task", task,
+                         "--trials", "6", "--batch", "3", "--target", d.target, "--json"},
+                        dir_);
+    ASSERT_EQ(r.exit_code, 0) << r.err << "\nserver:\n" << server_->Stderr() << "\nagent:\n" << agents[i]->Stderr();
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["target"]["triple"], d.triple) << r.out;
+    EXPECT_GT(j["best"]["seconds"].get<double>(), 0.0) << r.out;
+  }
+  server_->Kill(SIGTERM);
+  DatabaseOptions o;
+  o.path = db;
+  o.create_if_missing = false;
+  auto database = Database::Open(o);
+  ASSERT_TRUE(database.ok()) << database.status();
+  auto records = (*database)->Records(ParseTask(task)->WorkloadKey(), "");
+  ASSERT_TRUE(records.ok());
+  std::map<std::string, int> ok_per_triple;
+  for (const TuningRecord& rec : *records) {
+    EXPECT_NE(rec.result.error, MeasureErrorKind::kWrongAnswer) << rec.config_json << " " << rec.result.error_message;
+    if (rec.result.error == MeasureErrorKind::kNone) ++ok_per_triple[rec.target.triple];
+  }
+  EXPECT_GE(ok_per_triple["aarch64-unknown-linux-gnu"], 4);
+  EXPECT_GE(ok_per_triple["riscv64-unknown-linux-gnu"], 4);
+  EXPECT_EQ(ok_per_triple.size(), 2u);  // no record on the host's triple
 }
 
 TEST_F(EndToEndTest, EmbeddedDefaultTunesWithALocalAgent) {

@@ -28,14 +28,11 @@ absl::StatusOr<Artifact> BuildArtifact(const ir::LoweredFunc& func, const Target
   ASSIGN_OR_RETURN(std::string object, codegen::CompileToObject(func, target, options));
   // The system linker links for this host only; another architecture's kernel compiles
   // (BuildObject) but cannot become a loadable library here yet.
+  // Another architecture's kernel (for a device agent, which runs it through its
+  // launcher) is linked by ld.lld.
   static const std::string host = Architecture(codegen::DetectHost().triple);
-  if (!target.triple.empty() && Architecture(target.triple) != host) {
-    return absl::FailedPreconditionError("kernels for " + Architecture(target.triple) +
-                                         " cannot be loaded or measured on this " + host +
-                                         " host yet (no device runner); tuneforge show --so and "
-                                         "--obj build them");
-  }
-  ASSIGN_OR_RETURN(std::string shared_object, codegen::LinkSharedObject(object));
+  const bool foreign = !target.triple.empty() && Architecture(target.triple) != host;
+  ASSIGN_OR_RETURN(std::string shared_object, codegen::LinkSharedObject(object, foreign));
   Artifact artifact;
   artifact.entry_symbol = func.name;
   if (func.prepack) artifact.prepack_symbol = func.name + "_prepack";
@@ -49,10 +46,8 @@ absl::StatusOr<Artifact> BuildArtifact(const ir::LoweredFunc& func, const Target
 
 absl::StatusOr<std::string> BuildSharedObject(const ir::LoweredFunc& func, const Target& target,
                                               const BuildOptions& options) {
-  ASSIGN_OR_RETURN(std::string object, codegen::CompileToObject(func, target, options));
-  static const std::string host = Architecture(codegen::DetectHost().triple);
-  const bool foreign = !target.triple.empty() && Architecture(target.triple) != host;
-  return codegen::LinkSharedObject(object, foreign);
+  ASSIGN_OR_RETURN(Artifact artifact, BuildArtifact(func, target, options));
+  return std::move(artifact.shared_object);
 }
 
 absl::StatusOr<std::string> BuildObject(const ir::LoweredFunc& func, const Target& target,

@@ -37,14 +37,14 @@ struct BuildOptions {
   bool dump_llvm_ir = false;  // log the optimised IR at debug level
 };
 
-// Thread-safe: builder pools call it from many threads at once.
+// For the target's architecture: another one than the host's is linked by ld.lld and
+// runs on a device agent (measure_agent/device_launch.h). Thread-safe: builder pools
+// call it from many threads at once.
 absl::StatusOr<Artifact> BuildArtifact(const ir::LoweredFunc& func, const Target& target,
                                        const BuildOptions& options = {});
 
-// The kernel as a shared object for the target's architecture, whatever the host's:
-// another architecture's is linked by ld.lld (LinkSharedObject). For inspection and
-// for devices (`tuneforge show --so`); BuildArtifact, whose result this process or an
-// agent beside it loads, still builds for the host's architecture only. Thread-safe.
+// The kernel as a shared object for the target's architecture, whatever the host's
+// (BuildArtifact's bytes; `tuneforge show --so`). Thread-safe.
 absl::StatusOr<std::string> BuildSharedObject(const ir::LoweredFunc& func, const Target& target,
                                               const BuildOptions& options = {});
 
