@@ -264,3 +264,41 @@ TEST_F(SandboxTest, StaleDirectoriesOfDeadAgentsAreRemoved) {
 
 }  // namespace
 }  // namespace tuneforge::agent
+
+namespace tuneforge::agent {
+namespace {
+
+// A device agent's failures (device_launch.h) come back as measurement errors, never
+// as speeds, and leave nothing behind: a launcher that fails, one that hangs past the
+// timeout, and a runner that cannot load the kernel (the host's add kernel given to
+// the aarch64 runner under qemu: the wrong architecture).
+class DeviceLaunchTest : public SandboxTest {};
+
+TEST_F(DeviceLaunchTest, LauncherFailuresHangsAndWrongArchitectureAreErrors) {
+  MeasureRequest request = MakeKernelRequest(ADD_KERNEL_PATH, "add_kernel", "d1");
+  options_.device.runner = AARCH64_RUNNER_PATH;
+
+  options_.device.launcher = {"false"};
+  MeasureResult failed = Run(request);
+  EXPECT_EQ(failed.error(), tuneforge::v1::RUNTIME_ERROR);
+  EXPECT_THAT(failed.error_message(), HasSubstr("device runner failed (exit 1)"));
+  EXPECT_EQ(failed.costs_size(), 0);
+
+  options_.device.launcher = {"sh", "-c", "sleep 30", "hung-board"};  // ignores the runner's arguments
+  request.mutable_options()->set_timeout_ms(500);
+  const auto start = std::chrono::steady_clock::now();
+  MeasureResult hung = Run(request);
+  EXPECT_EQ(hung.error(), tuneforge::v1::RUN_TIMEOUT) << hung.error_message();
+  EXPECT_THAT(hung.error_message(), HasSubstr("did not answer within 500 ms (launcher 'sh')"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+
+  options_.device.launcher = {"qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"};
+  request.mutable_options()->set_timeout_ms(20000);
+  MeasureResult wrong_arch = Run(request);
+  EXPECT_EQ(wrong_arch.error(), tuneforge::v1::RUNTIME_ERROR);
+  EXPECT_THAT(wrong_arch.error_message(), HasSubstr("cannot load the kernel"));
+  EXPECT_EQ(wrong_arch.costs_size(), 0);
+}
+
+}  // namespace
+}  // namespace tuneforge::agent
