@@ -12,6 +12,7 @@
 #include <climits>
 #include <thread>
 
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "compiler/support/files.h"
 #include "compiler/support/rpc_credentials.h"
@@ -203,8 +204,44 @@ bool AgentProcess::Exited() {
   return pid_ <= 0;
 }
 
+absl::StatusOr<NamedTarget> FindNamedTarget(const std::string& name) {
+  static const std::vector<NamedTarget>* targets = new std::vector<NamedTarget>{
+      {"aarch64", "-mtriple=aarch64-unknown-linux-gnu -mcpu=cortex-a76 -mattr=+neon -threads=1",
+       "aarch64-unknown-linux-gnu", {"qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"}, "asimd"},
+      {"riscv64", "-mtriple=riscv64-unknown-linux-gnu -mcpu=generic-rv64 -mattr=+m,+a,+f,+d,+c,+v -threads=1",
+       "riscv64-unknown-linux-gnu",
+       {"qemu-riscv64", "-L", "/usr/riscv64-linux-gnu", "-cpu", "rv64,v=true,vlen=128,vext_spec=v1.0"}, ""},
+      // AVX2 only, on this machine's own agent (which has AVX-512 too).
+      {"x86-64-v3", "-mcpu=x86-64-v3 -mattr=+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+movbe", "", {}, ""},
+  };
+  std::vector<std::string> names;
+  for (const NamedTarget& t : *targets) {
+    if (t.name == name) return t;
+    names.push_back(t.name);
+  }
+  return absl::NotFoundError("unknown target '" + name + "' (known: " + absl::StrJoin(names, ", ") +
+                             ", or target options such as \"-mcpu=znver4 -threads=2\")");
+}
+
+bool IsTargetName(const std::string& text) { return !text.empty() && text[0] != '-' && text.rfind("llvm", 0) != 0; }
+
+absl::StatusOr<std::vector<std::string>> DeviceAgentArgs(const NamedTarget& t) {
+  if (t.triple.empty()) return std::vector<std::string>();
+  const std::string agent = AgentPath();
+  const std::string runner = agent.substr(0, agent.rfind('/') + 1) + "tuneforge-runner-" + t.name;
+  if (access(runner.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError("the device runner for " + t.name + " is not at " + runner +
+                                         " (built with the cross compilers scripts/install-deps installs)");
+  }
+  std::vector<std::string> args = {"--runner", runner, "--launcher", absl::StrJoin(t.launcher, " "),
+                                   "--device-triple", t.triple};
+  if (!t.cpu_flags.empty()) args.insert(args.end(), {"--device-flags", t.cpu_flags});
+  return args;
+}
+
 absl::StatusOr<std::unique_ptr<EmbeddedFarm>> EmbeddedFarm::Start(
-    const std::string& db_path, const std::vector<std::string>& device_keys, bool verbose) {
+    const std::string& db_path, const std::vector<std::string>& device_keys, bool verbose,
+    const std::vector<std::string>& agent_args) {
   auto farm = std::make_unique<EmbeddedFarm>();
   // One-time tokens for this run, in a private (0700) directory removed at the end.
   ASSIGN_OR_RETURN(TempDir secrets, TempDir::Create("tuneforge-embedded"));
@@ -222,9 +259,9 @@ absl::StatusOr<std::unique_ptr<EmbeddedFarm>> EmbeddedFarm::Start(
   ASSIGN_OR_RETURN(farm->server_, Server::Start(options));
   farm->address_ = "127.0.0.1:" + std::to_string(farm->server_->port());
   for (const std::string& key : device_keys) {
-    ASSIGN_OR_RETURN(std::unique_ptr<AgentProcess> agent,
-                     AgentProcess::Spawn(farm->address_, key, verbose,
-                                         {"--token-file", farm->secrets_->File("agent.token")}));
+    std::vector<std::string> args = {"--token-file", farm->secrets_->File("agent.token")};
+    args.insert(args.end(), agent_args.begin(), agent_args.end());
+    ASSIGN_OR_RETURN(std::unique_ptr<AgentProcess> agent, AgentProcess::Spawn(farm->address_, key, verbose, args));
     farm->agents_.push_back(std::move(agent));
   }
   return farm;

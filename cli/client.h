@@ -72,12 +72,31 @@ class AgentProcess {
   pid_t pid_ = -1;
 };
 
+// A named target (`tune --target aarch64`): the full target text, and for another
+// architecture than the host's, how the embedded default reaches such a device — the
+// cross-built runner next to this binary, run under qemu-user.
+struct NamedTarget {
+  std::string name;                   // aarch64, riscv64, x86-64-v3
+  std::string target;                 // ParseTarget text
+  std::string triple;                 // empty: the host's architecture
+  std::vector<std::string> launcher;  // qemu-user command
+  std::string cpu_flags;              // what the device's /proc/cpuinfo would say
+};
+// The named targets; NotFound lists them for an unknown name.
+absl::StatusOr<NamedTarget> FindNamedTarget(const std::string& name);
+// True when `text` looks like a name rather than target options ("-mcpu=...").
+bool IsTargetName(const std::string& text);
+// tuneforge-agent's arguments that make it a device agent for `t` (its runner found
+// next to this binary); empty for a target of the host's architecture.
+absl::StatusOr<std::vector<std::string>> DeviceAgentArgs(const NamedTarget& t);
+
 // The embedded default: a Server on a free loopback port with `db_path`, and one
-// local agent per device key.
+// local agent per device key (`agent_args` added to each: a device agent's).
 class EmbeddedFarm {
  public:
   static absl::StatusOr<std::unique_ptr<EmbeddedFarm>> Start(
-      const std::string& db_path, const std::vector<std::string>& device_keys, bool verbose);
+      const std::string& db_path, const std::vector<std::string>& device_keys, bool verbose,
+      const std::vector<std::string>& agent_args = {});
   ~EmbeddedFarm();
   const std::string& address() const { return address_; }
   // The embedded server only takes tokens made for this run (a user token, with the

@@ -72,7 +72,10 @@ constexpr const char* kTuneUsage =
     "                machine after tuning (OpenBLAS, oneDNN; matmul, batch_matmul, dense,\n"
     "                conv2d, depthwise_conv2d) and print it next to the result: on by\n"
     "                default for the embedded default's summary, off with --json\n"
-    "  --target      \"llvm -mcpu=CPU -mattr=+f,... -threads=N\" (default: the server's CPU)\n"
+    "  --target      \"llvm -mcpu=CPU -mattr=+f,... -threads=N\" (default: the server's CPU), or a\n"
+    "                name: aarch64 (NEON), riscv64 (RVV), x86-64-v3 (AVX2 only); on the embedded\n"
+    "                default aarch64 and riscv64 run on a device agent through qemu-user\n"
+    "                (emulated: the timings are not a device's; docs/architecture.md)\n"
     "  --batch       candidates per round (default: 2 x agents, at least 8)\n"
     "  --timeout-ms  per-candidate measurement timeout (default 10000)\n"
     "  --max-repeat  samples per candidate at most (default 7, 1..100): after the first 3,\n"
@@ -178,12 +181,26 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   std::unique_ptr<EmbeddedFarm> farm;
   std::string address = flags.Get("server");
   std::string db_path = flags.Get("db", "tuneforge.db");
+  // A named target (aarch64, riscv64, x86-64-v3) stands for its options; on the
+  // embedded default, one of another architecture is reached through a device agent
+  // (the cross-built runner under qemu-user) instead of the local one.
+  std::string target_text = flags.Get("target");
+  std::vector<std::string> agent_args;
+  bool foreign_device = false;
+  if (IsTargetName(target_text)) {
+    ASSIGN_OR_RETURN(NamedTarget named, FindNamedTarget(target_text));
+    target_text = named.target;
+    foreign_device = !named.triple.empty();
+    if (address.empty()) {
+      ASSIGN_OR_RETURN(agent_args, DeviceAgentArgs(named));
+    }
+  }
   if (address.empty()) {
-    ASSIGN_OR_RETURN(farm, EmbeddedFarm::Start(db_path, {device_key}, verbose));
+    ASSIGN_OR_RETURN(farm, EmbeddedFarm::Start(db_path, {device_key}, verbose, agent_args));
     address = farm->address();
     if (!json) {
-      std::fprintf(stderr, "embedded default: server on %s, db %s, one local agent\n",
-                   address.c_str(), db_path.c_str());
+      std::fprintf(stderr, "embedded default: server on %s, db %s, one local %s\n", address.c_str(),
+                   db_path.c_str(), agent_args.empty() ? "agent" : "device agent (qemu-user: emulated timings)");
     }
   } else if (flags.Has("db")) {
     return absl::InvalidArgumentError("--db is the embedded server's file; with --server the "
@@ -204,7 +221,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     spec.set_device_key(device_key);
     spec.set_seed(job_seed);
     spec.set_batch_size(static_cast<int>(batch));
-    spec.set_target(flags.Get("target"));
+    spec.set_target(target_text);
     spec.set_policy(policy);
     spec.set_early_stop(static_cast<int>(early_stop));
     spec.set_no_heuristics(flags.Has("no-heuristics"));
@@ -322,7 +339,8 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   // The strongest vendor on the same task, timed here once the agent has stopped:
   // only for the embedded default, whose agent measured on this machine.
   std::optional<VendorSpeed> vendor;
-  const bool want_vendor = flags.Has("vendor") || (!json && !flags.Has("no-vendor"));
+  // Not for another architecture's device: the vendors run on this machine.
+  const bool want_vendor = !foreign_device && (flags.Has("vendor") || (!json && !flags.Has("no-vendor")));
   if (want_vendor && !address_was_embedded && flags.Has("vendor"))
     std::fprintf(stderr, "note: --vendor times the vendor on this machine; with --server the agents are "
                          "elsewhere, so it is skipped\n");

@@ -323,6 +323,29 @@ TEST_F(CliTest, ShowCompilesForAnotherArchitecture) {
               "unsupported target triple 'nosuch-unknown-linux'");
 }
 
+// The embedded default for another architecture: `tune --target aarch64` (riscv64)
+// starts a device agent (the cross-built runner under qemu-user) instead of the local
+// agent; the records are the device's, correct, keyed by its triple. A name it does
+// not know lists the known ones.
+TEST_F(CliTest, TuneForAnotherArchitectureOnTheEmbeddedDefault) {
+  for (const auto& [name, triple] : std::vector<std::pair<std::string, std::string>>{
+           {"aarch64", "aarch64-unknown-linux-gnu"}, {"riscv64", "riscv64-unknown-linux-gnu"}}) {
+    auto r = RunCommand({kBin + "/tuneforge", "tune", "--task", "matmul M=16 N=16 K=16", "--trials", "4", "--target",
+                         name, "--db", dir_ + "/" + name + ".db", "--json"},
+                        dir_);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["target"]["triple"], triple) << r.out;
+    EXPECT_EQ(j["trials"], 4);
+    EXPECT_EQ(j["errors"], 0) << r.out;  // every kernel ran and matched the reference on the device
+    EXPECT_GT(j["best"]["seconds"].get<double>(), 0.0);
+    EXPECT_FALSE(j.contains("vendor"));  // the vendors run on this machine, not the device
+  }
+  ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--trials", "1", "--target", "arm64", "--db", dir_ + "/x.db"},
+              "unknown target 'arm64' (known: aarch64, riscv64, x86-64-v3");
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/x.db"));
+}
+
 TEST_F(CliTest, BadDatabasePaths) {
   ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--trials", "1", "--db",
                dir_ + "/no/such/dir/x.db"},
