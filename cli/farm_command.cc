@@ -19,7 +19,8 @@ namespace {
 constexpr const char* kFarmUsage =
     "usage: tuneforge farm status --server HOST:PORT [--token-file FILE]\n"
     "                       [--tls-ca FILE] [--json]\n"
-    "  Lists the server's agents (device key, state idle/busy/draining/quarantined/\n"
+    "  Lists the server's agents (device key, the triple it measures: a device agent\n"
+    "  reports its device's, and its cpu_model names the launcher; state idle/busy/draining/quarantined/\n"
     "  lost with the reason, last heartbeat, measurements, error rate, golden-kernel\n"
     "  time), the MeasureRequests queued and leased, and its jobs (owner, priority,\n"
     "  state, progress, trials/s).\n";
@@ -57,7 +58,7 @@ absl::StatusOr<int> FarmCommand(const std::vector<std::string>& args) {
     for (const v1::AgentStatus& a : status.agents()) {
       out["agents"].push_back(
           {{"agent_id", a.agent_id()}, {"device_key", a.device_key()}, {"state", a.state()},
-           {"hostname", a.hostname()}, {"cpu_model", a.cpu_model()}, {"cores", a.cores()},
+           {"hostname", a.hostname()}, {"cpu_model", a.cpu_model()}, {"triple", a.triple()}, {"cores", a.cores()},
            {"in_flight", a.in_flight()}, {"measurements", a.measurements()},
            {"errors", a.errors()},
            {"error_rate", a.measurements() ? double(a.errors()) / a.measurements() : 0.0},
@@ -82,16 +83,16 @@ absl::StatusOr<int> FarmCommand(const std::vector<std::string>& args) {
     return 0;
   }
   std::printf("agents (%d)\n", status.agents_size());
-  std::printf("  %-10s %-14s %-11s %-16s %10s %8s %-14s %s\n", "id", "device key", "state",
-              "host", "measured", "errors", "last heartbeat", "golden / reason");
+  std::printf("  %-10s %-14s %-11s %-16s %-26s %10s %8s %-14s %s\n", "id", "device key", "state",
+              "host", "triple", "measured", "errors", "last heartbeat", "golden / reason");
   for (const v1::AgentStatus& a : status.agents()) {
     std::string heartbeat = a.last_heartbeat_unix_ms()
                                 ? std::to_string((NowMs() - a.last_heartbeat_unix_ms()) / 1000) + " s ago"
                                 : "-";
     char golden[32] = "-";
     if (a.golden_seconds() > 0) std::snprintf(golden, sizeof(golden), "%.3f ms", a.golden_seconds() * 1e3);
-    std::printf("  %-10s %-14s %-11s %-16s %10lld %7.1f%% %-14s %s%s%s\n", a.agent_id().c_str(),
-                a.device_key().c_str(), a.state().c_str(), a.hostname().c_str(),
+    std::printf("  %-10s %-14s %-11s %-16s %-26s %10lld %7.1f%% %-14s %s%s%s\n", a.agent_id().c_str(),
+                a.device_key().c_str(), a.state().c_str(), a.hostname().c_str(), a.triple().c_str(),
                 static_cast<long long>(a.measurements()),
                 a.measurements() ? 100.0 * a.errors() / a.measurements() : 0.0, heartbeat.c_str(),
                 golden, a.state_reason().empty() ? "" : "  -- ",

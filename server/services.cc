@@ -212,6 +212,7 @@ grpc::Status FarmServiceImpl::Status(grpc::ServerContext* ctx, const v1::FarmSta
     out->set_state(a.State());
     out->set_hostname(a.capabilities.hostname());
     out->set_cpu_model(a.capabilities.cpu_model());
+    out->set_triple(a.capabilities.triple());
     out->set_cores(a.capabilities.cores());
     out->set_in_flight(a.in_flight);
     out->set_measurements(a.measurements);

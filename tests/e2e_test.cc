@@ -132,8 +132,10 @@ TEST_F(EndToEndTest, ServerTwoAgentsAndCliTuneASmallMatmul) {
 // cross-built device runner registers the device's triple; the server builds the
 // job's kernels for that architecture (ld.lld) and only that agent gets them; it runs
 // them under qemu-user, checks each output against the reference and streams the time
-// back. aarch64 (NEON) and riscv64 (RVV), each on its own device key; every record
-// is keyed by its target and none is a wrong answer.
+// back. aarch64 (NEON) and riscv64 (RVV), each on its own device key, beside a host
+// agent tuned for its own CPU and for x86-64-v3 (AVX2 only); matmul and conv2d on
+// each. Every record is keyed by its target, none is a wrong answer, and each
+// target's best comes from its own records.
 TEST_F(EndToEndTest, DeviceAgentsTuneForAarch64AndRiscv64UnderQemu) {
   const std::string db = dir_ + "/devices.db";
   std::string address = StartServer(db);
@@ -142,46 +144,81 @@ TEST_F(EndToEndTest, DeviceAgentsTuneForAarch64AndRiscv64UnderQemu) {
     std::string key, triple, launcher, flags, target;
   };
   const std::vector<Device> devices = {
+      {"host", "", "", "", ""},
+      {"host", "", "", "", "-mcpu=x86-64-v3 -mattr=+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+movbe"},
       {"arm", "aarch64-unknown-linux-gnu", "qemu-aarch64 -L /usr/aarch64-linux-gnu", "asimd",
        "-mtriple=aarch64-unknown-linux-gnu -mcpu=cortex-a76 -mattr=+neon -threads=1"},
       {"rv", "riscv64-unknown-linux-gnu", "qemu-riscv64 -L /usr/riscv64-linux-gnu -cpu rv64,v=true,vlen=128,vext_spec=v1.0",
        "", "-mtriple=riscv64-unknown-linux-gnu -mcpu=generic-rv64 -mattr=+m,+a,+f,+d,+c,+v -threads=1"},
   };
   std::vector<std::unique_ptr<Process>> agents;
+  agents.push_back(std::make_unique<Process>(
+      std::vector<std::string>{kBin + "/tuneforge-agent", "--server", address, "--device-key", "host"},
+      dir_ + "/host.out", dir_ + "/host.err"));
   for (const Device& d : devices) {
+    if (d.triple.empty()) continue;  // the host agent above
     std::vector<std::string> argv = {kBin + "/tuneforge-agent", "--server", address, "--device-key", d.key,
                                      "--runner", kBin + "/tuneforge-runner-" + d.triple.substr(0, d.triple.find('-')),
                                      "--launcher", d.launcher, "--device-triple", d.triple};
     if (!d.flags.empty()) argv.insert(argv.end(), {"--device-flags", d.flags});
     agents.push_back(std::make_unique<Process>(argv, dir_ + "/" + d.key + ".out", dir_ + "/" + d.key + ".err"));
   }
-  const std::string task = "matmul M=16 N=24 K=20";
-  for (size_t i = 0; i < devices.size(); ++i) {
-    const Device& d = devices[i];
-    auto r = RunCommand({kBin + "/tuneforge", "tune", "--server", address, "--device-key", d.key, "--task", task,
-                         "--trials", "6", "--batch", "3", "--target", d.target, "--json"},
-                        dir_);
-    ASSERT_EQ(r.exit_code, 0) << r.err << "\nserver:\n" << server_->Stderr() << "\nagent:\n" << agents[i]->Stderr();
-    nlohmann::json j = nlohmann::json::parse(r.out);
-    EXPECT_EQ(j["target"]["triple"], d.triple) << r.out;
-    EXPECT_GT(j["best"]["seconds"].get<double>(), 0.0) << r.out;
+  const std::vector<std::string> tasks = {"matmul M=16 N=24 K=20", "conv2d N=1 C=8 H=8 W=8 K=16 R=3 S=3 stride=1 pad=1"};
+  std::map<std::string, std::string> best_config;  // "<task>|<target key>" -> config
+  for (const Device& d : devices) {
+    for (const std::string& task : tasks) {
+      std::vector<std::string> argv = {kBin + "/tuneforge", "tune", "--server", address, "--device-key", d.key,
+                                       "--task", task, "--trials", "6", "--batch", "3", "--json"};
+      if (!d.target.empty()) argv.insert(argv.end(), {"--target", d.target});
+      auto r = RunCommand(argv, dir_);
+      ASSERT_EQ(r.exit_code, 0) << r.err << "\nserver:\n" << server_->Stderr();
+      nlohmann::json j = nlohmann::json::parse(r.out);
+      if (!d.triple.empty()) {
+        EXPECT_EQ(j["target"]["triple"], d.triple) << r.out;
+      }
+      if (d.target.find("x86-64-v3") != std::string::npos) {
+        EXPECT_EQ(j["target"]["cpu"], "x86-64-v3") << r.out;
+      }
+      EXPECT_GT(j["best"]["seconds"].get<double>(), 0.0) << r.out;
+      EXPECT_EQ(j["errors"], 0) << r.out;
+    }
   }
+  // farm status: each agent with the triple it measures.
+  auto farm = RunCommand({kBin + "/tuneforge", "farm", "status", "--server", address, "--json"}, dir_);
+  ASSERT_EQ(farm.exit_code, 0) << farm.err;
+  std::multiset<std::string> triples;
+  const nlohmann::json farm_json = nlohmann::json::parse(farm.out);
+  for (const auto& a : farm_json["agents"]) triples.insert(a["triple"].get<std::string>());
+  EXPECT_EQ(triples.count("aarch64-unknown-linux-gnu"), 1u) << farm.out;
+  EXPECT_EQ(triples.count("riscv64-unknown-linux-gnu"), 1u) << farm.out;
+  EXPECT_EQ(triples.size(), 3u) << farm.out;
   server_->Kill(SIGTERM);
   DatabaseOptions o;
   o.path = db;
   o.create_if_missing = false;
   auto database = Database::Open(o);
   ASSERT_TRUE(database.ok()) << database.status();
-  auto records = (*database)->Records(ParseTask(task)->WorkloadKey(), "");
-  ASSERT_TRUE(records.ok());
-  std::map<std::string, int> ok_per_triple;
-  for (const TuningRecord& rec : *records) {
-    EXPECT_NE(rec.result.error, MeasureErrorKind::kWrongAnswer) << rec.config_json << " " << rec.result.error_message;
-    if (rec.result.error == MeasureErrorKind::kNone) ++ok_per_triple[rec.target.triple];
+  for (const std::string& task : tasks) {
+    auto records = (*database)->Records(ParseTask(task)->WorkloadKey(), "");
+    ASSERT_TRUE(records.ok());
+    std::map<std::string, int> ok_per_target;  // target key -> successful records
+    std::map<std::string, std::string> triple_of;
+    for (const TuningRecord& rec : *records) {
+      EXPECT_NE(rec.result.error, MeasureErrorKind::kWrongAnswer) << rec.config_json << " " << rec.result.error_message;
+      if (rec.result.error == MeasureErrorKind::kNone) ++ok_per_target[rec.target.key];
+      triple_of[rec.target.key] = rec.target.triple;
+    }
+    // Four targets: the host's CPU, x86-64-v3, aarch64, riscv64.
+    EXPECT_EQ(ok_per_target.size(), 4u) << task;
+    for (const auto& [key, ok] : ok_per_target) {
+      EXPECT_GE(ok, 4) << task << " " << key;
+      // The best for a target is one of that target's own records.
+      auto best = (*database)->Best(ParseTask(task)->WorkloadKey(), key);
+      ASSERT_TRUE(best.ok()) << best.status();
+      EXPECT_EQ(best->target.key, key);
+      EXPECT_EQ(best->target.triple, triple_of[key]);
+    }
   }
-  EXPECT_GE(ok_per_triple["aarch64-unknown-linux-gnu"], 4);
-  EXPECT_GE(ok_per_triple["riscv64-unknown-linux-gnu"], 4);
-  EXPECT_EQ(ok_per_triple.size(), 2u);  // no record on the host's triple
 }
 
 TEST_F(EndToEndTest, EmbeddedDefaultTunesWithALocalAgent) {
