@@ -27,6 +27,7 @@ namespace {
 constexpr const char* kDeployUsage =
     "usage: tuneforge deploy --db PATH (--task \"...\" | --tasks FILE) --out DIR\n"
     "                        [--name NAME] [--device-key KEY] [--target-key KEY]\n"
+    "                        [--target aarch64|riscv64|x86_64|CPU]\n"
     "                        [--fallback default] [--json]\n"
     "       tuneforge deploy --model M.onnx [--db PATH] -o|--out DIR [--name NAME]\n"
     "                        [--threads N] [--json]\n"
@@ -43,7 +44,10 @@ constexpr const char* kDeployUsage =
     "                this machine, tasks without one on the default schedule (a warning)\n"
     "  --name        library name, a C identifier (default tuneforge_kernels; with\n"
     "                --model tuneforge_model)\n"
-    "  --tasks FILE  one task per line; '#' comments; an optional weight=W is ignored\n";
+    "  --tasks FILE  one task per line; '#' comments; an optional weight=W is ignored\n"
+    "  --target      use the records of this architecture (aarch64, riscv64, x86_64) or CPU\n"
+    "                (x86-64-v3, znver5); another architecture's library is built with its\n"
+    "                cross toolchain (scripts/install-deps installs aarch64's and riscv64's)\n";
 
 // A model library's directory: its provenance and files.
 absl::StatusOr<int> InspectModelLibrary(const std::string& dir, bool json) {
@@ -208,7 +212,7 @@ absl::StatusOr<int> DeployCommand(const std::vector<std::string>& args) {
   for (const std::string& a : args) rest.push_back(a == "-o" ? "--out" : a);  // -o: the short --out
   ASSIGN_OR_RETURN(Flags flags, Flags::Parse(rest,
                                              {"db", "task", "tasks", "out", "name", "device-key",
-                                              "target-key", "fallback", "model", "threads"},
+                                              "target-key", "target", "fallback", "model", "threads"},
                                              {"json", "help", "bench"}));
   if (flags.Has("help")) {
     std::fputs(kDeployUsage, stdout);
@@ -228,6 +232,7 @@ absl::StatusOr<int> DeployCommand(const std::vector<std::string>& args) {
   o.name = flags.Get("name", o.name);
   o.device_key = flags.Get("device-key");
   o.target_key = flags.Get("target-key");
+  o.target_name = flags.Get("target");
   o.tuneforge_version = TUNEFORGE_VERSION;
   if (flags.Has("fallback")) {
     if (flags.Get("fallback") != "default") {

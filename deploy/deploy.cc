@@ -98,6 +98,10 @@ absl::StatusOr<TargetInfo> ChooseTarget(Database* db, const std::vector<TuningTa
       *any_records = true;
       if (!o.device_key.empty() && t.target.device_key != o.device_key) continue;
       if (!o.target_key.empty() && t.target.key != o.target_key) continue;
+      if (!o.target_name.empty() && t.target.triple.substr(0, t.target.triple.find('-')) != o.target_name &&
+          t.target.cpu != o.target_name) {
+        continue;
+      }
       candidates[t.target.key] = t.target;
     }
   }
@@ -342,7 +346,7 @@ absl::StatusOr<DeployReport> Deploy(const DeployOptions& o) {
   std::string header = GenerateHeader(o, target_info, plan);
   RETURN_IF_ERROR(WriteFile(work.File(o.name + ".h"), header));
   RETURN_IF_ERROR(WriteFile(work.File("glue.cc"), GenerateGlue(o, provenance.dump(2), plan)));
-  RETURN_IF_ERROR(deploy::BuildLibraryFiles(work, o.name, objects));
+  RETURN_IF_ERROR(deploy::BuildLibraryFiles(work, o.name, objects, target_info.triple));
   const std::string so = work.File("lib" + o.name + ".so"), ar = work.File("lib" + o.name + ".a");
 
   std::error_code ec;

@@ -21,6 +21,9 @@ struct DeployOptions {
   std::vector<std::string> tasks;  // task texts, as for `tune --task`
   std::string device_key;          // narrows the records' target (optional)
   std::string target_key;          // picks one target exactly (optional)
+  // Narrows the records' target by name (optional): an architecture (aarch64,
+  // riscv64, x86_64: the triple's first part) or a CPU (x86-64-v3, znver5).
+  std::string target_name;
   std::string out_dir;             // created if missing (its parent must exist)
   std::string name = "tuneforge_kernels";  // library name: a C identifier
   // Without a record, a task is an error; with fallback, the template's default

@@ -7,6 +7,22 @@
 #include "deploy/runtime_sources.h"
 
 namespace tuneforge::deploy {
+namespace {
+
+// "x86_64" on this machine: the architecture this binary was built for.
+std::string HostArchitecture() {
+#if defined(__x86_64__)
+  return "x86_64";
+#elif defined(__aarch64__)
+  return "aarch64";
+#elif defined(__riscv) && __riscv_xlen == 64
+  return "riscv64";
+#else
+  return "";
+#endif
+}
+
+}  // namespace
 
 bool IsCIdentifier(const std::string& s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
@@ -15,21 +31,32 @@ bool IsCIdentifier(const std::string& s) {
   return true;
 }
 
-absl::Status BuildLibraryFiles(const TempDir& work, const std::string& name, std::vector<std::string> objects) {
+absl::Status BuildLibraryFiles(const TempDir& work, const std::string& name, std::vector<std::string> objects,
+                               const std::string& triple) {
+  std::string cxx = "c++", ar = "ar";
+  const std::string arch = triple.substr(0, triple.find('-'));
+  if (!arch.empty() && arch != HostArchitecture()) {
+    cxx = arch + "-linux-gnu-g++";
+    ar = arch + "-linux-gnu-ar";
+    if (RunAndWait({"sh", "-c", "command -v " + cxx}, work.File("which.log")).value_or(1) != 0) {
+      return absl::FailedPreconditionError("a library for " + arch + " needs the cross compiler " + cxx +
+                                           " (scripts/install-deps installs g++-" + arch + "-linux-gnu)");
+    }
+  }
   std::filesystem::create_directories(work.File("compiler/runtime"));
   RETURN_IF_ERROR(WriteFile(work.File("compiler/runtime/runtime.h"), RuntimeHeaderSource()));
   RETURN_IF_ERROR(WriteFile(work.File("thread_pool.cc"), ThreadPoolSource()));
   for (const char* unit : {"glue", "thread_pool"}) {
     std::string obj = work.File(std::string(unit) + ".o");
-    RETURN_IF_ERROR(RunChecked({"c++", "-std=c++17", "-O2", "-fPIC", "-pthread", "-I", work.path(), "-c",
+    RETURN_IF_ERROR(RunChecked({cxx, "-std=c++17", "-O2", "-fPIC", "-pthread", "-I", work.path(), "-c",
                                 work.File(std::string(unit) + ".cc"), "-o", obj},
                                work.File("cc.log")));
     objects.push_back(obj);
   }
-  std::vector<std::string> link = {"c++", "-shared", "-pthread", "-o", work.File("lib" + name + ".so")};
+  std::vector<std::string> link = {cxx, "-shared", "-pthread", "-o", work.File("lib" + name + ".so")};
   link.insert(link.end(), objects.begin(), objects.end());
   RETURN_IF_ERROR(RunChecked(link, work.File("link.log")));
-  std::vector<std::string> archive = {"ar", "rcs", work.File("lib" + name + ".a")};
+  std::vector<std::string> archive = {ar, "rcs", work.File("lib" + name + ".a")};
   archive.insert(archive.end(), objects.begin(), objects.end());
   return RunChecked(archive, work.File("ar.log"));
 }

@@ -16,7 +16,11 @@ bool IsCIdentifier(const std::string& s);
 // In `work`, which holds the generated glue.cc (and the header it includes): writes the
 // runtime's sources (the thread pool the kernels were measured with), compiles glue.cc
 // and the thread pool with the system c++, and links them with `objects` (the kernels)
-// into work/lib<name>.so and work/lib<name>.a.
-absl::Status BuildLibraryFiles(const TempDir& work, const std::string& name, std::vector<std::string> objects);
+// into work/lib<name>.so and work/lib<name>.a. `triple`: the kernels' target; for
+// another architecture than the host's, its cross toolchain (<arch>-linux-gnu-g++,
+// -ar; scripts/install-deps installs aarch64's and riscv64's) does the compiling,
+// linking and archiving. FailedPrecondition when it is missing.
+absl::Status BuildLibraryFiles(const TempDir& work, const std::string& name, std::vector<std::string> objects,
+                               const std::string& triple = "");
 
 }  // namespace tuneforge::deploy

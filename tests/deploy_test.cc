@@ -100,6 +100,50 @@ TEST_F(DeployTest, TuneDeployLinkRunCorrect) {
 // Every template deploys like matmul: one typed function per task (layout transforms
 // inside the call), checked by the C example against plain loops and by inspect
 // against tuneforge's reference.
+// A library for another architecture: tuned on the aarch64 device agent (qemu-user),
+// deployed with --target aarch64 (kernels and runtime cross-built), and the C example
+// cross-compiled against it runs correctly under qemu, linked shared and static.
+TEST_F(DeployTest, Aarch64LibraryRunsTheExampleUnderQemu) {
+  const std::string task = "matmul M=16 N=24 K=20";
+  auto t = RunCommand({kBin + "/tuneforge", "tune", "--task", task, "--trials", "4", "--target", "aarch64", "--db",
+                       db_, "--json"},
+                      dir_);
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  Tune(task);  // records for this machine too: --target must pick the aarch64 ones
+  const std::string out_dir = dir_ + "/arm";
+  auto d = RunCommand({kBin + "/tuneforge", "deploy", "--db", db_, "--task", task, "--target", "aarch64", "--out",
+                       out_dir, "--json"},
+                      dir_);
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_EQ(nlohmann::json::parse(d.out)["target_key"].get<std::string>().rfind("aarch64-unknown-linux-gnu/", 0), 0u)
+      << d.out;
+  const std::string so = ReadFile(out_dir + "/libtuneforge_kernels.so");
+  ASSERT_GT(so.size(), 20u);
+  EXPECT_EQ(static_cast<unsigned char>(so[18]) | static_cast<unsigned char>(so[19]) << 8, 183);  // EM_AARCH64
+  for (const bool shared : {true, false}) {
+    std::vector<std::string> cc = {"aarch64-linux-gnu-gcc", kExample, "-I", out_dir};
+    if (shared) {
+      cc.insert(cc.end(), {"-L", out_dir, "-ltuneforge_kernels", "-Wl,-rpath," + out_dir});
+    } else {
+      cc.insert(cc.end(), {out_dir + "/libtuneforge_kernels.a", "-lstdc++", "-lpthread"});
+    }
+    cc.insert(cc.end(), {"-lm", "-o", dir_ + "/arm_example"});
+    auto c = RunCommand(cc, dir_);
+    ASSERT_EQ(c.exit_code, 0) << c.err;
+    auto run = RunCommand({"qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", dir_ + "/arm_example"}, dir_);
+    EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+    EXPECT_NE(run.out.find("tuneforge_kernels_matmul_16x24x20: matmul M=16 N=24 K=20 dtype=float32 correct"),
+              std::string::npos)
+        << (shared ? "shared: " : "static: ") << run.out << run.err;
+  }
+  // No records of the named architecture: a clear error.
+  auto none = RunCommand({kBin + "/tuneforge", "deploy", "--db", db_, "--task", task, "--target", "riscv64", "--out",
+                          dir_ + "/rv"},
+                         dir_);
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.err.find("no records for any of the tasks on the requested target"), std::string::npos) << none.err;
+}
+
 TEST_F(DeployTest, EveryTemplateDeploysAndRunsCorrectly) {
   const std::vector<std::string> tasks = {
       "dense M=9 N=48 K=40 bias=1 relu=1", "conv2d N=1 C=8 H=9 W=9 K=16 R=3 S=3 stride=1 pad=1",
