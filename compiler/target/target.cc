@@ -29,6 +29,12 @@ int Target::MaxF32Lanes() const {
   return 4;
 }
 
+int Target::VectorRegisters() const {
+  const std::string arch = triple.substr(0, triple.find('-'));
+  if (arch == "aarch64" || arch == "riscv64") return 32;
+  return HasFeature("avx512f") ? 32 : 16;
+}
+
 std::string Target::Key() const {
   std::ostringstream os;
   os << triple << "/" << cpu << "/t" << num_threads << "/" << device_key << "/f"

@@ -17,6 +17,9 @@ struct Target {
 
   // Widest float32 vector the target's features allow: 16 (avx512f), 8 (avx), 4 (sse).
   int MaxF32Lanes() const;
+  // Architectural vector registers: 32 with AVX-512 (zmm0-31), on aarch64 (v0-v31)
+  // and riscv64 (v0-v31); 16 on other x86 (ymm0-15). What register tiles are sized by.
+  int VectorRegisters() const;
   // An upper bound no real machine of this target reaches: float32 FMA on the widest
   // vectors, two FMA pipes per core, 6 GHz, every thread. A measurement faster than
   // this is a lie, not a record (the server rejects it).

@@ -520,12 +520,16 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
   int64_t x = 1;
   for (int64_t v : {2, 4, 8, 16})
     if (d.c % v == 0) x = v;
+  // Accumulators the target's registers hold, with room for the filter vectors and a
+  // broadcast: 24 of 32 (AVX-512, NEON, RVV), 12 of 16 (AVX2). The space allows up to
+  // kMaxAccumulatorVectors everywhere; these are the configs worth trying first.
+  const int64_t accumulators = std::min<int64_t>(kMaxAccumulatorVectors, target.VectorRegisters() * 3 / 4);
   for (int64_t vecs : {1, 2, 4}) {
     if (d.k % (lanes * vecs) != 0) continue;
     // Row tiles: least padding waste first, then the most pixels.
     std::vector<int64_t> tiles;
     for (int64_t t : {2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 28})
-      if (t <= d.ow && t * vecs <= kMaxAccumulatorVectors) tiles.push_back(t);
+      if (t <= d.ow && t * vecs <= accumulators) tiles.push_back(t);
     std::sort(tiles.begin(), tiles.end(), [&](int64_t a, int64_t b) {
       int64_t wa = (d.ow + a - 1) / a * a - d.ow, wb = (d.ow + b - 1) / b * b - d.ow;
       return wa != wb ? wa < wb : a > b;
@@ -566,7 +570,7 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
     for (int64_t vecs : {2, 4, 1}) {
       if (d.k % (lanes * vecs) != 0) continue;
       int64_t tiles = 1;
-      for (int64_t t = 1; t * vecs <= kMaxAccumulatorVectors; ++t)
+      for (int64_t t = 1; t * vecs <= accumulators; ++t)
         if ((d.ow / m) % t == 0) tiles = t;
       for (const char* outer : {"ohk", "koh"}) {
         add_winograd(Config(json{{"algorithm", algorithm}, {"tile_rows", 1}, {"ic_block", x}, {"vec_lanes", lanes},

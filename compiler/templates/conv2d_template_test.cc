@@ -351,6 +351,30 @@ TEST(Conv2dTemplateTest, WinogradSpaceRules) {
   EXPECT_EQ(ir::ToString(old_kernel->body), ir::ToString(new_kernel->body));
 }
 
+// The heuristics size the register tile by the target's vector registers (Target::
+// VectorRegisters): up to 24 accumulators with 32 registers (AVX-512, aarch64's NEON,
+// riscv64's RVV), 12 with AVX2's 16, the direct and the Winograd tiles alike.
+TEST(Conv2dTemplateTest, HeuristicTilesFitTheTargetsRegisters) {
+  Target arm = Avx512TestTarget();
+  arm.triple = "aarch64-unknown-linux-gnu";
+  arm.cpu = "cortex-a76";
+  arm.features = "+neon";
+  EXPECT_EQ(Avx512TestTarget().VectorRegisters(), 32);
+  EXPECT_EQ(Avx2TestTarget().VectorRegisters(), 16);
+  EXPECT_EQ(arm.VectorRegisters(), 32);
+  TuningTask task = Conv("conv2d N=1 C=64 H=56 W=56 K=64 R=3 S=3 stride=1 pad=1");
+  const Template* tmpl = *FindTemplate(task);
+  for (const auto& [target, limit] : std::vector<std::pair<Target, int64_t>>{
+           {Avx512TestTarget(), 24}, {Avx2TestTarget(), 12}, {arm, 24}}) {
+    int64_t largest = 0;
+    for (const Config& c : tmpl->Heuristics(task, target)) {
+      EXPECT_LE(c.Int("ow_reg") * c.Int("oc_vecs"), limit) << c.ToJson();
+      largest = std::max(largest, c.Int("ow_reg") * c.Int("oc_vecs"));
+    }
+    EXPECT_GT(largest, limit / 2) << target.triple << " " << target.features;  // the registers are used
+  }
+}
+
 TEST(Conv2dTemplateTest, TaskValidation) {
   EXPECT_FALSE(ParseTask("conv2d N=1 C=8 H=2 W=2 K=8 R=5 S=5 stride=1 pad=0").ok());
   EXPECT_TRUE(ParseTask("conv2d N=1 C=8 H=2 W=2 K=8 R=5 S=5 stride=1 pad=2").ok());

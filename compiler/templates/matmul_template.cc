@@ -327,7 +327,7 @@ std::vector<Config> GemmHeuristics(const ConfigSpace& space, const Target& targe
     if (space.Check(c).ok() && std::find(out.begin(), out.end(), c) == out.end())
       out.push_back(std::move(c));
   };
-  const int64_t registers = target.MaxF32Lanes() >= 16 ? 32 : 16;
+  const int64_t registers = target.VectorRegisters();
   const std::vector<std::pair<int64_t, int64_t>> reg_tiles =
       registers >= 32 ? std::vector<std::pair<int64_t, int64_t>>{{6, 4}, {8, 3}, {4, 4}, {8, 2}}
                       : std::vector<std::pair<int64_t, int64_t>>{{4, 2}, {6, 2}, {4, 3}, {8, 1}};
