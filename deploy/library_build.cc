@@ -3,26 +3,11 @@
 #include <cctype>
 #include <filesystem>
 
+#include "compiler/codegen/build.h"
 #include "compiler/support/status.h"
 #include "deploy/runtime_sources.h"
 
 namespace tuneforge::deploy {
-namespace {
-
-// "x86_64" on this machine: the architecture this binary was built for.
-std::string HostArchitecture() {
-#if defined(__x86_64__)
-  return "x86_64";
-#elif defined(__aarch64__)
-  return "aarch64";
-#elif defined(__riscv) && __riscv_xlen == 64
-  return "riscv64";
-#else
-  return "";
-#endif
-}
-
-}  // namespace
 
 bool IsCIdentifier(const std::string& s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
@@ -35,7 +20,8 @@ absl::Status BuildLibraryFiles(const TempDir& work, const std::string& name, std
                                const std::string& triple) {
   std::string cxx = "c++", ar = "ar";
   const std::string arch = triple.substr(0, triple.find('-'));
-  if (!arch.empty() && arch != HostArchitecture()) {
+  const std::string host = DetectHostTarget("local").triple;
+  if (!arch.empty() && arch != host.substr(0, host.find('-'))) {
     cxx = arch + "-linux-gnu-g++";
     ar = arch + "-linux-gnu-ar";
     if (RunAndWait({"sh", "-c", "command -v " + cxx}, work.File("which.log")).value_or(1) != 0) {

@@ -181,26 +181,44 @@ TEST(ExecutorTest, ModelRunsRepeatablyAndThePlanReusesMemory) {
   EXPECT_THAT(exec.Run({}, {y1.data()}).message(), HasSubstr("takes 1 inputs"));
 }
 
+// ResNet-18 imported, and the output of its default schedules (2 threads, `options`)
+// on a random input drawn with `seed`.
+struct ResNet18Reference {
+  Graph graph;
+  Target target;
+  std::vector<float> input, expected;
+};
+void MakeResNet18Reference(uint64_t seed, const ExecutorOptions& options, ResNet18Reference* out) {
+  absl::StatusOr<frontend::OnnxModel> model =
+      frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/resnet18.onnx");
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<Graph> g = ImportOnnx(*model);
+  ASSERT_TRUE(g.ok()) << g.status();
+  out->graph = *std::move(g);
+  out->target = TestTarget();
+  out->target.num_threads = 2;
+  absl::StatusOr<std::unique_ptr<Executor>> reference = Executor::Create(out->graph, out->target, options);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  out->input = Random((*reference)->inputs()[0].NumElements(), seed, 0, 1);
+  out->expected.resize(static_cast<size_t>((*reference)->outputs()[0].NumElements()));
+  ASSERT_TRUE((*reference)->Run({out->input.data()}, {out->expected.data()}).ok());
+}
+
 // ResNet-18 on random configs (every task its own blocks x and y, tiles, orders):
 // the layouts handed over between convolutions (block outputs written once, blocked,
 // for the next block's convolutions and its residual add), the max-pool fused into
 // the stem and the streamed weights give the output of the default schedules with
 // neither.
 TEST(ExecutorTest, BlockedHandOversAndWeightPrefetchKeepResNet18sOutput) {
-  absl::StatusOr<frontend::OnnxModel> model =
-      frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/resnet18.onnx");
-  ASSERT_TRUE(model.ok()) << model.status();
-  absl::StatusOr<Graph> g = ImportOnnx(*model);
-  ASSERT_TRUE(g.ok()) << g.status();
-  Target target = TestTarget();
-  target.num_threads = 2;
   ExecutorOptions plain;
   plain.prefetch_weight_bytes = 0;
-  absl::StatusOr<std::unique_ptr<Executor>> reference = Executor::Create(*g, target, plain);
-  ASSERT_TRUE(reference.ok()) << reference.status();
-  const std::vector<float> x = Random((*reference)->inputs()[0].NumElements(), 8, 0, 1);
-  std::vector<float> expected(static_cast<size_t>((*reference)->outputs()[0].NumElements()));
-  ASSERT_TRUE((*reference)->Run({x.data()}, {expected.data()}).ok());
+  ResNet18Reference r;
+  MakeResNet18Reference(8, plain, &r);
+  if (HasFatalFailure()) return;
+  const Graph* g = &r.graph;
+  const Target& target = r.target;
+  const std::vector<float>& x = r.input;
+  const std::vector<float>& expected = r.expected;
   for (uint64_t seed : {1, 2}) {
     std::mt19937_64 rng(seed);
     ExecutorOptions options;
@@ -236,18 +254,13 @@ TEST(ExecutorTest, BlockedHandOversAndWeightPrefetchKeepResNet18sOutput) {
 // runs its first Winograd heuristic, taking its blocked input from the layer before
 // and handing its blocked output on; the output matches the default schedules'.
 TEST(ExecutorTest, WinogradLayersKeepResNet18sOutput) {
-  absl::StatusOr<frontend::OnnxModel> model =
-      frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/resnet18.onnx");
-  ASSERT_TRUE(model.ok()) << model.status();
-  absl::StatusOr<Graph> g = ImportOnnx(*model);
-  ASSERT_TRUE(g.ok()) << g.status();
-  Target target = TestTarget();
-  target.num_threads = 2;
-  absl::StatusOr<std::unique_ptr<Executor>> reference = Executor::Create(*g, target);
-  ASSERT_TRUE(reference.ok()) << reference.status();
-  const std::vector<float> x = Random((*reference)->inputs()[0].NumElements(), 9, 0, 1);
-  std::vector<float> expected(static_cast<size_t>((*reference)->outputs()[0].NumElements()));
-  ASSERT_TRUE((*reference)->Run({x.data()}, {expected.data()}).ok());
+  ResNet18Reference r;
+  MakeResNet18Reference(9, ExecutorOptions(), &r);
+  if (HasFatalFailure()) return;
+  const Graph* g = &r.graph;
+  const Target& target = r.target;
+  const std::vector<float>& x = r.input;
+  const std::vector<float>& expected = r.expected;
   int winograd = 0;
   ExecutorOptions options;
   options.schedule = [&](const TuningTask& task, const Template& tmpl) -> absl::StatusOr<std::optional<Config>> {
