@@ -52,6 +52,14 @@ class EndToEndTest : public ::testing::Test {
     return "";
   }
 
+  // The db a test's server wrote, opened after the server stopped (never created).
+  absl::StatusOr<std::unique_ptr<Database>> OpenDb(const std::string& path) {
+    DatabaseOptions o;
+    o.path = path;
+    o.create_if_missing = false;
+    return Database::Open(o);
+  }
+
   std::string dir_;
   std::unique_ptr<Process> server_;
 };
@@ -101,10 +109,7 @@ TEST_F(EndToEndTest, ServerTwoAgentsAndCliTuneASmallMatmul) {
 
   // Both agents measured, every record is in the db, and the best is correct data.
   server_->Kill(SIGTERM);
-  DatabaseOptions o;
-  o.path = db;
-  o.create_if_missing = false;
-  auto database = Database::Open(o);
+  auto database = OpenDb(db);
   ASSERT_TRUE(database.ok()) << database.status();
   TuningTask t = *ParseTask(task);
   auto records = (*database)->Records(t.WorkloadKey(), "");
@@ -193,10 +198,7 @@ TEST_F(EndToEndTest, DeviceAgentsTuneForAarch64AndRiscv64UnderQemu) {
   EXPECT_EQ(triples.count("riscv64-unknown-linux-gnu"), 1u) << farm.out;
   EXPECT_EQ(triples.size(), 3u) << farm.out;
   server_->Kill(SIGTERM);
-  DatabaseOptions o;
-  o.path = db;
-  o.create_if_missing = false;
-  auto database = Database::Open(o);
+  auto database = OpenDb(db);
   ASSERT_TRUE(database.ok()) << database.status();
   for (const std::string& task : tasks) {
     auto records = (*database)->Records(ParseTask(task)->WorkloadKey(), "");
@@ -444,10 +446,7 @@ TEST_F(EndToEndTest, KilledServerRestartsAndItsJobContinuesWithoutLoss) {
 
   // Every trial is in the db once: distinct configs apart from the final
   // re-measurements.
-  DatabaseOptions o;
-  o.path = db;
-  o.create_if_missing = false;
-  auto database = Database::Open(o);
+  auto database = OpenDb(db);
   ASSERT_TRUE(database.ok()) << database.status();
   TuningTask t = *ParseTask("matmul M=24 N=20 K=16");
   auto records = (*database)->Records(t.WorkloadKey(), "");
