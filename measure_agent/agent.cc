@@ -404,6 +404,17 @@ absl::Status Agent::Run() {
     capabilities.clear_cpu_flags();
     for (const std::string& f : options_.device_flags) capabilities.add_cpu_flags(f);
     capabilities.set_cores(1);  // the runner runs parallel loops serially
+  } else if (!options_.device_flags.empty()) {
+    // This machine with fewer features (an AVX2-only agent on an AVX-512 host): the
+    // server then builds for what the flags allow. Only flags the machine has.
+    std::set<std::string> have(capabilities.cpu_flags().begin(), capabilities.cpu_flags().end());
+    for (const std::string& f : options_.device_flags) {
+      if (!have.count(f)) return absl::InvalidArgumentError("--device-flags: this machine has no CPU flag '" + f + "'");
+    }
+    capabilities.clear_cpu_flags();
+    for (const std::string& f : options_.device_flags) capabilities.add_cpu_flags(f);
+    capabilities.set_cpu_model(capabilities.cpu_model() + " (limited to " + std::to_string(options_.device_flags.size()) +
+                               " flags)");
   }
   const std::string environment = EnvironmentJson(capabilities);
   TF_LOG(Info) << "tuneforge-agent " << AgentVersion() << " on " << capabilities.hostname() << " ("

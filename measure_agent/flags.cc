@@ -55,7 +55,9 @@ sends in a sandboxed child process and streams the measurements back.
                              (default: run it directly)
   --device-triple T          the device's LLVM triple, e.g. aarch64-unknown-linux-gnu
   --device-flags F,F         the device's CPU flags as its /proc/cpuinfo names them,
-                             e.g. asimd (NEON) on aarch64
+                             e.g. asimd (NEON) on aarch64; without --runner: this
+                             machine, offering only these of its flags (e.g. an
+                             AVX2-only agent, target x86-64-v3, on an AVX-512 host)
   --test-slowdown F          fault injection for tests: report costs F times higher
                              (an artificially slower device)
   --test-wrong-answer        fault injection for tests: report every correct kernel
@@ -172,9 +174,8 @@ absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args)
   }
   // A device agent: the runner and the device's triple go together.
   if (flags.agent.device.runner.empty() != flags.agent.device_triple.empty() ||
-      (flags.agent.device.runner.empty() && (!flags.agent.device.launcher.empty() || !flags.agent.device_flags.empty()))) {
-    return absl::InvalidArgumentError("--runner and --device-triple go together (--launcher and --device-flags "
-                                      "only with them)");
+      (flags.agent.device.runner.empty() && !flags.agent.device.launcher.empty())) {
+    return absl::InvalidArgumentError("--runner and --device-triple go together (--launcher only with them)");
   }
   if (flags.agent.device_triple.find('-') == std::string::npos && !flags.agent.device_triple.empty()) {
     return absl::InvalidArgumentError("--device-triple must be an LLVM triple like aarch64-unknown-linux-gnu, got '" +
