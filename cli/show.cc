@@ -73,11 +73,10 @@ absl::StatusOr<int> ShowCommand(const std::vector<std::string>& args) {
   }
   if (flags.Has("so")) {
     // Any architecture LLVM knows: another one's is linked by ld.lld.
-    ScopedTimer timer("show --so");
-    ASSIGN_OR_RETURN(std::string shared_object, BuildSharedObject(*func, target));
-    RETURN_IF_ERROR(WriteFile(flags.Get("so"), shared_object));
+    ASSIGN_OR_RETURN(Artifact artifact, BuildArtifact(*func, target));
+    RETURN_IF_ERROR(WriteFile(flags.Get("so"), artifact.shared_object));
     std::printf("// wrote %s (%zu bytes, entry %s, built in %.0f ms)\n", flags.Get("so").c_str(),
-                shared_object.size(), func->name.c_str(), timer.Seconds() * 1e3);
+                artifact.shared_object.size(), artifact.entry_symbol.c_str(), artifact.build_seconds * 1e3);
   }
   return 0;
 }

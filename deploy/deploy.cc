@@ -98,7 +98,7 @@ absl::StatusOr<TargetInfo> ChooseTarget(Database* db, const std::vector<TuningTa
       *any_records = true;
       if (!o.device_key.empty() && t.target.device_key != o.device_key) continue;
       if (!o.target_key.empty() && t.target.key != o.target_key) continue;
-      if (!o.target_name.empty() && t.target.triple.substr(0, t.target.triple.find('-')) != o.target_name &&
+      if (!o.target_name.empty() && TripleArchitecture(t.target.triple) != o.target_name &&
           t.target.cpu != o.target_name) {
         continue;
       }

@@ -19,12 +19,11 @@ bool IsCIdentifier(const std::string& s) {
 absl::Status BuildLibraryFiles(const TempDir& work, const std::string& name, std::vector<std::string> objects,
                                const std::string& triple) {
   std::string cxx = "c++", ar = "ar";
-  const std::string arch = triple.substr(0, triple.find('-'));
-  const std::string host = DetectHostTarget("local").triple;
-  if (!arch.empty() && arch != host.substr(0, host.find('-'))) {
+  const std::string arch = TripleArchitecture(triple);
+  if (!arch.empty() && arch != TripleArchitecture(DetectHostTarget("local").triple)) {
     cxx = arch + "-linux-gnu-g++";
     ar = arch + "-linux-gnu-ar";
-    if (RunAndWait({"sh", "-c", "command -v " + cxx}, work.File("which.log")).value_or(1) != 0) {
+    if (FindProgram({cxx}).empty()) {
       return absl::FailedPreconditionError("a library for " + arch + " needs the cross compiler " + cxx +
                                            " (scripts/install-deps installs g++-" + arch + "-linux-gnu)");
     }

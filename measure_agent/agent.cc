@@ -401,8 +401,6 @@ absl::Status Agent::Run() {
     capabilities.set_triple(options_.device_triple);
     capabilities.set_cpu_model(options_.device_triple + " device via " +
                                (options_.device.launcher.empty() ? options_.device.runner : options_.device.launcher[0]));
-    capabilities.clear_cpu_flags();
-    for (const std::string& f : options_.device_flags) capabilities.add_cpu_flags(f);
     capabilities.set_cores(1);  // the runner runs parallel loops serially
   } else if (!options_.device_flags.empty()) {
     // This machine with fewer features (an AVX2-only agent on an AVX-512 host): the
@@ -411,10 +409,12 @@ absl::Status Agent::Run() {
     for (const std::string& f : options_.device_flags) {
       if (!have.count(f)) return absl::InvalidArgumentError("--device-flags: this machine has no CPU flag '" + f + "'");
     }
-    capabilities.clear_cpu_flags();
-    for (const std::string& f : options_.device_flags) capabilities.add_cpu_flags(f);
     capabilities.set_cpu_model(capabilities.cpu_model() + " (limited to " + std::to_string(options_.device_flags.size()) +
                                " flags)");
+  }
+  if (!options_.device.runner.empty() || !options_.device_flags.empty()) {
+    capabilities.clear_cpu_flags();
+    for (const std::string& f : options_.device_flags) capabilities.add_cpu_flags(f);
   }
   const std::string environment = EnvironmentJson(capabilities);
   TF_LOG(Info) << "tuneforge-agent " << AgentVersion() << " on " << capabilities.hostname() << " ("

@@ -51,8 +51,9 @@ sends in a sandboxed child process and streams the measurements back.
                              runner built for it (bin/tuneforge-runner-<arch>), as
                              the launcher sees it; needs --device-triple
   --launcher "CMD ARGS"      how to run the runner on the device, e.g.
-                             "qemu-aarch64 -L /usr/aarch64-linux-gnu" or "ssh board"
-                             (default: run it directly)
+                             "qemu-aarch64 -L /usr/aarch64-linux-gnu" (default: run
+                             it directly); the launcher must see the agent's
+                             --temp-dir (files are not copied to a remote board yet)
   --device-triple T          the device's LLVM triple, e.g. aarch64-unknown-linux-gnu
   --device-flags F,F         the device's CPU flags as its /proc/cpuinfo names them,
                              e.g. asimd (NEON) on aarch64; without --runner: this

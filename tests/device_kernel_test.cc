@@ -54,9 +54,9 @@ void ExpectCorrectOnDevice(const Device& device, const Target& target, const Tun
   const Template* tmpl = *FindTemplate(task);
   auto func = tmpl->Instantiate(task, target, config);
   ASSERT_TRUE(func.ok()) << func.status();
-  auto so = BuildSharedObject(*func, target);
-  ASSERT_TRUE(so.ok()) << so.status();
-  ASSERT_TRUE(WriteFile(dir + "/k.so", *so).ok());
+  auto artifact = BuildArtifact(*func, target);
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  ASSERT_TRUE(WriteFile(dir + "/k.so", artifact->shared_object).ok());
   const std::vector<std::vector<float>> inputs = MakeInputs(task, 5);
   auto expected = ReferenceOutput(task, inputs);
   ASSERT_TRUE(expected.ok());

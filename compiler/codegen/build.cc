@@ -15,23 +15,15 @@
 
 namespace tuneforge {
 
-namespace {
-
-// "x86_64-pc-linux-gnu" -> "x86_64".
-std::string Architecture(const std::string& triple) { return triple.substr(0, triple.find('-')); }
-
-}  // namespace
 
 absl::StatusOr<Artifact> BuildArtifact(const ir::LoweredFunc& func, const Target& target,
                                        const BuildOptions& options) {
   ScopedTimer timer("build " + func.name);
   ASSIGN_OR_RETURN(std::string object, codegen::CompileToObject(func, target, options));
-  // The system linker links for this host only; another architecture's kernel compiles
-  // (BuildObject) but cannot become a loadable library here yet.
   // Another architecture's kernel (for a device agent, which runs it through its
-  // launcher) is linked by ld.lld.
-  static const std::string host = Architecture(codegen::DetectHost().triple);
-  const bool foreign = !target.triple.empty() && Architecture(target.triple) != host;
+  // launcher) is linked by ld.lld; the system linker knows only the host's.
+  static const std::string host = TripleArchitecture(codegen::DetectHost().triple);
+  const bool foreign = !target.triple.empty() && TripleArchitecture(target.triple) != host;
   ASSIGN_OR_RETURN(std::string shared_object, codegen::LinkSharedObject(object, foreign));
   Artifact artifact;
   artifact.entry_symbol = func.name;
@@ -42,12 +34,6 @@ absl::StatusOr<Artifact> BuildArtifact(const ir::LoweredFunc& func, const Target
   artifact.hash = HashHex(artifact.shared_object);
   artifact.build_seconds = timer.Seconds();
   return artifact;
-}
-
-absl::StatusOr<std::string> BuildSharedObject(const ir::LoweredFunc& func, const Target& target,
-                                              const BuildOptions& options) {
-  ASSIGN_OR_RETURN(Artifact artifact, BuildArtifact(func, target, options));
-  return std::move(artifact.shared_object);
 }
 
 absl::StatusOr<std::string> BuildObject(const ir::LoweredFunc& func, const Target& target,

@@ -43,11 +43,6 @@ struct BuildOptions {
 absl::StatusOr<Artifact> BuildArtifact(const ir::LoweredFunc& func, const Target& target,
                                        const BuildOptions& options = {});
 
-// The kernel as a shared object for the target's architecture, whatever the host's
-// (BuildArtifact's bytes; `tuneforge show --so`). Thread-safe.
-absl::StatusOr<std::string> BuildSharedObject(const ir::LoweredFunc& func, const Target& target,
-                                              const BuildOptions& options = {});
-
 // The same kernel as a relocatable ELF object (PIC), for linking several kernels into
 // one deployable library. Thread-safe.
 absl::StatusOr<std::string> BuildObject(const ir::LoweredFunc& func, const Target& target,

@@ -1,10 +1,5 @@
 #include "compiler/codegen/linker.h"
 
-#include <unistd.h>
-
-#include <cstdlib>
-#include <sstream>
-
 #include "compiler/support/files.h"
 #include "compiler/support/status.h"
 
@@ -14,26 +9,12 @@ namespace {
 // The linker, looked up in PATH. GNU ld or lld both work.
 constexpr const char* kLinker = "ld";
 
-// The first of `names` that is an executable in PATH; empty if none is.
-std::string FindInPath(const std::vector<std::string>& names) {
-  const char* path = std::getenv("PATH");
-  for (const std::string& name : names) {
-    std::stringstream dirs(path ? path : "/usr/bin:/bin");
-    std::string dir;
-    while (std::getline(dirs, dir, ':')) {
-      const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-      if (access(candidate.c_str(), X_OK) == 0) return candidate;
-    }
-  }
-  return "";
-}
-
 }  // namespace
 
 absl::StatusOr<std::string> LinkSharedObject(const std::string& object, bool foreign) {
   std::string linker = kLinker;
   if (foreign) {
-    linker = FindInPath({"ld.lld-19", "ld.lld"});
+    linker = FindProgram({"ld.lld-19", "ld.lld"});
     if (linker.empty()) {
       return absl::FailedPreconditionError(
           "linking for another architecture needs LLVM's linker (ld.lld-19 or ld.lld in PATH; "

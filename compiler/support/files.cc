@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -84,6 +85,19 @@ absl::StatusOr<int> RunAndWait(std::vector<std::string> argv, const std::string&
     }
   }
   return status;
+}
+
+std::string FindProgram(const std::vector<std::string>& names) {
+  const char* path = std::getenv("PATH");
+  for (const std::string& name : names) {
+    std::stringstream dirs(path ? path : "/usr/bin:/bin");
+    std::string dir;
+    while (std::getline(dirs, dir, ':')) {
+      const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+      if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+  }
+  return "";
 }
 
 absl::Status RunChecked(std::vector<std::string> argv, const std::string& log_path) {

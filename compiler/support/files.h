@@ -40,4 +40,7 @@ absl::StatusOr<int> RunAndWait(std::vector<std::string> argv, const std::string&
 // carries the program's output.
 absl::Status RunChecked(std::vector<std::string> argv, const std::string& log_path);
 
+// The path of the first of `names` that is an executable in PATH; empty if none is.
+std::string FindProgram(const std::vector<std::string>& names);
+
 }  // namespace tuneforge

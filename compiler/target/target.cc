@@ -49,6 +49,8 @@ std::string Target::ToString() const {
   return os.str();
 }
 
+std::string TripleArchitecture(const std::string& triple) { return triple.substr(0, triple.find('-')); }
+
 absl::StatusOr<Target> ParseTarget(const std::string& text, const Target& defaults) {
   Target t = defaults;
   std::vector<std::string> words = absl::StrSplit(text, ' ', absl::SkipEmpty());
@@ -64,9 +66,9 @@ absl::StatusOr<Target> ParseTarget(const std::string& text, const Target& defaul
     if (key == "mtriple") {
       // Another architecture than the defaults': their CPU and features do not carry
       // over (LLVM's generic CPU for it unless -mcpu/-mattr say otherwise).
-      auto arch = [](const std::string& triple) { return triple.substr(0, triple.find('-')); };
-      if (arch(value) != arch(t.triple)) {
-        t.cpu = arch(value) == "riscv64" ? "generic-rv64" : arch(value) == "riscv32" ? "generic-rv32" : "generic";
+      const std::string arch = TripleArchitecture(value);
+      if (arch != TripleArchitecture(t.triple)) {
+        t.cpu = arch == "riscv64" ? "generic-rv64" : arch == "riscv32" ? "generic-rv32" : "generic";
         t.features = "";
       }
       t.triple = value;

@@ -36,6 +36,9 @@ struct Target {
 //   "llvm -mtriple=T -mcpu=C -mattr=+a,+b -threads=N -device-key=K"
 // Every field is optional except that the result must name a triple and cpu; see
 // docs/architecture.md.
+// The architecture of an LLVM triple: "aarch64-unknown-linux-gnu" -> "aarch64".
+std::string TripleArchitecture(const std::string& triple);
+
 absl::StatusOr<Target> ParseTarget(const std::string& text, const Target& defaults);
 
 }  // namespace tuneforge

@@ -19,6 +19,14 @@ int64_t Config::Int(const std::string& knob) const {
   return it->get<int64_t>();
 }
 
+int64_t Config::Int(const std::string& knob, int64_t absent) const {
+  return values_.contains(knob) ? Int(knob) : absent;
+}
+
+std::string Config::Str(const std::string& knob, const std::string& absent) const {
+  return values_.contains(knob) ? Str(knob) : absent;
+}
+
 std::string Config::Str(const std::string& knob) const {
   auto it = values_.find(knob);
   TF_CHECK(it != values_.end() && it->is_string(), "config has no string knob ", knob);

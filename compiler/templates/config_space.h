@@ -43,6 +43,11 @@ class Config {
 
   int64_t Int(const std::string& knob) const;   // TF_CHECKs presence and type
   std::string Str(const std::string& knob) const;
+  // The knob's value, or `absent` when the config does not have it: a knob added later
+  // with a default_value (absent = what configs without it meant), or one that only
+  // some targets' spaces have (matmul's prefetch_k, pack_a).
+  int64_t Int(const std::string& knob, int64_t absent) const;
+  std::string Str(const std::string& knob, const std::string& absent) const;
   const nlohmann::json& values() const { return values_; }
   std::string ToJson() const { return values_.dump(); }
   bool operator==(const Config& o) const { return values_ == o.values_; }

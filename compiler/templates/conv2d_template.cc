@@ -45,13 +45,7 @@ std::vector<json> Filter(std::initializer_list<int64_t> values,
 ir::Expr V(const std::string& name) { return ir::Var(name); }
 
 // The `algorithm` knob, "direct" when the config predates it.
-std::string Algorithm(const Config& c) {
-  return c.values().contains("algorithm") ? c.Str("algorithm") : "direct";
-}
-
-int64_t OptionalKnob(const Config& c, const std::string& knob, int64_t absent) {
-  return c.values().contains(knob) ? c.Int(knob) : absent;
-}
+std::string Algorithm(const Config& c) { return c.Str("algorithm", "direct"); }
 
 // The layout transforms (see conv2d_template.h). x: input-channel block; y: output-
 // channel block (depthwise: x == y, one block size). The activation part, I ->
@@ -471,7 +465,7 @@ ConfigSpace Conv2dTemplate::Space(const TuningTask& task, const Target& target) 
         return absl::InvalidArgumentError("unroll_ci must divide ic_block");
       if (c.Int("unroll_ci") * c.Int("ow_reg") * c.Int("oc_vecs") > 256)
         return absl::InvalidArgumentError("unrolled body too large");
-      const int64_t m = winograd::OutputTile(Algorithm(c)), rows = OptionalKnob(c, "tile_rows", 1);
+      const int64_t m = winograd::OutputTile(Algorithm(c)), rows = c.Int("tile_rows", 1);
       if (m == 0 && rows != 1) return absl::InvalidArgumentError("tile_rows is a Winograd knob (direct: 1)");
       if (m > 0) {
         if (!winograd::Applies(d.r, d.s, d.stride, d.oh, d.ow, m))
@@ -711,7 +705,7 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::BuildWinograd(const TuningTask& 
                             y,
                             config.Int("vec_lanes"),
                             config.Int("ow_reg"),
-                            OptionalKnob(config, "tile_rows", 1),
+                            config.Int("tile_rows", 1),
                             config.Int("unroll_ci"),
                             config.Str("outer_order") == "ohk",
                             config.Int("parallel") != 0,

@@ -74,7 +74,7 @@ absl::StatusOr<ir::LoweredFunc> DenseTemplate::InstantiateWithEpilogue(const Tun
                                target));
   ASSIGN_OR_RETURN(LoweredFunc func, Lower(s, KernelSymbol(task, *this, config)));
   func.body = AddGemmPrefetch(func.body, pack ? kDenseBuffers.b_packed : kDenseBuffers.b,
-                              OptionalKnob(c, "prefetch_k"));
+                              c.Int("prefetch_k", 0));
   // The copy is done once per set of weights, so it need not be fast: serial.
   if (pack) func.prepack = PackBNest(kDenseBuffers, 1, n, k, lanes, vecs, /*parallel=*/false);
   return func;

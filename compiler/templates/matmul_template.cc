@@ -145,7 +145,7 @@ absl::Status CheckGemm(const Config& c, int64_t m, int64_t n, const std::string&
   if (u * ri * vecs > 128) return absl::InvalidArgumentError("unrolled body too large");
   if (c.Int(pack_knob) && n % rj != 0)
     return absl::InvalidArgumentError(pack_knob + ": the register tile width must divide N");
-  if (c.values().contains("pack_a") && c.Int("pack_a") && m % ri != 0)
+  if (c.Int("pack_a", 0) && m % ri != 0)
     return absl::InvalidArgumentError("pack_a: the register tile height must divide M");
   return absl::OkStatus();
 }
@@ -221,10 +221,6 @@ std::optional<int64_t> LoopExtent(const ir::Stmt& s, const std::string& var) {
 }
 
 }  // namespace
-
-int64_t OptionalKnob(const Config& c, const std::string& knob) {
-  return c.values().contains(knob) ? c.Int(knob) : 0;
-}
 
 ir::Stmt AddGemmPrefetch(const ir::Stmt& body, const std::string& b_buffer, int64_t distance) {
   if (distance <= 0) return body;
@@ -500,14 +496,14 @@ absl::StatusOr<ir::LoweredFunc> MatmulTemplate::Instantiate(const TuningTask& ta
   int64_t lanes = c.Int("vec_lanes"), vecs = c.Int("tile_j_vecs");
   const int64_t batch = batched_ ? task.Param("B") : 0;
 
-  const bool pack = c.Int("pack_b") == 1, pack_a = OptionalKnob(c, "pack_a") == 1;
+  const bool pack = c.Int("pack_b") == 1, pack_a = c.Int("pack_a", 0) == 1;
   const int64_t rows = c.Int("tile_i_reg");
   Schedule s(BatchMatmulCompute(batch, m, n, k, pack ? lanes * vecs : 0, pack_a ? rows : 0));
   RETURN_IF_ERROR(ScheduleGemm(&s, c, pack, batch, m, n, target, pack_a));
   ASSIGN_OR_RETURN(ir::LoweredFunc func, Lower(s, KernelSymbol(task, *this, config)));
   const GemmBuffers names;
   func.body =
-      AddGemmPrefetch(func.body, pack ? names.b_packed : names.b, OptionalKnob(c, "prefetch_k"));
+      AddGemmPrefetch(func.body, pack ? names.b_packed : names.b, c.Int("prefetch_k", 0));
   // The entry point still takes A and B; the packed copies are scratch filled first,
   // inside the timed region (matmul's operands are all dynamic).
   const int64_t nb = std::max<int64_t>(batch, 1);

@@ -75,9 +75,6 @@ ir::Stmt PackANest(const GemmBuffers& names, int64_t batch, int64_t m, int64_t k
 // 0; past the end of a k tile it runs on into the next tile's rows (for panels, the
 // same panel), past the buffer it is a harmless hint. distance 0: `body` unchanged.
 ir::Stmt AddGemmPrefetch(const ir::Stmt& body, const std::string& b_buffer, int64_t distance);
-// The value of an int knob that only some targets' spaces have (prefetch_k, pack_a); 0
-// when `c` (with its space's defaults applied) does not have it.
-int64_t OptionalKnob(const Config& c, const std::string& knob);
 
 class MatmulTemplate : public Template {
  public:
