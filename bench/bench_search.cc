@@ -34,26 +34,32 @@
 #include "bench/bench.h"
 #include "cli/flags.h"
 #include "tuner/builder.h"
+#include "tuner/log_model.h"
 #include "tuner/model_eval.h"
 #include "tuner/model_policy.h"
+#include "tuner/model_store.h"
 #include "tuner/runner.h"
 #include "tuner/search_policy.h"
+#include "tuner/tuning_loop.h"
 
 namespace tuneforge::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: tuneforge bench search [--suite quick|small|issue|smoke] [--seeds N] [--trials N]\n"
+    "usage: tuneforge bench search [--suite quick|small|issue|ops|smoke] [--seeds N] [--trials N]\n"
     "                              [--case TASK] [--plot FILE.svg] [--json]\n"
     "       tuneforge bench search --eval-db FILE [--case TASK] [--splits N] [--json]\n"
     "  --suite   quick (default): matmul 256^3 and 128x768x192, 64 trials, 2 seeds\n"
     "              (a few minutes; small shapes of the issue's two cases)\n"
     "            small: matmul 256^3 and 512^3, 128 trials\n"
     "            issue: matmul 1024^3 and 512x3072x768, 512 trials (hours here)\n"
+    "            ops: two ResNet-18 conv2d layers (128@28^2, 256@14^2), two BERT\n"
+    "              dense layers and the quick matmuls; 64 trials, 5 seeds\n"
     "            smoke: matmul 64^3 and 32x96x48, 32 trials, 2 seeds (seconds)\n"
-    "            Each case runs random, model, and model+transfer (the model first\n"
-    "            trained on the records the suite's other cases measured).\n"
-    "            The suites are matmul shapes; --case takes any task.\n"
+    "            Each case runs random, model, model+transfer (the model first\n"
+    "            trained on the records the suite's other cases of the op measured)\n"
+    "            and model+log (starting from the log model of those records).\n"
+    "            --case takes any task.\n"
     "  --seeds   seeds per policy (default 3; quick and smoke 2)\n"
     "  --trials  budget per run (default: the suite's)\n"
     "  --case    one task instead of the suite's cases (then no transfer runs)\n"
@@ -152,6 +158,20 @@ class InProcessRunner : public Runner {
   Tolerance tolerance_;
 };
 
+// Holds one model (the log model of a bench case); saves are dropped, so every seed
+// starts from the same model.
+class OneModelStore : public ModelStore {
+ public:
+  OneModelStore(std::string key, std::string bytes) : key_(std::move(key)), bytes_(std::move(bytes)) {}
+  absl::StatusOr<std::optional<std::string>> Load(const std::string& key) override {
+    return key == key_ ? std::optional<std::string>(bytes_) : std::nullopt;
+  }
+  absl::Status Save(const std::string&, const std::string&) override { return absl::OkStatus(); }
+
+ private:
+  std::string key_, bytes_;
+};
+
 struct Measured {
   double gflops = 0;  // 0 = failed
   TuningRecord record;
@@ -165,6 +185,7 @@ struct CaseResult {
   std::map<std::string, std::vector<Curve>> curves;  // policy -> one curve per seed
   nlohmann::json model_eval;
   double best_known = 0;
+  std::string log_model_note;  // why model+log did not run, if it did not
   int transfer_records = 0;  // records of other shapes the model+transfer runs started from
 };
 
@@ -220,14 +241,27 @@ class SearchBench {
   }
 
   // Phase 2 (transfer learning): the model policy again, with the same seeds, but
-  // starting from a model trained on `others` (records of other shapes of the op).
+  // starting from what `others` (records of other shapes of the op) teach: trained on
+  // them in each job (model+transfer), and the log model pre-trained on them, as
+  // `db train-model` builds it from a shared log without this shape (model+log).
   absl::Status RunTransfer(const std::vector<TuningRecord>& others) {
     if (others.empty()) return absl::OkStatus();
     for (int seed = 1; seed <= seeds_; ++seed) {
-      ASSIGN_OR_RETURN(Curve c, RunPolicy("model", seed, others));
+      ASSIGN_OR_RETURN(Curve c, RunPolicy("model", seed, others, nullptr));
       result_.curves["model+transfer"].push_back(std::move(c));
     }
     result_.transfer_records = static_cast<int>(others.size());
+    LogModelInfo info;
+    absl::StatusOr<std::string> bytes = TrainLogModel(*tmpl_, target_, others, {}, &info);
+    if (!bytes.ok()) {  // too few records of the other shapes (a tiny budget)
+      result_.log_model_note = std::string(bytes.status().message());
+      return absl::OkStatus();
+    }
+    OneModelStore store(info.key, *bytes);
+    for (int seed = 1; seed <= seeds_; ++seed) {
+      ASSIGN_OR_RETURN(Curve c, RunPolicy("model", seed, {}, &store));
+      result_.curves["model+log"].push_back(std::move(c));
+    }
     return absl::OkStatus();
   }
 
@@ -247,13 +281,14 @@ class SearchBench {
   }
 
  private:
-  PolicyContext Context(uint64_t seed) const {
-    return PolicyContext{task_, target_, tmpl_, seed, nullptr};
+  PolicyContext Context(uint64_t seed, ModelStore* store = nullptr) const {
+    return PolicyContext{task_, target_, tmpl_, seed, store};
   }
 
   absl::StatusOr<Curve> RunPolicy(const std::string& name, uint64_t seed,
-                                  const std::vector<TuningRecord>& others) {
-    ASSIGN_OR_RETURN(std::unique_ptr<SearchPolicy> policy, MakeSearchPolicy(name, Context(seed)));
+                                  const std::vector<TuningRecord>& others, ModelStore* store = nullptr) {
+    ASSIGN_OR_RETURN(std::unique_ptr<SearchPolicy> policy,
+                     MakeSearchPolicy(name, Context(seed, store)));
     if (!others.empty()) policy->ObserveOtherTasks(others);
     Curve curve;
     double best = 0;
@@ -271,7 +306,7 @@ class SearchBench {
     }
     if (!quiet_)
       std::fprintf(stderr, "  %-14s seed %llu: best %.1f GFLOP/s after %zu trials (%.0f s)\n",
-                   (others.empty() ? name : name + "+transfer").c_str(),
+                   (store ? name + "+log" : others.empty() ? name : name + "+transfer").c_str(),
                    static_cast<unsigned long long>(seed), best, curve.size(),
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     return curve;
@@ -375,7 +410,8 @@ std::string Svg(const std::vector<CaseResult>& cases) {
   s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << w * cases.size() << "' height='" << h
     << "' font-family='sans-serif' font-size='11'>\n";
   const std::map<std::string, std::string> color = {
-      {"random", "#d62728"}, {"model", "#1f77b4"}, {"model+transfer", "#2ca02c"}};
+      {"random", "#d62728"}, {"model", "#1f77b4"}, {"model+transfer", "#2ca02c"},
+      {"model+log", "#9467bd"}};
   for (size_t ci = 0; ci < cases.size(); ++ci) {
     const CaseResult& c = cases[ci];
     double x0 = ci * w + pad, y0 = h - pad, pw = w - 1.5 * pad, ph = h - 2 * pad;
@@ -472,10 +508,6 @@ std::vector<Variant> EvalVariants() {
   return v;
 }
 
-Target TargetOf(const TargetInfo& t) {
-  return Target{t.triple, t.cpu, t.features, t.num_threads, t.device_key};
-}
-
 absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case, int splits,
                            bool json) {
   DatabaseOptions o;
@@ -500,7 +532,7 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
     if (!only_key.empty() && w.workload.key != only_key) continue;
     ASSIGN_OR_RETURN(TuningTask task, ParseTask(w.workload.task_text));
     ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
-    PolicyContext context{task, TargetOf(w.target), tmpl, 1, nullptr};
+    PolicyContext context{task, TargetOfRecord(w.target), tmpl, 1, nullptr};
     const std::vector<TuningRecord>& own = records[w.workload.key + "|" + w.target.key];
     std::vector<TuningRecord> others;
     for (const WorkloadSummary& x : list)
@@ -605,13 +637,20 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   } else if (suite == "issue") {
     cases = {"matmul M=1024 N=1024 K=1024", "matmul M=512 N=3072 K=768"};
     default_trials = 512;
+  } else if (suite == "ops") {  // issue 20's operators: two shapes each, same target
+    cases = {"matmul M=256 N=256 K=256", "matmul M=128 N=768 K=192",
+             "conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1",
+             "conv2d N=1 C=256 H=14 W=14 K=256 R=3 S=3 stride=1 pad=1",
+             "dense M=128 N=768 K=768 bias=1 relu=0", "dense M=128 N=3072 K=768 bias=1 relu=1"};
+    default_trials = 64;
+    default_seeds = 5;
   } else if (suite == "smoke") {
     cases = {"matmul M=64 N=64 K=64", "matmul M=32 N=96 K=48"};
     default_trials = 32;
     default_seeds = 2;
   } else {
     return absl::InvalidArgumentError("unknown --suite '" + suite +
-                                      "' (quick, small, issue, smoke)");
+                                      "' (quick, small, issue, ops, smoke)");
   }
   if (flags.Has("case")) cases = {flags.Get("case")};
   ASSIGN_OR_RETURN(int64_t trials, flags.GetInt("trials", default_trials, 8, 100000));
@@ -650,20 +689,21 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   double retrain_cpu = 0;
   double retrain_5000 = RetrainSeconds(5000, costmodel::kNumIrFeatures + 11, &retrain_cpu);
 
-  const char* kNoConv =
-      "conv2d 128@28^2 3x3 is not benchmarked: the suites cover matmul only";
+  const char* kNote =
+      "same-budget runs through one measurement cache; conv2d and dense: --suite ops";
   nlohmann::json out = {{"suite", suite},
                         {"trials", trials},
                         {"seeds", seeds},
                         {"retrain_seconds_5000_rows", retrain_5000},
                         {"retrain_cpu_seconds_5000_rows", retrain_cpu},
-                        {"note", kNoConv},
+                        {"note", kNote},
                         {"cases", nlohmann::json::array()}};
   const std::vector<int> checkpoints = {32, 64, 128, 256, 512};
   for (const CaseResult& c : results) {
     nlohmann::json jc = {{"task", c.task},
                          {"best_known_gflops", c.best_known},
                          {"transfer_records", c.transfer_records},
+                         {"log_model_note", c.log_model_note},
                          {"model", c.model_eval}};
     for (const auto& [policy, curves] : c.curves) {
       nlohmann::json jp;
@@ -697,6 +737,8 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
     if (to95("model") > 0) jc["random_over_model_trials_to_95"] = to95("random") / to95("model");
     if (to95("model+transfer") > 0)
       jc["scratch_over_transfer_trials_to_95"] = to95("model") / to95("model+transfer");
+    if (to95("model+log") > 0)
+      jc["random_over_log_trials_to_95"] = to95("random") / to95("model+log");
     out["cases"].push_back(jc);
   }
   if (!plot.empty()) {
@@ -710,7 +752,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
     return 0;
   }
   std::printf("suite %s: %lld trials, %lld seeds (median over seeds)\n%s\n", suite.c_str(),
-              static_cast<long long>(trials), static_cast<long long>(seeds), kNoConv);
+              static_cast<long long>(trials), static_cast<long long>(seeds), kNote);
   for (const auto& jc : out["cases"]) {
     std::printf("\n%s (best known %.1f GFLOP/s)\n", jc["task"].get<std::string>().c_str(),
                 jc["best_known_gflops"].get<double>());
@@ -718,7 +760,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
     for (int t : checkpoints)
       if (t <= trials) std::printf(" %7s", ("@" + std::to_string(t)).c_str());
     std::printf("  to90%%  to95%%  (%lld+1 = not reached)\n", static_cast<long long>(trials));
-    for (const char* p : {"random", "model", "model+transfer"}) {
+    for (const char* p : {"random", "model", "model+transfer", "model+log"}) {
       if (!jc["policies"].contains(p)) continue;
       const auto& jp = jc["policies"][p];
       std::printf("  %-15s", p);
@@ -731,6 +773,9 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
     if (jc.contains("random_over_model_trials_to_95"))
       std::printf("  trials to 95%%: random / model = %.2f (goal >= 3)\n",
                   jc["random_over_model_trials_to_95"].get<double>());
+    if (jc.contains("random_over_log_trials_to_95"))
+      std::printf("  trials to 95%%: random / model+log = %.2f (goal >= 6)\n",
+                  jc["random_over_log_trials_to_95"].get<double>());
     if (jc.contains("scratch_over_transfer_trials_to_95"))
       std::printf("  trials to 95%%: model from scratch / model+transfer (%d records) = %.2f "
                   "(goal >= 2)\n",

@@ -20,6 +20,7 @@
 #include "compiler/templates/template.h"
 #include "cli/commands.h"
 #include "server/database_client.h"
+#include "tuner/log_model.h"
 
 namespace tuneforge::cli {
 
@@ -43,6 +44,10 @@ constexpr const char* kDbUsage =
     "  compact  --keep N  keep the N best records per (task, target) plus the best\n"
     "           config's records, then VACUUM; the deleted records are remembered and\n"
     "           never re-imported\n"
+    "  train-model [--op OP] [--target-key K] [--max-records N] [--stale-only]\n"
+    "           pre-train the log model of every (op, target): a cost model of all\n"
+    "           its records, which new tasks' searches start from (docs/search.md);\n"
+    "           --db only (a server refreshes its own in the background)\n"
     "\n"
     "--server uses the server's DatabaseService (every subcommand but merge), so a team\n"
     "never opens the server's SQLite file over a network share; compact needs an admin\n"
@@ -443,14 +448,53 @@ absl::StatusOr<int> Compact(const Flags& flags) {
   return 0;
 }
 
+absl::StatusOr<int> TrainModel(const Flags& flags) {
+  if (flags.Has("server"))
+    return absl::InvalidArgumentError(
+        "db train-model needs --db PATH: a server refreshes the log models of its own db in the "
+        "background");
+  LogModelRefresh refresh;
+  refresh.op = flags.Get("op");
+  refresh.target_key = flags.Get("target-key");
+  refresh.only_stale = flags.Has("stale-only");
+  ASSIGN_OR_RETURN(int64_t max_records,
+                   flags.GetInt("max-records", refresh.model.max_records, 16, 10000000));
+  refresh.model.max_records = static_cast<int>(max_records);
+  ASSIGN_OR_RETURN(std::unique_ptr<Database> db, OpenDb(flags, /*create_if_missing=*/false,
+                                                         /*read_only=*/false));
+  ASSIGN_OR_RETURN(LogModelRefreshResult r, RefreshLogModels(db.get(), refresh));
+  if (r.trained.empty() && r.skipped.empty())
+    return absl::NotFoundError("no records" +
+                               (refresh.op.empty() ? std::string() : " of op " + refresh.op) +
+                               (refresh.target_key.empty() ? std::string()
+                                                           : " on target " + refresh.target_key) +
+                               " in " + flags.Get("db"));
+  if (flags.Has("json")) {
+    nlohmann::json trained = nlohmann::json::array();
+    for (const LogModelInfo& i : r.trained) trained.push_back(nlohmann::json::parse(i.ToJson()));
+    std::printf("%s\n", nlohmann::json({{"trained", trained}, {"skipped", r.skipped}}).dump().c_str());
+  } else {
+    for (const LogModelInfo& i : r.trained)
+      std::printf("trained %s: %lld records of %d tasks in %.2f s\n", i.key.c_str(),
+                  static_cast<long long>(i.records), i.tasks, i.train_seconds);
+    for (const std::string& s : r.skipped) std::printf("skipped %s\n", s.c_str());
+  }
+  // Nothing trained where something was asked for (not up-to-date skips): an error.
+  bool all_fresh = std::all_of(r.skipped.begin(), r.skipped.end(), [](const std::string& s) {
+    return s.find(": up to date") != std::string::npos;
+  });
+  return r.trained.empty() && !all_fresh ? 1 : 0;
+}
+
 }  // namespace
 
 absl::StatusOr<int> DbCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags,
                    Flags::Parse(args,
                                 {"db", "server", "task", "tasks", "device-key", "target-key", "k",
-                                 "keep", "out", "format", "since", "until", "token-file", "tls-ca"},
-                                {"json", "help"}));
+                                 "keep", "out", "format", "since", "until", "token-file", "tls-ca",
+                                 "op", "max-records"},
+                                {"json", "help", "stale-only"}));
   if (flags.Has("help")) {
     std::fputs(kDbUsage, stdout);
     return 0;
@@ -458,13 +502,14 @@ absl::StatusOr<int> DbCommand(const std::vector<std::string>& args) {
   if (flags.positional().empty()) {
     return absl::InvalidArgumentError(
         "expected a subcommand: best, top, history, list, targets, status, stats, export, "
-        "import, merge or compact (see --help)");
+        "import, merge, compact or train-model (see --help)");
   }
   const std::string& sub = flags.positional()[0];
   const std::map<std::string, absl::StatusOr<int> (*)(const Flags&)> subcommands = {
       {"best", Best},       {"top", Top},       {"history", History}, {"list", List},
       {"targets", Targets}, {"status", Status}, {"stats", Stats},     {"export", DbExport},
       {"import", DbImport}, {"merge", DbMerge}, {"compact", Compact},
+      {"train-model", TrainModel},
   };
   auto it = subcommands.find(sub);
   if (it == subcommands.end()) {

@@ -4,7 +4,9 @@
 //   2. tune: the full budget for new or stale tasks (no record made with the current
 //      template version), a small one for converged tasks; the search starts from
 //      the db (earlier records are not re-measured; the model transfers);
-//   3. report: a dated folder with report.md, report.html, report.json and a
+//   3. log models: on the embedded default, the cost models new tasks start from are
+//      retrained from the whole log (a server refreshes its own after each job);
+//   4. report: a dated folder with report.md, report.html, report.json and a
 //      tuning-curve SVG per task, compared with the previous report.
 // Exit status 0, or 3 when a regression beyond the spec's threshold is found.
 #include <chrono>
@@ -21,6 +23,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "tuner/log_model.h"
 
 namespace tuneforge::cli {
 namespace {
@@ -168,6 +171,20 @@ absl::StatusOr<int> Run(const Flags& flags) {
       }
       report.tasks.push_back(r);
     }
+  }
+  // The log models (the cost models new tasks start from) are retrained from the whole
+  // log. On a server its job manager keeps them fresh itself (after each job, when
+  // stale); on the embedded default the nightly job owns the db.
+  if (farm) {
+    DatabaseOptions rw;
+    rw.path = spec.db;
+    rw.create_if_missing = false;
+    ASSIGN_OR_RETURN(std::unique_ptr<Database> writable, Database::Open(rw));
+    ASSIGN_OR_RETURN(LogModelRefreshResult models, RefreshLogModels(writable.get(), {}));
+    for (const LogModelInfo& m : models.trained)
+      std::fprintf(stderr, "nightly: log model %s: %lld records of %d tasks\n", m.key.c_str(),
+                   static_cast<long long>(m.records), m.tasks);
+    report.log_models = static_cast<int>(models.trained.size());
   }
   std::map<std::string, double> previous_night;
   for (const auto& [key, gflops] : PreviousBest(report_root, dir)) previous_night[key] = gflops;

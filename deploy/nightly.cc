@@ -224,6 +224,7 @@ absl::Status WriteNightlyReport(const NightlyReport& r, const std::string& dir) 
   std::filesystem::create_directories(dir);
   nlohmann::ordered_json j = {{"name", r.name}, {"date", r.date}, {"threshold", r.threshold},
                               {"regression", r.HasRegression()}};
+  if (r.log_models >= 0) j["log_models_trained"] = r.log_models;
   j["tasks"] = nlohmann::ordered_json::array();
   std::ostringstream md, rows, canary_md, canary_rows;
   md << "# " << MdCell(r.name) << " — " << MdCell(r.date) << "\n\n"

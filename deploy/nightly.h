@@ -50,6 +50,7 @@ struct NightlyReport {
   std::string date;              // YYYY-MM-DD
   double threshold = 0.10;
   std::vector<NightlyTaskResult> tasks;
+  int log_models = -1;  // log models retrained at the end (-1: not by this job)
   bool HasRegression() const;
 };
 

@@ -59,7 +59,8 @@ JobManager::JobManager(Database* db, AgentRegistry* registry, const Builder* bui
     : db_(db),
       registry_(registry),
       builder_(builder),
-      cpu_share_(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2)) {
+      cpu_share_(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2)),
+      log_models_(db, LogModelRefresh{}) {
   // Job ids stay unique across server restarts on the same db.
   id_prefix_ = "job-" + std::to_string(NowUnixUs() / 1000000 % 1000000000) + "-";
 }
@@ -281,6 +282,9 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
         });
       },
       &job->cancel);
+  // Before the job is seen to end, so a caller that waits for the end and then stops
+  // the server finds the refresh done (the refresher finishes what it was asked).
+  log_models_.Request(task.op(), target.Key());
   Update(job, [&](v1::JobStatus* s) {
     if (result.ok()) {
       s->set_state(s->has_best() ? v1::SUCCEEDED : v1::FAILED);

@@ -1,6 +1,7 @@
 // JobManager: accepts TuningJobs, runs each TuningLoop on its own thread, and keeps
 // each job's JobStatus for GetJob/WatchJob. Job rows are written to the db at every
-// state change.
+// state change. After every job the log model of its op and target is refreshed in
+// the background if enough new records arrived (LogModelRefresher).
 #pragma once
 
 #include <atomic>
@@ -16,6 +17,7 @@
 #include "db/database.h"
 #include "server/agent_registry.h"
 #include "server/job_cpu_share.h"
+#include "server/log_model_refresher.h"
 #include "tuner/builder.h"
 #include "tuneforge/v1/tuning.pb.h"
 
@@ -76,6 +78,8 @@ class JobManager {
   std::string id_prefix_;
   // Job threads working at once: half the cores, at least one (see job_cpu_share.h).
   JobCpuShare cpu_share_;
+  // Retrains a log model when a job leaves it stale (after every job, in the background).
+  LogModelRefresher log_models_;
 };
 
 bool IsTerminal(v1::JobState state);

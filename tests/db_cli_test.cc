@@ -139,6 +139,22 @@ TEST_F(DbCliTest, BadInputIsAOneLineError) {
   EXPECT_NE(r.err.find("--db PATH or --server"), std::string::npos) << r.err;
   r = Db({"frobnicate", "--db", dir_ + "/a.db"});
   EXPECT_NE(r.err.find("unknown db subcommand"), std::string::npos) << r.err;
+
+  // train-model: this log's configs are not the template's (they do not lower), so
+  // there is nothing to train on, and it says so; other mistakes are one-line errors.
+  r = Db({"train-model", "--db", dir_ + "/a.db"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("skipped matmul on tk-epyc: only 0 usable records"), std::string::npos)
+      << r.out;
+  r = Db({"train-model", "--db", dir_ + "/a.db", "--op", "conv2d"});
+  EXPECT_NE(r.err.find("no records of op conv2d"), std::string::npos) << r.err;
+  r = Db({"train-model", "--db", dir_ + "/a.db", "--max-records", "3"});
+  EXPECT_NE(r.err.find("--max-records"), std::string::npos) << r.err;
+  r = Db({"train-model", "--db", dir_ + "/missing.db"});
+  EXPECT_NE(r.err.find("no such database file"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/missing.db"));
+  r = Db({"train-model", "--server", "127.0.0.1:1"});
+  EXPECT_NE(r.err.find("needs --db PATH"), std::string::npos) << r.err;
 }
 
 TEST_F(DbCliTest, AutoTvmImport) {

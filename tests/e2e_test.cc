@@ -12,6 +12,8 @@
 #include "compiler/task/task.h"
 #include "nlohmann/json.hpp"
 #include "tests/process_util.h"
+#include "tuner/log_model.h"
+#include "tuner/model_store.h"
 
 namespace tuneforge {
 namespace {
@@ -108,7 +110,7 @@ TEST_F(EndToEndTest, ServerTwoAgentsAndCliTuneASmallMatmul) {
   EXPECT_EQ(f["jobs"][0]["trials_done"], 16);
 
   // Both agents measured, every record is in the db, and the best is correct data.
-  server_->Kill(SIGTERM);
+  server_->Kill(SIGTERM);  // waits for the exit
   auto database = OpenDb(db);
   ASSERT_TRUE(database.ok()) << database.status();
   TuningTask t = *ParseTask(task);
@@ -121,6 +123,16 @@ TEST_F(EndToEndTest, ServerTwoAgentsAndCliTuneASmallMatmul) {
     EXPECT_NE(rec.result.error, MeasureErrorKind::kWrongAnswer) << rec.config_json;
   }
   EXPECT_EQ(agents.size(), 2u);
+  // After the job the server trained the log model of matmul on this target from
+  // every record (issue 20's warm start for the next new shape).
+  ASSERT_FALSE(records->empty());
+  auto log_info = StoredLogModelInfo(
+      database->get(), LogModelKey("matmul_cpu", (*FindTemplate(t))->version(),
+                                   records->front().target.key));
+  ASSERT_TRUE(log_info.ok()) << log_info.status();
+  ASSERT_TRUE(log_info->has_value()) << server_->Stderr();
+  EXPECT_EQ((*log_info)->log_records, static_cast<int64_t>(records->size()));
+  EXPECT_EQ((*log_info)->tasks, 1);
 
   auto best = RunCommand({kBin + "/tuneforge", "db", "best", "--db", db, "--task", task, "--json"}, dir_);
   ASSERT_EQ(best.exit_code, 0) << best.err;

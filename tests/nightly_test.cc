@@ -68,6 +68,8 @@ TEST_F(NightlyTest, SecondRunResumesAndComparesWithTheFirst) {
     // One point per record of the job: baseline, the 6 trials, the re-measurements.
     EXPECT_GE(t["curve"].size(), 7u);
   }
+  // The matmul log model was retrained from both tasks' records at the end.
+  EXPECT_EQ(r1["log_models_trained"], 1) << first.err;
   std::this_thread::sleep_for(std::chrono::seconds(1));  // distinct report folder
   auto second = RunCommand({kBin + "/tuneforge", "nightly", "run", spec}, dir_);
   ASSERT_EQ(second.exit_code, 0) << second.err;

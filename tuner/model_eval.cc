@@ -13,12 +13,6 @@
 
 namespace tuneforge {
 
-double RecordThroughput(const TuningRecord& r) {
-  if (r.result.error != MeasureErrorKind::kNone) return 0;
-  double cost = r.result.MedianCost();
-  return std::isfinite(cost) && cost > 0 ? r.workload.flops / cost : 0;
-}
-
 absl::StatusOr<HeldOutResult> EvaluateHeldOut(const PolicyContext& context,
                                               const ModelPolicyOptions& options,
                                               const std::vector<TuningRecord>& records,
@@ -63,7 +57,7 @@ absl::StatusOr<HeldOutResult> EvaluateHeldOut(const PolicyContext& context,
   policy.ObserveOtherTasks(transfer);
   if (own_train) policy.Observe(train);
   RETURN_IF_ERROR(policy.Retrain());
-  if (!policy.model().trained())
+  if (!policy.can_score())
     return absl::InvalidArgumentError("too few rows to train the cost model");
   ASSIGN_OR_RETURN(std::vector<float> scores, policy.Score(test));
 

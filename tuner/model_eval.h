@@ -71,7 +71,4 @@ absl::StatusOr<ScoringSpeed> MeasureScoringSpeed(const PolicyContext& context,
                                                  const std::vector<TuningRecord>& records,
                                                  int candidates = 5000);
 
-// FLOP/s of a record; 0 for a failed one.
-double RecordThroughput(const TuningRecord& record);
-
 }  // namespace tuneforge

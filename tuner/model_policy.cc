@@ -7,12 +7,11 @@
 #include <thread>
 
 #include "compiler/support/log.h"
+#include "compiler/support/status.h"
 #include "tuner/model_store.h"
 
 namespace tuneforge {
-namespace {
-
-double Throughput(const TuningRecord& r) {
+double RecordThroughput(const TuningRecord& r) {
   if (r.result.error != MeasureErrorKind::kNone) return 0;
   double cost = r.result.MedianCost();
   return std::isfinite(cost) && cost > 0 ? r.workload.flops / cost : 0;
@@ -20,8 +19,8 @@ double Throughput(const TuningRecord& r) {
 
 // Labels are relative to the best throughput of the group, so every task's labels
 // have the same range whatever its size.
-void AppendGroup(const std::vector<double>& throughput, LabelMode mode,
-                 std::vector<float>* labels) {
+void AppendRankLabels(const std::vector<double>& throughput, LabelMode mode,
+                      std::vector<float>* labels) {
   double best = *std::max_element(throughput.begin(), throughput.end());
   for (double t : throughput) {
     double x = best > 0 ? t / best : 0;
@@ -39,8 +38,6 @@ void AppendGroup(const std::vector<double>& throughput, LabelMode mode,
   }
 }
 
-}  // namespace
-
 ModelPolicy::ModelPolicy(const PolicyContext& context, ModelPolicyOptions options)
     : context_(context),
       space_(context.tmpl->Space(context.task, context.target)),
@@ -48,13 +45,18 @@ ModelPolicy::ModelPolicy(const PolicyContext& context, ModelPolicyOptions option
       extractor_(space_, context.target),
       model_(options.xgb),
       rng_(context.seed) {
-  if (context_.model_store) {
-    auto bytes = context_.model_store->Load(
-        ModelKey(context_.tmpl->name(), context_.tmpl->version(), context_.target.Key()));
-    if (bytes.ok() && bytes->has_value()) {
-      absl::Status st = model_.LoadFromBytes(**bytes);
-      if (!st.ok()) TF_LOG(Warning) << "ignoring stored cost model: " << st;
-    }
+  if (!context_.model_store) return;
+  // The log model first: when there is one, the last job's model (trained on another
+  // task) has nothing to add to it.
+  const std::string name = context_.tmpl->name(), target = context_.target.Key();
+  const int version = context_.tmpl->version();
+  for (auto [key, model] : {std::pair{LogModelKey(name, version, target), &prior_},
+                            std::pair{ModelKey(name, version, target), &model_}}) {
+    if (prior_.trained()) break;
+    auto bytes = context_.model_store->Load(key);
+    if (!bytes.ok() || !bytes->has_value()) continue;
+    absl::Status st = model->LoadFromBytes(**bytes);
+    if (!st.ok()) TF_LOG(Warning) << "ignoring stored cost model " << key << ": " << st;
   }
 }
 
@@ -93,13 +95,14 @@ void ModelPolicy::Observe(const std::vector<TuningRecord>& records) {
     std::string key = space_.WithDefaults(*c).ToJson();  // a missing knob is its default
     visited_.insert(key);
     double& t = own_[key];
-    t = std::max(t, Throughput(r));
+    t = std::max(t, RecordThroughput(r));
     dirty_ = true;
   }
   if (!others.empty()) ObserveOtherTasks(others);
 }
 
 void ModelPolicy::ObserveOtherTasks(const std::vector<TuningRecord>& records) {
+  if (prior_.trained()) return;  // the log model was trained on them all
   // Newest first, up to the cap.
   for (auto it = records.rbegin(); it != records.rend(); ++it) {
     const TuningRecord& r = *it;
@@ -115,7 +118,7 @@ void ModelPolicy::ObserveOtherTasks(const std::vector<TuningRecord>& records) {
     if (!FeaturesOf(*task, *config, &f)) continue;
     Group& g = transfer_[r.workload.key];
     g.rows.push_back(std::move(f));
-    g.throughput.push_back(Throughput(r));
+    g.throughput.push_back(RecordThroughput(r));
     ++transfer_count_;
     dirty_ = true;
   }
@@ -130,7 +133,7 @@ absl::Status ModelPolicy::Retrain() {
   for (const auto& [key, g] : transfer_) {
     if (g.rows.size() < 2) continue;
     rows.insert(rows.end(), g.rows.begin(), g.rows.end());
-    AppendGroup(g.throughput, options_.label, &labels);
+    AppendRankLabels(g.throughput, options_.label, &labels);
     groups.push_back(static_cast<unsigned>(g.rows.size()));
   }
   std::vector<double> own_throughput;
@@ -142,12 +145,13 @@ absl::Status ModelPolicy::Retrain() {
     own_throughput.push_back(t);
   }
   if (!own_throughput.empty()) {
-    AppendGroup(own_throughput, options_.label, &labels);
+    AppendRankLabels(own_throughput, options_.label, &labels);
     groups.push_back(static_cast<unsigned>(own_throughput.size()));
   }
   if (static_cast<int>(rows.size()) < options_.min_records) return absl::OkStatus();
   absl::Status st = model_.Train(rows, labels, groups);
   dirty_ = false;
+  if (st.ok() && prior_.trained()) st = FitBlend(rows);
   last_train_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!st.ok()) return st;
@@ -202,8 +206,30 @@ std::vector<costmodel::FeatureVector> ModelPolicy::OwnFeatures(const std::vector
   return out;
 }
 
+absl::Status ModelPolicy::FitBlend(const std::vector<costmodel::FeatureVector>& rows) {
+  auto moments = [&](const costmodel::XgbModel& m, double* mean, double* sd) -> absl::Status {
+    ASSIGN_OR_RETURN(std::vector<float> p, m.Predict(rows));
+    double sum = 0, sq = 0;
+    for (float x : p) sum += x, sq += static_cast<double>(x) * x;
+    *mean = sum / p.size();
+    double var = sq / p.size() - *mean * *mean;
+    *sd = var > 1e-12 ? std::sqrt(var) : 1;  // a constant model: only its offset counts
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(moments(model_, &own_mean_, &own_sd_));
+  RETURN_IF_ERROR(moments(prior_, &prior_mean_, &prior_sd_));
+  blend_ready_ = true;
+  return absl::OkStatus();
+}
+
+double ModelPolicy::prior_weight() const {
+  if (!prior_.trained()) return 0;
+  if (!blend_ready_) return 1;
+  return options_.prior_records / (options_.prior_records + static_cast<double>(own_.size()));
+}
+
 absl::StatusOr<std::vector<float>> ModelPolicy::Score(const std::vector<Config>& configs) {
-  if (!model_.trained()) return absl::FailedPreconditionError("no cost model yet");
+  if (!can_score()) return absl::FailedPreconditionError("no cost model yet");
   std::vector<costmodel::FeatureVector> features = OwnFeatures(configs);
   std::vector<costmodel::FeatureVector> rows;
   std::vector<size_t> row_of(configs.size(), SIZE_MAX);
@@ -214,10 +240,26 @@ absl::StatusOr<std::vector<float>> ModelPolicy::Score(const std::vector<Config>&
   }
   std::vector<float> scores(configs.size(), -INFINITY);
   if (rows.empty()) return scores;
-  absl::StatusOr<std::vector<float>> predicted = model_.Predict(rows);
-  if (!predicted.ok()) return predicted.status();
-  for (size_t i = 0; i < configs.size(); ++i)
-    if (row_of[i] != SIZE_MAX) scores[i] = (*predicted)[row_of[i]];
+  const double w = prior_weight();
+  std::vector<float> own, prior;
+  if (w < 1) {
+    ASSIGN_OR_RETURN(own, model_.Predict(rows));
+  }
+  if (w > 0) {
+    ASSIGN_OR_RETURN(prior, prior_.Predict(rows));
+  }
+  for (size_t i = 0; i < configs.size(); ++i) {
+    if (row_of[i] == SIZE_MAX) continue;
+    size_t r = row_of[i];
+    if (w <= 0) {
+      scores[i] = own[r];
+    } else if (w >= 1) {
+      scores[i] = prior[r];
+    } else {
+      scores[i] = static_cast<float>((1 - w) * (own[r] - own_mean_) / own_sd_ +
+                                     w * (prior[r] - prior_mean_) / prior_sd_);
+    }
+  }
   return scores;
 }
 
@@ -249,7 +291,7 @@ std::vector<Config> ModelPolicy::Propose(int n) {
     failure_ = "cost model training failed, proposed at random: " + std::string(st.message());
     TF_LOG(Warning) << failure_;
   }
-  if (!model_.trained() || !st.ok()) {
+  if (!can_score() || !st.ok()) {
     proposer_ = "model:random";
     return RandomConfigs(n);
   }

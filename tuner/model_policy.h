@@ -15,8 +15,13 @@
 //                            operator on the same target train the model too (one rank
 //                            group per task), so a new task starts with a useful model
 //
-// Before the model has anything to learn from (fewer than `min_records` rows) it
-// proposes random configs. A config is never proposed twice, nor one observed.
+// Warm start: when the ModelStore holds a model pre-trained on every record of the
+// template and target in the shared log (LogModelKey, `tuneforge db train-model`),
+// it ranks candidates from the first batch, blended with the task's own model as
+// that one grows (ModelPolicyOptions::prior_records); the records of other tasks
+// are then not trained on again (the log model has them all).
+// Before the model has anything to learn from (no log model, fewer than
+// `min_records` rows) it proposes random configs. A config is never proposed twice, nor one observed.
 // With a ModelStore, the model is loaded at start (when nothing else is known) and
 // saved after every retrain, keyed by template and target (ModelKey).
 #pragma once
@@ -41,6 +46,12 @@ enum class LabelMode {
   kRelevance,   // round(16 * throughput / best): integer grades for rank:ndcg
 };
 
+// FLOP/s of a record; 0 for a failed one.
+double RecordThroughput(const TuningRecord& record);
+// Appends one rank group's labels: each throughput relative to the group's best.
+void AppendRankLabels(const std::vector<double>& throughput, LabelMode mode,
+                      std::vector<float>* labels);
+
 struct ModelPolicyOptions {
   int chains = 64;                  // parallel simulated-annealing walks
   int steps = 24;                   // steps per walk and Propose
@@ -51,6 +62,11 @@ struct ModelPolicyOptions {
   int min_records = 8;              // rows needed before the model is trained
   int max_transfer_records = 3000;  // newest records of other tasks used for training
   LabelMode label = LabelMode::kNormalized;
+  // With a model pre-trained on the shared log (tuner/log_model.h) in the ModelStore,
+  // scores blend it with the task's own model: the log model's weight is
+  // prior_records / (prior_records + the task's own records), so it alone ranks the
+  // first batch and fades as the task's own records grow.
+  double prior_records = 64;
   // Threads that lower and extract features of uncached candidates in Score (the
   // search runs between batches, when the machine is otherwise idle).
   int scoring_threads = 2;
@@ -74,6 +90,10 @@ class ModelPolicy : public SearchPolicy {
   // invalid configs score -inf. FailedPrecondition when there is no model yet.
   absl::StatusOr<std::vector<float>> Score(const std::vector<Config>& configs);
   const costmodel::XgbModel& model() const { return model_; }
+  // True when a log model was loaded (see the class comment).
+  bool has_prior() const { return prior_.trained(); }
+  // Whether Score can rank: an own model or a log model.
+  bool can_score() const { return model_.trained() || prior_.trained(); }
   double last_train_seconds() const { return last_train_seconds_; }
   int rows() const;
 
@@ -83,6 +103,10 @@ class ModelPolicy : public SearchPolicy {
   // Features of the own task's configs, the uncached ones computed on
   // `scoring_threads` threads; an empty vector for a config that does not lower.
   std::vector<costmodel::FeatureVector> OwnFeatures(const std::vector<Config>& configs);
+  // Standardisation of both models' scores on the own training rows (after a retrain).
+  absl::Status FitBlend(const std::vector<costmodel::FeatureVector>& rows);
+  // The log model's share of a score: 0 without one, 1 until the own model is blended.
+  double prior_weight() const;
   Config Mutate(const Config& c);
   std::vector<Config> RandomConfigs(int n);
 
@@ -91,6 +115,11 @@ class ModelPolicy : public SearchPolicy {
   ModelPolicyOptions options_;
   costmodel::FeatureExtractor extractor_;
   costmodel::XgbModel model_;
+  costmodel::XgbModel prior_;  // the log model; untrained when there is none
+  // Mean and standard deviation of each model's scores on the own training rows: the
+  // two models' scores have no common scale, so they are blended standardised.
+  double own_mean_ = 0, own_sd_ = 1, prior_mean_ = 0, prior_sd_ = 1;
+  bool blend_ready_ = false;
   std::mt19937_64 rng_;
   std::set<std::string> visited_;
   std::string proposer_ = "model";  // see SearchPolicy::last_proposer

@@ -16,6 +16,11 @@ std::string ModelKey(const std::string& template_name, int template_version,
   return template_name + "/v" + std::to_string(template_version) + "/" + target_key;
 }
 
+std::string LogModelKey(const std::string& template_name, int template_version,
+                        const std::string& target_key) {
+  return "log/" + ModelKey(template_name, template_version, target_key);
+}
+
 std::string DirectoryModelStore::PathOf(const std::string& key) const {
   // Keys contain '/' and other characters unfit for file names: keep a readable
   // prefix and make the name unique with the key's hash.

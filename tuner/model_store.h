@@ -27,6 +27,11 @@ class ModelStore {
 std::string ModelKey(const std::string& template_name, int template_version,
                      const std::string& target_key);
 
+// "log/<template>/v<version>/<target key>": the model pre-trained on every record of
+// the template and target in the shared log (tuner/log_model.h).
+std::string LogModelKey(const std::string& template_name, int template_version,
+                        const std::string& target_key);
+
 // One file per key in `dir` (created on first Save), written to a temporary file and
 // renamed, so a reader never sees half a model. Thread-safe.
 class DirectoryModelStore : public ModelStore {

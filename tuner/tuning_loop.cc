@@ -42,6 +42,10 @@ TargetInfo MakeTargetInfo(const Target& target) {
                     target.device_key};
 }
 
+Target TargetOfRecord(const TargetInfo& t) {
+  return Target{t.triple, t.cpu, t.features, t.num_threads, t.device_key};
+}
+
 TuningLoop::TuningLoop(TuningTask task, Target target, TuningOptions options, Database* db,
                        const Builder* builder, Runner* runner)
     : task_(std::move(task)),

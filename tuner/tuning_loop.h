@@ -136,5 +136,7 @@ class TuningLoop {
 // Helpers shared with the CLI and server.
 WorkloadInfo MakeWorkloadInfo(const TuningTask& task);
 TargetInfo MakeTargetInfo(const Target& target);
+// The Target a record was measured on (the inverse of MakeTargetInfo).
+Target TargetOfRecord(const TargetInfo& t);
 
 }  // namespace tuneforge

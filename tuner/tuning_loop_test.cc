@@ -10,6 +10,7 @@
 #include "compiler/templates/config_space.h"
 #include "compiler/templates/template.h"
 #include "tuner/model_policy.h"
+#include "tuner/model_store.h"
 
 namespace tuneforge {
 namespace {
@@ -378,9 +379,12 @@ TEST_F(TuningLoopTest, SecondRunStartsFromTheModelStoredInTheDb) {
     TuningLoop loop(task, target, options, db_.get(), &builder, &runner);
     ASSERT_TRUE(loop.Run(nullptr).ok());
   }
-  ASSERT_FALSE(first.loads.empty());
-  EXPECT_EQ(first.loads.front().key, key);
-  EXPECT_FALSE(first.loads.front().found);  // a fresh db holds no model
+  // The log model is asked for first (there is none), then the last job's model.
+  ASSERT_EQ(first.loads.size(), 2u);
+  EXPECT_EQ(first.loads[0].key, LogModelKey("matmul_cpu", (*FindTemplate(task))->version(),
+                                            target.Key()));
+  EXPECT_EQ(first.loads[1].key, key);
+  EXPECT_FALSE(first.loads[1].found);  // a fresh db holds no model
   ASSERT_GT(first.saves, 0);                // trained once enough records came in
   auto stored = db_->LoadModel(key);
   ASSERT_TRUE(stored.ok()) << stored.status();
@@ -403,10 +407,53 @@ TEST_F(TuningLoopTest, SecondRunStartsFromTheModelStoredInTheDb) {
     TuningLoop loop(task, target, options, db_.get(), &builder, &runner);
     ASSERT_TRUE(loop.Run(nullptr).ok());
   }
+  ASSERT_EQ(second.loads.size(), 2u);
+  EXPECT_EQ(second.loads[1].key, key);
+  EXPECT_TRUE(second.loads[1].found);
+  EXPECT_EQ(second.loads[1].runner_calls, calls_before);  // before the first batch
+}
+
+// Records, best configs and cost models are keyed by target: a job for another target
+// of the same db measures everything again and never loads the first target's model.
+TEST_F(TuningLoopTest, ModelsAndRecordsOfOneTargetAreNeverUsedForAnother) {
+  TuningTask task = *ParseTask("matmul M=24 N=24 K=24");
+  Target first_target = DetectHostTarget("test-first");
+  Target second_target = DetectHostTarget("test-second");
+  ASSERT_NE(first_target.Key(), second_target.Key());
+  TuningOptions options;
+  options.trials = 16;
+  options.batch_size = 8;
+  options.policy = "model";
+  options.top_k_remeasure = 0;
+  Builder builder(2);
+  FakeRunner runner;
+  ObservedStore first(db_.get(), &runner);
+  options.model_store = &first;
+  {
+    TuningLoop loop(task, first_target, options, db_.get(), &builder, &runner);
+    ASSERT_TRUE(loop.Run(nullptr).ok());
+  }
+  ASSERT_GT(first.saves, 0);
+  const int calls_after_first = runner.calls;
+
+  ObservedStore second(db_.get(), &runner);
+  options.model_store = &second;
+  TuningLoop loop(task, second_target, options, db_.get(), &builder, &runner);
+  absl::StatusOr<TuningProgress> progress = loop.Run(nullptr);
+  ASSERT_TRUE(progress.ok()) << progress.status();
+  EXPECT_EQ(progress->earlier_trials, 0);  // the first target's records do not count
+  EXPECT_GE(runner.calls - calls_after_first, 16);
   ASSERT_FALSE(second.loads.empty());
-  EXPECT_EQ(second.loads.front().key, key);
-  EXPECT_TRUE(second.loads.front().found);
-  EXPECT_EQ(second.loads.front().runner_calls, calls_before);  // before the first batch
+  for (const ObservedStore::LoadEvent& e : second.loads) {
+    EXPECT_NE(e.key.find(second_target.Key()), std::string::npos) << e.key;
+    EXPECT_EQ(e.key.find(first_target.Key()), std::string::npos) << e.key;
+    EXPECT_FALSE(e.found) << e.key;  // nothing stored for the second target yet
+  }
+  auto best_first = db_->TopK(task.WorkloadKey(), first_target.Key(), 100);
+  auto best_second = db_->TopK(task.WorkloadKey(), second_target.Key(), 100);
+  ASSERT_TRUE(best_first.ok() && best_second.ok());
+  for (const RankedConfig& r : *best_second) EXPECT_EQ(r.record.target.key, second_target.Key());
+  for (const RankedConfig& r : *best_first) EXPECT_EQ(r.record.target.key, first_target.Key());
 }
 
 }  // namespace
