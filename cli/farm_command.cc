@@ -1,5 +1,6 @@
 // `tuneforge farm status`: agents (key, state, last heartbeat, measurements, error
 // rate) and jobs (owner, state, progress, trials/s) of a running server.
+// `tuneforge farm agents`: each agent's target and launcher.
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
@@ -17,8 +18,11 @@ namespace tuneforge::cli {
 namespace {
 
 constexpr const char* kFarmUsage =
-    "usage: tuneforge farm status --server HOST:PORT [--token-file FILE]\n"
+    "usage: tuneforge farm status|agents --server HOST:PORT [--token-file FILE]\n"
     "                       [--tls-ca FILE] [--json]\n"
+    "  agents: one line per agent: device key, state, the target its key's jobs compile\n"
+    "  for, and how it reaches its device (launcher; \"-\" = it measures its own CPU).\n"
+    "  status:\n"
     "  Lists the server's agents (device key, the triple it measures: a device agent\n"
     "  reports its device's, and its cpu_model names the launcher; state idle/busy/draining/quarantined/\n"
     "  lost with the reason, last heartbeat, measurements, error rate, golden-kernel\n"
@@ -39,9 +43,11 @@ absl::StatusOr<int> FarmCommand(const std::vector<std::string>& args) {
     std::fputs(kFarmUsage, stdout);
     return 0;
   }
-  if (flags.positional().size() != 1 || flags.positional()[0] != "status") {
-    return absl::InvalidArgumentError("expected: farm status --server HOST:PORT (see --help)");
+  if (flags.positional().size() != 1 ||
+      (flags.positional()[0] != "status" && flags.positional()[0] != "agents")) {
+    return absl::InvalidArgumentError("expected: farm status|agents --server HOST:PORT (see --help)");
   }
+  const bool agents_only = flags.positional()[0] == "agents";
   RETURN_IF_ERROR(flags.Require("server"));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ConnectChannel(flags.Get("server"), flags.Get("tls-ca")));
   auto stub = v1::FarmService::NewStub(channel);
@@ -64,7 +70,12 @@ absl::StatusOr<int> FarmCommand(const std::vector<std::string>& args) {
            {"error_rate", a.measurements() ? double(a.errors()) / a.measurements() : 0.0},
            {"last_heartbeat_unix_ms", a.last_heartbeat_unix_ms()},
            {"state_reason", a.state_reason()}, {"workers", a.workers()},
-           {"golden_seconds", a.golden_seconds()}, {"lease_expiries", a.lease_expiries()}});
+           {"golden_seconds", a.golden_seconds()}, {"lease_expiries", a.lease_expiries()},
+           {"launcher", a.launcher()}, {"target", a.target()}});
+    }
+    if (agents_only) {
+      std::printf("%s\n", out["agents"].dump().c_str());
+      return 0;
     }
     out["queued_requests"] = status.queued_requests();
     out["leases"] = status.leases();
@@ -80,6 +91,14 @@ absl::StatusOr<int> FarmCommand(const std::vector<std::string>& args) {
                                                                    j.warnings().end())}});
     }
     std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
+  if (agents_only) {
+    std::printf("  %-10s %-14s %-11s %-62s %s\n", "id", "device key", "state", "target", "launcher");
+    for (const v1::AgentStatus& a : status.agents())
+      std::printf("  %-10s %-14s %-11s %-62s %s\n", a.agent_id().c_str(), a.device_key().c_str(),
+                  a.state().c_str(), a.target().empty() ? "-" : a.target().c_str(),
+                  a.launcher().empty() ? "-" : a.launcher().c_str());
     return 0;
   }
   std::printf("agents (%d)\n", status.agents_size());

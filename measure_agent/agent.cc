@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "compiler/support/rpc_credentials.h"
 #include "compiler/support/log.h"
@@ -402,6 +403,11 @@ absl::Status Agent::Run() {
     capabilities.set_cpu_model(options_.device_triple + " device via " +
                                (options_.device.launcher.empty() ? options_.device.runner : options_.device.launcher[0]));
     capabilities.set_cores(1);  // the runner runs parallel loops serially
+    std::string launcher = options_.device.launcher.empty() ? "(runs the runner directly)"
+                                                            : absl::StrJoin(options_.device.launcher, " ");
+    if (!options_.device.push.empty())
+      launcher += " (files copied with: " + absl::StrJoin(options_.device.push, " ") + ")";
+    capabilities.set_launcher(launcher);
   } else if (!options_.device_flags.empty()) {
     // This machine with fewer features (an AVX2-only agent on an AVX-512 host): the
     // server then builds for what the flags allow. Only flags the machine has.

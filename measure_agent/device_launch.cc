@@ -38,7 +38,58 @@ std::string LastLine(const std::string& text) {
   return last;
 }
 
+// `words` with "{local}" and "{remote}" replaced.
+std::vector<std::string> Substitute(std::vector<std::string> words, const std::string& local,
+                                    const std::string& remote) {
+  for (std::string& w : words) {
+    for (auto [key, value] : {std::pair<std::string, std::string>{"{local}", local},
+                              std::pair<std::string, std::string>{"{remote}", remote}}) {
+      for (size_t at = w.find(key); at != std::string::npos; at = w.find(key, at + value.size()))
+        w.replace(at, key.size(), value);
+    }
+  }
+  return words;
+}
+
+std::string Basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Runs `command` under `timeout` (a hung board or emulator cannot hold the agent),
+// its output into `log`. The exit code, 124/137 on timeout; -1 when it cannot start.
+int RunBounded(const std::vector<std::string>& command, int timeout_ms, const std::string& log) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%.3f", std::max(1, timeout_ms) / 1000.0);
+  std::vector<std::string> argv = {"timeout", "--kill-after=2", seconds};
+  argv.insert(argv.end(), command.begin(), command.end());
+  absl::StatusOr<int> status = RunAndWait(argv, log);
+  if (!status.ok()) return -1;
+  return WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
+}
+
+bool TimedOut(int code) { return code == 124 || code == 137; }
+
 }  // namespace
+
+absl::Status CheckDeviceLaunch(const DeviceLaunch& device) {
+  const bool any = !device.push.empty() || !device.pull.empty() || !device.device_dir.empty();
+  if (!any) return absl::OkStatus();
+  if (device.push.empty() || device.pull.empty() || device.device_dir.empty())
+    return absl::InvalidArgumentError("--push, --pull and --device-dir go together");
+  if (device.runner.empty()) return absl::InvalidArgumentError("--push needs --runner");
+  for (const auto* command : {&device.push, &device.pull}) {
+    std::string joined;
+    for (const std::string& w : *command) joined += w + " ";
+    if (joined.find("{local}") == std::string::npos || joined.find("{remote}") == std::string::npos)
+      return absl::InvalidArgumentError("--push and --pull must name {local} and {remote}, got '" +
+                                        joined.substr(0, joined.size() - 1) + "'");
+  }
+  if (device.device_dir[0] != '/')
+    return absl::InvalidArgumentError("--device-dir must be an absolute path on the device, got '" +
+                                      device.device_dir + "'");
+  return absl::OkStatus();
+}
 
 void MeasureOnDevice(const MeasureRequest& request, const DeviceLaunch& device, const std::string& dir,
                      int timeout_ms, MeasureResult* result) {
@@ -46,13 +97,18 @@ void MeasureOnDevice(const MeasureRequest& request, const DeviceLaunch& device, 
   if (!WriteFile(kernel, request.artifact()).ok()) {
     return Fail(result, tuneforge::v1::RUNTIME_ERROR, "cannot write the kernel for the device");
   }
-  // `timeout` bounds the launcher and everything it starts (a hung board or emulator).
-  char seconds[32];
-  std::snprintf(seconds, sizeof(seconds), "%.3f", std::max(1, timeout_ms) / 1000.0);
-  std::vector<std::string> argv = {"timeout", "--kill-after=2", seconds};
-  argv.insert(argv.end(), device.launcher.begin(), device.launcher.end());
+  // With `push`, every file the runner reads is copied to the device and named there.
+  const bool remote = !device.push.empty();
+  std::vector<std::string> to_push;
+  auto on_device = [&](const std::string& local) {
+    if (!remote) return local;
+    to_push.push_back(local);
+    return device.device_dir + "/" + Basename(local);
+  };
+  std::vector<std::string> argv = device.launcher;
   const int runs = std::clamp(request.options().repeat(), 3, 100);
-  argv.insert(argv.end(), {device.runner, kernel, request.entry_symbol(),
+  const std::string output_on_device = remote ? device.device_dir + "/output.bin" : output;
+  argv.insert(argv.end(), {on_device(device.runner), on_device(kernel), request.entry_symbol(),
                            request.prepack_symbol().empty() ? "-" : request.prepack_symbol(),
                            request.unpack_symbol().empty() ? "-" : request.unpack_symbol(), std::to_string(runs)});
   int64_t output_elements = 0;
@@ -61,7 +117,7 @@ void MeasureOnDevice(const MeasureRequest& request, const DeviceLaunch& device, 
     const std::string n = std::to_string(b.num_elements());
     if (b.role() == tuneforge::v1::OUTPUT) {
       output_elements = b.num_elements();
-      argv.push_back("out:" + n + ":" + output);
+      argv.push_back("out:" + n + ":" + output_on_device);
     } else if (b.role() == tuneforge::v1::INTERNAL) {
       argv.push_back("tmp:" + n);
     } else {
@@ -70,16 +126,36 @@ void MeasureOnDevice(const MeasureRequest& request, const DeviceLaunch& device, 
       runtime::FillBuffer(request.seed(), i, data.data(), b.num_elements());
       const std::string path = dir + "/input" + std::to_string(i) + ".bin";
       if (!WriteFloats(path, data)) return Fail(result, tuneforge::v1::RUNTIME_ERROR, "cannot write input " + path);
-      argv.push_back("in:" + n + ":" + path);
+      argv.push_back("in:" + n + ":" + on_device(path));
     }
   }
-  absl::StatusOr<int> status = RunAndWait(argv, dir + "/device.log");
-  if (!status.ok()) {
-    return Fail(result, tuneforge::v1::RUNTIME_ERROR, "cannot start the launcher: " + std::string(status.status().message()));
+  const std::string copy_log = dir + "/copy.log";
+  if (remote) {
+    std::vector<std::string> mkdir = device.launcher;
+    mkdir.insert(mkdir.end(), {"mkdir", "-p", device.device_dir});
+    int code = RunBounded(mkdir, timeout_ms, copy_log);
+    for (size_t i = 0; code == 0 && i < to_push.size(); ++i) {
+      code = RunBounded(
+          Substitute(device.push, to_push[i], device.device_dir + "/" + Basename(to_push[i])),
+          timeout_ms, copy_log);
+      if (code != 0) {
+        return Fail(result, TimedOut(code) ? tuneforge::v1::RUN_TIMEOUT : tuneforge::v1::RUNTIME_ERROR,
+                    absl::StrCat("cannot copy ", Basename(to_push[i]), " to the device (exit ", code,
+                                 "): ", LastLine(ReadFile(copy_log).value_or(""))));
+      }
+    }
+    if (code != 0) {
+      return Fail(result, TimedOut(code) ? tuneforge::v1::RUN_TIMEOUT : tuneforge::v1::RUNTIME_ERROR,
+                  absl::StrCat("cannot make ", device.device_dir, " on the device (exit ", code,
+                               "): ", LastLine(ReadFile(copy_log).value_or(""))));
+    }
+  }
+  const int code = RunBounded(argv, timeout_ms, dir + "/device.log");
+  if (code < 0) {
+    return Fail(result, tuneforge::v1::RUNTIME_ERROR, "cannot start the launcher");
   }
   const std::string log = ReadFile(dir + "/device.log").value_or("");
-  const int code = WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
-  if (code == 124 || code == 137) {
+  if (TimedOut(code)) {
     return Fail(result, tuneforge::v1::RUN_TIMEOUT,
                 absl::StrCat("the device did not answer within ", timeout_ms, " ms (launcher '",
                              device.launcher.empty() ? device.runner : device.launcher[0], "')"));
@@ -93,6 +169,14 @@ void MeasureOnDevice(const MeasureRequest& request, const DeviceLaunch& device, 
   if (code != 0 || cost < 0) {
     return Fail(result, tuneforge::v1::RUNTIME_ERROR,
                 absl::StrCat("device runner failed (exit ", code, "): ", LastLine(log)));
+  }
+  if (remote) {
+    const int pulled = RunBounded(Substitute(device.pull, output, output_on_device), timeout_ms, copy_log);
+    if (pulled != 0) {
+      return Fail(result, TimedOut(pulled) ? tuneforge::v1::RUN_TIMEOUT : tuneforge::v1::RUNTIME_ERROR,
+                  absl::StrCat("cannot copy the output back from the device (exit ", pulled,
+                               "): ", LastLine(ReadFile(copy_log).value_or(""))));
+    }
   }
   std::vector<float> out(static_cast<size_t>(output_elements), 0.0f);
   std::ifstream in(output, std::ios::binary);

@@ -11,18 +11,33 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "tuneforge/v1/common.pb.h"
 
 namespace tuneforge::agent {
 
 struct DeviceLaunch {
   std::vector<std::string> launcher;  // command words before the runner; may be empty
-  std::string runner;                 // the runner's path, as the launcher sees it
+  // The runner's path: as the launcher sees it, or with `push`, on this machine.
+  std::string runner;
+  // A device that does not see this machine's files (ssh, adb): `push` copies a file
+  // to it and `pull` one back, command words in which "{local}" and "{remote}" stand
+  // for the two paths (e.g. `scp -q {local} board:{remote}`, `adb push {local}
+  // {remote}`); `device_dir` is the directory on the device the runner, kernel and
+  // inputs go to (made with `launcher mkdir -p`; one per agent). Empty push: the
+  // launcher reads and writes the agent's own directory.
+  std::vector<std::string> push, pull;
+  std::string device_dir;
 };
 
-// Measures `request` on the device, its files in `dir` (which the launcher must be
-// able to read and write: a local or shared directory), within `timeout_ms`; fills
-// `result`'s costs or error.
+// Checks a DeviceLaunch made from flags: push, pull and device_dir go together, each
+// command names {local} and {remote}, device_dir is absolute.
+absl::Status CheckDeviceLaunch(const DeviceLaunch& device);
+
+// Measures `request` on the device within `timeout_ms` (each launcher, push and pull
+// command); its files are written to `dir`, which the launcher reads and writes
+// directly or, with `push`, which are copied to the device and the output back.
+// Fills `result`'s costs or error.
 void MeasureOnDevice(const tuneforge::v1::MeasureRequest& request, const DeviceLaunch& device,
                      const std::string& dir, int timeout_ms, tuneforge::v1::MeasureResult* result);
 

@@ -51,9 +51,16 @@ sends in a sandboxed child process and streams the measurements back.
                              runner built for it (bin/tuneforge-runner-<arch>), as
                              the launcher sees it; needs --device-triple
   --launcher "CMD ARGS"      how to run the runner on the device, e.g.
-                             "qemu-aarch64 -L /usr/aarch64-linux-gnu" (default: run
-                             it directly); the launcher must see the agent's
-                             --temp-dir (files are not copied to a remote board yet)
+                             "qemu-aarch64 -L /usr/aarch64-linux-gnu", "ssh board",
+                             "adb shell" (default: run it directly); without --push
+                             the launcher must see the agent's --temp-dir
+  --push "CMD", --pull "CMD" copy a file to / from a device that does not share this
+                             machine's files, {local} and {remote} standing for the
+                             paths: "scp -q {local} board:{remote}" and
+                             "scp -q board:{remote} {local}", or "adb push {local}
+                             {remote}" and "adb pull {remote} {local}"; the runner,
+                             kernel and inputs go over for every measurement
+  --device-dir DIR           with --push: the directory on the device (one per agent)
   --device-triple T          the device's LLVM triple, e.g. aarch64-unknown-linux-gnu
   --device-flags F,F         the device's CPU flags as its /proc/cpuinfo names them,
                              e.g. asimd (NEON) on aarch64; without --runner: this
@@ -143,6 +150,12 @@ absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args)
       ASSIGN_OR_RETURN(std::string launcher, take_value());
       flags.agent.device.launcher = absl::StrSplit(launcher, ' ', absl::SkipEmpty());
       if (flags.agent.device.launcher.empty()) return absl::InvalidArgumentError("--launcher is empty");
+    } else if (name == "--push" || name == "--pull") {
+      ASSIGN_OR_RETURN(std::string command, take_value());
+      (name == "--push" ? flags.agent.device.push : flags.agent.device.pull) =
+          absl::StrSplit(command, ' ', absl::SkipEmpty());
+    } else if (name == "--device-dir") {
+      ASSIGN_OR_RETURN(flags.agent.device.device_dir, take_value());
     } else if (name == "--device-triple") {
       ASSIGN_OR_RETURN(flags.agent.device_triple, take_value());
     } else if (name == "--device-flags") {
@@ -178,6 +191,7 @@ absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args)
       (flags.agent.device.runner.empty() && !flags.agent.device.launcher.empty())) {
     return absl::InvalidArgumentError("--runner and --device-triple go together (--launcher only with them)");
   }
+  RETURN_IF_ERROR(CheckDeviceLaunch(flags.agent.device));
   if (flags.agent.device_triple.find('-') == std::string::npos && !flags.agent.device_triple.empty()) {
     return absl::InvalidArgumentError("--device-triple must be an LLVM triple like aarch64-unknown-linux-gnu, got '" +
                                       flags.agent.device_triple + "'");

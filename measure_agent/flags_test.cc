@@ -32,6 +32,21 @@ TEST(AgentFlagsTest, Defaults) {
   EXPECT_FALSE(flags->agent.test_wrong_answer);
 }
 
+TEST(AgentFlagsTest, RemoteDeviceFlags) {
+  absl::StatusOr<AgentFlags> flags =
+      Parse({"--server", "127.0.0.1:1", "--device-key", "board", "--runner", "bin/tuneforge-runner-aarch64",
+             "--device-triple", "aarch64-unknown-linux-gnu", "--launcher", "ssh board", "--push",
+             "scp -q {local} board:{remote}", "--pull", "scp -q board:{remote} {local}", "--device-dir",
+             "/tmp/tuneforge"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->agent.device.launcher, (std::vector<std::string>{"ssh", "board"}));
+  EXPECT_EQ(flags->agent.device.push,
+            (std::vector<std::string>{"scp", "-q", "{local}", "board:{remote}"}));
+  EXPECT_EQ(flags->agent.device.pull,
+            (std::vector<std::string>{"scp", "-q", "board:{remote}", "{local}"}));
+  EXPECT_EQ(flags->agent.device.device_dir, "/tmp/tuneforge");
+}
+
 TEST(AgentFlagsTest, FaultInjectionFlags) {
   absl::StatusOr<AgentFlags> flags = Parse(
       {"--server", "[::1]:1", "--device-key", "k", "--test-wrong-answer", "--test-slowdown", "10"});
@@ -90,6 +105,18 @@ TEST(AgentFlagsTest, ErrorsAreOneLineAndNameTheProblem) {
        "needs both --tls-cert and --tls-key"},
       {{"--server", "h:1", "--device-key", "k", "--tls-cert", "c.pem", "--tls-key", "k.pem"},
        "--tls-cert/--tls-key need --tls-ca"},
+      {{"--server", "h:1", "--device-key", "k", "--runner", "r", "--device-triple", "aarch64-linux-gnu",
+        "--push", "scp {local} b:{remote}"},
+       "--push, --pull and --device-dir go together"},
+      {{"--server", "h:1", "--device-key", "k", "--runner", "r", "--device-triple", "aarch64-linux-gnu",
+        "--push", "scp {local} b:", "--pull", "scp b:{remote} {local}", "--device-dir", "/tmp/tf"},
+       "--push and --pull must name {local} and {remote}, got 'scp {local} b:'"},
+      {{"--server", "h:1", "--device-key", "k", "--runner", "r", "--device-triple", "aarch64-linux-gnu",
+        "--push", "scp {local} b:{remote}", "--pull", "scp b:{remote} {local}", "--device-dir", "tf"},
+       "--device-dir must be an absolute path on the device, got 'tf'"},
+      {{"--server", "h:1", "--device-key", "k", "--push", "cp {local} {remote}", "--pull",
+        "cp {remote} {local}", "--device-dir", "/tmp/tf"},
+       "--push needs --runner"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<AgentFlags> flags = Parse(c.args);

@@ -300,5 +300,28 @@ TEST_F(DeviceLaunchTest, LauncherFailuresHangsAndWrongArchitectureAreErrors) {
   EXPECT_EQ(wrong_arch.costs_size(), 0);
 }
 
+// A device that does not share the agent's files: a copy to it that fails or hangs is
+// a measurement error naming the file, never a speed.
+TEST_F(DeviceLaunchTest, CopyFailuresAreErrors) {
+  MeasureRequest request = MakeKernelRequest(ADD_KERNEL_PATH, "add_kernel", "d2");
+  const std::string board = root_ + "-board";
+  options_.device.runner = AARCH64_RUNNER_PATH;
+  options_.device.device_dir = board;
+  options_.device.pull = {"cp", "{remote}", "{local}"};
+
+  options_.device.push = {"false", "{local}", "{remote}"};
+  MeasureResult failed = Run(request);
+  EXPECT_EQ(failed.error(), tuneforge::v1::RUNTIME_ERROR);
+  EXPECT_THAT(failed.error_message(), HasSubstr("cannot copy tuneforge-runner-aarch64 to the device (exit 1)"));
+  EXPECT_EQ(failed.costs_size(), 0);
+
+  options_.device.push = {"sh", "-c", "sleep 30", "{local}", "{remote}"};
+  request.mutable_options()->set_timeout_ms(500);
+  MeasureResult hung = Run(request);
+  EXPECT_EQ(hung.error(), tuneforge::v1::RUN_TIMEOUT) << hung.error_message();
+  EXPECT_EQ(hung.costs_size(), 0);
+  std::filesystem::remove_all(board);
+}
+
 }  // namespace
 }  // namespace tuneforge::agent

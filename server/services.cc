@@ -5,8 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "compiler/codegen/build.h"
+#include "compiler/support/files.h"
 #include "compiler/support/log.h"
 #include "compiler/support/thread_name.h"
+#include "server/job_target.h"
 
 namespace tuneforge {
 
@@ -205,8 +208,13 @@ grpc::Status FarmServiceImpl::Status(grpc::ServerContext* ctx, const v1::FarmSta
   Principal who;
   grpc::Status st = Authorize(auth_, ctx, {Role::kUser, Role::kAdmin}, &who);
   if (!st.ok()) return st;
+  const Target host = DetectHostTarget("");
+  const std::string host_model = CpuModelOfCpuInfo(ReadFile("/proc/cpuinfo").value_or(""));
   for (const AgentInfo& a : registry_->Agents()) {
     v1::AgentStatus* out = resp->add_agents();
+    out->set_launcher(a.capabilities.launcher());
+    JobTarget t = ResolveJobTarget(a.device_key, "", {a.capabilities}, host, host_model);
+    if (t.ready) out->set_target(t.target.ToString());
     out->set_agent_id(a.id);
     out->set_device_key(a.device_key);
     out->set_state(a.State());

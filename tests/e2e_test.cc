@@ -177,12 +177,28 @@ TEST_F(EndToEndTest, DeviceAgentsTuneForAarch64AndRiscv64UnderQemu) {
                                "--device-flags",
                                "sse,sse2,pni,ssse3,sse4_1,sse4_2,popcnt,avx,avx2,fma,f16c,bmi1,bmi2,abm,movbe,cx16,lahf_lm"},
       dir_ + "/avx2.out", dir_ + "/avx2.err"));
+  // The aarch64 "board" does not see the agent's files: its launcher refuses any path
+  // in the agent's directory, so the runner, kernel and inputs must be copied to the
+  // board's own directory (--push) and the output back (--pull), as over ssh or adb.
+  // Its shell runs mkdir itself; everything else runs under qemu.
+  const std::string board_launcher = dir_ + "/board.sh";
+  std::ofstream(board_launcher) << "#!/bin/sh\n"
+                                << "case \"$*\" in *agent-tmp*) echo \"board: no such file: $*\" >&2; exit 97;; esac\n"
+                                << "case \"$1\" in mkdir) exec \"$@\";; esac\n"
+                                << "exec " << devices[2].launcher << " \"$@\"\n";
+  std::filesystem::permissions(board_launcher, std::filesystem::perms::owner_all);
+  std::filesystem::create_directories(dir_ + "/agent-tmp");
   for (const Device& d : devices) {
     if (d.triple.empty()) continue;  // the host agent above
     std::vector<std::string> argv = {kBin + "/tuneforge-agent", "--server", address, "--device-key", d.key,
                                      "--runner", kBin + "/tuneforge-runner-" + d.triple.substr(0, d.triple.find('-')),
                                      "--launcher", d.launcher, "--device-triple", d.triple};
     if (!d.flags.empty()) argv.insert(argv.end(), {"--device-flags", d.flags});
+    if (d.key == "arm") {
+      argv[8] = board_launcher;
+      argv.insert(argv.end(), {"--temp-dir", dir_ + "/agent-tmp", "--push", "cp {local} {remote}", "--pull",
+                               "cp {remote} {local}", "--device-dir", dir_ + "/board"});
+    }
     agents.push_back(std::make_unique<Process>(argv, dir_ + "/" + d.key + ".out", dir_ + "/" + d.key + ".err"));
   }
   const std::vector<std::string> tasks = {"matmul M=16 N=24 K=20", "conv2d N=1 C=8 H=8 W=8 K=16 R=3 S=3 stride=1 pad=1"};
@@ -205,6 +221,10 @@ TEST_F(EndToEndTest, DeviceAgentsTuneForAarch64AndRiscv64UnderQemu) {
       EXPECT_EQ(j["errors"], 0) << r.out;
     }
   }
+  // The board's directory got the runner and the files of the last measurement.
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/board/tuneforge-runner-aarch64"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/board/kernel.so"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/board/output.bin"));
   // farm status: each agent with the triple it measures.
   auto farm = RunCommand({kBin + "/tuneforge", "farm", "status", "--server", address, "--json"}, dir_);
   ASSERT_EQ(farm.exit_code, 0) << farm.err;
@@ -214,6 +234,22 @@ TEST_F(EndToEndTest, DeviceAgentsTuneForAarch64AndRiscv64UnderQemu) {
   EXPECT_EQ(triples.count("aarch64-unknown-linux-gnu"), 1u) << farm.out;
   EXPECT_EQ(triples.count("riscv64-unknown-linux-gnu"), 1u) << farm.out;
   EXPECT_EQ(triples.size(), 4u) << farm.out;
+  // farm agents: each agent's target and how it reaches its device.
+  auto farm_agents = RunCommand({kBin + "/tuneforge", "farm", "agents", "--server", address, "--json"}, dir_);
+  ASSERT_EQ(farm_agents.exit_code, 0) << farm_agents.err;
+  std::map<std::string, nlohmann::json> by_key;
+  for (const auto& a : nlohmann::json::parse(farm_agents.out)) by_key[a["device_key"]] = a;
+  ASSERT_EQ(by_key.size(), 4u) << farm_agents.out;
+  EXPECT_EQ(by_key["host"]["launcher"], "") << farm_agents.out;
+  EXPECT_NE(by_key["avx2"]["target"].get<std::string>().find("-mcpu=x86-64-v3"), std::string::npos)
+      << farm_agents.out;
+  EXPECT_NE(by_key["arm"]["target"].get<std::string>().find("aarch64"), std::string::npos) << farm_agents.out;
+  EXPECT_EQ(by_key["arm"]["launcher"], board_launcher + " (files copied with: cp {local} {remote})")
+      << farm_agents.out;
+  EXPECT_EQ(by_key["rv"]["launcher"], devices[3].launcher) << farm_agents.out;
+  auto agents_text = RunCommand({kBin + "/tuneforge", "farm", "agents", "--server", address}, dir_);
+  ASSERT_EQ(agents_text.exit_code, 0) << agents_text.err;
+  EXPECT_NE(agents_text.out.find("qemu-riscv64"), std::string::npos) << agents_text.out;
   server_->Kill(SIGTERM);
   auto database = OpenDb(db);
   ASSERT_TRUE(database.ok()) << database.status();
