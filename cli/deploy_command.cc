@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_join.h"
 #include "cli/best_schedule.h"
+#include "cli/client.h"
 #include "cli/model_tuning.h"
 #include "compiler/codegen/build.h"
 #include "compiler/graph/executor.h"
@@ -18,6 +19,7 @@
 #include "deploy/deploy.h"
 #include "deploy/inspect.h"
 #include "nlohmann/json.hpp"
+#include "tuner/tuning_loop.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 
@@ -30,7 +32,7 @@ constexpr const char* kDeployUsage =
     "                        [--target aarch64|riscv64|x86_64|CPU]\n"
     "                        [--fallback default] [--json]\n"
     "       tuneforge deploy --model M.onnx [--db PATH] -o|--out DIR [--name NAME]\n"
-    "                        [--threads N] [--json]\n"
+    "                        [--target aarch64|riscv64|x86-64-v3|...] [--threads N] [--json]\n"
     "       tuneforge deploy inspect DIR/libNAME.so [--bench] [--json]\n"
     "       tuneforge deploy inspect DIR   (a model library: its provenance and files)\n"
     "  Builds DIR/libNAME.so, DIR/libNAME.a and DIR/NAME.h with one C function per task,\n"
@@ -46,6 +48,8 @@ constexpr const char* kDeployUsage =
     "                --model tuneforge_model)\n"
     "  --tasks FILE  one task per line; '#' comments; an optional weight=W is ignored\n"
     "  --target      use the records of this architecture (aarch64, riscv64, x86_64) or CPU\n"
+    "                (with --model: without records, the named target's default schedules;\n"
+    "                the library is cross-built for another architecture)\n"
     "                (x86-64-v3, znver5); another architecture's library is built with its\n"
     "                cross toolchain (scripts/install-deps installs aarch64's and riscv64's)\n";
 
@@ -118,16 +122,48 @@ absl::StatusOr<int> DeployModelCommand(const Flags& flags) {
   RETURN_IF_ERROR(flags.Require("out"));
   const std::string path = flags.Get("model");
   ASSIGN_OR_RETURN(LoadedModel model, LoadModel(path));
-  Target target = DetectHostTarget("local");
+  std::unique_ptr<Database> db;
+  if (flags.Has("db")) {
+    ASSIGN_OR_RETURN(db, OpenDbReadOnly(flags.Get("db")));
+  }
+  const Target host = DetectHostTarget("local");
+  Target target = host;
+  graph::ExecutorOptions options;
+  if (flags.Has("target")) {
+    // The target the model's tasks were tuned for (their records), else the named one
+    // with default schedules.
+    const std::string name = flags.Get("target");
+    std::optional<TargetInfo> tuned;
+    if (db) {
+      std::vector<TuningTask> tasks;
+      for (const graph::ExtractedTask& t : model.table.tasks) {
+        ASSIGN_OR_RETURN(TuningTask task, ParseTask(t.task));
+        tasks.push_back(std::move(task));
+      }
+      ASSIGN_OR_RETURN(tuned, RecordTarget(db.get(), tasks, "", "", name));
+    }
+    if (tuned) {
+      target = TargetOfRecord(*tuned);
+    } else {
+      absl::StatusOr<NamedTarget> named = FindNamedTarget(name);
+      if (!named.ok())
+        return absl::NotFoundError("no records of the model's tasks on target '" + name + "'" +
+                                   (db ? " in " + flags.Get("db") : std::string(" (no --db)")) +
+                                   ", and " + std::string(named.status().message()));
+      ASSIGN_OR_RETURN(target, ParseTarget(named->target, host));
+    }
+    // Another architecture: the executor runs here only to prepack the weights.
+    if (TripleArchitecture(target.triple) != TripleArchitecture(host.triple)) {
+      options.run_on = host;
+      options.run_on->num_threads = 1;
+    }
+  }
   ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", target.num_threads, 1, 256));
   target.num_threads = static_cast<int>(threads);
 
   // Each task's best record for this target, remembered for the provenance.
-  std::unique_ptr<Database> db;
   std::map<std::string, TuningRecord> used;  // canonical task -> record
-  graph::ExecutorOptions options;
-  if (flags.Has("db")) {
-    ASSIGN_OR_RETURN(db, OpenDbReadOnly(flags.Get("db")));
+  if (db) {
     graph::ScheduleFn best = BestRecordSchedule(db.get(), &target);
     options.schedule = [&, best](const TuningTask& task, const Template& tmpl)
         -> absl::StatusOr<std::optional<Config>> {

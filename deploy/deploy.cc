@@ -89,29 +89,10 @@ std::string OpDoc(const TuningTask& task) {
 
 // Picks the single target every kernel of the library is built for.
 absl::StatusOr<TargetInfo> ChooseTarget(Database* db, const std::vector<TuningTask>& tasks,
-                                        const DeployOptions& o, bool* any_records) {
-  std::map<std::string, TargetInfo> candidates;
-  *any_records = false;
-  for (const TuningTask& task : tasks) {
-    ASSIGN_OR_RETURN(std::vector<TargetSummary> targets, db->TargetsOf(task.WorkloadKey()));
-    for (const TargetSummary& t : targets) {
-      *any_records = true;
-      if (!o.device_key.empty() && t.target.device_key != o.device_key) continue;
-      if (!o.target_key.empty() && t.target.key != o.target_key) continue;
-      if (!o.target_name.empty() && TripleArchitecture(t.target.triple) != o.target_name &&
-          t.target.cpu != o.target_name) {
-        continue;
-      }
-      candidates[t.target.key] = t.target;
-    }
-  }
-  if (candidates.size() == 1) return candidates.begin()->second;
-  if (candidates.size() > 1) {
-    std::string keys;
-    for (const auto& [k, t] : candidates) keys += "\n  " + k;
-    return absl::InvalidArgumentError(
-        "the tasks have records on several targets; choose one with --target-key:" + keys);
-  }
+                                        const DeployOptions& o) {
+  ASSIGN_OR_RETURN(std::optional<TargetInfo> found,
+                   RecordTarget(db, tasks, o.device_key, o.target_key, o.target_name));
+  if (found) return *found;
   if (!o.fallback_default) {
     return absl::NotFoundError("no records for any of the tasks on the requested target in " +
                                o.db_path + " (tune them first, or use --fallback default)");
@@ -256,8 +237,7 @@ absl::StatusOr<DeployReport> Deploy(const DeployOptions& o) {
   db_options.create_if_missing = false;
   db_options.read_only = true;
   ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::Open(db_options));
-  bool any_records = false;
-  ASSIGN_OR_RETURN(TargetInfo target_info, ChooseTarget(db.get(), tasks, o, &any_records));
+  ASSIGN_OR_RETURN(TargetInfo target_info, ChooseTarget(db.get(), tasks, o));
   Target target = ToTarget(target_info);
 
   DeployReport report;
@@ -363,6 +343,33 @@ absl::StatusOr<DeployReport> Deploy(const DeployOptions& o) {
   }
   for (const std::string& w : report.warnings) TF_LOG(Warning) << w;
   return report;
+}
+
+absl::StatusOr<std::optional<TargetInfo>> RecordTarget(Database* db, const std::vector<TuningTask>& tasks,
+                                                       const std::string& device_key,
+                                                       const std::string& target_key,
+                                                       const std::string& target_name) {
+  std::map<std::string, TargetInfo> candidates;
+  for (const TuningTask& task : tasks) {
+    ASSIGN_OR_RETURN(std::vector<TargetSummary> targets, db->TargetsOf(task.WorkloadKey()));
+    for (const TargetSummary& t : targets) {
+      if (!device_key.empty() && t.target.device_key != device_key) continue;
+      if (!target_key.empty() && t.target.key != target_key) continue;
+      if (!target_name.empty() && TripleArchitecture(t.target.triple) != target_name &&
+          t.target.cpu != target_name) {
+        continue;
+      }
+      candidates[t.target.key] = t.target;
+    }
+  }
+  if (candidates.empty()) return std::optional<TargetInfo>();
+  if (candidates.size() > 1) {
+    std::string keys;
+    for (const auto& [k, t] : candidates) keys += "\n  " + k;
+    return absl::InvalidArgumentError(
+        "the tasks have records on several targets; choose one with --target-key:" + keys);
+  }
+  return std::optional<TargetInfo>(candidates.begin()->second);
 }
 
 }  // namespace tuneforge

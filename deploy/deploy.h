@@ -9,10 +9,13 @@
 // C++ compiler (c++), and the archive made with ar.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compiler/task/task.h"
+#include "db/database.h"
 
 namespace tuneforge {
 
@@ -49,5 +52,14 @@ struct DeployReport {
 };
 
 absl::StatusOr<DeployReport> Deploy(const DeployOptions& options);
+
+// The one target the records of `tasks` in `db` were measured on, among those that
+// match the filters (empty = any; `target_name` is an architecture such as aarch64 or
+// a CPU such as x86-64-v3). nullopt when none matches; InvalidArgument naming the
+// keys when several do.
+absl::StatusOr<std::optional<TargetInfo>> RecordTarget(Database* db, const std::vector<TuningTask>& tasks,
+                                                       const std::string& device_key,
+                                                       const std::string& target_key,
+                                                       const std::string& target_name);
 
 }  // namespace tuneforge

@@ -252,7 +252,7 @@ absl::StatusOr<ModelDeployReport> DeployModel(const graph::ExportedModel& model,
   const uint64_t hash = Fnv1a(model.blob);
   RETURN_IF_ERROR(WriteFile(work.File(o.name + ".h"), Header(o, target, model)));
   RETURN_IF_ERROR(WriteFile(work.File("glue.cc"), Glue(o, model, hash)));
-  RETURN_IF_ERROR(deploy::BuildLibraryFiles(work, o.name, objects));
+  RETURN_IF_ERROR(deploy::BuildLibraryFiles(work, o.name, objects, target.triple));
   const std::string so = work.File("lib" + o.name + ".so"), ar = work.File("lib" + o.name + ".a");
 
   std::string weights(kHeaderBytes, '\0');

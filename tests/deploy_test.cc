@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -142,6 +143,72 @@ TEST_F(DeployTest, Aarch64LibraryRunsTheExampleUnderQemu) {
                          dir_);
   EXPECT_NE(none.exit_code, 0);
   EXPECT_NE(none.err.find("no records for any of the tasks on the requested target"), std::string::npos) << none.err;
+}
+
+// deploy --model for another architecture: the executor runs here only to prepack
+// the weights of kernels scheduled for aarch64; the kernels, runtime and glue are
+// cross-built. The C example cross-compiled against it, under qemu, computes what
+// the host's library computes for the same input (resblock: convolutions, a residual
+// add, relu).
+TEST_F(DeployTest, ModelLibraryForAarch64ComputesWhatTheHostsDoes) {
+  const std::string model = kModels + "/resblock.onnx", host = dir_ + "/mhost", arm = dir_ + "/marm";
+  auto h = RunCommand({kBin + "/tuneforge", "deploy", "--model", model, "-o", host}, dir_);
+  ASSERT_EQ(h.exit_code, 0) << h.err;
+  // The convolution tuned on the aarch64 device agent (qemu), the depthwise one not.
+  auto t = RunCommand({kBin + "/tuneforge", "tune", "--task", "conv2d N=1 C=8 H=8 W=8 K=8 R=3 S=3 stride=1 pad=1",
+                       "--trials", "4", "--target", "aarch64", "--db", db_, "--json"},
+                      dir_, std::chrono::seconds(300));
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  auto a = RunCommand({kBin + "/tuneforge", "deploy", "--model", model, "--db", db_, "--target", "aarch64", "-o",
+                       arm, "--json"},
+                      dir_);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(nlohmann::json::parse(a.out)["tuned_tasks"], 1) << a.out;
+  EXPECT_EQ(nlohmann::json::parse(a.out)["target_key"].get<std::string>().rfind("aarch64-unknown-linux-gnu/", 0), 0u)
+      << a.out;
+  const std::string so = ReadFile(arm + "/libtuneforge_model.so");
+  ASSERT_GT(so.size(), 20u);
+  EXPECT_EQ(static_cast<unsigned char>(so[18]) | static_cast<unsigned char>(so[19]) << 8, 183);  // EM_AARCH64
+
+  std::vector<float> input(8 * 8 * 8);
+  for (size_t i = 0; i < input.size(); ++i) input[i] = std::sin(0.37f * static_cast<float>(i));
+  std::ofstream(dir_ + "/x.bin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(input.data()), static_cast<std::streamsize>(input.size() * 4));
+  auto c1 = RunCommand({"cc", "-std=c11", kModelExample, "-I", host, "-L", host, "-ltuneforge_model",
+                        "-Wl,-rpath," + host, "-o", dir_ + "/mx_host"},
+                       dir_);
+  ASSERT_EQ(c1.exit_code, 0) << c1.err;
+  auto c2 = RunCommand({"aarch64-linux-gnu-gcc", "-std=c11", kModelExample, "-I", arm, "-L", arm,
+                        "-ltuneforge_model", "-Wl,-rpath," + arm, "-o", dir_ + "/mx_arm"},
+                       dir_);
+  ASSERT_EQ(c2.exit_code, 0) << c2.err;
+  std::filesystem::create_directories(dir_ + "/out_host");
+  std::filesystem::create_directories(dir_ + "/out_arm");
+  auto r1 = RunCommand({dir_ + "/mx_host", host, "--out", dir_ + "/out_host", dir_ + "/x.bin"}, dir_);
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  auto r2 = RunCommand({"qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", dir_ + "/mx_arm", arm, "--out",
+                        dir_ + "/out_arm", dir_ + "/x.bin"},
+                       dir_, std::chrono::seconds(120));
+  ASSERT_EQ(r2.exit_code, 0) << r2.out << r2.err;
+  const std::string y_host = ReadFile(dir_ + "/out_host/output0.bin"), y_arm = ReadFile(dir_ + "/out_arm/output0.bin");
+  ASSERT_EQ(y_host.size(), 8u * 8 * 8 * 4);
+  ASSERT_EQ(y_arm.size(), y_host.size());
+  const auto* p = reinterpret_cast<const float*>(y_host.data());
+  const auto* q = reinterpret_cast<const float*>(y_arm.data());
+  int nonzero = 0;
+  for (size_t i = 0; i < y_host.size() / 4; ++i) {
+    EXPECT_NEAR(q[i], p[i], 1e-4 + 1e-4 * std::fabs(p[i])) << i;
+    nonzero += p[i] != 0;
+  }
+  EXPECT_GT(nonzero, 100);  // relu leaves a good share of the outputs positive
+
+  auto unknown = RunCommand({kBin + "/tuneforge", "deploy", "--model", model, "--target", "sparc", "-o",
+                             dir_ + "/msparc"},
+                            dir_);
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_NE(unknown.err.find("unknown target 'sparc' (known: aarch64, riscv64, x86-64-v3"), std::string::npos)
+      << unknown.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/msparc"));
 }
 
 TEST_F(DeployTest, EveryTemplateDeploysAndRunsCorrectly) {

@@ -935,7 +935,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
   }
   impl->arena = Allocate(impl->arena_bytes / 4);
 
-  ASSIGN_OR_RETURN(auto built, BuildAll(planned, target, std::max(1, target.num_threads)));
+  ASSIGN_OR_RETURN(auto built, BuildAll(planned, options.run_on ? *options.run_on : target,
+                                        std::max(1, target.num_threads)));
   // Memory the steps own (scratch, packed weights, computed constants), before any
   // step binds it: a step may use another's (PropagateBlockedLayouts).
   std::vector<std::map<std::string, float*>> owned_by(planned.size());

@@ -32,6 +32,11 @@ struct ExecutorOptions {
   // Convolutions whose packed weights take at least this many bytes prefetch the next
   // output-channel block's weights as they compute (0: none).
   int64_t prefetch_weight_bytes = int64_t{1} << 20;
+  // The machine the executor's own kernels are built for when `target` is another
+  // one (`deploy --model --target aarch64`): kernels are scheduled and laid out for
+  // `target`, built for `run_on` and run here only to prepack the constants Export
+  // writes; Export's kernels are then built for `target` by the caller. Unset: target.
+  std::optional<Target> run_on;
 };
 
 // One kernel of the model, for reports.
