@@ -2,7 +2,9 @@
 // kernels cross-compiled by LLVM for aarch64 (NEON) and riscv64 (RVV), linked by
 // ld.lld, run by the cross-built device runner (bin/tuneforge-runner-<arch>) under
 // qemu-user, the way an agent drives a board through its launcher, and compared with
-// the reference. Emulated timings are not device speeds; correctness is checked.
+// the reference; the same for x86-64-v3 (AVX2 only) and the host's CPU, natively
+// through the host's runner. Emulated timings are not device speeds; correctness is
+// checked.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,6 +31,9 @@ struct Device {
 
 std::vector<Device> Devices() {
   return {
+      // This machine, natively: an AVX2-only target and the host's own CPU.
+      {"x86_64", "-mcpu=x86-64-v3 -mattr=+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+movbe -threads=1", {}},
+      {"x86_64", "-threads=2", {}},
       {"aarch64", "-mtriple=aarch64-unknown-linux-gnu -mcpu=cortex-a76 -mattr=+neon -threads=1",
        {"qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"}},
       {"riscv64", "-mtriple=riscv64-unknown-linux-gnu -mcpu=generic-rv64 -mattr=+m,+a,+f,+d,+c,+v -threads=1",
@@ -94,7 +99,7 @@ void ExpectCorrectOnDevice(const Device& device, const Target& target, const Tun
   }
 }
 
-TEST(DeviceKernelTest, EveryTemplateIsCorrectOnAarch64AndRiscv64UnderQemu) {
+TEST(DeviceKernelTest, EveryTemplateIsCorrectOnX86_64V3HostAarch64AndRiscv64) {
   auto dir = TempDir::Create("tuneforge-device-test");
   ASSERT_TRUE(dir.ok());
   int checked = 0;
@@ -127,7 +132,7 @@ TEST(DeviceKernelTest, EveryTemplateIsCorrectOnAarch64AndRiscv64UnderQemu) {
       }
     }
   }
-  EXPECT_EQ(checked, 2 * (2 + 2 + 2 + 3 + 2 + 2));
+  EXPECT_EQ(checked, 4 * (2 + 2 + 2 + 3 + 2 + 2));
 }
 
 }  // namespace
