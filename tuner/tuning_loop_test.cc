@@ -454,6 +454,30 @@ TEST_F(TuningLoopTest, ModelsAndRecordsOfOneTargetAreNeverUsedForAnother) {
   ASSERT_TRUE(best_first.ok() && best_second.ok());
   for (const RankedConfig& r : *best_second) EXPECT_EQ(r.record.target.key, second_target.Key());
   for (const RankedConfig& r : *best_first) EXPECT_EQ(r.record.target.key, first_target.Key());
+
+  // Transfer learning: a new shape on the second target learns from the second
+  // target's records of the other shape only.
+  class RecordingPolicy : public ModelPolicy {
+   public:
+    using ModelPolicy::ModelPolicy;
+    void ObserveOtherTasks(const std::vector<TuningRecord>& records) override {
+      others.insert(others.end(), records.begin(), records.end());
+      ModelPolicy::ObserveOtherTasks(records);
+    }
+    std::vector<TuningRecord> others;
+  };
+  TuningTask other_shape = *ParseTask("matmul M=20 N=24 K=24");
+  RecordingPolicy policy(PolicyContext{other_shape, second_target, *FindTemplate(other_shape), 3, nullptr},
+                         ModelPolicyOptions{});
+  options.policy_override = &policy;
+  options.trials = 8;
+  TuningLoop transfer(other_shape, second_target, options, db_.get(), &builder, &runner);
+  ASSERT_TRUE(transfer.Run(nullptr).ok());
+  ASSERT_FALSE(policy.others.empty());
+  for (const TuningRecord& r : policy.others) {
+    EXPECT_EQ(r.target.key, second_target.Key());
+    EXPECT_EQ(r.workload.key, task.WorkloadKey());
+  }
 }
 
 }  // namespace
