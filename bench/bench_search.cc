@@ -20,6 +20,7 @@
 #include <random>
 #include <sstream>
 
+#include "absl/strings/str_join.h"
 #include "compiler/codegen/build.h"
 #include "compiler/reference/reference.h"
 #include "compiler/runtime/module_loader.h"
@@ -46,7 +47,7 @@ namespace tuneforge::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: tuneforge bench search [--suite quick|small|issue|ops|smoke] [--seeds N] [--trials N]\n"
+    "usage: tuneforge bench search [--suite quick|small|issue|ops|conv|smoke] [--seeds N] [--trials N]\n"
     "                              [--case TASK] [--plot FILE.svg] [--json]\n"
     "       tuneforge bench search --eval-db FILE [--case TASK] [--splits N] [--json]\n"
     "  --suite   quick (default): matmul 256^3 and 128x768x192, 64 trials, 2 seeds\n"
@@ -55,6 +56,7 @@ constexpr const char* kUsage =
     "            issue: matmul 1024^3 and 512x3072x768, 512 trials (hours here)\n"
     "            ops: two ResNet-18 conv2d layers (128@28^2, 256@14^2), two BERT\n"
     "              dense layers and the quick matmuls; 64 trials, 5 seeds\n"
+    "            conv: the ops suite's two convolutions alone\n"
     "            smoke: matmul 64^3 and 32x96x48, 32 trials, 2 seeds (seconds)\n"
     "            Each case runs random, model, model+transfer (the model first\n"
     "            trained on the records the suite's other cases of the op measured)\n"
@@ -67,8 +69,10 @@ constexpr const char* kUsage =
     "  --json    one JSON object on stdout\n"
     "  --eval-db evaluate cost-model variants offline on the records of a tuning-log\n"
     "            file (no kernel is measured): held-out pairwise accuracy and recall@k\n"
-    "            per workload, own records and transfer from the op's other shapes,\n"
-    "            averaged over --splits different 75/25 splits (default 5)\n"
+    "            per workload, own records, transfer from the op's other shapes, the\n"
+    "            log model of the other shapes alone and fine-tuned on own records,\n"
+    "            averaged over --splits different 75/25 splits (default 5);\n"
+    "            --variant NAME: only that cost-model variant (e.g. default)\n"
     "Kernels are built and timed in this process (warm-up, then 3 samples of >= 10 ms).\n";
 
 // Measures Artifacts in this process: loads the shared object, checks the output once
@@ -509,7 +513,7 @@ std::vector<Variant> EvalVariants() {
 }
 
 absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case, int splits,
-                           bool json) {
+                           const std::string& only_variant, bool json) {
   DatabaseOptions o;
   o.path = path;
   o.create_if_missing = false;
@@ -528,6 +532,16 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
   }
   nlohmann::json out = {{"db", path}, {"workloads", nlohmann::json::array()}};
   std::vector<Variant> variants = EvalVariants();
+  if (!only_variant.empty()) {
+    std::vector<std::string> names;
+    for (const Variant& v : variants) names.push_back(v.name);
+    variants.erase(std::remove_if(variants.begin(), variants.end(),
+                                  [&](const Variant& v) { return v.name != only_variant; }),
+                   variants.end());
+    if (variants.empty())
+      return absl::InvalidArgumentError("unknown --variant '" + only_variant + "' (" +
+                                        absl::StrJoin(names, ", ") + ")");
+  }
   for (const WorkloadSummary& w : list) {
     if (!only_key.empty() && w.workload.key != only_key) continue;
     ASSIGN_OR_RETURN(TuningTask task, ParseTask(w.workload.task_text));
@@ -551,11 +565,26 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
     for (const Variant& v : variants) {
       struct Mode {
         const char* name;
-        bool own, transfer;
+        bool own, transfer, log;
       };
-      for (Mode m : {Mode{"own", true, false}, Mode{"others", false, true},
-                     Mode{"own+others", true, true}}) {
+      // The log model of the other shapes (as `db train-model` would build it from a
+      // log without this one), for the "log" modes.
+      std::optional<OneModelStore> log_store;
+      if (!others.empty()) {
+        LogModelOptions lo;
+        lo.xgb = v.options.xgb;
+        lo.label = v.options.label;
+        LogModelInfo info;
+        absl::StatusOr<std::string> bytes = TrainLogModel(*tmpl, context.target, others, lo, &info);
+        if (bytes.ok()) log_store.emplace(info.key, *bytes);
+      }
+      for (Mode m : {Mode{"own", true, false, false}, Mode{"others", false, true, false},
+                     Mode{"own+others", true, true, false}, Mode{"log", false, false, true},
+                     Mode{"own+log", true, false, true}}) {
         if (m.transfer && others.empty()) continue;
+        if (m.log && !log_store) continue;
+        PolicyContext mode_context = context;
+        if (m.log) mode_context.model_store = &*log_store;
         // Mean over `splits` different 75/25 splits: one split of ~80 test configs
         // moves the accuracy by a few hundredths.
         absl::StatusOr<HeldOutResult> r;
@@ -563,7 +592,7 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
         for (int split = 1; split <= splits; ++split) {
           HeldOutOptions h;
           h.split_seed = static_cast<uint64_t>(split);
-          r = EvaluateHeldOut(context, v.options, own,
+          r = EvaluateHeldOut(mode_context, v.options, own,
                               m.transfer ? others : std::vector<TuningRecord>{}, h, m.own);
           if (!r.ok()) break;
           mean.train = r->train;
@@ -611,7 +640,7 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
 }  // namespace
 
 absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
-  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"suite", "seeds", "trials", "case", "plot", "eval-db", "splits"},
+  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"suite", "seeds", "trials", "case", "plot", "eval-db", "splits", "variant"},
                                              {"json", "help", "verbose"}));
   if (flags.Has("help")) {
     std::fputs(kUsage, stdout);
@@ -622,7 +651,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   SetLogLevel(flags.Has("verbose") ? LogLevel::kDebug : LogLevel::kWarning);
   if (flags.Has("eval-db")) {
     ASSIGN_OR_RETURN(int64_t splits, flags.GetInt("splits", 5, 1, 100));
-    return EvalDb(flags.Get("eval-db"), flags.Get("case"), static_cast<int>(splits),
+    return EvalDb(flags.Get("eval-db"), flags.Get("case"), static_cast<int>(splits), flags.Get("variant"),
                   flags.Has("json"));
   }
   std::string suite = flags.Get("suite", "quick");
@@ -644,13 +673,18 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
              "dense M=128 N=768 K=768 bias=1 relu=0", "dense M=128 N=3072 K=768 bias=1 relu=1"};
     default_trials = 64;
     default_seeds = 5;
+  } else if (suite == "conv") {  // the ops suite's two convolutions alone
+    cases = {"conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1",
+             "conv2d N=1 C=256 H=14 W=14 K=256 R=3 S=3 stride=1 pad=1"};
+    default_trials = 64;
+    default_seeds = 5;
   } else if (suite == "smoke") {
     cases = {"matmul M=64 N=64 K=64", "matmul M=32 N=96 K=48"};
     default_trials = 32;
     default_seeds = 2;
   } else {
     return absl::InvalidArgumentError("unknown --suite '" + suite +
-                                      "' (quick, small, issue, ops, smoke)");
+                                      "' (quick, small, issue, ops, conv, smoke)");
   }
   if (flags.Has("case")) cases = {flags.Get("case")};
   ASSIGN_OR_RETURN(int64_t trials, flags.GetInt("trials", default_trials, 8, 100000));

@@ -68,7 +68,8 @@ absl::Status XgbModel::ApplyParams(void* booster) const {
 
 absl::Status XgbModel::Train(const std::vector<FeatureVector>& rows,
                              const std::vector<float>& labels,
-                             const std::vector<unsigned>& group_sizes) {
+                             const std::vector<unsigned>& group_sizes,
+                             const std::vector<float>& base_margin) {
   if (rows.empty()) return absl::InvalidArgumentError("no training rows");
   if (labels.size() != rows.size())
     return absl::InvalidArgumentError("labels and rows differ in count");
@@ -83,6 +84,13 @@ absl::Status XgbModel::Train(const std::vector<FeatureVector>& rows,
       Check(XGDMatrixSetFloatInfo(m.handle(), "label", labels.data(), labels.size()), "set label"));
   RETURN_IF_ERROR(
       Check(XGDMatrixSetUIntInfo(m.handle(), "group", groups.data(), groups.size()), "set group"));
+  if (!base_margin.empty()) {
+    if (base_margin.size() != rows.size())
+      return absl::InvalidArgumentError("base margins and rows differ in count");
+    RETURN_IF_ERROR(Check(
+        XGDMatrixSetFloatInfo(m.handle(), "base_margin", base_margin.data(), base_margin.size()),
+        "set base_margin"));
+  }
   BoosterHandle booster = nullptr;
   DMatrixHandle dm = m.handle();
   RETURN_IF_ERROR(Check(XGBoosterCreate(&dm, 1, &booster), "XGBoosterCreate"));

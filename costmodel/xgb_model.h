@@ -49,8 +49,12 @@ class XgbModel {
   // the rows into consecutive groups for the rank objective (e.g. one per task) and
   // must sum to the row count; empty = one group. InvalidArgument on bad shapes,
   // Internal with XGBoost's message when XGBoost fails.
+  // `base_margin` (per row, optional): the score the model starts from, e.g. another
+  // model's prediction; the trees then learn only what corrects it. Predict does not
+  // add it back: the caller adds the other model's prediction to this one's.
   absl::Status Train(const std::vector<FeatureVector>& rows, const std::vector<float>& labels,
-                     const std::vector<unsigned>& group_sizes = {});
+                     const std::vector<unsigned>& group_sizes = {},
+                     const std::vector<float>& base_margin = {});
   bool trained() const { return booster_ != nullptr; }
   // One score per row, higher = predicted faster. FailedPrecondition before Train/Load.
   absl::StatusOr<std::vector<float>> Predict(const std::vector<FeatureVector>& rows) const;

@@ -133,7 +133,7 @@ class MemoryModelStore : public ModelStore {
 };
 
 // The warm start of issue 20: a model pre-trained on the log (here: 512^3 only) ranks
-// a shape the log does not hold, alone and blended with the shape's own records.
+// a shape the log does not hold, alone and fine-tuned with the shape's own records.
 TEST(LogModelTest, RanksANewShapeFromTheLogAloneAndBlended) {
   PolicyContext small = ContextFor("matmul M=256 N=256 K=256");
   std::vector<TuningRecord> all = LoadRecords(small.target), small_records;
@@ -154,13 +154,13 @@ TEST(LogModelTest, RanksANewShapeFromTheLogAloneAndBlended) {
   PolicyContext warm = small;
   warm.model_store = &store;
   double log_only = MeanAccuracy(warm, small_records, {}, false);
-  double blended = MeanAccuracy(warm, small_records, {}, true);
+  double tuned = MeanAccuracy(warm, small_records, {}, true);
   double own = MeanAccuracy(small, small_records, {}, true);
-  std::printf("held-out pairwise accuracy on 256^3: log model of 512^3 alone %.3f, blended with "
+  std::printf("held-out pairwise accuracy on 256^3: log model of 512^3 alone %.3f, fine-tuned on "
               "75%% of 256^3 %.3f, 256^3 alone %.3f\n",
-              log_only, blended, own);
+              log_only, tuned, own);
   EXPECT_GT(log_only, 0.78);
-  EXPECT_GT(blended, 0.78);
+  EXPECT_GT(tuned, 0.78);
 
   // Nothing left to train on: a clear error, no model.
   o.exclude_workload.clear();

@@ -149,9 +149,14 @@ absl::Status ModelPolicy::Retrain() {
     groups.push_back(static_cast<unsigned>(own_throughput.size()));
   }
   if (static_cast<int>(rows.size()) < options_.min_records) return absl::OkStatus();
-  absl::Status st = model_.Train(rows, labels, groups);
+  // With a log model, the own model starts from its scores and learns the corrections.
+  std::vector<float> margin;
+  if (prior_.trained()) {
+    ASSIGN_OR_RETURN(margin, prior_.Predict(rows));
+  }
+  absl::Status st = model_.Train(rows, labels, groups, margin);
   dirty_ = false;
-  if (st.ok() && prior_.trained()) st = FitBlend(rows);
+  fine_tuned_ = st.ok() && prior_.trained();
   last_train_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!st.ok()) return st;
@@ -206,28 +211,6 @@ std::vector<costmodel::FeatureVector> ModelPolicy::OwnFeatures(const std::vector
   return out;
 }
 
-absl::Status ModelPolicy::FitBlend(const std::vector<costmodel::FeatureVector>& rows) {
-  auto moments = [&](const costmodel::XgbModel& m, double* mean, double* sd) -> absl::Status {
-    ASSIGN_OR_RETURN(std::vector<float> p, m.Predict(rows));
-    double sum = 0, sq = 0;
-    for (float x : p) sum += x, sq += static_cast<double>(x) * x;
-    *mean = sum / p.size();
-    double var = sq / p.size() - *mean * *mean;
-    *sd = var > 1e-12 ? std::sqrt(var) : 1;  // a constant model: only its offset counts
-    return absl::OkStatus();
-  };
-  RETURN_IF_ERROR(moments(model_, &own_mean_, &own_sd_));
-  RETURN_IF_ERROR(moments(prior_, &prior_mean_, &prior_sd_));
-  blend_ready_ = true;
-  return absl::OkStatus();
-}
-
-double ModelPolicy::prior_weight() const {
-  if (!prior_.trained()) return 0;
-  if (!blend_ready_) return 1;
-  return options_.prior_records / (options_.prior_records + static_cast<double>(own_.size()));
-}
-
 absl::StatusOr<std::vector<float>> ModelPolicy::Score(const std::vector<Config>& configs) {
   if (!can_score()) return absl::FailedPreconditionError("no cost model yet");
   std::vector<costmodel::FeatureVector> features = OwnFeatures(configs);
@@ -240,25 +223,20 @@ absl::StatusOr<std::vector<float>> ModelPolicy::Score(const std::vector<Config>&
   }
   std::vector<float> scores(configs.size(), -INFINITY);
   if (rows.empty()) return scores;
-  const double w = prior_weight();
+  // The own model alone, the log model alone (before the task has enough records of
+  // its own), or both added (the own model was trained on top of the log model).
+  const bool use_own = model_.trained() && (!prior_.trained() || fine_tuned_);
   std::vector<float> own, prior;
-  if (w < 1) {
+  if (use_own) {
     ASSIGN_OR_RETURN(own, model_.Predict(rows));
   }
-  if (w > 0) {
+  if (prior_.trained()) {
     ASSIGN_OR_RETURN(prior, prior_.Predict(rows));
   }
   for (size_t i = 0; i < configs.size(); ++i) {
     if (row_of[i] == SIZE_MAX) continue;
-    size_t r = row_of[i];
-    if (w <= 0) {
-      scores[i] = own[r];
-    } else if (w >= 1) {
-      scores[i] = prior[r];
-    } else {
-      scores[i] = static_cast<float>((1 - w) * (own[r] - own_mean_) / own_sd_ +
-                                     w * (prior[r] - prior_mean_) / prior_sd_);
-    }
+    const size_t r = row_of[i];
+    scores[i] = (use_own ? own[r] : 0.0f) + (prior_.trained() ? prior[r] : 0.0f);
   }
   return scores;
 }

@@ -17,9 +17,10 @@
 //
 // Warm start: when the ModelStore holds a model pre-trained on every record of the
 // template and target in the shared log (LogModelKey, `tuneforge db train-model`),
-// it ranks candidates from the first batch, blended with the task's own model as
-// that one grows (ModelPolicyOptions::prior_records); the records of other tasks
-// are then not trained on again (the log model has them all).
+// it ranks candidates from the first batch; once the task has `min_records` records
+// of its own, the own model is trained starting from the log model's scores
+// (XGBoost base_margin: it learns only what corrects them) and a score is log + own.
+// The records of other tasks are then not trained on again (the log model has them).
 // Before the model has anything to learn from (no log model, fewer than
 // `min_records` rows) it proposes random configs. A config is never proposed twice, nor one observed.
 // With a ModelStore, the model is loaded at start (when nothing else is known) and
@@ -62,11 +63,6 @@ struct ModelPolicyOptions {
   int min_records = 8;              // rows needed before the model is trained
   int max_transfer_records = 3000;  // newest records of other tasks used for training
   LabelMode label = LabelMode::kNormalized;
-  // With a model pre-trained on the shared log (tuner/log_model.h) in the ModelStore,
-  // scores blend it with the task's own model: the log model's weight is
-  // prior_records / (prior_records + the task's own records), so it alone ranks the
-  // first batch and fades as the task's own records grow.
-  double prior_records = 64;
   // Threads that lower and extract features of uncached candidates in Score (the
   // search runs between batches, when the machine is otherwise idle).
   int scoring_threads = 2;
@@ -103,10 +99,6 @@ class ModelPolicy : public SearchPolicy {
   // Features of the own task's configs, the uncached ones computed on
   // `scoring_threads` threads; an empty vector for a config that does not lower.
   std::vector<costmodel::FeatureVector> OwnFeatures(const std::vector<Config>& configs);
-  // Standardisation of both models' scores on the own training rows (after a retrain).
-  absl::Status FitBlend(const std::vector<costmodel::FeatureVector>& rows);
-  // The log model's share of a score: 0 without one, 1 until the own model is blended.
-  double prior_weight() const;
   Config Mutate(const Config& c);
   std::vector<Config> RandomConfigs(int n);
 
@@ -116,10 +108,7 @@ class ModelPolicy : public SearchPolicy {
   costmodel::FeatureExtractor extractor_;
   costmodel::XgbModel model_;
   costmodel::XgbModel prior_;  // the log model; untrained when there is none
-  // Mean and standard deviation of each model's scores on the own training rows: the
-  // two models' scores have no common scale, so they are blended standardised.
-  double own_mean_ = 0, own_sd_ = 1, prior_mean_ = 0, prior_sd_ = 1;
-  bool blend_ready_ = false;
+  bool fine_tuned_ = false;    // model_ was trained on top of prior_ (score = sum)
   std::mt19937_64 rng_;
   std::set<std::string> visited_;
   std::string proposer_ = "model";  // see SearchPolicy::last_proposer
