@@ -66,6 +66,9 @@ constexpr const char* kUsage =
     "  --trials  budget per run (default: the suite's)\n"
     "  --case    one task instead of the suite's cases (then no transfer runs)\n"
     "  --plot    SVG of best-so-far GFLOP/s vs trials (default bench_search.svg)\n"
+    "  --reference-trials N  per case, a random run of N trials (seed 1000) after the\n"
+    "            others; the best known is the best of it and of every policy's run\n"
+    "            (default 0: the policies' runs only)\n"
     "  --json    one JSON object on stdout\n"
     "  --eval-db evaluate cost-model variants offline on the records of a tuning-log\n"
     "            file (no kernel is measured): held-out pairwise accuracy and recall@k\n"
@@ -189,6 +192,9 @@ struct CaseResult {
   std::map<std::string, std::vector<Curve>> curves;  // policy -> one curve per seed
   nlohmann::json model_eval;
   double best_known = 0;
+  // The long random run that defines "best known" with the policies' runs (0: none).
+  int reference_trials = 0;
+  double reference_best = 0;
   std::string log_model_note;  // why model+log did not run, if it did not
   int transfer_records = 0;  // records of other shapes the model+transfer runs started from
 };
@@ -221,11 +227,13 @@ void PrintScoring(const ScoringSpeed& s) {
 
 class SearchBench {
  public:
-  SearchBench(TuningTask task, Target target, int trials, int seeds, bool quiet)
+  SearchBench(TuningTask task, Target target, int trials, int seeds, bool quiet,
+              int reference_trials = 0)
       : task_(std::move(task)),
         target_(std::move(target)),
         trials_(trials),
         seeds_(seeds),
+        reference_trials_(reference_trials),
         quiet_(quiet),
         builder_(2) {}
 
@@ -276,11 +284,20 @@ class SearchBench {
     return out;
   }
 
-  CaseResult Finish() {
+  // The cost model's evaluation on what the policies measured, then the reference:
+  // a long random run (its own seed, after the transfer phases, so it adds nothing to
+  // what they learn from) whose best, with the policies', is the best known.
+  absl::StatusOr<CaseResult> Finish() {
+    result_.model_eval = EvaluateModel();
+    if (reference_trials_ > 0) {
+      ASSIGN_OR_RETURN(Curve c, RunPolicy("random", 1000, {}, nullptr, reference_trials_));
+      result_.reference_trials = static_cast<int>(c.size());
+      result_.reference_best = c.empty() ? 0 : c.back();
+      result_.best_known = result_.reference_best;
+    }
     for (const auto& [p, curves] : result_.curves)
       for (const Curve& c : curves)
         if (!c.empty()) result_.best_known = std::max(result_.best_known, c.back());
-    result_.model_eval = EvaluateModel();
     return result_;
   }
 
@@ -290,15 +307,17 @@ class SearchBench {
   }
 
   absl::StatusOr<Curve> RunPolicy(const std::string& name, uint64_t seed,
-                                  const std::vector<TuningRecord>& others, ModelStore* store = nullptr) {
+                                  const std::vector<TuningRecord>& others, ModelStore* store = nullptr,
+                                  int trials = 0) {
+    if (trials <= 0) trials = trials_;
     ASSIGN_OR_RETURN(std::unique_ptr<SearchPolicy> policy,
                      MakeSearchPolicy(name, Context(seed, store)));
     if (!others.empty()) policy->ObserveOtherTasks(others);
     Curve curve;
     double best = 0;
     auto start = std::chrono::steady_clock::now();
-    while (static_cast<int>(curve.size()) < trials_) {
-      int n = std::min(8, trials_ - static_cast<int>(curve.size()));
+    while (static_cast<int>(curve.size()) < trials) {
+      int n = std::min(8, trials - static_cast<int>(curve.size()));
       std::vector<Config> configs = policy->Propose(n);
       if (configs.empty()) break;
       std::vector<TuningRecord> records = MeasureConfigs(configs, runner_.get());
@@ -379,7 +398,7 @@ class SearchBench {
 
   TuningTask task_;
   Target target_;
-  int trials_, seeds_;
+  int trials_, seeds_, reference_trials_;
   bool quiet_;
   Builder builder_;
   const Template* tmpl_ = nullptr;
@@ -640,7 +659,8 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
 }  // namespace
 
 absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
-  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"suite", "seeds", "trials", "case", "plot", "eval-db", "splits", "variant"},
+  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"suite", "seeds", "trials", "case", "plot", "eval-db", "splits", "variant",
+                                              "reference-trials"},
                                              {"json", "help", "verbose"}));
   if (flags.Has("help")) {
     std::fputs(kUsage, stdout);
@@ -689,6 +709,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   if (flags.Has("case")) cases = {flags.Get("case")};
   ASSIGN_OR_RETURN(int64_t trials, flags.GetInt("trials", default_trials, 8, 100000));
   ASSIGN_OR_RETURN(int64_t seeds, flags.GetInt("seeds", default_seeds, 1, 100));
+  ASSIGN_OR_RETURN(int64_t reference_trials, flags.GetInt("reference-trials", 0, 0, 100000));
   bool json = flags.Has("json");
   std::string plot = flags.Get("plot", "bench_search.svg");
 
@@ -701,7 +722,8 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                    task.CanonicalText().c_str(), static_cast<long long>(trials),
                    static_cast<long long>(seeds));
     benches.push_back(std::make_unique<SearchBench>(task, target, static_cast<int>(trials),
-                                                    static_cast<int>(seeds), json));
+                                                    static_cast<int>(seeds), json,
+                                                    static_cast<int>(reference_trials)));
     RETURN_IF_ERROR(benches.back()->Run());
   }
   // Transfer learning: each case again with the model pre-trained on the records the
@@ -719,7 +741,10 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
     RETURN_IF_ERROR(benches[i]->RunTransfer(others));
   }
   std::vector<CaseResult> results;
-  for (const auto& b : benches) results.push_back(b->Finish());
+  for (const auto& b : benches) {
+    ASSIGN_OR_RETURN(CaseResult r, b->Finish());
+    results.push_back(std::move(r));
+  }
   double retrain_cpu = 0;
   double retrain_5000 = RetrainSeconds(5000, costmodel::kNumIrFeatures + 11, &retrain_cpu);
 
@@ -736,6 +761,8 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   for (const CaseResult& c : results) {
     nlohmann::json jc = {{"task", c.task},
                          {"best_known_gflops", c.best_known},
+                         {"reference_random_trials", c.reference_trials},
+                         {"reference_random_best_gflops", c.reference_best},
                          {"transfer_records", c.transfer_records},
                          {"log_model_note", c.log_model_note},
                          {"model", c.model_eval}};
@@ -788,8 +815,12 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   std::printf("suite %s: %lld trials, %lld seeds (median over seeds)\n%s\n", suite.c_str(),
               static_cast<long long>(trials), static_cast<long long>(seeds), kNote);
   for (const auto& jc : out["cases"]) {
-    std::printf("\n%s (best known %.1f GFLOP/s)\n", jc["task"].get<std::string>().c_str(),
+    std::printf("\n%s (best known %.1f GFLOP/s", jc["task"].get<std::string>().c_str(),
                 jc["best_known_gflops"].get<double>());
+    if (jc["reference_random_trials"].get<int>() > 0)
+      std::printf("; a random run of %d trials found %.1f", jc["reference_random_trials"].get<int>(),
+                  jc["reference_random_best_gflops"].get<double>());
+    std::printf(")\n");
     std::printf("  %-15s", "policy");
     for (int t : checkpoints)
       if (t <= trials) std::printf(" %7s", ("@" + std::to_string(t)).c_str());
