@@ -201,6 +201,17 @@ TEST(LogModelTest, PolicyRanksTheFirstBatchWithTheLogModel) {
   EXPECT_EQ(batch.size(), 8u);
   EXPECT_EQ(warm.last_proposer(), "model");
   EXPECT_TRUE(warm.last_failure().empty()) << warm.last_failure();
+  // With records of its own the policy fine-tunes on top of the log model; that model
+  // only corrects the log model, so it is not stored as the next job's model.
+  std::vector<TuningRecord> own;
+  for (const TuningRecord& r : all)
+    if (r.workload.key == small.task.WorkloadKey() && own.size() < 40) own.push_back(r);
+  warm.Observe(own);
+  ASSERT_TRUE(warm.Retrain().ok());
+  EXPECT_TRUE(warm.model().trained());
+  EXPECT_EQ(store.blobs.size(), 1u);  // the log model only
+  EXPECT_EQ(warm.Propose(8).size(), 8u);
+  EXPECT_EQ(warm.last_proposer(), "model");
   // A log model of another target is not loaded.
   PolicyContext other = warm_ctx;
   other.target.device_key = "another-device";

@@ -162,7 +162,9 @@ absl::Status ModelPolicy::Retrain() {
   if (!st.ok()) return st;
   TF_LOG(Debug) << "cost model trained on " << rows.size() << " rows in " << last_train_seconds_
                 << " s";
-  if (context_.model_store) {
+  // A fine-tuned model only corrects the log model: alone it is no job's starting
+  // point, so only a standalone model is kept for the next job.
+  if (context_.model_store && !fine_tuned_) {
     absl::StatusOr<std::string> bytes = model_.SaveToBytes();
     absl::Status saved =
         bytes.ok()
