@@ -48,10 +48,9 @@ constexpr const char* kDeployUsage =
     "                --model tuneforge_model)\n"
     "  --tasks FILE  one task per line; '#' comments; an optional weight=W is ignored\n"
     "  --target      use the records of this architecture (aarch64, riscv64, x86_64) or CPU\n"
-    "                (with --model: without records, the named target's default schedules;\n"
-    "                the library is cross-built for another architecture)\n"
     "                (x86-64-v3, znver5); another architecture's library is built with its\n"
-    "                cross toolchain (scripts/install-deps installs aarch64's and riscv64's)\n";
+    "                cross toolchain (scripts/install-deps installs aarch64's and riscv64's);\n"
+    "                with --model and no records there: the named target's default schedules\n";
 
 // A model library's directory: its provenance and files.
 absl::StatusOr<int> InspectModelLibrary(const std::string& dir, bool json) {

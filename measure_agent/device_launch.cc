@@ -133,21 +133,20 @@ void MeasureOnDevice(const MeasureRequest& request, const DeviceLaunch& device, 
   if (remote) {
     std::vector<std::string> mkdir = device.launcher;
     mkdir.insert(mkdir.end(), {"mkdir", "-p", device.device_dir});
-    int code = RunBounded(mkdir, timeout_ms, copy_log);
-    for (size_t i = 0; code == 0 && i < to_push.size(); ++i) {
-      code = RunBounded(
-          Substitute(device.push, to_push[i], device.device_dir + "/" + Basename(to_push[i])),
-          timeout_ms, copy_log);
+    const int made = RunBounded(mkdir, timeout_ms, copy_log);
+    if (made != 0) {
+      return Fail(result, TimedOut(made) ? tuneforge::v1::RUN_TIMEOUT : tuneforge::v1::RUNTIME_ERROR,
+                  absl::StrCat("cannot make ", device.device_dir, " on the device (exit ", made,
+                               "): ", LastLine(ReadFile(copy_log).value_or(""))));
+    }
+    for (const std::string& file : to_push) {
+      const int code = RunBounded(Substitute(device.push, file, device.device_dir + "/" + Basename(file)),
+                                  timeout_ms, copy_log);
       if (code != 0) {
         return Fail(result, TimedOut(code) ? tuneforge::v1::RUN_TIMEOUT : tuneforge::v1::RUNTIME_ERROR,
-                    absl::StrCat("cannot copy ", Basename(to_push[i]), " to the device (exit ", code,
+                    absl::StrCat("cannot copy ", Basename(file), " to the device (exit ", code,
                                  "): ", LastLine(ReadFile(copy_log).value_or(""))));
       }
-    }
-    if (code != 0) {
-      return Fail(result, TimedOut(code) ? tuneforge::v1::RUN_TIMEOUT : tuneforge::v1::RUNTIME_ERROR,
-                  absl::StrCat("cannot make ", device.device_dir, " on the device (exit ", code,
-                               "): ", LastLine(ReadFile(copy_log).value_or(""))));
     }
   }
   const int code = RunBounded(argv, timeout_ms, dir + "/device.log");

@@ -26,16 +26,6 @@ void LogModelRefresher::Request(const std::string& op, const std::string& target
   cv_.notify_all();
 }
 
-void LogModelRefresher::WaitIdle() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
-}
-
-int LogModelRefresher::trained() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return trained_;
-}
-
 void LogModelRefresher::Loop() {
   // As nice as the job threads: training must not take cores from dispatch.
   setpriority(PRIO_PROCESS, 0, 10);  // this thread only (Linux: per-thread nice)
@@ -45,26 +35,20 @@ void LogModelRefresher::Loop() {
     if (queue_.empty()) return;  // stopping, nothing left to do
     auto [op, target_key] = *queue_.begin();
     queue_.erase(queue_.begin());
-    busy_ = true;
     lock.unlock();
     LogModelRefresh refresh = options_;
     refresh.op = op;
     refresh.target_key = target_key;
     refresh.only_stale = true;
     absl::StatusOr<LogModelRefreshResult> r = RefreshLogModels(db_, refresh);
-    int trained = 0;
     if (!r.ok()) {
       TF_LOG(Warning) << "log model of " << op << " on " << target_key << ": " << r.status();
     } else {
       for (const LogModelInfo& i : r->trained)
         TF_LOG(Info) << "log model " << i.key << " retrained: " << i.records << " records of "
                      << i.tasks << " tasks in " << i.train_seconds << " s";
-      trained = static_cast<int>(r->trained.size());
     }
     lock.lock();
-    trained_ += trained;
-    busy_ = false;
-    cv_.notify_all();
   }
 }
 

@@ -26,22 +26,16 @@ class LogModelRefresher {
 
   // Queues a check of (op, target key); returns at once.
   void Request(const std::string& op, const std::string& target_key);
-  // Blocks until nothing is queued or running (tests).
-  void WaitIdle();
-  // Log models trained so far.
-  int trained() const;
 
  private:
   void Loop();
 
   Database* db_;
   LogModelRefresh options_;
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::condition_variable cv_;
   std::set<std::pair<std::string, std::string>> queue_;  // GUARDED_BY(mu_)
-  bool busy_ = false;                                     // GUARDED_BY(mu_)
   bool stop_ = false;                                     // GUARDED_BY(mu_)
-  int trained_ = 0;                                       // GUARDED_BY(mu_)
   std::thread thread_;
 };
 

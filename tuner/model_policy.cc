@@ -102,7 +102,7 @@ void ModelPolicy::Observe(const std::vector<TuningRecord>& records) {
 }
 
 void ModelPolicy::ObserveOtherTasks(const std::vector<TuningRecord>& records) {
-  if (prior_.trained()) return;  // the log model was trained on them all
+  if (!WantsOtherTasks()) return;
   // Newest first, up to the cap.
   for (auto it = records.rbegin(); it != records.rend(); ++it) {
     const TuningRecord& r = *it;

@@ -79,6 +79,8 @@ class ModelPolicy : public SearchPolicy {
   std::string last_failure() const override { return failure_; }
   void Observe(const std::vector<TuningRecord>& records) override;
   void ObserveOtherTasks(const std::vector<TuningRecord>& records) override;
+  // Not with a log model: it was trained on them all.
+  bool WantsOtherTasks() const override { return !prior_.trained(); }
 
   // Retrains now if there is anything new. Ok and no model when there are too few rows.
   absl::Status Retrain();

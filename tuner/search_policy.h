@@ -37,6 +37,8 @@ class SearchPolicy {
   // Records of other tasks of the same operator and target (transfer learning). Policies
   // without a model ignore them.
   virtual void ObserveOtherTasks(const std::vector<TuningRecord>& records) {}
+  // Whether ObserveOtherTasks would use them: the caller skips reading them otherwise.
+  virtual bool WantsOtherTasks() const { return false; }
   // What proposed the configs of the last Propose call, kept in each record's
   // provenance (TuningRecord::proposed_by): the policy's name, or "<name>:random"
   // when it proposed at random instead (e.g. a cost model not trained yet, or failing).

@@ -304,8 +304,8 @@ absl::StatusOr<TuningProgress> TuningLoop::Run(const ProgressCallback& on_progre
                                 [](const TuningRecord& r) { return r.UntrustedUpload(); }),
                  previous.end());
   policy->Observe(previous);
-  // Only the model policy learns from other tasks; skip the db reads for the others.
-  if (options_.transfer_learning && policy->name() == "model" && options_.fixed_configs.empty()) {
+  // Only a policy that learns from other tasks gets them; the others skip the db reads.
+  if (options_.transfer_learning && policy->WantsOtherTasks() && options_.fixed_configs.empty()) {
     ASSIGN_OR_RETURN(std::vector<TuningRecord> others, OtherTaskRecords());
     policy->ObserveOtherTasks(others);
     if (!others.empty())
