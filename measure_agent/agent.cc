@@ -505,6 +505,8 @@ absl::Status Agent::Run() {
     sandbox_options.agent_id = registered.agent_id();
     sandbox_options.environment_json = environment;
     sandbox_options.device = options_.device;
+    sandbox_options.pin_cpus = options_.pin_cpus;
+    sandbox_options.quiet = options_.quiet;
     Sandbox sandbox(sandbox_options);
     Session session(stub.get(), registered.agent_id(), registered.session_token(), heartbeat_ms, &sandbox, options_.workers,
                     options_.test_slowdown, options_.test_wrong_answer, options_.token);

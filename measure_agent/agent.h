@@ -23,6 +23,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "measure_agent/quiet.h"
 #include "absl/synchronization/mutex.h"
 #include "measure_agent/device_launch.h"
 
@@ -45,6 +46,11 @@ struct AgentOptions {
   // and runner, and registers the device's triple and CPU flags instead of this
   // machine's. Runner empty: measures here.
   DeviceLaunch device;
+  // Measurements on this machine: the CPUs the kernels run on, their threads pinned
+  // one per CPU (empty: not pinned), and the quiet check around every measurement
+  // (sandbox.h; max_busy 0: off). ParseAgentFlags fills both by default.
+  std::vector<int> pin_cpus;
+  QuietOptions quiet;
   std::string device_triple;
   std::vector<std::string> device_flags;
   // Reconnect backoff: doubles from initial to max; each wait is jittered to

@@ -1,5 +1,7 @@
 #include "measure_agent/flags.h"
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -19,6 +21,35 @@ absl::Status IntFlag(const std::string& name, const std::string& value, int min,
         absl::StrCat(name, " must be an integer in [", min, ", ", max, "], got '", value, "'"));
   }
   *out = v;
+  return absl::OkStatus();
+}
+
+// --pin-cpus and the quiet check, for a measurement on this machine (a device agent
+// has neither).
+absl::Status ResolvePinning(const std::string& pin_cpus, int quiet_busy_pct, int quiet_wait_ms,
+                            AgentOptions* agent) {
+  if (quiet_busy_pct > 0 && agent->workers > 1) {
+    return absl::InvalidArgumentError(
+        "--quiet-busy-pct with --workers > 1: the agent's own workers would be the load it "
+        "waits for (use --quiet-busy-pct 0, or one worker)");
+  }
+  if (!agent->device.runner.empty()) return absl::OkStatus();
+  const std::vector<int> allowed = AllowedCpus();
+  if (pin_cpus == "all") {
+    agent->pin_cpus = allowed;
+  } else if (pin_cpus != "none") {
+    ASSIGN_OR_RETURN(agent->pin_cpus, ParseCpuList(pin_cpus));
+    for (int cpu : agent->pin_cpus) {
+      if (!std::binary_search(allowed.begin(), allowed.end(), cpu)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--pin-cpus ", pin_cpus, ": CPU ", cpu, " is not one this agent may run on (",
+            FormatCpuList(allowed), ")"));
+      }
+    }
+  }
+  const int busy_pct = quiet_busy_pct >= 0 ? quiet_busy_pct : agent->workers > 1 ? 0 : 25;
+  agent->quiet.max_busy = busy_pct / 100.0;
+  agent->quiet.max_wait_ms = quiet_wait_ms;
   return absl::OkStatus();
 }
 
@@ -66,6 +97,20 @@ sends in a sandboxed child process and streams the measurements back.
                              e.g. asimd (NEON) on aarch64; without --runner: this
                              machine, offering only these of its flags (e.g. an
                              AVX2-only agent, target x86-64-v3, on an AVX-512 host)
+  --pin-cpus LIST|none       the CPUs kernels run on, e.g. 0-3 or 2,3 (default: all
+                             this agent may use), each of a kernel's threads pinned to
+                             one of them; the agent keeps to them too, and reports
+                             their count as its cores. none: threads left to the
+                             scheduler. Ignored for a device (--runner)
+  --quiet-busy-pct P         before every measurement wait until other work takes at
+                             most P% of those CPUs (over 30 ms), and measure again,
+                             once, when it took more during the measurement (default
+                             25; 0: no check; with --workers > 1 the default is 0,
+                             since the agent's own workers are the load)
+  --quiet-wait-ms MS         wait at most this long for quiet, then measure anyway
+                             (default 1000, at most 5000: the server leases a request
+                             for its timeout plus a grace); every record says what
+                             was found
   --test-slowdown F          fault injection for tests: report costs F times higher
                              (an artificially slower device)
   --test-wrong-answer        fault injection for tests: report every correct kernel
@@ -82,6 +127,9 @@ server, finish the ones in progress, then exit 0 (a second signal exits at once)
 absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args) {
   AgentFlags flags;
   bool verbose = false, quiet = false;
+  std::string pin_cpus = "all";
+  int quiet_busy_pct = -1;  // unset: 25, or 0 with --workers > 1
+  int quiet_wait_ms = 1000;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i];
     std::string value;
@@ -121,6 +169,14 @@ absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args)
     } else if (name == "--workers") {
       ASSIGN_OR_RETURN(std::string v, take_value());
       RETURN_IF_ERROR(IntFlag(name, v, 1, 256, &flags.agent.workers));
+    } else if (name == "--pin-cpus") {
+      ASSIGN_OR_RETURN(pin_cpus, take_value());
+    } else if (name == "--quiet-busy-pct") {
+      ASSIGN_OR_RETURN(std::string v, take_value());
+      RETURN_IF_ERROR(IntFlag(name, v, 0, 100, &quiet_busy_pct));
+    } else if (name == "--quiet-wait-ms") {
+      ASSIGN_OR_RETURN(std::string v, take_value());
+      RETURN_IF_ERROR(IntFlag(name, v, 0, 5000, &quiet_wait_ms));
     } else if (name == "--connect-timeout-s") {
       ASSIGN_OR_RETURN(std::string v, take_value());
       RETURN_IF_ERROR(IntFlag(name, v, 1, 24 * 3600, &flags.agent.connect_timeout_s));
@@ -192,6 +248,7 @@ absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args)
     return absl::InvalidArgumentError("--runner and --device-triple go together (--launcher only with them)");
   }
   RETURN_IF_ERROR(CheckDeviceLaunch(flags.agent.device));
+  RETURN_IF_ERROR(ResolvePinning(pin_cpus, quiet_busy_pct, quiet_wait_ms, &flags.agent));
   if (flags.agent.device_triple.find('-') == std::string::npos && !flags.agent.device_triple.empty()) {
     return absl::InvalidArgumentError("--device-triple must be an LLVM triple like aarch64-unknown-linux-gnu, got '" +
                                       flags.agent.device_triple + "'");

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "measure_agent/quiet.h"
+
 namespace tuneforge::agent {
 namespace {
 
@@ -30,6 +32,32 @@ TEST(AgentFlagsTest, Defaults) {
   EXPECT_EQ(flags->log_level, LogLevel::kInfo);
   EXPECT_EQ(flags->agent.test_slowdown, 1);
   EXPECT_FALSE(flags->agent.test_wrong_answer);
+  // Pinned to every CPU it may use, quiet-checked.
+  EXPECT_EQ(flags->agent.pin_cpus, AllowedCpus());
+  EXPECT_DOUBLE_EQ(flags->agent.quiet.max_busy, 0.25);
+  EXPECT_EQ(flags->agent.quiet.max_wait_ms, 1000);
+}
+
+TEST(AgentFlagsTest, PinningAndQuietCheck) {
+  const std::vector<int> allowed = AllowedCpus();
+  const std::string first = std::to_string(allowed.front());
+  absl::StatusOr<AgentFlags> flags =
+      Parse({"--server", "127.0.0.1:1", "--device-key", "k", "--pin-cpus", first,
+             "--quiet-busy-pct", "10", "--quiet-wait-ms=500"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->agent.pin_cpus, std::vector<int>{allowed.front()});
+  EXPECT_DOUBLE_EQ(flags->agent.quiet.max_busy, 0.10);
+  EXPECT_EQ(flags->agent.quiet.max_wait_ms, 500);
+  flags = Parse({"--server", "127.0.0.1:1", "--device-key", "k", "--pin-cpus", "none",
+                 "--workers", "2"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_TRUE(flags->agent.pin_cpus.empty());
+  EXPECT_EQ(flags->agent.quiet.max_busy, 0);  // its own workers would be the load
+  // A device agent measures elsewhere: neither.
+  flags = Parse({"--server", "127.0.0.1:1", "--device-key", "k", "--runner", "r",
+                 "--device-triple", "aarch64-unknown-linux-gnu"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_TRUE(flags->agent.pin_cpus.empty());
 }
 
 TEST(AgentFlagsTest, RemoteDeviceFlags) {
@@ -95,6 +123,15 @@ TEST(AgentFlagsTest, ErrorsAreOneLineAndNameTheProblem) {
       {{"--server", "h:1", "--device-key", "k", "--test-wrong-answer=1"},
        "--test-wrong-answer takes no value"},
       {{"positional"}, "unknown flag 'positional'"},
+      {{"--server", "h:1", "--device-key", "k", "--pin-cpus", "0-x"}, "CPU list '0-x'"},
+      {{"--server", "h:1", "--device-key", "k", "--pin-cpus", "1000"},
+       "--pin-cpus 1000: CPU 1000 is not one this agent may run on"},
+      {{"--server", "h:1", "--device-key", "k", "--quiet-busy-pct", "101"},
+       "--quiet-busy-pct must be an integer in [0, 100]"},
+      {{"--server", "h:1", "--device-key", "k", "--quiet-wait-ms", "-1"},
+       "--quiet-wait-ms must be"},
+      {{"--server", "h:1", "--device-key", "k", "--workers", "2", "--quiet-busy-pct", "20"},
+       "--quiet-busy-pct with --workers > 1"},
       {{"--server", "farm.example:7070", "--device-key", "k"},
        "refusing plaintext to farm.example:7070"},
       {{"--server", "10.0.0.5:7070", "--device-key", "k", "--insecure=1"},

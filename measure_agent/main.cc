@@ -4,9 +4,11 @@
 // exact build of the agent that spawned it.
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +19,7 @@
 #include "compiler/support/log.h"
 #include "measure_agent/agent.h"
 #include "measure_agent/flags.h"
+#include "measure_agent/quiet.h"
 #include "measure_agent/sandbox.h"
 
 namespace {
@@ -24,12 +27,14 @@ namespace {
 // Runs as the sandbox child. Leaves with _Exit: once the result is written, no
 // destructor of the loaded kernel (or of ours) may change the outcome.
 [[noreturn]] void SandboxChildMain(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: tuneforge-agent %s DIR (internal: started by the agent)\n",
-                 tuneforge::agent::kSandboxRunFlag);
+  const bool pin_threads =
+      argc == 4 && std::strcmp(argv[3], tuneforge::agent::kPinThreadsFlag) == 0;
+  if (argc != 3 && !pin_threads) {
+    std::fprintf(stderr, "usage: tuneforge-agent %s DIR [%s] (internal: started by the agent)\n",
+                 tuneforge::agent::kSandboxRunFlag, tuneforge::agent::kPinThreadsFlag);
     std::_Exit(2);
   }
-  int code = tuneforge::agent::RunSandboxChild(argv[2]);
+  int code = tuneforge::agent::RunSandboxChild(argv[2], pin_threads);
   std::fflush(nullptr);
   std::_Exit(code);
 }
@@ -54,6 +59,20 @@ int main(int argc, char** argv) {
   }
   tuneforge::SetLogLevel(flags->log_level);
   tuneforge::SetLogPrefix("agent");
+
+  // The agent keeps to the CPUs its kernels are pinned to (before any thread starts,
+  // so all inherit it): it then reports their count as its cores, and the kernels'
+  // targets get as many threads.
+  if (const std::vector<int>& pin = flags->agent.pin_cpus; !pin.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int cpu : pin) CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+      std::fprintf(stderr, "tuneforge-agent: cannot run on CPUs %s: %s\n",
+                   tuneforge::agent::FormatCpuList(pin).c_str(), std::strerror(errno));
+      return 1;
+    }
+  }
 
   // SIGTERM/SIGINT are blocked in every thread (threads inherit the mask, so this
   // comes before any is started) and received by one thread with sigtimedwait, which

@@ -23,7 +23,10 @@
 
 #include <string>
 
+#include <vector>
+
 #include "measure_agent/device_launch.h"
+#include "measure_agent/quiet.h"
 #include "tuneforge/v1/common.pb.h"
 
 namespace tuneforge::agent {
@@ -44,6 +47,14 @@ struct SandboxOptions {
   // Set (its runner non-empty): requests run on a device through its launcher and
   // the device runner (device_launch.h), not in a child on this machine.
   DeviceLaunch device;
+  // Measurements on this machine (not a device): the CPUs the kernel runs on, its
+  // threads pinned one per CPU (runtime::PinThreads); empty: not pinned.
+  std::vector<int> pin_cpus;
+  // Wait for those CPUs (or, unpinned, the agent's) to be quiet before measuring,
+  // and measure once more when other work took more than quiet.max_busy of them
+  // during the measurement; max_busy 0: neither. The result's environment_json gets
+  // a "measurement" object saying what was found (docs/search.md "Clean labels").
+  QuietOptions quiet;
 };
 
 // Thread-safe: Run may be called from several threads at once (--workers N).
@@ -62,6 +73,7 @@ class Sandbox {
 
  private:
   SandboxOptions options_;
+  std::vector<int> watched_cpus_;  // pin_cpus, or the agent's own when unpinned
 };
 
 // Removes the sandbox directories under `temp_root` (empty: the default root) that
@@ -73,11 +85,15 @@ int RemoveStaleSandboxDirs(const std::string& temp_root);
 // The flag that makes the agent binary act as a sandbox child.
 inline constexpr char kSandboxRunFlag[] = "--sandbox-run";
 
-// Body of `tuneforge-agent --sandbox-run DIR`, in the freshly exec'd child, with the
+// Given after DIR when the parent pinned the child to its CPUs: the child then pins
+// its threads one per CPU.
+inline constexpr char kPinThreadsFlag[] = "--pin-threads";
+
+// Body of `tuneforge-agent --sandbox-run DIR [--pin-threads]`, in the freshly exec'd child, with the
 // buffers' memfd as descriptor 4 and the control socket as 5. Returns the process
 // exit code (0: the parent said quit or is gone; every failure is reported to the
 // parent over the socket). The caller must leave with std::_Exit so that no
 // destructor of the loaded kernel runs.
-int RunSandboxChild(const std::string& dir);
+int RunSandboxChild(const std::string& dir, bool pin_threads);
 
 }  // namespace tuneforge::agent

@@ -8,16 +8,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sched.h>
+#include <signal.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "compiler/support/hash.h"
+#include "measure_agent/quiet.h"
 #include "measure_agent/testing/kernel_request.h"
+#include "nlohmann/json.hpp"
 
 namespace tuneforge::agent {
 namespace {
@@ -57,7 +63,12 @@ TEST_F(SandboxTest, GoodKernelIsMeasured) {
   ASSERT_EQ(result.error(), tuneforge::v1::NONE) << result.error_message();
   EXPECT_EQ(result.request_id(), "r1");
   EXPECT_EQ(result.agent_id(), "agent-under-test");
-  EXPECT_EQ(result.environment_json(), options_.environment_json);
+  // The agent's environment, and what the sandbox found around this measurement.
+  nlohmann::json env = nlohmann::json::parse(result.environment_json());
+  EXPECT_EQ(env["cpu_model"], "test");
+  EXPECT_EQ(env["measurement"]["pinned"], false);
+  EXPECT_EQ(env["measurement"]["cpus"], FormatCpuList(AllowedCpus()));
+  EXPECT_EQ(env["measurement"]["remeasured"], false);
   ASSERT_EQ(result.costs_size(), 3);
   for (double c : result.costs()) {
     EXPECT_GT(c, 0);
@@ -65,6 +76,55 @@ TEST_F(SandboxTest, GoodKernelIsMeasured) {
   }
   EXPECT_GT(result.start_unix_us(), 0);
   EXPECT_GE(result.end_unix_us(), result.start_unix_us());
+}
+
+TEST_F(SandboxTest, PinnedKernelThreadsRunOnOneCpuEach) {
+  // pinned_add_kernel returns 7 unless each of its two threads may run on one CPU only.
+  const std::vector<int> cpus = AllowedCpus();
+  MeasureRequest request = MakeKernelRequest(ADD_KERNEL_PATH, "pinned_add_kernel", "r1");
+  options_.pin_cpus = cpus;
+  MeasureResult pinned = Run(request);
+  ASSERT_EQ(pinned.error(), tuneforge::v1::NONE) << pinned.error_message();
+  EXPECT_EQ(nlohmann::json::parse(pinned.environment_json())["measurement"]["pinned"], true);
+  if (cpus.size() >= 2) {  // unpinned, a thread may run on any of them
+    options_.pin_cpus.clear();
+    MeasureResult unpinned = Run(request);
+    EXPECT_EQ(unpinned.error(), tuneforge::v1::RUNTIME_ERROR);
+    EXPECT_THAT(unpinned.error_message(), HasSubstr("returned 7"));
+  }
+}
+
+TEST_F(SandboxTest, BusyCpusAreWaitedForAndTheMeasurementRepeated) {
+  // Another process spins on the kernel's only CPU for the whole test (the agent's own
+  // CPU time is not "other work"): the sandbox waits for quiet up to its bound,
+  // measures, sees the CPU taken during the measurement, measures again, and says all
+  // of it in the record.
+  const int cpu = AllowedCpus().back();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  const pid_t spinner = fork();
+  ASSERT_GE(spinner, 0);
+  if (spinner == 0) {
+    sched_setaffinity(0, sizeof(set), &set);
+    for (;;) {
+    }
+  }
+  options_.pin_cpus = {cpu};
+  options_.quiet.max_busy = 0.25;
+  options_.quiet.max_wait_ms = 300;
+  MeasureRequest request = MakeKernelRequest(ADD_KERNEL_PATH, "add_kernel", "r1");
+  request.mutable_options()->set_min_repeat_ms(20);
+  MeasureResult result = Run(request);
+  kill(spinner, SIGKILL);
+  waitpid(spinner, nullptr, 0);
+  ASSERT_EQ(result.error(), tuneforge::v1::NONE) << result.error_message();
+  nlohmann::json m = nlohmann::json::parse(result.environment_json())["measurement"];
+  EXPECT_EQ(m["cpus"], std::to_string(cpu));
+  EXPECT_GT(m["busy_before"].get<double>(), 0.25) << m.dump();
+  EXPECT_GE(m["quiet_wait_ms"].get<int>(), 300) << m.dump();
+  EXPECT_GT(m["others_busy"].get<double>(), 0.25) << m.dump();
+  EXPECT_EQ(m["remeasured"], true) << m.dump();
 }
 
 TEST_F(SandboxTest, FlushCacheAndRepeatAreHonoured) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 extern "C" {
 
@@ -36,5 +37,13 @@ void FillBuffer(uint64_t seed, int buffer_index, float* data, int64_t n);
 // NaN. Returns the index of the first mismatch, or -1 when all match.
 int64_t FirstMismatch(const float* actual, const float* expected, int64_t n, double atol,
                       double rtol);
+
+// Pins the calling thread to cpus[0] and every pool worker created from now on to
+// cpus[1], cpus[2], ... (round robin): a parallel loop's participants then stay on
+// distinct CPUs for the whole measurement instead of wherever the scheduler puts (and
+// moves) them. For a process that times kernels (the agent's sandbox child), called
+// before its first parallel loop; workers that already exist are not moved. Empty:
+// no-op. Returns false if the calling thread could not be pinned.
+bool PinThreads(const std::vector<int>& cpus);
 
 }  // namespace tuneforge::runtime

@@ -7,10 +7,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
+
+#include <sched.h>
 
 namespace tuneforge::runtime {
 namespace {
@@ -163,6 +168,63 @@ TEST(ParallelForTest, WorkersSurviveIdlePeriods) {
     tf_parallel_for(4, 4, AddOne, &sum);
   }
   EXPECT_EQ(sum.load(), 3 * 10);
+}
+
+// Which CPUs each participant of a parallel loop ran on.
+struct CpuLog {
+  std::mutex mu;
+  std::map<std::thread::id, std::set<int>> cpus;
+};
+
+void LogCpu(int64_t, void* closure) {
+  auto* log = static_cast<CpuLog*>(closure);
+  // Long enough that every participant takes blocks and the scheduler could move it.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(300);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+  std::lock_guard<std::mutex> lock(log->mu);
+  log->cpus[std::this_thread::get_id()].insert(sched_getcpu());
+}
+
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+// Runs a 2-thread loop after PinThreads(pin) in a fresh process (the pool is global:
+// workers that already exist are not moved) and exits 0 if every participant stayed
+// on the CPU `expect` gives for it (participant 0 = the caller), 1 otherwise.
+void PinnedLoopExits(const std::vector<int>& pin, const std::vector<int>& expect) {
+  if (!PinThreads(pin)) std::exit(2);
+  CpuLog log;
+  const std::thread::id caller = std::this_thread::get_id();
+  tf_parallel_for(64, 2, LogCpu, &log);
+  if (log.cpus.size() != 2) std::exit(3);  // both participants must have taken blocks
+  for (const auto& [thread, cpus] : log.cpus) {
+    const int want = thread == caller ? expect[0] : expect[1];
+    if (cpus != std::set<int>{want}) std::exit(1);
+  }
+  std::exit(0);
+}
+
+TEST(PinThreadsTest, ParticipantsStayOnTheirCpus) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::vector<int> cpus = AllowedCpus();
+  ASSERT_FALSE(cpus.empty());
+  // One CPU for all: both participants on it, where the scheduler would spread them.
+  EXPECT_EXIT(PinnedLoopExits({cpus.back()}, {cpus.back(), cpus.back()}),
+              ::testing::ExitedWithCode(0), "");
+  if (cpus.size() >= 2) {
+    // Two CPUs: the caller on the first, the worker on the second, in that order.
+    EXPECT_EXIT(PinnedLoopExits({cpus[1], cpus[0]}, {cpus[1], cpus[0]}),
+                ::testing::ExitedWithCode(0), "");
+  }
 }
 
 TEST(FillBufferTest, DeterministicAndInRange) {

@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <pthread.h>
+#include <sched.h>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -56,6 +58,15 @@ void NoteShortfall(int64_t asked, int64_t got) {
 
 // True on pool workers, and on a calling thread while it is inside tf_parallel_for.
 thread_local bool t_inside_parallel_for = false;
+
+// Pins the calling thread to one CPU; false if the system refuses.
+bool PinCallingThread(int cpu) {
+  if (cpu < 0 || cpu >= CPU_SETSIZE) return false;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
+}
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -105,6 +116,11 @@ inline void RunShare(LoopShare* share) {
 
 class ThreadPool {
  public:
+  void SetPinCpus(const std::vector<int>& cpus) {
+    std::lock_guard<std::mutex> dispatch_lock(dispatch_mutex_);
+    pin_cpus_ = cpus;
+  }
+
   static ThreadPool& Get() {
     // Intentionally leaked: workers outlive static destructors.
     static ThreadPool* pool = new ThreadPool();
@@ -145,7 +161,8 @@ class ThreadPool {
   // the worker's last access to it), so the task fields need no lock.
   class Worker {
    public:
-    Worker() : thread_([this] { Loop(); }) { thread_.detach(); }
+    // `cpu` >= 0: the worker pins itself to it before its first task.
+    explicit Worker(int cpu) : cpu_(cpu), thread_([this] { Loop(); }) { thread_.detach(); }
 
     void Assign(LoopShare* share, std::atomic<int64_t>* remaining, std::mutex* done_mutex,
                 std::condition_variable* done_cv) {
@@ -164,6 +181,7 @@ class ThreadPool {
 
    private:
     void Loop() {
+      if (cpu_ >= 0) PinCallingThread(cpu_);  // best effort: unpinned still computes
       t_inside_parallel_for = true;
       uint64_t seen = 0;
       while (true) {
@@ -193,6 +211,7 @@ class ThreadPool {
     std::atomic<int64_t>* remaining_ = nullptr;
     std::mutex* done_mutex_ = nullptr;
     std::condition_variable* done_cv_ = nullptr;
+    const int cpu_;
     std::thread thread_;  // last: starts after every other member is constructed
   };
 
@@ -202,7 +221,11 @@ class ThreadPool {
   int EnsureWorkers(int count) {
     try {
       while (static_cast<int>(workers_.size()) < count) {
-        workers_.push_back(std::make_unique<Worker>());
+        // Worker w is participant w + 1; the caller (participant 0) has pin_cpus_[0].
+        const int cpu = pin_cpus_.empty()
+                            ? -1
+                            : pin_cpus_[(workers_.size() + 1) % pin_cpus_.size()];
+        workers_.push_back(std::make_unique<Worker>(cpu));
       }
     } catch (const std::system_error&) {
       // Out of threads: carry on with the workers we have.
@@ -212,6 +235,7 @@ class ThreadPool {
 
   std::mutex dispatch_mutex_;
   std::vector<std::unique_ptr<Worker>> workers_;   // GUARDED_BY(dispatch_mutex_)
+  std::vector<int> pin_cpus_;                      // GUARDED_BY(dispatch_mutex_)
   LoopShare share_;  // the running call's; written by the caller before it assigns
   alignas(64) std::atomic<int64_t> remaining_{0};  // workers still running this call
   std::mutex done_mutex_;
@@ -219,6 +243,13 @@ class ThreadPool {
 };
 
 }  // namespace
+
+bool PinThreads(const std::vector<int>& cpus) {
+  if (cpus.empty()) return true;
+  ThreadPool::Get().SetPinCpus(cpus);
+  return PinCallingThread(cpus[0]);
+}
+
 }  // namespace tuneforge::runtime
 
 extern "C" void tf_parallel_for(int64_t n, int32_t num_threads, void (*fn)(int64_t, void*),

@@ -1,6 +1,8 @@
 // Test kernel: C = A + B over kTestElements floats, split over two threads with the
 // runtime's tf_parallel_for, so that loading it also proves the agent exports the
 // runtime. Built as a MODULE library by measure_agent/CMakeLists.txt.
+#define _GNU_SOURCE
+#include <sched.h>
 #include <stdint.h>
 
 #include "measure_agent/testdata/test_kernel.h"
@@ -18,4 +20,22 @@ static void AddChunk(int64_t chunk, void* closure) {
 int32_t add_kernel(void** buffers) {
   tf_parallel_for(2, 2, AddChunk, buffers);
   return 0;
+}
+
+// add_kernel that fails (returns 7) unless every thread it runs on is pinned to a
+// single CPU: how the sandbox tests see that the agent pinned the kernel's threads.
+static int32_t g_unpinned = 0;
+
+static void PinnedAddChunk(int64_t chunk, void* closure) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) != 1) {
+    __atomic_store_n(&g_unpinned, 1, __ATOMIC_RELAXED);
+  }
+  AddChunk(chunk, closure);
+}
+
+int32_t pinned_add_kernel(void** buffers) {
+  tf_parallel_for(2, 2, PinnedAddChunk, buffers);
+  return __atomic_load_n(&g_unpinned, __ATOMIC_RELAXED) ? 7 : 0;
 }

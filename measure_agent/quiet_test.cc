@@ -1,0 +1,52 @@
+#include "measure_agent/quiet.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace tuneforge::agent {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(CpuListTest, RangesAndSinglesSortedWithoutDuplicates) {
+  EXPECT_THAT(*ParseCpuList("0-3,6"), ElementsAre(0, 1, 2, 3, 6));
+  EXPECT_THAT(*ParseCpuList("6, 2,2-3"), ElementsAre(2, 3, 6));
+  EXPECT_EQ(FormatCpuList({0, 1, 2, 3, 6}), "0-3,6");
+  EXPECT_EQ(FormatCpuList({1, 3, 4}), "1,3-4");
+  EXPECT_EQ(FormatCpuList({}), "");
+  for (const char* bad : {"", "a", "3-1", "-1", "0-", "1,,2", "99999"}) {
+    absl::StatusOr<std::vector<int>> cpus = ParseCpuList(bad);
+    EXPECT_FALSE(cpus.ok()) << bad;
+    EXPECT_THAT(cpus.status().message(), HasSubstr("CPU list")) << bad;
+  }
+}
+
+TEST(CpuTicksTest, BusyIsEverythingButIdleAndIowaitOfTheChosenCpus) {
+  // user nice system idle iowait irq softirq steal guest guest_nice
+  const char* stat =
+      "cpu  100 0 50 1000 10 0 0 0 0 0\n"
+      "cpu0 10 1 2 100 4 1 1 5 0 0\n"
+      "cpu1 20 0 0 80 0 0 0 0 0 0\n"
+      "cpu2 1 1 1 1 1 1 1 1 0 0\n"
+      "intr 12345\n";
+  CpuTicks t = ParseCpuTicks(stat, {0, 1});
+  EXPECT_EQ(t.busy, 10 + 1 + 2 + 1 + 1 + 5 + 20);
+  EXPECT_EQ(t.total, t.busy + 100 + 4 + 80);
+  EXPECT_EQ(ParseCpuTicks(stat, {7}).total, 0);
+  EXPECT_DOUBLE_EQ(BusyFraction({10, 100}, {40, 200}), 0.3);
+  EXPECT_DOUBLE_EQ(BusyFraction({10, 100}, {10, 100}), 0);
+}
+
+TEST(CpuTicksTest, ThisMachineHasTicksForItsCpus) {
+  const std::vector<int> cpus = AllowedCpus();
+  ASSERT_FALSE(cpus.empty());
+  EXPECT_GT(ReadCpuTicks(cpus).total, 0);
+  // No check asked for: returns at once, quiet.
+  QuietCheck check = WaitForQuiet(cpus, QuietOptions{});
+  EXPECT_TRUE(check.quiet);
+  EXPECT_EQ(check.waited_ms, 0);
+}
+
+}  // namespace
+}  // namespace tuneforge::agent
