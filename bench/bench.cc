@@ -27,6 +27,7 @@ constexpr const char* kBenchUsage =
     "  db       tuning-log database: insert rate, best/top-k latency, export/import\n"
     "  farm     server dispatch under load: simulated agents, measurements/s, latency\n"
     "  model    a whole ONNX model on the executor next to onnxruntime, same threads\n"
+    "  noise    how much labels disagree between measurements, per measurement protocol\n"
     "\n"
     "`tuneforge bench <subcommand> --help` describes its options.\n";
 
@@ -108,6 +109,7 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& args) {
       {"db", BenchDbCommand},
       {"farm", BenchFarmCommand},
       {"model", BenchModelCommand},
+      {"noise", BenchNoiseCommand},
   };
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::fputs(kBenchUsage, args.empty() ? stderr : stdout);

@@ -19,6 +19,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args);  /
 absl::StatusOr<int> BenchDbCommand(const std::vector<std::string>& args);  // bench db
 absl::StatusOr<int> BenchFarmCommand(const std::vector<std::string>& args);  // bench farm
 absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args);  // bench model
+absl::StatusOr<int> BenchNoiseCommand(const std::vector<std::string>& args);  // bench noise
 
 // The float32 FMA peak of this machine on `threads` threads, measured with independent
 // The strongest vendor library on this machine for a task that has one (matmul,

@@ -153,20 +153,18 @@ absl::Status TuningClient::Cancel(const std::string& job_id) {
   return st.ok() ? absl::OkStatus() : absl::UnavailableError(st.error_message());
 }
 
-namespace {
-std::string AgentPath() {
+std::string AgentBinaryPath() {
   char buf[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
   if (n <= 0) return "tuneforge-agent";
   std::string self(buf, n);
   return self.substr(0, self.rfind('/') + 1) + "tuneforge-agent";
 }
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<AgentProcess>> AgentProcess::Spawn(
     const std::string& server, const std::string& device_key, bool verbose,
     const std::vector<std::string>& extra_args) {
-  std::string path = AgentPath();
+  std::string path = AgentBinaryPath();
   if (access(path.c_str(), X_OK) != 0) {
     return absl::FailedPreconditionError("agent binary not found at " + path);
   }
@@ -227,7 +225,7 @@ bool IsTargetName(const std::string& text) { return !text.empty() && text[0] != 
 
 absl::StatusOr<std::vector<std::string>> DeviceAgentArgs(const NamedTarget& t) {
   if (t.triple.empty()) return std::vector<std::string>();
-  const std::string agent = AgentPath();
+  const std::string agent = AgentBinaryPath();
   const std::string runner = agent.substr(0, agent.rfind('/') + 1) + "tuneforge-runner-" + t.name;
   if (access(runner.c_str(), X_OK) != 0) {
     return absl::FailedPreconditionError("the device runner for " + t.name + " is not at " + runner +

@@ -59,6 +59,9 @@ class TuningClient {
 absl::StatusOr<std::string> TokenFromFlag(const std::string& token_file);
 
 // A tuneforge-agent child process; killed (SIGTERM, then SIGKILL) on destruction.
+// tuneforge-agent next to this executable.
+std::string AgentBinaryPath();
+
 class AgentProcess {
  public:
   // The agent binary next to this executable.

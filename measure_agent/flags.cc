@@ -47,8 +47,9 @@ absl::Status ResolvePinning(const std::string& pin_cpus, int quiet_busy_pct, int
       }
     }
   }
-  const int busy_pct = quiet_busy_pct >= 0 ? quiet_busy_pct : agent->workers > 1 ? 0 : 25;
-  agent->quiet.max_busy = busy_pct / 100.0;
+  agent->quiet.max_busy = quiet_busy_pct >= 0 ? quiet_busy_pct / 100.0
+                          : agent->workers > 1 ? 0
+                                               : kDefaultMaxBusy;
   agent->quiet.max_wait_ms = quiet_wait_ms;
   return absl::OkStatus();
 }
@@ -103,9 +104,9 @@ sends in a sandboxed child process and streams the measurements back.
                              their count as its cores. none: threads left to the
                              scheduler. Ignored for a device (--runner)
   --quiet-busy-pct P         before every measurement wait until other work takes at
-                             most P% of those CPUs (over 30 ms), and measure again,
-                             once, when it took more during the measurement (default
-                             25; 0: no check; with --workers > 1 the default is 0,
+                             most P% of those CPUs (over 30 ms), and measure again
+                             (up to twice) when it took more during the measurement (default
+                             10; 0: no check; with --workers > 1 the default is 0,
                              since the agent's own workers are the load)
   --quiet-wait-ms MS         wait at most this long for quiet, then measure anyway
                              (default 1000, at most 5000: the server leases a request
@@ -128,7 +129,7 @@ absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args)
   AgentFlags flags;
   bool verbose = false, quiet = false;
   std::string pin_cpus = "all";
-  int quiet_busy_pct = -1;  // unset: 25, or 0 with --workers > 1
+  int quiet_busy_pct = -1;  // unset: kDefaultMaxBusy, or 0 with --workers > 1
   int quiet_wait_ms = 1000;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i];

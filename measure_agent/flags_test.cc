@@ -34,7 +34,7 @@ TEST(AgentFlagsTest, Defaults) {
   EXPECT_FALSE(flags->agent.test_wrong_answer);
   // Pinned to every CPU it may use, quiet-checked.
   EXPECT_EQ(flags->agent.pin_cpus, AllowedCpus());
-  EXPECT_DOUBLE_EQ(flags->agent.quiet.max_busy, 0.25);
+  EXPECT_DOUBLE_EQ(flags->agent.quiet.max_busy, 0.10);
   EXPECT_EQ(flags->agent.quiet.max_wait_ms, 1000);
 }
 
@@ -43,10 +43,10 @@ TEST(AgentFlagsTest, PinningAndQuietCheck) {
   const std::string first = std::to_string(allowed.front());
   absl::StatusOr<AgentFlags> flags =
       Parse({"--server", "127.0.0.1:1", "--device-key", "k", "--pin-cpus", first,
-             "--quiet-busy-pct", "10", "--quiet-wait-ms=500"});
+             "--quiet-busy-pct", "20", "--quiet-wait-ms=500"});
   ASSERT_TRUE(flags.ok()) << flags.status();
   EXPECT_EQ(flags->agent.pin_cpus, std::vector<int>{allowed.front()});
-  EXPECT_DOUBLE_EQ(flags->agent.quiet.max_busy, 0.10);
+  EXPECT_DOUBLE_EQ(flags->agent.quiet.max_busy, 0.20);
   EXPECT_EQ(flags->agent.quiet.max_wait_ms, 500);
   flags = Parse({"--server", "127.0.0.1:1", "--device-key", "k", "--pin-cpus", "none",
                  "--workers", "2"});

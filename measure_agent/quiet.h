@@ -1,7 +1,7 @@
 // The machine around a measurement (docs/search.md "Clean labels"): which CPUs the
 // kernel is pinned to, and how busy those CPUs are with work that is not the
 // measurement. The agent waits for its CPUs to be quiet before it measures, and
-// measures again, once, when something else ran on them during the measurement.
+// measures again (up to twice) when something else ran on them during the measurement.
 //
 // Busy time comes from /proc/stat's per-CPU counters (user, nice, system, irq,
 // softirq and steal count as busy; idle and iowait as idle), in USER_HZ ticks: 10 ms
@@ -36,6 +36,11 @@ CpuTicks ParseCpuTicks(std::string_view proc_stat, const std::vector<int>& cpus)
 CpuTicks ReadCpuTicks(const std::vector<int>& cpus);  // zeros when unreadable
 // Busy share of the CPUs' time between two readings; 0 when no tick passed.
 double BusyFraction(const CpuTicks& before, const CpuTicks& after);
+
+// The agent's default bound (--quiet-busy-pct 10): a parallel kernel on every CPU of
+// the set is slowed by other work on any of them, and one 10 ms tick of it in a 30 ms
+// window over two CPUs is already 17%.
+inline constexpr double kDefaultMaxBusy = 0.10;
 
 struct QuietOptions {
   // Wait while the CPUs are busier than this (fraction of their time, 0..1); 0: no

@@ -51,8 +51,8 @@ struct SandboxOptions {
   // threads pinned one per CPU (runtime::PinThreads); empty: not pinned.
   std::vector<int> pin_cpus;
   // Wait for those CPUs (or, unpinned, the agent's) to be quiet before measuring,
-  // and measure once more when other work took more than quiet.max_busy of them
-  // during the measurement; max_busy 0: neither. The result's environment_json gets
+  // and measure again (up to twice) when other work took more than quiet.max_busy of
+  // them during the measurement; max_busy 0: neither. The result's environment_json gets
   // a "measurement" object saying what was found (docs/search.md "Clean labels").
   QuietOptions quiet;
 };

@@ -42,6 +42,25 @@ TargetInfo MakeTargetInfo(const Target& target) {
                     target.device_key};
 }
 
+absl::StatusOr<std::shared_ptr<const ExpectedOutput>> MakeExpectedOutput(const TuningTask& task,
+                                                                         const Target& target,
+                                                                         const Template& tmpl,
+                                                                         uint64_t seed) {
+  ASSIGN_OR_RETURN(ir::LoweredFunc naive, tmpl.Instantiate(task, target, tmpl.Naive(task, target)));
+  auto expected = std::make_shared<ExpectedOutput>();
+  for (size_t i = 0; i < naive.params.size(); ++i) {
+    expected->buffer_sizes.push_back(naive.params[i].NumElements());
+    if (naive.params[i].is_output) expected->output_index = static_cast<int>(i);
+    expected->internal.push_back(naive.params[i].is_internal);
+  }
+  expected->seed = seed;
+  ASSIGN_OR_RETURN(expected->values, ReferenceOutput(task, MakeInputs(task, seed)));
+  const Tolerance tol = ToleranceFor(task);
+  expected->atol = tol.atol;
+  expected->rtol = tol.rtol;
+  return expected;
+}
+
 Target TargetOfRecord(const TargetInfo& t) {
   return Target{t.triple, t.cpu, t.features, t.num_threads, t.device_key};
 }
@@ -278,22 +297,8 @@ absl::StatusOr<TuningProgress> TuningLoop::Run(const ProgressCallback& on_progre
   }
 
   // The expected output, computed once per job by the reference implementation.
-  Config naive = template_->Naive(task_, target_);
-  ASSIGN_OR_RETURN(ir::LoweredFunc naive_func, template_->Instantiate(task_, target_, naive));
-  {
-    auto expected = std::make_shared<ExpectedOutput>();
-    for (size_t i = 0; i < naive_func.params.size(); ++i) {
-      expected->buffer_sizes.push_back(naive_func.params[i].NumElements());
-      if (naive_func.params[i].is_output) expected->output_index = static_cast<int>(i);
-      expected->internal.push_back(naive_func.params[i].is_internal);
-    }
-    expected->seed = options_.seed;
-    ASSIGN_OR_RETURN(expected->values, ReferenceOutput(task_, MakeInputs(task_, options_.seed)));
-    Tolerance tol = ToleranceFor(task_);
-    expected->atol = tol.atol;
-    expected->rtol = tol.rtol;
-    expected_ = std::move(expected);
-  }
+  const Config naive = template_->Naive(task_, target_);
+  ASSIGN_OR_RETURN(expected_, MakeExpectedOutput(task_, target_, *template_, options_.seed));
 
   // Configs this (workload, target) already has records for are not measured again.
   ASSIGN_OR_RETURN(std::vector<TuningRecord> previous,

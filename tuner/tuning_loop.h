@@ -139,4 +139,12 @@ TargetInfo MakeTargetInfo(const Target& target);
 // The Target a record was measured on (the inverse of MakeTargetInfo).
 Target TargetOfRecord(const TargetInfo& t);
 
+// What every candidate of `task` must compute: the reference output on the inputs of
+// `seed`, the buffer sizes of the template's naive kernel and the task's tolerance.
+// Once per job (TuningLoop), or per benchmark (bench noise).
+absl::StatusOr<std::shared_ptr<const ExpectedOutput>> MakeExpectedOutput(const TuningTask& task,
+                                                                         const Target& target,
+                                                                         const Template& tmpl,
+                                                                         uint64_t seed);
+
 }  // namespace tuneforge
