@@ -42,32 +42,54 @@ Expr Substitute(const Expr& e, const std::map<std::string, Expr>& vars) {
 }
 
 Stmt Substitute(const Stmt& s, const std::map<std::string, Expr>& vars) {
-  if (!s) return s;
+  if (!s || vars.empty()) return s;
+  // Unchanged subtrees are shared, not rebuilt: templates substitute into large bodies
+  // (a loop of extent 1 becomes 0 everywhere), and most of a body has no such variable.
   switch (s->kind) {
     case StmtKind::kFor: {
-      // The loop variable shadows any substitution of the same name.
-      std::map<std::string, Expr> inner = vars;
-      inner.erase(s->var);
       Expr extent = Substitute(s->extent, vars);
+      Stmt body;
+      if (vars.count(s->var)) {  // the loop variable shadows a substitution of its name
+        std::map<std::string, Expr> inner = vars;
+        inner.erase(s->var);
+        body = Substitute(s->body, inner);
+      } else {
+        body = Substitute(s->body, vars);
+      }
+      if (extent == s->extent && body == s->body) return s;
       int64_t c;
       int64_t max_extent = IsConst(extent, &c) ? c : s->max_extent;
-      return For(s->var, extent, max_extent, s->for_kind, Substitute(s->body, inner));
+      return For(s->var, extent, max_extent, s->for_kind, body);
     }
-    case StmtKind::kStore:
-      return Store(s->buffer, Substitute(s->index, vars), Substitute(s->value, vars));
-    case StmtKind::kPrefetch:
-      return Prefetch(s->buffer, Substitute(s->index, vars));
+    case StmtKind::kStore: {
+      Expr index = Substitute(s->index, vars), value = Substitute(s->value, vars);
+      if (index == s->index && value == s->value) return s;
+      return Store(s->buffer, index, value);
+    }
+    case StmtKind::kPrefetch: {
+      Expr index = Substitute(s->index, vars);
+      return index == s->index ? s : Prefetch(s->buffer, index);
+    }
     case StmtKind::kBlock: {
       std::vector<Stmt> stmts;
-      for (const Stmt& c : s->stmts) stmts.push_back(Substitute(c, vars));
-      return Block(std::move(stmts));
+      stmts.reserve(s->stmts.size());
+      bool changed = false;
+      for (const Stmt& c : s->stmts) {
+        stmts.push_back(Substitute(c, vars));
+        changed |= stmts.back() != c;
+      }
+      return changed ? Block(std::move(stmts)) : s;
     }
-    case StmtKind::kIfThenElse:
-      return IfThenElse(Substitute(s->condition, vars), Substitute(s->body, vars),
-                        Substitute(s->else_case, vars));
-    case StmtKind::kAllocate:
-      return Allocate(s->buffer, s->alloc_dtype, s->alloc_size, Substitute(s->body, vars),
-                      s->alloc_scope);
+    case StmtKind::kIfThenElse: {
+      Expr condition = Substitute(s->condition, vars);
+      Stmt then_case = Substitute(s->body, vars), else_case = Substitute(s->else_case, vars);
+      if (condition == s->condition && then_case == s->body && else_case == s->else_case) return s;
+      return IfThenElse(condition, then_case, else_case);
+    }
+    case StmtKind::kAllocate: {
+      Stmt body = Substitute(s->body, vars);
+      return body == s->body ? s : Allocate(s->buffer, s->alloc_dtype, s->alloc_size, body, s->alloc_scope);
+    }
   }
   return s;
 }

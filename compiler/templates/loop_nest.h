@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,12 +30,15 @@ struct LoopSpec {
 // Loops around `body`, outermost first. A loop of extent 1 is left out and its
 // variable replaced by 0.
 inline ir::Stmt Loops(const std::vector<LoopSpec>& loops, ir::Stmt body) {
+  // The variables of the left-out loops, replaced in one pass over the body. A loop
+  // inside one of them with the same name would shadow it; the nests written with
+  // this never reuse a name.
+  std::map<std::string, ir::Expr> zeros;
+  for (const LoopSpec& l : loops)
+    if (l.extent <= 1) zeros.emplace(l.var, ir::IntImm(0));
+  body = ir::Substitute(body, zeros);
   for (auto it = loops.rbegin(); it != loops.rend(); ++it) {
-    if (it->extent <= 1) {
-      body = ir::Substitute(body, {{it->var, ir::IntImm(0)}});
-      continue;
-    }
-    body = ir::For(it->var, ir::IntImm(it->extent), it->extent, it->kind, body);
+    if (it->extent > 1) body = ir::For(it->var, ir::IntImm(it->extent), it->extent, it->kind, body);
   }
   return body;
 }
