@@ -513,6 +513,11 @@ std::vector<Variant> EvalVariants() {
     o.xgb.eta = 0.1;
     o.xgb.min_child_weight = 4;
   });
+  add("rich features", [](ModelPolicyOptions& o) { o.features.rich = true; });
+  add("rich features depth8", [](ModelPolicyOptions& o) {
+    o.features.rich = true;
+    o.xgb.max_depth = 8;
+  });
   add("pairwise depth4", [](ModelPolicyOptions& o) { o.xgb.max_depth = 4; });
   add("pairwise depth8", [](ModelPolicyOptions& o) { o.xgb.max_depth = 8; });
   add("pairwise sub.8 col.8", [](ModelPolicyOptions& o) {

@@ -20,6 +20,7 @@ using ir::StmtKind;
 
 constexpr double kElemBytes = 4;  // float32: the only buffer dtype today
 constexpr int kAccessSlots = 3;   // the store target and the first two other buffers read
+constexpr int kIntensityLevels = 6;  // points of the richer set's intensity curve
 
 // An affine form sum(coef[v] * v) + constant. `affine` is false when the expression
 // is not affine in the loop variables (div, mod, min, a product of variables); the
@@ -276,6 +277,15 @@ FeatureExtractor::FeatureExtractor(const ConfigSpace& space, const Target& targe
 
 std::vector<std::string> FeatureExtractor::Names() const {
   std::vector<std::string> n = IrFeatureNames();
+  if (options_.rich) {
+    for (int l = 0; l < kIntensityLevels; ++l) n.push_back("log2_intensity_inner" + std::to_string(l));
+    for (int s = 0; s < kAccessSlots; ++s) {
+      std::string p = "access" + std::to_string(s) + "_";
+      for (const char* f : {"log2_bytes_innermost", "log2_bytes_l2_tile", "reuse_level_fraction", "log2_lines_innermost"})
+        n.push_back(p + f);
+    }
+    for (const char* f : {"parallel_position", "unroll_position", "vector_position"}) n.push_back(f);
+  }
   for (const Knob& k : knobs_) n.push_back("knob_" + k.name);
   return n;
 }
@@ -299,7 +309,7 @@ FeatureVector FeatureExtractor::Extract(const ir::LoweredFunc& func, const Confi
           if (k.values[j] == *knob_value) value = static_cast<float>(j);
       }
     }
-    v[kNumIrFeatures + i] = value;
+    v[knob_offset() + i] = value;
   }
   return v;
 }
@@ -422,6 +432,53 @@ void FeatureExtractor::ExtractIr(const ir::LoweredFunc& func, float* out) const 
   put(std::log2(traffic(l2)));
   put(std::log2(traffic(l3)));
   TF_CHECK(f == kNumIrFeatures, "wrote ", f, " features");
+  if (!options_.rich) return;
+
+  // The richer set. Intensity curve: flops per distinct byte inside the innermost
+  // 1, 2, ... kIntensityLevels loops (a deeper level than the nest repeats the last).
+  for (int l = 0; l < kIntensityLevels; ++l) {
+    const size_t level = depth >= static_cast<size_t>(l + 1) ? depth - (l + 1) : 0;
+    put(std::log2(ops * TripsInside(s, level) / std::max(kElemBytes, ws[level])));
+  }
+  // Per access slot: distinct bytes inside the innermost loop and the L2 tile, the
+  // position of its innermost reuse (the innermost loop it does not move in, as a
+  // fraction of the depth from outside: 1 = reused by the innermost loop, 0 = none),
+  // and the 64-byte lines one run of the innermost loop touches.
+  const size_t inner = depth > 0 ? depth - 1 : 0;
+  for (int k = 0; k < kAccessSlots; ++k) {
+    if (k >= static_cast<int>(slots.size())) {
+      f += 4;
+      continue;
+    }
+    const Access& a = *slots[k];
+    put(Log2p(Footprint(a, s.loops, inner) * kElemBytes));
+    put(Log2p(Footprint(a, s.loops, l2) * kElemBytes));
+    double reuse = 0;
+    for (size_t l = depth; l-- > 0;)
+      if (a.level_coef[l] == 0) {
+        reuse = static_cast<double>(l + 1) / static_cast<double>(depth);
+        break;
+      }
+    put(reuse);
+    const double stride = depth > 0 ? std::abs(static_cast<double>(a.level_coef[inner])) : 0;
+    const double extent = depth > 0 ? static_cast<double>(s.loops[inner].extent) : 1;
+    const double lines = stride == 0 ? 1
+                         : stride * kElemBytes >= 64
+                             ? extent
+                             : std::ceil(extent * stride * kElemBytes / 64);
+    put(Log2p(lines));
+  }
+  // Where the annotations sit: level of the outermost parallel loop, the outermost
+  // unrolled loop and the vectorized loop, as a fraction of the depth (0: none).
+  auto position = [&](ir::ForKind kind) {
+    for (size_t l = 0; l < depth; ++l)
+      if (s.loops[l].kind == kind) return static_cast<double>(l + 1) / static_cast<double>(depth);
+    return 0.0;
+  };
+  put(position(ir::ForKind::kParallel));
+  put(position(ir::ForKind::kUnrolled));
+  put(position(ir::ForKind::kVectorized));
+  TF_CHECK(f == kNumIrFeatures + kNumRichFeatures, "wrote ", f, " features");
 }
 
 }  // namespace tuneforge::costmodel

@@ -30,17 +30,23 @@ struct FeatureOptions {
   double l1_bytes = 32 * 1024;
   double l2_bytes = 1024 * 1024;
   double l3_bytes = 32 * 1024 * 1024;
+  // The richer set (kNumRichFeatures more, after the loop-IR ones): an arithmetic
+  // intensity curve, per-buffer footprints and reuse, annotation positions
+  // (docs/features.md "Richer features"). Compared offline by `bench search --eval-db`.
+  bool rich = false;
 };
 
 // Number of loop-IR features (part 1 above).
 inline constexpr int kNumIrFeatures = 44;
+// Number of the richer set's features, when FeatureOptions::rich.
+inline constexpr int kNumRichFeatures = 21;
 
 // Thread-safe (immutable after construction).
 class FeatureExtractor {
  public:
   FeatureExtractor(const ConfigSpace& space, const Target& target, FeatureOptions options = {});
 
-  int size() const { return kNumIrFeatures + static_cast<int>(knobs_.size()); }
+  int size() const { return knob_offset() + static_cast<int>(knobs_.size()); }
   // Names, index-aligned with the vector (for docs, debugging and feature importance).
   std::vector<std::string> Names() const;
   // Deterministic: the same (func, config) always gives the same vector.
@@ -48,6 +54,7 @@ class FeatureExtractor {
 
  private:
   void ExtractIr(const ir::LoweredFunc& func, float* out) const;
+  int knob_offset() const { return kNumIrFeatures + (options_.rich ? kNumRichFeatures : 0); }
 
   std::vector<Knob> knobs_;
   int cores_;

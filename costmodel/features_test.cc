@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -43,6 +44,36 @@ TEST(FeaturesTest, FixedLengthNamedAndDeterministic) {
     EXPECT_EQ(a, b);
     for (float x : a) EXPECT_TRUE(std::isfinite(x));
   }
+}
+
+// The richer set (compared offline, not the default) sits between the 44 and the
+// knobs: the 44 are unchanged, the knobs move by kNumRichFeatures.
+TEST(FeaturesTest, RicherSetKeepsTheFirst44AndTheKnobs) {
+  Fixture fx("conv2d N=1 C=32 H=14 W=14 K=32 R=3 S=3 stride=1 pad=1");
+  FeatureOptions rich;
+  rich.rich = true;
+  FeatureExtractor extractor(fx.space, fx.target, rich);
+  ASSERT_EQ(extractor.size(), fx.extractor.size() + kNumRichFeatures);
+  std::vector<std::string> names = extractor.Names();
+  ASSERT_EQ(names.size(), static_cast<size_t>(extractor.size()));
+  EXPECT_EQ(names[kNumIrFeatures], "log2_intensity_inner0");
+  EXPECT_EQ(names[kNumIrFeatures + kNumRichFeatures - 1], "vector_position");
+  std::mt19937_64 rng(5);
+  int differ = 0;
+  for (int i = 0; i < 20; ++i) {
+    Config c = *fx.space.Sample(rng);
+    FeatureVector base = fx.Features(c);
+    auto func = fx.tmpl->Instantiate(fx.task, fx.target, c);
+    ASSERT_TRUE(func.ok());
+    FeatureVector more = extractor.Extract(*func, c);
+    EXPECT_TRUE(std::equal(base.begin(), base.begin() + kNumIrFeatures, more.begin()));
+    EXPECT_TRUE(std::equal(base.begin() + kNumIrFeatures, base.end(),
+                           more.begin() + kNumIrFeatures + kNumRichFeatures));
+    for (float x : more) EXPECT_TRUE(std::isfinite(x));
+    differ += std::any_of(more.begin() + kNumIrFeatures,
+                          more.begin() + kNumIrFeatures + kNumRichFeatures, [](float x) { return x != 0; });
+  }
+  EXPECT_EQ(differ, 20);  // every config has some richer feature set
 }
 
 TEST(FeaturesTest, DistinguishesSchedules) {

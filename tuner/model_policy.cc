@@ -42,7 +42,7 @@ ModelPolicy::ModelPolicy(const PolicyContext& context, ModelPolicyOptions option
     : context_(context),
       space_(context.tmpl->Space(context.task, context.target)),
       options_(options),
-      extractor_(space_, context.target),
+      extractor_(space_, context.target, options.features),
       model_(options.xgb),
       rng_(context.seed) {
   if (!context_.model_store) return;

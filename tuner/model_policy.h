@@ -67,6 +67,7 @@ struct ModelPolicyOptions {
   // search runs between batches, when the machine is otherwise idle).
   int scoring_threads = 2;
   costmodel::XgbParams xgb;
+  costmodel::FeatureOptions features;
 };
 
 // Not thread-safe; owned by one TuningLoop (or a benchmark).
