@@ -47,12 +47,6 @@ std::optional<MeasureErrorKind> ParseMeasureErrorKind(const std::string& name) {
 
 double MeasureResult::MedianCost() const { return Median(costs); }
 
-bool MeasureResult::Disturbed() const {
-  // The agent writes the environment with nlohmann::json::dump (no spaces); a substring
-  // test keeps this cheap for the 50,000 records a log model reads.
-  return environment_json.find("\"disturbed\":true") != std::string::npos;
-}
-
 namespace {
 
 // FNV-1a with the published 128-bit parameters (prime 2^88 + 2^8 + 0x3b). Chosen over

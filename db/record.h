@@ -35,10 +35,6 @@ struct MeasureResult {
   double build_seconds = 0;
 
   double MedianCost() const;  // +inf when costs is empty
-  // The agent found other work on its CPUs during the measurement even after waiting
-  // and re-measuring (environment_json's measurement.disturbed, docs/search.md "Pinned
-  // and quiet-checked agents"): the figure is likely slower than the kernel.
-  bool Disturbed() const;
 };
 
 // The (workload) half of a record's key. `key` is derived from the canonical text.

@@ -65,7 +65,7 @@ absl::StatusOr<std::string> TrainLogModel(const Template& tmpl, const Target& ta
   for (auto it = records.rbegin(); it != records.rend() && used < options.max_records; ++it) {
     const TuningRecord& r = *it;
     if (r.template_name != tmpl.name() || r.template_version != tmpl.version() ||
-        r.target.key != target.Key() || r.UntrustedUpload() || r.result.Disturbed() ||
+        r.target.key != target.Key() || r.UntrustedUpload() ||
         r.workload.key == options.exclude_workload)
       continue;
     Group& g = groups[r.workload.key];

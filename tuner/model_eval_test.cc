@@ -172,14 +172,6 @@ TEST(LogModelTest, RanksANewShapeFromTheLogAloneAndBlended) {
   for (TuningRecord& r : other_target) r.target.key = "another-target";
   none = TrainLogModel(*small.tmpl, small.target, other_target, o, nullptr);
   EXPECT_TRUE(absl::IsInvalidArgument(none.status())) << none.status();
-  // Measurements the agent marked disturbed are not labels.
-  std::vector<TuningRecord> some_disturbed = all;
-  int64_t disturbed = 0;
-  for (size_t i = 0; i < some_disturbed.size(); i += 3, ++disturbed)
-    some_disturbed[i].result.environment_json = R"({"measurement":{"disturbed":true}})";
-  LogModelInfo clean_info;
-  ASSERT_TRUE(TrainLogModel(*small.tmpl, small.target, some_disturbed, o, &clean_info).ok());
-  EXPECT_EQ(clean_info.records, static_cast<int64_t>(all.size()) - disturbed);
 }
 
 TEST(LogModelTest, PolicyRanksTheFirstBatchWithTheLogModel) {

@@ -94,8 +94,6 @@ void ModelPolicy::Observe(const std::vector<TuningRecord>& records) {
     }
     std::string key = space_.WithDefaults(*c).ToJson();  // a missing knob is its default
     visited_.insert(key);
-    // Measured (never proposed again), but not a label to learn from.
-    if (r.result.Disturbed()) continue;
     double& t = own_[key];
     t = std::max(t, RecordThroughput(r));
     dirty_ = true;
@@ -111,7 +109,7 @@ void ModelPolicy::ObserveOtherTasks(const std::vector<TuningRecord>& records) {
     if (transfer_count_ >= options_.max_transfer_records) break;
     if (r.template_name != context_.tmpl->name() ||
         r.template_version != context_.tmpl->version() || r.target.key != context_.target.Key() ||
-        r.workload.key == context_.task.WorkloadKey() || r.result.Disturbed())
+        r.workload.key == context_.task.WorkloadKey())
       continue;
     absl::StatusOr<TuningTask> task = ParseTask(r.workload.task_text);
     absl::StatusOr<Config> config = Config::FromJson(r.config_json);

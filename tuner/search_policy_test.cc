@@ -165,33 +165,6 @@ TEST(SearchPolicyTest, ModelSaysWhenItFallsBackToRandom) {
   }
 }
 
-// A measurement the agent marked disturbed (other work on its CPUs) is not a label:
-// its config counts as measured, but the model does not learn from its figure.
-TEST(SearchPolicyTest, DisturbedMeasurementsAreNotLabels) {
-  PolicyContext ctx = Context("matmul M=128 N=128 K=128", 5);
-  ModelPolicy policy(ctx, ModelPolicyOptions{});
-  std::vector<Config> configs = policy.Propose(6);
-  ASSERT_EQ(configs.size(), 6u);
-  std::vector<TuningRecord> records;
-  for (size_t i = 0; i < configs.size(); ++i) {
-    records.push_back(MakeRecord(ctx, configs[i]));
-    if (i % 2 == 1) {
-      records.back().result.environment_json =
-          R"({"cpu_model":"x","measurement":{"disturbed":true,"others_busy":0.4}})";
-    } else {
-      records.back().result.environment_json = R"({"measurement":{"disturbed":false}})";
-    }
-  }
-  EXPECT_TRUE(records[1].result.Disturbed());
-  EXPECT_FALSE(records[0].result.Disturbed());
-  policy.Observe(records);
-  EXPECT_EQ(policy.rows(), 3);  // the three undisturbed
-  // Never proposed again, disturbed or not.
-  std::set<std::string> measured;
-  for (const Config& c : configs) measured.insert(c.ToJson());
-  for (const Config& c : policy.Propose(32)) EXPECT_FALSE(measured.count(c.ToJson())) << c.ToJson();
-}
-
 TEST(SearchPolicyTest, GridWalksTheWholeSmallSpaceOnce) {
   PolicyContext ctx = Context("matmul M=4 N=4 K=4", 3);
   ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
