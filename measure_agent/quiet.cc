@@ -54,17 +54,6 @@ std::string FormatCpuList(const std::vector<int>& cpus) {
   return out;
 }
 
-std::vector<int> AllowedCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  return cpus;
-}
-
 CpuTicks ParseCpuTicks(std::string_view proc_stat, const std::vector<int>& cpus) {
   CpuTicks ticks;
   std::istringstream in{std::string(proc_stat)};

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compiler/runtime/runtime.h"
 
 namespace tuneforge::agent {
 
@@ -23,7 +24,7 @@ absl::StatusOr<std::vector<int>> ParseCpuList(std::string_view text);
 // {0, 1, 2, 3, 6} -> "0-3,6".
 std::string FormatCpuList(const std::vector<int>& cpus);
 // The CPUs this thread may run on (sched_getaffinity), ascending.
-std::vector<int> AllowedCpus();
+using runtime::AllowedCpus;
 
 // Busy and total ticks of a set of CPUs.
 struct CpuTicks {

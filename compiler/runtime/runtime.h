@@ -45,5 +45,7 @@ int64_t FirstMismatch(const float* actual, const float* expected, int64_t n, dou
 // before its first parallel loop; workers that already exist are not moved. Empty:
 // no-op. Returns false if the calling thread could not be pinned.
 bool PinThreads(const std::vector<int>& cpus);
+// The CPUs the calling thread may run on (sched_getaffinity), ascending.
+std::vector<int> AllowedCpus();
 
 }  // namespace tuneforge::runtime

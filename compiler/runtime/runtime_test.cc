@@ -186,17 +186,6 @@ void LogCpu(int64_t, void* closure) {
   log->cpus[std::this_thread::get_id()].insert(sched_getcpu());
 }
 
-std::vector<int> AllowedCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  return cpus;
-}
-
 // Runs a 2-thread loop after PinThreads(pin) in a fresh process (the pool is global:
 // workers that already exist are not moved) and exits 0 if every participant stayed
 // on the CPU `expect` gives for it (participant 0 = the caller), 1 otherwise.
