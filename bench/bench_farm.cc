@@ -36,6 +36,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "compiler/support/stats.h"
 #include "compiler/support/hash.h"
 #include "compiler/support/log.h"
 #include "compiler/support/status.h"
@@ -123,13 +124,6 @@ class LeaseRecorder : public DispatchObserver {
   std::vector<double> seconds_;
   std::atomic<int64_t> redispatches_{0};
 };
-
-double Percentile(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
-  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5));
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(i), v.end());
-  return v[i];
-}
 
 // What the server process reports back through a pipe when it stops.
 struct ServerReport {

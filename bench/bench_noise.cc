@@ -36,6 +36,7 @@
 #include "cli/flags.h"
 #include "compiler/support/log.h"
 #include "compiler/support/stats.h"
+#include "costmodel/xgb_model.h"
 #include "compiler/support/status.h"
 #include "compiler/codegen/build.h"
 #include "compiler/task/task.h"
@@ -110,24 +111,6 @@ struct Cell {  // one (load, protocol)
   int measurements = 0, remeasured = 0, failed = 0;
 };
 
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
-}
-
-// Share of config pairs that `a` and `b` order the same way.
-double RankAgreement(const std::vector<double>& a, const std::vector<double>& b) {
-  int same = 0, pairs = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    for (size_t j = i + 1; j < a.size(); ++j) {
-      ++pairs;
-      same += (a[i] < a[j]) == (b[i] < b[j]);
-    }
-  }
-  return pairs == 0 ? 1 : static_cast<double>(same) / pairs;
-}
-
 // Disagreement of each config's labels (its `rounds` values) and rank agreement of the
 // rounds, over the configs every round measured.
 struct Agreement {
@@ -156,12 +139,12 @@ Agreement Agree(const std::vector<std::vector<double>>& by_config) {
   int round_pairs = 0;
   for (size_t r1 = 0; r1 < rounds; ++r1) {
     for (size_t r2 = r1 + 1; r2 < rounds; ++r2) {
-      std::vector<double> x, y;
+      std::vector<float> x, y;
       for (const auto& labels : ok) {
-        x.push_back(labels[r1]);
-        y.push_back(labels[r2]);
+        x.push_back(static_cast<float>(labels[r1]));
+        y.push_back(static_cast<float>(labels[r2]));
       }
-      a.rank += RankAgreement(x, y);
+      a.rank += costmodel::PairwiseAccuracy(x, y);  // the share of pairs ordered alike
       ++round_pairs;
     }
   }

@@ -1052,6 +1052,7 @@ Sandbox::Sandbox(SandboxOptions options) : options_(std::move(options)) {
   if (options_.temp_root.empty()) options_.temp_root = DefaultTempRoot();
   TF_CHECK(options_.default_timeout_ms > 0);
   watched_cpus_ = options_.pin_cpus.empty() ? AllowedCpus() : options_.pin_cpus;
+  watched_cpus_text_ = FormatCpuList(watched_cpus_);
 }
 
 namespace {
@@ -1179,7 +1180,7 @@ MeasureResult Sandbox::Run(const MeasureRequest& request) const {
   nlohmann::json env = nlohmann::json::parse(options_.environment_json, nullptr, false);
   if (env.is_object()) {
     env["measurement"] = {
-        {"cpus", FormatCpuList(watched_cpus_)},
+        {"cpus", watched_cpus_text_},
         {"pinned", !options_.pin_cpus.empty()},
         {"busy_before", Round3(watched.before.busy)},
         {"quiet_wait_ms", waited_ms},

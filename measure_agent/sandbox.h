@@ -74,6 +74,7 @@ class Sandbox {
  private:
   SandboxOptions options_;
   std::vector<int> watched_cpus_;  // pin_cpus, or the agent's own when unpinned
+  std::string watched_cpus_text_;  // FormatCpuList(watched_cpus_), for every record
 };
 
 // Removes the sandbox directories under `temp_root` (empty: the default root) that

@@ -16,6 +16,15 @@ inline double Median(std::vector<double> v) {
   return v.size() % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
 }
 
+// The nearest-rank `p` quantile of `v` (p in [0, 1]: 0.5 the upper median, 0.99 the
+// p99); 0 when empty.
+inline double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.end());
+  return v[i];
+}
+
 // Median of `v`, or `if_empty` when there are no samples.
 inline double MedianOr(const std::vector<double>& v, double if_empty) { return v.empty() ? if_empty : Median(v); }
 
