@@ -66,9 +66,19 @@ constexpr const char* kUsage =
     "  --trials  budget per run (default: the suite's)\n"
     "  --case    one task instead of the suite's cases (then no transfer runs)\n"
     "  --plot    SVG of best-so-far GFLOP/s vs trials (default bench_search.svg)\n"
+    "  --random-trials N  budget of the random policy's runs (default: --trials; the\n"
+    "            ops suite: 3x --trials, so random's trials to 95% are measured, not cut\n"
+    "            off at the model's budget, and model at T vs random at 3T can be read)\n"
     "  --reference-trials N  per case, a random run of N trials (seed 1000) after the\n"
     "            others; the best known is the best of it and of every policy's run\n"
     "            (default 0: the policies' runs only)\n"
+    "  --measurements FILE  a tuning-log db used as the measurement cache across runs:\n"
+    "            a config of the case already in it (this target, this template\n"
+    "            version) is not measured again, new measurements are added (created\n"
+    "            when missing). A rerun with a changed policy measures only its new\n"
+    "            configs. Default: none (everything measured in this run)\n"
+    "  --variant NAME  the model policy's runs use this variant's options (the\n"
+    "            --eval-db list, and search variants such as 'crossover.3')\n"
     "  --json    one JSON object on stdout\n"
     "  --eval-db evaluate cost-model variants offline on the records of a tuning-log\n"
     "            file (no kernel is measured): held-out pairwise accuracy and recall@k\n"
@@ -197,6 +207,7 @@ struct CaseResult {
   double reference_best = 0;
   std::string log_model_note;  // why model+log did not run, if it did not
   int transfer_records = 0;  // records of other shapes the model+transfer runs started from
+  int stored_measurements = 0;  // configs of the case in the --measurements db at start
 };
 
 // First trial (1-based) at which the curve reaches `target`, or 0 if never.
@@ -225,16 +236,96 @@ void PrintScoring(const ScoringSpeed& s) {
       s.scoring_threads, s.score_cpu_us);
 }
 
+struct Variant {
+  std::string name;
+  ModelPolicyOptions options;
+  bool search_only = false;  // only search options changed: --eval-db skips it unless named
+};
+
+// The cost-model variants compared offline; the first is the default the tuner uses.
+std::vector<Variant> EvalVariants() {
+  std::vector<Variant> v;
+  auto add = [&](const std::string& name, auto&& edit) {
+    ModelPolicyOptions o;
+    edit(o);
+    v.push_back({name, o});
+  };
+  add("default", [](ModelPolicyOptions&) {});
+  add("pairwise pairs=1", [](ModelPolicyOptions& o) { o.xgb.num_pairsample = 1; });
+  add("pairwise pairs=32", [](ModelPolicyOptions& o) { o.xgb.num_pairsample = 32; });
+  add("pairwise 200r eta.1", [](ModelPolicyOptions& o) {
+    o.xgb.rounds = 200;
+    o.xgb.eta = 0.1;
+  });
+  add("pairwise pairs=8 200r", [](ModelPolicyOptions& o) {
+    o.xgb.num_pairsample = 8;
+    o.xgb.rounds = 200;
+    o.xgb.eta = 0.1;
+  });
+  add("pairwise p8 200r mcw4", [](ModelPolicyOptions& o) {
+    o.xgb.num_pairsample = 8;
+    o.xgb.rounds = 200;
+    o.xgb.eta = 0.1;
+    o.xgb.min_child_weight = 4;
+  });
+  add("rich features", [](ModelPolicyOptions& o) { o.features.rich = true; });
+  add("rich features depth8", [](ModelPolicyOptions& o) {
+    o.features.rich = true;
+    o.xgb.max_depth = 8;
+  });
+  add("pairwise depth4", [](ModelPolicyOptions& o) { o.xgb.max_depth = 4; });
+  add("pairwise depth8", [](ModelPolicyOptions& o) { o.xgb.max_depth = 8; });
+  add("pairwise sub.8 col.8", [](ModelPolicyOptions& o) {
+    o.xgb.subsample = 0.8;
+    o.xgb.colsample_bytree = 0.8;
+  });
+  add("ndcg relevance", [](ModelPolicyOptions& o) {
+    o.xgb.objective = "rank:ndcg";
+    o.label = LabelMode::kRelevance;
+  });
+  add("reg normalized", [](ModelPolicyOptions& o) { o.xgb.objective = "reg:squarederror"; });
+  add("reg log", [](ModelPolicyOptions& o) {
+    o.xgb.objective = "reg:squarederror";
+    o.label = LabelMode::kLog;
+  });
+  // Search variants (same model, another search), for bench search --variant.
+  auto search = [&](const std::string& name, auto&& edit) {
+    add(name, edit);
+    v.back().search_only = true;
+  };
+  search("early eps.25", [](ModelPolicyOptions& o) { o.early_epsilon = 0.25; });
+  search("crossover.3", [](ModelPolicyOptions& o) { o.crossover = 0.3; });
+  search("chains128 steps48", [](ModelPolicyOptions& o) {
+    o.chains = 128;
+    o.steps = 48;
+  });
+  search("min records 16", [](ModelPolicyOptions& o) { o.min_records = 16; });
+  return v;
+}
+
+absl::StatusOr<Variant> FindVariant(const std::string& name) {
+  std::vector<std::string> names;
+  for (Variant& v : EvalVariants()) {
+    if (v.name == name) return std::move(v);
+    names.push_back(v.name);
+  }
+  return absl::InvalidArgumentError("unknown --variant '" + name + "' (" + absl::StrJoin(names, ", ") + ")");
+}
+
 class SearchBench {
  public:
-  SearchBench(TuningTask task, Target target, int trials, int seeds, bool quiet,
-              int reference_trials = 0)
+  SearchBench(TuningTask task, Target target, int trials, int random_trials, int seeds, bool quiet,
+              int reference_trials = 0, Database* measurements = nullptr,
+              ModelPolicyOptions model_options = {})
       : task_(std::move(task)),
         target_(std::move(target)),
         trials_(trials),
+        random_trials_(random_trials),
         seeds_(seeds),
         reference_trials_(reference_trials),
         quiet_(quiet),
+        measurements_(measurements),
+        model_options_(std::move(model_options)),
         builder_(2) {}
 
   // Phase 1: random and model search, `seeds` runs each.
@@ -243,11 +334,19 @@ class SearchBench {
     runner_ = std::make_unique<InProcessRunner>(task_, 1);
     RETURN_IF_ERROR(runner_->Prepare(*tmpl_, target_));
     result_.task = task_.CanonicalText();
+    if (measurements_) {
+      ASSIGN_OR_RETURN(std::vector<TuningRecord> stored,
+                       measurements_->Records(task_.WorkloadKey(), target_.Key()));
+      for (TuningRecord& r : stored)
+        if (r.template_name == tmpl_->name() && r.template_version == tmpl_->version())
+          stored_.emplace(r.config_json, std::move(r));  // the first record of a config
+      result_.stored_measurements = static_cast<int>(stored_.size());
+    }
     for (int seed = 1; seed <= seeds_; ++seed) {
-      for (const char* policy : {"random", "model"}) {
-        ASSIGN_OR_RETURN(Curve c, RunPolicy(policy, seed, {}));
-        result_.curves[policy].push_back(std::move(c));
-      }
+      ASSIGN_OR_RETURN(Curve r, RunPolicy("random", seed, {}, nullptr, random_trials_));
+      result_.curves["random"].push_back(std::move(r));
+      ASSIGN_OR_RETURN(Curve m, RunPolicy("model", seed, {}));
+      result_.curves["model"].push_back(std::move(m));
     }
     return absl::OkStatus();
   }
@@ -310,8 +409,12 @@ class SearchBench {
                                   const std::vector<TuningRecord>& others, ModelStore* store = nullptr,
                                   int trials = 0) {
     if (trials <= 0) trials = trials_;
-    ASSIGN_OR_RETURN(std::unique_ptr<SearchPolicy> policy,
-                     MakeSearchPolicy(name, Context(seed, store)));
+    std::unique_ptr<SearchPolicy> policy;
+    if (name == "model") {
+      policy = std::make_unique<ModelPolicy>(Context(seed, store), model_options_);
+    } else {
+      ASSIGN_OR_RETURN(policy, MakeSearchPolicy(name, Context(seed, store)));
+    }
     if (!others.empty()) policy->ObserveOtherTasks(others);
     Curve curve;
     double best = 0;
@@ -320,7 +423,7 @@ class SearchBench {
       int n = std::min(8, trials - static_cast<int>(curve.size()));
       std::vector<Config> configs = policy->Propose(n);
       if (configs.empty()) break;
-      std::vector<TuningRecord> records = MeasureConfigs(configs, runner_.get());
+      ASSIGN_OR_RETURN(std::vector<TuningRecord> records, MeasureConfigs(configs, runner_.get()));
       for (const TuningRecord& r : records) {
         best = std::max(best, cache_[r.config_json].gflops);
         curve.push_back(best);
@@ -335,11 +438,25 @@ class SearchBench {
     return curve;
   }
 
-  std::vector<TuningRecord> MeasureConfigs(const std::vector<Config>& configs, Runner* runner) {
+  double Gflops(const MeasureResult& m) const {
+    return m.error == MeasureErrorKind::kNone ? task_.Flops() / m.MedianCost() / 1e9 : 0;
+  }
+
+  absl::StatusOr<std::vector<TuningRecord>> MeasureConfigs(const std::vector<Config>& configs,
+                                                           Runner* runner) {
     std::vector<Candidate> to_build;
-    for (const Config& c : configs)
-      if (!cache_.count(c.ToJson())) to_build.push_back(Candidate{c, false});
+    for (const Config& c : configs) {
+      const std::string key = c.ToJson();
+      if (cache_.count(key)) continue;
+      auto stored = stored_.find(key);
+      if (stored != stored_.end()) {
+        cache_[key] = Measured{Gflops(stored->second.result), stored->second};
+        continue;
+      }
+      to_build.push_back(Candidate{c, false});
+    }
     if (!to_build.empty()) {
+      std::vector<TuningRecord> fresh;
       std::vector<BuildResult> built = builder_.Build(task_, *tmpl_, target_, to_build);
       MeasureOptions options;
       options.min_repeat_ms = 10;
@@ -355,15 +472,15 @@ class SearchBench {
         TuningRecord r;
         r.workload = WorkloadInfo{task_.WorkloadKey(), task_.op(), task_.CanonicalText(),
                                   task_.ToJson(), task_.Flops()};
-        r.target.key = target_.Key();
+        r.target = MakeTargetInfo(target_);
         r.template_name = tmpl_->name();
         r.template_version = tmpl_->version();
         r.config_json = b.candidate.config.ToJson();
         r.result = m;
-        double gflops =
-            m.error == MeasureErrorKind::kNone ? task_.Flops() / m.MedianCost() / 1e9 : 0;
-        cache_[r.config_json] = Measured{gflops, r};
+        cache_[r.config_json] = Measured{Gflops(m), r};
+        fresh.push_back(r);
       }
+      if (measurements_) RETURN_IF_ERROR(measurements_->Insert(fresh).status());
     }
     std::vector<TuningRecord> out;
     for (const Config& c : configs) out.push_back(cache_.at(c.ToJson()).record);
@@ -398,13 +515,16 @@ class SearchBench {
 
   TuningTask task_;
   Target target_;
-  int trials_, seeds_, reference_trials_;
+  int trials_, random_trials_, seeds_, reference_trials_;
   bool quiet_;
+  Database* measurements_;  // the --measurements db, or null
+  ModelPolicyOptions model_options_;  // of the model policy's runs (--variant)
   Builder builder_;
   const Template* tmpl_ = nullptr;
   std::unique_ptr<InProcessRunner> runner_;
   CaseResult result_;
-  std::map<std::string, Measured> cache_;  // config JSON -> measurement
+  std::map<std::string, Measured> cache_;  // config JSON -> measurement, of this run
+  std::map<std::string, TuningRecord> stored_;  // config JSON -> record in measurements_
 };
 
 // Retraining time on `rows` synthetic rows of the feature width (reported once): wall
@@ -482,60 +602,6 @@ std::string Svg(const std::vector<CaseResult>& cases) {
 
 // --- Offline evaluation (--eval-db) -------------------------------------------------
 
-struct Variant {
-  std::string name;
-  ModelPolicyOptions options;
-};
-
-// The cost-model variants compared offline; the first is the default the tuner uses.
-std::vector<Variant> EvalVariants() {
-  std::vector<Variant> v;
-  auto add = [&](const std::string& name, auto&& edit) {
-    ModelPolicyOptions o;
-    edit(o);
-    v.push_back({name, o});
-  };
-  add("default", [](ModelPolicyOptions&) {});
-  add("pairwise pairs=1", [](ModelPolicyOptions& o) { o.xgb.num_pairsample = 1; });
-  add("pairwise pairs=32", [](ModelPolicyOptions& o) { o.xgb.num_pairsample = 32; });
-  add("pairwise 200r eta.1", [](ModelPolicyOptions& o) {
-    o.xgb.rounds = 200;
-    o.xgb.eta = 0.1;
-  });
-  add("pairwise pairs=8 200r", [](ModelPolicyOptions& o) {
-    o.xgb.num_pairsample = 8;
-    o.xgb.rounds = 200;
-    o.xgb.eta = 0.1;
-  });
-  add("pairwise p8 200r mcw4", [](ModelPolicyOptions& o) {
-    o.xgb.num_pairsample = 8;
-    o.xgb.rounds = 200;
-    o.xgb.eta = 0.1;
-    o.xgb.min_child_weight = 4;
-  });
-  add("rich features", [](ModelPolicyOptions& o) { o.features.rich = true; });
-  add("rich features depth8", [](ModelPolicyOptions& o) {
-    o.features.rich = true;
-    o.xgb.max_depth = 8;
-  });
-  add("pairwise depth4", [](ModelPolicyOptions& o) { o.xgb.max_depth = 4; });
-  add("pairwise depth8", [](ModelPolicyOptions& o) { o.xgb.max_depth = 8; });
-  add("pairwise sub.8 col.8", [](ModelPolicyOptions& o) {
-    o.xgb.subsample = 0.8;
-    o.xgb.colsample_bytree = 0.8;
-  });
-  add("ndcg relevance", [](ModelPolicyOptions& o) {
-    o.xgb.objective = "rank:ndcg";
-    o.label = LabelMode::kRelevance;
-  });
-  add("reg normalized", [](ModelPolicyOptions& o) { o.xgb.objective = "reg:squarederror"; });
-  add("reg log", [](ModelPolicyOptions& o) {
-    o.xgb.objective = "reg:squarederror";
-    o.label = LabelMode::kLog;
-  });
-  return v;
-}
-
 absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case, int splits,
                            const std::string& only_variant, bool json) {
   DatabaseOptions o;
@@ -555,16 +621,13 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
                      db->Records(w.workload.key, w.target.key));
   }
   nlohmann::json out = {{"db", path}, {"workloads", nlohmann::json::array()}};
-  std::vector<Variant> variants = EvalVariants();
+  std::vector<Variant> variants;
   if (!only_variant.empty()) {
-    std::vector<std::string> names;
-    for (const Variant& v : variants) names.push_back(v.name);
-    variants.erase(std::remove_if(variants.begin(), variants.end(),
-                                  [&](const Variant& v) { return v.name != only_variant; }),
-                   variants.end());
-    if (variants.empty())
-      return absl::InvalidArgumentError("unknown --variant '" + only_variant + "' (" +
-                                        absl::StrJoin(names, ", ") + ")");
+    ASSIGN_OR_RETURN(Variant v, FindVariant(only_variant));
+    variants.push_back(std::move(v));
+  } else {
+    for (Variant& v : EvalVariants())
+      if (!v.search_only) variants.push_back(std::move(v));
   }
   for (const WorkloadSummary& w : list) {
     if (!only_key.empty() && w.workload.key != only_key) continue;
@@ -665,7 +728,7 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
 
 absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"suite", "seeds", "trials", "case", "plot", "eval-db", "splits", "variant",
-                                              "reference-trials"},
+                                              "reference-trials", "random-trials", "measurements"},
                                              {"json", "help", "verbose"}));
   if (flags.Has("help")) {
     std::fputs(kUsage, stdout);
@@ -682,6 +745,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   std::string suite = flags.Get("suite", "quick");
   std::vector<std::string> cases;
   int default_trials = 128, default_seeds = 3;
+  int random_factor = 1;  // the random policy's budget as a multiple of --trials
   if (suite == "quick") {  // small shapes of the issue's two matmul families
     cases = {"matmul M=256 N=256 K=256", "matmul M=128 N=768 K=192"};
     default_trials = 64;
@@ -698,6 +762,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
              "dense M=128 N=768 K=768 bias=1 relu=0", "dense M=128 N=3072 K=768 bias=1 relu=1"};
     default_trials = 64;
     default_seeds = 5;
+    random_factor = 3;
   } else if (suite == "conv") {  // the ops suite's two convolutions alone
     cases = {"conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1",
              "conv2d N=1 C=256 H=14 W=14 K=256 R=3 S=3 stride=1 pad=1"};
@@ -715,20 +780,34 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(int64_t trials, flags.GetInt("trials", default_trials, 8, 100000));
   ASSIGN_OR_RETURN(int64_t seeds, flags.GetInt("seeds", default_seeds, 1, 100));
   ASSIGN_OR_RETURN(int64_t reference_trials, flags.GetInt("reference-trials", 0, 0, 100000));
+  ASSIGN_OR_RETURN(int64_t random_trials,
+                   flags.GetInt("random-trials", random_factor * trials, trials, 100000));
   bool json = flags.Has("json");
   std::string plot = flags.Get("plot", "bench_search.svg");
 
   Target target = DetectHostTarget("bench");
+  Variant model_variant;
+  if (flags.Has("variant")) {
+    ASSIGN_OR_RETURN(model_variant, FindVariant(flags.Get("variant")));
+  }
+  std::unique_ptr<Database> measurements;
+  if (flags.Has("measurements")) {
+    DatabaseOptions o;
+    o.path = flags.Get("measurements");
+    ASSIGN_OR_RETURN(measurements, Database::Open(o));
+  }
   std::vector<std::unique_ptr<SearchBench>> benches;
   for (const std::string& text : cases) {
     ASSIGN_OR_RETURN(TuningTask task, ParseTask(text));
     if (!json)
-      std::fprintf(stderr, "%s: %lld trials x %lld seeds per policy\n",
+      std::fprintf(stderr, "%s: %lld trials (random %lld) x %lld seeds per policy\n",
                    task.CanonicalText().c_str(), static_cast<long long>(trials),
-                   static_cast<long long>(seeds));
+                   static_cast<long long>(random_trials), static_cast<long long>(seeds));
     benches.push_back(std::make_unique<SearchBench>(task, target, static_cast<int>(trials),
+                                                    static_cast<int>(random_trials),
                                                     static_cast<int>(seeds), json,
-                                                    static_cast<int>(reference_trials)));
+                                                    static_cast<int>(reference_trials),
+                                                    measurements.get(), model_variant.options));
     RETURN_IF_ERROR(benches.back()->Run());
   }
   // Transfer learning: each case again with the model pre-trained on the records the
@@ -757,24 +836,30 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
       "same-budget runs through one measurement cache; conv2d and dense: --suite ops";
   nlohmann::json out = {{"suite", suite},
                         {"trials", trials},
+                        {"random_trials", random_trials},
+                        {"model_variant", model_variant.name.empty() ? "default" : model_variant.name},
                         {"seeds", seeds},
                         {"retrain_seconds_5000_rows", retrain_5000},
                         {"retrain_cpu_seconds_5000_rows", retrain_cpu},
                         {"note", kNote},
                         {"cases", nlohmann::json::array()}};
-  const std::vector<int> checkpoints = {32, 64, 128, 256, 512};
+  const std::vector<int> checkpoints = {32, 64, 128, 192, 256, 512};
+  auto budget_of = [&](const std::string& policy) { return policy == "random" ? random_trials : trials; };
+  const int64_t max_budget = std::max(trials, random_trials);
   for (const CaseResult& c : results) {
     nlohmann::json jc = {{"task", c.task},
                          {"best_known_gflops", c.best_known},
                          {"reference_random_trials", c.reference_trials},
                          {"reference_random_best_gflops", c.reference_best},
                          {"transfer_records", c.transfer_records},
+                         {"stored_measurements", c.stored_measurements},
                          {"log_model_note", c.log_model_note},
                          {"model", c.model_eval}};
     for (const auto& [policy, curves] : c.curves) {
-      nlohmann::json jp;
+      const int64_t budget = budget_of(policy);
+      nlohmann::json jp = {{"budget", budget}, {"curves", curves}};
       for (int t : checkpoints) {
-        if (t > trials) continue;
+        if (t > budget) continue;
         std::vector<double> v;
         for (const Curve& cv : curves)
           if (!cv.empty()) v.push_back(cv[std::min<size_t>(t, cv.size()) - 1]);
@@ -786,7 +871,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
         for (const Curve& cv : curves) {
           int n = TrialsToReach(cv, frac * c.best_known);
           if (n == 0)
-            ++missed, n = static_cast<int>(trials) + 1;  // counts as "more than the budget"
+            ++missed, n = static_cast<int>(budget) + 1;  // counts as "more than the budget"
           v.push_back(n);
         }
         std::string key = frac > 0.92 ? "trials_to_95" : "trials_to_90";
@@ -801,6 +886,23 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                                         : 0.0;
     };
     if (to95("model") > 0) jc["random_over_model_trials_to_95"] = to95("random") / to95("model");
+    // Whether random's median is a bound (more than half its runs missed 95%).
+    jc["random_trials_to_95_is_bound"] = to95("random") > static_cast<double>(random_trials);
+    for (const char* p : {"model", "model+transfer", "model+log"})
+      if (jc["policies"].contains(p))
+        jc["policies"][p]["trials_to_95"]["is_bound"] = to95(p) > static_cast<double>(trials);
+    // The cold goal "model at T trials >= random at 3T", when random ran that long.
+    if (random_trials >= 3 * trials && jc["policies"].contains("model")) {
+      const std::string at = std::to_string(trials), at3 = std::to_string(3 * trials);
+      auto median_at = [&](const char* p, int64_t t) {
+        std::vector<double> v;
+        for (const Curve& cv : c.curves.at(p))
+          if (!cv.empty()) v.push_back(cv[std::min<size_t>(t, cv.size()) - 1]);
+        return MedianOr(v, 0);
+      };
+      jc["model_at_budget"] = median_at("model", trials);
+      jc["random_at_3x_budget"] = median_at("random", 3 * trials);
+    }
     if (to95("model+transfer") > 0)
       jc["scratch_over_transfer_trials_to_95"] = to95("model") / to95("model+transfer");
     if (to95("model+log") > 0)
@@ -817,8 +919,9 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("suite %s: %lld trials, %lld seeds (median over seeds)\n%s\n", suite.c_str(),
-              static_cast<long long>(trials), static_cast<long long>(seeds), kNote);
+  std::printf("suite %s: %lld trials (random %lld), %lld seeds (median over seeds)\n%s\n",
+              suite.c_str(), static_cast<long long>(trials), static_cast<long long>(random_trials),
+              static_cast<long long>(seeds), kNote);
   for (const auto& jc : out["cases"]) {
     std::printf("\n%s (best known %.1f GFLOP/s", jc["task"].get<std::string>().c_str(),
                 jc["best_known_gflops"].get<double>());
@@ -828,24 +931,41 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
     std::printf(")\n");
     std::printf("  %-15s", "policy");
     for (int t : checkpoints)
-      if (t <= trials) std::printf(" %7s", ("@" + std::to_string(t)).c_str());
-    std::printf("  to90%%  to95%%  (%lld+1 = not reached)\n", static_cast<long long>(trials));
+      if (t <= max_budget) std::printf(" %7s", ("@" + std::to_string(t)).c_str());
+    std::printf("  to90%%  to95%%  (budget+1 = not reached)\n");
     for (const char* p : {"random", "model", "model+transfer", "model+log"}) {
       if (!jc["policies"].contains(p)) continue;
       const auto& jp = jc["policies"][p];
       std::printf("  %-15s", p);
-      for (int t : checkpoints)
-        if (t <= trials)
+      for (int t : checkpoints) {
+        if (t > max_budget) continue;
+        if (jp["best_gflops_at"].contains(std::to_string(t)))
           std::printf(" %7.1f", jp["best_gflops_at"][std::to_string(t)].get<double>());
+        else
+          std::printf(" %7s", "-");
+      }
       std::printf("  %5.0f  %5.0f\n", jp["trials_to_90"]["median"].get<double>(),
                   jp["trials_to_95"]["median"].get<double>());
     }
-    if (jc.contains("random_over_model_trials_to_95"))
-      std::printf("  trials to 95%%: random / model = %.2f (goal >= 3)\n",
-                  jc["random_over_model_trials_to_95"].get<double>());
-    if (jc.contains("random_over_log_trials_to_95"))
-      std::printf("  trials to 95%%: random / model+log = %.2f (goal >= 6)\n",
-                  jc["random_over_log_trials_to_95"].get<double>());
+    // A ratio is a lower bound when random's median missed 95%, and says nothing when
+    // the policy's own median missed it.
+    auto print_ratio = [&](const char* policy, const char* key, const char* goal) {
+      if (!jc.contains(key)) return;
+      if (jc["policies"][policy]["trials_to_95"]["is_bound"].get<bool>()) {
+        std::printf("  trials to 95%%: %s did not reach 95%% in %lld (median) (goal %s)\n", policy,
+                    static_cast<long long>(trials), goal);
+        return;
+      }
+      std::printf("  trials to 95%%: random / %s = %s%.2f (goal %s)\n", policy,
+                  jc["random_trials_to_95_is_bound"].get<bool>() ? ">= " : "", jc[key].get<double>(),
+                  goal);
+    };
+    print_ratio("model", "random_over_model_trials_to_95", ">= 3");
+    print_ratio("model+log", "random_over_log_trials_to_95", ">= 6");
+    if (jc.contains("model_at_budget"))
+      std::printf("  model at %lld trials %.1f vs random at %lld %.1f GFLOP/s (goal: model >= random)\n",
+                  static_cast<long long>(trials), jc["model_at_budget"].get<double>(),
+                  static_cast<long long>(3 * trials), jc["random_at_3x_budget"].get<double>());
     if (jc.contains("scratch_over_transfer_trials_to_95"))
       std::printf("  trials to 95%%: model from scratch / model+transfer (%d records) = %.2f "
                   "(goal >= 2)\n",

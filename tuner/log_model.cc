@@ -77,7 +77,7 @@ absl::StatusOr<std::string> TrainLogModel(const Template& tmpl, const Target& ta
     }
     absl::StatusOr<Config> config = Config::FromJson(r.config_json);
     if (!config.ok()) continue;
-    absl::StatusOr<ir::LoweredFunc> func = tmpl.Instantiate(*g.task, target, *config);
+    absl::StatusOr<ir::LoweredFunc> func = tmpl.InstantiateKernel(*g.task, target, *config);
     if (!func.ok()) continue;
     g.rows.push_back(g.extractor->Extract(*func, *config));
     g.throughput.push_back(RecordThroughput(r));

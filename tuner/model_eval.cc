@@ -111,7 +111,7 @@ absl::StatusOr<ScoringSpeed> MeasureScoringSpeed(const PolicyContext& context,
   funcs.reserve(configs.size());
   double c0 = thread_cpu_us();
   for (const Config& c : configs) {
-    ASSIGN_OR_RETURN(ir::LoweredFunc f, context.tmpl->Instantiate(context.task, context.target, c));
+    ASSIGN_OR_RETURN(ir::LoweredFunc f, context.tmpl->InstantiateKernel(context.task, context.target, c));
     funcs.push_back(std::move(f));
   }
   out.lower_us = (thread_cpu_us() - c0) / configs.size();

@@ -73,7 +73,7 @@ bool ModelPolicy::FeaturesOf(const TuningTask& task, const Config& config,
       return !out->empty();
     }
   }
-  absl::StatusOr<ir::LoweredFunc> func = context_.tmpl->Instantiate(task, context_.target, config);
+  absl::StatusOr<ir::LoweredFunc> func = context_.tmpl->InstantiateKernel(task, context_.target, config);
   out->clear();
   if (func.ok()) *out = extractor_.Extract(*func, config);
   if (own) {
@@ -195,7 +195,7 @@ std::vector<costmodel::FeatureVector> ModelPolicy::OwnFeatures(const std::vector
     for (size_t m = begin; m < end; ++m) {
       size_t i = misses[m];
       absl::StatusOr<ir::LoweredFunc> func =
-          context_.tmpl->Instantiate(context_.task, context_.target, configs[i]);
+          context_.tmpl->InstantiateKernel(context_.task, context_.target, configs[i]);
       if (func.ok()) out[i] = extractor_.Extract(*func, configs[i]);
     }
   };
@@ -250,6 +250,17 @@ Config ModelPolicy::Mutate(const Config& c) {
     const Knob& k = knobs[std::uniform_int_distribution<size_t>(0, knobs.size() - 1)(rng_)];
     if (k.values.size() < 2) continue;
     values[k.name] = k.values[std::uniform_int_distribution<size_t>(0, k.values.size() - 1)(rng_)];
+    Config next(std::move(values));
+    if (!(next == c) && space_.Check(next).ok()) return next;
+  }
+  return c;
+}
+
+Config ModelPolicy::Crossover(const Config& c, const Config& parent) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    nlohmann::json values = c.values();
+    for (const Knob& k : space_.knobs())
+      if (rng_() & 1) values[k.name] = parent.values().value(k.name, values.value(k.name, nlohmann::json()));
     Config next(std::move(values));
     if (!(next == c) && space_.Check(next).ok()) return next;
   }
@@ -318,10 +329,19 @@ std::vector<Config> ModelPolicy::Propose(int n) {
     if (std::isfinite(s)) var += (s - mean) * (s - mean);
   double t0 = std::max(1e-3, std::sqrt(var / std::max(1, finite)));
   std::uniform_real_distribution<double> u(0, 1);
+  // Crossover parents: the best measured configs.
+  std::vector<Config> parents;
+  for (size_t i = 0; i < measured.size() && static_cast<int>(i) < options_.crossover_parents; ++i)
+    parents.push_back(*Config::FromJson(measured[i].second));
   for (int step = 0; step < options_.steps; ++step) {
     double temperature = t0 * (1.0 - static_cast<double>(step) / options_.steps);
     std::vector<Config> next;
-    for (const Config& c : current) next.push_back(Mutate(c));
+    for (const Config& c : current) {
+      if (!parents.empty() && u(rng_) < options_.crossover)
+        next.push_back(Crossover(c, parents[std::uniform_int_distribution<size_t>(0, parents.size() - 1)(rng_)]));
+      else
+        next.push_back(Mutate(c));
+    }
     absl::StatusOr<std::vector<float>> next_score = Score(next);
     if (!next_score.ok()) {
       // The walk stops early; the batch is still ranked by the model (what it scored).
@@ -367,8 +387,10 @@ std::vector<Config> ModelPolicy::Propose(int n) {
   std::vector<Config> out;
   std::vector<std::string> skipped;
   size_t next_ranked = 0, next_skipped = 0;
+  const bool early = !prior_.trained() && static_cast<int>(own_.size()) < options_.early_rows;
+  const double epsilon = early ? options_.early_epsilon : options_.epsilon;
   for (int slot = 0; slot < n; ++slot) {
-    bool explore = u(rng_) < options_.epsilon;
+    bool explore = u(rng_) < epsilon;
     if (!explore) {
       std::optional<std::string> pick;
       while (!pick && next_ranked < ranked.size()) {

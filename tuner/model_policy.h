@@ -57,6 +57,15 @@ struct ModelPolicyOptions {
   int chains = 64;                  // parallel simulated-annealing walks
   int steps = 24;                   // steps per walk and Propose
   double epsilon = 0.05;            // share of random picks (exploration)
+  // While the task has fewer than `early_rows` measured configs of its own (and no log
+  // model), the share of random picks is `early_epsilon` instead.
+  double early_epsilon = 0.05;
+  int early_rows = 64;
+  // Chance that an annealing step is a crossover (each knob from one of the
+  // `crossover_parents` best measured configs with probability 1/2) instead of a
+  // one-knob mutation.
+  double crossover = 0.0;
+  int crossover_parents = 8;
   // Configs of one batch differ in at least this many knobs while the model's ranked
   // candidates allow it (1: any two distinct configs; see Propose).
   int min_knob_distance = 2;
@@ -103,6 +112,9 @@ class ModelPolicy : public SearchPolicy {
   // `scoring_threads` threads; an empty vector for a config that does not lower.
   std::vector<costmodel::FeatureVector> OwnFeatures(const std::vector<Config>& configs);
   Config Mutate(const Config& c);
+  // `c` with each knob taken from `parent` with probability 1/2; `c` when no valid
+  // distinct child is found in a few tries.
+  Config Crossover(const Config& c, const Config& parent);
   std::vector<Config> RandomConfigs(int n);
 
   PolicyContext context_;

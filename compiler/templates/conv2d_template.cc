@@ -596,6 +596,12 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Instantiate(const TuningTask& ta
   return Build(task, target, config, false);
 }
 
+absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::InstantiateKernel(const TuningTask& task,
+                                                                  const Target& target,
+                                                                  const Config& config) const {
+  return Build(task, target, config, false, nullptr, /*kernel_only=*/true);
+}
+
 absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::InstantiateStreamingWeights(const TuningTask& task,
                                                                             const Target& target,
                                                                             const Config& config) const {
@@ -631,7 +637,7 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::InstantiateInto(const TuningTask
 
 absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Build(const TuningTask& task, const Target& target,
                                                       const Config& config, bool prefetch_weights,
-                                                      const ConvOutputSpec* spec) const {
+                                                      const ConvOutputSpec* spec, bool kernel_only) const {
   const std::string op = depthwise_ ? "depthwise_conv2d" : "conv2d";
   if (task.op() != op) return absl::InvalidArgumentError(name() + " template got " + task.op());
   ConfigSpace space = Space(task, target);
@@ -639,7 +645,7 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Build(const TuningTask& task, co
   const ConvShape d = ShapeOf(task, depthwise_);
   const int64_t lanes = config.Int("vec_lanes"), y = lanes * config.Int("oc_vecs");
   const int64_t x = depthwise_ ? y : config.Int("ic_block");
-  if (!depthwise_ && Algorithm(config) != "direct") return BuildWinograd(task, config, x, y, spec);
+  if (!depthwise_ && Algorithm(config) != "direct") return BuildWinograd(task, config, x, y, spec, kernel_only);
 
   Schedule s(ConvCompute(d, x, y, depthwise_, spec));
   const bool runs = OutputRuns(y, spec) > 1;  // the kx axis exists
@@ -684,6 +690,7 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Build(const TuningTask& task, co
   func.body = SkipBorderRows(func.body, d);
   if (prefetch_weights) func.body = PrefetchNextWeightBlock(func.body, d, func.params[3].shape, config);
   func.body = SkipBorderColumns(func.body, d, config.Int("ow_reg"));
+  if (kernel_only) return func;
   func.prepack = PrepackStmt(d, x, y, depthwise_);
   func.unpack = UnpackStmt(d, y);
   return func;
@@ -691,7 +698,7 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Build(const TuningTask& task, co
 
 absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::BuildWinograd(const TuningTask& task, const Config& config,
                                                               int64_t x, int64_t y,
-                                                              const ConvOutputSpec* spec) const {
+                                                              const ConvOutputSpec* spec, bool kernel_only) const {
   const ConvShape d = ShapeOf(task, false);
   const winograd::Plan plan{d.n,
                             d.c,
@@ -733,6 +740,7 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::BuildWinograd(const TuningTask& 
         true});
   }
   func.body = winograd::Kernel(plan);
+  if (kernel_only) return func;
   func.prepack = ir::Block({InputPrepackStmt(d, x), winograd::WeightTransform(plan)});
   func.unpack = UnpackStmt(d, y);
   return func;

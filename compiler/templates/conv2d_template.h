@@ -61,6 +61,9 @@ class Conv2dTemplate : public Template {
   std::vector<Config> Heuristics(const TuningTask& task, const Target& target) const override;
   absl::StatusOr<ir::LoweredFunc> Instantiate(const TuningTask& task, const Target& target,
                                               const Config& config) const override;
+  // Without prepack and unpack.
+  absl::StatusOr<ir::LoweredFunc> InstantiateKernel(const TuningTask& task, const Target& target,
+                                                    const Config& config) const override;
   // Instantiate, and the kernel also prefetches the next output-channel block's packed
   // weights while it computes with the current one, the next block's cache lines
   // spread evenly over the passes that reuse the current block's (output rows and row
@@ -84,13 +87,15 @@ class Conv2dTemplate : public Template {
                                                   const ConvOutputSpec& spec) const;
 
  private:
+  // `kernel_only`: no prepack and unpack (InstantiateKernel).
   absl::StatusOr<ir::LoweredFunc> Build(const TuningTask& task, const Target& target, const Config& config,
-                                        bool prefetch_weights, const ConvOutputSpec* spec = nullptr) const;
+                                        bool prefetch_weights, const ConvOutputSpec* spec = nullptr,
+                                        bool kernel_only = false) const;
   // The Winograd kernels (conv2d_winograd.h) of a config whose algorithm is not
   // direct (they do not stream weights), writing O.blocked or, with `spec`, the
   // reader's layout.
   absl::StatusOr<ir::LoweredFunc> BuildWinograd(const TuningTask& task, const Config& config, int64_t x,
-                                                int64_t y, const ConvOutputSpec* spec) const;
+                                                int64_t y, const ConvOutputSpec* spec, bool kernel_only) const;
   bool depthwise_;
 };
 

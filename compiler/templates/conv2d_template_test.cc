@@ -296,6 +296,34 @@ TEST(Conv2dTemplateTest, WinogradMatchesTheReference) {
   }
 }
 
+// What the cost model lowers (InstantiateKernel) is Instantiate's kernel, without the
+// prepack and unpack its features do not read, for both algorithms.
+TEST(Conv2dTemplateTest, InstantiateKernelIsTheKernelAlone) {
+  TuningTask task = Conv("conv2d N=1 C=16 H=8 W=8 K=32 R=3 S=3 stride=1 pad=1");
+  const Template* tmpl = *FindTemplate(task);
+  const ConfigSpace space = tmpl->Space(task, Avx512TestTarget());
+  std::mt19937_64 rng(5);
+  std::set<std::string> algorithms;
+  for (int i = 0; i < 40; ++i) {
+    auto config = space.Sample(rng);
+    ASSERT_TRUE(config.ok());
+    auto full = tmpl->Instantiate(task, Avx512TestTarget(), *config);
+    auto kernel = tmpl->InstantiateKernel(task, Avx512TestTarget(), *config);
+    ASSERT_TRUE(full.ok() && kernel.ok()) << config->ToJson();
+    EXPECT_TRUE(full->prepack != nullptr);
+    EXPECT_EQ(kernel->prepack, nullptr);
+    EXPECT_EQ(kernel->unpack, nullptr);
+    EXPECT_EQ(ir::ToString(kernel->body), ir::ToString(full->body)) << config->ToJson();
+    ASSERT_EQ(kernel->params.size(), full->params.size());
+    for (size_t p = 0; p < full->params.size(); ++p) {
+      EXPECT_EQ(kernel->params[p].name, full->params[p].name);
+      EXPECT_EQ(kernel->params[p].shape, full->params[p].shape);
+    }
+    algorithms.insert(config->Str("algorithm"));
+  }
+  EXPECT_EQ(algorithms.size(), 3u);  // direct, winograd_f23, winograd_f43
+}
+
 // The algorithm knob exists only where Winograd applies; bad combinations say why;
 // a config from before the knob (no algorithm, no tile_rows) is the direct kernel.
 TEST(Conv2dTemplateTest, WinogradSpaceRules) {

@@ -45,7 +45,6 @@ const Transforms& TransformsFor(int64_t m) {
   return m == 2 ? f23 : f43;
 }
 
-Expr V(const std::string& name) { return ir::Var(name); }
 Expr I(int64_t v) { return ir::IntImm(v); }
 
 // sum_i coef[i] * term(i), leaving out zero coefficients and multiplying by +-1 as an
@@ -92,8 +91,14 @@ std::vector<int64_t> WeightShape(const Plan& p) {
 Stmt WeightTransform(const Plan& p) {
   const Transforms& t = TransformsFor(p.m);
   const int64_t a = t.a, cb = p.c / p.x, kb = p.k / p.y;
-  const Expr c = ir::Add(ir::Mul(V("p.cb"), I(p.x)), V("p.ci"));
-  const Expr k = ir::Add(ir::Mul(V("p.kb"), I(p.y)), V("p.ko"));
+  const LoopSpec kb_loop{"p.kb", kb}, cb_loop{"p.cb", cb}, ci_loop{"p.ci", p.x}, ko_loop{"p.ko", p.y};
+  const Expr kbv = LoopVar(kb_loop.var, kb), cbv = LoopVar(cb_loop.var, cb), ci = LoopVar(ci_loop.var, p.x),
+             ko = LoopVar(ko_loop.var, p.y);
+  const Expr c = ir::Add(ir::Mul(cbv, I(p.x)), ci);
+  const Expr k = ir::Add(ir::Mul(kbv, I(p.y)), ko);
+  // g[k][c][r][s] is at f_base + 3 r + s; U's point (xi, nu) at u_base + (xi a + nu) C y.
+  const Expr f_base = Flat({k, c, I(0), I(0)}, {p.k, p.c, 3, 3});
+  const Expr u_base = Flat({kbv, I(0), cbv, ci, ko}, WeightShape(p));
   std::vector<Stmt> parts;
   for (int64_t xi = 0; xi < a; ++xi) {
     for (int64_t nu = 0; nu < a; ++nu) {
@@ -101,19 +106,20 @@ Stmt WeightTransform(const Plan& p) {
       std::vector<double> coef;
       for (int64_t r = 0; r < 3; ++r)
         for (int64_t s = 0; s < 3; ++s) coef.push_back(t.g[xi][r] * t.g[nu][s]);
-      Expr value = Combine(coef, [&](int64_t rs) {
-        return LoadF("F", Flat({k, c, I(rs / 3), I(rs % 3)}, {p.k, p.c, 3, 3}));
-      });
-      parts.push_back(Loops({{"p.kb", kb}, {"p.cb", cb}, {"p.ci", p.x}, {"p.ko", p.y}},
-                            ir::Store("F.blocked",
-                                      Flat({V("p.kb"), I(xi * a + nu), V("p.cb"), V("p.ci"), V("p.ko")},
-                                           WeightShape(p)),
-                                      value)));
+      Expr value = Combine(coef, [&](int64_t rs) { return LoadF("F", ir::Add(f_base, I(rs))); });
+      parts.push_back(Loops({kb_loop, cb_loop, ci_loop, ko_loop},
+                            ir::Store("F.blocked", ir::Add(u_base, I((xi * a + nu) * p.c * p.y)), value),
+                            LeftOutVars::kAbsent));
     }
   }
   return ir::Block(std::move(parts));
 }
 
+// The kernel is written for lowering speed as well as for what it computes: the cost
+// model lowers thousands of candidates per second, and the transforms unroll to
+// hundreds of stores. So every variable of a loop Loops leaves out (extent 1) is
+// already 0 (LoopVar; no substitution pass over the body), and the indices of the
+// unrolled stores are one shared base expression plus a constant offset each.
 Stmt Kernel(const Plan& p) {
   using ir::Add;
   using ir::Allocate;
@@ -122,6 +128,7 @@ Stmt Kernel(const Plan& p) {
   using ir::Store;
   constexpr ir::ForKind kUnrolled = ir::ForKind::kUnrolled, kVectorized = ir::ForKind::kVectorized,
                         kSerial = ir::ForKind::kSerial;
+  constexpr LeftOutVars kWritten = LeftOutVars::kAbsent;
   const Transforms& t = TransformsFor(p.m);
   const int64_t m = p.m, a = t.a, aa = a * a;
   const int64_t cb = p.c / p.x, kb = p.k / p.y;
@@ -131,118 +138,136 @@ Stmt Kernel(const Plan& p) {
   TF_CHECK(group % reg == 0 && tiles_h % p.tile_rows == 0 && p.y % lanes == 0 && p.x % p.unroll == 0 &&
                (!p.spec || p.spec->block % lanes == 0),
            "inconsistent Winograd plan");
+  const int64_t in_lanes = std::gcd(p.x, lanes);
+  const int64_t m_tiles = p.tile_outer ? reg : group;  // tiles in M: a register tile's or the group's
+  // The loops and their variables (0 for a loop of extent 1).
+  const LoopSpec n_loop{"n", p.n}, g_loop{"w.g", groups, p.parallel ? ir::ForKind::kParallel : kSerial},
+      cb_loop{"w.cb", cb}, t_loop{"w.t", group}, co_loop{"w.co", p.x / in_lanes},
+      cl_loop{"w.cl", in_lanes, kVectorized}, kb_loop{"w.kb", kb}, to_loop{"w.to", group / reg},
+      ti_loop{"w.ti", reg, kUnrolled}, kv_loop{"w.kv", p.y / lanes, kUnrolled},
+      kl_loop{"w.kl", lanes, kVectorized}, cio_loop{"w.cio", p.x / p.unroll},
+      ciu_loop{"w.ciu", p.unroll, kUnrolled}, xi_loop{"w.xi", aa}, tj_loop{"w.tj", m_tiles},
+      ov_loop{"w.ov", p.y / lanes}, ol_loop{"w.ol", lanes, kVectorized};
+  auto var = [](const LoopSpec& l) { return LoopVar(l.var, l.extent); };
+  const Expr n = var(n_loop), g = var(g_loop), cbv = var(cb_loop), tv = var(t_loop), co = var(co_loop),
+             cl = var(cl_loop), kbv = var(kb_loop), to = var(to_loop), ti = var(ti_loop), kv = var(kv_loop),
+             kl = var(kl_loop), cio = var(cio_loop), ciu = var(ciu_loop), xiv = var(xi_loop),
+             tj = var(tj_loop), ov = var(ov_loop), ol = var(ol_loop);
   // Tile `tt` of the group: its output tile's row and column.
-  auto tile_row = [&](Expr tt) { return Add(Mul(V("w.g"), I(p.tile_rows)), ir::Div(tt, I(tiles_w))); };
+  auto tile_row = [&](Expr tt) { return Add(Mul(g, I(p.tile_rows)), ir::Div(tt, I(tiles_w))); };
   auto tile_col = [&](Expr tt) { return ir::Mod(tt, I(tiles_w)); };
   // The transformed input of the group: [a*a, C/x, group, x].
-  auto v_index = [&](Expr xi, Expr cbv, Expr tt, Expr ci) { return Flat({xi, cbv, tt, ci}, {aa, cb, group, p.x}); };
+  auto v_index = [&](Expr xi, Expr cbe, Expr tt, Expr ci) { return Flat({xi, cbe, tt, ci}, {aa, cb, group, p.x}); };
+  const int64_t v_point_stride = cb * group * p.x;
 
   // 1. Input transform, vectorized over `in_lanes` channels of a block: w.d = B^T d,
   // then V = (B^T d) B.
-  const int64_t in_lanes = std::gcd(p.x, lanes);
-  const Expr ci = Add(Mul(V("w.co"), I(in_lanes)), V("w.cl"));
-  auto patch = [&](int64_t i, int64_t j) {
-    return LoadF("I.blocked", Flat({V("n"), V("w.cb"), Add(Mul(tile_row(V("w.t")), I(m)), I(i)),
-                                    Add(Mul(tile_col(V("w.t")), I(m)), I(j)), ci},
-                                   {p.n, cb, p.hp, p.wp, p.x}));
-  };
-  auto d_index = [&](int64_t xi, int64_t j) { return Add(I((xi * a + j) * in_lanes), V("w.cl")); };
+  const Expr ci = Add(Mul(co, I(in_lanes)), cl);
+  // The patch's element (i, j) is at patch_base + (i * wp + j) * x.
+  const Expr patch_base = Flat({n, cbv, Mul(tile_row(tv), I(m)), Mul(tile_col(tv), I(m)), ci}, {p.n, cb, p.hp, p.wp, p.x});
+  auto patch = [&](int64_t i, int64_t j) { return LoadF("I.blocked", Add(patch_base, I((i * p.wp + j) * p.x))); };
+  auto d_index = [&](int64_t xi, int64_t j) { return Add(I((xi * a + j) * in_lanes), cl); };
+  const Expr v_base = v_index(I(0), cbv, tv, ci);
   std::vector<Stmt> stages;
   for (int64_t xi = 0; xi < a; ++xi)
     for (int64_t j = 0; j < a; ++j)
-      stages.push_back(Loops({{"w.cl", in_lanes, kVectorized}},
-                             Store("w.d", d_index(xi, j), Combine(t.bt[xi], [&](int64_t i) { return patch(i, j); }))));
+      stages.push_back(Loops({cl_loop}, Store("w.d", d_index(xi, j), Combine(t.bt[xi], [&](int64_t i) { return patch(i, j); })),
+                             kWritten));
   for (int64_t xi = 0; xi < a; ++xi)
     for (int64_t nu = 0; nu < a; ++nu)
-      stages.push_back(Loops({{"w.cl", in_lanes, kVectorized}},
-                             Store("w.V", v_index(I(xi * a + nu), V("w.cb"), V("w.t"), ci),
-                                   Combine(t.bt[nu], [&](int64_t j) { return LoadF("w.d", d_index(xi, j)); }))));
-  Stmt input = Loops({{"w.cb", cb}, {"w.t", group}, {"w.co", p.x / in_lanes}},
-                     Allocate("w.d", ir::DType::kFloat32, aa * in_lanes, Block(std::move(stages))));
+      stages.push_back(Loops({cl_loop},
+                             Store("w.V", Add(v_base, I((xi * a + nu) * v_point_stride)),
+                                   Combine(t.bt[nu], [&](int64_t j) { return LoadF("w.d", d_index(xi, j)); })),
+                             kWritten));
+  Stmt input = Loops({cb_loop, t_loop, co_loop},
+                     Allocate("w.d", ir::DType::kFloat32, aa * in_lanes, Block(std::move(stages))), kWritten);
+
+  // M, the GEMM's result: [a*a, m_tiles, y]; its point `xi`, tile `tt`, channel `k`.
+  auto m_index = [&](Expr xi, Expr tt, Expr k) { return Flat({xi, tt, k}, {aa, m_tiles, p.y}); };
+  const int64_t m_point_stride = m_tiles * p.y;
 
   // 2. One register tile of the GEMM for transform point `xi`: tiles t0 .. t0+reg-1
-  // x the output-channel block w.kb, into `mbuf` at m_index(xi, m0 + tile in the
+  // x the output-channel block w.kb, into w.M at m_index(xi, m0 + tile in the
   // register tile, channel).
-  using MIndex = std::function<Expr(Expr xi, Expr ti, Expr ko)>;
-  const Expr ko = Add(Mul(V("w.kv"), I(lanes)), V("w.kl"));
-  const Expr acc = Add(Mul(V("w.ti"), I(p.y)), ko);
-  auto over_tile = [&](Stmt body) {
-    return Loops({{"w.ti", reg, kUnrolled}, {"w.kv", p.y / lanes, kUnrolled}, {"w.kl", lanes, kVectorized}},
-                 std::move(body));
-  };
-  auto gemm = [&](Expr xi, Expr t0, Expr m0, const std::string& mbuf, const MIndex& m_index) {
-    const Expr c_in = Add(Mul(V("w.cio"), I(p.unroll)), V("w.ciu"));
+  const Expr ko = Add(Mul(kv, I(lanes)), kl);
+  const Expr acc = Add(Mul(ti, I(p.y)), ko);
+  auto over_tile = [&](Stmt body) { return Loops({ti_loop, kv_loop, kl_loop}, std::move(body), kWritten); };
+  auto gemm = [&](Expr xi, Expr t0, Expr m0) {
+    const Expr c_in = Add(Mul(cio, I(p.unroll)), ciu);
     Stmt zero = over_tile(Store("w.acc", acc, ir::FloatImm(0.0)));
     Stmt fma = Loops(
-        {{"w.cb", cb}, {"w.cio", p.x / p.unroll}, {"w.ciu", p.unroll, kUnrolled}},
+        {cb_loop, cio_loop, ciu_loop},
         over_tile(Store("w.acc", acc,
                         Add(LoadF("w.acc", acc),
-                            Mul(LoadF("w.V", v_index(xi, V("w.cb"), Add(t0, V("w.ti")), c_in)),
-                                LoadF("F.blocked", Flat({V("w.kb"), xi, V("w.cb"), c_in, ko}, WeightShape(p))))))));
-    Stmt out = over_tile(Store(mbuf, m_index(xi, Add(m0, V("w.ti")), ko), LoadF("w.acc", acc)));
+                            Mul(LoadF("w.V", v_index(xi, cbv, Add(t0, ti), c_in)),
+                                LoadF("F.blocked", Flat({kbv, xi, cbv, c_in, ko}, WeightShape(p))))))),
+        kWritten);
+    Stmt out = over_tile(Store("w.M", m_index(xi, Add(m0, ti), ko), LoadF("w.acc", acc)));
     return Allocate("w.acc", ir::DType::kFloat32, reg * p.y, Block({zero, fma, out}));
   };
 
   // 3. Output transform of the group's tile `tt`, whose M is at m_index(., mt, .):
   // w.s = A^T M, then Y = (A^T M) A, vectorized over the channels.
-  auto output = [&](Expr tt, Expr mt, const std::string& mbuf, const MIndex& m_index) {
-    const Expr k_out = Add(Mul(V("w.ov"), I(lanes)), V("w.ol"));
-    auto s_index = [&](int64_t r, int64_t j) { return Add(I((r * a + j) * lanes), V("w.ol")); };
+  auto output = [&](Expr tt, Expr mt) {
+    const Expr k_out = Add(Mul(ov, I(lanes)), ol);
+    auto s_index = [&](int64_t r, int64_t j) { return Add(I((r * a + j) * lanes), ol); };
+    const Expr m_base = m_index(I(0), mt, k_out);
     std::vector<Stmt> st;
     for (int64_t r = 0; r < m; ++r)
       for (int64_t j = 0; j < a; ++j)
-        st.push_back(Loops({{"w.ol", lanes, kVectorized}},
+        st.push_back(Loops({ol_loop},
                            Store("w.s", s_index(r, j), Combine(t.at[r], [&](int64_t i) {
-                                   return LoadF(mbuf, m_index(I(i * a + j), mt, k_out));
-                                 }))));
+                                   return LoadF("w.M", Add(m_base, I((i * a + j) * m_point_stride)));
+                                 })),
+                           kWritten));
     // The output's channel run: `lanes` channels from `base`, inside one block of the
     // spec's layout (its block is a multiple of lanes).
-    const Expr base = Add(Mul(V("w.kb"), I(p.y)), Mul(V("w.ov"), I(lanes)));
+    const Expr base = Add(Mul(kbv, I(p.y)), Mul(ov, I(lanes)));
+    // Without a spec, output (r, col) of the tile is at out_base + (r * ow + col) * y.
+    const Expr oh0 = Mul(tile_row(tt), I(m)), ow0 = Mul(tile_col(tt), I(m));
+    const Expr out_base = Flat({n, kbv, oh0, ow0, k_out}, {p.n, kb, p.oh, p.ow, p.y});
     for (int64_t r = 0; r < m; ++r) {
       for (int64_t col = 0; col < m; ++col) {
-        const Expr oh = Add(Mul(tile_row(tt), I(m)), I(r)), ow = Add(Mul(tile_col(tt), I(m)), I(col));
         Expr value = Combine(t.at[col], [&](int64_t j) { return LoadF("w.s", s_index(r, j)); });
         Stmt store;
         if (!p.spec) {
-          store = Store("O.blocked", Flat({V("n"), V("w.kb"), oh, ow, k_out}, {p.n, kb, p.oh, p.ow, p.y}), value);
+          store = Store("O.blocked", Add(out_base, I((r * p.ow + col) * p.y)), value);
         } else {
           const ConvOutputSpec& o = *p.spec;
-          const Expr lane = lanes > 1 ? V("w.ol") : I(0);
+          const Expr lane = lanes > 1 ? ol : I(0);
+          const Expr oh = Add(oh0, I(r)), ow = Add(ow0, I(col));
           store = Store(o.buffer,
-                        Flat({V("n"), ir::Div(base, I(o.block)), Add(oh, I(o.pad_h)), Add(ow, I(o.pad_w)),
+                        Flat({n, ir::Div(base, I(o.block)), Add(oh, I(o.pad_h)), Add(ow, I(o.pad_w)),
                               Add(ir::Mod(base, I(o.block)), lane)},
                              {p.n, p.k / o.block, p.oh + 2 * o.pad_h, p.ow + 2 * o.pad_w, o.block}),
-                        o.epilogue(value, V("n"), base, lane, oh, ow));
+                        o.epilogue(value, n, base, lane, oh, ow));
         }
-        st.push_back(Loops({{"w.ol", lanes, kVectorized}}, store));
+        st.push_back(Loops({ol_loop}, store, kWritten));
       }
     }
-    return Loops({{"w.ov", p.y / lanes}}, Allocate("w.s", ir::DType::kFloat32, m * a * lanes, Block(std::move(st))));
+    return Loops({ov_loop}, Allocate("w.s", ir::DType::kFloat32, m * a * lanes, Block(std::move(st))), kWritten);
   };
 
   Stmt per_block;  // the body of the output-channel block loop w.kb
   Stmt group_body;
   if (p.tile_outer) {
-    // M of one register tile: [a*a, reg, y], local.
-    const MIndex m_index = [&](Expr xi, Expr ti, Expr k) { return Flat({xi, ti, k}, {aa, reg, p.y}); };
-    const Expr t0 = Mul(V("w.to"), I(reg));
-    per_block = Loops(
-        {{"w.to", group / reg}},
-        Allocate("w.M", ir::DType::kFloat32, aa * reg * p.y,
-                 Block({Loops({{"w.xi", aa}}, gemm(V("w.xi"), t0, I(0), "w.M", m_index)),
-                        Loops({{"w.tj", reg}}, output(Add(t0, V("w.tj")), V("w.tj"), "w.M", m_index))})));
-    group_body = Block({input, Loops({{"w.kb", kb}}, per_block)});
+    // M of one register tile, local.
+    const Expr t0 = Mul(to, I(reg));
+    per_block = Loops({to_loop},
+                      Allocate("w.M", ir::DType::kFloat32, aa * reg * p.y,
+                               Block({Loops({xi_loop}, gemm(xiv, t0, I(0)), kWritten),
+                                      Loops({tj_loop}, output(Add(t0, tj), tj), kWritten)})),
+                      kWritten);
+    group_body = Block({input, Loops({kb_loop}, per_block, kWritten)});
   } else {
-    // M of the whole group: [a*a, group, y], scratch.
-    const MIndex m_index = [&](Expr xi, Expr tt, Expr k) { return Flat({xi, tt, k}, {aa, group, p.y}); };
-    per_block = Block({Loops({{"w.xi", aa}, {"w.to", group / reg}},
-                             gemm(V("w.xi"), Mul(V("w.to"), I(reg)), Mul(V("w.to"), I(reg)), "w.M", m_index)),
-                       Loops({{"w.tj", group}}, output(V("w.tj"), V("w.tj"), "w.M", m_index))});
+    // M of the whole group, scratch.
+    per_block = Block({Loops({xi_loop, to_loop}, gemm(xiv, Mul(to, I(reg)), Mul(to, I(reg))), kWritten),
+                       Loops({tj_loop}, output(tj, tj), kWritten)});
     group_body = Allocate("w.M", ir::DType::kFloat32, aa * group * p.y,
-                          Block({input, Loops({{"w.kb", kb}}, per_block)}), ir::MemoryScope::kHeap);
+                          Block({input, Loops({kb_loop}, per_block, kWritten)}), ir::MemoryScope::kHeap);
   }
   group_body = Allocate("w.V", ir::DType::kFloat32, aa * cb * group * p.x, group_body, ir::MemoryScope::kHeap);
-  return Loops({{"n", p.n}, {"w.g", groups, p.parallel ? ir::ForKind::kParallel : kSerial}}, group_body);
+  return Loops({n_loop, g_loop}, group_body, kWritten);
 }
 
 }  // namespace tuneforge::winograd

@@ -27,15 +27,28 @@ struct LoopSpec {
   ir::ForKind kind = ir::ForKind::kSerial;
 };
 
+// The variable of a loop of `extent`, or 0 where Loops leaves the loop out.
+inline ir::Expr LoopVar(const std::string& var, int64_t extent) {
+  return extent > 1 ? ir::Var(var) : ir::IntImm(0);
+}
+
+// How Loops treats the variables of the loops it leaves out.
+enum class LeftOutVars {
+  kSubstitute,  // the body names them: replaced by 0 in one pass over it
+  kAbsent,      // the body was written with LoopVar: nothing to replace (no pass)
+};
+
 // Loops around `body`, outermost first. A loop of extent 1 is left out and its
 // variable replaced by 0.
-inline ir::Stmt Loops(const std::vector<LoopSpec>& loops, ir::Stmt body) {
+inline ir::Stmt Loops(const std::vector<LoopSpec>& loops, ir::Stmt body,
+                      LeftOutVars left_out = LeftOutVars::kSubstitute) {
   // The variables of the left-out loops, replaced in one pass over the body. A loop
   // inside one of them with the same name would shadow it; the nests written with
   // this never reuse a name.
   std::map<std::string, ir::Expr> zeros;
-  for (const LoopSpec& l : loops)
-    if (l.extent <= 1) zeros.emplace(l.var, ir::IntImm(0));
+  if (left_out == LeftOutVars::kSubstitute)
+    for (const LoopSpec& l : loops)
+      if (l.extent <= 1) zeros.emplace(l.var, ir::IntImm(0));
   body = ir::Substitute(body, zeros);
   for (auto it = loops.rbegin(); it != loops.rend(); ++it) {
     if (it->extent > 1) body = ir::For(it->var, ir::IntImm(it->extent), it->extent, it->kind, body);

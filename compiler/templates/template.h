@@ -47,6 +47,14 @@ class Template {
   // an invalid config.
   virtual absl::StatusOr<ir::LoweredFunc> Instantiate(const TuningTask& task, const Target& target,
                                                       const Config& config) const = 0;
+  // What the cost model's features read: Instantiate's params and body. A template may
+  // leave out the rest (prepack, unpack), which can be most of the lowering time
+  // (Winograd's weight transform); the cost model lowers thousands of candidates a
+  // second. By default, Instantiate.
+  virtual absl::StatusOr<ir::LoweredFunc> InstantiateKernel(const TuningTask& task, const Target& target,
+                                                            const Config& config) const {
+    return Instantiate(task, target, config);
+  }
 };
 
 // The template for a task's op; NotFound when the op has none.
