@@ -295,6 +295,11 @@ std::vector<Variant> EvalVariants() {
   };
   search("early eps.25", [](ModelPolicyOptions& o) { o.early_epsilon = 0.25; });
   search("crossover.3", [](ModelPolicyOptions& o) { o.crossover = 0.3; });
+  search("crossover.5", [](ModelPolicyOptions& o) { o.crossover = 0.5; });
+  search("crossover.3 chains128", [](ModelPolicyOptions& o) {
+    o.crossover = 0.3;
+    o.chains = 128;
+  });
   search("chains128 steps48", [](ModelPolicyOptions& o) {
     o.chains = 128;
     o.steps = 48;

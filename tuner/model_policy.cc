@@ -337,7 +337,8 @@ std::vector<Config> ModelPolicy::Propose(int n) {
     double temperature = t0 * (1.0 - static_cast<double>(step) / options_.steps);
     std::vector<Config> next;
     for (const Config& c : current) {
-      if (!parents.empty() && u(rng_) < options_.crossover)
+      // (No draw when crossover is off: the walk's random stream stays what it was.)
+      if (options_.crossover > 0 && !parents.empty() && u(rng_) < options_.crossover)
         next.push_back(Crossover(c, parents[std::uniform_int_distribution<size_t>(0, parents.size() - 1)(rng_)]));
       else
         next.push_back(Mutate(c));

@@ -23,6 +23,11 @@ bool IsFloatConst(const Expr& e, double v) {
 
 }  // namespace
 
+void Operands::push_back(Expr e) {
+  TF_CHECK(size_ < 2, "an expression has at most two operands");
+  items_[size_++] = std::move(e);
+}
+
 bool IsConst(const Expr& e, int64_t* value) {
   if (!e || e->kind != ExprKind::kIntImm) return false;
   if (value) *value = e->int_value;

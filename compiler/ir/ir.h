@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <set>
@@ -40,13 +41,34 @@ enum class ExprKind {
 struct ExprNode;
 using Expr = std::shared_ptr<const ExprNode>;
 
+// An expression's operands (at most two), held in the node: one allocation per node,
+// not two (lowering builds thousands of nodes per candidate the cost model scores).
+// Reads like the std::vector it replaces.
+class Operands {
+ public:
+  Operands() = default;
+  Operands(std::initializer_list<Expr> list) {
+    for (const Expr& e : list) push_back(e);
+  }
+  void push_back(Expr e);  // TF_CHECKs that there is room
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const Expr& operator[](size_t i) const { return items_[i]; }
+  const Expr* begin() const { return items_; }
+  const Expr* end() const { return items_ + size_; }
+
+ private:
+  Expr items_[2];
+  size_t size_ = 0;
+};
+
 struct ExprNode {
   ExprKind kind;
   DType dtype;
   int64_t int_value = 0;
   double float_value = 0.0;
-  std::string name;             // kVar: variable; kLoad: buffer
-  std::vector<Expr> operands;   // binary ops: {a, b}; kLoad: {index}
+  std::string name;    // kVar: variable; kLoad: buffer
+  Operands operands;   // binary ops: {a, b}; kLoad, kCall: {operand}
 };
 
 // Constructors. Arithmetic constructors fold constants and drop identities
