@@ -305,6 +305,7 @@ std::vector<Variant> EvalVariants() {
     o.steps = 48;
   });
   search("min records 16", [](ModelPolicyOptions& o) { o.min_records = 16; });
+  search("covering first batch", [](ModelPolicyOptions& o) { o.covering_pool = 16; });
   return v;
 }
 

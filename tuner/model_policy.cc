@@ -267,6 +267,41 @@ Config ModelPolicy::Crossover(const Config& c, const Config& parent) {
   return c;
 }
 
+std::vector<Config> ModelPolicy::CoveringConfigs(int n) {
+  std::vector<Config> pool;
+  std::set<std::string> drawn = visited_;
+  SampleUnvisited(space_, n * options_.covering_pool, &rng_, &drawn, &pool);
+  // (knob, value) pairs already measured or picked.
+  std::set<std::string> covered;
+  auto pairs = [&](const Config& c) {
+    std::vector<std::string> out;
+    for (const Knob& k : space_.knobs()) out.push_back(k.name + "=" + c.values().value(k.name, nlohmann::json()).dump());
+    return out;
+  };
+  for (const auto& [key, t] : own_) {
+    absl::StatusOr<Config> c = Config::FromJson(key);
+    if (c.ok())
+      for (std::string& p : pairs(*c)) covered.insert(std::move(p));
+  }
+  std::vector<Config> out;
+  std::vector<bool> taken(pool.size(), false);
+  while (static_cast<int>(out.size()) < n) {
+    int best = -1, best_new = -1;
+    for (size_t i = 0; i < pool.size(); ++i) {
+      if (taken[i]) continue;
+      int fresh = 0;
+      for (const std::string& p : pairs(pool[i])) fresh += !covered.count(p);
+      if (fresh > best_new) best = static_cast<int>(i), best_new = fresh;
+    }
+    if (best < 0) break;
+    taken[best] = true;
+    for (std::string& p : pairs(pool[best])) covered.insert(std::move(p));
+    visited_.insert(pool[best].ToJson());
+    out.push_back(pool[best]);
+  }
+  return out;
+}
+
 std::vector<Config> ModelPolicy::RandomConfigs(int n) {
   std::vector<Config> out;
   SampleUnvisited(space_, n, &rng_, &visited_, &out);
@@ -284,7 +319,7 @@ std::vector<Config> ModelPolicy::Propose(int n) {
   }
   if (!can_score() || !st.ok()) {
     proposer_ = "model:random";
-    return RandomConfigs(n);
+    return options_.covering_pool > 0 && st.ok() ? CoveringConfigs(n) : RandomConfigs(n);
   }
 
   // Start points: the best measured configs, then random ones.

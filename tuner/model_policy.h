@@ -66,6 +66,11 @@ struct ModelPolicyOptions {
   // one-knob mutation.
   double crossover = 0.0;
   int crossover_parents = 8;
+  // Before the model can rank (no log model, fewer than min_records rows), pick the
+  // random configs greedily from `covering_pool` x n random draws so that the batch
+  // covers knob values not measured yet (each knob's values over the first batches),
+  // instead of n independent draws. 0: off (plain random).
+  int covering_pool = 0;
   // Configs of one batch differ in at least this many knobs while the model's ranked
   // candidates allow it (1: any two distinct configs; see Propose).
   int min_knob_distance = 2;
@@ -116,6 +121,8 @@ class ModelPolicy : public SearchPolicy {
   // distinct child is found in a few tries.
   Config Crossover(const Config& c, const Config& parent);
   std::vector<Config> RandomConfigs(int n);
+  // RandomConfigs covering unmeasured knob values (ModelPolicyOptions::covering_pool).
+  std::vector<Config> CoveringConfigs(int n);
 
   PolicyContext context_;
   ConfigSpace space_;
