@@ -217,6 +217,14 @@ int TrialsToReach(const Curve& c, double target) {
   return 0;
 }
 
+// Median over the runs of the best-so-far after `t` trials (a shorter run: its end).
+double MedianAt(const std::vector<Curve>& curves, int64_t t) {
+  std::vector<double> v;
+  for (const Curve& cv : curves)
+    if (!cv.empty()) v.push_back(cv[std::min<size_t>(t, cv.size()) - 1]);
+  return MedianOr(v, 0);
+}
+
 nlohmann::json ScoringJson(const ScoringSpeed& s) {
   return {{"candidates", s.candidates},
           {"lower_us_per_candidate", s.lower_us},
@@ -864,13 +872,8 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
     for (const auto& [policy, curves] : c.curves) {
       const int64_t budget = budget_of(policy);
       nlohmann::json jp = {{"budget", budget}, {"curves", curves}};
-      for (int t : checkpoints) {
-        if (t > budget) continue;
-        std::vector<double> v;
-        for (const Curve& cv : curves)
-          if (!cv.empty()) v.push_back(cv[std::min<size_t>(t, cv.size()) - 1]);
-        jp["best_gflops_at"][std::to_string(t)] = MedianOr(v, 0);
-      }
+      for (int t : checkpoints)
+        if (t <= budget) jp["best_gflops_at"][std::to_string(t)] = MedianAt(curves, t);
       for (double frac : {0.90, 0.95}) {
         std::vector<double> v;
         int missed = 0;
@@ -899,15 +902,8 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
         jc["policies"][p]["trials_to_95"]["is_bound"] = to95(p) > static_cast<double>(trials);
     // The cold goal "model at T trials >= random at 3T", when random ran that long.
     if (random_trials >= 3 * trials && jc["policies"].contains("model")) {
-      const std::string at = std::to_string(trials), at3 = std::to_string(3 * trials);
-      auto median_at = [&](const char* p, int64_t t) {
-        std::vector<double> v;
-        for (const Curve& cv : c.curves.at(p))
-          if (!cv.empty()) v.push_back(cv[std::min<size_t>(t, cv.size()) - 1]);
-        return MedianOr(v, 0);
-      };
-      jc["model_at_budget"] = median_at("model", trials);
-      jc["random_at_3x_budget"] = median_at("random", 3 * trials);
+      jc["model_at_budget"] = MedianAt(c.curves.at("model"), trials);
+      jc["random_at_3x_budget"] = MedianAt(c.curves.at("random"), 3 * trials);
     }
     if (to95("model+transfer") > 0)
       jc["scratch_over_transfer_trials_to_95"] = to95("model") / to95("model+transfer");

@@ -283,6 +283,8 @@ std::vector<Config> ModelPolicy::CoveringConfigs(int n) {
     if (c.ok())
       for (std::string& p : pairs(*c)) covered.insert(std::move(p));
   }
+  std::vector<std::vector<std::string>> pool_pairs;
+  for (const Config& c : pool) pool_pairs.push_back(pairs(c));
   std::vector<Config> out;
   std::vector<bool> taken(pool.size(), false);
   while (static_cast<int>(out.size()) < n) {
@@ -290,12 +292,12 @@ std::vector<Config> ModelPolicy::CoveringConfigs(int n) {
     for (size_t i = 0; i < pool.size(); ++i) {
       if (taken[i]) continue;
       int fresh = 0;
-      for (const std::string& p : pairs(pool[i])) fresh += !covered.count(p);
+      for (const std::string& p : pool_pairs[i]) fresh += !covered.count(p);
       if (fresh > best_new) best = static_cast<int>(i), best_new = fresh;
     }
     if (best < 0) break;
     taken[best] = true;
-    for (std::string& p : pairs(pool[best])) covered.insert(std::move(p));
+    covered.insert(pool_pairs[best].begin(), pool_pairs[best].end());
     visited_.insert(pool[best].ToJson());
     out.push_back(pool[best]);
   }
