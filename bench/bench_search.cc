@@ -314,6 +314,8 @@ std::vector<Variant> EvalVariants() {
   });
   search("min records 16", [](ModelPolicyOptions& o) { o.min_records = 16; });
   search("covering first batch", [](ModelPolicyOptions& o) { o.covering_pool = 16; });
+  search("no structural quota", [](ModelPolicyOptions& o) { o.structural_quota = 0; });
+  search("structural quota 8", [](ModelPolicyOptions& o) { o.structural_quota = 8; });
   return v;
 }
 

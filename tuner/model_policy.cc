@@ -11,6 +11,15 @@
 #include "tuner/model_store.h"
 
 namespace tuneforge {
+namespace {
+
+// "knob=value" of a config (the value as JSON text; null when the config lacks it).
+std::string KnobValue(const Knob& k, const Config& c) {
+  return k.name + "=" + c.values().value(k.name, nlohmann::json()).dump();
+}
+
+}  // namespace
+
 double RecordThroughput(const TuningRecord& r) {
   if (r.result.error != MeasureErrorKind::kNone) return 0;
   double cost = r.result.MedianCost();
@@ -92,10 +101,15 @@ void ModelPolicy::Observe(const std::vector<TuningRecord>& records) {
       others.push_back(r);
       continue;
     }
-    std::string key = space_.WithDefaults(*c).ToJson();  // a missing knob is its default
+    const Config full = space_.WithDefaults(*c);  // a missing knob is its default
+    const std::string key = full.ToJson();
     visited_.insert(key);
-    double& t = own_[key];
-    t = std::max(t, RecordThroughput(r));
+    auto [it, fresh] = own_.emplace(key, 0.0);
+    it->second = std::max(it->second, RecordThroughput(r));
+    if (fresh) {
+      for (const Knob& k : space_.knobs())
+        if (k.structural) ++structural_count_[KnobValue(k, full)];
+    }
     dirty_ = true;
   }
   if (!others.empty()) ObserveOtherTasks(others);
@@ -304,6 +318,52 @@ std::vector<Config> ModelPolicy::CoveringConfigs(int n) {
   return out;
 }
 
+std::vector<Config> ModelPolicy::StructuralPicks(
+    const std::vector<std::pair<float, std::string>>& ranked, const ScoredPool& pool,
+    int max_picks) {
+  std::vector<Config> out;
+  if (options_.structural_quota <= 0) return out;
+  auto take = [&](const Config& c) {
+    if (static_cast<int>(out.size()) >= max_picks || !visited_.insert(c.ToJson()).second) return;
+    out.push_back(c);
+  };
+  for (const Knob& k : space_.knobs()) {
+    if (!k.structural) continue;
+    for (const nlohmann::json& value : k.values) {
+      auto counted = structural_count_.find(k.name + "=" + value.dump());
+      const int measured = counted == structural_count_.end() ? 0 : counted->second;
+      const int missing = std::min(2, options_.structural_quota - measured);
+      if (missing <= 0) continue;
+      const size_t want = out.size() + static_cast<size_t>(missing);
+      auto has_value = [&](const Config& c) {
+        return c.values().value(k.name, nlohmann::json()) == value;
+      };
+      // The walks' best candidates with this value, ...
+      for (size_t i = 0; i < ranked.size() && out.size() < want; ++i) {
+        const Config& c = pool.at(ranked[i].second).second;
+        if (has_value(c)) take(c);
+      }
+      if (out.size() >= want || static_cast<int>(out.size()) >= max_picks) continue;
+      // ... or, when the walks never went there (the model scores it low), the
+      // best-scored of random configs with it.
+      std::vector<Config> drawn;
+      for (int tries = 0; tries < 4000 && drawn.size() < 64; ++tries) {
+        absl::StatusOr<Config> c = space_.Sample(rng_, 1000);
+        if (c.ok() && has_value(*c) && !visited_.count(c->ToJson())) drawn.push_back(*std::move(c));
+      }
+      absl::StatusOr<std::vector<float>> scores = Score(drawn);
+      if (!scores.ok()) continue;
+      std::vector<size_t> order(drawn.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return (*scores)[a] > (*scores)[b]; });
+      for (size_t i = 0; i < order.size() && out.size() < want; ++i)
+        if (std::isfinite((*scores)[order[i]])) take(drawn[order[i]]);
+    }
+  }
+  return out;
+}
+
 std::vector<Config> ModelPolicy::RandomConfigs(int n) {
   std::vector<Config> out;
   SampleUnvisited(space_, n, &rng_, &visited_, &out);
@@ -348,7 +408,7 @@ std::vector<Config> ModelPolicy::Propose(int n) {
   std::vector<float> cur_score = *scores;
 
   // Best-scored unvisited configs seen by any walk.
-  std::unordered_map<std::string, std::pair<float, Config>> pool;
+  ScoredPool pool;
   auto offer = [&](const Config& c, float s) {
     std::string key = c.ToJson();
     if (std::isfinite(s) && !visited_.count(key)) pool.emplace(key, std::make_pair(s, c));
@@ -422,12 +482,12 @@ std::vector<Config> ModelPolicy::Propose(int n) {
     }
     return d;
   };
-  std::vector<Config> out;
+  std::vector<Config> out = StructuralPicks(ranked, pool, n / 2);
   std::vector<std::string> skipped;
   size_t next_ranked = 0, next_skipped = 0;
   const bool early = !prior_.trained() && static_cast<int>(own_.size()) < options_.early_rows;
   const double epsilon = early ? options_.early_epsilon : options_.epsilon;
-  for (int slot = 0; slot < n; ++slot) {
+  for (int slot = static_cast<int>(out.size()); slot < n; ++slot) {
     bool explore = u(rng_) < epsilon;
     if (!explore) {
       std::optional<std::string> pick;

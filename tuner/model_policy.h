@@ -10,7 +10,9 @@
 //                            seen by any walk fill the batch — no two of them closer
 //                            than `min_knob_distance` knobs while candidates last —
 //                            except that each slot is a uniform random config with
-//                            probability `epsilon`
+//                            probability `epsilon`, and that a value of a structural
+//                            knob (an algorithm) measured fewer than
+//                            `structural_quota` times gets slots of its own
 //   ObserveOtherTasks     -> transfer learning: records of other shapes of the same
 //                            operator on the same target train the model too (one rank
 //                            group per task), so a new task starts with a useful model
@@ -71,6 +73,13 @@ struct ModelPolicyOptions {
   // covers knob values not measured yet (each knob's values over the first batches),
   // instead of n independent draws. 0: off (plain random).
   int covering_pool = 0;
+  // Every value of a structural knob (Knob::structural, e.g. conv2d's algorithm) is
+  // measured at least this many times before the model's ranking alone decides: while
+  // a value has fewer own measurements, each batch reserves up to two slots for the
+  // best-scored candidates with that value (at most half the batch). A model trained
+  // on direct convolutions alone would otherwise score Winograd by features it has
+  // never seen vary. 0: off.
+  int structural_quota = 4;
   // Configs of one batch differ in at least this many knobs while the model's ranked
   // candidates allow it (1: any two distinct configs; see Propose).
   int min_knob_distance = 2;
@@ -123,6 +132,12 @@ class ModelPolicy : public SearchPolicy {
   std::vector<Config> RandomConfigs(int n);
   // RandomConfigs covering unmeasured knob values (ModelPolicyOptions::covering_pool).
   std::vector<Config> CoveringConfigs(int n);
+  // The quota picks of a batch (ModelPolicyOptions::structural_quota): for each
+  // under-measured value of a structural knob, the best of `ranked` (score order) with
+  // that value, else the best-scored of random configs with it. Marks them visited.
+  using ScoredPool = std::unordered_map<std::string, std::pair<float, Config>>;
+  std::vector<Config> StructuralPicks(const std::vector<std::pair<float, std::string>>& ranked,
+                                      const ScoredPool& pool, int max_picks);
 
   PolicyContext context_;
   ConfigSpace space_;
@@ -137,6 +152,8 @@ class ModelPolicy : public SearchPolicy {
   std::string failure_;             // see SearchPolicy::last_failure
   // Own task: best throughput (FLOP/s) per config; 0 = failed.
   std::map<std::string, double> own_;
+  // Own measured configs per structural knob value ("knob=value" -> count).
+  std::map<std::string, int> structural_count_;
   // Other tasks: rows and throughputs per workload key.
   struct Group {
     std::vector<costmodel::FeatureVector> rows;

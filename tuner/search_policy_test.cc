@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "costmodel/xgb_model.h"
@@ -161,6 +162,59 @@ TEST(SearchPolicyTest, ModelSaysWhenItFallsBackToRandom) {
     } else {
       EXPECT_EQ(policy.last_proposer(), "model");
       EXPECT_EQ(policy.last_failure(), "");
+    }
+  }
+}
+
+// A model trained on direct convolutions only has never seen the Winograd knob vary:
+// it must not be the one to rule Winograd out. Every algorithm gets its quota of
+// measurements (two slots per batch while it lacks them), then the ranking decides.
+TEST(SearchPolicyTest, ModelMeasuresEveryAlgorithmBeforeRulingOneOut) {
+  PolicyContext ctx = Context("conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1", 11);
+  ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
+  // Made-up speeds: direct kernels with bigger register tiles are faster.
+  auto record = [&](const Config& c) {
+    TuningRecord r;
+    r.workload = WorkloadInfo{ctx.task.WorkloadKey(), ctx.task.op(), ctx.task.CanonicalText(),
+                              ctx.task.ToJson(), ctx.task.Flops()};
+    r.target.key = ctx.target.Key();
+    r.template_name = ctx.tmpl->name();
+    r.template_version = ctx.tmpl->version();
+    r.config_json = c.ToJson();
+    double gflops = 10.0 * c.Int("ow_reg") * c.Int("oc_vecs");
+    r.result.costs = {ctx.task.Flops() / (gflops * 1e9)};
+    return r;
+  };
+  auto algorithm = [](const Config& c) { return c.Str("algorithm"); };
+  for (int quota : {0, 4}) {
+    ModelPolicyOptions options;
+    options.structural_quota = quota;
+    ModelPolicy policy(ctx, options);
+    std::mt19937_64 rng(5);
+    std::vector<TuningRecord> direct;
+    while (direct.size() < 24) {
+      Config c = *space.Sample(rng);
+      if (algorithm(c) == "direct") direct.push_back(record(c));
+    }
+    policy.Observe(direct);
+    std::map<std::string, int> proposed;
+    for (int batch = 0; batch < 3; ++batch) {
+      std::vector<Config> configs = policy.Propose(8);
+      ASSERT_EQ(configs.size(), 8u);
+      std::vector<TuningRecord> records;
+      for (const Config& c : configs) {
+        ++proposed[algorithm(c)];
+        records.push_back(record(c));
+      }
+      policy.Observe(records);
+    }
+    if (quota == 0) {
+      // The set-up is one where the model alone neglects Winograd.
+      EXPECT_LT(proposed["winograd_f23"] + proposed["winograd_f43"], 4);
+    } else {
+      EXPECT_GE(proposed["winograd_f23"], 4);
+      EXPECT_GE(proposed["winograd_f43"], 4);
+      EXPECT_GE(proposed["direct"], 12);  // at most half of a batch is quota picks
     }
   }
 }

@@ -32,6 +32,11 @@ struct Knob {
   // what configs without the knob (older records, hand-written configs) did. A config
   // may omit such a knob; ConfigSpace::WithDefaults fills it in.
   std::optional<nlohmann::json> default_value;
+  // The values are different algorithms (different programs, e.g. direct vs Winograd
+  // convolution), not parameters of one loop nest: a search explores every value
+  // before it lets a cost model trained on the others rule one out (Ansor samples
+  // every sketch for the same reason).
+  bool structural = false;
 };
 
 class Config {

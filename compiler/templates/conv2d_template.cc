@@ -448,6 +448,7 @@ ConfigSpace Conv2dTemplate::Space(const TuningTask& task, const Target& target) 
                      "(ow_reg: output tiles per register tile; outer_order: koh = one transform "
                      "point through all tiles, ohk = all points per register tile)",
                      json("direct")});
+    knobs.back().structural = true;
     knobs.push_back({"tile_rows", rows, "Winograd: rows of output tiles per parallel work item (direct: 1)",
                      json(1)});
   }
