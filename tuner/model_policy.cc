@@ -105,7 +105,10 @@ void ModelPolicy::Observe(const std::vector<TuningRecord>& records) {
     const std::string key = full.ToJson();
     visited_.insert(key);
     auto [it, fresh] = own_.emplace(key, 0.0);
-    it->second = std::max(it->second, RecordThroughput(r));
+    const double throughput = RecordThroughput(r);
+    it->second = std::max(it->second, throughput);
+    ++own_measured_;
+    if (throughput > own_best_) own_best_ = throughput, last_improvement_ = own_measured_;
     if (fresh) {
       for (const Knob& k : space_.knobs())
         if (k.structural) ++structural_count_[KnobValue(k, full)];
@@ -130,6 +133,10 @@ void ModelPolicy::ObserveOtherTasks(const std::vector<TuningRecord>& records) {
     if (!task.ok() || !config.ok() || task->op() != context_.task.op()) continue;
     costmodel::FeatureVector f;
     if (!FeaturesOf(*task, *config, &f)) continue;
+    // Other shapes' measurements of an algorithm teach the model about it too.
+    const Config full = space_.WithDefaults(*config);
+    for (const Knob& k : space_.knobs())
+      if (k.structural) ++structural_count_[KnobValue(k, full)];
     Group& g = transfer_[r.workload.key];
     g.rows.push_back(std::move(f));
     g.throughput.push_back(RecordThroughput(r));
@@ -322,13 +329,14 @@ std::vector<Config> ModelPolicy::StructuralPicks(
     const std::vector<std::pair<float, std::string>>& ranked, const ScoredPool& pool,
     int max_picks) {
   std::vector<Config> out;
-  if (options_.structural_quota <= 0) return out;
+  // A log model was trained on the shared log's measurements of every algorithm.
+  if (options_.structural_quota <= 0 || prior_.trained()) return out;
   auto take = [&](const Config& c) {
     if (static_cast<int>(out.size()) >= max_picks || !visited_.insert(c.ToJson()).second) return;
     out.push_back(c);
   };
   for (const Knob& k : space_.knobs()) {
-    if (!k.structural) continue;
+    if (!k.structural || k.values.size() < 2) continue;
     for (const nlohmann::json& value : k.values) {
       auto counted = structural_count_.find(k.name + "=" + value.dump());
       const int measured = counted == structural_count_.end() ? 0 : counted->second;
@@ -486,7 +494,11 @@ std::vector<Config> ModelPolicy::Propose(int n) {
   std::vector<std::string> skipped;
   size_t next_ranked = 0, next_skipped = 0;
   const bool early = !prior_.trained() && static_cast<int>(own_.size()) < options_.early_rows;
-  const double epsilon = early ? options_.early_epsilon : options_.epsilon;
+  const bool stalled =
+      options_.stall_trials > 0 && own_measured_ - last_improvement_ >= options_.stall_trials;
+  const double epsilon = stalled ? options_.stall_epsilon
+                         : early ? options_.early_epsilon
+                                 : options_.epsilon;
   for (int slot = static_cast<int>(out.size()); slot < n; ++slot) {
     bool explore = u(rng_) < epsilon;
     if (!explore) {

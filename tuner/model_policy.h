@@ -63,6 +63,12 @@ struct ModelPolicyOptions {
   // model), the share of random picks is `early_epsilon` instead.
   double early_epsilon = 0.05;
   int early_rows = 64;
+  // While the task's best has not improved over its last `stall_trials` own
+  // measurements, the share of random picks is `stall_epsilon`: a model trained on
+  // relative labels cannot tell that the best it found is poor, and keeps measuring
+  // around it. 0: off.
+  int stall_trials = 0;
+  double stall_epsilon = 0.5;
   // Chance that an annealing step is a crossover (each knob from one of the
   // `crossover_parents` best measured configs with probability 1/2) instead of a
   // one-knob mutation.
@@ -78,7 +84,9 @@ struct ModelPolicyOptions {
   // a value has fewer own measurements, each batch reserves up to two slots for the
   // best-scored candidates with that value (at most half the batch). A model trained
   // on direct convolutions alone would otherwise score Winograd by features it has
-  // never seen vary. 0: off.
+  // never seen vary. Measurements of other shapes (transfer learning) count; with a log
+  // model there are no quota picks (it learned every algorithm from the shared log).
+  // 0: off.
   int structural_quota = 4;
   // Configs of one batch differ in at least this many knobs while the model's ranked
   // candidates allow it (1: any two distinct configs; see Propose).
@@ -152,7 +160,10 @@ class ModelPolicy : public SearchPolicy {
   std::string failure_;             // see SearchPolicy::last_failure
   // Own task: best throughput (FLOP/s) per config; 0 = failed.
   std::map<std::string, double> own_;
-  // Own measured configs per structural knob value ("knob=value" -> count).
+  int own_measured_ = 0;      // own configs observed, in order
+  int last_improvement_ = 0;  // own_measured_ when the best last improved
+  double own_best_ = 0;
+  // Measured configs (own and other tasks') per structural knob value ("knob=value").
   std::map<std::string, int> structural_count_;
   // Other tasks: rows and throughputs per workload key.
   struct Group {
