@@ -320,12 +320,6 @@ std::vector<Variant> EvalVariants() {
   });
   search("min records 16", [](ModelPolicyOptions& o) { o.min_records = 16; });
   search("covering first batch", [](ModelPolicyOptions& o) { o.covering_pool = 16; });
-  search("stall16 eps.5", [](ModelPolicyOptions& o) { o.stall_trials = 16; });
-  search("stall24 eps.5", [](ModelPolicyOptions& o) { o.stall_trials = 24; });
-  search("stall16 eps.25", [](ModelPolicyOptions& o) {
-    o.stall_trials = 16;
-    o.stall_epsilon = 0.25;
-  });
   search("no structural quota", [](ModelPolicyOptions& o) { o.structural_quota = 0; });
   search("structural quota 8", [](ModelPolicyOptions& o) { o.structural_quota = 8; });
   return v;

@@ -105,10 +105,7 @@ void ModelPolicy::Observe(const std::vector<TuningRecord>& records) {
     const std::string key = full.ToJson();
     visited_.insert(key);
     auto [it, fresh] = own_.emplace(key, 0.0);
-    const double throughput = RecordThroughput(r);
-    it->second = std::max(it->second, throughput);
-    ++own_measured_;
-    if (throughput > own_best_) own_best_ = throughput, last_improvement_ = own_measured_;
+    it->second = std::max(it->second, RecordThroughput(r));
     if (fresh) {
       for (const Knob& k : space_.knobs())
         if (k.structural) ++structural_count_[KnobValue(k, full)];
@@ -494,11 +491,7 @@ std::vector<Config> ModelPolicy::Propose(int n) {
   std::vector<std::string> skipped;
   size_t next_ranked = 0, next_skipped = 0;
   const bool early = !prior_.trained() && static_cast<int>(own_.size()) < options_.early_rows;
-  const bool stalled =
-      options_.stall_trials > 0 && own_measured_ - last_improvement_ >= options_.stall_trials;
-  const double epsilon = stalled ? options_.stall_epsilon
-                         : early ? options_.early_epsilon
-                                 : options_.epsilon;
+  const double epsilon = early ? options_.early_epsilon : options_.epsilon;
   for (int slot = static_cast<int>(out.size()); slot < n; ++slot) {
     bool explore = u(rng_) < epsilon;
     if (!explore) {

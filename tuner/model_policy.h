@@ -63,12 +63,6 @@ struct ModelPolicyOptions {
   // model), the share of random picks is `early_epsilon` instead.
   double early_epsilon = 0.05;
   int early_rows = 64;
-  // While the task's best has not improved over its last `stall_trials` own
-  // measurements, the share of random picks is `stall_epsilon`: a model trained on
-  // relative labels cannot tell that the best it found is poor, and keeps measuring
-  // around it. 0: off.
-  int stall_trials = 0;
-  double stall_epsilon = 0.5;
   // Chance that an annealing step is a crossover (each knob from one of the
   // `crossover_parents` best measured configs with probability 1/2) instead of a
   // one-knob mutation.
@@ -160,9 +154,6 @@ class ModelPolicy : public SearchPolicy {
   std::string failure_;             // see SearchPolicy::last_failure
   // Own task: best throughput (FLOP/s) per config; 0 = failed.
   std::map<std::string, double> own_;
-  int own_measured_ = 0;      // own configs observed, in order
-  int last_improvement_ = 0;  // own_measured_ when the best last improved
-  double own_best_ = 0;
   // Measured configs (own and other tasks') per structural knob value ("knob=value").
   std::map<std::string, int> structural_count_;
   // Other tasks: rows and throughputs per workload key.
