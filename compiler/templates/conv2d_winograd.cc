@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <numeric>
+#include <vector>
 
 #include "compiler/support/status.h"
 #include "compiler/templates/loop_nest.h"
@@ -168,16 +169,28 @@ Stmt Kernel(const Plan& p) {
   auto patch = [&](int64_t i, int64_t j) { return LoadF("I.blocked", Add(patch_base, I((i * p.wp + j) * p.x))); };
   auto d_index = [&](int64_t xi, int64_t j) { return Add(I((xi * a + j) * in_lanes), cl); };
   const Expr v_base = v_index(I(0), cbv, tv, ci);
+  // Each load of a transform is built once and shared by the sums that read it (IR
+  // nodes are immutable, so a subtree may have several parents).
+  auto once = [](int64_t count, std::function<Expr(int64_t, int64_t)> make, int64_t cols) {
+    return [cache = std::vector<Expr>(count), make = std::move(make), cols](int64_t r, int64_t c) mutable {
+      Expr& e = cache[r * cols + c];
+      if (!e) e = make(r, c);
+      return e;
+    };
+  };
+  auto patch_load = once(aa, patch, a);
+  auto d_load = once(aa, [&](int64_t xi, int64_t j) { return LoadF("w.d", d_index(xi, j)); }, a);
   std::vector<Stmt> stages;
   for (int64_t xi = 0; xi < a; ++xi)
     for (int64_t j = 0; j < a; ++j)
-      stages.push_back(Loops({cl_loop}, Store("w.d", d_index(xi, j), Combine(t.bt[xi], [&](int64_t i) { return patch(i, j); })),
+      stages.push_back(Loops({cl_loop},
+                             Store("w.d", d_index(xi, j), Combine(t.bt[xi], [&](int64_t i) { return patch_load(i, j); })),
                              kWritten));
   for (int64_t xi = 0; xi < a; ++xi)
     for (int64_t nu = 0; nu < a; ++nu)
       stages.push_back(Loops({cl_loop},
                              Store("w.V", Add(v_base, I((xi * a + nu) * v_point_stride)),
-                                   Combine(t.bt[nu], [&](int64_t j) { return LoadF("w.d", d_index(xi, j)); })),
+                                   Combine(t.bt[nu], [&](int64_t j) { return d_load(xi, j); })),
                              kWritten));
   Stmt input = Loops({cb_loop, t_loop, co_loop},
                      Allocate("w.d", ir::DType::kFloat32, aa * in_lanes, Block(std::move(stages))), kWritten);
@@ -212,13 +225,12 @@ Stmt Kernel(const Plan& p) {
     const Expr k_out = Add(Mul(ov, I(lanes)), ol);
     auto s_index = [&](int64_t r, int64_t j) { return Add(I((r * a + j) * lanes), ol); };
     const Expr m_base = m_index(I(0), mt, k_out);
+    auto m_load = once(aa, [&](int64_t i, int64_t j) { return LoadF("w.M", Add(m_base, I((i * a + j) * m_point_stride))); }, a);
+    auto s_load = once(m * a, [&](int64_t r, int64_t j) { return LoadF("w.s", s_index(r, j)); }, a);
     std::vector<Stmt> st;
     for (int64_t r = 0; r < m; ++r)
       for (int64_t j = 0; j < a; ++j)
-        st.push_back(Loops({ol_loop},
-                           Store("w.s", s_index(r, j), Combine(t.at[r], [&](int64_t i) {
-                                   return LoadF("w.M", Add(m_base, I((i * a + j) * m_point_stride)));
-                                 })),
+        st.push_back(Loops({ol_loop}, Store("w.s", s_index(r, j), Combine(t.at[r], [&](int64_t i) { return m_load(i, j); })),
                            kWritten));
     // The output's channel run: `lanes` channels from `base`, inside one block of the
     // spec's layout (its block is a multiple of lanes).
@@ -228,7 +240,7 @@ Stmt Kernel(const Plan& p) {
     const Expr out_base = Flat({n, kbv, oh0, ow0, k_out}, {p.n, kb, p.oh, p.ow, p.y});
     for (int64_t r = 0; r < m; ++r) {
       for (int64_t col = 0; col < m; ++col) {
-        Expr value = Combine(t.at[col], [&](int64_t j) { return LoadF("w.s", s_index(r, j)); });
+        Expr value = Combine(t.at[col], [&](int64_t j) { return s_load(r, j); });
         Stmt store;
         if (!p.spec) {
           store = Store("O.blocked", Add(out_base, I((r * p.ow + col) * p.y)), value);
