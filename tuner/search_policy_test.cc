@@ -52,7 +52,8 @@ double SyntheticSeconds(const TuningTask& task, const Config& c, bool* failed) {
   return task.Flops() / (gflops * 1e9);
 }
 
-TuningRecord MakeRecord(const PolicyContext& ctx, const Config& c) {
+// A record of `c` on the context's task, without a result yet.
+TuningRecord EmptyRecord(const PolicyContext& ctx, const Config& c) {
   TuningRecord r;
   r.workload = WorkloadInfo{ctx.task.WorkloadKey(), ctx.task.op(), ctx.task.CanonicalText(),
                             ctx.task.ToJson(), ctx.task.Flops()};
@@ -60,6 +61,11 @@ TuningRecord MakeRecord(const PolicyContext& ctx, const Config& c) {
   r.template_name = ctx.tmpl->name();
   r.template_version = ctx.tmpl->version();
   r.config_json = c.ToJson();
+  return r;
+}
+
+TuningRecord MakeRecord(const PolicyContext& ctx, const Config& c) {
+  TuningRecord r = EmptyRecord(ctx, c);
   bool failed = false;
   double s = SyntheticSeconds(ctx.task, c, &failed);
   if (failed) {
@@ -174,13 +180,7 @@ TEST(SearchPolicyTest, ModelMeasuresEveryAlgorithmBeforeRulingOneOut) {
   ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
   // Made-up speeds: direct kernels with bigger register tiles are faster.
   auto record = [&](const Config& c) {
-    TuningRecord r;
-    r.workload = WorkloadInfo{ctx.task.WorkloadKey(), ctx.task.op(), ctx.task.CanonicalText(),
-                              ctx.task.ToJson(), ctx.task.Flops()};
-    r.target.key = ctx.target.Key();
-    r.template_name = ctx.tmpl->name();
-    r.template_version = ctx.tmpl->version();
-    r.config_json = c.ToJson();
+    TuningRecord r = EmptyRecord(ctx, c);
     double gflops = 10.0 * c.Int("ow_reg") * c.Int("oc_vecs");
     r.result.costs = {ctx.task.Flops() / (gflops * 1e9)};
     return r;
