@@ -13,9 +13,11 @@
 namespace tuneforge {
 namespace {
 
-// "knob=value" of a config (the value as JSON text; null when the config lacks it).
+// "knob=value", the value as JSON text.
+std::string KnobValue(const Knob& k, const nlohmann::json& value) { return k.name + "=" + value.dump(); }
+// ... of a config (null when the config lacks the knob).
 std::string KnobValue(const Knob& k, const Config& c) {
-  return k.name + "=" + c.values().value(k.name, nlohmann::json()).dump();
+  return KnobValue(k, c.values().value(k.name, nlohmann::json()));
 }
 
 }  // namespace
@@ -335,7 +337,7 @@ std::vector<Config> ModelPolicy::StructuralPicks(
   for (const Knob& k : space_.knobs()) {
     if (!k.structural || k.values.size() < 2) continue;
     for (const nlohmann::json& value : k.values) {
-      auto counted = structural_count_.find(k.name + "=" + value.dump());
+      auto counted = structural_count_.find(KnobValue(k, value));
       const int measured = counted == structural_count_.end() ? 0 : counted->second;
       const int missing = std::min(2, options_.structural_quota - measured);
       if (missing <= 0) continue;
