@@ -108,10 +108,7 @@ void ModelPolicy::Observe(const std::vector<TuningRecord>& records) {
     visited_.insert(key);
     auto [it, fresh] = own_.emplace(key, 0.0);
     it->second = std::max(it->second, RecordThroughput(r));
-    if (fresh) {
-      for (const Knob& k : space_.knobs())
-        if (k.structural) ++structural_count_[KnobValue(k, full)];
-    }
+    if (fresh) CountStructural(full);
     dirty_ = true;
   }
   if (!others.empty()) ObserveOtherTasks(others);
@@ -133,9 +130,7 @@ void ModelPolicy::ObserveOtherTasks(const std::vector<TuningRecord>& records) {
     costmodel::FeatureVector f;
     if (!FeaturesOf(*task, *config, &f)) continue;
     // Other shapes' measurements of an algorithm teach the model about it too.
-    const Config full = space_.WithDefaults(*config);
-    for (const Knob& k : space_.knobs())
-      if (k.structural) ++structural_count_[KnobValue(k, full)];
+    CountStructural(space_.WithDefaults(*config));
     Group& g = transfer_[r.workload.key];
     g.rows.push_back(std::move(f));
     g.throughput.push_back(RecordThroughput(r));
@@ -322,6 +317,11 @@ std::vector<Config> ModelPolicy::CoveringConfigs(int n) {
     out.push_back(pool[best]);
   }
   return out;
+}
+
+void ModelPolicy::CountStructural(const Config& config) {
+  for (const Knob& k : space_.knobs())
+    if (k.structural) ++structural_count_[KnobValue(k, config)];
 }
 
 std::vector<Config> ModelPolicy::StructuralPicks(
