@@ -268,9 +268,22 @@ const std::vector<std::string>& IrFeatureNames() {
   return Names();
 }
 
+namespace {
+
+std::vector<Knob> FeatureKnobs(const ConfigSpace& space, KnobFeatures which) {
+  std::vector<Knob> out;
+  for (const Knob& k : space.knobs())
+    if (which == KnobFeatures::kAll ||
+        (which == KnobFeatures::kSpace && (space.knob_features() || k.hidden_in_ir)))
+      out.push_back(k);
+  return out;
+}
+
+}  // namespace
+
 FeatureExtractor::FeatureExtractor(const ConfigSpace& space, const Target& target,
                                    FeatureOptions options)
-    : knobs_(space.knobs()),
+    : knobs_(FeatureKnobs(space, options.knobs)),
       cores_(std::max(1, target.num_threads)),
       max_lanes_(std::max(1, target.MaxF32Lanes())),
       options_(options) {}

@@ -26,6 +26,13 @@ using FeatureVector = std::vector<float>;
 
 // Cache sizes are not part of the Target's identity (LLVM does not know them), so they
 // are options with the sizes of a current x86 server core as defaults.
+enum class KnobFeatures {
+  kSpace,  // one per knob when the ConfigSpace says so (ConfigSpace::knob_features),
+           // else one per knob the loop IR does not show (Knob::hidden_in_ir)
+  kAll,    // one per knob
+  kNone,   // none
+};
+
 struct FeatureOptions {
   double l1_bytes = 32 * 1024;
   double l2_bytes = 1024 * 1024;
@@ -34,7 +41,16 @@ struct FeatureOptions {
   // intensity curve, per-buffer footprints and reuse, annotation positions
   // (docs/features.md "Richer features"). Compared offline by `bench search --eval-db`.
   bool rich = false;
+  // Which template knobs get a feature of their own after the loop-IR ones
+  // (docs/features.md "Knob features").
+  KnobFeatures knobs = KnobFeatures::kSpace;
 };
+
+// Version of the feature layout. Stored cost models are keyed by it (tuner/model_store.h
+// ModelKey), so a model trained on another layout is never given these vectors.
+//   1: the 44 loop-IR features and one per knob (sessions 1-15)
+//   2: knob features only where the ConfigSpace asks (KnobFeatures::kSpace)
+inline constexpr int kFeatureVersion = 2;
 
 // Number of loop-IR features (part 1 above).
 inline constexpr int kNumIrFeatures = 44;

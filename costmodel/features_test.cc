@@ -121,6 +121,26 @@ TEST(FeaturesTest, ShapeGeneric) {
   }
 }
 
+// Knob features (kFeatureVersion 2): a GEMM's loop nest shows every knob but the
+// prefetch hint, so only that one is a feature; conv2d (Winograd's stages) keeps all.
+TEST(FeaturesTest, KnobFeaturesWhereTheSpaceAsks) {
+  Fixture avx512("matmul M=128 N=128 K=128");
+  EXPECT_EQ(avx512.extractor.size(), kNumIrFeatures);
+  Fixture avx2("matmul M=128 N=128 K=128", Avx2TestTarget());
+  std::vector<std::string> names = avx2.extractor.Names();
+  ASSERT_EQ(avx2.extractor.size(), kNumIrFeatures + 1);
+  EXPECT_EQ(names.back(), "knob_prefetch_k");
+  Fixture conv("conv2d N=1 C=32 H=14 W=14 K=32 R=3 S=3 stride=1 pad=1");
+  EXPECT_EQ(conv.extractor.size(), kNumIrFeatures + static_cast<int>(conv.space.knobs().size()));
+  FeatureOptions all;
+  all.knobs = KnobFeatures::kAll;
+  EXPECT_EQ(FeatureExtractor(avx512.space, avx512.target, all).size(),
+            kNumIrFeatures + static_cast<int>(avx512.space.knobs().size()));
+  FeatureOptions none;
+  none.knobs = KnobFeatures::kNone;
+  EXPECT_EQ(FeatureExtractor(conv.space, conv.target, none).size(), kNumIrFeatures);
+}
+
 // A config from before a knob existed (no prefetch_k) means that knob's default, and
 // its features say so: the same vector as the config with the default spelled out.
 TEST(FeaturesTest, AbsentKnobHasItsDefaultValue) {

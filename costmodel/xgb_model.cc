@@ -119,6 +119,12 @@ absl::StatusOr<std::vector<float>> XgbModel::Predict(const std::vector<FeatureVe
   return std::vector<float>(out, out + len);
 }
 
+int XgbModel::num_features() const {
+  bst_ulong n = 0;
+  if (!booster_ || XGBoosterGetNumFeature(booster_, &n) != 0) return 0;
+  return static_cast<int>(n);
+}
+
 absl::StatusOr<std::string> XgbModel::SaveToBytes() const {
   if (!booster_) return absl::FailedPreconditionError("cost model is not trained");
   bst_ulong len = 0;

@@ -56,6 +56,8 @@ class XgbModel {
                      const std::vector<unsigned>& group_sizes = {},
                      const std::vector<float>& base_margin = {});
   bool trained() const { return booster_ != nullptr; }
+  // Length of the feature rows it was trained on; 0 before Train/Load.
+  int num_features() const;
   // One score per row, higher = predicted faster. FailedPrecondition before Train/Load.
   absl::StatusOr<std::vector<float>> Predict(const std::vector<FeatureVector>& rows) const;
 

@@ -8,12 +8,14 @@
 #include <sstream>
 
 #include "compiler/support/hash.h"
+#include "costmodel/features.h"
 
 namespace tuneforge {
 
 std::string ModelKey(const std::string& template_name, int template_version,
                      const std::string& target_key) {
-  return template_name + "/v" + std::to_string(template_version) + "/" + target_key;
+  return template_name + "/v" + std::to_string(template_version) + "/f" +
+         std::to_string(costmodel::kFeatureVersion) + "/" + target_key;
 }
 
 std::string LogModelKey(const std::string& template_name, int template_version,

@@ -23,11 +23,12 @@ class ModelStore {
   virtual absl::Status Save(const std::string& key, const std::string& bytes) = 0;
 };
 
-// "<template>/v<version>/<target key>": models are only reused on the same target.
+// "<template>/v<version>/f<feature version>/<target key>": models are only reused on
+// the same target and with the same feature layout (costmodel::kFeatureVersion).
 std::string ModelKey(const std::string& template_name, int template_version,
                      const std::string& target_key);
 
-// "log/<template>/v<version>/<target key>": the model pre-trained on every record of
+// "log/<ModelKey>": the model pre-trained on every record of
 // the template and target in the shared log (tuner/log_model.h).
 std::string LogModelKey(const std::string& template_name, int template_version,
                         const std::string& target_key);

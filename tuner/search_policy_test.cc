@@ -405,5 +405,33 @@ TEST(SearchPolicyTest, ModelStoreRoundTrip) {
   std::filesystem::remove_all(dir);
 }
 
+// A stored model of another feature layout (e.g. saved before kFeatureVersion changed,
+// under a key written by hand) is not loaded: scoring its rows would be wrong or fail.
+TEST(SearchPolicyTest, StoredModelOfAnotherFeatureLengthIsIgnored) {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("model_store_len_" + std::to_string(getpid()));
+  DirectoryModelStore store(dir.string());
+  PolicyContext ctx = Context("matmul M=64 N=64 K=64", 2);
+  ctx.model_store = &store;
+  costmodel::XgbModel other;
+  std::vector<costmodel::FeatureVector> rows;
+  std::vector<float> labels;
+  for (int i = 0; i < 16; ++i) {
+    rows.push_back(costmodel::FeatureVector(7, static_cast<float>(i)));
+    labels.push_back(static_cast<float>(i));
+  }
+  ASSERT_TRUE(other.Train(rows, labels).ok());
+  ASSERT_EQ(other.num_features(), 7);
+  ASSERT_TRUE(store.Save(ModelKey(ctx.tmpl->name(), ctx.tmpl->version(), ctx.target.Key()),
+                         *other.SaveToBytes()).ok());
+  ModelPolicy policy(ctx, ModelPolicyOptions{});
+  EXPECT_FALSE(policy.can_score());
+  // It proposes at random (no model yet), it does not fail.
+  EXPECT_EQ(policy.Propose(4).size(), 4u);
+  EXPECT_EQ(policy.last_proposer(), "model:random");
+  EXPECT_EQ(policy.last_failure(), "");
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tuneforge

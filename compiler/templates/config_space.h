@@ -37,6 +37,10 @@ struct Knob {
   // before it lets a cost model trained on the others rule one out (Ansor samples
   // every sketch for the same reason).
   bool structural = false;
+  // The loop IR does not show the knob (a hint such as a software prefetch, which the
+  // features do not count): it is a cost-model feature even where the space's other
+  // knobs are not (ConfigSpace::knob_features).
+  bool hidden_in_ir = false;
 };
 
 class Config {
@@ -85,9 +89,22 @@ class ConfigSpace {
   uint64_t CountValid(uint64_t limit = 2000000) const;
   std::string Describe() const;  // knob table for --help / docs
 
+  // Whether the cost model's features include one per knob next to the loop-IR
+  // features (costmodel::KnobFeatures::kSpace; else only the Knob::hidden_in_ir ones). A template whose kernels are one loop
+  // nest says no: its loop features already describe every knob, and a model trained
+  // on a few dozen configs split on raw knob values confounds a value with the bad
+  // configs it was measured in (docs/features.md "Knob features"). Conv2d says yes:
+  // a Winograd kernel's loop features describe one of its three stages.
+  bool knob_features() const { return knob_features_; }
+  ConfigSpace& set_knob_features(bool on) {
+    knob_features_ = on;
+    return *this;
+  }
+
  private:
   std::vector<Knob> knobs_;
   Constraint constraint_;
+  bool knob_features_ = false;
 };
 
 }  // namespace tuneforge

@@ -453,7 +453,7 @@ ConfigSpace Conv2dTemplate::Space(const TuningTask& task, const Target& target) 
                      json(1)});
   }
   const bool depthwise = depthwise_;
-  return ConfigSpace(std::move(knobs), [d, depthwise](const Config& c) -> absl::Status {
+  ConfigSpace space(std::move(knobs), [d, depthwise](const Config& c) -> absl::Status {
     const int64_t block = c.Int("vec_lanes") * c.Int("oc_vecs");
     if (d.k % block != 0)
       return absl::InvalidArgumentError(std::string("oc_vecs * vec_lanes must divide ") +
@@ -480,6 +480,8 @@ ConfigSpace Conv2dTemplate::Space(const TuningTask& task, const Target& target) 
     }
     return absl::OkStatus();
   });
+  // A Winograd kernel's loop features describe one of its stages: the knobs say the rest.
+  return std::move(space.set_knob_features(true));
 }
 
 Config Conv2dTemplate::Naive(const TuningTask& task, const Target& target) const {

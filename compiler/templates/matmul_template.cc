@@ -286,6 +286,7 @@ ConfigSpace GemmSpace(int64_t m, int64_t n, int64_t k, const Target& target, con
     knobs.push_back({"prefetch_k", {0, 16},
                      "software prefetch of B's rows this many k-steps ahead (0 = none)",
                      /*default_value=*/0});  // new in session 9: earlier configs had none
+    knobs.back().hidden_in_ir = true;  // the features do not count prefetches
     if (with_pack_a) {
       knobs.push_back({"pack_a", {0, 1},
                        "copy A first into row panels of the register tile's height (the rows "
