@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cmath>
 #include <optional>
 #include <thread>
@@ -115,7 +114,6 @@ void ModelPolicy::Observe(const std::vector<TuningRecord>& records) {
     visited_.insert(key);
     auto [it, fresh] = own_.emplace(key, 0.0);
     it->second = std::max(it->second, RecordThroughput(r));
-    if (std::getenv("TF_DEBUG_PROPOSE")) fprintf(stderr, "OBS %.1f %s\n", RecordThroughput(r) / 1e9, key.c_str());
     if (fresh) CountStructural(full);
     dirty_ = true;
   }
@@ -590,14 +588,6 @@ std::vector<Config> ModelPolicy::Propose(int n) {
     }
     return d;
   };
-  if (const char* dbg = std::getenv("TF_DEBUG_CFG")) {
-    std::vector<Config> probe = {*Config::FromJson(dbg)};
-    auto ps = Score(probe);
-    int better = 0;
-    for (auto& r : ranked) better += r.first > (*ps)[0];
-    std::vector<float> top;
-    fprintf(stderr, "PROBE own=%zu score=%.3f rank=%d/%zu top=%.3f\n", own_.size(), (*ps)[0], better, ranked.size(), ranked.empty() ? 0.f : ranked[0].first);
-  }
   std::vector<Config> out = StructuralPicks(ranked, pool, n / 2);
   for (Config& c : NeighborPicks(std::min(options_.neighbor_slots, n / 2)))
     out.push_back(std::move(c));
