@@ -323,23 +323,6 @@ std::vector<Variant> EvalVariants() {
   search("min records 16", [](ModelPolicyOptions& o) { o.min_records = 16; });
   search("covering first batch", [](ModelPolicyOptions& o) { o.covering_pool = 16; });
   search("no structural quota", [](ModelPolicyOptions& o) { o.structural_quota = 0; });
-  search("ucb4", [](ModelPolicyOptions& o) { o.ensemble = 4; });
-  search("ucb4 k.5", [](ModelPolicyOptions& o) {
-    o.ensemble = 4;
-    o.ucb = 0.5;
-  });
-  search("ucb4 k2", [](ModelPolicyOptions& o) {
-    o.ensemble = 4;
-    o.ucb = 2;
-  });
-  search("ucb8", [](ModelPolicyOptions& o) { o.ensemble = 8; });
-  search("nb1", [](ModelPolicyOptions& o) { o.neighbor_slots = 1; });
-  search("nb2", [](ModelPolicyOptions& o) { o.neighbor_slots = 2; });
-  search("nb3", [](ModelPolicyOptions& o) { o.neighbor_slots = 3; });
-  search("nb2 ucb4", [](ModelPolicyOptions& o) {
-    o.neighbor_slots = 2;
-    o.ensemble = 4;
-  });
   search("structural quota 8", [](ModelPolicyOptions& o) { o.structural_quota = 8; });
   return v;
 }

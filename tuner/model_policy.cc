@@ -177,7 +177,6 @@ absl::Status ModelPolicy::Retrain() {
   }
   absl::Status st = model_.Train(rows, labels, groups, margin);
   dirty_ = false;
-  if (st.ok()) st = TrainEnsemble(rows, labels, groups);
   fine_tuned_ = st.ok() && prior_.trained();
   last_train_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -195,37 +194,6 @@ absl::Status ModelPolicy::Retrain() {
                   *bytes)
             : bytes.status();
     if (!saved.ok()) TF_LOG(Warning) << "could not save the cost model: " << saved;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ModelPolicy::TrainEnsemble(const std::vector<costmodel::FeatureVector>& rows,
-                                        const std::vector<float>& labels,
-                                        const std::vector<unsigned>& groups) {
-  members_.clear();
-  if (options_.ensemble <= 0 || prior_.trained() ||
-      static_cast<int>(rows.size()) > options_.ensemble_max_rows)
-    return absl::OkStatus();
-  // Its own stream: the search's draws stay what they are whatever the ensemble size.
-  std::mt19937_64 rng(context_.seed ^ (0x9e3779b97f4a7c15ULL * (rows.size() + 1)));
-  for (int m = 0; m < options_.ensemble; ++m) {
-    std::vector<costmodel::FeatureVector> sample;
-    std::vector<float> sample_labels;
-    size_t begin = 0;
-    for (unsigned size : groups) {
-      std::uniform_int_distribution<size_t> pick(begin, begin + size - 1);
-      for (unsigned i = 0; i < size; ++i) {
-        size_t r = pick(rng);
-        sample.push_back(rows[r]);
-        sample_labels.push_back(labels[r]);
-      }
-      begin += size;
-    }
-    costmodel::XgbParams params = options_.xgb;
-    params.seed = options_.xgb.seed + 1 + m;
-    auto member = std::make_unique<costmodel::XgbModel>(params);
-    RETURN_IF_ERROR(member->Train(sample, sample_labels, groups));
-    members_.push_back(std::move(member));
   }
   return absl::OkStatus();
 }
@@ -288,22 +256,10 @@ absl::StatusOr<std::vector<float>> ModelPolicy::Score(const std::vector<Config>&
   if (prior_.trained()) {
     ASSIGN_OR_RETURN(prior, prior_.Predict(rows));
   }
-  // The ensemble's spread (ModelPolicyOptions::ucb): sum and sum of squares per row.
-  std::vector<double> sum(rows.size(), 0.0), sum2(rows.size(), 0.0);
-  for (const auto& member : members_) {
-    ASSIGN_OR_RETURN(std::vector<float> p, member->Predict(rows));
-    for (size_t r = 0; r < rows.size(); ++r) sum[r] += p[r], sum2[r] += double(p[r]) * p[r];
-  }
-  const double k = static_cast<double>(members_.size());
   for (size_t i = 0; i < configs.size(); ++i) {
     if (row_of[i] == SIZE_MAX) continue;
     const size_t r = row_of[i];
     scores[i] = (use_own ? own[r] : 0.0f) + (prior_.trained() ? prior[r] : 0.0f);
-    if (k >= 2) {
-      const double mean = sum[r] / k;
-      const double sd = std::sqrt(std::max(0.0, sum2[r] / k - mean * mean));
-      scores[i] += static_cast<float>(options_.ucb * sd);
-    }
   }
   return scores;
 }
@@ -417,55 +373,6 @@ std::vector<Config> ModelPolicy::StructuralPicks(
       for (size_t i = 0; i < order.size() && out.size() < want; ++i)
         if (std::isfinite((*scores)[order[i]])) take(drawn[order[i]]);
     }
-  }
-  return out;
-}
-
-std::vector<Config> ModelPolicy::NeighborPicks(int max_picks) {
-  std::vector<Config> out;
-  if (max_picks <= 0) return out;
-  const std::string* best_key = nullptr;
-  double best = 0;
-  for (const auto& [key, t] : own_)
-    if (t > best) best = t, best_key = &key;
-  if (!best_key) return out;
-  absl::StatusOr<Config> center = Config::FromJson(*best_key);
-  if (!center.ok()) return out;
-  // Per knob: how many of its neighbours of the best were measured, and the unmeasured ones.
-  const std::vector<Knob>& knobs = space_.knobs();
-  std::vector<int> tried(knobs.size(), 0);
-  std::vector<Config> candidates;
-  std::vector<size_t> knob_of;
-  for (size_t k = 0; k < knobs.size(); ++k) {
-    for (const nlohmann::json& value : knobs[k].values) {
-      if (center->values().value(knobs[k].name, nlohmann::json()) == value) continue;
-      nlohmann::json values = center->values();
-      values[knobs[k].name] = value;
-      Config c(std::move(values));
-      if (!space_.Check(c).ok()) continue;
-      if (visited_.count(c.ToJson())) {
-        ++tried[k];
-      } else {
-        candidates.push_back(std::move(c));
-        knob_of.push_back(k);
-      }
-    }
-  }
-  absl::StatusOr<std::vector<float>> scores = Score(candidates);
-  if (!scores.ok()) return out;
-  std::vector<size_t> order(candidates.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (tried[knob_of[a]] != tried[knob_of[b]]) return tried[knob_of[a]] < tried[knob_of[b]];
-    return (*scores)[a] > (*scores)[b];
-  });
-  std::vector<bool> used(knobs.size(), false);
-  for (size_t i : order) {
-    if (static_cast<int>(out.size()) >= max_picks) break;
-    if (used[knob_of[i]] || !std::isfinite((*scores)[i])) continue;
-    used[knob_of[i]] = true;
-    visited_.insert(candidates[i].ToJson());
-    out.push_back(candidates[i]);
   }
   return out;
 }
@@ -589,8 +496,6 @@ std::vector<Config> ModelPolicy::Propose(int n) {
     return d;
   };
   std::vector<Config> out = StructuralPicks(ranked, pool, n / 2);
-  for (Config& c : NeighborPicks(std::min(options_.neighbor_slots, n / 2)))
-    out.push_back(std::move(c));
   std::vector<std::string> skipped;
   size_t next_ranked = 0, next_skipped = 0;
   const bool early = !prior_.trained() && static_cast<int>(own_.size()) < options_.early_rows;

@@ -30,7 +30,6 @@
 #pragma once
 
 #include <map>
-#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -87,22 +86,6 @@ struct ModelPolicyOptions {
   // candidates allow it (1: any two distinct configs; see Propose).
   int min_knob_distance = 2;
   int min_records = 8;              // rows needed before the model is trained
-  // Uncertainty bonus (cold search): besides the model, `ensemble` models are trained
-  // on bootstrap resamples of the rows (each rank group resampled within itself) and a
-  // candidate's score is the model's + `ucb` x the standard deviation of the
-  // ensemble's scores, so configs the data disagree on are tried before the search
-  // settles. Only without a log model and while the rows are at most
-  // `ensemble_max_rows`. 0: off.
-  int ensemble = 0;
-  // Each batch, up to this many slots go to unmeasured one-knob neighbours of the best
-  // measured config: the knobs whose neighbours of it were measured least first, within
-  // a knob the best-scored value. A model trained on a few dozen configs confounds a
-  // knob value with the bad company it was measured in (8-row tiles measured only with
-  // short reductions, say) and its walks never try it next to the best config; the
-  // neighbour slots do. 0: off.
-  int neighbor_slots = 0;
-  double ucb = 1.0;
-  int ensemble_max_rows = 1000;
   int max_transfer_records = 3000;  // newest records of other tasks used for training
   LabelMode label = LabelMode::kNormalized;
   // Threads that lower and extract features of uncached candidates in Score (the
@@ -144,16 +127,11 @@ class ModelPolicy : public SearchPolicy {
   // Features of the own task's configs, the uncached ones computed on
   // `scoring_threads` threads; an empty vector for a config that does not lower.
   std::vector<costmodel::FeatureVector> OwnFeatures(const std::vector<Config>& configs);
-  // The bootstrap models (ModelPolicyOptions::ensemble) on the model's training rows.
-  absl::Status TrainEnsemble(const std::vector<costmodel::FeatureVector>& rows,
-                             const std::vector<float>& labels, const std::vector<unsigned>& groups);
   Config Mutate(const Config& c);
   // `c` with each knob taken from `parent` with probability 1/2; `c` when no valid
   // distinct child is found in a few tries.
   Config Crossover(const Config& c, const Config& parent);
   std::vector<Config> RandomConfigs(int n);
-  // The neighbour picks of a batch (ModelPolicyOptions::neighbor_slots). Marks them visited.
-  std::vector<Config> NeighborPicks(int max_picks);
   // RandomConfigs covering unmeasured knob values (ModelPolicyOptions::covering_pool).
   std::vector<Config> CoveringConfigs(int n);
   // The quota picks of a batch (ModelPolicyOptions::structural_quota): for each
@@ -171,8 +149,6 @@ class ModelPolicy : public SearchPolicy {
   costmodel::FeatureExtractor extractor_;
   costmodel::XgbModel model_;
   costmodel::XgbModel prior_;  // the log model; untrained when there is none
-  // The bootstrap models of ModelPolicyOptions::ensemble (empty when not in use).
-  std::vector<std::unique_ptr<costmodel::XgbModel>> members_;
   bool fine_tuned_ = false;    // model_ was trained on top of prior_ (score = sum)
   std::mt19937_64 rng_;
   std::set<std::string> visited_;
