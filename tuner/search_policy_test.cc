@@ -376,12 +376,25 @@ TEST(SearchPolicyTest, ModelRanksHeldOutConfigsAndTransfers) {
   EXPECT_GT(transfer, 0.7);
 }
 
+// A DirectoryModelStore in a fresh temporary directory, removed at the end, and a
+// matmul 64^3 context that uses it.
+struct StoreFixture {
+  explicit StoreFixture(const std::string& name)
+      : dir(std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()))),
+        store(dir.string()),
+        ctx(Context("matmul M=64 N=64 K=64", 2)) {
+    ctx.model_store = &store;
+  }
+  ~StoreFixture() { std::filesystem::remove_all(dir); }
+  std::filesystem::path dir;
+  DirectoryModelStore store;
+  PolicyContext ctx;
+};
+
 TEST(SearchPolicyTest, ModelStoreRoundTrip) {
-  std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("model_store_test_" + std::to_string(getpid()));
-  DirectoryModelStore store(dir.string());
-  PolicyContext ctx = Context("matmul M=64 N=64 K=64", 2);
-  ctx.model_store = &store;
+  StoreFixture fx("model_store_test");
+  DirectoryModelStore& store = fx.store;
+  const PolicyContext& ctx = fx.ctx;
   std::string key = ModelKey(ctx.tmpl->name(), ctx.tmpl->version(), ctx.target.Key());
   EXPECT_FALSE(store.Load(key)->has_value());
   ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
@@ -402,17 +415,13 @@ TEST(SearchPolicyTest, ModelStoreRoundTrip) {
   auto after = fresh.Score(probe);
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(before, *after);
-  std::filesystem::remove_all(dir);
 }
 
 // A stored model of another feature layout (e.g. saved before kFeatureVersion changed,
 // under a key written by hand) is not loaded: scoring its rows would be wrong or fail.
 TEST(SearchPolicyTest, StoredModelOfAnotherFeatureLengthIsIgnored) {
-  std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("model_store_len_" + std::to_string(getpid()));
-  DirectoryModelStore store(dir.string());
-  PolicyContext ctx = Context("matmul M=64 N=64 K=64", 2);
-  ctx.model_store = &store;
+  StoreFixture fx("model_store_len");
+  const PolicyContext& ctx = fx.ctx;
   costmodel::XgbModel other;
   std::vector<costmodel::FeatureVector> rows;
   std::vector<float> labels;
@@ -422,15 +431,14 @@ TEST(SearchPolicyTest, StoredModelOfAnotherFeatureLengthIsIgnored) {
   }
   ASSERT_TRUE(other.Train(rows, labels).ok());
   ASSERT_EQ(other.num_features(), 7);
-  ASSERT_TRUE(store.Save(ModelKey(ctx.tmpl->name(), ctx.tmpl->version(), ctx.target.Key()),
-                         *other.SaveToBytes()).ok());
+  ASSERT_TRUE(fx.store.Save(ModelKey(ctx.tmpl->name(), ctx.tmpl->version(), ctx.target.Key()),
+                            *other.SaveToBytes()).ok());
   ModelPolicy policy(ctx, ModelPolicyOptions{});
   EXPECT_FALSE(policy.can_score());
   // It proposes at random (no model yet), it does not fail.
   EXPECT_EQ(policy.Propose(4).size(), 4u);
   EXPECT_EQ(policy.last_proposer(), "model:random");
   EXPECT_EQ(policy.last_failure(), "");
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
