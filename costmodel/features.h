@@ -24,8 +24,7 @@ namespace tuneforge::costmodel {
 
 using FeatureVector = std::vector<float>;
 
-// Cache sizes are not part of the Target's identity (LLVM does not know them), so they
-// are options with the sizes of a current x86 server core as defaults.
+// Which template knobs get a feature of their own after the loop-IR ones.
 enum class KnobFeatures {
   kSpace,  // one per knob when the ConfigSpace says so (ConfigSpace::knob_features),
            // else one per knob the loop IR does not show (Knob::hidden_in_ir)
@@ -33,6 +32,8 @@ enum class KnobFeatures {
   kNone,   // none
 };
 
+// Cache sizes are not part of the Target's identity (LLVM does not know them), so they
+// are options with the sizes of a current x86 server core as defaults.
 struct FeatureOptions {
   double l1_bytes = 32 * 1024;
   double l2_bytes = 1024 * 1024;
@@ -41,8 +42,7 @@ struct FeatureOptions {
   // intensity curve, per-buffer footprints and reuse, annotation positions
   // (docs/features.md "Richer features"). Compared offline by `bench search --eval-db`.
   bool rich = false;
-  // Which template knobs get a feature of their own after the loop-IR ones
-  // (docs/features.md "Knob features").
+  // docs/features.md "Knob features".
   KnobFeatures knobs = KnobFeatures::kSpace;
 };
 

@@ -90,16 +90,14 @@ class ConfigSpace {
   std::string Describe() const;  // knob table for --help / docs
 
   // Whether the cost model's features include one per knob next to the loop-IR
-  // features (costmodel::KnobFeatures::kSpace; else only the Knob::hidden_in_ir ones). A template whose kernels are one loop
-  // nest says no: its loop features already describe every knob, and a model trained
-  // on a few dozen configs split on raw knob values confounds a value with the bad
-  // configs it was measured in (docs/features.md "Knob features"). Conv2d says yes:
-  // a Winograd kernel's loop features describe one of its three stages.
+  // features (costmodel::KnobFeatures::kSpace; else only the Knob::hidden_in_ir ones).
+  // A template whose kernels are one loop nest says no: its loop features already
+  // describe every knob, and a model trained on a few dozen configs split on raw knob
+  // values confounds a value with the bad configs it was measured in
+  // (docs/features.md "Knob features"). Conv2d says yes: a Winograd kernel's loop
+  // features describe one of its three stages.
   bool knob_features() const { return knob_features_; }
-  ConfigSpace& set_knob_features(bool on) {
-    knob_features_ = on;
-    return *this;
-  }
+  void set_knob_features(bool on) { knob_features_ = on; }
 
  private:
   std::vector<Knob> knobs_;

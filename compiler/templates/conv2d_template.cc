@@ -481,7 +481,8 @@ ConfigSpace Conv2dTemplate::Space(const TuningTask& task, const Target& target) 
     return absl::OkStatus();
   });
   // A Winograd kernel's loop features describe one of its stages: the knobs say the rest.
-  return std::move(space.set_knob_features(true));
+  space.set_knob_features(true);
+  return space;
 }
 
 Config Conv2dTemplate::Naive(const TuningTask& task, const Target& target) const {
