@@ -296,7 +296,7 @@ std::vector<Config> ModelPolicy::CoveringConfigs(int n) {
   std::set<std::string> covered;
   auto pairs = [&](const Config& c) {
     std::vector<std::string> out;
-    for (const Knob& k : space_.knobs()) out.push_back(k.name + "=" + c.values().value(k.name, nlohmann::json()).dump());
+    for (const Knob& k : space_.knobs()) out.push_back(KnobValue(k, c));
     return out;
   };
   for (const auto& [key, t] : own_) {

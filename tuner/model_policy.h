@@ -134,11 +134,11 @@ class ModelPolicy : public SearchPolicy {
   std::vector<Config> RandomConfigs(int n);
   // RandomConfigs covering unmeasured knob values (ModelPolicyOptions::covering_pool).
   std::vector<Config> CoveringConfigs(int n);
+  // One more measured config (with every knob) for each structural knob's value.
+  void CountStructural(const Config& config);
   // The quota picks of a batch (ModelPolicyOptions::structural_quota): for each
   // under-measured value of a structural knob, the best of `ranked` (score order) with
   // that value, else the best-scored of random configs with it. Marks them visited.
-  // One more measured config (with every knob) for each structural knob's value.
-  void CountStructural(const Config& config);
   using ScoredPool = std::unordered_map<std::string, std::pair<float, Config>>;
   std::vector<Config> StructuralPicks(const std::vector<std::pair<float, std::string>>& ranked,
                                       const ScoredPool& pool, int max_picks);
