@@ -310,6 +310,8 @@ std::vector<Variant> EvalVariants() {
     v.back().search_only = true;
   };
   search("early eps.25", [](ModelPolicyOptions& o) { o.early_epsilon = 0.25; });
+  search("no repair", [](ModelPolicyOptions& o) { o.repair_tries = 0; });
+  search("repair16", [](ModelPolicyOptions& o) { o.repair_tries = 16; });
   search("crossover.3", [](ModelPolicyOptions& o) { o.crossover = 0.3; });
   search("crossover.5", [](ModelPolicyOptions& o) { o.crossover = 0.5; });
   search("crossover.3 chains128", [](ModelPolicyOptions& o) {

@@ -264,19 +264,6 @@ absl::StatusOr<std::vector<float>> ModelPolicy::Score(const std::vector<Config>&
   return scores;
 }
 
-Config ModelPolicy::Mutate(const Config& c) {
-  const std::vector<Knob>& knobs = space_.knobs();
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    nlohmann::json values = c.values();
-    const Knob& k = knobs[std::uniform_int_distribution<size_t>(0, knobs.size() - 1)(rng_)];
-    if (k.values.size() < 2) continue;
-    values[k.name] = k.values[std::uniform_int_distribution<size_t>(0, k.values.size() - 1)(rng_)];
-    Config next(std::move(values));
-    if (!(next == c) && space_.Check(next).ok()) return next;
-  }
-  return c;
-}
-
 Config ModelPolicy::Crossover(const Config& c, const Config& parent) {
   for (int attempt = 0; attempt < 8; ++attempt) {
     nlohmann::json values = c.values();
@@ -451,7 +438,7 @@ std::vector<Config> ModelPolicy::Propose(int n) {
       if (options_.crossover > 0 && !parents.empty() && u(rng_) < options_.crossover)
         next.push_back(Crossover(c, parents[std::uniform_int_distribution<size_t>(0, parents.size() - 1)(rng_)]));
       else
-        next.push_back(Mutate(c));
+        next.push_back(MutateConfig(space_, c, options_.repair_tries, &rng_));
     }
     absl::StatusOr<std::vector<float>> next_score = Score(next);
     if (!next_score.ok()) {

@@ -62,6 +62,15 @@ struct PolicyContext {
 // `visited`) until `out` holds `n`, or the space seems exhausted.
 void SampleUnvisited(const ConfigSpace& space, int n, std::mt19937_64* rng,
                      std::set<std::string>* visited, std::vector<Config>* out);
+// A neighbour of `config` in `space`: one knob at another of its values. When the
+// space's constraint rejects that change (a taller register tile than the accumulator
+// registers allow at the current width), up to `repair_tries` draws of a second knob at
+// a random value try to make it valid while keeping the first change, so a walk crosses
+// invalid middles (from a 6-row x 4-vector tile to 8 x 2 in one move); a change of a
+// structural knob (Knob::structural) is not repaired. Up to 8 changes are drawn;
+// `config` itself when none gives a valid neighbour.
+Config MutateConfig(const ConfigSpace& space, const Config& config, int repair_tries,
+                    std::mt19937_64* rng);
 
 // Uniform random valid configs, no repeats.
 class RandomPolicy : public SearchPolicy {

@@ -232,6 +232,57 @@ TEST(SearchPolicyTest, GridWalksTheWholeSmallSpaceOnce) {
   EXPECT_EQ(seen.size(), space.CountValid());
 }
 
+// A mutation that the constraint rejects is repaired by a second knob: from a 6-row x
+// 4-vector register tile (24 accumulators, the budget), an 8-row tile accumulating in
+// registers is two knob changes away across an invalid middle (8 x 4).
+TEST(SearchPolicyTest, MutationRepairCrossesInvalidMiddles) {
+  PolicyContext ctx = Context("matmul M=256 N=256 K=256", 1);
+  ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
+  std::mt19937_64 rng(1);
+  Config start;
+  do {
+    start = *space.Sample(rng);
+  } while (start.Int("tile_i_reg") != 6 || start.Int("tile_j_vecs") != 4 ||
+           start.Str("accumulate") != "registers");
+  auto tall_in_registers = [](const Config& c) {
+    return c.Int("tile_i_reg") == 8 && c.Str("accumulate") == "registers";
+  };
+  int tall_plain = 0, tall_repaired = 0;
+  for (int i = 0; i < 2000; ++i) {
+    Config plain = MutateConfig(space, start, 0, &rng);
+    Config repaired = MutateConfig(space, start, 4, &rng);
+    for (const Config* c : {&plain, &repaired}) {
+      EXPECT_TRUE(space.Check(*c).ok()) << c->ToJson();
+      int changed = 0;
+      for (const Knob& k : space.knobs()) changed += c->values()[k.name] != start.values()[k.name];
+      EXPECT_GE(changed, 1);
+      EXPECT_LE(changed, c == &plain ? 1 : 2);
+    }
+    tall_plain += tall_in_registers(plain);
+    tall_repaired += tall_in_registers(repaired);
+  }
+  EXPECT_EQ(tall_plain, 0);
+  EXPECT_GT(tall_repaired, 5);  // 17 with this seed
+
+  // A change of algorithm is not repaired: from a direct convolution whose reduction
+  // order Winograd does not have, no mutation reaches Winograd.
+  PolicyContext conv = Context("conv2d N=1 C=64 H=56 W=56 K=64 R=3 S=3 stride=1 pad=1", 1);
+  ConfigSpace conv_space = conv.tmpl->Space(conv.task, conv.target);
+  do {
+    start = *conv_space.Sample(rng);
+  } while (start.Str("algorithm") != "direct" || start.Str("reduce_order") != "rsc");
+  int algorithm_changes = 0, repairs = 0;
+  for (int i = 0; i < 2000; ++i) {
+    Config c = MutateConfig(conv_space, start, 4, &rng);
+    algorithm_changes += c.Str("algorithm") != "direct";
+    int changed = 0;
+    for (const Knob& k : conv_space.knobs()) changed += c.values()[k.name] != start.values()[k.name];
+    repairs += changed == 2;
+  }
+  EXPECT_EQ(algorithm_changes, 0);
+  EXPECT_GT(repairs, 0);  // other rejected changes are repaired
+}
+
 // The model-based policy beats random search on the synthetic machine. Deterministic
 // (fixed seeds, no timing); the assertions are on medians over seeds with a wide
 // margin, so neither XGBoost's tie breaking nor a new knob in the template flips them.
