@@ -7,6 +7,7 @@
 #include "bench/bench.h"
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "compiler/support/allocator.h"
 #include "compiler/support/log.h"
 
 namespace {
@@ -54,7 +55,7 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   tuneforge::SetLogPrefix("tuneforge");
   if (command == "version" || command == "--version") {
-    std::printf("tuneforge %s\n", TUNEFORGE_VERSION);
+    std::printf("tuneforge %s (%s)\n", TUNEFORGE_VERSION, tuneforge::AllocatorName().c_str());
     return 0;
   }
   // One line per command; the functions live in cli/<command>.cc.

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "compiler/support/allocator.h"
 #include "compiler/support/log.h"
 #include "server/server.h"
 #include "server/server_config.h"
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   if (cl->log_level) tuneforge::SetLogLevel(*cl->log_level);
   tuneforge::SetLogFormat(cl->log_format);
   tuneforge::SetLogPrefix("server");
+  TF_LOG(Debug) << "allocator: " << tuneforge::AllocatorName();
   // Before anything is printed: a SIGTERM right after "listening on port" (a script, a
   // supervisor) must shut down cleanly, not kill the process mid-write.
   std::signal(SIGINT, OnSignal);

@@ -60,6 +60,13 @@ TEST_F(CliTest, HelpOnEveryCommand) {
   }
 }
 
+// The binary runs on jemalloc (compiler/support/allocator.h), not glibc's malloc.
+TEST_F(CliTest, VersionNamesTheAllocator) {
+  auto r = RunCommand({kBin + "/tuneforge", "version"}, dir_);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("(jemalloc 5."), std::string::npos) << r.out;
+}
+
 TEST_F(CliTest, ModelInspectPrintsTheModelAndRefusesWhatIsNotOne) {
   const std::string models = TF_TEST_MODELS_DIR;
   auto r = RunCommand({kBin + "/tuneforge", "model", "inspect", models + "/mlp_external.onnx"},
