@@ -310,6 +310,7 @@ std::vector<Variant> EvalVariants() {
     v.back().search_only = true;
   };
   search("early eps.25", [](ModelPolicyOptions& o) { o.early_epsilon = 0.25; });
+  search("log model alone", [](ModelPolicyOptions& o) { o.transfer_with_log_model = false; });
   search("no repair", [](ModelPolicyOptions& o) { o.repair_tries = 0; });
   search("repair16", [](ModelPolicyOptions& o) { o.repair_tries = 16; });
   search("crossover.3", [](ModelPolicyOptions& o) { o.crossover = 0.3; });
@@ -380,7 +381,9 @@ class SearchBench {
   // Phase 2 (transfer learning): the model policy again, with the same seeds, but
   // starting from what `others` (records of other shapes of the op) teach: trained on
   // them in each job (model+transfer), and the log model pre-trained on them, as
-  // `db train-model` builds it from a shared log without this shape (model+log).
+  // `db train-model` builds it from a shared log without this shape (model+log; the
+  // job's model is fine-tuned on them as well, as a tuning job loads them from the db,
+  // unless ModelPolicyOptions::transfer_with_log_model is off).
   absl::Status RunTransfer(const std::vector<TuningRecord>& others) {
     if (others.empty()) return absl::OkStatus();
     for (int seed = 1; seed <= seeds_; ++seed) {
@@ -396,7 +399,7 @@ class SearchBench {
     }
     OneModelStore store(info.key, *bytes);
     for (int seed = 1; seed <= seeds_; ++seed) {
-      ASSIGN_OR_RETURN(Curve c, RunPolicy("model", seed, {}, &store));
+      ASSIGN_OR_RETURN(Curve c, RunPolicy("model", seed, others, &store));
       result_.curves["model+log"].push_back(std::move(c));
     }
     return absl::OkStatus();

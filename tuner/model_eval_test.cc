@@ -195,8 +195,20 @@ TEST(LogModelTest, PolicyRanksTheFirstBatchWithTheLogModel) {
   warm_ctx.model_store = &store;
   ModelPolicy warm(warm_ctx, ModelPolicyOptions{});
   ASSERT_TRUE(warm.has_prior());
-  warm.ObserveOtherTasks(all);  // the log model has them: not trained on twice
-  EXPECT_EQ(warm.rows(), 0);
+  // The fine-tuned model learns its corrections from the other shapes' records too
+  // (ModelPolicyOptions::transfer_with_log_model) ...
+  EXPECT_TRUE(warm.WantsOtherTasks());
+  warm.ObserveOtherTasks(all);
+  EXPECT_EQ(warm.rows(), 321);  // matmul 512^3's distinct configs; 256^3's are its own
+  // ... unless told to rely on the log model alone.
+  ModelPolicyOptions alone_options;
+  alone_options.transfer_with_log_model = false;
+  ModelPolicy alone(warm_ctx, alone_options);
+  EXPECT_FALSE(alone.WantsOtherTasks());
+  alone.ObserveOtherTasks(all);
+  EXPECT_EQ(alone.rows(), 0);
+  EXPECT_EQ(alone.Propose(8).size(), 8u);
+  EXPECT_EQ(alone.last_proposer(), "model");
   std::vector<Config> batch = warm.Propose(8);
   EXPECT_EQ(batch.size(), 8u);
   EXPECT_EQ(warm.last_proposer(), "model");

@@ -92,6 +92,13 @@ struct ModelPolicyOptions {
   int min_knob_distance = 2;
   int min_records = 8;              // rows needed before the model is trained
   int max_transfer_records = 3000;  // newest records of other tasks used for training
+  // With a log model, the task's own model is still trained on the other tasks'
+  // records (up to max_transfer_records, one rank group per task) next to its own, on
+  // top of the log model's scores, instead of on its own records alone: a correction
+  // learned from 8-64 own configs alone overfits them. Warm from the log, 5 seeds,
+  // trials to 95% of the best known: matmul 256^3 26 -> 4, matmul 128x768x192 39 -> 6,
+  // conv2d and dense within a trial (docs/search.md "Warm start from the shared log").
+  bool transfer_with_log_model = true;
   LabelMode label = LabelMode::kNormalized;
   // Threads that lower and extract features of uncached candidates in Score (the
   // search runs between batches, when the machine is otherwise idle).
@@ -110,8 +117,11 @@ class ModelPolicy : public SearchPolicy {
   std::string last_failure() const override { return failure_; }
   void Observe(const std::vector<TuningRecord>& records) override;
   void ObserveOtherTasks(const std::vector<TuningRecord>& records) override;
-  // Not with a log model: it was trained on them all.
-  bool WantsOtherTasks() const override { return !prior_.trained(); }
+  // With a log model only when `transfer_with_log_model` (the log model was trained on
+  // them all; the fine-tuned model learns its corrections from them too).
+  bool WantsOtherTasks() const override {
+    return !prior_.trained() || options_.transfer_with_log_model;
+  }
 
   // Retrains now if there is anything new. Ok and no model when there are too few rows.
   absl::Status Retrain();
