@@ -97,7 +97,9 @@ struct ModelPolicyOptions {
   // top of the log model's scores, instead of on its own records alone: a correction
   // learned from 8-64 own configs alone overfits them. Warm from the log, 5 seeds,
   // trials to 95% of the best known: matmul 256^3 26 -> 4, matmul 128x768x192 39 -> 6,
-  // conv2d and dense within a trial (docs/search.md "Warm start from the shared log").
+  // the ops suite's conv2d and dense within a trial; ResNet-18's conv2d tasks 28 -> 17
+  // on 64->64 3x3, 1-2 -> 3-6 on four others (docs/search.md "Warm start from the
+  // shared log", BENCHMARKS.md).
   bool transfer_with_log_model = true;
   LabelMode label = LabelMode::kNormalized;
   // Threads that lower and extract features of uncached candidates in Score (the
