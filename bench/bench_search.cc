@@ -75,9 +75,11 @@ constexpr const char* kUsage =
     "  --random-trials N  budget of the random policy's runs (default: --trials; the\n"
     "            ops suite: 3x --trials, so random's trials to 95% are measured, not cut\n"
     "            off at the model's budget, and model at T vs random at 3T can be read)\n"
-    "  --reference-trials N  per case, a random run of N trials (seed 1000) after the\n"
-    "            others; the best known is the best of it and of every policy's run\n"
-    "            (default 0: the policies' runs only)\n"
+    "  --reference-trials N  per case, one more random run of N trials (seed 1000)\n"
+    "            after the others, for a longer random search behind the best known\n"
+    "            (default 0). The best known, the bar of trials to 95%, is the best of\n"
+    "            the random runs (every seed, and this one); trials to 95% of the best\n"
+    "            any run measured are shown beside it\n"
     "  --measurements FILE  a tuning-log db used as the measurement cache across runs:\n"
     "            a config of the case already in it (this target, this template\n"
     "            version) is not measured again, new measurements are added (created\n"
@@ -207,8 +209,16 @@ struct CaseResult {
   std::string task;
   std::map<std::string, std::vector<Curve>> curves;  // policy -> one curve per seed
   nlohmann::json model_eval;
+  // The bar of "trials to 95%": the best of the random policy's runs (every seed) and of
+  // the reference run, as the issue defines it ("the best of a long random run"). Those
+  // configs are fixed by their seeds and, through --measurements, so are their numbers:
+  // the bar does not move when a changed policy measures new configs. (The best any run
+  // measured is the max over more and more noisy samples of near-equal configs, and rose
+  // with every run: it is kept as best_measured, with trials to 95% of it beside.)
   double best_known = 0;
-  // The long random run that defines "best known" with the policies' runs (0: none).
+  int best_known_trials = 0;  // random trials behind best_known (seeds x budget + reference)
+  double best_measured = 0;  // the best any run of any policy measured
+  // The extra long random run (--reference-trials; 0: none).
   int reference_trials = 0;
   double reference_best = 0;
   std::string log_model_note;  // why model+log did not run, if it did not
@@ -422,10 +432,17 @@ class SearchBench {
       result_.reference_trials = static_cast<int>(c.size());
       result_.reference_best = c.empty() ? 0 : c.back();
       result_.best_known = result_.reference_best;
+      result_.best_known_trials = result_.reference_trials;
     }
+    for (const Curve& c : result_.curves["random"]) {
+      if (c.empty()) continue;
+      result_.best_known = std::max(result_.best_known, c.back());
+      result_.best_known_trials += static_cast<int>(c.size());
+    }
+    result_.best_measured = result_.best_known;
     for (const auto& [p, curves] : result_.curves)
       for (const Curve& c : curves)
-        if (!c.empty()) result_.best_known = std::max(result_.best_known, c.back());
+        if (!c.empty()) result_.best_measured = std::max(result_.best_measured, c.back());
     return result_;
   }
 
@@ -590,8 +607,8 @@ std::string Svg(const std::vector<CaseResult>& cases) {
     size_t n = 0;
     for (const auto& [p, curves] : c.curves)
       for (const Curve& cv : curves) n = std::max(n, cv.size());
-    if (n == 0 || c.best_known <= 0) continue;
-    double ymax = c.best_known * 1.05;
+    if (n == 0 || c.best_measured <= 0) continue;
+    double ymax = c.best_measured * 1.05;
     auto px = [&](size_t i) { return x0 + pw * i / std::max<size_t>(1, n - 1); };
     auto py = [&](double g) { return y0 - ph * g / ymax; };
     s << "<text x='" << x0 << "' y='" << pad - 20 << "'>" << c.task << "</text>\n";
@@ -894,6 +911,8 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   for (const CaseResult& c : results) {
     nlohmann::json jc = {{"task", c.task},
                          {"best_known_gflops", c.best_known},
+                         {"best_known_random_trials", c.best_known_trials},
+                         {"best_measured_gflops", c.best_measured},
                          {"reference_random_trials", c.reference_trials},
                          {"reference_random_best_gflops", c.reference_best},
                          {"transfer_records", c.transfer_records},
@@ -917,6 +936,12 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
         std::string key = frac > 0.92 ? "trials_to_95" : "trials_to_90";
         jp[key] = {{"median", MedianOr(v, 0)}, {"per_seed", v}, {"not_reached", missed}};
       }
+      std::vector<double> v;
+      for (const Curve& cv : curves) {
+        int n = TrialsToReach(cv, 0.95 * c.best_measured);
+        v.push_back(n == 0 ? static_cast<double>(budget) + 1 : n);
+      }
+      jp["trials_to_95_of_best_measured"] = {{"median", MedianOr(v, 0)}, {"per_seed", v}};
       jc["policies"][policy] = jp;
     }
     // The issue's goals as ratios of median trials-to-95% (budget + 1 when not reached,
@@ -978,16 +1003,17 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
               suite.c_str(), static_cast<long long>(trials), static_cast<long long>(random_trials),
               static_cast<long long>(seeds), kNote);
   for (const auto& jc : out["cases"]) {
-    std::printf("\n%s (best known %.1f GFLOP/s", jc["task"].get<std::string>().c_str(),
-                jc["best_known_gflops"].get<double>());
+    std::printf("\n%s (best known %.1f GFLOP/s: the best of %d random trials",
+                jc["task"].get<std::string>().c_str(), jc["best_known_gflops"].get<double>(),
+                jc["best_known_random_trials"].get<int>());
     if (jc["reference_random_trials"].get<int>() > 0)
-      std::printf("; a random run of %d trials found %.1f", jc["reference_random_trials"].get<int>(),
+      std::printf(", a run of %d of them found %.1f", jc["reference_random_trials"].get<int>(),
                   jc["reference_random_best_gflops"].get<double>());
-    std::printf(")\n");
+    std::printf("; best measured by any run %.1f)\n", jc["best_measured_gflops"].get<double>());
     std::printf("  %-15s", "policy");
     for (int t : checkpoints)
       if (t <= max_budget) std::printf(" %7s", ("@" + std::to_string(t)).c_str());
-    std::printf("  to90%%  to95%%  (budget+1 = not reached)\n");
+    std::printf("  to90%%  to95%%  to95%% of best measured  (budget+1 = not reached)\n");
     for (const char* p : {"random", "model", "model+transfer", "model+log"}) {
       if (!jc["policies"].contains(p)) continue;
       const auto& jp = jc["policies"][p];
@@ -999,8 +1025,9 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
         else
           std::printf(" %7s", "-");
       }
-      std::printf("  %5.0f  %5.0f\n", jp["trials_to_90"]["median"].get<double>(),
-                  jp["trials_to_95"]["median"].get<double>());
+      std::printf("  %5.0f  %5.0f  %5.0f\n", jp["trials_to_90"]["median"].get<double>(),
+                  jp["trials_to_95"]["median"].get<double>(),
+                  jp["trials_to_95_of_best_measured"]["median"].get<double>());
     }
     // A ratio is a lower bound when random's median missed 95%, and says nothing when
     // the policy's own median missed it.

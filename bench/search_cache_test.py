@@ -1,6 +1,8 @@
 """bench search with a measurement file: a second run with the same seeds measures
 nothing new and every policy sees the first run's numbers; the random policy runs its
-own budget; bad budgets are refused with a clear message.
+own budget; the best known (the bar of trials to 95%) is the best of the random runs
+and does not move when another model variant measures new configs; bad budgets are
+refused with a clear message.
 
 usage: search_cache_test.py TUNEFORGE WORKDIR
 """
@@ -39,6 +41,25 @@ if len(first["policies"]["model"]["curves"][0]) != 16:
     failures.append("model did not run its 16 trials")
 if "random_at_3x_budget" not in first or "model_at_budget" not in first:
     failures.append("no 'model at T vs random at 3T' comparison")
+
+random_best = max(c[-1] for c in first["policies"]["random"]["curves"])
+every_best = max(c[-1] for p in first["policies"].values() for c in p["curves"])
+if first["best_known_gflops"] != random_best:
+    failures.append(f"best known {first['best_known_gflops']} is not random's best {random_best}")
+if first["best_known_random_trials"] != 48:
+    failures.append(f"best known from {first['best_known_random_trials']} random trials, not 48")
+if first["best_measured_gflops"] != every_best:
+    failures.append(f"best measured {first['best_measured_gflops']} is not the runs' best {every_best}")
+args.insert(-3, "--variant")
+args.insert(-3, "no repair")
+third = run()
+if third["best_known_gflops"] != first["best_known_gflops"]:
+    failures.append("another model variant moved the best known: "
+                    f"{first['best_known_gflops']} -> {third['best_known_gflops']}")
+for p in first["policies"].values():
+    if "trials_to_95_of_best_measured" not in p:
+        failures.append("no trials to 95% of the best measured")
+        break
 
 bad = subprocess.run(args[:9] + ["--random-trials", "8", "--json"], capture_output=True, text=True)
 if bad.returncode == 0 or "random-trials" not in bad.stderr:
