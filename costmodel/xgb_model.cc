@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include "compiler/support/status.h"
 
@@ -45,6 +46,18 @@ XgbModel::XgbModel(XgbParams params) : params_(std::move(params)) {}
 
 XgbModel::~XgbModel() {
   if (booster_) XGBoosterFree(booster_);
+}
+
+XgbModel::XgbModel(XgbModel&& other) noexcept
+    : params_(std::move(other.params_)), booster_(std::exchange(other.booster_, nullptr)) {}
+
+XgbModel& XgbModel::operator=(XgbModel&& other) noexcept {
+  if (this != &other) {
+    if (booster_) XGBoosterFree(booster_);
+    params_ = std::move(other.params_);
+    booster_ = std::exchange(other.booster_, nullptr);
+  }
+  return *this;
 }
 
 absl::Status XgbModel::ApplyParams(void* booster) const {

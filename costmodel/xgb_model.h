@@ -44,6 +44,8 @@ class XgbModel {
   ~XgbModel();
   XgbModel(const XgbModel&) = delete;
   XgbModel& operator=(const XgbModel&) = delete;
+  XgbModel(XgbModel&& other) noexcept;
+  XgbModel& operator=(XgbModel&& other) noexcept;
 
   // Trains a fresh model (not incremental). `labels` are per row; `group_sizes` splits
   // the rows into consecutive groups for the rank objective (e.g. one per task) and

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <utility>
+#include <vector>
 
 namespace tuneforge::costmodel {
 namespace {
@@ -46,6 +48,28 @@ TEST(XgbModelTest, SaveLoadRoundTripGivesIdenticalPredictions) {
   XgbModel loaded;
   ASSERT_TRUE(loaded.LoadFromBytes(*bytes).ok());
   EXPECT_EQ(*m.Predict(x), *loaded.Predict(x));
+}
+
+// A moved model keeps its trees (ModelPolicy loads a stored model into a scratch one,
+// checks it, then moves it in); the moved-from one is untrained, and a model assigned
+// over a trained one frees the old trees and predicts with the new.
+TEST(XgbModelTest, MoveHandsOverTheTrees) {
+  std::vector<FeatureVector> x;
+  std::vector<float> y;
+  MakeData(300, 4, &x, &y);
+  XgbModel a;
+  ASSERT_TRUE(a.Train(x, y).ok());
+  const std::vector<float> expected = *a.Predict(x);
+  XgbModel b(std::move(a));
+  EXPECT_FALSE(a.trained());  // NOLINT(bugprone-use-after-move): the moved-from state is the point
+  EXPECT_EQ(*b.Predict(x), expected);
+  XgbModel c;
+  std::vector<float> flipped(y.rbegin(), y.rend());
+  ASSERT_TRUE(c.Train(x, flipped).ok());
+  ASSERT_NE(*c.Predict(x), expected);
+  c = std::move(b);
+  EXPECT_EQ(*c.Predict(x), expected);
+  EXPECT_EQ(c.num_features(), 3);
 }
 
 TEST(XgbModelTest, ErrorsAreStatus) {

@@ -66,14 +66,16 @@ ModelPolicy::ModelPolicy(const PolicyContext& context, ModelPolicyOptions option
     if (prior_.trained()) break;
     auto bytes = context_.model_store->Load(key);
     if (!bytes.ok() || !bytes->has_value()) continue;
-    // Checked on a scratch model first: a model of another feature length is not loaded.
-    costmodel::XgbModel scratch(options_.xgb);
+    // Loaded into a scratch model first: one of another feature length is not taken.
+    costmodel::XgbModel scratch(model->params());
     absl::Status st = scratch.LoadFromBytes(**bytes);
     if (st.ok() && scratch.num_features() != extractor_.size())
       st = absl::FailedPreconditionError("it has " + std::to_string(scratch.num_features()) +
                                          " features, this task has " + std::to_string(extractor_.size()));
-    if (st.ok()) st = model->LoadFromBytes(**bytes);
-    if (!st.ok()) TF_LOG(Warning) << "ignoring stored cost model " << key << ": " << st;
+    if (st.ok())
+      *model = std::move(scratch);
+    else
+      TF_LOG(Warning) << "ignoring stored cost model " << key << ": " << st;
   }
 }
 
