@@ -124,59 +124,64 @@ TEST(ModelEvalTest, HeldOutSplitIsDeterministicAndDisjoint) {
 
 // Search simulated on the recorded measurements (the pool): every trial "measures" a
 // recorded config by looking it up, so the run is exact and deterministic. The first
-// batch is 8 configs at random (seeded), then each batch is the 8 best-scored pool
-// configs not measured yet, the model retrained after every batch as in Propose; it
-// ends at the first config within 95% of the pool's best. Returns the trials used.
+// batch is 8 configs at random (seeded); then, the model retrained after every batch,
+// each batch is the best-scored pool configs not measured yet that differ from every
+// one already in the batch in at least min_knob_distance knobs (then, if short, the
+// skipped ones), as Propose picks them; it ends at the first config within 95% of the
+// pool's best. Returns the trials used.
 int SimulatedTrialsTo95(const PolicyContext& ctx, const std::vector<TuningRecord>& pool,
                         const std::vector<TuningRecord>& others) {
   double best = 0;
-  for (const TuningRecord& r : pool) best = std::max(best, RecordThroughput(r));
-  ModelPolicy policy(ctx, ModelPolicyOptions{});
+  std::vector<Config> configs;
+  for (const TuningRecord& r : pool) {
+    best = std::max(best, RecordThroughput(r));
+    configs.push_back(*Config::FromJson(r.config_json));
+  }
+  const ModelPolicyOptions options;
+  const ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
+  ModelPolicy policy(ctx, options);
   if (!others.empty()) policy.ObserveOtherTasks(others);
-  std::vector<TuningRecord> left = pool;
+  std::vector<size_t> left(pool.size());  // indices into pool, not measured yet
+  std::iota(left.begin(), left.end(), 0);
   std::mt19937_64 rng(ctx.seed);
   std::shuffle(left.begin(), left.end(), rng);
-  std::vector<TuningRecord> batch(left.begin(), left.begin() + 8);
+  std::vector<size_t> batch(left.begin(), left.begin() + 8);
   left.erase(left.begin(), left.begin() + 8);
   int trials = 0;
   while (true) {
-    for (const TuningRecord& r : batch) {
+    std::vector<TuningRecord> measured;
+    for (size_t i : batch) {
       ++trials;
-      if (RecordThroughput(r) >= 0.95 * best) return trials;
+      if (RecordThroughput(pool[i]) >= 0.95 * best) return trials;
+      measured.push_back(pool[i]);
     }
     if (left.empty()) return trials;
-    policy.Observe(batch);
+    policy.Observe(measured);
     EXPECT_TRUE(policy.Retrain().ok());
-    std::vector<Config> configs;
-    for (const TuningRecord& r : left) configs.push_back(*Config::FromJson(r.config_json));
-    absl::StatusOr<std::vector<float>> scores = policy.Score(configs);
+    std::vector<Config> candidates;
+    for (size_t i : left) candidates.push_back(configs[i]);
+    absl::StatusOr<std::vector<float>> scores = policy.Score(candidates);
     EXPECT_TRUE(scores.ok()) << scores.status();
     if (!scores.ok()) return trials;
-    std::vector<size_t> order(left.size());
+    std::vector<size_t> order(left.size());  // positions in `left`, best score first
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return (*scores)[a] > (*scores)[b]; });
-    // As Propose: the best-scored configs that differ from every one already in the
-    // batch in at least min_knob_distance knobs, then (if short) the skipped ones.
-    auto distance = [](const TuningRecord& a, const TuningRecord& b) {
-      nlohmann::json ja = nlohmann::json::parse(a.config_json), jb = nlohmann::json::parse(b.config_json);
-      int d = 0;
-      for (const auto& [k, v] : ja.items()) d += jb.value(k, nlohmann::json()) != v;
-      return d;
-    };
     std::vector<bool> picked(left.size());
     batch.clear();
     for (int pass = 0; pass < 2; ++pass)
-      for (size_t i = 0; i < order.size() && batch.size() < 8; ++i) {
-        if (picked[order[i]]) continue;
+      for (size_t o : order) {
+        if (batch.size() == 8) break;
+        if (picked[o]) continue;
         bool near = false;
-        for (const TuningRecord& b : batch)
-          near |= pass == 0 && distance(left[order[i]], b) < ModelPolicyOptions{}.min_knob_distance;
-        if (!near) picked[order[i]] = true, batch.push_back(left[order[i]]);
+        for (size_t b : batch)
+          near |= pass == 0 &&
+                  KnobDistance(space, configs[left[o]], configs[b]) < options.min_knob_distance;
+        if (!near) picked[o] = true, batch.push_back(left[o]);
       }
-    std::vector<TuningRecord> rest;
-    for (size_t i = 0; i < left.size(); ++i)
-      if (!picked[i]) rest.push_back(std::move(left[i]));
+    std::vector<size_t> rest;
+    for (size_t o = 0; o < left.size(); ++o)
+      if (!picked[o]) rest.push_back(left[o]);
     left = std::move(rest);
   }
 }

@@ -476,14 +476,6 @@ std::vector<Config> ModelPolicy::Propose(int n) {
   // skipped ones in score order. Otherwise a batch fills with variants of one config
   // in knobs the model cannot tell apart (its scores tie), and measures one point
   // eight times.
-  const std::vector<Knob>& knobs = space_.knobs();
-  auto distance = [&](const Config& a, const Config& b) {
-    int d = 0;
-    for (const Knob& k : knobs) {
-      d += a.values().value(k.name, nlohmann::json()) != b.values().value(k.name, nlohmann::json());
-    }
-    return d;
-  };
   std::vector<Config> out = StructuralPicks(ranked, pool, n / 2);
   std::vector<std::string> skipped;
   size_t next_ranked = 0, next_skipped = 0;
@@ -498,7 +490,7 @@ std::vector<Config> ModelPolicy::Propose(int n) {
         if (visited_.count(key)) continue;
         const Config& c = pool.at(key).second;
         bool near = false;
-        for (const Config& o : out) near |= distance(c, o) < options_.min_knob_distance;
+        for (const Config& o : out) near |= KnobDistance(space_, c, o) < options_.min_knob_distance;
         if (near) {
           skipped.push_back(key);
         } else {

@@ -22,6 +22,13 @@ void SampleUnvisited(const ConfigSpace& space, int n, std::mt19937_64* rng,
   }
 }
 
+int KnobDistance(const ConfigSpace& space, const Config& a, const Config& b) {
+  int d = 0;
+  for (const Knob& k : space.knobs())
+    d += a.values().value(k.name, nlohmann::json()) != b.values().value(k.name, nlohmann::json());
+  return d;
+}
+
 Config MutateConfig(const ConfigSpace& space, const Config& config, int repair_tries,
                     std::mt19937_64* rng) {
   const std::vector<Knob>& knobs = space.knobs();

@@ -71,6 +71,9 @@ void SampleUnvisited(const ConfigSpace& space, int n, std::mt19937_64* rng,
 // `config` itself when none gives a valid neighbour.
 Config MutateConfig(const ConfigSpace& space, const Config& config, int repair_tries,
                     std::mt19937_64* rng);
+// How many of `space`'s knobs two configs set differently (a knob one of them lacks
+// counts when the other sets it).
+int KnobDistance(const ConfigSpace& space, const Config& a, const Config& b);
 
 // Uniform random valid configs, no repeats.
 class RandomPolicy : public SearchPolicy {
