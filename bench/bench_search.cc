@@ -18,6 +18,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_join.h"
@@ -80,6 +81,15 @@ constexpr const char* kUsage =
     "            (default 0). The best known, the bar of trials to 95%, is the best of\n"
     "            the random runs (every seed, and this one); trials to 95% of the best\n"
     "            any run measured are shown beside it\n"
+    "  --retime N  at the end of each case, time up to N distinct configs again (half\n"
+    "            the best of random's runs, then the best of any run, each within 15%\n"
+    "            of its best), --retime-rounds times each,\n"
+    "            interleaved; the curves and the best known use the median of those\n"
+    "            rounds (on the cached numbers' level) instead of one measurement, so a\n"
+    "            lucky sample does not set the bar (default 32; 0: off, every number\n"
+    "            from the cache; trials to 95% from the cached numbers alone are shown\n"
+    "            beside)\n"
+    "  --retime-rounds R  rounds of the re-timing (default 5)\n"
     "  --measurements FILE  a tuning-log db used as the measurement cache across runs:\n"
     "            a config of the case already in it (this target, this template\n"
     "            version) is not measured again, new measurements are added (created\n"
@@ -204,6 +214,8 @@ struct Measured {
 
 // One run: best-so-far GFLOP/s after each trial.
 using Curve = std::vector<double>;
+// One run: its trials' configs (JSON), in order.
+using Trials = std::vector<std::string>;
 
 struct CaseResult {
   std::string task;
@@ -218,6 +230,12 @@ struct CaseResult {
   double best_known = 0;
   int best_known_trials = 0;  // random trials behind best_known (seeds x budget + reference)
   double best_measured = 0;  // the best any run of any policy measured
+  // The bar before re-timing: the best cached number of the random runs.
+  double best_known_cached = 0;
+  // Re-timing (--retime): the configs timed again, interleaved, at the end of the case.
+  nlohmann::json retimed = nlohmann::json::object();
+  // Per policy, per seed: the curve from the cached numbers alone (no re-timing).
+  std::map<std::string, std::vector<Curve>> cached_curves;
   // The extra long random run (--reference-trials; 0: none).
   int reference_trials = 0;
   double reference_best = 0;
@@ -380,10 +398,10 @@ class SearchBench {
       result_.stored_measurements = static_cast<int>(stored_.size());
     }
     for (int seed = 1; seed <= seeds_; ++seed) {
-      ASSIGN_OR_RETURN(Curve r, RunPolicy("random", seed, {}, nullptr, random_trials_));
-      result_.curves["random"].push_back(std::move(r));
-      ASSIGN_OR_RETURN(Curve m, RunPolicy("model", seed, {}));
-      result_.curves["model"].push_back(std::move(m));
+      ASSIGN_OR_RETURN(Trials r, RunPolicy("random", seed, {}, nullptr, random_trials_));
+      runs_["random"].push_back(std::move(r));
+      ASSIGN_OR_RETURN(Trials m, RunPolicy("model", seed, {}));
+      runs_["model"].push_back(std::move(m));
     }
     return absl::OkStatus();
   }
@@ -397,8 +415,8 @@ class SearchBench {
   absl::Status RunTransfer(const std::vector<TuningRecord>& others) {
     if (others.empty()) return absl::OkStatus();
     for (int seed = 1; seed <= seeds_; ++seed) {
-      ASSIGN_OR_RETURN(Curve c, RunPolicy("model", seed, others, nullptr));
-      result_.curves["model+transfer"].push_back(std::move(c));
+      ASSIGN_OR_RETURN(Trials c, RunPolicy("model", seed, others, nullptr));
+      runs_["model+transfer"].push_back(std::move(c));
     }
     result_.transfer_records = static_cast<int>(others.size());
     LogModelInfo info;
@@ -409,8 +427,8 @@ class SearchBench {
     }
     OneModelStore store(info.key, *bytes);
     for (int seed = 1; seed <= seeds_; ++seed) {
-      ASSIGN_OR_RETURN(Curve c, RunPolicy("model", seed, others, &store));
-      result_.curves["model+log"].push_back(std::move(c));
+      ASSIGN_OR_RETURN(Trials c, RunPolicy("model", seed, others, &store));
+      runs_["model+log"].push_back(std::move(c));
     }
     return absl::OkStatus();
   }
@@ -424,21 +442,39 @@ class SearchBench {
 
   // The cost model's evaluation on what the policies measured, then the reference:
   // a long random run (its own seed, after the transfer phases, so it adds nothing to
-  // what they learn from) whose best, with the policies', is the best known.
+  // what they learn from), then the re-timing of the best configs (SetRetime), and
+  // the curves and the best known from the numbers that gives.
   absl::StatusOr<CaseResult> Finish() {
     result_.model_eval = EvaluateModel();
+    Trials reference;
     if (reference_trials_ > 0) {
-      ASSIGN_OR_RETURN(Curve c, RunPolicy("random", 1000, {}, nullptr, reference_trials_));
-      result_.reference_trials = static_cast<int>(c.size());
-      result_.reference_best = c.empty() ? 0 : c.back();
-      result_.best_known = result_.reference_best;
-      result_.best_known_trials = result_.reference_trials;
+      ASSIGN_OR_RETURN(reference, RunPolicy("random", 1000, {}, nullptr, reference_trials_));
     }
+    std::map<std::string, double> value;  // config -> GFLOP/s of the curves
+    for (const auto& [key, m] : cache_) value[key] = m.gflops;
+    auto curves_of = [&](const std::map<std::string, double>& numbers) {
+      std::map<std::string, std::vector<Curve>> out;
+      for (const auto& [policy, runs] : runs_)
+        for (const Trials& t : runs) out[policy].push_back(CurveOf(t, numbers));
+      return out;
+    };
+    result_.cached_curves = curves_of(value);
+    const Curve reference_cached = CurveOf(reference, value);
+    if (retime_configs_ > 0) RETURN_IF_ERROR(Retime(reference, &value));
+    result_.curves = curves_of(value);
+    const Curve reference_curve = CurveOf(reference, value);
+    result_.reference_trials = static_cast<int>(reference_curve.size());
+    result_.reference_best = reference_curve.empty() ? 0 : reference_curve.back();
+    result_.best_known = result_.reference_best;
+    result_.best_known_trials = result_.reference_trials;
+    result_.best_known_cached = reference_cached.empty() ? 0 : reference_cached.back();
     for (const Curve& c : result_.curves["random"]) {
       if (c.empty()) continue;
       result_.best_known = std::max(result_.best_known, c.back());
       result_.best_known_trials += static_cast<int>(c.size());
     }
+    for (const Curve& c : result_.cached_curves["random"])
+      if (!c.empty()) result_.best_known_cached = std::max(result_.best_known_cached, c.back());
     result_.best_measured = result_.best_known;
     for (const auto& [p, curves] : result_.curves)
       for (const Curve& c : curves)
@@ -446,12 +482,21 @@ class SearchBench {
     return result_;
   }
 
+  // Re-timing at the end of a case: up to `configs` distinct configs - the best of
+  // the random runs and the best of every run, by their cached numbers, within 15% of
+  // the best of each - are timed `rounds` times more, interleaved in a shuffled order each round, and the curves use the
+  // median of those rounds instead of their one cached measurement. 0: off.
+  void SetRetime(int configs, int rounds) {
+    retime_configs_ = configs;
+    retime_rounds_ = rounds;
+  }
+
  private:
   PolicyContext Context(uint64_t seed, ModelStore* store = nullptr) const {
     return PolicyContext{task_, target_, tmpl_, seed, store};
   }
 
-  absl::StatusOr<Curve> RunPolicy(const std::string& name, uint64_t seed,
+  absl::StatusOr<Trials> RunPolicy(const std::string& name, uint64_t seed,
                                   const std::vector<TuningRecord>& others, ModelStore* store = nullptr,
                                   int trials = 0) {
     if (trials <= 0) trials = trials_;
@@ -462,26 +507,131 @@ class SearchBench {
       ASSIGN_OR_RETURN(policy, MakeSearchPolicy(name, Context(seed, store)));
     }
     if (!others.empty()) policy->ObserveOtherTasks(others);
-    Curve curve;
+    Trials trials_run;
     double best = 0;
     auto start = std::chrono::steady_clock::now();
-    while (static_cast<int>(curve.size()) < trials) {
-      int n = std::min(8, trials - static_cast<int>(curve.size()));
+    while (static_cast<int>(trials_run.size()) < trials) {
+      int n = std::min(8, trials - static_cast<int>(trials_run.size()));
       std::vector<Config> configs = policy->Propose(n);
       if (configs.empty()) break;
       ASSIGN_OR_RETURN(std::vector<TuningRecord> records, MeasureConfigs(configs, runner_.get()));
       for (const TuningRecord& r : records) {
         best = std::max(best, cache_[r.config_json].gflops);
-        curve.push_back(best);
+        trials_run.push_back(r.config_json);
       }
       policy->Observe(records);
     }
     if (!quiet_)
       std::fprintf(stderr, "  %-14s seed %llu: best %.1f GFLOP/s after %zu trials (%.0f s)\n",
                    (store ? name + "+log" : others.empty() ? name : name + "+transfer").c_str(),
-                   static_cast<unsigned long long>(seed), best, curve.size(),
+                   static_cast<unsigned long long>(seed), best, trials_run.size(),
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return trials_run;
+  }
+
+  // Best-so-far curve of a run's trials under `numbers` (config -> GFLOP/s).
+  static Curve CurveOf(const Trials& trials, const std::map<std::string, double>& numbers) {
+    Curve curve;
+    double best = 0;
+    for (const std::string& key : trials) {
+      auto it = numbers.find(key);
+      best = std::max(best, it == numbers.end() ? 0.0 : it->second);
+      curve.push_back(best);
+    }
     return curve;
+  }
+
+  // See SetRetime. A re-timed config's number is the median of its rounds times the
+  // level: the median, over the re-timed configs of the random runs, of cached /
+  // re-timed. The level puts the re-timed numbers on the scale of the cached ones (a
+  // measurement file's numbers drift by a few percent over hours), so a re-timed
+  // config and one that was not compare as before; what changes is that the best
+  // configs, whose single cached numbers are the luckiest of many, are judged by
+  // `rounds` fresh medians (the winner's curse of a bar at the max of many noisy
+  // numbers, docs/search.md "The bar re-timed").
+  absl::Status Retime(const Trials& reference, std::map<std::string, double>* value) {
+    std::set<std::string> from_random(reference.begin(), reference.end());
+    for (const Trials& t : runs_["random"]) from_random.insert(t.begin(), t.end());
+    // Within 15% of the best: random's configs (the bar) and every run's (the reach),
+    // best first; random's take the first half of the slots, the rest go to the best
+    // of either that are not in yet.
+    auto top = [&](bool random_only) {
+      std::vector<std::pair<double, std::string>> ranked;
+      for (const auto& [key, m] : cache_)
+        if (m.gflops > 0 && (!random_only || from_random.count(key))) ranked.emplace_back(m.gflops, key);
+      std::sort(ranked.rbegin(), ranked.rend());
+      std::vector<std::string> out;
+      for (const auto& [gflops, key] : ranked)
+        if (gflops >= 0.85 * ranked[0].first) out.push_back(key);
+      return out;
+    };
+    const std::vector<std::string> random_top = top(true), any_top = top(false);
+    std::vector<std::string> keys;
+    auto add = [&](const std::vector<std::string>& from, size_t limit) {
+      for (const std::string& key : from)
+        if (keys.size() < limit && std::find(keys.begin(), keys.end(), key) == keys.end())
+          keys.push_back(key);
+    };
+    const size_t slots = static_cast<size_t>(retime_configs_);
+    add(random_top, (slots + 1) / 2);
+    add(any_top, slots);
+    add(random_top, slots);
+    std::vector<Candidate> candidates;
+    for (const std::string& key : keys) {
+      ASSIGN_OR_RETURN(Config c, Config::FromJson(key));
+      candidates.push_back(Candidate{std::move(c), false});
+    }
+    if (candidates.empty()) return absl::OkStatus();
+    std::vector<BuildResult> built = builder_.Build(task_, *tmpl_, target_, candidates);
+    std::vector<std::vector<double>> samples(built.size());
+    std::vector<size_t> order(built.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::mt19937_64 rng(17);
+    MeasureOptions options;
+    options.min_repeat_ms = 10;
+    for (int round = 0; round < retime_rounds_; ++round) {
+      std::shuffle(order.begin(), order.end(), rng);
+      for (size_t i : order) {
+        if (built[i].error != MeasureErrorKind::kNone) continue;
+        MeasureResult m = runner_->Measure({MeasureInput{task_.CanonicalText(),
+                                                         built[i].candidate.config.ToJson(),
+                                                         built[i].artifact, nullptr, options}})[0];
+        if (m.error == MeasureErrorKind::kNone) samples[i].push_back(Gflops(m));
+      }
+    }
+    std::vector<double> ratios, ratios_any;
+    std::vector<double> median(built.size(), 0);
+    for (size_t i = 0; i < built.size(); ++i) {
+      if (samples[i].empty()) continue;
+      median[i] = Median(samples[i]);
+      const std::string key = built[i].candidate.config.ToJson();
+      const double ratio = cache_.at(key).gflops / median[i];
+      ratios_any.push_back(ratio);
+      if (from_random.count(key)) ratios.push_back(ratio);
+    }
+    const bool level_from_random = !ratios.empty();
+    if (!level_from_random) ratios = ratios_any;
+    const double level = MedianOr(ratios, 1.0);
+    nlohmann::json entries = nlohmann::json::array();
+    for (size_t i = 0; i < built.size(); ++i) {
+      const std::string key = built[i].candidate.config.ToJson();
+      nlohmann::json e = {{"config", key},
+                          {"cached_gflops", cache_.at(key).gflops},
+                          {"random", from_random.count(key) > 0},
+                          {"samples", samples[i]}};
+      if (median[i] > 0) {
+        (*value)[key] = median[i] * level;
+        e["retimed_gflops"] = median[i];
+        e["value_gflops"] = median[i] * level;
+      }
+      entries.push_back(std::move(e));
+    }
+    result_.retimed = {{"configs", built.size()},
+                       {"rounds", retime_rounds_},
+                       {"level", level},
+                       {"level_from_random", level_from_random},
+                       {"entries", std::move(entries)}};
+    return absl::OkStatus();
   }
 
   double Gflops(const MeasureResult& m) const {
@@ -571,6 +721,9 @@ class SearchBench {
   CaseResult result_;
   std::map<std::string, Measured> cache_;  // config JSON -> measurement, of this run
   std::map<std::string, TuningRecord> stored_;  // config JSON -> record in measurements_
+  // Per policy, per seed: the configs of the run's trials, in order (keys of cache_).
+  std::map<std::string, std::vector<Trials>> runs_;
+  int retime_configs_ = 0, retime_rounds_ = 0;  // SetRetime
 };
 
 // Retraining time on `rows` synthetic rows of the feature width (reported once): wall
@@ -774,7 +927,8 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
 
 absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"suite", "seeds", "trials", "case", "plot", "eval-db", "splits", "variant",
-                                              "reference-trials", "random-trials", "measurements", "model"},
+                                              "reference-trials", "random-trials", "measurements", "model",
+                                              "retime", "retime-rounds"},
                                              {"json", "help", "verbose"}));
   if (flags.Has("help")) {
     std::fputs(kUsage, stdout);
@@ -844,6 +998,8 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(int64_t reference_trials, flags.GetInt("reference-trials", 0, 0, 100000));
   ASSIGN_OR_RETURN(int64_t random_trials,
                    flags.GetInt("random-trials", random_factor * trials, trials, 100000));
+  ASSIGN_OR_RETURN(int64_t retime, flags.GetInt("retime", 32, 0, 1000));
+  ASSIGN_OR_RETURN(int64_t retime_rounds, flags.GetInt("retime-rounds", 5, 1, 100));
   bool json = flags.Has("json");
   std::string plot = flags.Get("plot", "bench_search.svg");
 
@@ -870,6 +1026,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                                                     static_cast<int>(seeds), json,
                                                     static_cast<int>(reference_trials),
                                                     measurements.get(), model_variant.options));
+    benches.back()->SetRetime(static_cast<int>(retime), static_cast<int>(retime_rounds));
     RETURN_IF_ERROR(benches.back()->Run());
   }
   // Transfer learning: each case again with the model pre-trained on the records the
@@ -901,6 +1058,8 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                         {"random_trials", random_trials},
                         {"model_variant", model_variant.name.empty() ? "default" : model_variant.name},
                         {"seeds", seeds},
+                        {"retime_configs", retime},
+                        {"retime_rounds", retime_rounds},
                         {"retrain_seconds_5000_rows", retrain_5000},
                         {"retrain_cpu_seconds_5000_rows", retrain_cpu},
                         {"note", kNote},
@@ -912,7 +1071,9 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
     nlohmann::json jc = {{"task", c.task},
                          {"best_known_gflops", c.best_known},
                          {"best_known_random_trials", c.best_known_trials},
+                         {"best_known_cached_gflops", c.best_known_cached},
                          {"best_measured_gflops", c.best_measured},
+                         {"retimed", c.retimed},
                          {"reference_random_trials", c.reference_trials},
                          {"reference_random_best_gflops", c.reference_best},
                          {"transfer_records", c.transfer_records},
@@ -942,6 +1103,15 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
         v.push_back(n == 0 ? static_cast<double>(budget) + 1 : n);
       }
       jp["trials_to_95_of_best_measured"] = {{"median", MedianOr(v, 0)}, {"per_seed", v}};
+      // Before re-timing: the cached numbers' curves against the cached bar.
+      const std::vector<Curve>& cached = c.cached_curves.at(policy);
+      v.clear();
+      for (const Curve& cv : cached) {
+        int n = TrialsToReach(cv, 0.95 * c.best_known_cached);
+        v.push_back(n == 0 ? static_cast<double>(budget) + 1 : n);
+      }
+      jp["cached_curves"] = cached;
+      jp["trials_to_95_cached"] = {{"median", MedianOr(v, 0)}, {"per_seed", v}};
       jc["policies"][policy] = jp;
     }
     // The issue's goals as ratios of median trials-to-95% (budget + 1 when not reached,
@@ -1010,23 +1180,29 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
       std::printf(", a run of %d of them found %.1f", jc["reference_random_trials"].get<int>(),
                   jc["reference_random_best_gflops"].get<double>());
     std::printf("; best measured by any run %.1f)\n", jc["best_measured_gflops"].get<double>());
+    if (jc["retimed"].contains("configs"))
+      std::printf("  re-timed: the best %d configs, %d rounds each, level %.3f; best known from the "
+                  "cached numbers alone %.1f\n",
+                  jc["retimed"]["configs"].get<int>(), jc["retimed"]["rounds"].get<int>(),
+                  jc["retimed"]["level"].get<double>(), jc["best_known_cached_gflops"].get<double>());
     std::printf("  %-15s", "policy");
     for (int t : checkpoints)
       if (t <= max_budget) std::printf(" %7s", ("@" + std::to_string(t)).c_str());
-    std::printf("  to90%%  to95%%  to95%% of best measured  (budget+1 = not reached)\n");
+    std::printf("  to90%%  to95%%  (cached)  to95%% of best measured  (budget+1 = not reached)\n");
     for (const char* p : {"random", "model", "model+transfer", "model+log"}) {
       if (!jc["policies"].contains(p)) continue;
       const auto& jp = jc["policies"][p];
       std::printf("  %-15s", p);
       for (int t : checkpoints) {
         if (t > max_budget) continue;
-        if (jp["best_gflops_at"].contains(std::to_string(t)))
+        if (jp.contains("best_gflops_at") && jp["best_gflops_at"].contains(std::to_string(t)))
           std::printf(" %7.1f", jp["best_gflops_at"][std::to_string(t)].get<double>());
         else
           std::printf(" %7s", "-");
       }
-      std::printf("  %5.0f  %5.0f  %5.0f\n", jp["trials_to_90"]["median"].get<double>(),
+      std::printf("  %5.0f  %5.0f  (%5.0f)  %5.0f\n", jp["trials_to_90"]["median"].get<double>(),
                   jp["trials_to_95"]["median"].get<double>(),
+                  jp["trials_to_95_cached"]["median"].get<double>(),
                   jp["trials_to_95_of_best_measured"]["median"].get<double>());
     }
     // A ratio is a lower bound when random's median missed 95%, and says nothing when

@@ -1,8 +1,9 @@
 """bench search with a measurement file: a second run with the same seeds measures
 nothing new and every policy sees the first run's numbers; the random policy runs its
 own budget; the best known (the bar of trials to 95%) is the best of the random runs
-and does not move when another model variant measures new configs; bad budgets are
-refused with a clear message.
+and does not move when another model variant measures new configs; with re-timing, the
+best configs are timed again and the curves and the bar use those numbers on the
+cached numbers' level; bad budgets are refused with a clear message.
 
 usage: search_cache_test.py TUNEFORGE WORKDIR
 """
@@ -17,7 +18,7 @@ db = os.path.join(work, "measurements.db")
 if os.path.exists(db):
     os.remove(db)
 args = [tuneforge, "bench", "search", "--case", "matmul M=64 N=64 K=64", "--seeds", "1",
-        "--trials", "16", "--random-trials", "48", "--measurements", db, "--json", "--plot", ""]
+        "--trials", "16", "--random-trials", "48", "--measurements", db, "--json", "--plot", "", "--retime", "0"]
 
 
 def run():
@@ -48,10 +49,13 @@ if first["best_known_gflops"] != random_best:
     failures.append(f"best known {first['best_known_gflops']} is not random's best {random_best}")
 if first["best_known_random_trials"] != 48:
     failures.append(f"best known from {first['best_known_random_trials']} random trials, not 48")
+if first["best_known_cached_gflops"] != random_best:
+    failures.append(f"without re-timing, the cached bar {first['best_known_cached_gflops']} "
+                    f"is not random's best {random_best}")
 if first["best_measured_gflops"] != every_best:
     failures.append(f"best measured {first['best_measured_gflops']} is not the runs' best {every_best}")
-args.insert(-3, "--variant")
-args.insert(-3, "no repair")
+args.insert(-5, "--variant")
+args.insert(-5, "no repair")
 third = run()
 if third["best_known_gflops"] != first["best_known_gflops"]:
     failures.append("another model variant moved the best known: "
@@ -60,6 +64,54 @@ for p in first["policies"].values():
     if "trials_to_95_of_best_measured" not in p:
         failures.append("no trials to 95% of the best measured")
         break
+
+# Re-timing: everything is served from the file, then the best configs are timed again.
+args[-1] = "8"
+args += ["--retime-rounds", "3"]
+retimed = run()
+rt = retimed["retimed"]
+entries = rt.get("entries", [])
+if not 1 <= rt.get("configs", 0) <= 8 or len(entries) != rt["configs"] or rt["rounds"] != 3:
+    failures.append(f"re-timing: {rt.get('configs')} configs, {rt.get('rounds')} rounds (want 1-8, 3)")
+if retimed["policies"]["random"]["cached_curves"] != third["policies"]["random"]["curves"]:
+    failures.append("re-timing: the cached curves are not the file's numbers")
+cached_top = max(c[-1] for p in retimed["policies"].values() for c in p["cached_curves"])
+if not entries or max(e["cached_gflops"] for e in entries) != cached_top:
+    failures.append("re-timing: the best cached config was not timed again")
+random_cached_top = max(c[-1] for c in retimed["policies"]["random"]["cached_curves"])
+if max((e["cached_gflops"] for e in entries if e["random"]), default=0) != random_cached_top:
+    failures.append("re-timing: random's best cached config was not timed again")
+ratios = []
+for e in entries:
+    if len(e["samples"]) != 3 or "value_gflops" not in e:
+        failures.append(f"re-timing: {len(e['samples'])} samples of {e['config']}")
+        continue
+    s = sorted(e["samples"])
+    if abs(e["retimed_gflops"] - s[1]) > 1e-9 * s[1]:
+        failures.append(f"re-timing: {e['retimed_gflops']} is not the median of {s}")
+    if abs(e["value_gflops"] - s[1] * rt["level"]) > 1e-9 * e["value_gflops"]:
+        failures.append("re-timing: a value is not the median on the cached level")
+    if e["random"]:
+        ratios.append(e["cached_gflops"] / e["retimed_gflops"])
+if ratios:
+    ratios.sort()
+    n = len(ratios)
+    level = ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2
+    if abs(level - rt["level"]) > 1e-9 * level:
+        failures.append(f"re-timing: level {rt['level']} is not random's median ratio {level}")
+random_entries = [e for e in entries if e["random"] and "value_gflops" in e]
+if random_entries:
+    best_entry = max(e["value_gflops"] for e in random_entries)
+    floor = min(e["cached_gflops"] for e in random_entries)
+    # Random's configs not timed again are all below its slowest re-timed one.
+    if best_entry >= floor and abs(retimed["best_known_gflops"] - best_entry) > 1e-9 * best_entry:
+        failures.append(f"re-timing: best known {retimed['best_known_gflops']} is not random's "
+                        f"best re-timed value {best_entry}")
+    if retimed["best_known_cached_gflops"] != first["best_known_gflops"]:
+        failures.append("re-timing: the cached bar moved")
+random_last = max(c[-1] for c in retimed["policies"]["random"]["curves"])
+if retimed["best_known_gflops"] != random_last:
+    failures.append("re-timing: the best known is not the best of random's curves")
 
 bad = subprocess.run(args[:9] + ["--random-trials", "8", "--json"], capture_output=True, text=True)
 if bad.returncode == 0 or "random-trials" not in bad.stderr:
