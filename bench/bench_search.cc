@@ -90,6 +90,9 @@ constexpr const char* kUsage =
     "            from the cache; trials to 95% from the cached numbers alone are shown\n"
     "            beside)\n"
     "  --retime-rounds R  rounds of the re-timing (default 5)\n"
+    "  --heuristics  every run (every policy) starts, as `tuneforge tune` does, with the\n"
+    "            template's heuristic configs, at most a quarter of --trials; the\n"
+    "            tuning job's own cold curve (default: off, the policies alone)\n"
     "  --measurements FILE  a tuning-log db used as the measurement cache across runs:\n"
     "            a config of the case already in it (this target, this template\n"
     "            version) is not measured again, new measurements are added (created\n"
@@ -491,6 +494,10 @@ class SearchBench {
     retime_rounds_ = rounds;
   }
 
+  // Every run starts with the template's heuristic configs, as a tuning job does
+  // (--heuristics).
+  void SetHeuristics(bool on) { heuristics_ = on; }
+
  private:
   PolicyContext Context(uint64_t seed, ModelStore* store = nullptr) const {
     return PolicyContext{task_, target_, tmpl_, seed, store};
@@ -510,6 +517,29 @@ class SearchBench {
     Trials trials_run;
     double best = 0;
     auto start = std::chrono::steady_clock::now();
+    // As `tuneforge tune` starts (TuningLoop::WarmStartConfigs): the template's
+    // heuristic configs first, at most a quarter of the model's budget (the same for
+    // every policy, random's longer runs included), in batches, observed by the policy.
+    if (heuristics_) {
+      const ConfigSpace space = tmpl_->Space(task_, target_);
+      const size_t cap = static_cast<size_t>(std::max(1, trials_ / 4));
+      std::vector<Config> warm;
+      std::set<std::string> seen;
+      for (Config& c : tmpl_->Heuristics(task_, target_))
+        if (warm.size() < cap && space.Check(c).ok() && seen.insert(c.ToJson()).second)
+          warm.push_back(std::move(c));
+      for (size_t begin = 0; begin < warm.size() && static_cast<int>(trials_run.size()) < trials;
+           begin += 8) {
+        const size_t end = std::min({warm.size(), begin + 8, begin + trials - trials_run.size()});
+        ASSIGN_OR_RETURN(std::vector<TuningRecord> records,
+                         MeasureConfigs({warm.begin() + begin, warm.begin() + end}, runner_.get()));
+        for (const TuningRecord& r : records) {
+          best = std::max(best, cache_[r.config_json].gflops);
+          trials_run.push_back(r.config_json);
+        }
+        policy->Observe(records);
+      }
+    }
     while (static_cast<int>(trials_run.size()) < trials) {
       int n = std::min(8, trials - static_cast<int>(trials_run.size()));
       std::vector<Config> configs = policy->Propose(n);
@@ -724,6 +754,7 @@ class SearchBench {
   // Per policy, per seed: the configs of the run's trials, in order (keys of cache_).
   std::map<std::string, std::vector<Trials>> runs_;
   int retime_configs_ = 0, retime_rounds_ = 0;  // SetRetime
+  bool heuristics_ = false;                      // SetHeuristics
 };
 
 // Retraining time on `rows` synthetic rows of the feature width (reported once): wall
@@ -929,7 +960,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"suite", "seeds", "trials", "case", "plot", "eval-db", "splits", "variant",
                                               "reference-trials", "random-trials", "measurements", "model",
                                               "retime", "retime-rounds"},
-                                             {"json", "help", "verbose"}));
+                                             {"json", "help", "verbose", "heuristics"}));
   if (flags.Has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -1027,6 +1058,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                                                     static_cast<int>(reference_trials),
                                                     measurements.get(), model_variant.options));
     benches.back()->SetRetime(static_cast<int>(retime), static_cast<int>(retime_rounds));
+    benches.back()->SetHeuristics(flags.Has("heuristics"));
     RETURN_IF_ERROR(benches.back()->Run());
   }
   // Transfer learning: each case again with the model pre-trained on the records the
@@ -1058,6 +1090,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                         {"random_trials", random_trials},
                         {"model_variant", model_variant.name.empty() ? "default" : model_variant.name},
                         {"seeds", seeds},
+                        {"heuristics", flags.Has("heuristics")},
                         {"retime_configs", retime},
                         {"retime_rounds", retime_rounds},
                         {"retrain_seconds_5000_rows", retrain_5000},

@@ -113,6 +113,17 @@ random_last = max(c[-1] for c in retimed["policies"]["random"]["curves"])
 if retimed["best_known_gflops"] != random_last:
     failures.append("re-timing: the best known is not the best of random's curves")
 
+# --heuristics: every run starts with the template's heuristic configs (a quarter of
+# the 16 trials), so the two seeds' runs start alike.
+out = subprocess.run(args[:5] + ["--seeds", "2", "--trials", "16", "--random-trials", "48",
+                                 "--measurements", db, "--json", "--plot", "", "--retime", "0",
+                                 "--heuristics"], check=True, capture_output=True, text=True).stdout
+warm = json.loads(out)["cases"][0]["policies"]
+for policy in ("random", "model"):
+    a, b = warm[policy]["curves"]
+    if a[:4] != b[:4]:
+        failures.append(f"--heuristics: {policy}'s two seeds start differently: {a[:4]} vs {b[:4]}")
+
 bad = subprocess.run(args[:9] + ["--random-trials", "8", "--json"], capture_output=True, text=True)
 if bad.returncode == 0 or "random-trials" not in bad.stderr:
     failures.append("--random-trials below --trials was accepted: " + bad.stderr)
