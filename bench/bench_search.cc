@@ -487,8 +487,9 @@ class SearchBench {
 
   // Re-timing at the end of a case: up to `configs` distinct configs - the best of
   // the random runs and the best of every run, by their cached numbers, within 15% of
-  // the best of each - are timed `rounds` times more, interleaved in a shuffled order each round, and the curves use the
-  // median of those rounds instead of their one cached measurement. 0: off.
+  // the best of each - are timed `rounds` times more, interleaved in a shuffled order
+  // each round, and the curves use the median of those rounds instead of their one
+  // cached measurement. 0: off.
   void SetRetime(int configs, int rounds) {
     retime_configs_ = configs;
     retime_rounds_ = rounds;
@@ -588,7 +589,8 @@ class SearchBench {
     auto top = [&](bool random_only) {
       std::vector<std::pair<double, std::string>> ranked;
       for (const auto& [key, m] : cache_)
-        if (m.gflops > 0 && (!random_only || from_random.count(key))) ranked.emplace_back(m.gflops, key);
+        if (m.gflops > 0 && (!random_only || from_random.count(key)))
+          ranked.emplace_back(m.gflops, key);
       std::sort(ranked.rbegin(), ranked.rend());
       std::vector<std::string> out;
       for (const auto& [gflops, key] : ranked)
