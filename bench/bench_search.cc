@@ -518,39 +518,32 @@ class SearchBench {
     Trials trials_run;
     double best = 0;
     auto start = std::chrono::steady_clock::now();
-    // As `tuneforge tune` starts (TuningLoop::WarmStartConfigs): the template's
-    // heuristic configs first, at most a quarter of the model's budget (the same for
-    // every policy, random's longer runs included), in batches, observed by the policy.
-    if (heuristics_) {
-      const ConfigSpace space = tmpl_->Space(task_, target_);
-      const size_t cap = static_cast<size_t>(std::max(1, trials_ / 4));
-      std::vector<Config> warm;
-      std::set<std::string> seen;
-      for (Config& c : tmpl_->Heuristics(task_, target_))
-        if (warm.size() < cap && space.Check(c).ok() && seen.insert(c.ToJson()).second)
-          warm.push_back(std::move(c));
-      for (size_t begin = 0; begin < warm.size() && static_cast<int>(trials_run.size()) < trials;
-           begin += 8) {
-        const size_t end = std::min({warm.size(), begin + 8, begin + trials - trials_run.size()});
-        ASSIGN_OR_RETURN(std::vector<TuningRecord> records,
-                         MeasureConfigs({warm.begin() + begin, warm.begin() + end}, runner_.get()));
-        for (const TuningRecord& r : records) {
-          best = std::max(best, cache_[r.config_json].gflops);
-          trials_run.push_back(r.config_json);
-        }
-        policy->Observe(records);
-      }
-    }
-    while (static_cast<int>(trials_run.size()) < trials) {
-      int n = std::min(8, trials - static_cast<int>(trials_run.size()));
-      std::vector<Config> configs = policy->Propose(n);
-      if (configs.empty()) break;
+    auto trial_batch = [&](const std::vector<Config>& configs) -> absl::Status {
       ASSIGN_OR_RETURN(std::vector<TuningRecord> records, MeasureConfigs(configs, runner_.get()));
       for (const TuningRecord& r : records) {
         best = std::max(best, cache_[r.config_json].gflops);
         trials_run.push_back(r.config_json);
       }
       policy->Observe(records);
+      return absl::OkStatus();
+    };
+    // As `tuneforge tune` starts: the template's heuristic configs first, at most a
+    // quarter of the model's budget (the same for every policy, random's longer runs
+    // included), in batches, observed by the policy.
+    if (heuristics_) {
+      const std::vector<Config> warm = HeuristicConfigs(
+          *tmpl_, task_, target_, tmpl_->Space(task_, target_),
+          std::min<size_t>(static_cast<size_t>(std::max(1, trials_ / 4)), trials));
+      for (size_t begin = 0; begin < warm.size(); begin += 8) {
+        const size_t end = std::min(warm.size(), begin + 8);
+        RETURN_IF_ERROR(trial_batch({warm.begin() + begin, warm.begin() + end}));
+      }
+    }
+    while (static_cast<int>(trials_run.size()) < trials) {
+      int n = std::min(8, trials - static_cast<int>(trials_run.size()));
+      std::vector<Config> configs = policy->Propose(n);
+      if (configs.empty()) break;
+      RETURN_IF_ERROR(trial_batch(configs));
     }
     if (!quiet_)
       std::fprintf(stderr, "  %-14s seed %llu: best %.1f GFLOP/s after %zu trials (%.0f s)\n",

@@ -177,16 +177,22 @@ absl::StatusOr<std::vector<TuningRecord>> TuningLoop::OtherTaskRecords() {
 
 std::vector<Config> TuningLoop::WarmStartConfigs(const ConfigSpace& space,
                                                  const std::vector<TuningRecord>& previous) const {
-  std::vector<Config> out;
-  if (!options_.heuristics) return out;
-  const size_t cap = static_cast<size_t>(std::max(1, options_.trials / 4));
+  if (!options_.heuristics) return {};
   std::set<std::string> seen;
   for (const TuningRecord& r : previous)
     if (r.template_name == template_->name() && r.template_version == template_->version())
       seen.insert(r.config_json);
-  for (Config& c : template_->Heuristics(task_, target_)) {
+  return HeuristicConfigs(*template_, task_, target_, space,
+                          static_cast<size_t>(std::max(1, options_.trials / 4)), std::move(seen));
+}
+
+std::vector<Config> HeuristicConfigs(const Template& tmpl, const TuningTask& task,
+                                     const Target& target, const ConfigSpace& space, size_t cap,
+                                     std::set<std::string> skip) {
+  std::vector<Config> out;
+  for (Config& c : tmpl.Heuristics(task, target)) {
     if (out.size() >= cap) break;
-    if (space.Check(c).ok() && seen.insert(c.ToJson()).second) out.push_back(std::move(c));
+    if (space.Check(c).ok() && skip.insert(c.ToJson()).second) out.push_back(std::move(c));
   }
   return out;
 }

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -87,6 +88,13 @@ struct TuningProgress {
   int earlier_trials = 0;
   std::optional<TrialSummary> earlier_best;
 };
+
+// The template's heuristic configs for `task` that are valid in `space` and not in
+// `skip` (config JSON), in the template's order, at most `cap`: what a tuning job
+// measures first (TuningOptions::heuristics); `bench search --heuristics` too.
+std::vector<Config> HeuristicConfigs(const Template& tmpl, const TuningTask& task,
+                                     const Target& target, const ConfigSpace& space, size_t cap,
+                                     std::set<std::string> skip = {});
 
 class TuningLoop {
  public:
