@@ -3,7 +3,8 @@ nothing new and every policy sees the first run's numbers; the random policy run
 own budget; the best known (the bar of trials to 95%) is the best of the random runs
 and does not move when another model variant measures new configs; with re-timing, the
 best configs are timed again and the curves and the bar use those numbers on the
-cached numbers' level; bad budgets are refused with a clear message.
+cached numbers' level; bad budgets are refused with a clear message; --eval-db
+--splits 0 reports the scoring speed alone.
 
 usage: search_cache_test.py TUNEFORGE WORKDIR
 """
@@ -127,6 +128,16 @@ for policy in ("random", "model"):
 bad = subprocess.run(args[:9] + ["--random-trials", "8", "--json"], capture_output=True, text=True)
 if bad.returncode == 0 or "random-trials" not in bad.stderr:
     failures.append("--random-trials below --trials was accepted: " + bad.stderr)
+
+# --eval-db with --splits 0: the scoring speed of the file's workload alone.
+out = subprocess.run([tuneforge, "bench", "search", "--eval-db", db, "--splits", "0", "--json"],
+                     check=True, capture_output=True, text=True).stdout
+workloads = json.loads(out)["workloads"]
+if len(workloads) != 1 or workloads[0]["variants"] or workloads[0].get("scoring", {}).get("candidates", 0) < 1:
+    failures.append("--eval-db --splits 0: not one workload with a scoring speed and no variant: " + out[:300])
+bad = subprocess.run([tuneforge, "bench", "search", "--eval-db", db, "--splits", "-1"], capture_output=True, text=True)
+if bad.returncode == 0 or "splits" not in bad.stderr:
+    failures.append("--splits -1 was accepted: " + bad.stderr)
 
 for f in failures:
     print("FAIL:", f)

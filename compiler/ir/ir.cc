@@ -13,7 +13,7 @@ Expr MakeBinary(ExprKind kind, DType dtype, Expr a, Expr b) {
   auto node = std::make_shared<ExprNode>();
   node->kind = kind;
   node->dtype = dtype;
-  node->operands = {std::move(a), std::move(b)};
+  node->operands = Operands(std::move(a), std::move(b));
   return node;
 }
 
@@ -35,11 +35,21 @@ bool IsConst(const Expr& e, int64_t* value) {
 }
 
 Expr IntImm(int64_t v) {
-  auto node = std::make_shared<ExprNode>();
-  node->kind = ExprKind::kIntImm;
-  node->dtype = DType::kInt64;
-  node->int_value = v;
-  return node;
+  auto make = [](int64_t value) {
+    auto node = std::make_shared<ExprNode>();
+    node->kind = ExprKind::kIntImm;
+    node->dtype = DType::kInt64;
+    node->int_value = value;
+    return node;
+  };
+  // Small constants (offsets, strides, extents) are shared within a thread rather than
+  // allocated anew: lowering a candidate the cost model scores builds thousands.
+  constexpr int64_t kSmallMin = -64, kSmallEnd = 4096;
+  if (v < kSmallMin || v >= kSmallEnd) return make(v);
+  thread_local std::vector<Expr> small(kSmallEnd - kSmallMin);
+  Expr& shared = small[v - kSmallMin];
+  if (!shared) shared = make(v);
+  return shared;
 }
 
 Expr FloatImm(double v) {
@@ -131,7 +141,7 @@ Expr Load(const std::string& buffer, DType dtype, Expr index) {
   node->kind = ExprKind::kLoad;
   node->dtype = dtype;
   node->name = buffer;
-  node->operands = {std::move(index)};
+  node->operands = Operands(std::move(index));
   return node;
 }
 
@@ -159,7 +169,7 @@ Expr Call(const std::string& function, Expr arg) {
   node->kind = ExprKind::kCall;
   node->dtype = DType::kFloat32;
   node->name = function;
-  node->operands = {std::move(arg)};
+  node->operands = Operands(std::move(arg));
   return node;
 }
 

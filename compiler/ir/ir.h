@@ -50,6 +50,8 @@ class Operands {
   Operands(std::initializer_list<Expr> list) {
     for (const Expr& e : list) push_back(e);
   }
+  explicit Operands(Expr a) : items_{std::move(a), nullptr}, size_(1) {}
+  Operands(Expr a, Expr b) : items_{std::move(a), std::move(b)}, size_(2) {}
   void push_back(Expr e);  // TF_CHECKs that there is room
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }

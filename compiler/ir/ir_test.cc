@@ -20,6 +20,20 @@ TEST(IrTest, ConstantFoldingAndIdentities) {
   EXPECT_EQ(ToString(Add(Add(x, IntImm(2)), IntImm(3))), "x + 5");
 }
 
+// Small integer constants are shared nodes within a thread; others are new nodes. Both
+// hold their value.
+TEST(IrTest, SmallIntegerConstantsAreShared) {
+  for (int64_t v : {int64_t{-64}, int64_t{0}, int64_t{7}, int64_t{4095}}) {
+    EXPECT_EQ(IntImm(v), IntImm(v)) << v;
+    EXPECT_EQ(IntImm(v)->int_value, v);
+  }
+  for (int64_t v : {int64_t{-65}, int64_t{4096}, int64_t{1} << 40}) {
+    EXPECT_NE(IntImm(v), IntImm(v)) << v;
+    EXPECT_EQ(IntImm(v)->int_value, v);
+  }
+  EXPECT_EQ(ToString(Add(Var("x"), IntImm(-64))), "x + -64");
+}
+
 TEST(IrTest, PrinterParenthesisesOnlyWhereNeeded) {
   Expr x = Var("x"), y = Var("y");
   EXPECT_EQ(ToString(Mul(Add(x, y), IntImm(4))), "(x + y)*4");

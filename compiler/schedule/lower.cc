@@ -46,39 +46,97 @@ constexpr int64_t kMaxLocalTile = 4096;
 constexpr size_t kMaxTileVersions = 8;
 constexpr int64_t kMaxShapePoints = 1 << 18;
 
-// The value of an integer expression of loop variables; none for anything else.
-std::optional<int64_t> EvalInt(const Expr& e, const std::map<std::string, int64_t>& env) {
-  switch (e->kind) {
-    case ir::ExprKind::kIntImm:
-      return e->int_value;
-    case ir::ExprKind::kVar: {
-      auto it = env.find(e->name);
-      if (it == env.end()) return std::nullopt;
-      return it->second;
-    }
-    case ir::ExprKind::kAdd:
-    case ir::ExprKind::kSub:
-    case ir::ExprKind::kMul:
-    case ir::ExprKind::kDiv:
-    case ir::ExprKind::kMod:
-    case ir::ExprKind::kMin:
-    case ir::ExprKind::kMax: {
-      std::optional<int64_t> a = EvalInt(e->operands[0], env), b = EvalInt(e->operands[1], env);
-      if (!a || !b) return std::nullopt;
-      switch (e->kind) {
-        case ir::ExprKind::kAdd: return *a + *b;
-        case ir::ExprKind::kSub: return *a - *b;
-        case ir::ExprKind::kMul: return *a * *b;
-        case ir::ExprKind::kDiv: return *b == 0 ? std::nullopt : std::optional<int64_t>(*a / *b);
-        case ir::ExprKind::kMod: return *b == 0 ? std::nullopt : std::optional<int64_t>(*a % *b);
-        case ir::ExprKind::kMin: return std::min(*a, *b);
-        default: return std::max(*a, *b);
+// An integer expression of loop variables, compiled to postfix with every variable
+// resolved to a slot: TailVersions evaluates the anchors' extents at each point of its
+// walk (thousands per GEMM candidate the cost model scores), and looking variables up
+// by name took most of that time.
+class IntProgram {
+ public:
+  // None when `e` reads anything but integer constants, integer arithmetic and the
+  // variables of `slots` whose slot is below `max_slot`.
+  static std::optional<IntProgram> Compile(const Expr& e, const std::map<std::string, size_t>& slots,
+                                           size_t max_slot) {
+    IntProgram p;
+    if (!p.Append(e, slots, max_slot)) return std::nullopt;
+    return p;
+  }
+
+  // The value with slot i's variable = env[i]; none on a division by zero.
+  std::optional<int64_t> Eval(const std::vector<int64_t>& env, std::vector<int64_t>* stack) const {
+    stack->clear();
+    for (const Op& op : ops_) {
+      if (op.kind == ir::ExprKind::kIntImm) {
+        stack->push_back(op.value);
+        continue;
+      }
+      if (op.kind == ir::ExprKind::kVar) {
+        stack->push_back(env[op.value]);
+        continue;
+      }
+      const int64_t b = stack->back();
+      stack->pop_back();
+      int64_t& a = stack->back();
+      switch (op.kind) {
+        case ir::ExprKind::kAdd: a += b; break;
+        case ir::ExprKind::kSub: a -= b; break;
+        case ir::ExprKind::kMul: a *= b; break;
+        case ir::ExprKind::kDiv:
+          if (b == 0) return std::nullopt;
+          a /= b;
+          break;
+        case ir::ExprKind::kMod:
+          if (b == 0) return std::nullopt;
+          a %= b;
+          break;
+        case ir::ExprKind::kMin: a = std::min(a, b); break;
+        default: a = std::max(a, b); break;
       }
     }
-    default:
-      return std::nullopt;
+    return stack->back();
   }
-}
+
+  // The slots the program reads.
+  std::set<size_t> Slots() const {
+    std::set<size_t> out;
+    for (const Op& op : ops_)
+      if (op.kind == ir::ExprKind::kVar) out.insert(static_cast<size_t>(op.value));
+    return out;
+  }
+
+ private:
+  struct Op {
+    ir::ExprKind kind;
+    int64_t value;  // kIntImm: the constant; kVar: the slot
+  };
+
+  bool Append(const Expr& e, const std::map<std::string, size_t>& slots, size_t max_slot) {
+    switch (e->kind) {
+      case ir::ExprKind::kIntImm:
+        ops_.push_back({e->kind, e->int_value});
+        return true;
+      case ir::ExprKind::kVar: {
+        auto it = slots.find(e->name);
+        if (it == slots.end() || it->second >= max_slot) return false;
+        ops_.push_back({e->kind, static_cast<int64_t>(it->second)});
+        return true;
+      }
+      case ir::ExprKind::kAdd:
+      case ir::ExprKind::kSub:
+      case ir::ExprKind::kMul:
+      case ir::ExprKind::kDiv:
+      case ir::ExprKind::kMod:
+      case ir::ExprKind::kMin:
+      case ir::ExprKind::kMax:
+        if (!Append(e->operands[0], slots, max_slot) || !Append(e->operands[1], slots, max_slot)) return false;
+        ops_.push_back({e->kind, 0});
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  std::vector<Op> ops_;
+};
 
 // The extents of a split's outer and inner loops: `parent` is the split loop's extent
 // (at most `pmax`), `f` the factor, `outer_var` the outer loop's variable. A factor
@@ -318,39 +376,113 @@ class Lowerer {
     for (const LoopPlan* l : around)
       if (needed.count(l->name)) walk.push_back(l);
 
-    std::map<std::vector<int64_t>, int64_t> shapes;  // anchor extents -> points
-    std::map<std::string, int64_t> env;
-    int64_t budget = kMaxShapePoints;
-    bool ok = true;
-    std::function<void(size_t)> visit = [&](size_t depth) {
-      if (!ok) return;
-      if (depth == walk.size()) {
-        std::vector<int64_t> shape;
-        for (const std::string& a : anchors) {
-          std::optional<int64_t> v = EvalInt(extent_.at(a), env);
-          if (!v) {
-            ok = false;
-            return;
-          }
-          shape.push_back(*v);
-        }
-        ++shapes[shape];
-        ok = --budget > 0 && shapes.size() <= kMaxTileVersions;
-        return;
+    // Slot i holds walk[i]'s variable. A walk loop's extent may read the loops outside
+    // it; the anchors' extents may read every walk loop.
+    std::map<std::string, size_t> slots;
+    for (size_t i = 0; i < walk.size(); ++i) slots[walk[i]->name] = i;
+    std::vector<IntProgram> walk_extents, anchor_extents;
+    for (size_t i = 0; i < walk.size(); ++i) {
+      std::optional<IntProgram> p = IntProgram::Compile(walk[i]->extent, slots, i);
+      if (!p) return std::nullopt;
+      walk_extents.push_back(*std::move(p));
+    }
+    for (const std::string& a : anchors) {
+      std::optional<IntProgram> p = IntProgram::Compile(extent_.at(a), slots, walk.size());
+      if (!p) return std::nullopt;
+      anchor_extents.push_back(*std::move(p));
+    }
+
+    // The walk factors into groups of loops that no extent links (typically one per
+    // tiled axis). Each group is walked alone; a shape is one partial shape of every
+    // group, its count the product of theirs: the shapes and counts of one walk over
+    // every point, in the sum of the groups' points instead of their product.
+    std::vector<size_t> root(walk.size());
+    for (size_t i = 0; i < walk.size(); ++i) root[i] = i;
+    std::function<size_t(size_t)> find = [&](size_t i) { return root[i] == i ? i : root[i] = find(root[i]); };
+    auto unite = [&](const std::set<size_t>& slots_read, size_t* first) {
+      for (size_t slot : slots_read) {
+        if (*first == SIZE_MAX)
+          *first = find(slot);
+        else
+          root[find(slot)] = *first;
       }
-      std::optional<int64_t> n = EvalInt(walk[depth]->extent, env);
-      if (!n) {
-        ok = false;
-        return;
-      }
-      for (int64_t i = 0; i < *n && ok; ++i) {
-        env[walk[depth]->name] = i;
-        visit(depth + 1);
-      }
-      env.erase(walk[depth]->name);
     };
-    visit(0);
-    if (!ok || shapes.empty()) return std::nullopt;
+    for (size_t i = 0; i < walk.size(); ++i) {
+      size_t first = find(i);
+      unite(walk_extents[i].Slots(), &first);
+    }
+    struct Group {
+      std::vector<size_t> loops;    // slots, in nest order
+      std::vector<size_t> anchors;  // indices into `anchors`
+      std::map<std::vector<int64_t>, int64_t> shapes;  // its anchors' extents -> points
+      int64_t points = 0;
+    };
+    std::map<size_t, Group> groups;  // by root slot; SIZE_MAX - i: anchor i reads no slot
+    for (size_t a = 0; a < anchors.size(); ++a) {
+      size_t first = SIZE_MAX;
+      unite(anchor_extents[a].Slots(), &first);
+    }
+    for (size_t a = 0; a < anchors.size(); ++a) {
+      std::set<size_t> read = anchor_extents[a].Slots();
+      groups[read.empty() ? SIZE_MAX - a : find(*read.begin())].anchors.push_back(a);
+    }
+    for (size_t i = 0; i < walk.size(); ++i) groups[find(i)].loops.push_back(i);
+
+    std::vector<int64_t> env(walk.size(), 0), stack;
+    for (auto& [unused, g] : groups) {
+      std::vector<int64_t> shape(g.anchors.size());
+      bool ok = true;
+      std::function<void(size_t)> visit = [&](size_t depth) {
+        if (!ok) return;
+        if (depth == g.loops.size()) {
+          for (size_t i = 0; i < g.anchors.size(); ++i) {
+            std::optional<int64_t> v = anchor_extents[g.anchors[i]].Eval(env, &stack);
+            if (!v) {
+              ok = false;
+              return;
+            }
+            shape[i] = *v;
+          }
+          auto it = g.shapes.find(shape);
+          if (it == g.shapes.end())
+            g.shapes.emplace(shape, 1);
+          else
+            ++it->second;
+          ok = ++g.points < kMaxShapePoints && g.shapes.size() <= kMaxTileVersions;
+          return;
+        }
+        const size_t slot = g.loops[depth];
+        std::optional<int64_t> n = walk_extents[slot].Eval(env, &stack);
+        if (!n) {
+          ok = false;
+          return;
+        }
+        for (int64_t i = 0; i < *n && ok; ++i) {
+          env[slot] = i;
+          visit(depth + 1);
+        }
+      };
+      visit(0);
+      if (!ok) return std::nullopt;
+    }
+    // The products, within the budgets of one walk over every point.
+    std::vector<std::pair<std::vector<int64_t>, int64_t>> products = {{std::vector<int64_t>(anchors.size()), 1}};
+    int64_t points = 1;
+    for (const auto& [unused, g] : groups) {
+      points = g.points == 0 ? 0 : std::min(kMaxShapePoints, points * g.points);
+      std::vector<std::pair<std::vector<int64_t>, int64_t>> next;
+      for (const auto& [shape, count] : products) {
+        for (const auto& [part, part_count] : g.shapes) {
+          std::vector<int64_t> full = shape;
+          for (size_t i = 0; i < g.anchors.size(); ++i) full[g.anchors[i]] = part[i];
+          next.emplace_back(std::move(full), count * part_count);
+        }
+      }
+      products = std::move(next);
+      if (products.size() > kMaxTileVersions || points >= kMaxShapePoints) return std::nullopt;
+    }
+    const std::map<std::vector<int64_t>, int64_t> shapes(products.begin(), products.end());
+    if (shapes.empty()) return std::nullopt;
 
     std::vector<std::pair<std::vector<int64_t>, int64_t>> ordered(shapes.begin(), shapes.end());
     std::stable_sort(ordered.begin(), ordered.end(),

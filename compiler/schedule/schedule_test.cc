@@ -99,6 +99,38 @@ TEST(LowerTest, CacheWriteAccumulatesLocallyWithFullTileVersion) {
   EXPECT_LT(MaxErrorVsReference(*f, 9, 20, 7), 1e-5);
 }
 
+// Tails on two axes: the tile gets a copy per pair of row and column extents (9 rows
+// in tiles of 4: 4, 4, 1; 20 columns in tiles of 8: 8, 8, 4), the most frequent first
+// and the last (the corner) unguarded. The two axes' loops are walked separately.
+TEST(LowerTest, TailsOnTwoAxesGiveOneTileCopyPerPair) {
+  Schedule s(MatmulCompute(9, 20, 7));
+  ASSERT_TRUE(s.Split("i", 4, "i.o", "i.i").ok());
+  ASSERT_TRUE(s.Split("j", 8, "j.o", "j.i").ok());
+  ASSERT_TRUE(s.Reorder({"i.o", "j.o", "k", "i.i", "j.i"}).ok());
+  ASSERT_TRUE(s.Unroll("i.i").ok());
+  ASSERT_TRUE(s.Vectorize("j.i").ok());
+  ASSERT_TRUE(s.CacheWrite("k").ok());
+  auto f = Lower(s, "mm");
+  ASSERT_TRUE(f.ok()) << f.status();
+  std::string text = ir::ToString(f->body);
+  // 4 full tiles, 2 + 2 with one tail (in the order of their extents), the corner.
+  const std::vector<std::string> in_order = {
+      "if (min(4, 9 - i.o*4) == 4 && min(8, 20 - j.o*8) == 8) {",
+      "if (min(4, 9 - i.o*4) == 1 && min(8, 20 - j.o*8) == 8) {",
+      "if (min(4, 9 - i.o*4) == 4 && min(8, 20 - j.o*8) == 4) {",
+      "unrolled for (i.i, 0, 1) {\n            vectorized for (j.i, 0, 4) {"};
+  size_t at = 0;
+  for (const std::string& part : in_order) {
+    at = text.find(part, at);
+    ASSERT_NE(at, std::string::npos) << part << " missing or out of order in\n" << text;
+  }
+  size_t copies = 0;
+  for (size_t p = text.find("allocate C.local"); p != std::string::npos; p = text.find("allocate C.local", p + 1))
+    ++copies;
+  EXPECT_EQ(copies, 4u) << text;
+  EXPECT_LT(MaxErrorVsReference(*f, 9, 20, 7), 1e-5);
+}
+
 TEST(LowerTest, RejectsWhatCannotBeLowered) {
   {
     Schedule s(MatmulCompute(8, 8, 8));

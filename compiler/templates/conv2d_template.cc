@@ -644,8 +644,7 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Build(const TuningTask& task, co
                                                       const ConvOutputSpec* spec, bool kernel_only) const {
   const std::string op = depthwise_ ? "depthwise_conv2d" : "conv2d";
   if (task.op() != op) return absl::InvalidArgumentError(name() + " template got " + task.op());
-  ConfigSpace space = Space(task, target);
-  RETURN_IF_ERROR(space.Check(config));
+  RETURN_IF_ERROR(SpaceOf(*this, task, target)->Check(config));
   const ConvShape d = ShapeOf(task, depthwise_);
   const int64_t lanes = config.Int("vec_lanes"), y = lanes * config.Int("oc_vecs");
   const int64_t x = depthwise_ ? y : config.Int("ic_block");

@@ -40,9 +40,9 @@ absl::StatusOr<ir::LoweredFunc> DenseTemplate::InstantiateWithEpilogue(const Tun
                                                                        const DenseEpilogue& extra) const {
   using namespace ir;  // NOLINT: the expression builders read like math here.
   if (task.op() != "dense") return absl::InvalidArgumentError(name() + " template got " + task.op());
-  ConfigSpace space = Space(task, target);
-  RETURN_IF_ERROR(space.Check(config));
-  const Config c = space.WithDefaults(config);
+  const std::shared_ptr<const ConfigSpace> space = SpaceOf(*this, task, target);
+  RETURN_IF_ERROR(space->Check(config));
+  const Config c = space->WithDefaults(config);
   int64_t m = task.Param("M"), n = task.Param("N"), k = task.Param("K");
   const bool bias = task.Param("bias") == 1, relu = task.Param("relu") == 1;
   int64_t lanes = c.Int("vec_lanes"), vecs = c.Int("tile_j_vecs");

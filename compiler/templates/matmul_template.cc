@@ -490,9 +490,9 @@ absl::StatusOr<ir::LoweredFunc> MatmulTemplate::Instantiate(const TuningTask& ta
                                                             const Config& config) const {
   const std::string op = batched_ ? "batch_matmul" : "matmul";
   if (task.op() != op) return absl::InvalidArgumentError(name() + " template got " + task.op());
-  ConfigSpace space = Space(task, target);
-  RETURN_IF_ERROR(space.Check(config));
-  const Config c = space.WithDefaults(config);
+  const std::shared_ptr<const ConfigSpace> space = SpaceOf(*this, task, target);
+  RETURN_IF_ERROR(space->Check(config));
+  const Config c = space->WithDefaults(config);
   int64_t m = task.Param("M"), n = task.Param("N"), k = task.Param("K");
   int64_t lanes = c.Int("vec_lanes"), vecs = c.Int("tile_j_vecs");
   const int64_t batch = batched_ ? task.Param("B") : 0;

@@ -51,6 +51,34 @@ TEST(MatmulTemplateTest, SpaceHasAtLeastAThousandValidPoints) {
   }
 }
 
+// SpaceOf's memo gives each (template, task, target) its own space, whatever was asked
+// for before it in the thread.
+TEST(MatmulTemplateTest, SpaceOfIsTheSpaceOfEachTemplateTaskAndTarget) {
+  MatmulTemplate matmul;
+  MatmulTemplate batched(/*batched=*/true);
+  TuningTask batch_task = *MakeTask("batch_matmul", {{"B", 2}, {"M", 64}, {"N", 48}, {"K", 32}}, "float32");
+  Target avx2 = Avx2TestTarget();
+  auto knobs = [](const ConfigSpace& space) {
+    std::string out;
+    for (const Knob& k : space.knobs()) out += k.name + nlohmann::json(k.values).dump() + " ";
+    return out;
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (const TuningTask& task : {Task(64, 64, 64), Task(96, 40, 24), Task(64, 64, 64)}) {
+      for (const Target& target : {Avx512TestTarget(), avx2}) {
+        EXPECT_EQ(knobs(*SpaceOf(matmul, task, target)), knobs(matmul.Space(task, target)))
+            << task.CanonicalText() << " " << target.Key();
+      }
+    }
+    EXPECT_EQ(knobs(*SpaceOf(batched, batch_task, avx2)), knobs(batched.Space(batch_task, avx2)));
+  }
+  // The spaces differ (so the checks above can fail), and asked twice in a row the
+  // memo gives the same space object.
+  EXPECT_NE(knobs(matmul.Space(Task(64, 64, 64), avx2)), knobs(matmul.Space(Task(96, 40, 24), avx2)));
+  EXPECT_NE(knobs(matmul.Space(Task(64, 64, 64), avx2)), knobs(matmul.Space(Task(64, 64, 64), Avx512TestTarget())));
+  EXPECT_EQ(SpaceOf(matmul, Task(64, 64, 64), avx2), SpaceOf(matmul, Task(64, 64, 64), avx2));
+}
+
 TEST(MatmulTemplateTest, InvalidConfigsAreRejectedWithTheKnobName) {
   MatmulTemplate tmpl;
   TuningTask task = Task(64, 64, 64);

@@ -20,6 +20,29 @@ absl::StatusOr<const Template*> FindTemplate(const TuningTask& task) {
   return absl::NotFoundError("no template for op " + task.op());
 }
 
+std::shared_ptr<const ConfigSpace> SpaceOf(const Template& tmpl, const TuningTask& task, const Target& target) {
+  // Keyed by everything a space depends on: the template (its name and version too, in
+  // case another template is later built at the same address), the task and the target.
+  struct Memo {
+    const Template* tmpl = nullptr;
+    std::string name;
+    int version = 0;
+    std::string op;
+    std::vector<std::pair<std::string, int64_t>> params;
+    Target target;
+    std::shared_ptr<const ConfigSpace> space;
+  };
+  thread_local Memo memo;
+  const Target& t = memo.target;
+  if (memo.space && memo.tmpl == &tmpl && memo.name == tmpl.name() && memo.version == tmpl.version() &&
+      memo.op == task.op() && memo.params == task.params() && t.triple == target.triple && t.cpu == target.cpu &&
+      t.features == target.features && t.num_threads == target.num_threads && t.device_key == target.device_key)
+    return memo.space;
+  memo = Memo{&tmpl, tmpl.name(), tmpl.version(), task.op(), task.params(), target,
+              std::make_shared<const ConfigSpace>(tmpl.Space(task, target))};
+  return memo.space;
+}
+
 std::string KernelSymbol(const TuningTask& task, const Template& tmpl, const Config& config) {
   return "tf_" + task.op() + "_" +
          HashHex(task.CanonicalText() + "|" + tmpl.name() + "|" + std::to_string(tmpl.version()) +

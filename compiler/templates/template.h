@@ -60,6 +60,12 @@ class Template {
 // The template for a task's op; NotFound when the op has none.
 absl::StatusOr<const Template*> FindTemplate(const TuningTask& task);
 
+// tmpl.Space(task, target), from a per-thread memo of the last space built: what
+// Instantiate checks a config against. The cost model lowers thousands of candidates
+// of one task a second, and building the space (divisor lists, knobs) each time took
+// a tenth of a GEMM's lowering.
+std::shared_ptr<const ConfigSpace> SpaceOf(const Template& tmpl, const TuningTask& task, const Target& target);
+
 // Entry symbol for a kernel: unique per (task, template, config).
 std::string KernelSymbol(const TuningTask& task, const Template& tmpl, const Config& config);
 
