@@ -639,6 +639,12 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::InstantiateInto(const TuningTask
   return Build(task, target, config, prefetch_weights && !depthwise_, &spec);
 }
 
+std::string Conv2dTemplate::Symbol(const TuningTask& task, const Config& config, bool kernel_only) const {
+  // The cost model's kernels are never compiled: no need to hash the config (a few
+  // percent of their lowering).
+  return kernel_only ? "tf_" + task.op() + "_kernel" : KernelSymbol(task, *this, config);
+}
+
 absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Build(const TuningTask& task, const Target& target,
                                                       const Config& config, bool prefetch_weights,
                                                       const ConvOutputSpec* spec, bool kernel_only) const {
@@ -683,7 +689,7 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Build(const TuningTask& task, co
   if (lanes > 1) RETURN_IF_ERROR(s.Vectorize("ko.l"));
   if (config.Int("parallel")) RETURN_IF_ERROR(s.Parallel(order[1]));
   RETURN_IF_ERROR(s.CacheWrite(first_reduce));
-  ASSIGN_OR_RETURN(ir::LoweredFunc func, Lower(s, KernelSymbol(task, *this, config)));
+  ASSIGN_OR_RETURN(ir::LoweredFunc func, Lower(s, Symbol(task, config, kernel_only)));
   // Lowering wrote O.blocked (or spec's buffer) as "the output"; the task's output is
   // O (see ConvCompute).
   func.params[4].is_output = false;
@@ -726,7 +732,7 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::BuildWinograd(const TuningTask& 
     return p;
   };
   ir::LoweredFunc func;
-  func.name = KernelSymbol(task, *this, config);
+  func.name = Symbol(task, config, kernel_only);
   func.params = {
       ir::BufferParam{"I", ir::DType::kFloat32, {d.n, d.c, d.h, d.w}, false},
       ir::BufferParam{"F", ir::DType::kFloat32, {d.k, d.c, d.r, d.s}, false},

@@ -87,7 +87,9 @@ class Conv2dTemplate : public Template {
                                                   const ConvOutputSpec& spec) const;
 
  private:
-  // `kernel_only`: no prepack and unpack (InstantiateKernel).
+  // The entry symbol (KernelSymbol), or with `kernel_only` a fixed name.
+  std::string Symbol(const TuningTask& task, const Config& config, bool kernel_only) const;
+  // `kernel_only`: no prepack and unpack, and a fixed name (InstantiateKernel).
   absl::StatusOr<ir::LoweredFunc> Build(const TuningTask& task, const Target& target, const Config& config,
                                         bool prefetch_weights, const ConvOutputSpec* spec = nullptr,
                                         bool kernel_only = false) const;

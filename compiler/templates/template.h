@@ -50,7 +50,8 @@ class Template {
   // What the cost model's features read: Instantiate's params and body. A template may
   // leave out the rest (prepack, unpack), which can be most of the lowering time
   // (Winograd's weight transform); the cost model lowers thousands of candidates a
-  // second. By default, Instantiate.
+  // second. Its name need not be the entry symbol (it is never compiled). By default,
+  // Instantiate.
   virtual absl::StatusOr<ir::LoweredFunc> InstantiateKernel(const TuningTask& task, const Target& target,
                                                             const Config& config) const {
     return Instantiate(task, target, config);
