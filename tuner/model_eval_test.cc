@@ -167,18 +167,19 @@ int SimulatedTrialsTo95(const PolicyContext& ctx, const std::vector<TuningRecord
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return (*scores)[a] > (*scores)[b]; });
+    std::vector<const Config*> ranked;
+    for (size_t o : order) ranked.push_back(&configs[left[o]]);
     std::vector<bool> picked(left.size());
+    std::vector<Config> batch_configs;
+    DiversePicker picker(space, options.min_knob_distance);
     batch.clear();
-    for (int pass = 0; pass < 2; ++pass)
-      for (size_t o : order) {
-        if (batch.size() == 8) break;
-        if (picked[o]) continue;
-        bool near = false;
-        for (size_t b : batch)
-          near |= pass == 0 &&
-                  KnobDistance(space, configs[left[o]], configs[b]) < options.min_knob_distance;
-        if (!near) picked[o] = true, batch.push_back(left[o]);
-      }
+    while (batch.size() < 8) {
+      std::optional<size_t> r = picker.Next(ranked, batch_configs, [&](size_t i) { return picked[order[i]]; });
+      if (!r) break;
+      picked[order[*r]] = true;
+      batch.push_back(left[order[*r]]);
+      batch_configs.push_back(configs[left[order[*r]]]);
+    }
     std::vector<size_t> rest;
     for (size_t o = 0; o < left.size(); ++o)
       if (!picked[o]) rest.push_back(left[o]);

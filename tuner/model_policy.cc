@@ -471,39 +471,20 @@ std::vector<Config> ModelPolicy::Propose(int n) {
   std::shuffle(ranked.begin(), ranked.end(), rng_);
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
-  // A diverse batch: the best-scored candidates that differ from every config already
-  // in the batch in at least `min_knob_distance` knobs; only when those run out, the
-  // skipped ones in score order. Otherwise a batch fills with variants of one config
-  // in knobs the model cannot tell apart (its scores tie), and measures one point
-  // eight times.
+  // A diverse batch (DiversePicker), with random configs in the exploration slots.
   std::vector<Config> out = StructuralPicks(ranked, pool, n / 2);
-  std::vector<std::string> skipped;
-  size_t next_ranked = 0, next_skipped = 0;
+  std::vector<const Config*> candidates;
+  for (const auto& [score, key] : ranked) candidates.push_back(&pool.at(key).second);
+  DiversePicker picker(space_, options_.min_knob_distance);
+  auto taken = [&](size_t i) { return visited_.count(ranked[i].second) > 0; };
   const bool early = !prior_.trained() && static_cast<int>(own_.size()) < options_.early_rows;
   const double epsilon = early ? options_.early_epsilon : options_.epsilon;
   for (int slot = static_cast<int>(out.size()); slot < n; ++slot) {
     bool explore = u(rng_) < epsilon;
     if (!explore) {
-      std::optional<std::string> pick;
-      while (!pick && next_ranked < ranked.size()) {
-        const std::string& key = ranked[next_ranked++].second;
-        if (visited_.count(key)) continue;
-        const Config& c = pool.at(key).second;
-        bool near = false;
-        for (const Config& o : out) near |= KnobDistance(space_, c, o) < options_.min_knob_distance;
-        if (near) {
-          skipped.push_back(key);
-        } else {
-          pick = key;
-        }
-      }
-      while (!pick && next_skipped < skipped.size()) {
-        const std::string& key = skipped[next_skipped++];
-        if (!visited_.count(key)) pick = key;
-      }
-      if (pick) {
-        visited_.insert(*pick);
-        out.push_back(pool.at(*pick).second);
+      if (std::optional<size_t> pick = picker.Next(candidates, out, taken)) {
+        visited_.insert(ranked[*pick].second);
+        out.push_back(*candidates[*pick]);
         continue;
       }
     }

@@ -29,6 +29,24 @@ int KnobDistance(const ConfigSpace& space, const Config& a, const Config& b) {
   return d;
 }
 
+std::optional<size_t> DiversePicker::Next(const std::vector<const Config*>& ranked,
+                                          const std::vector<Config>& batch,
+                                          const std::function<bool(size_t)>& taken) {
+  while (next_ranked_ < ranked.size()) {
+    const size_t i = next_ranked_++;
+    if (taken(i)) continue;
+    bool near = false;
+    for (const Config& b : batch) near |= KnobDistance(space_, *ranked[i], b) < min_distance_;
+    if (!near) return i;
+    skipped_.push_back(i);
+  }
+  while (next_skipped_ < skipped_.size()) {
+    const size_t i = skipped_[next_skipped_++];
+    if (!taken(i)) return i;
+  }
+  return std::nullopt;
+}
+
 Config MutateConfig(const ConfigSpace& space, const Config& config, int repair_tries,
                     std::mt19937_64* rng) {
   const std::vector<Knob>& knobs = space.knobs();

@@ -7,7 +7,9 @@
 //   model   ModelPolicy    XGBoost cost model + simulated annealing (tuner/model_policy.h)
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -74,6 +76,28 @@ Config MutateConfig(const ConfigSpace& space, const Config& config, int repair_t
 // How many of `space`'s knobs two configs set differently (a knob one of them lacks
 // counts when the other sets it).
 int KnobDistance(const ConfigSpace& space, const Config& a, const Config& b);
+
+// Picks a diverse batch from candidates in rank order (best first): a candidate that
+// differs from every config already in the batch in at least `min_distance` knobs;
+// only when those run out, the ones skipped for being near, in rank order. Otherwise a
+// batch fills with variants of one config in knobs the cost model cannot tell apart
+// (its scores tie) and measures one point eight times. One picker per batch; used by
+// ModelPolicy::Propose and the simulated search of tuner/model_eval_test.cc.
+class DiversePicker {
+ public:
+  DiversePicker(const ConfigSpace& space, int min_distance) : space_(space), min_distance_(min_distance) {}
+  // The index into `ranked` of the next pick, given the batch so far; `taken(i)`: the
+  // candidate may not be picked (measured, or picked before). None when no candidate
+  // is left. `ranked` must be the same at every call.
+  std::optional<size_t> Next(const std::vector<const Config*>& ranked, const std::vector<Config>& batch,
+                             const std::function<bool(size_t)>& taken);
+
+ private:
+  const ConfigSpace& space_;
+  int min_distance_;
+  size_t next_ranked_ = 0, next_skipped_ = 0;
+  std::vector<size_t> skipped_;
+};
 
 // Uniform random valid configs, no repeats.
 class RandomPolicy : public SearchPolicy {
