@@ -48,6 +48,16 @@ const Transforms& TransformsFor(int64_t m) {
 
 Expr I(int64_t v) { return ir::IntImm(v); }
 
+// The node of coefficient `c`. The transforms have a few distinct coefficients that a
+// kernel's sums use hundreds of times, so each is built once per thread.
+Expr Coefficient(double c) {
+  thread_local std::vector<std::pair<double, Expr>> built;
+  for (const auto& [value, node] : built)
+    if (value == c) return node;
+  built.emplace_back(c, ir::FloatImm(c));
+  return built.back().second;
+}
+
 // sum_i coef[i] * term(i), leaving out zero coefficients and multiplying by +-1 as an
 // add or subtract.
 Expr Combine(const std::vector<double>& coef, const std::function<Expr(int64_t)>& term) {
@@ -57,13 +67,13 @@ Expr Combine(const std::vector<double>& coef, const std::function<Expr(int64_t)>
     if (c == 0) continue;
     Expr t = term(static_cast<int64_t>(i));
     if (!sum) {
-      sum = c == 1 ? t : ir::Mul(ir::FloatImm(c), t);
+      sum = c == 1 ? t : ir::Mul(Coefficient(c), t);
     } else if (c == 1) {
       sum = ir::Add(sum, t);
     } else if (c == -1) {
       sum = ir::Sub(sum, t);
     } else {
-      sum = ir::Add(sum, ir::Mul(ir::FloatImm(c), t));
+      sum = ir::Add(sum, ir::Mul(Coefficient(c), t));
     }
   }
   TF_CHECK(sum != nullptr, "a transform row of zeros");
