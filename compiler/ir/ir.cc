@@ -43,7 +43,9 @@ Expr IntImm(int64_t v) {
     return node;
   };
   // Small constants (offsets, strides, extents) are shared within a thread rather than
-  // allocated anew: lowering a candidate the cost model scores builds thousands.
+  // allocated anew: lowering a candidate the cost model scores builds thousands. Built
+  // on first use, so a thread holds only the constants it used (at most 4,160 nodes,
+  // freed when it exits).
   constexpr int64_t kSmallMin = -64, kSmallEnd = 4096;
   if (v < kSmallMin || v >= kSmallEnd) return make(v);
   thread_local std::vector<Expr> small(kSmallEnd - kSmallMin);
