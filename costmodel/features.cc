@@ -26,18 +26,20 @@ constexpr int kIntensityLevels = 6;  // points of the richer set's intensity cur
 // is not affine in the loop variables (div, mod, min, a product of variables); the
 // variables it depends on are still listed (with coefficient 1) so footprints count them.
 struct Affine {
-  std::vector<std::pair<std::string, int64_t>> coef;
+  // By the variable's name in the IR, which outlives the walk (no string copies: every
+  // index of every candidate the cost model scores goes through here).
+  std::vector<std::pair<const std::string*, int64_t>> coef;
   int64_t constant = 0;
   bool affine = true;
 
   int64_t Coef(const std::string& var) const {
     for (const auto& [v, c] : coef)
-      if (v == var) return c;
+      if (*v == var) return c;
     return 0;
   }
-  void AddTerm(const std::string& var, int64_t c) {
+  void AddTerm(const std::string* var, int64_t c) {
     for (auto& [v, old] : coef)
-      if (v == var) {
+      if (*v == *var) {
         old += c;
         return;
       }
@@ -45,12 +47,11 @@ struct Affine {
   }
 };
 
-Affine Combine(const Affine& a, const Affine& b, int64_t b_sign) {
-  Affine r = a;
-  r.constant += b_sign * b.constant;
-  r.affine = a.affine && b.affine;
-  for (const auto& [v, c] : b.coef) r.AddTerm(v, b_sign * c);
-  return r;
+Affine Combine(Affine a, const Affine& b, int64_t b_sign) {
+  a.constant += b_sign * b.constant;
+  a.affine = a.affine && b.affine;
+  for (const auto& [v, c] : b.coef) a.AddTerm(v, b_sign * c);
+  return a;
 }
 
 Affine Dependence(const Affine& a, const Affine& b) {  // non-affine: keep who it depends on
@@ -58,7 +59,7 @@ Affine Dependence(const Affine& a, const Affine& b) {  // non-affine: keep who i
   r.affine = false;
   for (const auto& [v, c] : a.coef) r.AddTerm(v, 1);
   for (const auto& [v, c] : b.coef)
-    if (r.Coef(v) == 0) r.AddTerm(v, 1);
+    if (r.Coef(*v) == 0) r.AddTerm(v, 1);
   return r;
 }
 
@@ -71,7 +72,7 @@ Affine ToAffine(const Expr& e) {
     }
     case ExprKind::kVar: {
       Affine r;
-      r.coef.emplace_back(e->name, 1);
+      r.coef.emplace_back(&e->name, 1);
       return r;
     }
     case ExprKind::kAdd:
