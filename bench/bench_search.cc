@@ -847,7 +847,7 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
                      db->Records(w.workload.key, w.target.key));
   }
   nlohmann::json out = {{"db", path}, {"workloads", nlohmann::json::array()}};
-  std::vector<Variant> variants;
+  std::vector<Variant> variants;  // none with --splits 0: the scoring speed alone
   if (!only_variant.empty()) {
     ASSIGN_OR_RETURN(Variant v, FindVariant(only_variant));
     variants.push_back(std::move(v));
@@ -855,6 +855,7 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
     for (Variant& v : EvalVariants())
       if (!v.search_only) variants.push_back(std::move(v));
   }
+  if (splits == 0) variants.clear();
   for (const WorkloadSummary& w : list) {
     if (!only_key.empty() && w.workload.key != only_key) continue;
     ASSIGN_OR_RETURN(TuningTask task, ParseTask(w.workload.task_text));
@@ -877,7 +878,7 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
     if (!json && splits > 0)
       std::printf("  %-20s %-10s %8s %8s %8s %8s\n", "variant", "train on", "pairwise", "recall", "train s",
                   "rows");
-    for (const Variant& v : splits > 0 ? variants : std::vector<Variant>{}) {
+    for (const Variant& v : variants) {
       struct Mode {
         const char* name;
         bool own, transfer, log;

@@ -418,12 +418,14 @@ class Lowerer {
       int64_t points = 0;
     };
     std::map<size_t, Group> groups;  // by root slot; SIZE_MAX - i: anchor i reads no slot
-    for (size_t a = 0; a < anchors.size(); ++a) {
+    std::vector<std::set<size_t>> anchor_reads;
+    for (const IntProgram& p : anchor_extents) {
+      anchor_reads.push_back(p.Slots());
       size_t first = SIZE_MAX;
-      unite(anchor_extents[a].Slots(), &first);
+      unite(anchor_reads.back(), &first);
     }
     for (size_t a = 0; a < anchors.size(); ++a) {
-      std::set<size_t> read = anchor_extents[a].Slots();
+      const std::set<size_t>& read = anchor_reads[a];
       groups[read.empty() ? SIZE_MAX - a : find(*read.begin())].anchors.push_back(a);
     }
     for (size_t i = 0; i < walk.size(); ++i) groups[find(i)].loops.push_back(i);
