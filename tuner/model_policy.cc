@@ -1,6 +1,7 @@
 #include "tuner/model_policy.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -213,23 +214,29 @@ std::vector<costmodel::FeatureVector> ModelPolicy::OwnFeatures(const std::vector
       misses.push_back(i);
   }
   // Lowering + extraction of the misses; each worker writes only its own slots. The
-  // template is stateless and the extractor immutable (both thread-safe).
-  auto work = [&](size_t begin, size_t end) {
-    for (size_t m = begin; m < end; ++m) {
-      size_t i = misses[m];
-      absl::StatusOr<ir::LoweredFunc> func =
-          context_.tmpl->InstantiateKernel(context_.task, context_.target, configs[i]);
-      if (func.ok()) out[i] = extractor_.Extract(*func, configs[i]);
+  // template is stateless and the extractor immutable (both thread-safe). The workers
+  // take small runs of candidates as they go rather than a fixed share each: a share
+  // per thread left the new thread finishing up to 60% after this one (a fresh
+  // thread's allocator arena faults its pages in; a VM's second CPU may be slower), and
+  // candidates differ in cost (a Winograd conv2d lowers to 3x the nodes of a direct
+  // one).
+  constexpr size_t kRun = 16;
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t begin = next.fetch_add(kRun); begin < misses.size(); begin = next.fetch_add(kRun)) {
+      for (size_t m = begin; m < std::min(misses.size(), begin + kRun); ++m) {
+        size_t i = misses[m];
+        absl::StatusOr<ir::LoweredFunc> func =
+            context_.tmpl->InstantiateKernel(context_.task, context_.target, configs[i]);
+        if (func.ok()) out[i] = extractor_.Extract(*func, configs[i]);
+      }
     }
   };
   size_t threads = std::clamp<size_t>(options_.scoring_threads, 1, 16);
   if (misses.size() < 64) threads = 1;  // not worth a thread
   std::vector<std::thread> pool;
-  size_t chunk = (misses.size() + threads - 1) / threads;
-  for (size_t t = 1; t < threads; ++t)
-    pool.emplace_back(work, std::min(misses.size(), t * chunk),
-                      std::min(misses.size(), (t + 1) * chunk));
-  work(0, std::min(misses.size(), chunk));
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
   for (std::thread& t : pool) t.join();
   if (feature_cache_.size() + misses.size() > 200000) feature_cache_.clear();  // bound memory
   for (size_t i : misses) feature_cache_[keys[i]] = out[i];

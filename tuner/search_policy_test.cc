@@ -427,6 +427,35 @@ TEST(SearchPolicyTest, ModelRanksHeldOutConfigsAndTransfers) {
   EXPECT_GT(transfer, 0.7);
 }
 
+// Scoring on several threads (the workers take runs of candidates as they go) gives
+// every candidate the score one thread gives it, in the candidates' order.
+TEST(SearchPolicyTest, ScoringThreadsDoNotChangeScores) {
+  PolicyContext ctx = Context("matmul M=256 N=256 K=256", 13);
+  ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
+  std::mt19937_64 rng(7);
+  std::vector<TuningRecord> train;
+  for (int i = 0; i < 200; ++i) train.push_back(MakeRecord(ctx, *space.Sample(rng)));
+  std::vector<Config> candidates;  // not a multiple of a run, with repeats
+  for (int i = 0; i < 301; ++i) candidates.push_back(*space.Sample(rng));
+  candidates.push_back(candidates[5]);
+  auto scores = [&](int threads) {
+    ModelPolicyOptions options;
+    options.scoring_threads = threads;
+    ModelPolicy policy(ctx, options);
+    policy.Observe(train);
+    EXPECT_TRUE(policy.Retrain().ok());
+    absl::StatusOr<std::vector<float>> out = policy.Score(candidates);
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? *out : std::vector<float>{};
+  };
+  const std::vector<float> one = scores(1);
+  ASSERT_EQ(one.size(), candidates.size());
+  EXPECT_EQ(one[5], one.back());
+  EXPECT_GT(std::set<float>(one.begin(), one.end()).size(), 10u);  // not a constant
+  EXPECT_EQ(scores(2), one);
+  EXPECT_EQ(scores(3), one);
+}
+
 // A DirectoryModelStore in a fresh temporary directory, removed at the end, and a
 // matmul 64^3 context that uses it.
 struct StoreFixture {
