@@ -505,15 +505,19 @@ TEST_F(EndToEndTest, KilledServerRestartsAndItsJobContinuesWithoutLoss) {
   auto records = (*database)->Records(t.WorkloadKey(), "");
   ASSERT_TRUE(records.ok());
   // The untuned baseline is measured once (the resumed job reuses the stored record),
-  // each of the 3 finalists once as a trial and twice when re-measured (3), every
-  // other config exactly once.
+  // each finalist once as a trial and then in every re-measurement round - the top 3
+  // in 2 rounds (3 records), or, when their figures disagreed (a loaded machine), the
+  // top 5 in 6 (7 records; TuningOptions::noisy_spread) - every other config exactly
+  // once.
   std::map<std::string, int> seen;
   for (const TuningRecord& r : *records) ++seen[r.config_json];
   std::map<int, int> configs_seen_n_times;
   for (const auto& [config, n] : seen) ++configs_seen_n_times[n];
-  EXPECT_EQ(configs_seen_n_times[3], 3);
+  const bool widened = configs_seen_n_times.count(7) > 0;
+  const int finalists = widened ? 5 : 3;
   EXPECT_EQ(configs_seen_n_times.size(), 2u) << "a config measured twice";
-  EXPECT_EQ(configs_seen_n_times[1] + configs_seen_n_times[3], kTrials + 1);  // + the baseline
+  EXPECT_EQ(configs_seen_n_times[widened ? 7 : 3], finalists);
+  EXPECT_EQ(configs_seen_n_times[1] + finalists, kTrials + 1);  // + the baseline
 }
 
 TEST_F(EndToEndTest, TlsServerIsVerifiedByAgentAndClient) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <set>
 #include <sstream>
@@ -198,56 +199,98 @@ std::vector<Config> HeuristicConfigs(const Template& tmpl, const TuningTask& tas
 }
 
 absl::Status TuningLoop::Remeasure(const std::atomic<bool>* cancel) {
-  // Distinct configs by their best measured median, best first.
+  // Distinct configs by their best measured median, best first, with that median.
   std::vector<const TuningRecord*> order;
   for (const TuningRecord& r : measured_) order.push_back(&r);
   std::sort(order.begin(), order.end(), [](const TuningRecord* a, const TuningRecord* b) {
     return a->result.MedianCost() < b->result.MedianCost();
   });
-  std::vector<std::string> top;
-  for (const TuningRecord* r : order) {
-    if (static_cast<int>(top.size()) >= options_.top_k_remeasure) break;
-    if (std::find(top.begin(), top.end(), r->config_json) == top.end() &&
-        artifacts_.count(r->config_json))
-      top.push_back(r->config_json);
-  }
+  std::map<std::string, double> search_cost;
+  auto best_configs = [&](int k) {
+    std::vector<std::string> top;
+    for (const TuningRecord* r : order) {
+      if (static_cast<int>(top.size()) >= k) break;
+      if (std::find(top.begin(), top.end(), r->config_json) == top.end() &&
+          artifacts_.count(r->config_json)) {
+        top.push_back(r->config_json);
+        search_cost[r->config_json] = r->result.MedianCost();
+      }
+    }
+    return top;
+  };
+  std::vector<std::string> top = best_configs(options_.top_k_remeasure);
   if (top.size() < 2) return absl::OkStatus();  // nothing to choose between
 
-  // Interleaved: every round measures each finalist once, so drift hits all alike.
-  std::map<std::string, std::vector<double>> costs;
+  // Interleaved: every round measures each config still short of `rounds` rounds once,
+  // so drift hits all alike.
+  std::map<std::string, std::vector<double>> costs;         // every re-measured sample
+  std::map<std::string, std::vector<double>> round_costs;   // each round's median
   std::map<std::string, TuningRecord> last_record;
-  for (int round = 0; round < options_.remeasure_rounds; ++round) {
-    if (cancel && cancel->load()) return absl::OkStatus();
-    std::vector<MeasureInput> inputs;
-    for (const std::string& config : top) {
-      inputs.push_back(MeasureInput{task_.CanonicalText(), config, artifacts_[config], expected_,
-                                    options_.measure});
-    }
-    std::vector<MeasureResult> results = runner_->Measure(inputs);
-    std::vector<TuningRecord> records;
-    for (size_t i = 0; i < top.size(); ++i) {
-      absl::StatusOr<Config> config = Config::FromJson(top[i]);
-      TF_CHECK(config.ok());
-      records.push_back(MakeRecord(*config, results[i], "remeasure"));
-    }
-    ASSIGN_OR_RETURN(std::vector<int64_t> ids, db_->Commit(records));
-    for (size_t i = 0; i < records.size(); ++i) {
-      records[i].id = ids[i];
-      ++progress_.records;
-      if (records[i].result.error != MeasureErrorKind::kNone) {
-        ++progress_.errors;
-        costs[top[i]].push_back(INFINITY);  // a finalist that fails once cannot win
-        continue;
+  std::set<std::string> failed;
+  auto measure_rounds = [&](const std::vector<std::string>& configs, int rounds) -> absl::Status {
+    for (;;) {
+      if (cancel && cancel->load()) return absl::OkStatus();
+      std::vector<std::string> batch;
+      for (const std::string& config : configs) {
+        if (static_cast<int>(round_costs[config].size()) < rounds) batch.push_back(config);
       }
-      for (double c : records[i].result.costs) costs[top[i]].push_back(c);
-      last_record[top[i]] = records[i];
+      if (batch.empty()) return absl::OkStatus();
+      std::vector<MeasureInput> inputs;
+      for (const std::string& config : batch) {
+        inputs.push_back(MeasureInput{task_.CanonicalText(), config, artifacts_[config], expected_,
+                                      options_.measure});
+      }
+      std::vector<MeasureResult> results = runner_->Measure(inputs);
+      std::vector<TuningRecord> records;
+      for (size_t i = 0; i < batch.size(); ++i) {
+        absl::StatusOr<Config> config = Config::FromJson(batch[i]);
+        TF_CHECK(config.ok());
+        records.push_back(MakeRecord(*config, results[i], "remeasure"));
+      }
+      ASSIGN_OR_RETURN(std::vector<int64_t> ids, db_->Commit(records));
+      for (size_t i = 0; i < records.size(); ++i) {
+        records[i].id = ids[i];
+        ++progress_.records;
+        if (records[i].result.error != MeasureErrorKind::kNone) {
+          ++progress_.errors;
+          failed.insert(batch[i]);  // a finalist that fails once cannot win
+          round_costs[batch[i]].push_back(INFINITY);
+          continue;
+        }
+        for (double c : records[i].result.costs) costs[batch[i]].push_back(c);
+        round_costs[batch[i]].push_back(records[i].result.MedianCost());
+        last_record[batch[i]] = records[i];
+      }
+    }
+  };
+  RETURN_IF_ERROR(measure_rounds(top, options_.remeasure_rounds));
+
+  // How much the finalists' figures disagree: their search figure and round medians.
+  std::vector<double> spreads;
+  for (const std::string& config : top) {
+    std::vector<double> figures = round_costs[config];
+    figures.push_back(search_cost[config]);
+    const auto [lo, hi] = std::minmax_element(figures.begin(), figures.end());
+    if (std::isfinite(*hi)) spreads.push_back((*hi - *lo) / MedianOr(figures, 1));
+  }
+  const double spread = MedianOr(spreads, 0);
+  std::vector<std::string> finalists = top;
+  if (options_.noisy_spread > 0 && spread > options_.noisy_spread) {
+    std::vector<std::string> wide = best_configs(std::max<int>(options_.noisy_top_k, top.size()));
+    const int rounds = std::max(options_.noisy_rounds, options_.remeasure_rounds);
+    int extra = 0;
+    for (const std::string& config : wide) extra += rounds - static_cast<int>(round_costs[config].size());
+    if (extra > 0 && extra <= options_.noisy_max_share * options_.trials) {
+      finalists = wide;
+      RETURN_IF_ERROR(measure_rounds(finalists, rounds));
     }
   }
+
   std::string winner;
   double winner_cost = INFINITY;
-  for (const std::string& config : top) {
+  for (const std::string& config : finalists) {
     double m = MedianOr(costs[config], 0);
-    if (m < winner_cost && last_record.count(config)) {
+    if (m < winner_cost && last_record.count(config) && !failed.count(config)) {
       winner = config;
       winner_cost = m;
     }
@@ -258,9 +301,15 @@ absl::Status TuningLoop::Remeasure(const std::atomic<bool>* cancel) {
   s.gflops = task_.Flops() / winner_cost / 1e9;
   progress_.best = s;
   std::ostringstream event;
-  event << "re-measured top " << top.size() << " interleaved x" << options_.remeasure_rounds
-        << ": winner " << winner << " at " << s.gflops << " GFLOP/s";
+  event << "re-measured top " << top.size() << " interleaved x" << options_.remeasure_rounds;
+  if (finalists.size() > top.size() || round_costs[top[0]].size() > static_cast<size_t>(options_.remeasure_rounds)) {
+    event << " (their figures disagree by " << std::lround(100 * spread) << "%: widened to top "
+          << finalists.size() << " x" << round_costs[finalists[0]].size() << ")";
+  }
+  event << ": winner " << winner << " at " << s.gflops << " GFLOP/s";
   progress_.last_event = event.str();
+  progress_.finalist_spread = spread;
+  progress_.finalists = static_cast<int>(finalists.size());
   return absl::OkStatus();
 }
 

@@ -52,6 +52,20 @@ struct TuningOptions {
   MeasureOptions measure;
   int top_k_remeasure = 3;    // candidates re-measured at the end
   int remeasure_rounds = 2;   // interleaved rounds of re-measurement
+  // A noisy machine: when the finalists' figures disagree by more than `noisy_spread`
+  // (the median over finalists of (max - min) / median of their search figure and
+  // round medians; a quiet machine's are within 2-3%), the best `noisy_top_k` configs
+  // are re-measured, interleaved, until each has `noisy_rounds` rounds (24 more
+  // measurements), and the winner is the best median over them. With figures 10-20%
+  // apart from one measurement to the next, the top 3 by single figures are largely
+  // the luckiest draws and 2 rounds do not tell them apart (docs/search.md "Finalists
+  // on a noisy machine"). Only when the extra measurements are at most
+  // `noisy_max_share` of `trials` (with the defaults: jobs of 48 trials or more); a
+  // short job keeps the top 3 x 2. 0: never widen.
+  double noisy_spread = 0.05;
+  int noisy_top_k = 5;
+  int noisy_rounds = 6;
+  double noisy_max_share = 0.5;
   std::string job_id;
   // When set, measure exactly these configs (no baseline, no search, no
   // re-measurement): the nightly canary re-measures last night's best this way.
@@ -80,6 +94,10 @@ struct TuningProgress {
   std::optional<TrialSummary> baseline;
   double median_build_seconds = 0;
   std::string last_event;
+  // The end's re-measurement: how much the first finalists' figures disagreed
+  // (TuningOptions::noisy_spread) and how many configs it timed in the end.
+  double finalist_spread = 0;
+  int finalists = 0;
   // Distinct failures of the search policy (e.g. "cost model training failed, proposed
   // at random: ..."), in order of first occurrence.
   std::vector<std::string> warnings;
