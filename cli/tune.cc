@@ -379,6 +379,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
         {"trials_per_second", per_second},
         {"median_build_seconds", last.median_build_seconds()},
         {"warnings", std::vector<std::string>(last.warnings().begin(), last.warnings().end())},
+        {"last_event", last.last_event()},  // e.g. how the finalists were re-measured
     };
     if (last.has_baseline()) out["baseline"] = BestJson(last.baseline());
     if (speedup > 0) out["speedup_over_baseline"] = speedup;

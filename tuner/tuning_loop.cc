@@ -308,6 +308,7 @@ absl::Status TuningLoop::Remeasure(const std::atomic<bool>* cancel) {
   }
   event << ": winner " << winner << " at " << s.gflops << " GFLOP/s";
   progress_.last_event = event.str();
+  TF_LOG(Info) << progress_.last_event;
   progress_.finalist_spread = spread;
   progress_.finalists = static_cast<int>(finalists.size());
   return absl::OkStatus();
