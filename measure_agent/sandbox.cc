@@ -656,7 +656,9 @@ class ChildMeasurement {
 };
 
 // The measurement protocol with the child running the kernel and the parent holding
-// the clock. A sample is one kRun round trip, less the round trip of an empty one.
+// the clock. A sample is one kRun round trip, timed whole; `overhead_seconds()` is the
+// round trip of an empty one, the fastest of those before and between the samples, for
+// the caller to subtract (SubtractRoundTrip).
 class ChildRunner : public runtime::SampleRunner {
  public:
   ChildRunner(ChildMeasurement* m, double overhead_seconds)
@@ -665,11 +667,16 @@ class ChildRunner : public runtime::SampleRunner {
   absl::Status Warmup(int runs) override { return Ok(runs <= 0 || m_->Call(Op::kRun, runs)); }
   absl::Status Flush() override { return Ok(m_->Call(Op::kFlush)); }
   absl::StatusOr<double> Sample(int64_t number) override {
+    // An empty round trip first: on a busy machine the ones before the samples can all
+    // have waited for a CPU, and the fastest of all of them is the closest to the cost.
     Clock::time_point start = Clock::now();
+    if (!m_->Call(Op::kRun, 0)) return Stopped();
+    overhead_seconds_ = std::min(overhead_seconds_, std::chrono::duration<double>(Clock::now() - start).count());
+    start = Clock::now();
     if (!m_->Call(Op::kRun, number)) return Stopped();
-    double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    return std::max(0.0, seconds - overhead_seconds_);
+    return std::chrono::duration<double>(Clock::now() - start).count();
   }
+  double overhead_seconds() const { return overhead_seconds_; }
   // Every timed sample must compute the output afresh.
   absl::Status BeforeTimedSample() override {
     m_->PoisonOutput();
@@ -768,7 +775,7 @@ void Converse(ChildMeasurement& m, const MeasureRequest& request, Clock::time_po
   absl::StatusOr<runtime::Timing> timing = runtime::RunTimingProtocol(runner, timing_options);
   if (!timing.ok()) return;  // the verdict is in `m`
   if (!m.CheckInputsUnchanged()) return;
-  *costs = std::move(timing->costs);
+  *costs = SubtractRoundTrip(timing->costs, timing->number, runner.overhead_seconds());
 }
 
 // Measures one prepared directory's kernel in a child and fills `result`.
@@ -1023,6 +1030,14 @@ void ServeCommands(const LoadedKernel& kernel, runtime::CacheFlusher& flusher) {
 }
 
 }  // namespace
+
+std::vector<double> SubtractRoundTrip(const std::vector<double>& costs, int64_t number, double overhead_seconds) {
+  std::vector<double> out;
+  out.reserve(costs.size());
+  const double per_run = std::max(0.0, overhead_seconds) / static_cast<double>(std::max<int64_t>(1, number));
+  for (double c : costs) out.push_back(std::max(c - per_run, 0.5 * c));
+  return out;
+}
 
 int RemoveStaleSandboxDirs(const std::string& temp_root) {
   const std::string root = temp_root.empty() ? DefaultTempRoot() : temp_root;

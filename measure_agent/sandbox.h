@@ -83,6 +83,15 @@ class Sandbox {
 // the same machine, are kept. Returns how many were removed.
 int RemoveStaleSandboxDirs(const std::string& temp_root);
 
+// Per-run costs of samples timed as whole round trips to the child (`costs`: each
+// sample's seconds / `number` runs), less the round trip of an empty call,
+// `overhead_seconds`, spread over the runs. Never less than half a cost: with samples
+// of >= min_repeat_ms the round trip is a fraction of a percent, and only an estimate
+// inflated by a busy machine (every empty round trip waited for a CPU) comes near a
+// sample; subtracting it whole made figures several times too fast, or zero, which the
+// server rejects.
+std::vector<double> SubtractRoundTrip(const std::vector<double>& costs, int64_t number, double overhead_seconds);
+
 // The flag that makes the agent binary act as a sandbox child.
 inline constexpr char kSandboxRunFlag[] = "--sandbox-run";
 

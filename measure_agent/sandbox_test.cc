@@ -33,6 +33,18 @@ using ::testing::HasSubstr;
 using tuneforge::v1::MeasureRequest;
 using tuneforge::v1::MeasureResult;
 
+// The empty call's round trip comes off each sample, spread over its runs; an estimate
+// as long as the samples themselves (a busy machine) takes at most half of each.
+TEST(SubtractRoundTripTest, TakesTheRoundTripPerRunAndNeverMoreThanHalf) {
+  const std::vector<double> costs = SubtractRoundTrip({1e-3, 2e-3}, 10, 1e-3);
+  ASSERT_EQ(costs.size(), 2u);
+  EXPECT_DOUBLE_EQ(costs[0], 0.9e-3);
+  EXPECT_DOUBLE_EQ(costs[1], 1.9e-3);
+  EXPECT_DOUBLE_EQ(SubtractRoundTrip({2e-4}, 4, 1e-3)[0], 1e-4);  // not -5e-5, nor 0
+  EXPECT_DOUBLE_EQ(SubtractRoundTrip({2e-4}, 0, 5e-5)[0], 1.5e-4);  // number < 1: one run
+  EXPECT_DOUBLE_EQ(SubtractRoundTrip({2e-4}, 1, -1)[0], 2e-4);
+}
+
 class SandboxTest : public ::testing::Test {
  protected:
   void SetUp() override {
