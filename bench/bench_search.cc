@@ -533,7 +533,7 @@ class SearchBench {
     // included), in batches, observed by the policy.
     if (heuristics_) {
       const std::vector<Config> warm = HeuristicConfigs(
-          *tmpl_, task_, target_, tmpl_->Space(task_, target_),
+          *tmpl_, task_, target_, *SpaceOf(*tmpl_, task_, target_),
           std::min<size_t>(static_cast<size_t>(std::max(1, trials_ / 4)), trials));
       for (size_t begin = 0; begin < warm.size(); begin += 8) {
         const size_t end = std::min(warm.size(), begin + 8);
