@@ -167,9 +167,11 @@ TEST_F(TuningLoopTest, NoisyFinalistsAreWidenedAndPickTrulyFasterConfigs) {
   TuningTask task = *ParseTask("matmul M=16 N=16 K=16");
   const Target target = Avx512TestTarget();  // the same configs on every host (only built, never run)
   Builder builder(2);
-  auto regret = [&](uint64_t seed, double sigma, bool widen, TuningProgress* progress) {
+  // One job on a fresh db with `sigma` noise; the regret of its winner.
+  int jobs = 0;
+  auto regret = [&](uint64_t seed, double sigma, double noisy_spread, double max_share, TuningProgress* progress) {
     DatabaseOptions o;
-    o.path = (dir_ / ("noisy_" + std::to_string(seed) + (widen ? "_w" : "_n") + std::to_string(sigma) + ".db")).string();
+    o.path = (dir_ / ("noisy_" + std::to_string(++jobs) + ".db")).string();
     auto db = Database::Open(o);
     EXPECT_TRUE(db.ok()) << db.status();
     TuningOptions options;
@@ -177,8 +179,8 @@ TEST_F(TuningLoopTest, NoisyFinalistsAreWidenedAndPickTrulyFasterConfigs) {
     options.batch_size = 8;
     options.seed = seed;
     options.policy = "random";
-    options.noisy_spread = widen ? 0.05 : 0;
-    options.noisy_max_share = 1;  // a short job, to keep the test quick
+    options.noisy_spread = noisy_spread;
+    options.noisy_max_share = max_share;
     NoisyRunner runner(seed, sigma);  // the same draws for both runs until the end
     TuningLoop loop(task, target, options, db->get(), &builder, &runner);
     absl::StatusOr<TuningProgress> p = loop.Run(nullptr);
@@ -197,7 +199,8 @@ TEST_F(TuningLoopTest, NoisyFinalistsAreWidenedAndPickTrulyFasterConfigs) {
   constexpr int kSeeds = 16;
   for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
     TuningProgress narrow, wide;
-    const double n = regret(seed, 0.15, false, &narrow), w = regret(seed, 0.15, true, &wide);
+    // A short job, to keep the test quick: widening allowed at any length (max share 1).
+    const double n = regret(seed, 0.15, 0, 1, &narrow), w = regret(seed, 0.15, 0.05, 1, &wide);
     std::printf("seed %d: regret of the winner, top 3 x2 %.3f, widened %.3f (spread %.3f, %d finalists)\n",
                 static_cast<int>(seed), n, w, wide.finalist_spread, wide.finalists);
     EXPECT_EQ(narrow.finalists, 3);
@@ -214,26 +217,14 @@ TEST_F(TuningLoopTest, NoisyFinalistsAreWidenedAndPickTrulyFasterConfigs) {
   EXPECT_LT(wide_sum, 0.5 * narrow_sum);
   EXPECT_GT(wide_better, narrow_better);
 
-  // A short job: 24 extra measurements would be more than half of its 24 trials.
-  {
-    DatabaseOptions o;
-    o.path = (dir_ / "short.db").string();
-    auto db = Database::Open(o);
-    ASSERT_TRUE(db.ok()) << db.status();
-    TuningOptions options;
-    options.trials = 24;
-    options.batch_size = 8;
-    options.policy = "random";
-    NoisyRunner runner(1, 0.15);
-    TuningLoop loop(task, target, options, db->get(), &builder, &runner);
-    absl::StatusOr<TuningProgress> p = loop.Run(nullptr);
-    ASSERT_TRUE(p.ok()) << p.status();
-    EXPECT_GT(p->finalist_spread, 0.05);
-    EXPECT_EQ(p->finalists, 3);
-  }
+  // The default share: 24 extra measurements would be more than half of 24 trials.
+  TuningProgress short_job;
+  regret(1, 0.15, 0.05, TuningOptions().noisy_max_share, &short_job);
+  EXPECT_GT(short_job.finalist_spread, 0.05);
+  EXPECT_EQ(short_job.finalists, 3);
 
   TuningProgress quiet;  // 1% noise: the finalists agree
-  regret(kSeeds + 1, 0.01, true, &quiet);
+  regret(kSeeds + 1, 0.01, 0.05, 1, &quiet);
   EXPECT_LT(quiet.finalist_spread, 0.05);
   EXPECT_EQ(quiet.finalists, 3);
 }
