@@ -3,11 +3,14 @@
 #include "compiler/target/test_target.h"
 #include "compiler/templates/test_interpret.h"
 #include "compiler/templates/conv2d_template.h"
+#include "compiler/templates/conv2d_winograd.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <numeric>
 #include <random>
 #include <set>
 
@@ -293,6 +296,47 @@ TEST(Conv2dTemplateTest, WinogradMatchesTheReference) {
   for (const char* want : {"winograd_f23/koh/row", "winograd_f23/ohk/row", "winograd_f43/koh/row",
                            "winograd_f43/ohk/row", "winograd_f23/koh/rows", "winograd_f23/ohk/rows"}) {
     EXPECT_TRUE(seen.count(want)) << want;
+  }
+}
+
+// Winograd kernels share the transform stages of the kernels built before them that
+// read the same plan fields: every kernel built after many others (of two tasks,
+// interleaved) is the kernel built from scratch.
+TEST(Conv2dTemplateTest, SharedWinogradTransformsChangeNoKernel) {
+  std::vector<std::pair<TuningTask, Config>> kernels;
+  for (const char* text : {"conv2d N=1 C=16 H=8 W=8 K=32 R=3 S=3 stride=1 pad=1",
+                           "conv2d N=2 C=8 H=12 W=4 K=16 R=3 S=3 stride=1 pad=1"}) {
+    TuningTask task = Conv(text);
+    const ConfigSpace space = (*FindTemplate(task))->Space(task, Avx512TestTarget());
+    std::mt19937_64 rng(23);
+    int winograd = 0;
+    for (int i = 0; i < 400 && winograd < 60; ++i) {
+      auto config = space.Sample(rng);
+      ASSERT_TRUE(config.ok());
+      if (config->Str("algorithm") == "direct") continue;
+      kernels.emplace_back(task, *config);
+      ++winograd;
+    }
+    EXPECT_EQ(winograd, 60) << text;
+  }
+  auto text_of = [](const TuningTask& task, const Config& config) {
+    auto f = (*FindTemplate(task))->InstantiateKernel(task, Avx512TestTarget(), config);
+    TF_CHECK(f.ok(), f.status().ToString());
+    return ir::ToString(f->body);
+  };
+  std::vector<std::string> alone;
+  for (const auto& [task, config] : kernels) {
+    winograd::ForgetSharedStages();
+    alone.push_back(text_of(task, config));
+  }
+  std::mt19937_64 rng(3);
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<size_t> order(kernels.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t i : order) {
+      ASSERT_EQ(text_of(kernels[i].first, kernels[i].second), alone[i]) << kernels[i].second.ToJson();
+    }
   }
 }
 

@@ -1,6 +1,8 @@
 #include "compiler/templates/conv2d_winograd.h"
 
 #include <functional>
+#include <map>
+#include <mutex>
 #include <numeric>
 #include <vector>
 
@@ -82,7 +84,44 @@ Expr Combine(const std::vector<double>& coef, const std::function<Expr(int64_t)>
 
 Expr LoadF(const std::string& buffer, Expr index) { return ir::Load(buffer, ir::DType::kFloat32, std::move(index)); }
 
+// The transform stages of a kernel, built once for the plan fields they read. A tuning
+// job lowers thousands of kernels of one task (the cost model scores ~20,000 a
+// second), and its Winograd candidates share a few hundred input and output
+// transforms (the input's depends on the input-channel block, its lanes and the
+// group's rows only), which are most of the nodes of a kernel. IR nodes are immutable,
+// so the kernels share the stages' nodes, across threads too: the scoring workers are
+// new threads for every batch. The key's first element names the stage.
+struct SharedStages {
+  std::mutex mu;
+  std::map<std::vector<int64_t>, Stmt> stages;
+};
+SharedStages& Shared() {
+  static SharedStages* shared = new SharedStages;  // never destroyed: threads may outlive main
+  return *shared;
+}
+
+Stmt Memoized(std::vector<int64_t> key, const std::function<Stmt()>& build) {
+  constexpr size_t kMaxStages = 1024;  // 10-40 KB each; a new task's stages replace them
+  auto& [mu, stages] = Shared();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = stages.find(key);
+    if (it != stages.end()) return it->second;
+  }
+  Stmt built = build();  // outside the lock; two threads may build the same stage alike
+  std::lock_guard<std::mutex> lock(mu);
+  if (stages.size() >= kMaxStages) stages.clear();
+  return stages.emplace(std::move(key), built).first->second;
+}
+
+enum Stage : int64_t { kInputTransform, kOutputTransform };
+
 }  // namespace
+
+void ForgetSharedStages() {
+  std::lock_guard<std::mutex> lock(Shared().mu);
+  Shared().stages.clear();
+}
 
 int64_t OutputTile(const std::string& algorithm) {
   if (algorithm == "winograd_f23") return 2;
@@ -171,14 +210,6 @@ Stmt Kernel(const Plan& p) {
   auto v_index = [&](Expr xi, Expr cbe, Expr tt, Expr ci) { return Flat({xi, cbe, tt, ci}, {aa, cb, group, p.x}); };
   const int64_t v_point_stride = cb * group * p.x;
 
-  // 1. Input transform, vectorized over `in_lanes` channels of a block: w.d = B^T d,
-  // then V = (B^T d) B.
-  const Expr ci = Add(Mul(co, I(in_lanes)), cl);
-  // The patch's element (i, j) is at patch_base + (i * wp + j) * x.
-  const Expr patch_base = Flat({n, cbv, Mul(tile_row(tv), I(m)), Mul(tile_col(tv), I(m)), ci}, {p.n, cb, p.hp, p.wp, p.x});
-  auto patch = [&](int64_t i, int64_t j) { return LoadF("I.blocked", Add(patch_base, I((i * p.wp + j) * p.x))); };
-  auto d_index = [&](int64_t xi, int64_t j) { return Add(I((xi * a + j) * in_lanes), cl); };
-  const Expr v_base = v_index(I(0), cbv, tv, ci);
   // Each load of a transform is built once and shared by the sums that read it (IR
   // nodes are immutable, so a subtree may have several parents).
   auto once = [](int64_t count, std::function<Expr(int64_t, int64_t)> make, int64_t cols) {
@@ -188,22 +219,43 @@ Stmt Kernel(const Plan& p) {
       return e;
     };
   };
-  auto patch_load = once(aa, patch, a);
-  auto d_load = once(aa, [&](int64_t xi, int64_t j) { return LoadF("w.d", d_index(xi, j)); }, a);
-  std::vector<Stmt> stages;
-  for (int64_t xi = 0; xi < a; ++xi)
-    for (int64_t j = 0; j < a; ++j)
-      stages.push_back(Loops({cl_loop},
-                             Store("w.d", d_index(xi, j), Combine(t.bt[xi], [&](int64_t i) { return patch_load(i, j); })),
-                             kWritten));
-  for (int64_t xi = 0; xi < a; ++xi)
-    for (int64_t nu = 0; nu < a; ++nu)
-      stages.push_back(Loops({cl_loop},
-                             Store("w.V", Add(v_base, I((xi * a + nu) * v_point_stride)),
-                                   Combine(t.bt[nu], [&](int64_t j) { return d_load(xi, j); })),
-                             kWritten));
-  Stmt input = Loops({cb_loop, t_loop, co_loop},
-                     Allocate("w.d", ir::DType::kFloat32, aa * in_lanes, Block(std::move(stages))), kWritten);
+
+  // 1. Input transform, vectorized over `in_lanes` channels of a block: w.d = B^T d,
+  // then V = (B^T d) B. It reads the shape, m, x, in_lanes and tile_rows.
+  auto build_input = [&] {
+    const Expr ci = Add(Mul(co, I(in_lanes)), cl);
+    // The patch's element (i, j) is at patch_base + (i * wp + j) * x.
+    const Expr patch_base = Flat({n, cbv, Mul(tile_row(tv), I(m)), Mul(tile_col(tv), I(m)), ci},
+                                 {p.n, cb, p.hp, p.wp, p.x});
+    auto patch = [&](int64_t i, int64_t j) {
+      return LoadF("I.blocked", Add(patch_base, I((i * p.wp + j) * p.x)));
+    };
+    auto d_index = [&](int64_t xi, int64_t j) { return Add(I((xi * a + j) * in_lanes), cl); };
+    const Expr v_base = v_index(I(0), cbv, tv, ci);
+    auto patch_load = once(aa, patch, a);
+    auto d_load = once(
+        aa, [&](int64_t xi, int64_t j) { return LoadF("w.d", d_index(xi, j)); }, a);
+    std::vector<Stmt> stages;
+    for (int64_t xi = 0; xi < a; ++xi)
+      for (int64_t j = 0; j < a; ++j)
+        stages.push_back(
+            Loops({cl_loop},
+                  Store("w.d", d_index(xi, j),
+                        Combine(t.bt[xi], [&](int64_t i) { return patch_load(i, j); })),
+                  kWritten));
+    for (int64_t xi = 0; xi < a; ++xi)
+      for (int64_t nu = 0; nu < a; ++nu)
+        stages.push_back(Loops({cl_loop},
+                               Store("w.V", Add(v_base, I((xi * a + nu) * v_point_stride)),
+                                     Combine(t.bt[nu], [&](int64_t j) { return d_load(xi, j); })),
+                               kWritten));
+    return Loops({cb_loop, t_loop, co_loop},
+                 Allocate("w.d", ir::DType::kFloat32, aa * in_lanes, Block(std::move(stages))),
+                 kWritten);
+  };
+  const Stmt input =
+      Memoized({kInputTransform, p.n, p.c, p.hp, p.wp, p.oh, p.ow, m, p.x, in_lanes, p.tile_rows},
+               build_input);
 
   // M, the GEMM's result: [a*a, m_tiles, y]; its point `xi`, tile `tt`, channel `k`.
   auto m_index = [&](Expr xi, Expr tt, Expr k) { return Flat({xi, tt, k}, {aa, m_tiles, p.y}); };
@@ -270,6 +322,16 @@ Stmt Kernel(const Plan& p) {
     return Loops({ov_loop}, Allocate("w.s", ir::DType::kFloat32, m * a * lanes, Block(std::move(st))), kWritten);
   };
 
+  // The output transform reads the shape, m, y, lanes, tile_rows and which tile `tt` is
+  // (tile_outer: w.to's register tile of `reg` tiles, else the group's). Written into a
+  // reader through a spec's epilogue, it is not memoized.
+  auto output_of = [&](Expr tt, Expr mt) {
+    if (p.spec) return output(tt, mt);
+    return Memoized({kOutputTransform, p.n, p.k, p.oh, p.ow, m, p.y, lanes, p.tile_rows,
+                     p.tile_outer, p.tile_outer ? reg : 0},
+                    [&] { return output(tt, mt); });
+  };
+
   Stmt per_block;  // the body of the output-channel block loop w.kb
   Stmt group_body;
   if (p.tile_outer) {
@@ -278,13 +340,13 @@ Stmt Kernel(const Plan& p) {
     per_block = Loops({to_loop},
                       Allocate("w.M", ir::DType::kFloat32, aa * reg * p.y,
                                Block({Loops({xi_loop}, gemm(xiv, t0, I(0)), kWritten),
-                                      Loops({tj_loop}, output(Add(t0, tj), tj), kWritten)})),
+                                      Loops({tj_loop}, output_of(Add(t0, tj), tj), kWritten)})),
                       kWritten);
     group_body = Block({input, Loops({kb_loop}, per_block, kWritten)});
   } else {
     // M of the whole group, scratch.
     per_block = Block({Loops({xi_loop, to_loop}, gemm(xiv, Mul(to, I(reg)), Mul(to, I(reg))), kWritten),
-                       Loops({tj_loop}, output(tj, tj), kWritten)});
+                       Loops({tj_loop}, output_of(tj, tj), kWritten)});
     group_body = Allocate("w.M", ir::DType::kFloat32, aa * group * p.y,
                           Block({input, Loops({kb_loop}, per_block, kWritten)}), ir::MemoryScope::kHeap);
   }

@@ -63,7 +63,11 @@ struct Plan {
 std::vector<int64_t> WeightShape(const Plan& p);
 // The weight part of the prepack: F [K, C, 3, 3] -> F.blocked (U = G g G^T).
 ir::Stmt WeightTransform(const Plan& p);
-// The timed kernel: I.blocked, F.blocked -> O.blocked.
+// The timed kernel: I.blocked, F.blocked -> O.blocked. Its transform stages are
+// shared with the kernels built before it that read the same plan fields (process-
+// wide, a bounded number; the cost model lowers thousands of kernels of one task).
 ir::Stmt Kernel(const Plan& p);
+// Forgets the shared stages, so that the next kernels are built from scratch (tests).
+void ForgetSharedStages();
 
 }  // namespace tuneforge::winograd
