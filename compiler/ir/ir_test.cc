@@ -52,6 +52,25 @@ TEST(IrTest, SubstituteRefoldsAndRespectsShadowing) {
   Stmt loop = For("x", IntImm(2), 2, ForKind::kSerial, Store("C", Var("x"), FloatImm(1)));
   Stmt same = Substitute(loop, {{"x", IntImm(7)}});
   EXPECT_EQ(ToString(same), ToString(loop));
+  // A few variables or many (looked up two ways): the shadowed one stays inside its
+  // loop, the others are replaced there too.
+  for (int vars : {2, 8, 9, 12}) {
+    std::map<std::string, Expr> values;
+    Expr sum = IntImm(0);
+    for (int i = 0; i < vars; ++i) {
+      const std::string name = i == 0 ? "x" : "v" + std::to_string(i);
+      values[name] = IntImm(10 * i + 1);
+      sum = Add(sum, Var(name));
+    }
+    Stmt nest = Block({Store("C", IntImm(0), Load("A", DType::kFloat32, sum)),
+                       For("x", IntImm(2), 2, ForKind::kSerial, Store("C", sum, FloatImm(1)))});
+    int64_t all = 0, in_loop = 0;
+    for (int i = 0; i < vars; ++i) all += 10 * i + 1;
+    in_loop = all - 1;
+    EXPECT_EQ(ToString(Substitute(nest, values)), "C[0] = A[" + std::to_string(all) + "]\nfor (x, 0, 2) {\n  C[x + " +
+                                                      std::to_string(in_loop) + "] = 1f\n}\n")
+        << vars << " variables";
+  }
 }
 
 TEST(IrTest, UnflattenIsRowMajor) {

@@ -1,29 +1,92 @@
 #include "compiler/ir/ir.h"
+
+#include <map>
+#include <memory>
+#include <string>
+
 #include "compiler/support/status.h"
 
 namespace tuneforge::ir {
 
-Expr Substitute(const Expr& e, const std::map<std::string, Expr>& vars) {
+namespace {
+
+// The substitutions of a Substitute call, found by name. Lowering substitutes one to a
+// few variables into bodies of thousands of nodes, and most names it meets are not
+// among them: FewVars scans a handful comparing lengths first, where a std::map lookup
+// compared the bytes of every name. MapVars is the map, for many variables.
+class FewVars {
+ public:
+  static constexpr size_t kMax = 8;
+  explicit FewVars(const std::map<std::string, Expr>& vars) {
+    for (const auto& [name, value] : vars) items_[size_++] = {&name, &value};
+  }
+  bool empty() const { return size_ == 0; }
+  const Expr* Find(const std::string& name) const {
+    for (size_t i = 0; i < size_; ++i) {
+      if (items_[i].name->size() == name.size() && *items_[i].name == name) return items_[i].value;
+    }
+    return nullptr;
+  }
+  FewVars Without(const std::string& name) const {
+    FewVars out;
+    for (size_t i = 0; i < size_; ++i)
+      if (*items_[i].name != name) out.items_[out.size_++] = items_[i];
+    return out;
+  }
+
+ private:
+  FewVars() = default;
+  struct Item {
+    const std::string* name;
+    const Expr* value;
+  };
+  Item items_[kMax] = {};
+  size_t size_ = 0;
+};
+
+class MapVars {
+ public:
+  explicit MapVars(const std::map<std::string, Expr>& vars) : vars_(&vars) {}
+  bool empty() const { return vars_->empty(); }
+  const Expr* Find(const std::string& name) const {
+    auto it = vars_->find(name);
+    return it == vars_->end() ? nullptr : &it->second;
+  }
+  MapVars Without(const std::string& name) const {
+    auto owned = std::make_shared<std::map<std::string, Expr>>(*vars_);
+    owned->erase(name);
+    MapVars out(*owned);
+    out.owned_ = std::move(owned);
+    return out;
+  }
+
+ private:
+  const std::map<std::string, Expr>* vars_;
+  std::shared_ptr<const std::map<std::string, Expr>> owned_;  // set by Without
+};
+
+template <typename Vars>
+Expr SubstituteIn(const Expr& e, const Vars& vars) {
   switch (e->kind) {
     case ExprKind::kIntImm:
     case ExprKind::kFloatImm:
       return e;
     case ExprKind::kVar: {
-      auto it = vars.find(e->name);
-      return it == vars.end() ? e : it->second;
+      const Expr* value = vars.Find(e->name);
+      return value ? *value : e;
     }
     case ExprKind::kLoad: {
-      Expr index = Substitute(e->operands[0], vars);
+      Expr index = SubstituteIn(e->operands[0], vars);
       return index == e->operands[0] ? e : Load(e->name, e->dtype, index);
     }
     case ExprKind::kCall: {
-      Expr arg = Substitute(e->operands[0], vars);
+      Expr arg = SubstituteIn(e->operands[0], vars);
       return arg == e->operands[0] ? e : Call(e->name, arg);
     }
     default: break;
   }
-  Expr a = Substitute(e->operands[0], vars);
-  Expr b = Substitute(e->operands[1], vars);
+  Expr a = SubstituteIn(e->operands[0], vars);
+  Expr b = SubstituteIn(e->operands[1], vars);
   if (a == e->operands[0] && b == e->operands[1]) return e;
   switch (e->kind) {
     case ExprKind::kAdd: return Add(a, b);
@@ -41,33 +104,28 @@ Expr Substitute(const Expr& e, const std::map<std::string, Expr>& vars) {
   }
 }
 
-Stmt Substitute(const Stmt& s, const std::map<std::string, Expr>& vars) {
+template <typename Vars>
+Stmt SubstituteIn(const Stmt& s, const Vars& vars) {
   if (!s || vars.empty()) return s;
   // Unchanged subtrees are shared, not rebuilt: templates substitute into large bodies
   // (a loop of extent 1 becomes 0 everywhere), and most of a body has no such variable.
   switch (s->kind) {
     case StmtKind::kFor: {
-      Expr extent = Substitute(s->extent, vars);
-      Stmt body;
-      if (vars.count(s->var)) {  // the loop variable shadows a substitution of its name
-        std::map<std::string, Expr> inner = vars;
-        inner.erase(s->var);
-        body = Substitute(s->body, inner);
-      } else {
-        body = Substitute(s->body, vars);
-      }
+      Expr extent = SubstituteIn(s->extent, vars);
+      // The loop variable shadows a substitution of its name.
+      Stmt body = vars.Find(s->var) ? SubstituteIn(s->body, vars.Without(s->var)) : SubstituteIn(s->body, vars);
       if (extent == s->extent && body == s->body) return s;
       int64_t c;
       int64_t max_extent = IsConst(extent, &c) ? c : s->max_extent;
       return For(s->var, extent, max_extent, s->for_kind, body);
     }
     case StmtKind::kStore: {
-      Expr index = Substitute(s->index, vars), value = Substitute(s->value, vars);
+      Expr index = SubstituteIn(s->index, vars), value = SubstituteIn(s->value, vars);
       if (index == s->index && value == s->value) return s;
       return Store(s->buffer, index, value);
     }
     case StmtKind::kPrefetch: {
-      Expr index = Substitute(s->index, vars);
+      Expr index = SubstituteIn(s->index, vars);
       return index == s->index ? s : Prefetch(s->buffer, index);
     }
     case StmtKind::kBlock: {
@@ -75,23 +133,37 @@ Stmt Substitute(const Stmt& s, const std::map<std::string, Expr>& vars) {
       stmts.reserve(s->stmts.size());
       bool changed = false;
       for (const Stmt& c : s->stmts) {
-        stmts.push_back(Substitute(c, vars));
+        stmts.push_back(SubstituteIn(c, vars));
         changed |= stmts.back() != c;
       }
       return changed ? Block(std::move(stmts)) : s;
     }
     case StmtKind::kIfThenElse: {
-      Expr condition = Substitute(s->condition, vars);
-      Stmt then_case = Substitute(s->body, vars), else_case = Substitute(s->else_case, vars);
+      Expr condition = SubstituteIn(s->condition, vars);
+      Stmt then_case = SubstituteIn(s->body, vars), else_case = SubstituteIn(s->else_case, vars);
       if (condition == s->condition && then_case == s->body && else_case == s->else_case) return s;
       return IfThenElse(condition, then_case, else_case);
     }
     case StmtKind::kAllocate: {
-      Stmt body = Substitute(s->body, vars);
+      Stmt body = SubstituteIn(s->body, vars);
       return body == s->body ? s : Allocate(s->buffer, s->alloc_dtype, s->alloc_size, body, s->alloc_scope);
     }
   }
   return s;
+}
+
+}  // namespace
+
+Expr Substitute(const Expr& e, const std::map<std::string, Expr>& vars) {
+  if (vars.empty()) return e;
+  if (vars.size() <= FewVars::kMax) return SubstituteIn(e, FewVars(vars));
+  return SubstituteIn(e, MapVars(vars));
+}
+
+Stmt Substitute(const Stmt& s, const std::map<std::string, Expr>& vars) {
+  if (!s || vars.empty()) return s;
+  if (vars.size() <= FewVars::kMax) return SubstituteIn(s, FewVars(vars));
+  return SubstituteIn(s, MapVars(vars));
 }
 
 void CollectVars(const Expr& e, std::set<std::string>* vars) {
