@@ -13,6 +13,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "compiler/ir/interpreter.h"
 #include "compiler/reference/reference.h"
@@ -301,7 +302,7 @@ TEST(Conv2dTemplateTest, WinogradMatchesTheReference) {
 
 // Winograd kernels share the transform stages of the kernels built before them that
 // read the same plan fields: every kernel built after many others (of two tasks,
-// interleaved) is the kernel built from scratch.
+// interleaved; on one thread or two at once) is the kernel built from scratch.
 TEST(Conv2dTemplateTest, SharedWinogradTransformsChangeNoKernel) {
   std::vector<std::pair<TuningTask, Config>> kernels;
   for (const char* text : {"conv2d N=1 C=16 H=8 W=8 K=32 R=3 S=3 stride=1 pad=1",
@@ -337,6 +338,23 @@ TEST(Conv2dTemplateTest, SharedWinogradTransformsChangeNoKernel) {
     for (size_t i : order) {
       ASSERT_EQ(text_of(kernels[i].first, kernels[i].second), alone[i]) << kernels[i].second.ToJson();
     }
+  }
+  // Two threads building them at once, in different orders, share the stages too.
+  winograd::ForgetSharedStages();
+  std::vector<std::vector<std::string>> built(2, std::vector<std::string>(kernels.size()));
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t n = 0; n < kernels.size(); ++n) {
+        const size_t i = t == 0 ? n : kernels.size() - 1 - n;
+        built[t][i] = text_of(kernels[i].first, kernels[i].second);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    EXPECT_EQ(built[0][i], alone[i]) << kernels[i].second.ToJson();
+    EXPECT_EQ(built[1][i], alone[i]) << kernels[i].second.ToJson();
   }
 }
 
