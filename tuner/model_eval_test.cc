@@ -187,57 +187,92 @@ int SimulatedTrialsTo95(const PolicyContext& ctx, const std::vector<TuningRecord
   }
 }
 
+// The median over seeds 1-5 of SimulatedTrialsTo95 on `pool` (records of ctx's task),
+// the model started from `others` (records of other shapes; none: cold), must be at
+// most 1/`fraction` of what random search expects: over a pool of N configs of which K
+// are within 95% of the best, (N + 1) / (K + 1) trials on average.
+void ExpectFractionOfRandomsTrials(const char* name, const PolicyContext& ctx,
+                                   const std::vector<TuningRecord>& pool,
+                                   const std::vector<TuningRecord>& others, int fraction) {
+  double best = 0;
+  int within = 0;
+  for (const TuningRecord& r : pool) best = std::max(best, RecordThroughput(r));
+  for (const TuningRecord& r : pool) within += RecordThroughput(r) >= 0.95 * best;
+  const double random_expected = (static_cast<double>(pool.size()) + 1) / (within + 1);
+  std::vector<int> trials;
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    PolicyContext seeded = ctx;
+    seeded.seed = seed;
+    trials.push_back(SimulatedTrialsTo95(seeded, pool, others));
+  }
+  std::vector<int> sorted = trials;
+  std::sort(sorted.begin(), sorted.end());
+  std::printf("%s: trials to 95%% of the pool's best (%d of %zu configs within), seeds 1-5: "
+              "%d %d %d %d %d (median %d); random expects %.1f\n",
+              name, within, pool.size(), trials[0], trials[1], trials[2], trials[3], trials[4],
+              sorted[2], random_expected);
+  EXPECT_LE(sorted[2], random_expected / fraction) << name;
+}
+
+// Splits `file`'s records into those of `a`'s task and those of `b`'s; every config
+// must be one of its task's space.
+std::pair<std::vector<TuningRecord>, std::vector<TuningRecord>> PoolsOf(const PolicyContext& a,
+                                                                       const PolicyContext& b,
+                                                                       const std::string& file) {
+  std::vector<TuningRecord> first, second;
+  for (TuningRecord& r : LoadRecords(a.target, file)) {
+    const bool of_a = r.workload.key == a.task.WorkloadKey();
+    const PolicyContext& ctx = of_a ? a : b;
+    EXPECT_TRUE(ctx.tmpl->Space(ctx.task, ctx.target).Check(*Config::FromJson(r.config_json)).ok())
+        << r.config_json;
+    (of_a ? first : second).push_back(std::move(r));
+  }
+  return {std::move(first), std::move(second)};
+}
+
 // Issue 20's trials-to-95% goals on recorded measurements:
 // tuner/testdata/matmul_pool_records.jsonl holds 1,500 configs each of matmul 256^3 and
 // 128x768x192, drawn uniformly (seed 1) from every config the ops suite of `bench
 // search` measured on the 2-core Zen 5 VM (sessions 14-18: random and model runs, so
-// the pool is denser near the top than the space, which favours random). Random search
-// over a pool of N configs of which K are within 95% of the best needs (N + 1) / (K + 1)
-// trials on average; the model must need a third of that at most (median of 5 seeds),
-// from scratch (the issue's cold goal) and started from the other shape's records
-// (model+transfer; the issue asks a sixth of the log model: 256^3 meets that here, 14 vs
-// 136.5, 128x768x192 does not, 48 vs 187.6, so the assertion is the cold margin).
+// the pool is denser near the top than the space, which favours random). The model
+// must need a third of random's trials at most (median of 5 seeds), from scratch (the
+// issue's cold goal) and started from the other shape's records (model+transfer; the
+// issue asks a sixth of the log model: 256^3 meets that here, 14 vs 136.5, 128x768x192
+// does not, 48 vs 187.6, so the assertion is the cold margin).
 // Figures at the time of writing: cold 33 and 54 trials, from the other shape 14 and 48.
 TEST(ModelEvalTest, GuidedSearchOnRecordedMeasurementsBeatsRandomWidely) {
   PolicyContext square = ContextFor("matmul M=256 N=256 K=256");
   PolicyContext wide = ContextFor("matmul M=128 N=768 K=192");
-  std::vector<TuningRecord> all = LoadRecords(square.target, "matmul_pool_records.jsonl");
-  std::vector<TuningRecord> square_records, wide_records;
-  for (const TuningRecord& r : all)
-    (r.workload.key == square.task.WorkloadKey() ? square_records : wide_records).push_back(r);
+  auto [square_records, wide_records] = PoolsOf(square, wide, "matmul_pool_records.jsonl");
   ASSERT_EQ(square_records.size(), 1500u);
   ASSERT_EQ(wide_records.size(), 1500u);
-  struct Case {
-    const char* name;
-    PolicyContext ctx;
-    const std::vector<TuningRecord>* pool;
-    const std::vector<TuningRecord>* others;
-  };
-  const std::vector<TuningRecord> none;
-  for (const Case& c :
-       {Case{"256^3 cold", square, &square_records, &none},
-        Case{"128x768x192 cold", wide, &wide_records, &none},
-        Case{"256^3 from 128x768x192", square, &square_records, &wide_records},
-        Case{"128x768x192 from 256^3", wide, &wide_records, &square_records}}) {
-    double best = 0;
-    int within = 0;
-    for (const TuningRecord& r : *c.pool) best = std::max(best, RecordThroughput(r));
-    for (const TuningRecord& r : *c.pool) within += RecordThroughput(r) >= 0.95 * best;
-    const double random_expected = (static_cast<double>(c.pool->size()) + 1) / (within + 1);
-    std::vector<int> trials;
-    for (uint64_t seed = 1; seed <= 5; ++seed) {
-      PolicyContext ctx = c.ctx;
-      ctx.seed = seed;
-      trials.push_back(SimulatedTrialsTo95(ctx, *c.pool, *c.others));
-    }
-    std::vector<int> sorted = trials;
-    std::sort(sorted.begin(), sorted.end());
-    std::printf("%s: trials to 95%% of the pool's best (%d of %zu configs within), seeds 1-5: "
-                "%d %d %d %d %d (median %d); random expects %.1f\n",
-                c.name, within, c.pool->size(), trials[0], trials[1], trials[2], trials[3],
-                trials[4], sorted[2], random_expected);
-    EXPECT_LE(sorted[2], random_expected / 3) << c.name;
-  }
+  ExpectFractionOfRandomsTrials("256^3 cold", square, square_records, {}, 3);
+  ExpectFractionOfRandomsTrials("128x768x192 cold", wide, wide_records, {}, 3);
+  ExpectFractionOfRandomsTrials("256^3 from 128x768x192", square, square_records, wide_records, 3);
+  ExpectFractionOfRandomsTrials("128x768x192 from 256^3", wide, wide_records, square_records, 3);
+}
+
+// The same for conv2d, whose space holds three algorithms (direct, Winograd F(2,3) and
+// F(4,3)): tuner/testdata/conv2d_pool_records.jsonl holds 1,000 configs each of
+// ResNet-18's conv 128->128 3x3 @28^2 and 256->256 3x3 @14^2, drawn uniformly (seed 1)
+// from the configs the ops suite measured on the 2-core Xeon VM of sessions 19-22
+// (session 19's random and model runs, less the configs with vec_lanes 1, which the
+// space no longer has; its labels are that machine's: 11-23% apart between two
+// measurements of a config, so the pool's best is partly a lucky draw; 1 and 2 configs
+// are within 95% of it). Cold, the model must need a third of random's trials at most;
+// started from the other shape's records, a sixth (the issue's warm goal).
+// Figures at the time of writing: cold 76 and 30 trials (random expects 500.5 and
+// 333.7), from the other shape 9 and 18.
+TEST(ModelEvalTest, GuidedSearchOnRecordedConvolutionsBeatsRandomWidely) {
+  PolicyContext large = ContextFor("conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1");
+  PolicyContext deep = ContextFor("conv2d N=1 C=256 H=14 W=14 K=256 R=3 S=3 stride=1 pad=1");
+  auto [large_records, deep_records] = PoolsOf(large, deep, "conv2d_pool_records.jsonl");
+  ASSERT_EQ(large_records.size(), 1000u);
+  ASSERT_EQ(deep_records.size(), 1000u);
+  ExpectFractionOfRandomsTrials("128@28^2 cold", large, large_records, {}, 3);
+  ExpectFractionOfRandomsTrials("256@14^2 cold", deep, deep_records, {}, 3);
+  ExpectFractionOfRandomsTrials("128@28^2 from 256@14^2", large, large_records, deep_records, 6);
+  ExpectFractionOfRandomsTrials("256@14^2 from 128@28^2", deep, deep_records, large_records, 6);
 }
 
 class MemoryModelStore : public ModelStore {
