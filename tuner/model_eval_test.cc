@@ -122,9 +122,24 @@ TEST(ModelEvalTest, HeldOutSplitIsDeterministicAndDisjoint) {
   EXPECT_EQ(accuracies.size(), 4u);
 }
 
+class MemoryModelStore : public ModelStore {
+ public:
+  absl::StatusOr<std::optional<std::string>> Load(const std::string& key) override {
+    auto it = blobs.find(key);
+    if (it == blobs.end()) return std::optional<std::string>();
+    return std::optional<std::string>(it->second);
+  }
+  absl::Status Save(const std::string& key, const std::string& bytes) override {
+    blobs[key] = bytes;
+    return absl::OkStatus();
+  }
+  std::map<std::string, std::string> blobs;
+};
+
 // Search simulated on the recorded measurements (the pool): every trial "measures" a
 // recorded config by looking it up, so the run is exact and deterministic. The first
-// batch is 8 configs at random (seeded); then, the model retrained after every batch,
+// batch is 8 configs at random (seeded), or with a log model (ctx.model_store) its 8
+// best-ranked, as a job warm from the log starts; then, the model retrained after every batch,
 // each batch is the best-scored pool configs not measured yet that differ from every
 // one already in the batch in at least min_knob_distance knobs (then, if short, the
 // skipped ones), as Propose picks them; it ends at the first config within 95% of the
@@ -145,8 +160,11 @@ int SimulatedTrialsTo95(const PolicyContext& ctx, const std::vector<TuningRecord
   std::iota(left.begin(), left.end(), 0);
   std::mt19937_64 rng(ctx.seed);
   std::shuffle(left.begin(), left.end(), rng);
-  std::vector<size_t> batch(left.begin(), left.begin() + 8);
-  left.erase(left.begin(), left.begin() + 8);
+  std::vector<size_t> batch;
+  if (!policy.can_score()) {  // no log model: the first batch at random
+    batch.assign(left.begin(), left.begin() + 8);
+    left.erase(left.begin(), left.begin() + 8);
+  }
   int trials = 0;
   while (true) {
     std::vector<TuningRecord> measured;
@@ -174,7 +192,8 @@ int SimulatedTrialsTo95(const PolicyContext& ctx, const std::vector<TuningRecord
     DiversePicker picker(space, options.min_knob_distance);
     batch.clear();
     while (batch.size() < 8) {
-      std::optional<size_t> r = picker.Next(ranked, batch_configs, [&](size_t i) { return picked[order[i]]; });
+      std::optional<size_t> r =
+          picker.Next(ranked, batch_configs, [&](size_t i) { return picked[order[i]]; });
       if (!r) break;
       picked[order[*r]] = true;
       batch.push_back(left[order[*r]]);
@@ -189,8 +208,8 @@ int SimulatedTrialsTo95(const PolicyContext& ctx, const std::vector<TuningRecord
 
 // The median over seeds 1-5 of SimulatedTrialsTo95 on `pool` (records of ctx's task),
 // the model started from `others` (records of other shapes; none: cold), must be at
-// most 1/`fraction` of what random search expects: over a pool of N configs of which K
-// are within 95% of the best, (N + 1) / (K + 1) trials on average.
+// most 1/`fraction` of what random search expects (0: not asserted): over a pool of N
+// configs of which K are within 95% of the best, (N + 1) / (K + 1) trials on average.
 void ExpectFractionOfRandomsTrials(const char* name, const PolicyContext& ctx,
                                    const std::vector<TuningRecord>& pool,
                                    const std::vector<TuningRecord>& others, int fraction) {
@@ -207,18 +226,21 @@ void ExpectFractionOfRandomsTrials(const char* name, const PolicyContext& ctx,
   }
   std::vector<int> sorted = trials;
   std::sort(sorted.begin(), sorted.end());
-  std::printf("%s: trials to 95%% of the pool's best (%d of %zu configs within), seeds 1-5: "
-              "%d %d %d %d %d (median %d); random expects %.1f\n",
-              name, within, pool.size(), trials[0], trials[1], trials[2], trials[3], trials[4],
-              sorted[2], random_expected);
-  EXPECT_LE(sorted[2], random_expected / fraction) << name;
+  std::printf(
+      "%s: trials to 95%% of the pool's best (%d of %zu configs within), seeds 1-5: "
+      "%d %d %d %d %d (median %d); random expects %.1f\n",
+      name, within, pool.size(), trials[0], trials[1], trials[2], trials[3], trials[4], sorted[2],
+      random_expected);
+  if (fraction > 0) {
+    EXPECT_LE(sorted[2], random_expected / fraction) << name;
+  }
 }
 
 // Splits `file`'s records into those of `a`'s task and those of `b`'s; every config
 // must be one of its task's space.
 std::pair<std::vector<TuningRecord>, std::vector<TuningRecord>> PoolsOf(const PolicyContext& a,
-                                                                       const PolicyContext& b,
-                                                                       const std::string& file) {
+                                                                        const PolicyContext& b,
+                                                                        const std::string& file) {
   std::vector<TuningRecord> first, second;
   for (TuningRecord& r : LoadRecords(a.target, file)) {
     const bool of_a = r.workload.key == a.task.WorkloadKey();
@@ -230,44 +252,43 @@ std::pair<std::vector<TuningRecord>, std::vector<TuningRecord>> PoolsOf(const Po
   return {std::move(first), std::move(second)};
 }
 
-// Issue 20's trials-to-95% goals on recorded measurements:
-// tuner/testdata/matmul_pool_records.jsonl holds 1,500 configs each of matmul 256^3 and
-// 128x768x192, drawn uniformly (seed 1) from every config the ops suite of `bench
-// search` measured on the 2-core Zen 5 VM (sessions 14-18: random and model runs, so
-// the pool is denser near the top than the space, which favours random). The model
-// must need a third of random's trials at most (median of 5 seeds), from scratch (the
-// issue's cold goal) and started from the other shape's records (model+transfer; the
-// issue asks a sixth of the log model: 256^3 meets that here, 14 vs 136.5, 128x768x192
-// does not, 48 vs 187.6, so the assertion is the cold margin).
-// Figures at the time of writing: cold 33 and 54 trials, from the other shape 14 and 48.
-TEST(ModelEvalTest, GuidedSearchOnRecordedMeasurementsBeatsRandomWidely) {
-  PolicyContext square = ContextFor("matmul M=256 N=256 K=256");
-  PolicyContext wide = ContextFor("matmul M=128 N=768 K=192");
-  auto [square_records, wide_records] = PoolsOf(square, wide, "matmul_pool_records.jsonl");
-  ASSERT_EQ(square_records.size(), 1500u);
-  ASSERT_EQ(wide_records.size(), 1500u);
-  ExpectFractionOfRandomsTrials("256^3 cold", square, square_records, {}, 3);
-  ExpectFractionOfRandomsTrials("128x768x192 cold", wide, wide_records, {}, 3);
-  ExpectFractionOfRandomsTrials("256^3 from 128x768x192", square, square_records, wide_records, 3);
-  ExpectFractionOfRandomsTrials("128x768x192 from 256^3", wide, wide_records, square_records, 3);
+// `ctx` warm from the log, as a tuning job starts: a log model trained on `others`
+// (the records of other shapes), kept in `store`.
+PolicyContext WithLogModel(PolicyContext ctx, const std::vector<TuningRecord>& others,
+                           MemoryModelStore* store) {
+  LogModelOptions o;
+  o.exclude_workload = ctx.task.WorkloadKey();
+  LogModelInfo info;
+  absl::StatusOr<std::string> bytes = TrainLogModel(*ctx.tmpl, ctx.target, others, o, &info);
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  if (bytes.ok()) store->blobs[info.key] = *bytes;
+  ctx.model_store = store;
+  return ctx;
 }
 
-// Two shapes' pools of `file` (1,000 configs each): the model's simulated trials to
-// 95% of a pool's best, cold (<= 1/3 of random's) and started from the other shape's
-// records (<= 1/warm_fraction; the issue's warm goal is 1/6).
-void ExpectSearchBeatsRandomOnPools(const std::string& file, const char* task_a, const char* name_a,
-                                    const char* task_b, const char* name_b, int warm_fraction) {
+// Two shapes' pools of `file` (`per_shape` configs each): the model's simulated trials to
+// 95% of a pool's best, cold (<= 1/3 of random's), started from the other shape's
+// records (<= 1/transfer_fraction) and warm from a log model of the other shape's
+// records (<= 1/6, the issue's warm goal; 0: printed, not asserted).
+void ExpectSearchBeatsRandomOnPools(const std::string& file, size_t per_shape, const char* task_a,
+                                    const char* name_a, const char* task_b, const char* name_b,
+                                    int transfer_fraction, int log_fraction) {
   PolicyContext a = ContextFor(task_a), b = ContextFor(task_b);
   auto [a_records, b_records] = PoolsOf(a, b, file);
-  ASSERT_EQ(a_records.size(), 1000u);
-  ASSERT_EQ(b_records.size(), 1000u);
+  ASSERT_EQ(a_records.size(), per_shape);
+  ASSERT_EQ(b_records.size(), per_shape);
   const std::string a_cold = std::string(name_a) + " cold", b_cold = std::string(name_b) + " cold";
   const std::string a_warm = std::string(name_a) + " from " + name_b,
                     b_warm = std::string(name_b) + " from " + name_a;
   ExpectFractionOfRandomsTrials(a_cold.c_str(), a, a_records, {}, 3);
   ExpectFractionOfRandomsTrials(b_cold.c_str(), b, b_records, {}, 3);
-  ExpectFractionOfRandomsTrials(a_warm.c_str(), a, a_records, b_records, warm_fraction);
-  ExpectFractionOfRandomsTrials(b_warm.c_str(), b, b_records, a_records, warm_fraction);
+  ExpectFractionOfRandomsTrials(a_warm.c_str(), a, a_records, b_records, transfer_fraction);
+  ExpectFractionOfRandomsTrials(b_warm.c_str(), b, b_records, a_records, transfer_fraction);
+  MemoryModelStore a_store, b_store;
+  ExpectFractionOfRandomsTrials((a_warm + "'s log").c_str(), WithLogModel(a, b_records, &a_store),
+                                a_records, b_records, log_fraction);
+  ExpectFractionOfRandomsTrials((b_warm + "'s log").c_str(), WithLogModel(b, a_records, &b_store),
+                                b_records, a_records, log_fraction);
 }
 
 // Held-out pairwise accuracy on the same pools (mean of 4 splits), trained on the
@@ -290,6 +311,22 @@ void ExpectHeldOutAccuracyOnPools(const std::string& file, const char* task_a, c
   EXPECT_GE(both_b, min);
 }
 
+// Issue 20's trials-to-95% goals on recorded measurements:
+// tuner/testdata/matmul_pool_records.jsonl holds 1,500 configs each of matmul 256^3 and
+// 128x768x192, drawn uniformly (seed 1) from every config the ops suite of `bench
+// search` measured on the 2-core Zen 5 VM (sessions 14-18: random and model runs, so
+// the pool is denser near the top than the space, which favours random). The model
+// must need a third of random's trials at most (median of 5 seeds), from scratch (the
+// issue's cold goal) and started from the other shape's records (model+transfer: a
+// sixth would be missed by 128x768x192, 48 vs 187.6), and a sixth warm from a log
+// model of the other shape (the issue's warm goal).
+// Figures at the time of writing: cold 33 and 54 trials, from the other shape's records
+// 14 and 48, from its log model 12 and 22 (random expects 136.5 and 187.6).
+TEST(ModelEvalTest, GuidedSearchOnRecordedMeasurementsBeatsRandomWidely) {
+  ExpectSearchBeatsRandomOnPools("matmul_pool_records.jsonl", 1500, "matmul M=256 N=256 K=256",
+                                 "256^3", "matmul M=128 N=768 K=192", "128x768x192", 3, 6);
+}
+
 // The same pools for the issue's other cases, measured on the 2-core Xeon VM of
 // sessions 19-22: 1,000 configs of each shape drawn uniformly (seed 1) from session
 // 19's ops-suite runs (random and model runs; `/tmp/ops_intel.db`), labels that
@@ -299,23 +336,25 @@ void ExpectHeldOutAccuracyOnPools(const std::string& file, const char* task_a, c
 // (direct, Winograd F(2,3), F(4,3)), less the configs with vec_lanes 1, which the space
 // no longer has; 1 and 2 configs within 95% of the best. Figures at the time of
 // writing: cold 76 and 30 trials (random expects 500.5 and 333.7), from the other
-// shape 9 and 18; accuracy 0.913 and 0.918, with the other shape 0.921 and 0.921.
-// Asserted there: the issue's goals (warm 1/6, accuracy 0.88).
+// shape's records 9 and 18, from its log model 1 and 15; accuracy 0.913 and 0.918,
+// with the other shape 0.921 and 0.921. Asserted there: the issue's goals (warm 1/6,
+// accuracy 0.88).
 // tuner/testdata/dense_pool_records.jsonl: BERT-base's dense 128x768x768 and
-// 128x3072x768 (bias, relu); 13 and 1 configs within 95% of the best. Figures at the
-// time of writing: cold 19 and 51 trials (random expects 71.5 and 500.5), from the
-// other shape 15 and 126: the warm goal is missed (1/6 would be 11.9 and 83.4), and
-// the other shape's records slow 128x3072x768 down; accuracy 0.891 and 0.878, with the
-// other shape 0.894 and 0.884. Asserted there: what holds with a margin (warm 1/3, the
-// cold margin; accuracy 0.85), the misses are in docs/search.md.
+// 128x3072x768 (bias, relu); 13 and 1 configs within 95% of the best (128x3072x768's
+// next is at 94.7%: the bar splits this VM's noise). Figures at the time of writing:
+// cold 19 and 51 trials (random expects 71.5 and 500.5), from the other shape's records
+// 15 and 126, from its log model 1 and 153: the warm goal (1/6: 11.9 and 83.4) is met
+// by 128x768x768 only; accuracy 0.891 and 0.878, with the other shape 0.894 and 0.884.
+// Asserted there: what holds with a margin (transfer 1/3, the cold margin; accuracy
+// 0.85; the log model's runs printed only), the misses are in docs/search.md.
 constexpr char kConvLarge[] = "conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1";
 constexpr char kConvDeep[] = "conv2d N=1 C=256 H=14 W=14 K=256 R=3 S=3 stride=1 pad=1";
 constexpr char kDenseSquare[] = "dense M=128 N=768 K=768 bias=1 relu=0";
 constexpr char kDenseWide[] = "dense M=128 N=3072 K=768 bias=1 relu=1";
 
 TEST(ModelEvalTest, GuidedSearchOnRecordedConvolutionsBeatsRandomWidely) {
-  ExpectSearchBeatsRandomOnPools("conv2d_pool_records.jsonl", kConvLarge, "128@28^2", kConvDeep,
-                                 "256@14^2", 6);
+  ExpectSearchBeatsRandomOnPools("conv2d_pool_records.jsonl", 1000, kConvLarge, "128@28^2", kConvDeep,
+                                 "256@14^2", 6, 6);
 }
 
 TEST(ModelEvalTest, RanksHeldOutRecordedConvolutions) {
@@ -323,27 +362,14 @@ TEST(ModelEvalTest, RanksHeldOutRecordedConvolutions) {
 }
 
 TEST(ModelEvalTest, GuidedSearchOnRecordedDenseLayersBeatsRandomWidely) {
-  ExpectSearchBeatsRandomOnPools("dense_pool_records.jsonl", kDenseSquare, "128x768x768",
-                                 kDenseWide, "128x3072x768", 3);
+  ExpectSearchBeatsRandomOnPools("dense_pool_records.jsonl", 1000, kDenseSquare, "128x768x768",
+                                 kDenseWide, "128x3072x768", 3, 0);
 }
 
 TEST(ModelEvalTest, RanksHeldOutRecordedDenseLayers) {
   ExpectHeldOutAccuracyOnPools("dense_pool_records.jsonl", kDenseSquare, kDenseWide, 0.85);
 }
 
-class MemoryModelStore : public ModelStore {
- public:
-  absl::StatusOr<std::optional<std::string>> Load(const std::string& key) override {
-    auto it = blobs.find(key);
-    if (it == blobs.end()) return std::optional<std::string>();
-    return std::optional<std::string>(it->second);
-  }
-  absl::Status Save(const std::string& key, const std::string& bytes) override {
-    blobs[key] = bytes;
-    return absl::OkStatus();
-  }
-  std::map<std::string, std::string> blobs;
-};
 
 // The warm start of issue 20: a model pre-trained on the log (here: 512^3 only) ranks
 // a shape the log does not hold, alone and fine-tuned with the shape's own records.
@@ -501,6 +527,7 @@ TEST(LogModelTest, RefreshTrainsFromTheDbAndOnlyWhenStale) {
   db.reset();
   std::filesystem::remove_all(dir);
 }
+
 
 }  // namespace
 }  // namespace tuneforge
