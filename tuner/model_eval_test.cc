@@ -242,11 +242,10 @@ std::pair<std::vector<TuningRecord>, std::vector<TuningRecord>> PoolsOf(const Po
                                                                         const PolicyContext& b,
                                                                         const std::string& file) {
   std::vector<TuningRecord> first, second;
+  const ConfigSpace a_space = a.tmpl->Space(a.task, a.target), b_space = b.tmpl->Space(b.task, b.target);
   for (TuningRecord& r : LoadRecords(a.target, file)) {
     const bool of_a = r.workload.key == a.task.WorkloadKey();
-    const PolicyContext& ctx = of_a ? a : b;
-    EXPECT_TRUE(ctx.tmpl->Space(ctx.task, ctx.target).Check(*Config::FromJson(r.config_json)).ok())
-        << r.config_json;
+    EXPECT_TRUE((of_a ? a_space : b_space).Check(*Config::FromJson(r.config_json)).ok()) << r.config_json;
     (of_a ? first : second).push_back(std::move(r));
   }
   return {std::move(first), std::move(second)};
@@ -369,7 +368,6 @@ TEST(ModelEvalTest, GuidedSearchOnRecordedDenseLayersBeatsRandomWidely) {
 TEST(ModelEvalTest, RanksHeldOutRecordedDenseLayers) {
   ExpectHeldOutAccuracyOnPools("dense_pool_records.jsonl", kDenseSquare, kDenseWide, 0.85);
 }
-
 
 // The warm start of issue 20: a model pre-trained on the log (here: 512^3 only) ranks
 // a shape the log does not hold, alone and fine-tuned with the shape's own records.
