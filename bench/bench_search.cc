@@ -51,7 +51,7 @@ namespace tuneforge::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: tuneforge bench search [--suite quick|small|issue|ops|conv|smoke] [--seeds N] [--trials N]\n"
+    "usage: tuneforge bench search [--suite quick|small|issue|ops|conv|strided|smoke] [--seeds N] [--trials N]\n"
     "                              [--case TASK] [--plot FILE.svg] [--json]\n"
     "       tuneforge bench search --eval-db FILE [--case TASK] [--splits N] [--json]\n"
     "  --suite   quick (default): matmul 256^3 and 128x768x192, 64 trials, 2 seeds\n"
@@ -998,13 +998,19 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
              "conv2d N=1 C=256 H=14 W=14 K=256 R=3 S=3 stride=1 pad=1"};
     default_trials = 64;
     default_seeds = 5;
+  } else if (suite == "strided") {  // ResNet-18's 3x3 stride-2 layers (direct only)
+    cases = {"conv2d N=1 C=64 H=56 W=56 K=128 R=3 S=3 stride=2 pad=1",
+             "conv2d N=1 C=128 H=28 W=28 K=256 R=3 S=3 stride=2 pad=1"};
+    default_trials = 64;
+    default_seeds = 5;
+    random_factor = 3;
   } else if (suite == "smoke") {
     cases = {"matmul M=64 N=64 K=64", "matmul M=32 N=96 K=48"};
     default_trials = 32;
     default_seeds = 2;
   } else {
     return absl::InvalidArgumentError("unknown --suite '" + suite +
-                                      "' (quick, small, issue, ops, conv, smoke)");
+                                      "' (quick, small, issue, ops, conv, strided, smoke)");
   }
   if (flags.Has("model")) {
     if (flags.Has("case") || flags.Has("suite"))
