@@ -21,7 +21,9 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "compiler/codegen/build.h"
 #include "compiler/frontend/onnx_reader.h"
 #include "compiler/graph/graph.h"
@@ -71,7 +73,8 @@ constexpr const char* kUsage =
     "            --case takes any task.\n"
     "  --seeds   seeds per policy (default 3; quick and smoke 2)\n"
     "  --trials  budget per run (default: the suite's)\n"
-    "  --case    one task instead of the suite's cases (then no transfer runs)\n"
+    "  --case    a task instead of the suite's cases, or several separated by ';'\n"
+    "            (run as a suite's cases; transfer runs need two of one op)\n"
     "  --plot    SVG of best-so-far GFLOP/s vs trials (default bench_search.svg)\n"
     "  --random-trials N  budget of the random policy's runs (default: --trials; the\n"
     "            ops suite: 3x --trials, so random's trials to 95% are measured, not cut\n"
@@ -88,7 +91,9 @@ constexpr const char* kUsage =
     "            rounds (on the cached numbers' level) instead of one measurement, so a\n"
     "            lucky sample does not set the bar (default 32; 0: off, every number\n"
     "            from the cache; trials to 95% from the cached numbers alone are shown\n"
-    "            beside)\n"
+    "            beside). When the rounds' level (cached / re-timed) is outside\n"
+    "            [0.8, 1.25] the machine's speed changed meanwhile: the re-timing is\n"
+    "            reported but discarded, the figures stay the cached numbers\n"
     "  --retime-rounds R  rounds of the re-timing (default 5)\n"
     "  --heuristics  every run (every policy) starts, as `tuneforge tune` does, with the\n"
     "            template's heuristic configs, at most a quarter of --trials; the\n"
@@ -638,6 +643,21 @@ class SearchBench {
     const bool level_from_random = !ratios.empty();
     if (!level_from_random) ratios = ratios_any;
     const double level = MedianOr(ratios, 1.0);
+    // The level corrects a slow drift of a few percent. Far from 1, the machine ran at
+    // another speed during the rounds than during the runs (a VM's slow phase: rounds
+    // at 1/9 of the cached numbers, now and then at 2/3), the rounds are not on the
+    // cached scale and scaling them up makes figures above the machine's peak: the
+    // curves keep the cached numbers.
+    constexpr double kMinLevel = 0.8, kMaxLevel = 1.25;
+    std::string discarded;
+    if (level < kMinLevel || level > kMaxLevel) {
+      char why[160];
+      std::snprintf(why, sizeof(why),
+                    "level %.2f outside [%.2f, %.2f]: the machine's speed changed; cached numbers kept",
+                    level, kMinLevel, kMaxLevel);
+      discarded = why;
+      if (!quiet_) std::fprintf(stderr, "%s: re-timing discarded, %s\n", task_.CanonicalText().c_str(), why);
+    }
     nlohmann::json entries = nlohmann::json::array();
     for (size_t i = 0; i < built.size(); ++i) {
       const std::string key = built[i].candidate.config.ToJson();
@@ -646,9 +666,11 @@ class SearchBench {
                           {"random", from_random.count(key) > 0},
                           {"samples", samples[i]}};
       if (median[i] > 0) {
-        (*value)[key] = median[i] * level;
         e["retimed_gflops"] = median[i];
-        e["value_gflops"] = median[i] * level;
+        if (discarded.empty()) {
+          (*value)[key] = median[i] * level;
+          e["value_gflops"] = median[i] * level;
+        }
       }
       entries.push_back(std::move(e));
     }
@@ -657,6 +679,7 @@ class SearchBench {
                        {"level", level},
                        {"level_from_random", level_from_random},
                        {"entries", std::move(entries)}};
+    if (!discarded.empty()) result_.retimed["discarded"] = discarded;
     return absl::OkStatus();
   }
 
@@ -1028,7 +1051,17 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
     default_seeds = 3;
     random_factor = 3;
   }
-  if (flags.Has("case")) cases = {flags.Get("case")};
+  if (flags.Has("case")) {
+    // Several tasks separated by ';' run together, as a suite's cases (transfer among
+    // those of one op).
+    cases.clear();
+    for (absl::string_view part : absl::StrSplit(flags.Get("case"), ';')) {
+      std::string task(absl::StripAsciiWhitespace(part));
+      if (task.empty())
+        return absl::InvalidArgumentError("--case '" + flags.Get("case") + "' has an empty task");
+      cases.push_back(std::move(task));
+    }
+  }
   ASSIGN_OR_RETURN(int64_t trials, flags.GetInt("trials", default_trials, 8, 100000));
   ASSIGN_OR_RETURN(int64_t seeds, flags.GetInt("seeds", default_seeds, 1, 100));
   ASSIGN_OR_RETURN(int64_t reference_trials, flags.GetInt("reference-trials", 0, 0, 100000));
@@ -1223,6 +1256,9 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                   "cached numbers alone %.1f\n",
                   jc["retimed"]["configs"].get<int>(), jc["retimed"]["rounds"].get<int>(),
                   jc["retimed"]["level"].get<double>(), jc["best_known_cached_gflops"].get<double>());
+    if (jc["retimed"].contains("discarded"))
+      std::printf("  re-timing discarded (%s): every figure below is a cached number\n",
+                  jc["retimed"]["discarded"].get<std::string>().c_str());
     std::printf("  %-15s", "policy");
     for (int t : checkpoints)
       if (t <= max_budget) std::printf(" %7s", ("@" + std::to_string(t)).c_str());
