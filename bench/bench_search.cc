@@ -655,8 +655,7 @@ class SearchBench {
       std::snprintf(why, sizeof(why),
                     "level %.2f outside [%.2f, %.2f]: the machine's speed changed; cached numbers kept",
                     level, kMinLevel, kMaxLevel);
-      discarded = why;
-      if (!quiet_) std::fprintf(stderr, "%s: re-timing discarded, %s\n", task_.CanonicalText().c_str(), why);
+      discarded = why;  // the report prints it under the case
     }
     nlohmann::json entries = nlohmann::json::array();
     for (size_t i = 0; i < built.size(); ++i) {
