@@ -87,9 +87,11 @@ constexpr const char* kUsage =
     "  --retime N  at the end of each case, time up to N distinct configs again (half\n"
     "            the best of random's runs, then the best of any run, each within 15%\n"
     "            of its best), --retime-rounds times each,\n"
-    "            interleaved; the curves and the best known use the median of those\n"
-    "            rounds (on the cached numbers' level) instead of one measurement, so a\n"
-    "            lucky sample does not set the bar (default 32; 0: off, every number\n"
+    "            interleaved, with N/2 probes (random's configs drawn uniformly: the\n"
+    "            level, cached / re-timed, is their median ratio); the curves and the\n"
+    "            best known use the median of those rounds (times the level) instead\n"
+    "            of one measurement, so a lucky sample does not set the bar\n"
+    "            (default 32; 0: off, every number\n"
     "            from the cache; trials to 95% from the cached numbers alone are shown\n"
     "            beside). When the rounds' level (cached / re-timed) is outside\n"
     "            [0.8, 1.25] the machine's speed changed meanwhile: the re-timing is\n"
@@ -607,6 +609,23 @@ class SearchBench {
     add(random_top, (slots + 1) / 2);
     add(any_top, slots);
     add(random_top, slots);
+    const size_t top_count = keys.size();
+    // The level's probes: half as many more of random's configs, drawn uniformly, not
+    // by their numbers. The top configs' own cached / re-timed ratio is biased: each
+    // was picked for a high number, so their single measurements are the luckiest of
+    // many (their median ratio is the winner's curse, reported as `top_level`); a
+    // uniform draw's ratio is the machine's drift alone.
+    {
+      std::vector<std::string> pool;
+      for (const std::string& key : from_random)
+        if (cache_.count(key) && cache_.at(key).gflops > 0 &&
+            std::find(keys.begin(), keys.end(), key) == keys.end())
+          pool.push_back(key);
+      std::mt19937_64 draw(23);
+      std::shuffle(pool.begin(), pool.end(), draw);
+      pool.resize(std::min(pool.size(), (slots + 1) / 2));
+      keys.insert(keys.end(), pool.begin(), pool.end());
+    }
     std::vector<Candidate> candidates;
     for (const std::string& key : keys) {
       ASSIGN_OR_RETURN(Config c, Config::FromJson(key));
@@ -630,19 +649,30 @@ class SearchBench {
         if (m.error == MeasureErrorKind::kNone) samples[i].push_back(Gflops(m));
       }
     }
-    std::vector<double> ratios, ratios_any;
+    // The builder keeps the candidates' order: built[i] is keys[i], the first
+    // top_count the top configs, the rest the probes.
+    std::vector<double> ratios_probe, ratios_random, ratios_any;
     std::vector<double> median(built.size(), 0);
     for (size_t i = 0; i < built.size(); ++i) {
       if (samples[i].empty()) continue;
       median[i] = Median(samples[i]);
       const std::string key = built[i].candidate.config.ToJson();
       const double ratio = cache_.at(key).gflops / median[i];
+      if (i >= top_count) {
+        ratios_probe.push_back(ratio);
+        continue;
+      }
       ratios_any.push_back(ratio);
-      if (from_random.count(key)) ratios.push_back(ratio);
+      if (from_random.count(key)) ratios_random.push_back(ratio);
     }
-    const bool level_from_random = !ratios.empty();
-    if (!level_from_random) ratios = ratios_any;
-    const double level = MedianOr(ratios, 1.0);
+    // From the probes when at least 3 were timed; else (a run of few configs) from
+    // the top configs as before: random's, else any run's.
+    constexpr size_t kMinProbes = 3;
+    const char* level_from = ratios_probe.size() >= kMinProbes ? "probes"
+                             : !ratios_random.empty()          ? "random"
+                                                               : "any";
+    const double top_level = MedianOr(ratios_random.empty() ? ratios_any : ratios_random, 1.0);
+    const double level = ratios_probe.size() >= kMinProbes ? MedianOr(ratios_probe, 1.0) : top_level;
     // The level corrects a slow drift of a few percent. Far from 1, the machine ran at
     // another speed during the rounds than during the runs (a VM's slow phase: rounds
     // at 1/9 of the cached numbers, now and then at 2/3), the rounds are not on the
@@ -660,23 +690,27 @@ class SearchBench {
     nlohmann::json entries = nlohmann::json::array();
     for (size_t i = 0; i < built.size(); ++i) {
       const std::string key = built[i].candidate.config.ToJson();
+      const bool probe = i >= top_count;
       nlohmann::json e = {{"config", key},
                           {"cached_gflops", cache_.at(key).gflops},
                           {"random", from_random.count(key) > 0},
+                          {"probe", probe},
                           {"samples", samples[i]}};
       if (median[i] > 0) {
         e["retimed_gflops"] = median[i];
-        if (discarded.empty()) {
+        if (discarded.empty() && !probe) {  // a probe only measures the level
           (*value)[key] = median[i] * level;
           e["value_gflops"] = median[i] * level;
         }
       }
       entries.push_back(std::move(e));
     }
-    result_.retimed = {{"configs", built.size()},
+    result_.retimed = {{"configs", top_count},
+                       {"probes", built.size() - top_count},
                        {"rounds", retime_rounds_},
                        {"level", level},
-                       {"level_from_random", level_from_random},
+                       {"level_from", level_from},
+                       {"top_level", top_level},
                        {"entries", std::move(entries)}};
     if (!discarded.empty()) result_.retimed["discarded"] = discarded;
     return absl::OkStatus();
@@ -1251,10 +1285,12 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                   jc["reference_random_best_gflops"].get<double>());
     std::printf("; best measured by any run %.1f)\n", jc["best_measured_gflops"].get<double>());
     if (jc["retimed"].contains("configs"))
-      std::printf("  re-timed: the best %d configs, %d rounds each, level %.3f; best known from the "
-                  "cached numbers alone %.1f\n",
-                  jc["retimed"]["configs"].get<int>(), jc["retimed"]["rounds"].get<int>(),
-                  jc["retimed"]["level"].get<double>(), jc["best_known_cached_gflops"].get<double>());
+      std::printf("  re-timed: the best %d configs and %d probes, %d rounds each, level %.3f (from "
+                  "%s; the best configs' own %.3f); best known from the cached numbers alone %.1f\n",
+                  jc["retimed"]["configs"].get<int>(), jc["retimed"]["probes"].get<int>(),
+                  jc["retimed"]["rounds"].get<int>(), jc["retimed"]["level"].get<double>(),
+                  jc["retimed"]["level_from"].get<std::string>().c_str(),
+                  jc["retimed"]["top_level"].get<double>(), jc["best_known_cached_gflops"].get<double>());
     if (jc["retimed"].contains("discarded"))
       std::printf("  re-timing discarded (%s): every figure below is a cached number\n",
                   jc["retimed"]["discarded"].get<std::string>().c_str());

@@ -2,8 +2,9 @@
 nothing new and every policy sees the first run's numbers; the random policy runs its
 own budget; the best known (the bar of trials to 95%) is the best of the random runs
 and does not move when another model variant measures new configs; with re-timing, the
-best configs are timed again and the curves and the bar use those numbers on the
-cached numbers' level; bad budgets are refused with a clear message; --eval-db
+best configs are timed again, with uniformly drawn probes of random's configs that
+set the level (cached / re-timed), and the curves and the bar use those numbers on
+that level; bad budgets are refused with a clear message; --eval-db
 --splits 0 reports the scoring speed alone.
 
 usage: search_cache_test.py TUNEFORGE WORKDIR
@@ -72,8 +73,17 @@ args += ["--retime-rounds", "3"]
 retimed = run()
 rt = retimed["retimed"]
 entries = rt.get("entries", [])
-if not 1 <= rt.get("configs", 0) <= 8 or len(entries) != rt["configs"] or rt["rounds"] != 3:
-    failures.append(f"re-timing: {rt.get('configs')} configs, {rt.get('rounds')} rounds (want 1-8, 3)")
+if (not 1 <= rt.get("configs", 0) <= 8 or rt.get("probes") != 4
+        or len(entries) != rt["configs"] + rt["probes"] or rt["rounds"] != 3):
+    failures.append(f"re-timing: {rt.get('configs')} configs, {rt.get('probes')} probes, "
+                    f"{rt.get('rounds')} rounds (want 1-8, 4, 3)")
+probes = [e for e in entries if e["probe"]]
+if len(probes) != rt.get("probes") or any(not e["random"] for e in probes):
+    failures.append("re-timing: the probes are not random's configs")
+if entries[:rt["configs"]] != [e for e in entries if not e["probe"]]:
+    failures.append("re-timing: the probes are not after the best configs")
+if len({e["config"] for e in entries}) != len(entries):
+    failures.append("re-timing: a config was timed twice")
 if retimed["policies"]["random"]["cached_curves"] != third["policies"]["random"]["curves"]:
     failures.append("re-timing: the cached curves are not the file's numbers")
 cached_top = max(c[-1] for p in retimed["policies"].values() for c in p["cached_curves"])
@@ -94,8 +104,19 @@ if discarded:
             failures.append(f"re-timing discarded, but {name}'s curves are not the cached ones")
     if retimed["best_known_gflops"] != retimed["best_known_cached_gflops"]:
         failures.append("re-timing discarded, but the bar is not the cached one")
-ratios = []
+def median(values):
+    values = sorted(values)
+    n = len(values)
+    return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
+ratios, probe_ratios = [], []
 for e in entries:
+    if e["probe"]:
+        # A probe measures the level only: its number in the curves stays the cached one.
+        if "value_gflops" in e:
+            failures.append(f"re-timing: probe {e['config']} has a value")
+        if "retimed_gflops" in e:
+            probe_ratios.append(e["cached_gflops"] / e["retimed_gflops"])
+        continue
     if len(e["samples"]) != 3 or ("value_gflops" in e) == discarded:
         failures.append(f"re-timing: {len(e['samples'])} samples of {e['config']}")
         continue
@@ -106,12 +127,13 @@ for e in entries:
         failures.append("re-timing: a value is not the median on the cached level")
     if e["random"]:
         ratios.append(e["cached_gflops"] / e["retimed_gflops"])
-if ratios:
-    ratios.sort()
-    n = len(ratios)
-    level = ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2
-    if abs(level - rt["level"]) > 1e-9 * level:
-        failures.append(f"re-timing: level {rt['level']} is not random's median ratio {level}")
+# The level: the probes' median ratio (>= 3 probes timed), else the best configs'.
+if ratios and abs(median(ratios) - rt["top_level"]) > 1e-9 * rt["top_level"]:
+    failures.append(f"re-timing: top level {rt['top_level']} is not random's median ratio")
+want_from = "probes" if len(probe_ratios) >= 3 else "random" if ratios else "any"
+level = median(probe_ratios) if want_from == "probes" else rt["top_level"]
+if rt["level_from"] != want_from or abs(level - rt["level"]) > 1e-9 * level:
+    failures.append(f"re-timing: level {rt['level']} from {rt['level_from']}, want {level} from {want_from}")
 random_entries = [e for e in entries if e["random"] and "value_gflops" in e]
 if random_entries:
     best_entry = max(e["value_gflops"] for e in random_entries)
