@@ -690,9 +690,9 @@ class SearchBench {
     // measurement alone. Those (any run's, best first, at most 4N) are timed the same
     // way and take the same level. One pass: a config pass 2 lifts above the bar does
     // not bring in a third.
-    size_t reach_count = 0;
+    size_t reach_count = 0, reach_wanted = 0;  // timed; above 95% of the bar (before the cap)
+    double bar = 0;  // random's best after pass 1, as Finish computes it
     if (discarded.empty()) {
-      double bar = 0;  // random's best, as Finish computes it
       for (const std::string& key : from_random) {
         auto it = value->find(key);
         if (it != value->end()) bar = std::max(bar, it->second);
@@ -702,6 +702,7 @@ class SearchBench {
         if (m.gflops >= 0.95 * bar && std::find(keys.begin(), keys.end(), key) == keys.end())
           above.emplace_back(m.gflops, key);
       std::sort(above.rbegin(), above.rend());
+      reach_wanted = above.size();
       above.resize(std::min(above.size(), 4 * slots));
       std::vector<std::string> reach;
       for (const auto& [gflops, key] : above) reach.push_back(key);
@@ -727,6 +728,8 @@ class SearchBench {
     }
     result_.retimed = {{"configs", top_count},
                        {"reach", reach_count},
+                       {"reach_bar", bar},
+                       {"reach_wanted", reach_wanted},
                        {"probes", keys.size() - top_count},
                        {"rounds", retime_rounds_},
                        {"level", level},
@@ -1336,9 +1339,11 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                   jc["reference_random_best_gflops"].get<double>());
     std::printf("; best measured by any run %.1f)\n", jc["best_measured_gflops"].get<double>());
     if (jc["retimed"].contains("configs"))
-      std::printf("  re-timed: the best %d configs and %d probes, %d rounds each, level %.3f (from "
-                  "%s; the best configs' own %.3f); best known from the cached numbers alone %.1f\n",
+      std::printf("  re-timed: the best %d configs and %d probes, then %d of the %d others within 95%% "
+                  "of the bar, %d rounds each, level %.3f (from %s; the best configs' own %.3f); best "
+                  "known from the cached numbers alone %.1f\n",
                   jc["retimed"]["configs"].get<int>(), jc["retimed"]["probes"].get<int>(),
+                  jc["retimed"]["reach"].get<int>(), jc["retimed"]["reach_wanted"].get<int>(),
                   jc["retimed"]["rounds"].get<int>(), jc["retimed"]["level"].get<double>(),
                   jc["retimed"]["level_from"].get<std::string>().c_str(),
                   jc["retimed"]["top_level"].get<double>(), jc["best_known_cached_gflops"].get<double>());

@@ -11,6 +11,7 @@ usage: search_cache_test.py TUNEFORGE WORKDIR
 """
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 
@@ -150,6 +151,40 @@ if random_top:
 random_last = max(c[-1] for c in retimed["policies"]["random"]["curves"])
 if retimed["best_known_gflops"] != random_last:
     failures.append("re-timing: the best known is not the best of random's curves")
+
+# Pass 2, the reach, on a file of this run's configs alone (so the run's configs are
+# the file's): every config outside pass 1 whose cached number is >= 95% of the bar
+# after pass 1 is timed again, and no other.
+db2 = os.path.join(work, "reach.db")
+if os.path.exists(db2):
+    os.remove(db2)
+reach_args = [tuneforge, "bench", "search", "--case", "matmul M=64 N=64 K=64", "--seeds", "1",
+              "--trials", "16", "--random-trials", "48", "--measurements", db2, "--json", "--plot", ""]
+subprocess.run(reach_args + ["--retime", "0"], check=True, capture_output=True)
+out = subprocess.run(reach_args + ["--retime", "6", "--retime-rounds", "3"], check=True,
+                     capture_output=True, text=True).stdout
+rt2 = json.loads(out)["cases"][0]["retimed"]
+if "discarded" in rt2:
+    print(f"(reach not checked: re-timing discarded on this machine: {rt2['discarded']})")
+else:
+    con = sqlite3.connect(db2)
+    cached = {c: f / m / 1e9 for c, f, m in con.execute(
+        "SELECT r.config_json, w.flops, r.median_cost FROM records r JOIN workloads w ON "
+        "w.id = r.workload_id WHERE r.error_kind = 'none' AND r.median_cost > 0")}
+    pass1 = {e["config"] for e in rt2["entries"] if e["pass"] == 1}
+    got = {e["config"] for e in rt2["entries"] if e["pass"] == 2}
+    above = sorted(((g, c) for c, g in cached.items()
+                    if c not in pass1 and g >= 0.95 * rt2["reach_bar"]), reverse=True)
+    want = {c for g, c in above[:4 * 6]}  # at most 4 x --retime, best first
+    if rt2["reach_wanted"] != len(above):
+        failures.append(f"reach: {rt2['reach_wanted']} wanted, {len(above)} within 95% of the bar")
+    if got != want:
+        failures.append(f"reach: timed {len(got)} configs, want the {len(want)} within 95% of "
+                        f"the bar {rt2['reach_bar']}")
+    p1_random = [e["value_gflops"] for e in rt2["entries"]
+                 if e["pass"] == 1 and e["random"] and "value_gflops" in e]
+    if p1_random and rt2["reach_bar"] < max(p1_random):
+        failures.append(f"reach: bar {rt2['reach_bar']} below random's re-timed {max(p1_random)}")
 
 # --heuristics: every run starts with the template's heuristic configs (a quarter of
 # the 16 trials), so the two seeds' runs start alike.
