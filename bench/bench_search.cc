@@ -86,16 +86,17 @@ constexpr const char* kUsage =
     "            any run measured are shown beside it\n"
     "  --retime N  at the end of each case, time up to N distinct configs again (half\n"
     "            the best of random's runs, then the best of any run, each within 15%\n"
-    "            of its best), --retime-rounds times each,\n"
-    "            interleaved, with N/2 probes (random's configs drawn uniformly: the\n"
-    "            level, cached / re-timed, is their median ratio); the curves and the\n"
-    "            best known use the median of those rounds (times the level) instead\n"
-    "            of one measurement, so a lucky sample does not set the bar\n"
-    "            (default 32; 0: off, every number\n"
-    "            from the cache; trials to 95% from the cached numbers alone are shown\n"
-    "            beside). When the rounds' level (cached / re-timed) is outside\n"
-    "            [0.8, 1.25] the machine's speed changed meanwhile: the re-timing is\n"
-    "            reported but discarded, the figures stay the cached numbers\n"
+    "            of its best) and N/2 probes (random's configs drawn uniformly),\n"
+    "            --retime-rounds times each, interleaved; then, second pass, every\n"
+    "            other config whose cached number is >= 95% of the new bar (at most\n"
+    "            4N). The level is the probes' median cached / re-timed; the curves\n"
+    "            and the best known use a re-timed config's median times the level\n"
+    "            instead of its one measurement, so a lucky sample does not set the\n"
+    "            bar (default 32; 0: off, every number from the cache; trials to 95%\n"
+    "            from the cached numbers alone are shown beside). When the level is\n"
+    "            outside [0.8, 1.25] the machine's speed changed meanwhile: the\n"
+    "            re-timing is reported but discarded, the figures stay the cached\n"
+    "            numbers\n"
     "  --retime-rounds R  rounds of the re-timing (default 5)\n"
     "  --heuristics  every run (every policy) starts, as `tuneforge tune` does, with the\n"
     "            template's heuristic configs, at most a quarter of --trials; the\n"
@@ -496,8 +497,9 @@ class SearchBench {
   // Re-timing at the end of a case: up to `configs` distinct configs - the best of
   // the random runs and the best of every run, by their cached numbers, within 15% of
   // the best of each - are timed `rounds` times more, interleaved in a shuffled order
-  // each round, and the curves use the median of those rounds instead of their one
-  // cached measurement. 0: off.
+  // each round, with configs/2 probes that set the level (Retime), then every other
+  // config within 95% of the new bar (the reach, at most 4 x configs); the curves use
+  // the median of those rounds instead of their one cached measurement. 0: off.
   void SetRetime(int configs, int rounds) {
     retime_configs_ = configs;
     retime_rounds_ = rounds;
@@ -574,7 +576,7 @@ class SearchBench {
   }
 
   // See SetRetime. A re-timed config's number is the median of its rounds times the
-  // level: the median, over the re-timed configs of the random runs, of cached /
+  // level: the median, over the probes (random's configs drawn uniformly), of cached /
   // re-timed. The level puts the re-timed numbers on the scale of the cached ones (a
   // measurement file's numbers drift by a few percent over hours), so a re-timed
   // config and one that was not compare as before; what changes is that the best
