@@ -1341,11 +1341,15 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                   jc["reference_random_best_gflops"].get<double>());
     std::printf("; best measured by any run %.1f)\n", jc["best_measured_gflops"].get<double>());
     if (jc["retimed"].contains("configs"))
-      std::printf("  re-timed: the best %d configs and %d probes, then %d of the %d others within 95%% "
-                  "of the bar, %d rounds each, level %.3f (from %s; the best configs' own %.3f); best "
-                  "known from the cached numbers alone %.1f\n",
+      std::printf("  re-timed: the best %d configs and %d probes%s, %d rounds each, level %.3f (from "
+                  "%s; the best configs' own %.3f); best known from the cached numbers alone %.1f\n",
                   jc["retimed"]["configs"].get<int>(), jc["retimed"]["probes"].get<int>(),
-                  jc["retimed"]["reach"].get<int>(), jc["retimed"]["reach_wanted"].get<int>(),
+                  jc["retimed"].contains("discarded")
+                      ? ""
+                      : (", then " + std::to_string(jc["retimed"]["reach"].get<int>()) + " of the " +
+                         std::to_string(jc["retimed"]["reach_wanted"].get<int>()) +
+                         " others within 95% of the bar")
+                            .c_str(),
                   jc["retimed"]["rounds"].get<int>(), jc["retimed"]["level"].get<double>(),
                   jc["retimed"]["level_from"].get<std::string>().c_str(),
                   jc["retimed"]["top_level"].get<double>(), jc["best_known_cached_gflops"].get<double>());
