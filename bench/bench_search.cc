@@ -632,12 +632,10 @@ class SearchBench {
     ASSIGN_OR_RETURN(std::vector<std::vector<double>> samples, TimeRounds(keys, 17));
     // keys[i]: the first top_count the top configs, the rest the probes.
     std::vector<double> ratios_probe, ratios_random, ratios_any;
-    std::vector<double> median(keys.size(), 0);
     for (size_t i = 0; i < keys.size(); ++i) {
       if (samples[i].empty()) continue;
-      median[i] = Median(samples[i]);
       const std::string& key = keys[i];
-      const double ratio = cache_.at(key).gflops / median[i];
+      const double ratio = cache_.at(key).gflops / Median(samples[i]);
       if (i >= top_count) {
         ratios_probe.push_back(ratio);
         continue;
@@ -667,25 +665,28 @@ class SearchBench {
                     level, kMinLevel, kMaxLevel);
       discarded = why;  // the report prints it under the case
     }
+    // One re-timed config's entry; unless discarded, its number in the curves becomes
+    // the median of its rounds on the level.
     nlohmann::json entries = nlohmann::json::array();
-    for (size_t i = 0; i < keys.size(); ++i) {
-      const std::string& key = keys[i];
-      const bool probe = i >= top_count;
+    auto add_entry = [&](const std::string& key, const std::vector<double>& rounds, bool probe,
+                         int pass) {
       nlohmann::json e = {{"config", key},
                           {"cached_gflops", cache_.at(key).gflops},
                           {"random", from_random.count(key) > 0},
                           {"probe", probe},
-                          {"pass", 1},
-                          {"samples", samples[i]}};
-      if (median[i] > 0) {
-        e["retimed_gflops"] = median[i];
+                          {"pass", pass},
+                          {"samples", rounds}};
+      if (!rounds.empty()) {
+        const double m = Median(rounds);
+        e["retimed_gflops"] = m;
         if (discarded.empty()) {
-          (*value)[key] = median[i] * level;
-          e["value_gflops"] = median[i] * level;
+          (*value)[key] = m * level;
+          e["value_gflops"] = m * level;
         }
       }
       entries.push_back(std::move(e));
-    }
+    };
+    for (size_t i = 0; i < keys.size(); ++i) add_entry(keys[i], samples[i], i >= top_count, 1);
     // Pass 2, the reach: the top's re-timed medians are mostly below their cached
     // numbers (the winner's curse), so configs that were not in the top N but whose
     // cached numbers are above 95% of the new bar would reach it on their one lucky
@@ -699,10 +700,10 @@ class SearchBench {
         auto it = value->find(key);
         if (it != value->end()) bar = std::max(bar, it->second);
       }
+      const std::set<std::string> timed(keys.begin(), keys.end());
       std::vector<std::pair<double, std::string>> above;
       for (const auto& [key, m] : cache_)
-        if (m.gflops >= 0.95 * bar && std::find(keys.begin(), keys.end(), key) == keys.end())
-          above.emplace_back(m.gflops, key);
+        if (m.gflops >= 0.95 * bar && !timed.count(key)) above.emplace_back(m.gflops, key);
       std::sort(above.rbegin(), above.rend());
       reach_wanted = above.size();
       above.resize(std::min(above.size(), 4 * slots));
@@ -711,21 +712,7 @@ class SearchBench {
       reach_count = reach.size();
       if (!reach.empty()) {
         ASSIGN_OR_RETURN(std::vector<std::vector<double>> reach_samples, TimeRounds(reach, 19));
-        for (size_t i = 0; i < reach.size(); ++i) {
-          nlohmann::json e = {{"config", reach[i]},
-                              {"cached_gflops", cache_.at(reach[i]).gflops},
-                              {"random", from_random.count(reach[i]) > 0},
-                              {"probe", false},
-                              {"pass", 2},
-                              {"samples", reach_samples[i]}};
-          if (!reach_samples[i].empty()) {
-            const double m = Median(reach_samples[i]);
-            e["retimed_gflops"] = m;
-            (*value)[reach[i]] = m * level;
-            e["value_gflops"] = m * level;
-          }
-          entries.push_back(std::move(e));
-        }
+        for (size_t i = 0; i < reach.size(); ++i) add_entry(reach[i], reach_samples[i], false, 2);
       }
     }
     result_.retimed = {{"configs", top_count},
