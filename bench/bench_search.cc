@@ -88,16 +88,23 @@ constexpr const char* kUsage =
     "            the best of random's runs, then the best of any run, each within 15%\n"
     "            of its best) and N/2 probes (random's configs drawn uniformly),\n"
     "            --retime-rounds times each, interleaved; then, second pass, every\n"
-    "            other config whose cached number is >= 95% of the new bar (at most\n"
-    "            4N). The level is the probes' median cached / re-timed; the curves\n"
-    "            and the best known use a re-timed config's median times the level\n"
-    "            instead of its one measurement, so a lucky sample does not set the\n"
+    "            other config whose cached number is >= 95% of the new bar (the\n"
+    "            reach, best first, at most --retime-reach, its own level from 8\n"
+    "            anchors of the first pass timed again). The level is the probes'\n"
+    "            median cached / re-timed; the curves and the best known use a\n"
+    "            re-timed config's median times the level instead of its one\n"
+    "            measurement, so a lucky sample does not set the\n"
     "            bar (default 32; 0: off, every number from the cache; trials to 95%\n"
     "            from the cached numbers alone are shown beside). When the level is\n"
     "            outside [0.8, 1.25] the machine's speed changed meanwhile: the\n"
     "            re-timing is reported but discarded, the figures stay the cached\n"
     "            numbers\n"
     "  --retime-rounds R  rounds of the re-timing (default 5)\n"
+    "  --retime-reach N  at most N configs in the re-timing's second pass, the best\n"
+    "            first (default 512; 0: no second pass). retimed.seconds and\n"
+    "            retimed.reach_seconds in the JSON give what each pass cost\n"
+    "  --retime-reach-line P  the second pass's line: configs whose cached number is\n"
+    "            >= P% of the bar after the first pass (default 95, 1-100)\n"
     "  --heuristics  every run (every policy) starts, as `tuneforge tune` does, with the\n"
     "            template's heuristic configs, at most a quarter of --trials; the\n"
     "            tuning job's own cold curve (default: off, the policies alone)\n"
@@ -255,6 +262,10 @@ struct CaseResult {
   int transfer_records = 0;  // records of other shapes the model+transfer runs started from
   int stored_measurements = 0;  // configs of the case in the --measurements db at start
 };
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 // First trial (1-based) at which the curve reaches `target`, or 0 if never.
 int TrialsToReach(const Curve& c, double target) {
@@ -498,11 +509,14 @@ class SearchBench {
   // the random runs and the best of every run, by their cached numbers, within 15% of
   // the best of each - are timed `rounds` times more, interleaved in a shuffled order
   // each round, with configs/2 probes that set the level (Retime), then every other
-  // config within 95% of the new bar (the reach, at most 4 x configs); the curves use
-  // the median of those rounds instead of their one cached measurement. 0: off.
-  void SetRetime(int configs, int rounds) {
+  // config within `reach_line_percent` of the new bar (the reach, at most `reach`
+  // configs, best first); the curves use the median of those rounds instead of their
+  // one cached measurement. configs 0: off.
+  void SetRetime(int configs, int rounds, int reach, int reach_line_percent) {
     retime_configs_ = configs;
     retime_rounds_ = rounds;
+    retime_reach_ = reach;
+    reach_line_ = reach_line_percent / 100.0;
   }
 
   // Every run starts with the template's heuristic configs, as a tuning job does
@@ -559,7 +573,7 @@ class SearchBench {
       std::fprintf(stderr, "  %-14s seed %llu: best %.1f GFLOP/s after %zu trials (%.0f s)\n",
                    (store ? name + "+log" : others.empty() ? name : name + "+transfer").c_str(),
                    static_cast<unsigned long long>(seed), best, trials_run.size(),
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+                   SecondsSince(start));
     return trials_run;
   }
 
@@ -629,7 +643,9 @@ class SearchBench {
       keys.insert(keys.end(), pool.begin(), pool.end());
     }
     if (keys.empty()) return absl::OkStatus();
+    const auto pass1_start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(std::vector<std::vector<double>> samples, TimeRounds(keys, 17));
+    const double pass1_seconds = SecondsSince(pass1_start);
     // keys[i]: the first top_count the top configs, the rest the probes.
     std::vector<double> ratios_probe, ratios_random, ratios_any;
     for (size_t i = 0; i < keys.size(); ++i) {
@@ -665,11 +681,11 @@ class SearchBench {
                     level, kMinLevel, kMaxLevel);
       discarded = why;  // the report prints it under the case
     }
-    // One re-timed config's entry; unless discarded, its number in the curves becomes
-    // the median of its rounds on the level.
+    // One re-timed config's entry; unless `applied` is false, its number in the curves
+    // becomes the median of its rounds on `on_level`.
     nlohmann::json entries = nlohmann::json::array();
     auto add_entry = [&](const std::string& key, const std::vector<double>& rounds, bool probe,
-                         int pass) {
+                         int pass, double on_level, bool applied) {
       nlohmann::json e = {{"config", key},
                           {"cached_gflops", cache_.at(key).gflops},
                           {"random", from_random.count(key) > 0},
@@ -679,22 +695,35 @@ class SearchBench {
       if (!rounds.empty()) {
         const double m = Median(rounds);
         e["retimed_gflops"] = m;
-        if (discarded.empty()) {
-          (*value)[key] = m * level;
-          e["value_gflops"] = m * level;
+        if (applied) {
+          (*value)[key] = m * on_level;
+          e["value_gflops"] = m * on_level;
         }
       }
       entries.push_back(std::move(e));
     };
-    for (size_t i = 0; i < keys.size(); ++i) add_entry(keys[i], samples[i], i >= top_count, 1);
+    for (size_t i = 0; i < keys.size(); ++i)
+      add_entry(keys[i], samples[i], i >= top_count, 1, level, discarded.empty());
     // Pass 2, the reach: the top's re-timed medians are mostly below their cached
     // numbers (the winner's curse), so configs that were not in the top N but whose
     // cached numbers are above 95% of the new bar would reach it on their one lucky
-    // measurement alone. Those (any run's, best first, at most 4N) are timed the same
-    // way and take the same level. One pass: a config pass 2 lifts above the bar does
-    // not bring in a third.
-    size_t reach_count = 0, reach_wanted = 0;  // timed; above 95% of the bar (before the cap)
+    // measurement alone. Those (any run's, best first, at most retime_reach_) are timed
+    // the same way. One pass: a config pass 2 lifts above the bar does not bring in a
+    // third.
+    // Pass 2 runs a minute or two after pass 1, and on a VM a fast kernel's speed
+    // changes by 20-35% between minutes, which the probes (mostly slow kernels) do not
+    // show. So pass 2 also times anchors - the first kAnchors of pass 1's top configs,
+    // fast kernels like the reach's (a small top is filled up with the probes) - in the
+    // same rounds, and puts its medians on pass 1's
+    // scale: reach_level = median over the anchors of pass-1 value / pass-2 median
+    // (pass 1's level when fewer than kMinProbes anchors were timed). A reach_level
+    // outside [kMinLevel, kMaxLevel] x level discards pass 2 alone.
+    constexpr size_t kAnchors = 8;
+    size_t reach_count = 0, reach_wanted = 0;  // timed; above the line (before the cap)
     double bar = 0;  // random's best after pass 1, as Finish computes it
+    double reach_seconds = 0, reach_level = level;
+    std::string reach_level_from = "pass 1", reach_discarded;
+    nlohmann::json anchors_json = nlohmann::json::array();
     if (discarded.empty()) {
       for (const std::string& key : from_random) {
         auto it = value->find(key);
@@ -703,22 +732,62 @@ class SearchBench {
       const std::set<std::string> timed(keys.begin(), keys.end());
       std::vector<std::pair<double, std::string>> above;
       for (const auto& [key, m] : cache_)
-        if (m.gflops >= 0.95 * bar && !timed.count(key)) above.emplace_back(m.gflops, key);
+        if (m.gflops >= reach_line_ * bar && !timed.count(key)) above.emplace_back(m.gflops, key);
       std::sort(above.rbegin(), above.rend());
       reach_wanted = above.size();
-      above.resize(std::min(above.size(), 4 * slots));
+      above.resize(std::min(above.size(), static_cast<size_t>(retime_reach_)));
       std::vector<std::string> reach;
       for (const auto& [gflops, key] : above) reach.push_back(key);
       reach_count = reach.size();
       if (!reach.empty()) {
-        ASSIGN_OR_RETURN(std::vector<std::vector<double>> reach_samples, TimeRounds(reach, 19));
-        for (size_t i = 0; i < reach.size(); ++i) add_entry(reach[i], reach_samples[i], false, 2);
+        // The anchors in pass 1's order (the top, best cached first, then the probes
+        // when the top has fewer than kAnchors), not by their pass-1 values: picked by
+        // those, they would be pass 1's luckiest medians and their ratio the winner's
+        // curse again.
+        std::vector<std::pair<double, std::string>> best_top;
+        for (size_t i = 0; i < keys.size() && best_top.size() < kAnchors; ++i)
+          if (!samples[i].empty()) best_top.emplace_back(value->at(keys[i]), keys[i]);
+        std::vector<std::string> to_time = reach;
+        for (const auto& [v, key] : best_top) to_time.push_back(key);
+        const auto reach_start = std::chrono::steady_clock::now();
+        ASSIGN_OR_RETURN(std::vector<std::vector<double>> reach_samples, TimeRounds(to_time, 19));
+        reach_seconds = SecondsSince(reach_start);
+        std::vector<double> anchor_ratios;
+        for (size_t j = 0; j < best_top.size(); ++j) {
+          const std::vector<double>& rounds = reach_samples[reach.size() + j];
+          nlohmann::json a = {{"config", best_top[j].second},
+                              {"value_gflops", best_top[j].first},
+                              {"samples", rounds}};
+          if (!rounds.empty()) anchor_ratios.push_back(best_top[j].first / Median(rounds));
+          anchors_json.push_back(std::move(a));
+        }
+        if (anchor_ratios.size() >= kMinProbes) {
+          reach_level = Median(anchor_ratios);
+          reach_level_from = "anchors";
+        }
+        if (reach_level < kMinLevel * level || reach_level > kMaxLevel * level) {
+          char why[200];
+          std::snprintf(why, sizeof(why),
+                        "reach level %.2f outside [%.2f, %.2f] x pass 1's %.2f: the machine's "
+                        "speed changed between the passes; the reach keeps its cached numbers",
+                        reach_level, kMinLevel, kMaxLevel, level);
+          reach_discarded = why;
+        }
+        for (size_t i = 0; i < reach.size(); ++i)
+          add_entry(reach[i], reach_samples[i], false, 2, reach_level, reach_discarded.empty());
       }
     }
     result_.retimed = {{"configs", top_count},
                        {"reach", reach_count},
                        {"reach_bar", bar},
+                       {"reach_line", reach_line_},
                        {"reach_wanted", reach_wanted},
+                       {"reach_cap", retime_reach_},
+                       {"reach_level", reach_level},
+                       {"reach_level_from", reach_level_from},
+                       {"anchors", std::move(anchors_json)},
+                       {"seconds", pass1_seconds},
+                       {"reach_seconds", reach_seconds},
                        {"probes", keys.size() - top_count},
                        {"rounds", retime_rounds_},
                        {"level", level},
@@ -726,6 +795,7 @@ class SearchBench {
                        {"top_level", top_level},
                        {"entries", std::move(entries)}};
     if (!discarded.empty()) result_.retimed["discarded"] = discarded;
+    if (!reach_discarded.empty()) result_.retimed["reach_discarded"] = reach_discarded;
     return absl::OkStatus();
   }
 
@@ -848,7 +918,8 @@ class SearchBench {
   std::map<std::string, TuningRecord> stored_;  // config JSON -> record in measurements_
   // Per policy, per seed: the configs of the run's trials, in order (keys of cache_).
   std::map<std::string, std::vector<Trials>> runs_;
-  int retime_configs_ = 0, retime_rounds_ = 0;  // SetRetime
+  int retime_configs_ = 0, retime_rounds_ = 0, retime_reach_ = 0;  // SetRetime
+  double reach_line_ = 0.95;
   bool heuristics_ = false;                      // SetHeuristics
 };
 
@@ -1057,7 +1128,8 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
 absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"suite", "seeds", "trials", "case", "plot", "eval-db", "splits", "variant",
                                               "reference-trials", "random-trials", "measurements", "model",
-                                              "retime", "retime-rounds"},
+                                              "retime", "retime-rounds", "retime-reach",
+                                              "retime-reach-line"},
                                              {"json", "help", "verbose", "heuristics"}));
   if (flags.Has("help")) {
     std::fputs(kUsage, stdout);
@@ -1145,6 +1217,8 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                    flags.GetInt("random-trials", random_factor * trials, trials, 100000));
   ASSIGN_OR_RETURN(int64_t retime, flags.GetInt("retime", 32, 0, 1000));
   ASSIGN_OR_RETURN(int64_t retime_rounds, flags.GetInt("retime-rounds", 5, 1, 100));
+  ASSIGN_OR_RETURN(int64_t retime_reach, flags.GetInt("retime-reach", 512, 0, 100000));
+  ASSIGN_OR_RETURN(int64_t reach_line, flags.GetInt("retime-reach-line", 95, 1, 100));
   bool json = flags.Has("json");
   std::string plot = flags.Get("plot", "bench_search.svg");
 
@@ -1171,7 +1245,8 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                                                     static_cast<int>(seeds), json,
                                                     static_cast<int>(reference_trials),
                                                     measurements.get(), model_variant.options));
-    benches.back()->SetRetime(static_cast<int>(retime), static_cast<int>(retime_rounds));
+    benches.back()->SetRetime(static_cast<int>(retime), static_cast<int>(retime_rounds),
+                              static_cast<int>(retime_reach), static_cast<int>(reach_line));
     benches.back()->SetHeuristics(flags.Has("heuristics"));
     RETURN_IF_ERROR(benches.back()->Run());
   }
@@ -1207,6 +1282,8 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                         {"heuristics", flags.Has("heuristics")},
                         {"retime_configs", retime},
                         {"retime_rounds", retime_rounds},
+                        {"retime_reach", retime_reach},
+                        {"retime_reach_line_percent", reach_line},
                         {"retrain_seconds_5000_rows", retrain_5000},
                         {"retrain_cpu_seconds_5000_rows", retrain_cpu},
                         {"note", kNote},
@@ -1335,7 +1412,9 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                       ? ""
                       : (", then " + std::to_string(jc["retimed"]["reach"].get<int>()) + " of the " +
                          std::to_string(jc["retimed"]["reach_wanted"].get<int>()) +
-                         " others within 95% of the bar")
+                         " others within " +
+                         std::to_string(std::lround(100 * jc["retimed"]["reach_line"].get<double>())) +
+                         "% of the bar")
                             .c_str(),
                   jc["retimed"]["rounds"].get<int>(), jc["retimed"]["level"].get<double>(),
                   jc["retimed"]["level_from"].get<std::string>().c_str(),
@@ -1343,6 +1422,12 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
     if (jc["retimed"].contains("discarded"))
       std::printf("  re-timing discarded (%s): every figure below is a cached number\n",
                   jc["retimed"]["discarded"].get<std::string>().c_str());
+    if (jc["retimed"].contains("reach_level") && jc["retimed"]["reach"].get<int>() > 0)
+      std::printf("  the others' level %.3f (from %s)%s%s\n",
+                  jc["retimed"]["reach_level"].get<double>(),
+                  jc["retimed"]["reach_level_from"].get<std::string>().c_str(),
+                  jc["retimed"].contains("reach_discarded") ? "; discarded: " : "",
+                  jc["retimed"].value("reach_discarded", std::string()).c_str());
     std::printf("  %-15s", "policy");
     for (int t : checkpoints)
       if (t <= max_budget) std::printf(" %7s", ("@" + std::to_string(t)).c_str());

@@ -70,7 +70,7 @@ for p in first["policies"].values():
 
 # Re-timing: everything is served from the file, then the best configs are timed again.
 args[-1] = "8"
-args += ["--retime-rounds", "3"]
+args += ["--retime-rounds", "3", "--retime-reach", "32"]
 retimed = run()
 rt = retimed["retimed"]
 entries = rt.get("entries", [])
@@ -120,14 +120,18 @@ for e in entries:
         probe_ratios.append(e["cached_gflops"] / e["retimed_gflops"])
     if not e["samples"]:
         continue  # failed to build or run
-    if len(e["samples"]) != 3 or ("value_gflops" in e) == discarded:
+    # Pass 2's values are on its own level (from its anchors), and dropped alone when
+    # that level is out of range.
+    applied = not discarded and not (e["pass"] == 2 and "reach_discarded" in rt)
+    on_level = rt["reach_level"] if e["pass"] == 2 else rt["level"]
+    if len(e["samples"]) != 3 or ("value_gflops" in e) != applied:
         failures.append(f"re-timing: {len(e['samples'])} samples of {e['config']}")
         continue
     s = sorted(e["samples"])
     if abs(e["retimed_gflops"] - s[1]) > 1e-9 * s[1]:
         failures.append(f"re-timing: {e['retimed_gflops']} is not the median of {s}")
-    if not discarded and abs(e["value_gflops"] - s[1] * rt["level"]) > 1e-9 * e["value_gflops"]:
-        failures.append("re-timing: a value is not the median on the cached level")
+    if applied and abs(e["value_gflops"] - s[1] * on_level) > 1e-9 * e["value_gflops"]:
+        failures.append(f"re-timing: a pass-{e['pass']} value is not the median on its level")
     if e["random"] and e in top:
         ratios.append(e["cached_gflops"] / e["retimed_gflops"])
 # The level: the probes' median ratio (>= 3 probes timed), else the best configs'.
@@ -153,15 +157,19 @@ if retimed["best_known_gflops"] != random_last:
     failures.append("re-timing: the best known is not the best of random's curves")
 
 # Pass 2, the reach, on a file of this run's configs alone (so the run's configs are
-# the file's): every config outside pass 1 whose cached number is >= 95% of the bar
-# after pass 1 is timed again, and no other.
+# the file's): every config outside pass 1 whose cached number is >= the line (here
+# 50%) of the bar after pass 1 is timed again, the best first up to the cap, and no
+# other.
 db2 = os.path.join(work, "reach.db")
 if os.path.exists(db2):
     os.remove(db2)
-reach_args = [tuneforge, "bench", "search", "--case", "matmul M=64 N=64 K=64", "--seeds", "1",
+reach_args = [tuneforge, "bench", "search", "--case", "matmul M=128 N=256 K=64", "--seeds", "1",
               "--trials", "16", "--random-trials", "48", "--measurements", db2, "--json", "--plot", ""]
 subprocess.run(reach_args + ["--retime", "0"], check=True, capture_output=True)
-out = subprocess.run(reach_args + ["--retime", "6", "--retime-rounds", "3"], check=True,
+# A line of 50% (--retime-reach-line) so that the reach is never empty and its anchors
+# are timed.
+out = subprocess.run(reach_args + ["--retime", "8", "--retime-rounds", "3", "--retime-reach", "4",
+                                   "--retime-reach-line", "50"], check=True,
                      capture_output=True, text=True).stdout
 rt2 = json.loads(out)["cases"][0]["retimed"]
 if "discarded" in rt2:
@@ -174,13 +182,43 @@ else:
     pass1 = {e["config"] for e in rt2["entries"] if e["pass"] == 1}
     got = {e["config"] for e in rt2["entries"] if e["pass"] == 2}
     above = sorted(((g, c) for c, g in cached.items()
-                    if c not in pass1 and g >= 0.95 * rt2["reach_bar"]), reverse=True)
-    want = {c for g, c in above[:4 * 6]}  # at most 4 x --retime, best first
+                    if c not in pass1 and g >= 0.5 * rt2["reach_bar"]), reverse=True)
+    want = {c for g, c in above[:4]}  # at most --retime-reach, best first
+    if rt2["reach_cap"] != 4 or not rt2["seconds"] > 0 or rt2["reach_seconds"] < 0 or \
+            (got and not rt2["reach_seconds"] > 0):
+        failures.append(f"reach: cap {rt2['reach_cap']} (want 4), seconds {rt2['seconds']}, "
+                        f"reach_seconds {rt2['reach_seconds']}")
     if rt2["reach_wanted"] != len(above):
-        failures.append(f"reach: {rt2['reach_wanted']} wanted, {len(above)} within 95% of the bar")
+        failures.append(f"reach: {rt2['reach_wanted']} wanted, {len(above)} above 50% of the bar")
     if got != want:
-        failures.append(f"reach: timed {len(got)} configs, want the {len(want)} within 95% of "
-                        f"the bar {rt2['reach_bar']}")
+        failures.append(f"reach: timed {len(got)} configs, want the {len(want)} best above 50% "
+                        f"of the bar {rt2['reach_bar']}")
+    if not got or rt2["reach_line"] != 0.5:
+        failures.append(f"reach: {len(got)} configs timed at line {rt2['reach_line']} (want 4 at 0.5)")
+    # The anchors: pass 1's first 8 configs timed (the top, best cached first, then the
+    # probes), again in pass 2's rounds; pass 2's level is their median pass-1 value /
+    # pass-2 median.
+    p1_top = [e for e in rt2["entries"] if e["pass"] == 1 and e["samples"]]
+    anchors = rt2["anchors"]
+    if got and [a["config"] for a in anchors] != [e["config"] for e in p1_top[:8]]:
+        failures.append("reach: the anchors are not pass 1's first configs")
+    if any(a["value_gflops"] != e["value_gflops"] for a, e in zip(anchors, p1_top)):
+        failures.append("reach: an anchor's pass-1 value is not its entry's")
+    anchor_ratios = [a["value_gflops"] / median(a["samples"]) for a in anchors if a["samples"]]
+    want_level = median(anchor_ratios) if len(anchor_ratios) >= 3 else rt2["level"]
+    want_from = "anchors" if len(anchor_ratios) >= 3 else "pass 1"
+    print(f"(reach: {len(anchors)} anchors, its level from {rt2['reach_level_from']})")
+    if rt2["reach_level_from"] != want_from or abs(rt2["reach_level"] - want_level) > 1e-9 * want_level:
+        failures.append(f"reach: level {rt2['reach_level']} from {rt2['reach_level_from']}, "
+                        f"want {want_level} from {want_from}")
+    out_of_range = not 0.8 * rt2["level"] <= rt2["reach_level"] <= 1.25 * rt2["level"]
+    if got and ("reach_discarded" in rt2) != out_of_range:
+        failures.append(f"reach: level {rt2['reach_level']} against {rt2['level']}, "
+                        f"discarded: {'reach_discarded' in rt2}")
+    for e in rt2["entries"]:
+        if e["pass"] == 2 and e["samples"] and "reach_discarded" not in rt2 and \
+                abs(e["value_gflops"] - median(e["samples"]) * rt2["reach_level"]) > 1e-9 * e["value_gflops"]:
+            failures.append("reach: a value is not its median on the reach's level")
     p1_random = [e["value_gflops"] for e in rt2["entries"]
                  if e["pass"] == 1 and e["random"] and "value_gflops" in e]
     if p1_random and rt2["reach_bar"] < max(p1_random):
@@ -200,6 +238,12 @@ for policy in ("random", "model"):
 bad = subprocess.run(args[:9] + ["--random-trials", "8", "--json"], capture_output=True, text=True)
 if bad.returncode == 0 or "random-trials" not in bad.stderr:
     failures.append("--random-trials below --trials was accepted: " + bad.stderr)
+
+for flag, value in (("--retime-reach", "-1"), ("--retime-reach-line", "0"),
+                    ("--retime-reach-line", "101")):
+    bad = subprocess.run(args[:9] + [flag, value, "--json"], capture_output=True, text=True)
+    if bad.returncode == 0 or flag[2:] not in bad.stderr:
+        failures.append(f"{flag} {value} was accepted: " + bad.stderr)
 
 # --eval-db with --splits 0: the scoring speed of the file's workload alone.
 out = subprocess.run([tuneforge, "bench", "search", "--eval-db", db, "--splits", "0", "--json"],
