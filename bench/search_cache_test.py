@@ -172,6 +172,18 @@ out = subprocess.run(reach_args + ["--retime", "8", "--retime-rounds", "3", "--r
                                    "--retime-reach-line", "50"], check=True,
                      capture_output=True, text=True).stdout
 rt2 = json.loads(out)["cases"][0]["retimed"]
+# scripts/bench-search-table prints this result's row as BENCHMARKS.md has it.
+result_file = os.path.join(work, "reach.json")
+with open(result_file, "w") as f:
+    f.write(out)
+table = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                                     "scripts", "bench-search-table"), result_file],
+                       check=True, capture_output=True, text=True).stdout
+row = [line for line in table.splitlines() if line.startswith("| matmul 128×256×64 |")]
+if len(row) != 1 or len(row[0].split("|")) != 14 or "goals met (cases): accuracy" not in table:
+    failures.append("scripts/bench-search-table: no row of 12 cells for the case:\n" + table)
+elif "discarded" not in rt2 and f"| {rt2['reach']} (" not in row[0]:
+    failures.append(f"scripts/bench-search-table: the row does not show the reach {rt2['reach']}: {row[0]}")
 if "discarded" in rt2:
     print(f"(reach not checked: re-timing discarded on this machine: {rt2['discarded']})")
 else:
