@@ -717,7 +717,9 @@ class SearchBench {
     // same rounds, and puts its medians on pass 1's
     // scale: reach_level = median over the anchors of pass-1 value / pass-2 median
     // (pass 1's level when fewer than kMinProbes anchors were timed). A reach_level
-    // outside [kMinLevel, kMaxLevel] x level discards pass 2 alone.
+    // outside [kMinLevel, kMaxLevel] x level discards both passes: pass 1's lowered
+    // values next to the reach's lucky cached numbers would be the bias the reach is
+    // there to remove, so the curves keep the cached numbers throughout.
     constexpr size_t kAnchors = 8;
     size_t reach_count = 0, reach_wanted = 0;  // timed; above the line (before the cap)
     double bar = 0;  // random's best after pass 1, as Finish computes it
@@ -769,12 +771,21 @@ class SearchBench {
           char why[200];
           std::snprintf(why, sizeof(why),
                         "reach level %.2f outside [%.2f, %.2f] x pass 1's %.2f: the machine's "
-                        "speed changed between the passes; the reach keeps its cached numbers",
+                        "speed changed between the passes; cached numbers kept",
                         reach_level, kMinLevel, kMaxLevel, level);
           reach_discarded = why;
         }
         for (size_t i = 0; i < reach.size(); ++i)
           add_entry(reach[i], reach_samples[i], false, 2, reach_level, reach_discarded.empty());
+        if (!reach_discarded.empty()) {  // pass 1's values back to the cached numbers
+          for (nlohmann::json& e : entries) {
+            if (!e.contains("value_gflops")) continue;
+            const std::string key = e["config"].get<std::string>();
+            (*value)[key] = cache_.at(key).gflops;
+            e.erase("value_gflops");
+          }
+          discarded = reach_discarded;
+        }
       }
     }
     result_.retimed = {{"configs", top_count},

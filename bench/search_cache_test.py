@@ -98,8 +98,14 @@ if max((e["cached_gflops"] for e in entries if e["random"]), default=0) != rando
     failures.append("re-timing: random's best cached config was not timed again")
 # A level outside [0.8, 1.25] (the machine's speed changed between the runs and the
 # rounds) discards the re-timing: the curves stay the cached numbers.
+# The same when the second pass's level (from its anchors) is outside [0.8, 1.25] x
+# the first's: both passes are discarded.
 discarded = "discarded" in rt
-if discarded != (not 0.8 <= rt["level"] <= 1.25):
+reach_out = "reach_discarded" in rt
+if reach_out != (bool(rt["anchors"]) and not 0.8 * rt["level"] <= rt["reach_level"] <= 1.25 * rt["level"]):
+    failures.append(f"re-timing: reach level {rt['reach_level']} against {rt['level']}, "
+                    f"reach discarded: {reach_out}")
+if discarded != (not 0.8 <= rt["level"] <= 1.25 or reach_out):
     failures.append(f"re-timing: level {rt['level']}, discarded: {discarded}")
 if discarded:
     print(f"(re-timing discarded on this machine: {rt['discarded']})")
@@ -113,16 +119,15 @@ def median(values):
     n = len(values)
     return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
 ratios, probe_ratios = [], []
-if discarded and reach:
-    failures.append("re-timing discarded, but a second pass ran")
+if not 0.8 <= rt["level"] <= 1.25 and reach:
+    failures.append("re-timing discarded by its first pass, but a second pass ran")
 for e in entries:
     if e["probe"] and "retimed_gflops" in e:
         probe_ratios.append(e["cached_gflops"] / e["retimed_gflops"])
     if not e["samples"]:
         continue  # failed to build or run
-    # Pass 2's values are on its own level (from its anchors), and dropped alone when
-    # that level is out of range.
-    applied = not discarded and not (e["pass"] == 2 and "reach_discarded" in rt)
+    # Pass 2's values are on its own level (from its anchors).
+    applied = not discarded
     on_level = rt["reach_level"] if e["pass"] == 2 else rt["level"]
     if len(e["samples"]) != 3 or ("value_gflops" in e) != applied:
         failures.append(f"re-timing: {len(e['samples'])} samples of {e['config']}")
@@ -184,7 +189,7 @@ if len(row) != 1 or len(row[0].split("|")) != 14 or "goals met (cases): accuracy
     failures.append("scripts/bench-search-table: no row of 12 cells for the case:\n" + table)
 elif "discarded" not in rt2 and f"| {rt2['reach']} (" not in row[0]:
     failures.append(f"scripts/bench-search-table: the row does not show the reach {rt2['reach']}: {row[0]}")
-if "discarded" in rt2:
+if "discarded" in rt2 and "reach_discarded" not in rt2:
     print(f"(reach not checked: re-timing discarded on this machine: {rt2['discarded']})")
 else:
     con = sqlite3.connect(db2)
@@ -227,6 +232,9 @@ else:
     if got and ("reach_discarded" in rt2) != out_of_range:
         failures.append(f"reach: level {rt2['reach_level']} against {rt2['level']}, "
                         f"discarded: {'reach_discarded' in rt2}")
+    if "reach_discarded" in rt2 and (rt2.get("discarded") != rt2["reach_discarded"] or
+                                     any("value_gflops" in e for e in rt2["entries"])):
+        failures.append("reach: its level discarded the second pass but not the first")
     for e in rt2["entries"]:
         if e["pass"] == 2 and e["samples"] and "reach_discarded" not in rt2 and \
                 abs(e["value_gflops"] - median(e["samples"]) * rt2["reach_level"]) > 1e-9 * e["value_gflops"]:
