@@ -681,11 +681,12 @@ class SearchBench {
                     level, kMinLevel, kMaxLevel);
       discarded = why;  // the report prints it under the case
     }
-    // One re-timed config's entry; unless `applied` is false, its number in the curves
-    // becomes the median of its rounds on `on_level`.
+    // One re-timed config's entry, its value the median of its rounds on `on_level`.
+    // The values go into the curves at the end, unless the re-timing is discarded.
     nlohmann::json entries = nlohmann::json::array();
+    std::map<std::string, double> retimed;  // config -> value
     auto add_entry = [&](const std::string& key, const std::vector<double>& rounds, bool probe,
-                         int pass, double on_level, bool applied) {
+                         int pass, double on_level) {
       nlohmann::json e = {{"config", key},
                           {"cached_gflops", cache_.at(key).gflops},
                           {"random", from_random.count(key) > 0},
@@ -695,15 +696,12 @@ class SearchBench {
       if (!rounds.empty()) {
         const double m = Median(rounds);
         e["retimed_gflops"] = m;
-        if (applied) {
-          (*value)[key] = m * on_level;
-          e["value_gflops"] = m * on_level;
-        }
+        retimed[key] = m * on_level;
+        e["value_gflops"] = m * on_level;
       }
       entries.push_back(std::move(e));
     };
-    for (size_t i = 0; i < keys.size(); ++i)
-      add_entry(keys[i], samples[i], i >= top_count, 1, level, discarded.empty());
+    for (size_t i = 0; i < keys.size(); ++i) add_entry(keys[i], samples[i], i >= top_count, 1, level);
     // Pass 2, the reach: the top's re-timed medians are mostly below their cached
     // numbers (the winner's curse), so configs that were not in the top N but whose
     // cached numbers are above 95% of the new bar would reach it on their one lucky
@@ -714,8 +712,8 @@ class SearchBench {
     // changes by 20-35% between minutes, which the probes (mostly slow kernels) do not
     // show. So pass 2 also times anchors - the first kAnchors of pass 1's top configs,
     // fast kernels like the reach's (a small top is filled up with the probes) - in the
-    // same rounds, and puts its medians on pass 1's
-    // scale: reach_level = median over the anchors of pass-1 value / pass-2 median
+    // same rounds, and puts its medians on pass 1's scale: reach_level = median over
+    // the anchors of pass-1 value / pass-2 median
     // (pass 1's level when fewer than kMinProbes anchors were timed). A reach_level
     // outside [kMinLevel, kMaxLevel] x level discards both passes: pass 1's lowered
     // values next to the reach's lucky cached numbers would be the bias the reach is
@@ -728,8 +726,11 @@ class SearchBench {
     nlohmann::json anchors_json = nlohmann::json::array();
     if (discarded.empty()) {
       for (const std::string& key : from_random) {
-        auto it = value->find(key);
-        if (it != value->end()) bar = std::max(bar, it->second);
+        if (auto it = retimed.find(key); it != retimed.end()) {
+          bar = std::max(bar, it->second);
+        } else if (auto v = value->find(key); v != value->end()) {
+          bar = std::max(bar, v->second);
+        }
       }
       const std::set<std::string> timed(keys.begin(), keys.end());
       std::vector<std::pair<double, std::string>> above;
@@ -748,7 +749,7 @@ class SearchBench {
         // curse again.
         std::vector<std::pair<double, std::string>> best_top;
         for (size_t i = 0; i < keys.size() && best_top.size() < kAnchors; ++i)
-          if (!samples[i].empty()) best_top.emplace_back(value->at(keys[i]), keys[i]);
+          if (!samples[i].empty()) best_top.emplace_back(retimed.at(keys[i]), keys[i]);
         std::vector<std::string> to_time = reach;
         for (const auto& [v, key] : best_top) to_time.push_back(key);
         const auto reach_start = std::chrono::steady_clock::now();
@@ -776,17 +777,14 @@ class SearchBench {
           reach_discarded = why;
         }
         for (size_t i = 0; i < reach.size(); ++i)
-          add_entry(reach[i], reach_samples[i], false, 2, reach_level, reach_discarded.empty());
-        if (!reach_discarded.empty()) {  // pass 1's values back to the cached numbers
-          for (nlohmann::json& e : entries) {
-            if (!e.contains("value_gflops")) continue;
-            const std::string key = e["config"].get<std::string>();
-            (*value)[key] = cache_.at(key).gflops;
-            e.erase("value_gflops");
-          }
-          discarded = reach_discarded;
-        }
+          add_entry(reach[i], reach_samples[i], false, 2, reach_level);
+        if (!reach_discarded.empty()) discarded = reach_discarded;
       }
+    }
+    if (discarded.empty()) {
+      for (const auto& [key, v] : retimed) (*value)[key] = v;
+    } else {
+      for (nlohmann::json& e : entries) e.erase("value_gflops");
     }
     result_.retimed = {{"configs", top_count},
                        {"reach", reach_count},
@@ -1434,11 +1432,10 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
       std::printf("  re-timing discarded (%s): every figure below is a cached number\n",
                   jc["retimed"]["discarded"].get<std::string>().c_str());
     if (jc["retimed"].contains("reach_level") && jc["retimed"]["reach"].get<int>() > 0)
-      std::printf("  the others' level %.3f (from %s)%s%s\n",
+      std::printf("  the others' level %.3f (from %s)%s\n",
                   jc["retimed"]["reach_level"].get<double>(),
                   jc["retimed"]["reach_level_from"].get<std::string>().c_str(),
-                  jc["retimed"].contains("reach_discarded") ? "; discarded: " : "",
-                  jc["retimed"].value("reach_discarded", std::string()).c_str());
+                  jc["retimed"].contains("reach_discarded") ? ", out of range: discarded" : "");
     std::printf("  %-15s", "policy");
     for (int t : checkpoints)
       if (t <= max_budget) std::printf(" %7s", ("@" + std::to_string(t)).c_str());
