@@ -53,7 +53,7 @@ namespace tuneforge::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: tuneforge bench search [--suite quick|small|issue|ops|conv|strided|smoke] [--seeds N] [--trials N]\n"
+    "usage: tuneforge bench search [--suite quick|small|issue|ops|matmul|conv|strided|smoke] [--seeds N] [--trials N]\n"
     "                              [--case TASK] [--plot FILE.svg] [--json]\n"
     "       tuneforge bench search --eval-db FILE [--case TASK] [--splits N] [--json]\n"
     "  --suite   quick (default): matmul 256^3 and 128x768x192, 64 trials, 2 seeds\n"
@@ -62,7 +62,11 @@ constexpr const char* kUsage =
     "            issue: matmul 1024^3 and 512x3072x768, 512 trials (hours here)\n"
     "            ops: two ResNet-18 conv2d layers (128@28^2, 256@14^2), two BERT\n"
     "              dense layers and the quick matmuls; 64 trials, 5 seeds\n"
+    "            matmul: five matmuls of 28-38 MFLOP (the quick ones, 64x1024x256,\n"
+    "              256x512x128, 192x192x384); 64 trials, 5 seeds, random 3x: each\n"
+    "              case's warm runs start from a log of the four other shapes\n"
     "            conv: the ops suite's two convolutions alone\n"
+    "            strided: ResNet-18's two 3x3 stride-2 layers, 64 trials, 5 seeds\n"
     "            smoke: matmul 64^3 and 32x96x48, 32 trials, 2 seeds (seconds)\n"
     "  --model FILE.onnx  the tasks of an ONNX model (tuneforge tune --model's tasks,\n"
     "            e.g. ResNet-18's 12) instead of a suite's cases; 64 trials, 3 seeds,\n"
@@ -1173,6 +1177,12 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
     default_trials = 64;
     default_seeds = 5;
     random_factor = 3;
+  } else if (suite == "matmul") {  // warm start from a log of four other shapes, not one
+    cases = {"matmul M=256 N=256 K=256", "matmul M=128 N=768 K=192", "matmul M=64 N=1024 K=256",
+             "matmul M=256 N=512 K=128", "matmul M=192 N=192 K=384"};
+    default_trials = 64;
+    default_seeds = 5;
+    random_factor = 3;
   } else if (suite == "conv") {  // the ops suite's two convolutions alone
     cases = {"conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1",
              "conv2d N=1 C=256 H=14 W=14 K=256 R=3 S=3 stride=1 pad=1"};
@@ -1190,7 +1200,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
     default_seeds = 2;
   } else {
     return absl::InvalidArgumentError("unknown --suite '" + suite +
-                                      "' (quick, small, issue, ops, conv, strided, smoke)");
+                                      "' (quick, small, issue, ops, matmul, conv, strided, smoke)");
   }
   if (flags.Has("model")) {
     if (flags.Has("case") || flags.Has("suite"))
