@@ -22,6 +22,7 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "compiler/codegen/build.h"
@@ -100,8 +101,8 @@ constexpr const char* kUsage =
     "            of its one measurement, so a lucky sample does not set the bar\n"
     "            (default 32; 0: off, every number from the cache; trials to 95%\n"
     "            from the cached numbers alone are shown beside). When the level is\n"
-    "            outside [0.8, 1.25] the machine's speed changed meanwhile: the\n"
-    "            re-timing is reported but discarded, the figures stay the cached\n"
+    "            outside --retime-level-range the machine's speed changed meanwhile:\n"
+    "            the re-timing is reported but discarded, the figures stay the cached\n"
     "            numbers\n"
     "  --retime-rounds R  rounds of the re-timing (default 5)\n"
     "  --retime-reach N  at most N configs in the re-timing's second pass, the best\n"
@@ -109,6 +110,12 @@ constexpr const char* kUsage =
     "            retimed.reach_seconds in the JSON give what each pass cost\n"
     "  --retime-reach-line P  the second pass's line: configs whose cached number is\n"
     "            >= P% of the bar after the first pass (default 95, 1-100)\n"
+    "  --retime-level-range LO,HI  the first pass's level is kept when within\n"
+    "            [LO%, HI%] (default 80,125); outside, both passes are discarded\n"
+    "  --retime-reach-range LO,HI  the second pass's level is kept when within\n"
+    "            [LO%, HI%] of the first's (default 80,125); outside, both passes are\n"
+    "            discarded. Either range: 1 <= LO < HI <= 10000 (a range without 100\n"
+    "            discards every re-timing, as a machine whose speed moved would)\n"
     "  --heuristics  every run (every policy) starts, as `tuneforge tune` does, with the\n"
     "            template's heuristic configs, at most a quarter of --trials; the\n"
     "            tuning job's own cold curve (default: off, the policies alone)\n"
@@ -516,11 +523,16 @@ class SearchBench {
   // config within `reach_line_percent` of the new bar (the reach, at most `reach`
   // configs, best first); the curves use the median of those rounds instead of their
   // one cached measurement. configs 0: off.
-  void SetRetime(int configs, int rounds, int reach, int reach_line_percent) {
+  // A level outside `level_range` (pass 1's) or a reach level outside `reach_range`
+  // times pass 1's discards the re-timing.
+  void SetRetime(int configs, int rounds, int reach, int reach_line_percent,
+                 std::pair<double, double> level_range, std::pair<double, double> reach_range) {
     retime_configs_ = configs;
     retime_rounds_ = rounds;
     retime_reach_ = reach;
     reach_line_ = reach_line_percent / 100.0;
+    level_range_ = level_range;
+    reach_range_ = reach_range;
   }
 
   // Every run starts with the template's heuristic configs, as a tuning job does
@@ -676,13 +688,12 @@ class SearchBench {
     // at 1/9 of the cached numbers, now and then at 2/3), the rounds are not on the
     // cached scale and scaling them up makes figures above the machine's peak: the
     // curves keep the cached numbers.
-    constexpr double kMinLevel = 0.8, kMaxLevel = 1.25;
     std::string discarded;
-    if (level < kMinLevel || level > kMaxLevel) {
+    if (level < level_range_.first || level > level_range_.second) {
       char why[160];
       std::snprintf(why, sizeof(why),
                     "level %.2f outside [%.2f, %.2f]: the machine's speed changed; cached numbers kept",
-                    level, kMinLevel, kMaxLevel);
+                    level, level_range_.first, level_range_.second);
       discarded = why;  // the report prints it under the case
     }
     // One re-timed config's entry, its value the median of its rounds on `on_level`.
@@ -719,7 +730,7 @@ class SearchBench {
     // same rounds, and puts its medians on pass 1's scale: reach_level = median over
     // the anchors of pass-1 value / pass-2 median
     // (pass 1's level when fewer than kMinProbes anchors were timed). A reach_level
-    // outside [kMinLevel, kMaxLevel] x level discards both passes: pass 1's lowered
+    // outside reach_range_ x level discards both passes: pass 1's lowered
     // values next to the reach's lucky cached numbers would be the bias the reach is
     // there to remove, so the curves keep the cached numbers throughout.
     constexpr size_t kAnchors = 8;
@@ -763,7 +774,7 @@ class SearchBench {
         for (size_t j = 0; j < best_top.size(); ++j) {
           const std::vector<double>& rounds = reach_samples[reach.size() + j];
           nlohmann::json a = {{"config", best_top[j].second},
-                              {"value_gflops", best_top[j].first},
+                              {"pass1_gflops", best_top[j].first},
                               {"samples", rounds}};
           if (!rounds.empty()) anchor_ratios.push_back(best_top[j].first / Median(rounds));
           anchors_json.push_back(std::move(a));
@@ -772,12 +783,12 @@ class SearchBench {
           reach_level = Median(anchor_ratios);
           reach_level_from = "anchors";
         }
-        if (reach_level < kMinLevel * level || reach_level > kMaxLevel * level) {
+        if (reach_level < reach_range_.first * level || reach_level > reach_range_.second * level) {
           char why[200];
           std::snprintf(why, sizeof(why),
                         "reach level %.2f outside [%.2f, %.2f] x pass 1's %.2f: the machine's "
                         "speed changed between the passes; cached numbers kept",
-                        reach_level, kMinLevel, kMaxLevel, level);
+                        reach_level, reach_range_.first, reach_range_.second, level);
           reach_discarded = why;
         }
         for (size_t i = 0; i < reach.size(); ++i)
@@ -805,6 +816,8 @@ class SearchBench {
                        {"rounds", retime_rounds_},
                        {"level", level},
                        {"level_from", level_from},
+                       {"level_range", {level_range_.first, level_range_.second}},
+                       {"reach_range", {reach_range_.first, reach_range_.second}},
                        {"top_level", top_level},
                        {"entries", std::move(entries)}};
     if (!discarded.empty()) result_.retimed["discarded"] = discarded;
@@ -933,6 +946,7 @@ class SearchBench {
   std::map<std::string, std::vector<Trials>> runs_;
   int retime_configs_ = 0, retime_rounds_ = 0, retime_reach_ = 0;  // SetRetime
   double reach_line_ = 0.95;
+  std::pair<double, double> level_range_{0.8, 1.25}, reach_range_{0.8, 1.25};
   bool heuristics_ = false;                      // SetHeuristics
 };
 
@@ -1136,13 +1150,28 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
   return 0;
 }
 
+// --retime-level-range / --retime-reach-range: "LO,HI" in percent, 1 <= LO < HI <=
+// 10000, as fractions (default 80,125).
+absl::StatusOr<std::pair<double, double>> PercentRange(const Flags& flags, const std::string& name) {
+  const std::string text = flags.Get(name, "80,125");
+  std::vector<std::string> parts = absl::StrSplit(text, ',');
+  int lo = 0, hi = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &lo) || !absl::SimpleAtoi(parts[1], &hi) ||
+      lo < 1 || hi > 10000 || lo >= hi)
+    return absl::InvalidArgumentError("--" + name + " '" + text +
+                                      "': want LO,HI in percent, integers with 1 <= LO < HI <= 10000 "
+                                      "(default 80,125)");
+  return std::pair<double, double>{lo / 100.0, hi / 100.0};
+}
+
 }  // namespace
 
 absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"suite", "seeds", "trials", "case", "plot", "eval-db", "splits", "variant",
                                               "reference-trials", "random-trials", "measurements", "model",
                                               "retime", "retime-rounds", "retime-reach",
-                                              "retime-reach-line"},
+                                              "retime-reach-line", "retime-level-range",
+                                              "retime-reach-range"},
                                              {"json", "help", "verbose", "heuristics"}));
   if (flags.Has("help")) {
     std::fputs(kUsage, stdout);
@@ -1238,6 +1267,8 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(int64_t retime_rounds, flags.GetInt("retime-rounds", 5, 1, 100));
   ASSIGN_OR_RETURN(int64_t retime_reach, flags.GetInt("retime-reach", 512, 0, 100000));
   ASSIGN_OR_RETURN(int64_t reach_line, flags.GetInt("retime-reach-line", 95, 1, 100));
+  ASSIGN_OR_RETURN(auto level_range, PercentRange(flags, "retime-level-range"));
+  ASSIGN_OR_RETURN(auto reach_range, PercentRange(flags, "retime-reach-range"));
   bool json = flags.Has("json");
   std::string plot = flags.Get("plot", "bench_search.svg");
 
@@ -1265,7 +1296,8 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                                                     static_cast<int>(reference_trials),
                                                     measurements.get(), model_variant.options));
     benches.back()->SetRetime(static_cast<int>(retime), static_cast<int>(retime_rounds),
-                              static_cast<int>(retime_reach), static_cast<int>(reach_line));
+                              static_cast<int>(retime_reach), static_cast<int>(reach_line),
+                              level_range, reach_range);
     benches.back()->SetHeuristics(flags.Has("heuristics"));
     RETURN_IF_ERROR(benches.back()->Run());
   }

@@ -4,7 +4,10 @@ own budget; the best known (the bar of trials to 95%) is the best of the random 
 and does not move when another model variant measures new configs; with re-timing, the
 best configs are timed again, with uniformly drawn probes of random's configs that
 set the level (cached / re-timed), and the curves and the bar use those numbers on
-that level; bad budgets are refused with a clear message; --eval-db
+that level; a level out of its range (--retime-level-range, --retime-reach-range,
+forced here with a range that leaves out 100%) discards the re-timing and the
+figures stay the cached ones; bad budgets and ranges are refused with a clear
+message; --eval-db
 --splits 0 reports the scoring speed alone.
 
 usage: search_cache_test.py TUNEFORGE WORKDIR
@@ -96,70 +99,103 @@ if not entries or max(e["cached_gflops"] for e in entries) != cached_top:
 random_cached_top = max(c[-1] for c in retimed["policies"]["random"]["cached_curves"])
 if max((e["cached_gflops"] for e in entries if e["random"]), default=0) != random_cached_top:
     failures.append("re-timing: random's best cached config was not timed again")
-# A level outside [0.8, 1.25] (the machine's speed changed between the runs and the
-# rounds) discards the re-timing: the curves stay the cached numbers.
-# The same when the second pass's level (from its anchors) is outside [0.8, 1.25] x
-# the first's: both passes are discarded.
-discarded = "discarded" in rt
-reach_out = "reach_discarded" in rt
-if reach_out != (bool(rt["anchors"]) and not 0.8 * rt["level"] <= rt["reach_level"] <= 1.25 * rt["level"]):
-    failures.append(f"re-timing: reach level {rt['reach_level']} against {rt['level']}, "
-                    f"reach discarded: {reach_out}")
-if discarded != (not 0.8 <= rt["level"] <= 1.25 or reach_out):
-    failures.append(f"re-timing: level {rt['level']}, discarded: {discarded}")
-if discarded:
-    print(f"(re-timing discarded on this machine: {rt['discarded']})")
-    for name, p in retimed["policies"].items():
-        if p["curves"] != p["cached_curves"]:
-            failures.append(f"re-timing discarded, but {name}'s curves are not the cached ones")
-    if retimed["best_known_gflops"] != retimed["best_known_cached_gflops"]:
-        failures.append("re-timing discarded, but the bar is not the cached one")
+
 def median(values):
     values = sorted(values)
     n = len(values)
     return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
-ratios, probe_ratios = [], []
-if not 0.8 <= rt["level"] <= 1.25 and reach:
-    failures.append("re-timing discarded by its first pass, but a second pass ran")
-for e in entries:
-    if e["probe"] and "retimed_gflops" in e:
-        probe_ratios.append(e["cached_gflops"] / e["retimed_gflops"])
-    if not e["samples"]:
-        continue  # failed to build or run
-    # Pass 2's values are on its own level (from its anchors).
-    applied = not discarded
-    on_level = rt["reach_level"] if e["pass"] == 2 else rt["level"]
-    if len(e["samples"]) != 3 or ("value_gflops" in e) != applied:
-        failures.append(f"re-timing: {len(e['samples'])} samples of {e['config']}")
-        continue
-    s = sorted(e["samples"])
-    if abs(e["retimed_gflops"] - s[1]) > 1e-9 * s[1]:
-        failures.append(f"re-timing: {e['retimed_gflops']} is not the median of {s}")
-    if applied and abs(e["value_gflops"] - s[1] * on_level) > 1e-9 * e["value_gflops"]:
-        failures.append(f"re-timing: a pass-{e['pass']} value is not the median on its level")
-    if e["random"] and e in top:
-        ratios.append(e["cached_gflops"] / e["retimed_gflops"])
-# The level: the probes' median ratio (>= 3 probes timed), else the best configs'.
-if ratios and abs(median(ratios) - rt["top_level"]) > 1e-9 * rt["top_level"]:
-    failures.append(f"re-timing: top level {rt['top_level']} is not random's median ratio")
-want_from = "probes" if len(probe_ratios) >= 3 else "random" if ratios else "any"
-level = median(probe_ratios) if want_from == "probes" else rt["top_level"]
-if rt["level_from"] != want_from or abs(level - rt["level"]) > 1e-9 * level:
-    failures.append(f"re-timing: level {rt['level']} from {rt['level_from']}, want {level} from {want_from}")
-random_top = [e for e in top if e["random"] and "value_gflops" in e]
-if random_top:
-    # Pass 2 times every config not yet timed whose cached number is at least 95% of
-    # the bar after pass 1 (at least random's best re-timed value of pass 1).
-    bar1 = max(e["value_gflops"] for e in random_top + [e for e in probes if "value_gflops" in e])
+
+
+def check_retimed(result, name):
+    """What holds of every re-timing, kept or discarded: the levels, the entries'
+    medians and values, the discard rules (a level outside level_range, or a reach
+    level outside reach_range x the level, the machine's speed changed between the
+    runs and the rounds or between the passes: the curves keep the cached numbers),
+    and pass 2's line."""
+    rt = result["retimed"]
+    entries = rt["entries"]
+    lo, hi = rt["level_range"]
+    rlo, rhi = rt["reach_range"]
+    discarded = "discarded" in rt
+    reach_out = "reach_discarded" in rt
+    if reach_out != (bool(rt["anchors"]) and not rlo * rt["level"] <= rt["reach_level"] <= rhi * rt["level"]):
+        failures.append(f"{name}: reach level {rt['reach_level']} against {rt['level']}, "
+                        f"reach discarded: {reach_out}")
+    if discarded != (not lo <= rt["level"] <= hi or reach_out):
+        failures.append(f"{name}: level {rt['level']}, discarded: {discarded}")
+    if reach_out and rt.get("discarded") != rt["reach_discarded"]:
+        failures.append(f"{name}: the reach's level discarded the second pass but not the first")
+    if discarded:
+        for policy, p in result["policies"].items():
+            if p["curves"] != p["cached_curves"]:
+                failures.append(f"{name}: re-timing discarded, but {policy}'s curves are not the cached ones")
+        if result["best_known_gflops"] != result["best_known_cached_gflops"]:
+            failures.append(f"{name}: re-timing discarded, but the bar is not the cached one")
+    reach = [e for e in entries if e["pass"] == 2]
+    if not lo <= rt["level"] <= hi and (reach or rt["anchors"]):
+        failures.append(f"{name}: re-timing discarded by its first pass, but a second pass ran")
+    ratios, probe_ratios = [], []
+    for e in entries:
+        if e["probe"] and "retimed_gflops" in e:
+            probe_ratios.append(e["cached_gflops"] / e["retimed_gflops"])
+        if not e["samples"]:
+            continue  # failed to build or run
+        # Values only when the re-timing is kept; pass 2's on its own level (from its
+        # anchors).
+        applied = not discarded
+        on_level = rt["reach_level"] if e["pass"] == 2 else rt["level"]
+        if len(e["samples"]) != rt["rounds"] or ("value_gflops" in e) != applied:
+            failures.append(f"{name}: {len(e['samples'])} samples of {e['config']}, "
+                            f"value: {'value_gflops' in e}, discarded: {discarded}")
+            continue
+        if abs(e["retimed_gflops"] - median(e["samples"])) > 1e-9 * e["retimed_gflops"]:
+            failures.append(f"{name}: {e['retimed_gflops']} is not the median of {e['samples']}")
+        if applied and abs(e["value_gflops"] - median(e["samples"]) * on_level) > 1e-9 * e["value_gflops"]:
+            failures.append(f"{name}: a pass-{e['pass']} value is not the median on its level")
+        if e["random"] and e["pass"] == 1 and not e["probe"]:
+            ratios.append(e["cached_gflops"] / e["retimed_gflops"])
+    # The level: the probes' median ratio (>= 3 probes timed), else the best configs'.
+    if ratios and abs(median(ratios) - rt["top_level"]) > 1e-9 * rt["top_level"]:
+        failures.append(f"{name}: top level {rt['top_level']} is not random's median ratio")
+    want_from = "probes" if len(probe_ratios) >= 3 else "random" if ratios else "any"
+    level = median(probe_ratios) if want_from == "probes" else rt["top_level"]
+    if rt["level_from"] != want_from or abs(level - rt["level"]) > 1e-9 * level:
+        failures.append(f"{name}: level {rt['level']} from {rt['level_from']}, want {level} from {want_from}")
+    # Pass 2 times only configs outside pass 1 whose cached number is >= the line of
+    # the bar after pass 1, which is at least random's best pass-1 value (its median on
+    # pass 1's level, kept or not).
+    p1_random = [median(e["samples"]) * rt["level"] for e in entries
+                 if e["pass"] == 1 and e["random"] and e["samples"]]
+    if p1_random and reach and rt["reach_bar"] < max(p1_random) * (1 - 1e-9):
+        failures.append(f"{name}: reach bar {rt['reach_bar']} below random's pass-1 {max(p1_random)}")
+    pass1 = {e["config"] for e in entries if e["pass"] == 1}
     for e in reach:
-        if e["cached_gflops"] < 0.95 * bar1:
-            failures.append(f"re-timing: pass 2 timed {e['config']}, cached {e['cached_gflops']} "
-                            f"below 95% of the bar {bar1}")
-    if retimed["best_known_cached_gflops"] != first["best_known_gflops"]:
-        failures.append("re-timing: the cached bar moved")
+        if e["config"] in pass1 or e["cached_gflops"] < rt["reach_line"] * rt["reach_bar"]:
+            failures.append(f"{name}: pass 2 timed {e['config']}, cached {e['cached_gflops']}, "
+                            f"line {rt['reach_line']} of the bar {rt['reach_bar']}")
+    return rt
+
+
+check_retimed(retimed, "re-timing")
+if [rt["level_range"], rt["reach_range"]] != [[0.8, 1.25], [0.8, 1.25]]:
+    failures.append(f"re-timing: ranges {rt['level_range']}, {rt['reach_range']} (want 0.8-1.25 both)")
+if "discarded" in rt:
+    print(f"(re-timing discarded on this machine: {rt['discarded']})")
+if "discarded" not in rt and retimed["best_known_cached_gflops"] != first["best_known_gflops"]:
+    failures.append("re-timing: the cached bar moved")
 random_last = max(c[-1] for c in retimed["policies"]["random"]["curves"])
 if retimed["best_known_gflops"] != random_last:
     failures.append("re-timing: the best known is not the best of random's curves")
+
+# A first pass's level outside --retime-level-range discards the re-timing, whatever
+# the machine does: a range without 100%.
+forced = subprocess.run(args + ["--retime-level-range", "5000,10000"], check=True, capture_output=True,
+                        text=True).stdout
+forced = json.loads(forced)["cases"][0]
+frt = check_retimed(forced, "level out of range")
+if (frt["level_range"] != [50, 100] or "discarded" not in frt or "reach_discarded" in frt
+        or frt["reach"] != 0 or frt["anchors"] or any("value_gflops" in e for e in frt["entries"])):
+    failures.append(f"level out of range: not discarded by its first pass: {json.dumps(frt)[:400]}")
 
 # Pass 2, the reach, on a file of this run's configs alone (so the run's configs are
 # the file's): every config outside pass 1 whose cached number is >= the line (here
@@ -173,10 +209,8 @@ reach_args = [tuneforge, "bench", "search", "--case", "matmul M=128 N=256 K=64",
 subprocess.run(reach_args + ["--retime", "0"], check=True, capture_output=True)
 # A line of 50% (--retime-reach-line) so that the reach is never empty and its anchors
 # are timed.
-out = subprocess.run(reach_args + ["--retime", "8", "--retime-rounds", "3", "--retime-reach", "4",
-                                   "--retime-reach-line", "50"], check=True,
-                     capture_output=True, text=True).stdout
-rt2 = json.loads(out)["cases"][0]["retimed"]
+reach_args += ["--retime", "8", "--retime-rounds", "3", "--retime-reach", "4", "--retime-reach-line", "50"]
+out = subprocess.run(reach_args, check=True, capture_output=True, text=True).stdout
 # scripts/bench-search-table prints this result's row as BENCHMARKS.md has it.
 result_file = os.path.join(work, "reach.json")
 with open(result_file, "w") as f:
@@ -185,17 +219,20 @@ table = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abs
                                                      "scripts", "bench-search-table"), result_file],
                        check=True, capture_output=True, text=True).stdout
 row = [line for line in table.splitlines() if line.startswith("| matmul 128×256×64 |")]
+rt2 = json.loads(out)["cases"][0]["retimed"]
 if len(row) != 1 or len(row[0].split("|")) != 14 or "goals met (cases): accuracy" not in table:
     failures.append("scripts/bench-search-table: no row of 12 cells for the case:\n" + table)
 elif "discarded" not in rt2 and f"| {rt2['reach']} (" not in row[0]:
     failures.append(f"scripts/bench-search-table: the row does not show the reach {rt2['reach']}: {row[0]}")
-if "discarded" in rt2 and "reach_discarded" not in rt2:
-    print(f"(reach not checked: re-timing discarded on this machine: {rt2['discarded']})")
-else:
-    con = sqlite3.connect(db2)
-    cached = {c: f / m / 1e9 for c, f, m in con.execute(
-        "SELECT r.config_json, w.flops, r.median_cost FROM records r JOIN workloads w ON "
-        "w.id = r.workload_id WHERE r.error_kind = 'none' AND r.median_cost > 0")}
+
+con = sqlite3.connect(db2)
+cached = {c: f / m / 1e9 for c, f, m in con.execute(
+    "SELECT r.config_json, w.flops, r.median_cost FROM records r JOIN workloads w ON "
+    "w.id = r.workload_id WHERE r.error_kind = 'none' AND r.median_cost > 0")}
+
+
+def check_reach(result, name):
+    rt2 = check_retimed(result, name)
     pass1 = {e["config"] for e in rt2["entries"] if e["pass"] == 1}
     got = {e["config"] for e in rt2["entries"] if e["pass"] == 2}
     above = sorted(((g, c) for c, g in cached.items()
@@ -203,49 +240,53 @@ else:
     want = {c for g, c in above[:4]}  # at most --retime-reach, best first
     if rt2["reach_cap"] != 4 or not rt2["seconds"] > 0 or rt2["reach_seconds"] < 0 or \
             (got and not rt2["reach_seconds"] > 0):
-        failures.append(f"reach: cap {rt2['reach_cap']} (want 4), seconds {rt2['seconds']}, "
+        failures.append(f"{name}: cap {rt2['reach_cap']} (want 4), seconds {rt2['seconds']}, "
                         f"reach_seconds {rt2['reach_seconds']}")
     if rt2["reach_wanted"] != len(above):
-        failures.append(f"reach: {rt2['reach_wanted']} wanted, {len(above)} above 50% of the bar")
+        failures.append(f"{name}: {rt2['reach_wanted']} wanted, {len(above)} above 50% of the bar")
     if got != want:
-        failures.append(f"reach: timed {len(got)} configs, want the {len(want)} best above 50% "
+        failures.append(f"{name}: timed {len(got)} configs, want the {len(want)} best above 50% "
                         f"of the bar {rt2['reach_bar']}")
     if not got or rt2["reach_line"] != 0.5:
-        failures.append(f"reach: {len(got)} configs timed at line {rt2['reach_line']} (want 4 at 0.5)")
+        failures.append(f"{name}: {len(got)} configs timed at line {rt2['reach_line']} (want 4 at 0.5)")
     # The anchors: pass 1's first 8 configs timed (the top, best cached first, then the
-    # probes), again in pass 2's rounds; pass 2's level is their median pass-1 value /
-    # pass-2 median.
+    # probes), again in pass 2's rounds; pass 2's level is their median pass-1 value
+    # (the entry's median on pass 1's level) / pass-2 median.
     p1_top = [e for e in rt2["entries"] if e["pass"] == 1 and e["samples"]]
     anchors = rt2["anchors"]
     if got and [a["config"] for a in anchors] != [e["config"] for e in p1_top[:8]]:
-        failures.append("reach: the anchors are not pass 1's first configs")
-    # An anchor's value is its entry's pass-1 value, its median on pass 1's level (the
-    # entries drop their values when the re-timing is discarded, the anchors keep them).
-    if any(abs(a["value_gflops"] - median(e["samples"]) * rt2["level"]) > 1e-9 * a["value_gflops"]
+        failures.append(f"{name}: the anchors are not pass 1's first configs")
+    if any(abs(a["pass1_gflops"] - median(e["samples"]) * rt2["level"]) > 1e-9 * a["pass1_gflops"]
            for a, e in zip(anchors, p1_top)):
-        failures.append("reach: an anchor's pass-1 value is not its entry's")
-    anchor_ratios = [a["value_gflops"] / median(a["samples"]) for a in anchors if a["samples"]]
+        failures.append(f"{name}: an anchor's pass-1 value is not its entry's")
+    anchor_ratios = [a["pass1_gflops"] / median(a["samples"]) for a in anchors if a["samples"]]
     want_level = median(anchor_ratios) if len(anchor_ratios) >= 3 else rt2["level"]
     want_from = "anchors" if len(anchor_ratios) >= 3 else "pass 1"
-    print(f"(reach: {len(anchors)} anchors, its level from {rt2['reach_level_from']})")
+    print(f"({name}: {len(anchors)} anchors, its level from {rt2['reach_level_from']})")
     if rt2["reach_level_from"] != want_from or abs(rt2["reach_level"] - want_level) > 1e-9 * want_level:
-        failures.append(f"reach: level {rt2['reach_level']} from {rt2['reach_level_from']}, "
+        failures.append(f"{name}: level {rt2['reach_level']} from {rt2['reach_level_from']}, "
                         f"want {want_level} from {want_from}")
-    out_of_range = not 0.8 * rt2["level"] <= rt2["reach_level"] <= 1.25 * rt2["level"]
-    if got and ("reach_discarded" in rt2) != out_of_range:
-        failures.append(f"reach: level {rt2['reach_level']} against {rt2['level']}, "
-                        f"discarded: {'reach_discarded' in rt2}")
-    if "reach_discarded" in rt2 and (rt2.get("discarded") != rt2["reach_discarded"] or
-                                     any("value_gflops" in e for e in rt2["entries"])):
-        failures.append("reach: its level discarded the second pass but not the first")
-    for e in rt2["entries"]:
-        if e["pass"] == 2 and e["samples"] and "reach_discarded" not in rt2 and \
-                abs(e["value_gflops"] - median(e["samples"]) * rt2["reach_level"]) > 1e-9 * e["value_gflops"]:
-            failures.append("reach: a value is not its median on the reach's level")
-    p1_random = [e["value_gflops"] for e in rt2["entries"]
-                 if e["pass"] == 1 and e["random"] and "value_gflops" in e]
-    if p1_random and rt2["reach_bar"] < max(p1_random):
-        failures.append(f"reach: bar {rt2['reach_bar']} below random's re-timed {max(p1_random)}")
+    return rt2
+
+
+if "discarded" in rt2 and "reach_discarded" not in rt2:
+    check_retimed(json.loads(out)["cases"][0], "reach")
+    print(f"(reach not checked: re-timing discarded on this machine: {rt2['discarded']})")
+else:
+    check_reach(json.loads(out)["cases"][0], "reach")
+# The reach's level outside --retime-reach-range x the first pass's discards both
+# passes, whatever the machine does (and the first pass's range takes any level).
+out = subprocess.run(reach_args + ["--retime-level-range", "1,10000", "--retime-reach-range", "5000,10000"],
+                     check=True, capture_output=True, text=True).stdout
+rt3 = check_reach(json.loads(out)["cases"][0], "reach out of range")
+if "reach_discarded" not in rt3 or rt3["reach_range"] != [50, 100]:
+    failures.append(f"reach out of range: not discarded: {json.dumps(rt3)[:400]}")
+
+for flag in ("--retime-level-range", "--retime-reach-range"):
+    for value in ("80", "0,125", "125,80", "80,125,150", "80,x", "100,10001"):
+        bad = subprocess.run(args[:9] + [flag, value, "--json"], capture_output=True, text=True)
+        if bad.returncode == 0 or flag[2:] not in bad.stderr:
+            failures.append(f"{flag} {value} was accepted: " + bad.stderr)
 
 # --heuristics: every run starts with the template's heuristic configs (a quarter of
 # the 16 trials), so the two seeds' runs start alike.
