@@ -56,7 +56,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: tuneforge bench search [--suite quick|small|issue|ops|matmul|conv|strided|smoke] [--seeds N] [--trials N]\n"
     "                              [--case TASK] [--plot FILE.svg] [--json]\n"
-    "       tuneforge bench search --eval-db FILE [--case TASK] [--splits N] [--json]\n"
+    "       tuneforge bench search --eval-db FILE [--case TASK] [--splits N] [--simulate S]\n"
+    "                              [--variant NAME] [--json]\n"
     "  --suite   quick (default): matmul 256^3 and 128x768x192, 64 trials, 2 seeds\n"
     "              (a few minutes; small shapes of the issue's two cases)\n"
     "            small: matmul 256^3 and 512^3, 128 trials\n"
@@ -133,6 +134,11 @@ constexpr const char* kUsage =
     "            log model of the other shapes alone and fine-tuned on own records,\n"
     "            averaged over --splits different 75/25 splits (default 5; 0: only\n"
     "            the scoring speed: lowering, features, predict per candidate);\n"
+    "            --simulate S: also the search simulated on each workload's records\n"
+    "            (every trial a lookup; seeds 1-S, default 0: off), cold, from the\n"
+    "            other shapes' records and warm from their log model: trials to 95%\n"
+    "            of the records' best, median and per seed, beside random's mean\n"
+    "            (configs + 1) / (configs within 95% + 1);\n"
     "            --variant NAME: only that cost-model variant (e.g. default)\n"
     "Kernels are built and timed in this process (warm-up, then 3 samples of >= 10 ms).\n";
 
@@ -1025,7 +1031,52 @@ std::string Svg(const std::vector<CaseResult>& cases) {
 
 // --- Offline evaluation (--eval-db) -------------------------------------------------
 
-absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case, int splits,
+// Per variant and start (cold, from the other shapes' records, warm from their log
+// model): SimulateTrialsTo95 on the workload's recorded configs for seeds 1..`seeds`.
+nlohmann::json SimulateSearches(const PolicyContext& context, const Variant& v,
+                                const std::vector<TuningRecord>& own, const std::vector<TuningRecord>& others,
+                                ModelStore* log_store, int seeds, bool json) {
+  nlohmann::json out = nlohmann::json::array();
+  struct Start {
+    const char* name;
+    bool transfer, log;
+  };
+  for (Start m : {Start{"cold", false, false}, Start{"+transfer", true, false}, Start{"+log", false, true}}) {
+    if ((m.transfer && others.empty()) || (m.log && !log_store)) continue;
+    std::vector<int> trials;
+    absl::StatusOr<SimulatedSearch> s;
+    for (int seed = 1; seed <= seeds; ++seed) {
+      PolicyContext c = context;
+      c.seed = static_cast<uint64_t>(seed);
+      if (m.log) c.model_store = log_store;
+      s = SimulateTrialsTo95(c, v.options, own, m.transfer ? others : std::vector<TuningRecord>{});
+      if (!s.ok()) break;
+      trials.push_back(s->trials);
+    }
+    if (!s.ok()) {
+      out.push_back({{"variant", v.name}, {"start", m.name}, {"error", std::string(s.status().message())}});
+      if (!json)
+        std::printf("  %-20s %-10s error: %s\n", v.name.c_str(), m.name,
+                    std::string(s.status().message()).c_str());
+      continue;
+    }
+    std::vector<double> sorted(trials.begin(), trials.end());
+    const double median = Median(sorted);
+    out.push_back({{"variant", v.name},
+                   {"start", m.name},
+                   {"trials_to_95", trials},
+                   {"median", median},
+                   {"configs", s->configs},
+                   {"within_95", s->within},
+                   {"random_expected", s->random_expected}});
+    if (!json)
+      std::printf("  %-20s %-10s %8.1f %10.1f %6.1fx  %s\n", v.name.c_str(), m.name, median, s->random_expected,
+                  s->random_expected / std::max(1.0, median), absl::StrJoin(trials, " ").c_str());
+  }
+  return out;
+}
+
+absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case, int splits, int simulate,
                            const std::string& only_variant, bool json) {
   DatabaseOptions o;
   o.path = path;
@@ -1052,7 +1103,7 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
     for (Variant& v : EvalVariants())
       if (!v.search_only) variants.push_back(std::move(v));
   }
-  if (splits == 0) variants.clear();
+  if (splits == 0 && simulate == 0) variants.clear();
   for (const WorkloadSummary& w : list) {
     if (!only_key.empty() && w.workload.key != only_key) continue;
     ASSIGN_OR_RETURN(TuningTask task, ParseTask(w.workload.task_text));
@@ -1091,6 +1142,16 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
         absl::StatusOr<std::string> bytes = TrainLogModel(*tmpl, context.target, others, lo, &info);
         if (bytes.ok()) log_store.emplace(info.key, *bytes);
       }
+      if (simulate > 0) {
+        if (!json && &v == &variants.front())
+          std::printf("  simulated search on the %zu records (seeds 1-%d): trials to 95%% of their best\n"
+                      "  %-20s %-10s %8s %10s %7s  %s\n",
+                      own.size(), simulate, "variant", "start", "median", "random", "ratio", "per seed");
+        nlohmann::json sims = SimulateSearches(context, v, own, others, log_store ? &*log_store : nullptr,
+                                               simulate, json);
+        for (nlohmann::json& j : sims) jw["simulated"].push_back(std::move(j));
+      }
+      if (splits == 0) continue;
       for (Mode m : {Mode{"own", true, false, false}, Mode{"others", false, true, false},
                      Mode{"own+others", true, true, false}, Mode{"log", false, false, true},
                      Mode{"own+log", true, false, true}}) {
@@ -1167,7 +1228,7 @@ absl::StatusOr<std::pair<double, double>> PercentRange(const Flags& flags, const
 }  // namespace
 
 absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
-  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"suite", "seeds", "trials", "case", "plot", "eval-db", "splits", "variant",
+  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"suite", "seeds", "trials", "case", "plot", "eval-db", "splits", "simulate", "variant",
                                               "reference-trials", "random-trials", "measurements", "model",
                                               "retime", "retime-rounds", "retime-reach",
                                               "retime-reach-line", "retime-level-range",
@@ -1182,7 +1243,9 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   SetLogLevel(flags.Has("verbose") ? LogLevel::kDebug : LogLevel::kWarning);
   if (flags.Has("eval-db")) {
     ASSIGN_OR_RETURN(int64_t splits, flags.GetInt("splits", 5, 0, 100));
-    return EvalDb(flags.Get("eval-db"), flags.Get("case"), static_cast<int>(splits), flags.Get("variant"),
+    ASSIGN_OR_RETURN(int64_t simulate, flags.GetInt("simulate", 0, 0, 100));
+    return EvalDb(flags.Get("eval-db"), flags.Get("case"), static_cast<int>(splits), static_cast<int>(simulate),
+                  flags.Get("variant"),
                   flags.Has("json"));
   }
   std::string suite = flags.Get("suite", "quick");

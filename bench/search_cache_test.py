@@ -8,7 +8,8 @@ that level; a level out of its range (--retime-level-range, --retime-reach-range
 forced here with a range that leaves out 100%) discards the re-timing and the
 figures stay the cached ones; bad budgets and ranges are refused with a clear
 message; --eval-db
---splits 0 reports the scoring speed alone.
+--splits 0 reports the scoring speed alone, and --simulate the search simulated on
+the file's records.
 
 usage: search_cache_test.py TUNEFORGE WORKDIR
 """
@@ -318,6 +319,32 @@ if len(workloads) != 1 or workloads[0]["variants"] or workloads[0].get("scoring"
 bad = subprocess.run([tuneforge, "bench", "search", "--eval-db", db, "--splits", "-1"], capture_output=True, text=True)
 if bad.returncode == 0 or "splits" not in bad.stderr:
     failures.append("--splits -1 was accepted: " + bad.stderr)
+
+# --simulate: the search simulated on the file's records, cold (the file holds one
+# shape: no transfer or log start), per seed; reproducible, as it looks every trial up.
+sim_args = [tuneforge, "bench", "search", "--eval-db", db, "--splits", "0", "--simulate", "3",
+            "--variant", "default", "--json"]
+sims = [json.loads(subprocess.run(sim_args, check=True, capture_output=True, text=True).stdout)
+        ["workloads"][0].get("simulated", []) for _ in range(2)]
+sim = sims[0]
+con = sqlite3.connect(db)
+gflops = {}
+for c, g in con.execute("SELECT r.config_json, CASE WHEN r.error_kind = 'none' AND r.median_cost > 0 THEN "
+                        "w.flops / r.median_cost ELSE 0 END FROM records r JOIN workloads w ON w.id = r.workload_id"):
+    gflops[c] = max(gflops.get(c, 0), g)
+within = sum(g >= 0.95 * max(gflops.values()) for g in gflops.values())
+if len(sim) != 1 or sim[0]["start"] != "cold" or len(sim[0]["trials_to_95"]) != 3:
+    failures.append(f"--simulate 3: want one cold start with 3 seeds: {sim}")
+elif (sim[0]["configs"] != len(gflops) or sim[0]["within_95"] != within
+      or abs(sim[0]["random_expected"] - (len(gflops) + 1) / (within + 1)) > 1e-9
+      or not all(1 <= t <= len(gflops) for t in sim[0]["trials_to_95"])
+      or sim[0]["median"] != sorted(sim[0]["trials_to_95"])[1]):
+    failures.append(f"--simulate 3: {sim[0]} against {len(gflops)} configs, {within} within 95%")
+if sims[0] != sims[1]:
+    failures.append(f"--simulate: two runs differ: {sims[0]} vs {sims[1]}")
+bad = subprocess.run(sim_args[:8] + ["-1"], capture_output=True, text=True)
+if bad.returncode == 0 or "simulate" not in bad.stderr:
+    failures.append("--simulate -1 was accepted: " + bad.stderr)
 
 for f in failures:
     print("FAIL:", f)

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <ctime>
 #include <map>
+#include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -70,6 +72,90 @@ absl::StatusOr<HeldOutResult> EvaluateHeldOut(const PolicyContext& context,
   out.recall_at_k = costmodel::RecallAtK(scores, labels, out.k);
   out.train_seconds = policy.last_train_seconds();
   return out;
+}
+
+absl::StatusOr<SimulatedSearch> SimulateTrialsTo95(const PolicyContext& context,
+                                                   const ModelPolicyOptions& options,
+                                                   const std::vector<TuningRecord>& pool,
+                                                   const std::vector<TuningRecord>& others,
+                                                   int batch) {
+  if (batch < 1) return absl::InvalidArgumentError("batch must be at least 1");
+  // Distinct configs in the pool's order, each with its best throughput.
+  std::vector<Config> configs;
+  std::vector<TuningRecord> records;  // one per config, its best
+  std::map<std::string, size_t> index;
+  for (const TuningRecord& r : pool) {
+    if (r.workload.key != context.task.WorkloadKey()) continue;
+    absl::StatusOr<Config> c = Config::FromJson(r.config_json);
+    if (!c.ok()) continue;
+    auto [it, fresh] = index.emplace(c->ToJson(), records.size());
+    if (fresh) {
+      configs.push_back(*std::move(c));
+      records.push_back(r);
+    } else if (RecordThroughput(r) > RecordThroughput(records[it->second])) {
+      records[it->second] = r;
+    }
+  }
+  if (configs.size() < 2)
+    return absl::InvalidArgumentError("only " + std::to_string(configs.size()) + " distinct configs of " +
+                                      context.task.CanonicalText());
+  SimulatedSearch out;
+  double best = 0;
+  for (const TuningRecord& r : records) best = std::max(best, RecordThroughput(r));
+  for (const TuningRecord& r : records) out.within += RecordThroughput(r) >= 0.95 * best;
+  out.configs = static_cast<int>(configs.size());
+  out.random_expected = (static_cast<double>(out.configs) + 1) / (out.within + 1);
+  if (best <= 0) return absl::InvalidArgumentError("no config of the pool ran");
+
+  const ConfigSpace space = context.tmpl->Space(context.task, context.target);
+  ModelPolicy policy(context, options);
+  if (!others.empty()) policy.ObserveOtherTasks(others);
+  std::vector<size_t> left(configs.size());  // indices into configs, not measured yet
+  std::iota(left.begin(), left.end(), 0);
+  std::mt19937_64 rng(context.seed);
+  std::shuffle(left.begin(), left.end(), rng);
+  std::vector<size_t> next;
+  const size_t per_batch = static_cast<size_t>(batch);
+  if (!policy.can_score()) {  // no log model: the first batch at random
+    const size_t n = std::min(per_batch, left.size());
+    next.assign(left.begin(), left.begin() + n);
+    left.erase(left.begin(), left.begin() + n);
+  }
+  while (true) {
+    std::vector<TuningRecord> measured;
+    for (size_t i : next) {
+      ++out.trials;
+      if (RecordThroughput(records[i]) >= 0.95 * best) return out;
+      measured.push_back(records[i]);
+    }
+    if (left.empty()) return out;
+    policy.Observe(measured);
+    RETURN_IF_ERROR(policy.Retrain());
+    std::vector<Config> candidates;
+    for (size_t i : left) candidates.push_back(configs[i]);
+    ASSIGN_OR_RETURN(std::vector<float> scores, policy.Score(candidates));
+    std::vector<size_t> order(left.size());  // positions in `left`, best score first
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+    std::vector<const Config*> ranked;
+    for (size_t o : order) ranked.push_back(&configs[left[o]]);
+    std::vector<bool> picked(left.size());
+    std::vector<Config> batch_configs;
+    DiversePicker picker(space, options.min_knob_distance);
+    next.clear();
+    while (next.size() < per_batch) {
+      std::optional<size_t> r = picker.Next(ranked, batch_configs, [&](size_t i) { return picked[order[i]]; });
+      if (!r) break;
+      picked[order[*r]] = true;
+      next.push_back(left[order[*r]]);
+      batch_configs.push_back(configs[left[order[*r]]]);
+    }
+    if (next.empty()) return out;  // (the picker takes every config when short)
+    std::vector<size_t> rest;
+    for (size_t o = 0; o < left.size(); ++o)
+      if (!picked[o]) rest.push_back(left[o]);
+    left = std::move(rest);
+  }
 }
 
 absl::StatusOr<ScoringSpeed> MeasureScoringSpeed(const PolicyContext& context,

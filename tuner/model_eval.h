@@ -47,6 +47,29 @@ absl::StatusOr<HeldOutResult> EvaluateHeldOut(const PolicyContext& context,
                                               const HeldOutOptions& held_out = {},
                                               bool own_train = true);
 
+// The search on a recorded pool, simulated: `pool` holds measured configs of
+// ctx.task (a config recorded more than once counts once, with its best throughput;
+// failed = 0), and a "measurement" looks a config up, so the run is exact and
+// deterministic. The first batch is `batch` configs at random (from ctx.seed), or with
+// a log model (ctx.model_store) its best-ranked, as a job warm from the log starts;
+// then, the model retrained after every batch, each batch is the best-scored pool
+// configs not measured yet that differ from every one already in the batch in at
+// least options.min_knob_distance knobs (then, if short, the skipped ones), as
+// ModelPolicy::Propose picks them from its walks; `others` (records of other shapes)
+// go to ObserveOtherTasks first (model+transfer). It ends at the first config within
+// 95% of the pool's best.
+struct SimulatedSearch {
+  int trials = 0;         // trials to reach 95% of the pool's best
+  int configs = 0;        // distinct configs in the pool
+  int within = 0;         // of them within 95% of the best
+  double random_expected = 0;  // random search's mean: (configs + 1) / (within + 1)
+};
+absl::StatusOr<SimulatedSearch> SimulateTrialsTo95(const PolicyContext& context,
+                                                   const ModelPolicyOptions& options,
+                                                   const std::vector<TuningRecord>& pool,
+                                                   const std::vector<TuningRecord>& others,
+                                                   int batch = 8);
+
 // Where scoring time goes, on `candidates` fresh random configs of the task (none
 // cached): Template::Instantiate (schedule + lowering) and feature extraction on one
 // thread, XGBoost predict in one batch, and ModelPolicy::Score end to end (what the

@@ -136,93 +136,26 @@ class MemoryModelStore : public ModelStore {
   std::map<std::string, std::string> blobs;
 };
 
-// Search simulated on the recorded measurements (the pool): every trial "measures" a
-// recorded config by looking it up, so the run is exact and deterministic. The first
-// batch is 8 configs at random (seeded), or with a log model (ctx.model_store) its 8
-// best-ranked, as a job warm from the log starts; then, the model retrained after every batch,
-// each batch is the best-scored pool configs not measured yet that differ from every
-// one already in the batch in at least min_knob_distance knobs (then, if short, the
-// skipped ones), as Propose picks them; it ends at the first config within 95% of the
-// pool's best. Returns the trials used.
-int SimulatedTrialsTo95(const PolicyContext& ctx, const std::vector<TuningRecord>& pool,
-                        const std::vector<TuningRecord>& others) {
-  double best = 0;
-  std::vector<Config> configs;
-  for (const TuningRecord& r : pool) {
-    best = std::max(best, RecordThroughput(r));
-    configs.push_back(*Config::FromJson(r.config_json));
-  }
-  const ModelPolicyOptions options;
-  const ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
-  ModelPolicy policy(ctx, options);
-  if (!others.empty()) policy.ObserveOtherTasks(others);
-  std::vector<size_t> left(pool.size());  // indices into pool, not measured yet
-  std::iota(left.begin(), left.end(), 0);
-  std::mt19937_64 rng(ctx.seed);
-  std::shuffle(left.begin(), left.end(), rng);
-  std::vector<size_t> batch;
-  if (!policy.can_score()) {  // no log model: the first batch at random
-    batch.assign(left.begin(), left.begin() + 8);
-    left.erase(left.begin(), left.begin() + 8);
-  }
-  int trials = 0;
-  while (true) {
-    std::vector<TuningRecord> measured;
-    for (size_t i : batch) {
-      ++trials;
-      if (RecordThroughput(pool[i]) >= 0.95 * best) return trials;
-      measured.push_back(pool[i]);
-    }
-    if (left.empty()) return trials;
-    policy.Observe(measured);
-    EXPECT_TRUE(policy.Retrain().ok());
-    std::vector<Config> candidates;
-    for (size_t i : left) candidates.push_back(configs[i]);
-    absl::StatusOr<std::vector<float>> scores = policy.Score(candidates);
-    EXPECT_TRUE(scores.ok()) << scores.status();
-    if (!scores.ok()) return trials;
-    std::vector<size_t> order(left.size());  // positions in `left`, best score first
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return (*scores)[a] > (*scores)[b]; });
-    std::vector<const Config*> ranked;
-    for (size_t o : order) ranked.push_back(&configs[left[o]]);
-    std::vector<bool> picked(left.size());
-    std::vector<Config> batch_configs;
-    DiversePicker picker(space, options.min_knob_distance);
-    batch.clear();
-    while (batch.size() < 8) {
-      std::optional<size_t> r =
-          picker.Next(ranked, batch_configs, [&](size_t i) { return picked[order[i]]; });
-      if (!r) break;
-      picked[order[*r]] = true;
-      batch.push_back(left[order[*r]]);
-      batch_configs.push_back(configs[left[order[*r]]]);
-    }
-    std::vector<size_t> rest;
-    for (size_t o = 0; o < left.size(); ++o)
-      if (!picked[o]) rest.push_back(left[o]);
-    left = std::move(rest);
-  }
-}
-
-// The median over seeds 1-5 of SimulatedTrialsTo95 on `pool` (records of ctx's task),
-// the model started from `others` (records of other shapes; none: cold), must be at
-// most 1/`fraction` of what random search expects (0: not asserted): over a pool of N
-// configs of which K are within 95% of the best, (N + 1) / (K + 1) trials on average.
+// The median over seeds 1-5 of SimulateTrialsTo95 (tuner/model_eval.h: the search on
+// the pool, every trial a lookup) on `pool` (records of ctx's task), the model started
+// from `others` (records of other shapes; none: cold), must be at most 1/`fraction`
+// of what random search expects (0: not asserted): over a pool of N configs of which K
+// are within 95% of the best, (N + 1) / (K + 1) trials on average.
 void ExpectFractionOfRandomsTrials(const char* name, const PolicyContext& ctx,
                                    const std::vector<TuningRecord>& pool,
                                    const std::vector<TuningRecord>& others, int fraction) {
-  double best = 0;
-  int within = 0;
-  for (const TuningRecord& r : pool) best = std::max(best, RecordThroughput(r));
-  for (const TuningRecord& r : pool) within += RecordThroughput(r) >= 0.95 * best;
-  const double random_expected = (static_cast<double>(pool.size()) + 1) / (within + 1);
   std::vector<int> trials;
+  int within = 0;
+  double random_expected = 0;
   for (uint64_t seed = 1; seed <= 5; ++seed) {
     PolicyContext seeded = ctx;
     seeded.seed = seed;
-    trials.push_back(SimulatedTrialsTo95(seeded, pool, others));
+    absl::StatusOr<SimulatedSearch> s = SimulateTrialsTo95(seeded, ModelPolicyOptions{}, pool, others);
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_EQ(s->configs, static_cast<int>(pool.size())) << name << ": a config recorded twice";
+    trials.push_back(s->trials);
+    within = s->within;
+    random_expected = s->random_expected;
   }
   std::vector<int> sorted = trials;
   std::sort(sorted.begin(), sorted.end());
