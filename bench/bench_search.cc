@@ -1134,7 +1134,12 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
       // The log model of the other shapes (as `db train-model` would build it from a
       // log without this one), for the "log" modes.
       std::optional<OneModelStore> log_store;
-      if (!others.empty()) {
+      // (A log model has the default features: a variant with other features runs
+      // without one, as a tuning job would ignore it.)
+      const costmodel::FeatureOptions default_features;
+      const bool default_layout = v.options.features.rich == default_features.rich &&
+                                  v.options.features.knobs == default_features.knobs;
+      if (!others.empty() && default_layout) {
         LogModelOptions lo;
         lo.xgb = v.options.xgb;
         lo.label = v.options.label;
