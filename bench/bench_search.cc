@@ -395,6 +395,8 @@ std::vector<Variant> EvalVariants() {
   search("covering first batch", [](ModelPolicyOptions& o) { o.covering_pool = 16; });
   search("no structural quota", [](ModelPolicyOptions& o) { o.structural_quota = 0; });
   search("structural quota 8", [](ModelPolicyOptions& o) { o.structural_quota = 8; });
+  search("no incumbent probes", [](ModelPolicyOptions& o) { o.incumbent_probes = 0; });
+  search("incumbent probes 2", [](ModelPolicyOptions& o) { o.incumbent_probes = 2; });
   return v;
 }
 

@@ -117,7 +117,10 @@ void ModelPolicy::Observe(const std::vector<TuningRecord>& records) {
     visited_.insert(key);
     auto [it, fresh] = own_.emplace(key, 0.0);
     it->second = std::max(it->second, RecordThroughput(r));
-    if (fresh) CountStructural(full);
+    if (fresh) {
+      CountStructural(full);
+      for (const Knob& k : space_.knobs()) ++value_count_[KnobValue(k, full)];
+    }
     dirty_ = true;
   }
   if (!others.empty()) ObserveOtherTasks(others);
@@ -373,6 +376,43 @@ std::vector<Config> ModelPolicy::StructuralPicks(
   return out;
 }
 
+std::vector<Config> ModelPolicy::IncumbentProbes(int max_picks) {
+  std::vector<Config> out;
+  if (max_picks <= 0 || prior_.trained()) return out;
+  const std::string* best = nullptr;
+  double best_t = 0;
+  for (const auto& [key, t] : own_)
+    if (t > best_t) best = &key, best_t = t;
+  if (!best) return out;
+  const Config incumbent = *Config::FromJson(*best);
+  // Its unvisited valid neighbours whose new value has fewer than probe_quota own
+  // measurements, the best-scored first.
+  std::vector<Config> neighbours;
+  for (const Knob& k : space_.knobs()) {
+    for (const nlohmann::json& value : k.values) {
+      if (incumbent.values().value(k.name, nlohmann::json()) == value) continue;
+      nlohmann::json values = incumbent.values();
+      values[k.name] = value;
+      Config c(std::move(values));
+      if (!space_.Check(c).ok() || visited_.count(c.ToJson())) continue;
+      auto counted = value_count_.find(KnobValue(k, value));
+      if (counted != value_count_.end() && counted->second >= options_.probe_quota) continue;
+      neighbours.push_back(std::move(c));
+    }
+  }
+  if (neighbours.empty()) return out;
+  absl::StatusOr<std::vector<float>> scores = Score(neighbours);
+  if (!scores.ok()) return out;
+  std::vector<size_t> order(neighbours.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return (*scores)[a] > (*scores)[b]; });
+  for (size_t i = 0; i < order.size() && static_cast<int>(out.size()) < max_picks; ++i) {
+    visited_.insert(neighbours[order[i]].ToJson());
+    out.push_back(std::move(neighbours[order[i]]));
+  }
+  return out;
+}
+
 std::vector<Config> ModelPolicy::RandomConfigs(int n) {
   std::vector<Config> out;
   SampleUnvisited(space_, n, &rng_, &visited_, &out);
@@ -480,6 +520,8 @@ std::vector<Config> ModelPolicy::Propose(int n) {
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   // A diverse batch (DiversePicker), with random configs in the exploration slots.
   std::vector<Config> out = StructuralPicks(ranked, pool, n / 2);
+  for (Config& c : IncumbentProbes(std::min(options_.incumbent_probes, n - static_cast<int>(out.size()))))
+    out.push_back(std::move(c));
   std::vector<const Config*> candidates;
   for (const auto& [score, key] : ranked) candidates.push_back(&pool.at(key).second);
   DiversePicker picker(space_, options_.min_knob_distance);

@@ -87,6 +87,16 @@ struct ModelPolicyOptions {
   // model there are no quota picks (it learned every algorithm from the shared log).
   // 0: off.
   int structural_quota = 4;
+  // Slots of each batch (no log model) for probes of the best measured config: of the
+  // configs one knob away from it whose changed knob value has fewer than
+  // `probe_quota` own measurements, the best-scored. A model trained on a few dozen
+  // configs judges a knob value by the few configs that had it, whatever their other
+  // knobs; on matmul 256x512x128 a first batch's one config with tile_k = K (the
+  // region of every top config) was slow for its other knobs, and runs never
+  // measured tile_k = K again. A probe tries such a value in the best config found.
+  // 0: off.
+  int incumbent_probes = 1;
+  int probe_quota = 4;
   // Configs of one batch differ in at least this many knobs while the model's ranked
   // candidates allow it (1: any two distinct configs; see Propose).
   int min_knob_distance = 2;
@@ -159,6 +169,10 @@ class ModelPolicy : public SearchPolicy {
   std::vector<Config> StructuralPicks(const std::vector<std::pair<float, std::string>>& ranked,
                                       const ScoredPool& pool, int max_picks);
 
+  // Up to `max_picks` probes of the best measured config (incumbent_probes), unvisited,
+  // marked visited.
+  std::vector<Config> IncumbentProbes(int max_picks);
+
   PolicyContext context_;
   ConfigSpace space_;
   ModelPolicyOptions options_;
@@ -174,6 +188,8 @@ class ModelPolicy : public SearchPolicy {
   std::map<std::string, double> own_;
   // Measured configs (own and other tasks') per structural knob value ("knob=value").
   std::map<std::string, int> structural_count_;
+  // Own measured configs per knob value ("knob=value"), every knob (IncumbentProbes).
+  std::map<std::string, int> value_count_;
   // Other tasks: rows and throughputs per workload key.
   struct Group {
     std::vector<costmodel::FeatureVector> rows;

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <random>
 #include <set>
 
 #include "costmodel/xgb_model.h"
@@ -371,6 +373,54 @@ TEST(SearchPolicyTest, ModelBatchesHaveNoNearDuplicates) {
   std::printf("near-duplicate pairs in 4 batches of 16: %d without the rule, %d with\n", without, with);
   EXPECT_GT(without, 0);
   EXPECT_EQ(with, 0);
+}
+
+// Incumbent probes: after 24 random configs, none with tile_k 256 (the synthetic
+// machine's choice would depend on the other knobs), the next batch holds the
+// best-scored of the best config's one-knob neighbours whose new value has fewer than
+// probe_quota measurements; without probes, for this seed, it does not.
+TEST(SearchPolicyTest, ModelProbesTheBestConfigInUnderMeasuredValues) {
+  auto run = [](int probes, std::optional<Config>* want) {
+    PolicyContext ctx = Context("matmul M=256 N=256 K=256", 5);
+    const ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
+    ModelPolicyOptions options;
+    options.incumbent_probes = probes;
+    ModelPolicy model(ctx, options);
+    std::mt19937_64 rng(5);
+    std::vector<TuningRecord> seen;
+    std::map<std::string, int> count;  // "knob=value" -> measured configs
+    const TuningRecord* best = nullptr;
+    while (seen.size() < 24) {
+      Config c = *space.Sample(rng, 1000);
+      if (c.Int("tile_k") == 256) continue;
+      seen.push_back(MakeRecord(ctx, c));
+      for (const auto& [k, v] : c.values().items()) ++count[k + "=" + v.dump()];
+    }
+    for (const TuningRecord& r : seen)
+      if (!best || RecordThroughput(r) > RecordThroughput(*best)) best = &r;
+    model.Observe(seen);
+    std::vector<Config> batch = model.Propose(8);
+    EXPECT_EQ(model.last_proposer(), "model");
+    // The neighbours the probe chooses from, and the best-scored of them.
+    const Config incumbent = *Config::FromJson(best->config_json);
+    std::vector<Config> neighbours;
+    for (const Knob& k : space.knobs())
+      for (const nlohmann::json& v : k.values) {
+        nlohmann::json values = incumbent.values();
+        if (values[k.name] == v || count[k.name + "=" + v.dump()] >= options.probe_quota) continue;
+        values[k.name] = v;
+        Config c(std::move(values));
+        if (space.Check(c).ok()) neighbours.push_back(std::move(c));
+      }
+    EXPECT_FALSE(neighbours.empty());
+    std::vector<float> scores = *model.Score(neighbours);
+    const size_t top = std::max_element(scores.begin(), scores.end()) - scores.begin();
+    *want = neighbours[top];
+    return std::find(batch.begin(), batch.end(), neighbours[top]) != batch.end();
+  };
+  std::optional<Config> probe, other;
+  EXPECT_TRUE(run(1, &probe)) << probe->ToJson();
+  EXPECT_FALSE(run(0, &other)) << other->ToJson();
 }
 
 // On an AVX2 target the matmul space has two more knobs the synthetic machine barely
