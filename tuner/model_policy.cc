@@ -376,15 +376,9 @@ std::vector<Config> ModelPolicy::StructuralPicks(
   return out;
 }
 
-std::vector<Config> ModelPolicy::IncumbentProbes(int max_picks) {
+std::vector<Config> ModelPolicy::IncumbentProbes(const Config& incumbent, int max_picks) {
   std::vector<Config> out;
   if (max_picks <= 0 || prior_.trained()) return out;
-  const std::string* best = nullptr;
-  double best_t = 0;
-  for (const auto& [key, t] : own_)
-    if (t > best_t) best = &key, best_t = t;
-  if (!best) return out;
-  const Config incumbent = *Config::FromJson(*best);
   // Its unvisited valid neighbours whose new value has fewer than probe_quota own
   // measurements, the best-scored first.
   std::vector<Config> neighbours;
@@ -520,8 +514,11 @@ std::vector<Config> ModelPolicy::Propose(int n) {
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   // A diverse batch (DiversePicker), with random configs in the exploration slots.
   std::vector<Config> out = StructuralPicks(ranked, pool, n / 2);
-  for (Config& c : IncumbentProbes(std::min(options_.incumbent_probes, n - static_cast<int>(out.size()))))
-    out.push_back(std::move(c));
+  if (!measured.empty()) {
+    const int probes = std::min(options_.incumbent_probes, n - static_cast<int>(out.size()));
+    for (Config& c : IncumbentProbes(*Config::FromJson(measured.front().second), probes))
+      out.push_back(std::move(c));
+  }
   std::vector<const Config*> candidates;
   for (const auto& [score, key] : ranked) candidates.push_back(&pool.at(key).second);
   DiversePicker picker(space_, options_.min_knob_distance);

@@ -169,9 +169,9 @@ class ModelPolicy : public SearchPolicy {
   std::vector<Config> StructuralPicks(const std::vector<std::pair<float, std::string>>& ranked,
                                       const ScoredPool& pool, int max_picks);
 
-  // Up to `max_picks` probes of the best measured config (incumbent_probes), unvisited,
-  // marked visited.
-  std::vector<Config> IncumbentProbes(int max_picks);
+  // Up to `max_picks` probes of `incumbent`, the best measured config
+  // (incumbent_probes), unvisited, marked visited.
+  std::vector<Config> IncumbentProbes(const Config& incumbent, int max_picks);
 
   PolicyContext context_;
   ConfigSpace space_;
