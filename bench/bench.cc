@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench.h"
 #include "cli/commands.h"
+#include "compiler/support/clock.h"
 
 namespace tuneforge::cli {
 namespace {
@@ -83,7 +84,7 @@ double MeasureFmaPeakGflops(int threads) {
       pool.emplace_back([&, t] { sink[static_cast<size_t>(t)] = avx512 ? FmaChains512(iters) : FmaChains256(iters); });
     }
     for (std::thread& th : pool) th.join();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double s = SecondsSince(start);
     best = std::max(best, flops / s / 1e9);
   }
   return sink.empty() || sink[0] == 12345.0f ? 0 : best;  // keeps the chains' results alive

@@ -34,6 +34,7 @@
 #include "bench/bench.h"
 #include "cli/client.h"
 #include "cli/flags.h"
+#include "compiler/support/clock.h"
 #include "compiler/support/log.h"
 #include "compiler/support/stats.h"
 #include "costmodel/xgb_model.h"
@@ -248,8 +249,7 @@ absl::StatusOr<int> BenchNoiseCommand(const std::vector<std::string>& args) {
           const auto start = std::chrono::steady_clock::now();
           v1::MeasureResult result = sandboxes[pi].Run(request);
           Cell& cell = cells[pi];
-          cell.wall_seconds +=
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          cell.wall_seconds += SecondsSince(start);
           ++cell.measurements;
           if (result.error() != v1::NONE || result.costs().empty()) {
             ++cell.failed;

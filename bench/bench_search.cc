@@ -32,6 +32,7 @@
 #include "compiler/reference/reference.h"
 #include "compiler/runtime/module_loader.h"
 #include "compiler/runtime/runtime.h"
+#include "compiler/support/clock.h"
 #include "compiler/support/log.h"
 #include "compiler/support/stats.h"
 #include "compiler/support/status.h"
@@ -280,10 +281,6 @@ struct CaseResult {
   int stored_measurements = 0;  // configs of the case in the --measurements db at start
 };
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 // First trial (1-based) at which the curve reaches `target`, or 0 if never.
 int TrialsToReach(const Curve& c, double target) {
   for (size_t i = 0; i < c.size(); ++i)
@@ -397,6 +394,10 @@ std::vector<Variant> EvalVariants() {
   search("structural quota 8", [](ModelPolicyOptions& o) { o.structural_quota = 8; });
   search("no incumbent probes", [](ModelPolicyOptions& o) { o.incumbent_probes = 0; });
   search("incumbent probes 2", [](ModelPolicyOptions& o) { o.incumbent_probes = 2; });
+  search("probes with quota", [](ModelPolicyOptions& o) { o.probes_with_quota = true; });
+  search("probes of 2 best", [](ModelPolicyOptions& o) { o.probe_incumbents = 2; });
+  search("probe quota 2", [](ModelPolicyOptions& o) { o.probe_quota = 2; });
+  search("probe quota 8", [](ModelPolicyOptions& o) { o.probe_quota = 8; });
   return v;
 }
 
@@ -975,7 +976,7 @@ double RetrainSeconds(int rows, int width, double* cpu) {
   std::clock_t c0 = std::clock();
   if (!m.Train(x, y).ok()) return -1;
   *cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return SecondsSince(t0);
 }
 
 std::string Svg(const std::vector<CaseResult>& cases) {

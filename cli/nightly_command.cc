@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <map>
 
+#include "compiler/support/clock.h"
 #include "compiler/support/status.h"
 #include "compiler/task/task.h"
 #include "compiler/templates/template.h"
@@ -109,7 +110,7 @@ absl::StatusOr<int> Run(const Flags& flags) {
       r.task = task.CanonicalText();
       r.device_key = device_key;
       double minutes =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() / 60;
+          SecondsSince(started) / 60;
       if (spec.time_limit_minutes > 0 && minutes > spec.time_limit_minutes) {
         r.status = "skipped (time limit)";
         report.tasks.push_back(r);

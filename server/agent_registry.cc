@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "compiler/support/clock.h"
 #include "compiler/support/log.h"
 #include "compiler/support/status.h"
 #include "server/auth.h"
@@ -81,7 +82,7 @@ AgentRegistry::~AgentRegistry() {
 
 double AgentRegistry::LeaseSecondsLocked(const Pending& p) const {
   if (!p.leased_at) return 0.0;
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - *p.leased_at).count();
+  return SecondsSince(*p.leased_at);
 }
 
 int64_t AgentRegistry::Now() const { return options_.clock_ms ? options_.clock_ms() : SteadyMs(); }

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "compiler/codegen/build.h"
+#include "compiler/support/clock.h"
 #include "compiler/support/files.h"
 #include "compiler/support/log.h"
 #include "compiler/support/thread_name.h"
@@ -165,7 +166,7 @@ void JobManager::Update(Job* job, const std::function<void(v1::JobStatus*)>& cha
     v1::JobState before = job->status.state();
     change(&job->status);
     job->status.set_elapsed_seconds(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - job->started).count());
+        SecondsSince(job->started));
     ++job->version;
     state_changed = before != job->status.state();
     snapshot = job->status;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 
+#include "compiler/support/clock.h"
 #include "compiler/support/log.h"
 #include "compiler/support/status.h"
 #include "costmodel/features.h"
@@ -113,8 +114,7 @@ absl::StatusOr<std::string> TrainLogModel(const Template& tmpl, const Target& ta
     info->target_key = target.Key();
     info->records = static_cast<int64_t>(rows.size());
     info->tasks = tasks;
-    info->train_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    info->train_seconds = SecondsSince(start);
     info->trained_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count();

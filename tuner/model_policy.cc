@@ -7,6 +7,7 @@
 #include <optional>
 #include <thread>
 
+#include "compiler/support/clock.h"
 #include "compiler/support/log.h"
 #include "compiler/support/status.h"
 #include "tuner/model_store.h"
@@ -184,8 +185,7 @@ absl::Status ModelPolicy::Retrain() {
   absl::Status st = model_.Train(rows, labels, groups, margin);
   dirty_ = false;
   fine_tuned_ = st.ok() && prior_.trained();
-  last_train_seconds_ =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  last_train_seconds_ = SecondsSince(start);
   if (!st.ok()) return st;
   TF_LOG(Debug) << "cost model trained on " << rows.size() << " rows in " << last_train_seconds_
                 << " s";
@@ -376,22 +376,27 @@ std::vector<Config> ModelPolicy::StructuralPicks(
   return out;
 }
 
-std::vector<Config> ModelPolicy::IncumbentProbes(const Config& incumbent, int max_picks) {
+std::vector<Config> ModelPolicy::IncumbentProbes(const std::vector<Config>& incumbents,
+                                                 int max_picks) {
   std::vector<Config> out;
   if (max_picks <= 0 || prior_.trained()) return out;
-  // Its unvisited valid neighbours whose new value has fewer than probe_quota own
+  // Their unvisited valid neighbours whose new value has fewer than probe_quota own
   // measurements, the best-scored first.
   std::vector<Config> neighbours;
-  for (const Knob& k : space_.knobs()) {
-    for (const nlohmann::json& value : k.values) {
-      if (incumbent.values().value(k.name, nlohmann::json()) == value) continue;
-      nlohmann::json values = incumbent.values();
-      values[k.name] = value;
-      Config c(std::move(values));
-      if (!space_.Check(c).ok() || visited_.count(c.ToJson())) continue;
-      auto counted = value_count_.find(KnobValue(k, value));
-      if (counted != value_count_.end() && counted->second >= options_.probe_quota) continue;
-      neighbours.push_back(std::move(c));
+  std::set<std::string> offered;
+  for (const Config& incumbent : incumbents) {
+    for (const Knob& k : space_.knobs()) {
+      for (const nlohmann::json& value : k.values) {
+        if (incumbent.values().value(k.name, nlohmann::json()) == value) continue;
+        auto counted = value_count_.find(KnobValue(k, value));
+        if (counted != value_count_.end() && counted->second >= options_.probe_quota) continue;
+        nlohmann::json values = incumbent.values();
+        values[k.name] = value;
+        Config c(std::move(values));
+        std::string key = c.ToJson();
+        if (!space_.Check(c).ok() || visited_.count(key) || !offered.insert(key).second) continue;
+        neighbours.push_back(std::move(c));
+      }
     }
   }
   if (neighbours.empty()) return out;
@@ -514,10 +519,12 @@ std::vector<Config> ModelPolicy::Propose(int n) {
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   // A diverse batch (DiversePicker), with random configs in the exploration slots.
   std::vector<Config> out = StructuralPicks(ranked, pool, n / 2);
-  if (!measured.empty()) {
+  if (!measured.empty() && (options_.probes_with_quota || out.empty())) {
     const int probes = std::min(options_.incumbent_probes, n - static_cast<int>(out.size()));
-    for (Config& c : IncumbentProbes(*Config::FromJson(measured.front().second), probes))
-      out.push_back(std::move(c));
+    std::vector<Config> incumbents;
+    for (size_t i = 0; i < measured.size() && static_cast<int>(i) < options_.probe_incumbents; ++i)
+      incumbents.push_back(*Config::FromJson(measured[i].second));
+    for (Config& c : IncumbentProbes(incumbents, probes)) out.push_back(std::move(c));
   }
   std::vector<const Config*> candidates;
   for (const auto& [score, key] : ranked) candidates.push_back(&pool.at(key).second);

@@ -97,6 +97,13 @@ struct ModelPolicyOptions {
   // 0: off.
   int incumbent_probes = 1;
   int probe_quota = 4;
+  // The neighbours of this many best measured configs compete for the probe slots.
+  int probe_incumbents = 1;
+  // false: a batch with quota picks (structural_quota, which already spends up to
+  // half of it on knob values the model cannot judge yet) has no probes. Cold, 9
+  // seeds, trials to 95%, probes in every batch -> after the quota: conv2d 128@28^2
+  // 46 -> 27, 256@14^2 25 -> 20, 64@56^2 25 -> 25 (docs/search.md "Incumbent probes").
+  bool probes_with_quota = false;
   // Configs of one batch differ in at least this many knobs while the model's ranked
   // candidates allow it (1: any two distinct configs; see Propose).
   int min_knob_distance = 2;
@@ -169,9 +176,9 @@ class ModelPolicy : public SearchPolicy {
   std::vector<Config> StructuralPicks(const std::vector<std::pair<float, std::string>>& ranked,
                                       const ScoredPool& pool, int max_picks);
 
-  // Up to `max_picks` probes of `incumbent`, the best measured config
-  // (incumbent_probes), unvisited, marked visited.
-  std::vector<Config> IncumbentProbes(const Config& incumbent, int max_picks);
+  // Up to `max_picks` probes (incumbent_probes) of `incumbents`, the best measured
+  // configs, unvisited, marked visited.
+  std::vector<Config> IncumbentProbes(const std::vector<Config>& incumbents, int max_picks);
 
   PolicyContext context_;
   ConfigSpace space_;

@@ -375,6 +375,34 @@ TEST(SearchPolicyTest, ModelBatchesHaveNoNearDuplicates) {
   EXPECT_EQ(with, 0);
 }
 
+// The probe IncumbentProbes would choose after `seen`: of the best measured config's
+// valid one-knob neighbours whose new value has fewer than probe_quota of the seen
+// configs, the one `model` scores best.
+Config ExpectedProbe(ModelPolicy& model, const ConfigSpace& space, int probe_quota,
+                     const std::vector<TuningRecord>& seen) {
+  std::map<std::string, int> count;  // "knob=value" -> measured configs
+  const TuningRecord* best = nullptr;
+  for (const TuningRecord& r : seen) {
+    const Config c = *Config::FromJson(r.config_json);
+    for (const auto& [k, v] : c.values().items()) ++count[k + "=" + v.dump()];
+    if (!best || RecordThroughput(r) > RecordThroughput(*best)) best = &r;
+  }
+  const Config incumbent = *Config::FromJson(best->config_json);
+  std::vector<Config> neighbours;
+  for (const Knob& k : space.knobs())
+    for (const nlohmann::json& v : k.values) {
+      nlohmann::json values = incumbent.values();
+      if (values[k.name] == v || count[k.name + "=" + v.dump()] >= probe_quota) continue;
+      values[k.name] = v;
+      Config c(std::move(values));
+      if (space.Check(c).ok()) neighbours.push_back(std::move(c));
+    }
+  EXPECT_FALSE(neighbours.empty());
+  if (neighbours.empty()) return incumbent;
+  std::vector<float> scores = *model.Score(neighbours);
+  return neighbours[std::max_element(scores.begin(), scores.end()) - scores.begin()];
+}
+
 // Incumbent probes: after 24 random configs, none with tile_k 256 (the synthetic
 // machine's choice would depend on the other knobs), the next batch holds the
 // best-scored of the best config's one-knob neighbours whose new value has fewer than
@@ -388,39 +416,54 @@ TEST(SearchPolicyTest, ModelProbesTheBestConfigInUnderMeasuredValues) {
     ModelPolicy model(ctx, options);
     std::mt19937_64 rng(5);
     std::vector<TuningRecord> seen;
-    std::map<std::string, int> count;  // "knob=value" -> measured configs
-    const TuningRecord* best = nullptr;
     while (seen.size() < 24) {
       Config c = *space.Sample(rng, 1000);
-      if (c.Int("tile_k") == 256) continue;
-      seen.push_back(MakeRecord(ctx, c));
-      for (const auto& [k, v] : c.values().items()) ++count[k + "=" + v.dump()];
+      if (c.Int("tile_k") != 256) seen.push_back(MakeRecord(ctx, c));
     }
-    for (const TuningRecord& r : seen)
-      if (!best || RecordThroughput(r) > RecordThroughput(*best)) best = &r;
     model.Observe(seen);
     std::vector<Config> batch = model.Propose(8);
     EXPECT_EQ(model.last_proposer(), "model");
-    // The neighbours the probe chooses from, and the best-scored of them.
-    const Config incumbent = *Config::FromJson(best->config_json);
-    std::vector<Config> neighbours;
-    for (const Knob& k : space.knobs())
-      for (const nlohmann::json& v : k.values) {
-        nlohmann::json values = incumbent.values();
-        if (values[k.name] == v || count[k.name + "=" + v.dump()] >= options.probe_quota) continue;
-        values[k.name] = v;
-        Config c(std::move(values));
-        if (space.Check(c).ok()) neighbours.push_back(std::move(c));
-      }
-    EXPECT_FALSE(neighbours.empty());
-    std::vector<float> scores = *model.Score(neighbours);
-    const size_t top = std::max_element(scores.begin(), scores.end()) - scores.begin();
-    *want = neighbours[top];
-    return std::find(batch.begin(), batch.end(), neighbours[top]) != batch.end();
+    *want = ExpectedProbe(model, space, options.probe_quota, seen);
+    return std::find(batch.begin(), batch.end(), **want) != batch.end();
   };
   std::optional<Config> probe, other;
   EXPECT_TRUE(run(1, &probe)) << probe->ToJson();
   EXPECT_FALSE(run(0, &other)) << other->ToJson();
+}
+
+// With probes_with_quota false, a batch that has quota picks (an algorithm of conv2d
+// measured fewer than structural_quota times) has no probe: the quota already spends
+// up to half the batch on exploration. For this seed the batch after 24 direct
+// configs holds the probe when probes_with_quota is true and not when it is false.
+TEST(SearchPolicyTest, ModelLeavesProbesOutWhileTheQuotaPicks) {
+  auto run = [](bool with_quota, std::optional<Config>* want) {
+    PolicyContext ctx = Context("conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1", 11);
+    const ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
+    ModelPolicyOptions options;
+    options.probes_with_quota = with_quota;
+    ModelPolicy model(ctx, options);
+    std::mt19937_64 rng(5);
+    std::vector<TuningRecord> seen;
+    while (seen.size() < 24) {
+      Config c = *space.Sample(rng, 1000);
+      if (c.Str("algorithm") != "direct") continue;
+      // Made-up speeds, as in ModelMeasuresEveryAlgorithmBeforeRulingOneOut.
+      TuningRecord r = EmptyRecord(ctx, c);
+      r.result.costs = {ctx.task.Flops() / (10e9 * c.Int("ow_reg") * c.Int("oc_vecs"))};
+      seen.push_back(std::move(r));
+    }
+    model.Observe(seen);
+    std::vector<Config> batch = model.Propose(8);
+    EXPECT_EQ(model.last_proposer(), "model");
+    int winograd = 0;
+    for (const Config& c : batch) winograd += c.Str("algorithm") != "direct";
+    EXPECT_GE(winograd, 2);  // the quota picks
+    *want = ExpectedProbe(model, space, options.probe_quota, seen);
+    return std::find(batch.begin(), batch.end(), **want) != batch.end();
+  };
+  std::optional<Config> probe, other;
+  EXPECT_TRUE(run(true, &probe)) << probe->ToJson();
+  EXPECT_FALSE(run(false, &other)) << other->ToJson();
 }
 
 // On an AVX2 target the matmul space has two more knobs the synthetic machine barely

@@ -22,6 +22,7 @@
 #include "compiler/graph/kernels.h"
 #include "compiler/graph/tasks.h"
 #include "compiler/runtime/module_loader.h"
+#include "compiler/support/clock.h"
 #include "compiler/support/hash.h"
 #include "compiler/templates/conv2d_template.h"
 #include "compiler/templates/dense_template.h"
@@ -1002,8 +1003,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     }
     impl->steps.push_back(std::move(step));
   }
-  impl->compile_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  impl->compile_seconds = SecondsSince(start);
   return std::unique_ptr<Executor>(new Executor(std::move(impl)));
 }
 

@@ -7,16 +7,13 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/support/clock.h"
 #include "compiler/support/status.h"
 
 namespace tuneforge::runtime {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // Runs the kernel in this process and times it with the steady clock.
 class InProcessRunner : public SampleRunner {
