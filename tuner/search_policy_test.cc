@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -403,32 +404,45 @@ Config ExpectedProbe(ModelPolicy& model, const ConfigSpace& space, int probe_quo
   return neighbours[std::max_element(scores.begin(), scores.end()) - scores.begin()];
 }
 
+// A model policy's first batch of 8 after 24 sampled configs that `record` measures
+// (nullopt: not one of the 24), and the probe it would choose (ExpectedProbe).
+struct ProbeBatch {
+  std::vector<Config> batch;
+  Config probe;
+  bool HoldsProbe() const { return std::find(batch.begin(), batch.end(), probe) != batch.end(); }
+};
+ProbeBatch ProposeAfter24(const PolicyContext& ctx, const ModelPolicyOptions& options,
+                          const std::function<std::optional<TuningRecord>(const Config&)>& record) {
+  const ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
+  ModelPolicy model(ctx, options);
+  std::mt19937_64 rng(5);
+  std::vector<TuningRecord> seen;
+  while (seen.size() < 24)
+    if (std::optional<TuningRecord> r = record(*space.Sample(rng, 1000))) seen.push_back(*std::move(r));
+  model.Observe(seen);
+  ProbeBatch out;
+  out.batch = model.Propose(8);
+  EXPECT_EQ(model.last_proposer(), "model");
+  out.probe = ExpectedProbe(model, space, options.probe_quota, seen);
+  return out;
+}
+
 // Incumbent probes: after 24 random configs, none with tile_k 256 (the synthetic
 // machine's choice would depend on the other knobs), the next batch holds the
 // best-scored of the best config's one-knob neighbours whose new value has fewer than
 // probe_quota measurements; without probes, for this seed, it does not.
 TEST(SearchPolicyTest, ModelProbesTheBestConfigInUnderMeasuredValues) {
-  auto run = [](int probes, std::optional<Config>* want) {
-    PolicyContext ctx = Context("matmul M=256 N=256 K=256", 5);
-    const ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
+  PolicyContext ctx = Context("matmul M=256 N=256 K=256", 5);
+  auto record = [&](const Config& c) -> std::optional<TuningRecord> {
+    if (c.Int("tile_k") == 256) return std::nullopt;
+    return MakeRecord(ctx, c);
+  };
+  for (int probes : {1, 0}) {
     ModelPolicyOptions options;
     options.incumbent_probes = probes;
-    ModelPolicy model(ctx, options);
-    std::mt19937_64 rng(5);
-    std::vector<TuningRecord> seen;
-    while (seen.size() < 24) {
-      Config c = *space.Sample(rng, 1000);
-      if (c.Int("tile_k") != 256) seen.push_back(MakeRecord(ctx, c));
-    }
-    model.Observe(seen);
-    std::vector<Config> batch = model.Propose(8);
-    EXPECT_EQ(model.last_proposer(), "model");
-    *want = ExpectedProbe(model, space, options.probe_quota, seen);
-    return std::find(batch.begin(), batch.end(), **want) != batch.end();
-  };
-  std::optional<Config> probe, other;
-  EXPECT_TRUE(run(1, &probe)) << probe->ToJson();
-  EXPECT_FALSE(run(0, &other)) << other->ToJson();
+    ProbeBatch run = ProposeAfter24(ctx, options, record);
+    EXPECT_EQ(run.HoldsProbe(), probes > 0) << run.probe.ToJson();
+  }
 }
 
 // With probes_with_quota false, a batch that has quota picks (an algorithm of conv2d
@@ -436,34 +450,23 @@ TEST(SearchPolicyTest, ModelProbesTheBestConfigInUnderMeasuredValues) {
 // up to half the batch on exploration. For this seed the batch after 24 direct
 // configs holds the probe when probes_with_quota is true and not when it is false.
 TEST(SearchPolicyTest, ModelLeavesProbesOutWhileTheQuotaPicks) {
-  auto run = [](bool with_quota, std::optional<Config>* want) {
-    PolicyContext ctx = Context("conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1", 11);
-    const ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
+  PolicyContext ctx = Context("conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1", 11);
+  // Made-up speeds of direct kernels, as in ModelMeasuresEveryAlgorithmBeforeRulingOneOut.
+  auto record = [&](const Config& c) -> std::optional<TuningRecord> {
+    if (c.Str("algorithm") != "direct") return std::nullopt;
+    TuningRecord r = EmptyRecord(ctx, c);
+    r.result.costs = {ctx.task.Flops() / (10e9 * c.Int("ow_reg") * c.Int("oc_vecs"))};
+    return r;
+  };
+  for (bool with_quota : {true, false}) {
     ModelPolicyOptions options;
     options.probes_with_quota = with_quota;
-    ModelPolicy model(ctx, options);
-    std::mt19937_64 rng(5);
-    std::vector<TuningRecord> seen;
-    while (seen.size() < 24) {
-      Config c = *space.Sample(rng, 1000);
-      if (c.Str("algorithm") != "direct") continue;
-      // Made-up speeds, as in ModelMeasuresEveryAlgorithmBeforeRulingOneOut.
-      TuningRecord r = EmptyRecord(ctx, c);
-      r.result.costs = {ctx.task.Flops() / (10e9 * c.Int("ow_reg") * c.Int("oc_vecs"))};
-      seen.push_back(std::move(r));
-    }
-    model.Observe(seen);
-    std::vector<Config> batch = model.Propose(8);
-    EXPECT_EQ(model.last_proposer(), "model");
+    ProbeBatch run = ProposeAfter24(ctx, options, record);
     int winograd = 0;
-    for (const Config& c : batch) winograd += c.Str("algorithm") != "direct";
+    for (const Config& c : run.batch) winograd += c.Str("algorithm") != "direct";
     EXPECT_GE(winograd, 2);  // the quota picks
-    *want = ExpectedProbe(model, space, options.probe_quota, seen);
-    return std::find(batch.begin(), batch.end(), **want) != batch.end();
-  };
-  std::optional<Config> probe, other;
-  EXPECT_TRUE(run(true, &probe)) << probe->ToJson();
-  EXPECT_FALSE(run(false, &other)) << other->ToJson();
+    EXPECT_EQ(run.HoldsProbe(), with_quota) << run.probe.ToJson();
+  }
 }
 
 // On an AVX2 target the matmul space has two more knobs the synthetic machine barely
