@@ -109,8 +109,7 @@ absl::StatusOr<int> Run(const Flags& flags) {
       NightlyTaskResult r;
       r.task = task.CanonicalText();
       r.device_key = device_key;
-      double minutes =
-          SecondsSince(started) / 60;
+      double minutes = SecondsSince(started) / 60;
       if (spec.time_limit_minutes > 0 && minutes > spec.time_limit_minutes) {
         r.status = "skipped (time limit)";
         report.tasks.push_back(r);

@@ -165,8 +165,7 @@ void JobManager::Update(Job* job, const std::function<void(v1::JobStatus*)>& cha
     std::lock_guard<std::mutex> lock(mu_);
     v1::JobState before = job->status.state();
     change(&job->status);
-    job->status.set_elapsed_seconds(
-        SecondsSince(job->started));
+    job->status.set_elapsed_seconds(SecondsSince(job->started));
     ++job->version;
     state_changed = before != job->status.state();
     snapshot = job->status;

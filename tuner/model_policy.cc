@@ -17,6 +17,14 @@ namespace {
 
 // "knob=value", the value as JSON text.
 std::string KnobValue(const Knob& k, const nlohmann::json& value) { return k.name + "=" + value.dump(); }
+
+// Indices of `scores`, the highest score first (equal scores in index order).
+std::vector<size_t> BestScoredFirst(const std::vector<float>& scores) {
+  std::vector<size_t> order(scores.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+  return order;
+}
 // ... of a config (null when the config lacks the knob).
 std::string KnobValue(const Knob& k, const Config& c) {
   return KnobValue(k, c.values().value(k.name, nlohmann::json()));
@@ -365,10 +373,7 @@ std::vector<Config> ModelPolicy::StructuralPicks(
       }
       absl::StatusOr<std::vector<float>> scores = Score(drawn);
       if (!scores.ok()) continue;
-      std::vector<size_t> order(drawn.size());
-      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-      std::stable_sort(order.begin(), order.end(),
-                       [&](size_t a, size_t b) { return (*scores)[a] > (*scores)[b]; });
+      const std::vector<size_t> order = BestScoredFirst(*scores);
       for (size_t i = 0; i < order.size() && out.size() < want; ++i)
         if (std::isfinite((*scores)[order[i]])) take(drawn[order[i]]);
     }
@@ -402,9 +407,7 @@ std::vector<Config> ModelPolicy::IncumbentProbes(const std::vector<Config>& incu
   if (neighbours.empty()) return out;
   absl::StatusOr<std::vector<float>> scores = Score(neighbours);
   if (!scores.ok()) return out;
-  std::vector<size_t> order(neighbours.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return (*scores)[a] > (*scores)[b]; });
+  const std::vector<size_t> order = BestScoredFirst(*scores);
   for (size_t i = 0; i < order.size() && static_cast<int>(out.size()) < max_picks; ++i) {
     visited_.insert(neighbours[order[i]].ToJson());
     out.push_back(std::move(neighbours[order[i]]));
