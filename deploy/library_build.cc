@@ -38,7 +38,11 @@ absl::Status BuildLibraryFiles(const TempDir& work, const std::string& name, std
                                work.File("cc.log")));
     objects.push_back(obj);
   }
-  std::vector<std::string> link = {cxx, "-shared", "-pthread", "-o", work.File("lib" + name + ".so")};
+  // -z nodelete: the runtime's worker threads are detached and run the library's own
+  // code, so a dlclose() after a parallel kernel must not unmap it (it did: `deploy
+  // inspect --bench` crashed now and then as the workers woke in unmapped code).
+  std::vector<std::string> link = {cxx, "-shared", "-pthread", "-Wl,-z,nodelete", "-o",
+                                   work.File("lib" + name + ".so")};
   link.insert(link.end(), objects.begin(), objects.end());
   RETURN_IF_ERROR(RunChecked(link, work.File("link.log")));
   std::vector<std::string> archive = {ar, "rcs", work.File("lib" + name + ".a")};

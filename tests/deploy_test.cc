@@ -60,6 +60,10 @@ TEST_F(DeployTest, TuneDeployLinkRunCorrect) {
   EXPECT_GT(j["kernels"][0]["record_id"].get<int64_t>(), 0);
   EXPECT_TRUE(std::filesystem::exists(out_dir + "/libtuneforge_kernels.so"));
   EXPECT_TRUE(std::filesystem::exists(out_dir + "/libtuneforge_kernels.a"));
+  // Never unmapped by dlclose(): its pool's detached workers live in its code.
+  auto dynamic = RunCommand({"readelf", "-d", out_dir + "/libtuneforge_kernels.so"}, dir_);
+  ASSERT_EQ(dynamic.exit_code, 0) << dynamic.err;
+  EXPECT_NE(dynamic.out.find("NODELETE"), std::string::npos) << dynamic.out;
   std::string header = ReadFile(out_dir + "/tuneforge_kernels.h");
   EXPECT_NE(header.find("int tuneforge_kernels_matmul_48x40x33(const float* A, const float* B, float* C);"),
             std::string::npos)
