@@ -17,6 +17,10 @@ namespace {
 
 // "knob=value", the value as JSON text.
 std::string KnobValue(const Knob& k, const nlohmann::json& value) { return k.name + "=" + value.dump(); }
+// ... of a config (null when the config lacks the knob).
+std::string KnobValue(const Knob& k, const Config& c) {
+  return KnobValue(k, c.values().value(k.name, nlohmann::json()));
+}
 
 // Indices of `scores`, the highest score first (equal scores in index order).
 std::vector<size_t> BestScoredFirst(const std::vector<float>& scores) {
@@ -24,10 +28,6 @@ std::vector<size_t> BestScoredFirst(const std::vector<float>& scores) {
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
   return order;
-}
-// ... of a config (null when the config lacks the knob).
-std::string KnobValue(const Knob& k, const Config& c) {
-  return KnobValue(k, c.values().value(k.name, nlohmann::json()));
 }
 
 }  // namespace
