@@ -352,6 +352,7 @@ std::vector<Variant> EvalVariants() {
     o.features.rich = true;
     o.xgb.max_depth = 8;
   });
+  add("no register tile", [](ModelPolicyOptions& o) { o.features.register_tile = false; });
   add("no knob features", [](ModelPolicyOptions& o) { o.features.knobs = costmodel::KnobFeatures::kNone; });
   add("all knob features", [](ModelPolicyOptions& o) { o.features.knobs = costmodel::KnobFeatures::kAll; });
   add("pairwise depth4", [](ModelPolicyOptions& o) { o.xgb.max_depth = 4; });
@@ -364,6 +365,7 @@ std::vector<Variant> EvalVariants() {
     o.xgb.objective = "rank:ndcg";
     o.label = LabelMode::kRelevance;
   });
+  add("pairwise graded", [](ModelPolicyOptions& o) { o.label = LabelMode::kRelevance; });
   add("reg normalized", [](ModelPolicyOptions& o) { o.xgb.objective = "reg:squarederror"; });
   add("reg log", [](ModelPolicyOptions& o) {
     o.xgb.objective = "reg:squarederror";
@@ -1137,15 +1139,12 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
       // The log model of the other shapes (as `db train-model` would build it from a
       // log without this one), for the "log" modes.
       std::optional<OneModelStore> log_store;
-      // (A log model has the default features: a variant with other features runs
-      // without one, as a tuning job would ignore it.)
-      const costmodel::FeatureOptions default_features;
-      const bool default_layout = v.options.features.rich == default_features.rich &&
-                                  v.options.features.knobs == default_features.knobs;
-      if (!others.empty() && default_layout) {
+      // (The log model has the variant's features, as its own model does.)
+      if (!others.empty()) {
         LogModelOptions lo;
         lo.xgb = v.options.xgb;
         lo.label = v.options.label;
+        lo.features = v.options.features;
         LogModelInfo info;
         absl::StatusOr<std::string> bytes = TrainLogModel(*tmpl, context.target, others, lo, &info);
         if (bytes.ok()) log_store.emplace(info.key, *bytes);

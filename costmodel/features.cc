@@ -235,6 +235,115 @@ double TripsInside(const StoreSite& s, size_t level) {
   return t;
 }
 
+// What the register tile asks of the vector register file. The trailing run of
+// unrolled and vectorized loops of the dominant store becomes straight-line SIMD code:
+// its store target's elements there are accumulators, live across the loops outside
+// the run (a GEMM's k loop, a convolution's reduction), and each operand it reads
+// needs registers for the part the target's loops select (a reduction loop unrolled
+// inside the run, such as a GEMM's k unroll, reuses them). A broadcast scalar needs
+// one register at a time. Counted in vector registers of the run's width; a tile that
+// needs more than the target has spills (on AVX2, 8x2 or 4x4 accumulators of a GEMM
+// with their operands exceed 16 ymm registers, 4x3 or 6x2 fit).
+struct RegisterTile {
+  double accumulators = 0;
+  double vectors = 0;  // accumulators + operands
+};
+
+RegisterTile MeasureRegisterTile(const StoreSite& s) {
+  RegisterTile tile;
+  if (s.loops.empty()) return tile;
+  size_t run = s.loops.size();
+  while (run > 0 && (s.loops[run - 1].kind == ir::ForKind::kUnrolled ||
+                     s.loops[run - 1].kind == ir::ForKind::kVectorized))
+    --run;
+  const Access& target = s.accesses[0];
+  // Registers `a` needs in the run, counting only the loops `counted` says.
+  auto registers = [&](const Access& a, auto&& counted) {
+    double elems = 1, lanes = 1;
+    for (size_t l = run; l < s.loops.size(); ++l) {
+      if (a.level_coef[l] == 0 || !counted(l)) continue;
+      const double extent = static_cast<double>(s.loops[l].extent);
+      if (s.loops[l].kind == ir::ForKind::kVectorized)
+        lanes *= extent;
+      else
+        elems *= extent;
+    }
+    return std::min(elems, std::max(1.0, static_cast<double>(a.buffer_elems) / lanes));
+  };
+  tile.accumulators = registers(target, [](size_t) { return true; });
+  // Per buffer read (other than the target's), the most registers one access needs.
+  std::vector<std::pair<const std::string*, double>> operands;
+  for (size_t i = 1; i < s.accesses.size(); ++i) {
+    const Access& a = s.accesses[i];
+    if (a.buffer == target.buffer) continue;
+    const double need = std::max(1.0, registers(a, [&](size_t l) { return target.level_coef[l] != 0; }));
+    bool vector = false;
+    for (size_t l = run; l < s.loops.size(); ++l)
+      vector |= s.loops[l].kind == ir::ForKind::kVectorized && a.level_coef[l] != 0;
+    const double regs = vector ? need : 1.0;  // scalars are broadcast one at a time
+    auto it = std::find_if(operands.begin(), operands.end(), [&](const auto& o) { return *o.first == a.buffer; });
+    if (it == operands.end())
+      operands.emplace_back(&a.buffer, regs);
+    else
+      it->second = std::max(it->second, regs);
+  }
+  tile.vectors = tile.accumulators;
+  for (const auto& [buffer, regs] : operands) tile.vectors += regs;
+  return tile;
+}
+
+// The richer set (FeatureOptions::rich), written at out[*f...] for the dominant site
+// `s` with its working sets `ws` by level, its L2 tile level `l2` and float ops `ops`.
+void PutRichFeatures(const StoreSite& s, const std::vector<const Access*>& slots,
+                     const std::vector<double>& ws, size_t l2, double ops, int* f, float* out) {
+  auto put = [&](double x) { out[(*f)++] = static_cast<float>(std::isfinite(x) ? x : 0.0); };
+  const size_t depth = s.loops.size();
+  // Intensity curve: flops per distinct byte inside the innermost
+  // 1, 2, ... kIntensityLevels loops (a deeper level than the nest repeats the last).
+  for (int l = 0; l < kIntensityLevels; ++l) {
+    const size_t level = depth >= static_cast<size_t>(l + 1) ? depth - (l + 1) : 0;
+    put(std::log2(ops * TripsInside(s, level) / std::max(kElemBytes, ws[level])));
+  }
+  // Per access slot: distinct bytes inside the innermost loop and the L2 tile, the
+  // position of its innermost reuse (the innermost loop it does not move in, as a
+  // fraction of the depth from outside: 1 = reused by the innermost loop, 0 = none),
+  // and the 64-byte lines one run of the innermost loop touches.
+  const size_t inner = depth > 0 ? depth - 1 : 0;
+  for (int k = 0; k < kAccessSlots; ++k) {
+    if (k >= static_cast<int>(slots.size())) {
+      *f += 4;
+      continue;
+    }
+    const Access& a = *slots[k];
+    put(Log2p(Footprint(a, s.loops, inner) * kElemBytes));
+    put(Log2p(Footprint(a, s.loops, l2) * kElemBytes));
+    double reuse = 0;
+    for (size_t l = depth; l-- > 0;)
+      if (a.level_coef[l] == 0) {
+        reuse = static_cast<double>(l + 1) / static_cast<double>(depth);
+        break;
+      }
+    put(reuse);
+    const double stride = depth > 0 ? std::abs(static_cast<double>(a.level_coef[inner])) : 0;
+    const double extent = depth > 0 ? static_cast<double>(s.loops[inner].extent) : 1;
+    const double lines = stride == 0 ? 1
+                         : stride * kElemBytes >= 64
+                             ? extent
+                             : std::ceil(extent * stride * kElemBytes / 64);
+    put(Log2p(lines));
+  }
+  // Where the annotations sit: level of the outermost parallel loop, the outermost
+  // unrolled loop and the vectorized loop, as a fraction of the depth (0: none).
+  auto position = [&](ir::ForKind kind) {
+    for (size_t l = 0; l < depth; ++l)
+      if (s.loops[l].kind == kind) return static_cast<double>(l + 1) / static_cast<double>(depth);
+    return 0.0;
+  };
+  put(position(ir::ForKind::kParallel));
+  put(position(ir::ForKind::kUnrolled));
+  put(position(ir::ForKind::kVectorized));
+}
+
 const std::vector<std::string>& Names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n = {
@@ -287,6 +396,7 @@ FeatureExtractor::FeatureExtractor(const ConfigSpace& space, const Target& targe
     : knobs_(FeatureKnobs(space, options.knobs)),
       cores_(std::max(1, target.num_threads)),
       max_lanes_(std::max(1, target.MaxF32Lanes())),
+      vector_registers_(std::max(1, target.VectorRegisters())),
       options_(options) {}
 
 std::vector<std::string> FeatureExtractor::Names() const {
@@ -300,6 +410,8 @@ std::vector<std::string> FeatureExtractor::Names() const {
     }
     for (const char* f : {"parallel_position", "unroll_position", "vector_position"}) n.push_back(f);
   }
+  if (options_.register_tile)
+    for (const char* f : {"accumulators_over_registers", "register_tile_over_registers"}) n.push_back(f);
   for (const Knob& k : knobs_) n.push_back("knob_" + k.name);
   return n;
 }
@@ -446,53 +558,13 @@ void FeatureExtractor::ExtractIr(const ir::LoweredFunc& func, float* out) const 
   put(std::log2(traffic(l2)));
   put(std::log2(traffic(l3)));
   TF_CHECK(f == kNumIrFeatures, "wrote ", f, " features");
-  if (!options_.rich) return;
-
-  // The richer set. Intensity curve: flops per distinct byte inside the innermost
-  // 1, 2, ... kIntensityLevels loops (a deeper level than the nest repeats the last).
-  for (int l = 0; l < kIntensityLevels; ++l) {
-    const size_t level = depth >= static_cast<size_t>(l + 1) ? depth - (l + 1) : 0;
-    put(std::log2(ops * TripsInside(s, level) / std::max(kElemBytes, ws[level])));
+  if (options_.rich) PutRichFeatures(s, slots, ws, l2, ops, &f, out);
+  if (options_.register_tile) {
+    const RegisterTile tile = MeasureRegisterTile(s);
+    put(tile.accumulators / vector_registers_);
+    put(tile.vectors / vector_registers_);
   }
-  // Per access slot: distinct bytes inside the innermost loop and the L2 tile, the
-  // position of its innermost reuse (the innermost loop it does not move in, as a
-  // fraction of the depth from outside: 1 = reused by the innermost loop, 0 = none),
-  // and the 64-byte lines one run of the innermost loop touches.
-  const size_t inner = depth > 0 ? depth - 1 : 0;
-  for (int k = 0; k < kAccessSlots; ++k) {
-    if (k >= static_cast<int>(slots.size())) {
-      f += 4;
-      continue;
-    }
-    const Access& a = *slots[k];
-    put(Log2p(Footprint(a, s.loops, inner) * kElemBytes));
-    put(Log2p(Footprint(a, s.loops, l2) * kElemBytes));
-    double reuse = 0;
-    for (size_t l = depth; l-- > 0;)
-      if (a.level_coef[l] == 0) {
-        reuse = static_cast<double>(l + 1) / static_cast<double>(depth);
-        break;
-      }
-    put(reuse);
-    const double stride = depth > 0 ? std::abs(static_cast<double>(a.level_coef[inner])) : 0;
-    const double extent = depth > 0 ? static_cast<double>(s.loops[inner].extent) : 1;
-    const double lines = stride == 0 ? 1
-                         : stride * kElemBytes >= 64
-                             ? extent
-                             : std::ceil(extent * stride * kElemBytes / 64);
-    put(Log2p(lines));
-  }
-  // Where the annotations sit: level of the outermost parallel loop, the outermost
-  // unrolled loop and the vectorized loop, as a fraction of the depth (0: none).
-  auto position = [&](ir::ForKind kind) {
-    for (size_t l = 0; l < depth; ++l)
-      if (s.loops[l].kind == kind) return static_cast<double>(l + 1) / static_cast<double>(depth);
-    return 0.0;
-  };
-  put(position(ir::ForKind::kParallel));
-  put(position(ir::ForKind::kUnrolled));
-  put(position(ir::ForKind::kVectorized));
-  TF_CHECK(f == kNumIrFeatures + kNumRichFeatures, "wrote ", f, " features");
+  TF_CHECK(f == knob_offset(), "wrote ", f, " features");
 }
 
 }  // namespace tuneforge::costmodel

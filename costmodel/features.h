@@ -2,9 +2,10 @@
 // CostModel. Every feature is documented in docs/features.md; keep the two in sync.
 //
 // The vector has two parts:
-//   1. kNumIrFeatures loop-nest features computed from ir::LoweredFunc. They are
-//      shape-generic (ratios, log2 of sizes, fractions), so a model trained on one
-//      shape of an operator ranks configs of another shape of the same operator.
+//   1. kNumIrFeatures loop-nest features computed from ir::LoweredFunc, then the
+//      optional sets (FeatureOptions: the richer set, off; the register tile's, on).
+//      They are shape-generic (ratios, log2 of sizes, fractions), so a model trained
+//      on one shape of an operator ranks configs of another shape of the same operator.
 //   2. Knob features: one per integer knob (its value) and one per string knob
 //      (index of the value in the knob's list), in ConfigSpace order. Their number
 //      depends on the template, so a FeatureVector is fixed-length per template.
@@ -42,6 +43,11 @@ struct FeatureOptions {
   // intensity curve, per-buffer footprints and reuse, annotation positions
   // (docs/features.md "Richer features"). Compared offline by `bench search --eval-db`.
   bool rich = false;
+  // The register tile's demand (kNumRegisterFeatures more, after the richer set when
+  // both are on): vector accumulators and operands of the straight-line SIMD body
+  // against the target's vector registers (docs/features.md "Register tile"; on since
+  // kFeatureVersion 3).
+  bool register_tile = true;
   // docs/features.md "Knob features".
   KnobFeatures knobs = KnobFeatures::kSpace;
 };
@@ -50,12 +56,15 @@ struct FeatureOptions {
 // ModelKey), so a model trained on another layout is never given these vectors.
 //   1: the 44 loop-IR features and one per knob (sessions 1-15)
 //   2: knob features only where the ConfigSpace asks (KnobFeatures::kSpace)
-inline constexpr int kFeatureVersion = 2;
+//   3: the register tile's two features after the 44 (FeatureOptions::register_tile)
+inline constexpr int kFeatureVersion = 3;
 
 // Number of loop-IR features (part 1 above).
 inline constexpr int kNumIrFeatures = 44;
 // Number of the richer set's features, when FeatureOptions::rich.
 inline constexpr int kNumRichFeatures = 21;
+// Number of the register tile's features, when FeatureOptions::register_tile.
+inline constexpr int kNumRegisterFeatures = 2;
 
 // Thread-safe (immutable after construction).
 class FeatureExtractor {
@@ -70,11 +79,15 @@ class FeatureExtractor {
 
  private:
   void ExtractIr(const ir::LoweredFunc& func, float* out) const;
-  int knob_offset() const { return kNumIrFeatures + (options_.rich ? kNumRichFeatures : 0); }
+  int knob_offset() const {
+    return kNumIrFeatures + (options_.rich ? kNumRichFeatures : 0) +
+           (options_.register_tile ? kNumRegisterFeatures : 0);
+  }
 
   std::vector<Knob> knobs_;
   int cores_;
   int max_lanes_;
+  int vector_registers_;
   FeatureOptions options_;
 };
 

@@ -124,21 +124,70 @@ TEST(FeaturesTest, ShapeGeneric) {
 // Knob features (kFeatureVersion 2): a GEMM's loop nest shows every knob but the
 // prefetch hint, so only that one is a feature; conv2d (Winograd's stages) keeps all.
 TEST(FeaturesTest, KnobFeaturesWhereTheSpaceAsks) {
+  constexpr int kLoop = kNumIrFeatures + kNumRegisterFeatures;  // before the knobs
   Fixture avx512("matmul M=128 N=128 K=128");
-  EXPECT_EQ(avx512.extractor.size(), kNumIrFeatures);
+  EXPECT_EQ(avx512.extractor.size(), kLoop);
   Fixture avx2("matmul M=128 N=128 K=128", Avx2TestTarget());
   std::vector<std::string> names = avx2.extractor.Names();
-  ASSERT_EQ(avx2.extractor.size(), kNumIrFeatures + 1);
+  ASSERT_EQ(avx2.extractor.size(), kLoop + 1);
   EXPECT_EQ(names.back(), "knob_prefetch_k");
   Fixture conv("conv2d N=1 C=32 H=14 W=14 K=32 R=3 S=3 stride=1 pad=1");
-  EXPECT_EQ(conv.extractor.size(), kNumIrFeatures + static_cast<int>(conv.space.knobs().size()));
+  EXPECT_EQ(conv.extractor.size(), kLoop + static_cast<int>(conv.space.knobs().size()));
   FeatureOptions all;
   all.knobs = KnobFeatures::kAll;
   EXPECT_EQ(FeatureExtractor(avx512.space, avx512.target, all).size(),
-            kNumIrFeatures + static_cast<int>(avx512.space.knobs().size()));
+            kLoop + static_cast<int>(avx512.space.knobs().size()));
   FeatureOptions none;
   none.knobs = KnobFeatures::kNone;
-  EXPECT_EQ(FeatureExtractor(conv.space, conv.target, none).size(), kNumIrFeatures);
+  EXPECT_EQ(FeatureExtractor(conv.space, conv.target, none).size(), kLoop);
+}
+
+// The register tile's demand (FeatureOptions::register_tile, on by default), in vector registers of
+// the target: a GEMM's i_reg x j_vecs accumulators, its B row of j_vecs vectors and
+// one broadcast of A; the k unroll inside the tile reuses them; on AVX-512 the same
+// tile is half of a file twice the size.
+TEST(FeaturesTest, RegisterTileCountsAccumulatorsAndOperands) {
+  // The knobs the target's space has (prefetch_k is AVX2's), the others at their first value.
+  auto gemm = [](const ConfigSpace& space, int i_reg, int j_vecs, int unroll_k, const char* accumulate) {
+    const nlohmann::json wanted{{"accumulate", accumulate}, {"loop_order", "jik"}, {"pack_b", 1},
+                                {"parallel", 1}, {"tile_i_blocks", 1}, {"tile_i_reg", i_reg},
+                                {"tile_j_blocks", 1}, {"tile_j_vecs", j_vecs}, {"tile_k", 64},
+                                {"unroll_k", unroll_k}, {"vec_lanes", 8}};
+    nlohmann::json values;
+    for (const Knob& k : space.knobs()) values[k.name] = wanted.value(k.name, k.values[0]);
+    return Config(values);
+  };
+  FeatureOptions off;
+  off.register_tile = false;
+  for (Target target : {Avx2TestTarget(), Avx512TestTarget()}) {
+    Fixture fx("matmul M=128 N=192 K=128", target);
+    const FeatureExtractor& extractor = fx.extractor;  // the default: on
+    FeatureExtractor without(fx.space, fx.target, off);
+    ASSERT_EQ(extractor.size(), without.size() + kNumRegisterFeatures);
+    const std::vector<std::string> names = extractor.Names();
+    EXPECT_EQ(names[kNumIrFeatures], "accumulators_over_registers");
+    EXPECT_EQ(names[kNumIrFeatures + 1], "register_tile_over_registers");
+    const double regs = target.VectorRegisters();
+    struct Case {
+      int i_reg, j_vecs, unroll_k;
+      const char* accumulate;
+      double accumulators, tile;
+    };
+    for (const Case& c : {Case{4, 2, 1, "registers", 8, 11}, Case{4, 3, 4, "registers", 12, 16},
+                          Case{8, 2, 2, "memory", 16, 19}, Case{1, 1, 1, "registers", 1, 3}}) {
+      Config config = gemm(fx.space, c.i_reg, c.j_vecs, c.unroll_k, c.accumulate);
+      ASSERT_TRUE(fx.space.Check(config).ok()) << config.ToJson() << ": " << fx.space.Check(config);
+      auto func = fx.tmpl->Instantiate(fx.task, fx.target, config);
+      ASSERT_TRUE(func.ok()) << func.status();
+      FeatureVector f = extractor.Extract(*func, config);
+      EXPECT_FLOAT_EQ(f[kNumIrFeatures], c.accumulators / regs) << config.ToJson();
+      EXPECT_FLOAT_EQ(f[kNumIrFeatures + 1], c.tile / regs) << config.ToJson();
+      // The rest of the vector is the one without them, the knobs after the two.
+      FeatureVector base = without.Extract(*func, config);
+      EXPECT_TRUE(std::equal(base.begin(), base.begin() + kNumIrFeatures, f.begin()));
+      EXPECT_TRUE(std::equal(base.begin() + kNumIrFeatures, base.end(), f.begin() + kNumIrFeatures + kNumRegisterFeatures));
+    }
+  }
 }
 
 // A config from before a knob existed (no prefetch_k) means that knob's default, and

@@ -74,7 +74,7 @@ absl::StatusOr<std::string> TrainLogModel(const Template& tmpl, const Target& ta
       absl::StatusOr<TuningTask> task = ParseTask(r.workload.task_text);
       if (!task.ok()) continue;
       g.task = *std::move(task);
-      g.extractor.emplace(tmpl.Space(*g.task, target), target);
+      g.extractor.emplace(tmpl.Space(*g.task, target), target, options.features);
     }
     absl::StatusOr<Config> config = Config::FromJson(r.config_json);
     if (!config.ok()) continue;

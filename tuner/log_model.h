@@ -25,6 +25,9 @@ namespace tuneforge {
 struct LogModelOptions {
   costmodel::XgbParams xgb;
   LabelMode label = LabelMode::kNormalized;
+  // The stored log models have the default features (what ModelPolicy extracts by
+  // default); bench search --eval-db trains a variant's log model with its own.
+  costmodel::FeatureOptions features;
   int max_records = 50000;  // newest records per (template, target) trained on
   int min_records = 16;     // fewer usable records: no model
   // Leaves one workload out (bench search: warm start without the case's own shape).
