@@ -276,7 +276,7 @@ RegisterTile MeasureRegisterTile(const StoreSite& s) {
   for (size_t i = 1; i < s.accesses.size(); ++i) {
     const Access& a = s.accesses[i];
     if (a.buffer == target.buffer) continue;
-    const double need = std::max(1.0, registers(a, [&](size_t l) { return target.level_coef[l] != 0; }));
+    const double need = registers(a, [&](size_t l) { return target.level_coef[l] != 0; });  // >= 1
     bool vector = false;
     for (size_t l = run; l < s.loops.size(); ++l)
       vector |= s.loops[l].kind == ir::ForKind::kVectorized && a.level_coef[l] != 0;

@@ -56,7 +56,7 @@ struct FeatureOptions {
 // ModelKey), so a model trained on another layout is never given these vectors.
 //   1: the 44 loop-IR features and one per knob (sessions 1-15)
 //   2: knob features only where the ConfigSpace asks (KnobFeatures::kSpace)
-//   3: the register tile's two features after the 44 (FeatureOptions::register_tile)
+//   3: the register tile's two features before the knobs (FeatureOptions::register_tile)
 inline constexpr int kFeatureVersion = 3;
 
 // Number of loop-IR features (part 1 above).
