@@ -58,7 +58,7 @@ constexpr const char* kUsage =
     "usage: tuneforge bench search [--suite quick|small|issue|ops|matmul|conv|strided|smoke] [--seeds N] [--trials N]\n"
     "                              [--case TASK] [--plot FILE.svg] [--json]\n"
     "       tuneforge bench search --eval-db FILE [--case TASK] [--splits N] [--simulate S]\n"
-    "                              [--variant NAME] [--json]\n"
+    "                              [--bar-rank K] [--variant NAME] [--json]\n"
     "  --suite   quick (default): matmul 256^3 and 128x768x192, 64 trials, 2 seeds\n"
     "              (a few minutes; small shapes of the issue's two cases)\n"
     "            small: matmul 256^3 and 512^3, 128 trials\n"
@@ -140,6 +140,9 @@ constexpr const char* kUsage =
     "            other shapes' records and warm from their log model: trials to 95%\n"
     "            of the records' best, median and per seed, beside random's mean\n"
     "            (configs + 1) / (configs within 95% + 1);\n"
+    "            --bar-rank K: the simulated search's bar is the K-th best config's\n"
+    "            throughput instead of the best's (default 1), a bar that K - 1 lucky\n"
+    "            measurements of a noisy machine cannot raise;\n"
     "            --variant NAME: only that cost-model variant (e.g. default)\n"
     "Kernels are built and timed in this process (warm-up, then 3 samples of >= 10 ms).\n";
 
@@ -1040,7 +1043,8 @@ std::string Svg(const std::vector<CaseResult>& cases) {
 // model): SimulateTrialsTo95 on the workload's recorded configs for seeds 1..`seeds`.
 nlohmann::json SimulateSearches(const PolicyContext& context, const Variant& v,
                                 const std::vector<TuningRecord>& own, const std::vector<TuningRecord>& others,
-                                ModelStore* log_store, int seeds, bool json) {
+                                ModelStore* log_store, int seeds, const SimulateOptions& simulate,
+                                bool json) {
   nlohmann::json out = nlohmann::json::array();
   struct Start {
     const char* name;
@@ -1054,7 +1058,7 @@ nlohmann::json SimulateSearches(const PolicyContext& context, const Variant& v,
       PolicyContext c = context;
       c.seed = static_cast<uint64_t>(seed);
       if (m.log) c.model_store = log_store;
-      s = SimulateTrialsTo95(c, v.options, own, m.transfer ? others : std::vector<TuningRecord>{});
+      s = SimulateTrialsTo95(c, v.options, own, m.transfer ? others : std::vector<TuningRecord>{}, simulate);
       if (!s.ok()) break;
       trials.push_back(s->trials);
     }
@@ -1073,6 +1077,9 @@ nlohmann::json SimulateSearches(const PolicyContext& context, const Variant& v,
                    {"median", median},
                    {"configs", s->configs},
                    {"within_95", s->within},
+                   {"bar_rank", simulate.bar_rank},
+                   {"bar_gflops", s->bar / 1e9},
+                   {"best_gflops", s->best / 1e9},
                    {"random_expected", s->random_expected}});
     if (!json)
       std::printf("  %-20s %-10s %8.1f %10.1f %6.1fx  %s\n", v.name.c_str(), m.name, median, s->random_expected,
@@ -1082,7 +1089,7 @@ nlohmann::json SimulateSearches(const PolicyContext& context, const Variant& v,
 }
 
 absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case, int splits, int simulate,
-                           const std::string& only_variant, bool json) {
+                           const SimulateOptions& simulate_options, const std::string& only_variant, bool json) {
   DatabaseOptions o;
   o.path = path;
   o.create_if_missing = false;
@@ -1151,11 +1158,15 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
       }
       if (simulate > 0) {
         if (!json && &v == &variants.front())
-          std::printf("  simulated search on the %zu records (seeds 1-%d): trials to 95%% of their best\n"
+          std::printf("  simulated search on the %zu records (seeds 1-%d): trials to 95%% of their %s\n"
                       "  %-20s %-10s %8s %10s %7s  %s\n",
-                      own.size(), simulate, "variant", "start", "median", "random", "ratio", "per seed");
+                      own.size(), simulate,
+                      simulate_options.bar_rank == 1
+                          ? "best"
+                          : ("config ranked " + std::to_string(simulate_options.bar_rank) + " (--bar-rank)").c_str(),
+                      "variant", "start", "median", "random", "ratio", "per seed");
         nlohmann::json sims = SimulateSearches(context, v, own, others, log_store ? &*log_store : nullptr,
-                                               simulate, json);
+                                               simulate, simulate_options, json);
         for (nlohmann::json& j : sims) jw["simulated"].push_back(std::move(j));
       }
       if (splits == 0) continue;
@@ -1235,7 +1246,7 @@ absl::StatusOr<std::pair<double, double>> PercentRange(const Flags& flags, const
 }  // namespace
 
 absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
-  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"suite", "seeds", "trials", "case", "plot", "eval-db", "splits", "simulate", "variant",
+  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"suite", "seeds", "trials", "case", "plot", "eval-db", "splits", "simulate", "bar-rank", "variant",
                                               "reference-trials", "random-trials", "measurements", "model",
                                               "retime", "retime-rounds", "retime-reach",
                                               "retime-reach-line", "retime-level-range",
@@ -1251,9 +1262,13 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   if (flags.Has("eval-db")) {
     ASSIGN_OR_RETURN(int64_t splits, flags.GetInt("splits", 5, 0, 100));
     ASSIGN_OR_RETURN(int64_t simulate, flags.GetInt("simulate", 0, 0, 100));
+    ASSIGN_OR_RETURN(int64_t bar_rank, flags.GetInt("bar-rank", 1, 1, 1000));
+    if (flags.Has("bar-rank") && simulate == 0)
+      return absl::InvalidArgumentError("--bar-rank sets the bar of --simulate: give --simulate S too");
+    SimulateOptions simulate_options;
+    simulate_options.bar_rank = static_cast<int>(bar_rank);
     return EvalDb(flags.Get("eval-db"), flags.Get("case"), static_cast<int>(splits), static_cast<int>(simulate),
-                  flags.Get("variant"),
-                  flags.Has("json"));
+                  simulate_options, flags.Get("variant"), flags.Has("json"));
   }
   std::string suite = flags.Get("suite", "quick");
   std::vector<std::string> cases;

@@ -9,7 +9,7 @@ forced here with a range that leaves out 100%) discards the re-timing and the
 figures stay the cached ones; bad budgets and ranges are refused with a clear
 message; --eval-db
 --splits 0 reports the scoring speed alone, and --simulate the search simulated on
-the file's records.
+the file's records (--bar-rank K: to 95% of the K-th best config).
 
 usage: search_cache_test.py TUNEFORGE WORKDIR
 """
@@ -345,6 +345,29 @@ if sims[0] != sims[1]:
 bad = subprocess.run(sim_args[:8] + ["-1"], capture_output=True, text=True)
 if bad.returncode == 0 or "simulate" not in bad.stderr:
     failures.append("--simulate -1 was accepted: " + bad.stderr)
+
+# --bar-rank K: the bar is the K-th best config's number (the same runs, a lower bar).
+ranked = sorted((g / 1e9 for g in gflops.values()), reverse=True)  # GFLOP/s
+rank = min(3, len(ranked))
+low = json.loads(subprocess.run(sim_args + ["--bar-rank", str(rank)], check=True, capture_output=True,
+                                text=True).stdout)["workloads"][0].get("simulated", [])
+low_within = sum(g >= 0.95 * ranked[rank - 1] for g in ranked)
+if (len(low) != 1 or low[0]["bar_rank"] != rank or abs(low[0]["bar_gflops"] - ranked[rank - 1]) > 1e-6
+        or abs(low[0]["best_gflops"] - ranked[0]) > 1e-6 or low[0]["within_95"] != low_within
+        or (sim and any(t > u for t, u in zip(low[0]["trials_to_95"], sim[0]["trials_to_95"])))):
+    failures.append(f"--bar-rank {rank}: {low} against rank {rank}'s {ranked[rank - 1]}, "
+                    f"{low_within} within 95%, rank 1: {sim}")
+bad = subprocess.run(sim_args + ["--bar-rank", "0"], capture_output=True, text=True)
+if bad.returncode == 0 or "bar-rank" not in bad.stderr:
+    failures.append("--bar-rank 0 was accepted: " + bad.stderr)
+# A rank beyond a workload's configs is that workload's error (the others still run).
+over = json.loads(subprocess.run(sim_args + ["--bar-rank", str(len(ranked) + 1)], check=True,
+                                 capture_output=True, text=True).stdout)["workloads"][0].get("simulated", [])
+if len(over) != 1 or "bar rank" not in over[0].get("error", ""):
+    failures.append(f"--bar-rank {len(ranked) + 1} of {len(ranked)} configs: no error: {over}")
+bad = subprocess.run(sim_args[:7] + ["--bar-rank", "2"], capture_output=True, text=True)
+if bad.returncode == 0 or "--simulate" not in bad.stderr:
+    failures.append("--bar-rank without --simulate was accepted: " + bad.stderr)
 
 for f in failures:
     print("FAIL:", f)

@@ -57,18 +57,30 @@ absl::StatusOr<HeldOutResult> EvaluateHeldOut(const PolicyContext& context,
 // least options.min_knob_distance knobs (then, if short, the skipped ones), as
 // ModelPolicy::Propose picks them from its walks; `others` (records of other shapes)
 // go to ObserveOtherTasks first (model+transfer). It ends at the first config within
-// 95% of the pool's best.
+// 95% of the bar: the pool's best, or with SimulateOptions::bar_rank = k the k-th best.
+struct SimulateOptions {
+  int batch = 8;  // configs per batch
+  // The bar is the throughput of the `bar_rank`-th best distinct config (1: the best).
+  // On a shared machine the pool's best is the luckiest of thousands of single
+  // measurements (session 30: the ops suite's best configs ran 1.39-1.66x their
+  // re-timed speed, uniform probes 1.01-1.23x), so a search that reaches the config
+  // everyone else would call best can still miss 95% of it; the k-th best is a bar
+  // that k - 1 lucky samples cannot raise.
+  int bar_rank = 1;
+};
 struct SimulatedSearch {
-  int trials = 0;         // trials to reach 95% of the pool's best
+  int trials = 0;         // trials to reach 95% of the bar
   int configs = 0;        // distinct configs in the pool
-  int within = 0;         // of them within 95% of the best
+  int within = 0;         // of them within 95% of the bar
   double random_expected = 0;  // random search's mean: (configs + 1) / (within + 1)
+  double bar = 0;         // FLOP/s of the bar config
+  double best = 0;        // FLOP/s of the pool's best
 };
 absl::StatusOr<SimulatedSearch> SimulateTrialsTo95(const PolicyContext& context,
                                                    const ModelPolicyOptions& options,
                                                    const std::vector<TuningRecord>& pool,
                                                    const std::vector<TuningRecord>& others,
-                                                   int batch = 8);
+                                                   const SimulateOptions& simulate = {});
 
 // Where scoring time goes, on `candidates` fresh random configs of the task (none
 // cached): Template::Instantiate (schedule + lowering) and feature extraction on one

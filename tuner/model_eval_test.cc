@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <numeric>
@@ -120,6 +121,43 @@ TEST(ModelEvalTest, HeldOutSplitIsDeterministicAndDisjoint) {
     accuracies.insert(r->pairwise_accuracy);
   }
   EXPECT_EQ(accuracies.size(), 4u);
+}
+
+// SimulateOptions::bar_rank lowers the bar to the k-th best config and changes nothing
+// else: the same seed proposes the same configs, so the run stops no later, and at
+// least k configs are within 95% of the bar.
+TEST(ModelEvalTest, SimulatedSearchBarRankLowersOnlyTheBar) {
+  PolicyContext ctx = ContextFor("matmul M=256 N=256 K=256");
+  std::vector<TuningRecord> pool;
+  for (const TuningRecord& r : LoadRecords(ctx.target))
+    if (r.workload.key == ctx.task.WorkloadKey()) pool.push_back(r);
+  std::vector<double> fastest;
+  for (const TuningRecord& r : pool) fastest.push_back(RecordThroughput(r));
+  std::sort(fastest.begin(), fastest.end(), std::greater<>());
+  SimulateOptions fifth;
+  fifth.bar_rank = 5;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    PolicyContext seeded = ctx;
+    seeded.seed = seed;
+    absl::StatusOr<SimulatedSearch> best = SimulateTrialsTo95(seeded, ModelPolicyOptions{}, pool, {});
+    absl::StatusOr<SimulatedSearch> lower = SimulateTrialsTo95(seeded, ModelPolicyOptions{}, pool, {}, fifth);
+    ASSERT_TRUE(best.ok() && lower.ok());
+    EXPECT_EQ(best->bar, fastest[0]);
+    EXPECT_EQ(best->best, fastest[0]);
+    EXPECT_EQ(lower->bar, fastest[4]);
+    EXPECT_EQ(lower->best, fastest[0]);
+    EXPECT_GE(lower->within, 5);
+    EXPECT_GE(lower->within, best->within);
+    EXPECT_LE(lower->random_expected, best->random_expected);
+    EXPECT_LE(lower->trials, best->trials) << "seed " << seed;
+  }
+  SimulateOptions bad;
+  bad.bar_rank = 0;
+  EXPECT_EQ(SimulateTrialsTo95(ctx, ModelPolicyOptions{}, pool, {}, bad).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  bad.bar_rank = static_cast<int>(pool.size()) + 1;  // more than the distinct configs
+  EXPECT_EQ(SimulateTrialsTo95(ctx, ModelPolicyOptions{}, pool, {}, bad).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 class MemoryModelStore : public ModelStore {
