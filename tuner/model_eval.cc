@@ -112,7 +112,10 @@ absl::StatusOr<SimulatedSearch> SimulateTrialsTo95(const PolicyContext& context,
   out.best = fastest.front();
   out.bar = fastest[simulate.bar_rank - 1];
   const double bar = out.bar;
-  if (bar <= 0) return absl::InvalidArgumentError("no config of the pool ran");
+  if (out.best <= 0) return absl::InvalidArgumentError("no config of the pool ran");
+  if (bar <= 0)
+    return absl::InvalidArgumentError("bar rank " + std::to_string(simulate.bar_rank) +
+                                      " but fewer configs of the pool ran");
   for (double t : fastest) out.within += t >= 0.95 * bar;
   out.configs = static_cast<int>(configs.size());
   out.random_expected = (static_cast<double>(out.configs) + 1) / (out.within + 1);
