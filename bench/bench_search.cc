@@ -1157,14 +1157,15 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
         if (bytes.ok()) log_store.emplace(info.key, *bytes);
       }
       if (simulate > 0) {
-        if (!json && &v == &variants.front())
+        if (!json && &v == &variants.front()) {
+          const std::string bar = simulate_options.bar_rank == 1
+                                      ? "best"
+                                      : "config ranked " + std::to_string(simulate_options.bar_rank) + " (--bar-rank)";
           std::printf("  simulated search on the %zu records (seeds 1-%d): trials to 95%% of their %s\n"
                       "  %-20s %-10s %8s %10s %7s  %s\n",
-                      own.size(), simulate,
-                      simulate_options.bar_rank == 1
-                          ? "best"
-                          : ("config ranked " + std::to_string(simulate_options.bar_rank) + " (--bar-rank)").c_str(),
-                      "variant", "start", "median", "random", "ratio", "per seed");
+                      own.size(), simulate, bar.c_str(), "variant", "start", "median", "random", "ratio",
+                      "per seed");
+        }
         nlohmann::json sims = SimulateSearches(context, v, own, others, log_store ? &*log_store : nullptr,
                                                simulate, simulate_options, json);
         for (nlohmann::json& j : sims) jw["simulated"].push_back(std::move(j));
