@@ -20,6 +20,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <unordered_map>
 
 #include "compiler/schedule/schedule.h"
 #include "compiler/support/status.h"
@@ -174,6 +175,10 @@ class Lowerer {
  private:
   // Step 1: extents through the split tree, in the order splits were made.
   void ComputeExtents() {
+    const size_t loops = s_.def().axes.size() + 2 * s_.splits().size() + s_.fuses().size();
+    extent_.reserve(loops);
+    max_.reserve(loops);
+    var_.reserve(loops);
     for (const AxisDef& axis : s_.def().axes) {
       Set(axis.name, ir::IntImm(axis.extent), axis.extent);  // extent 1: the variable is 0
     }
@@ -649,12 +654,15 @@ class Lowerer {
     return Nest(prefix, complete ? main : ir::Block({init, main}));
   }
 
+  // Per loop name, hashed: ordered maps compared the loops' names byte by byte (names
+  // share long prefixes like "oh.o.i"), a tenth of a GEMM's lowering. Nothing iterates
+  // them where the order would show.
   const Schedule& s_;
-  std::map<std::string, Expr> extent_;
-  std::map<std::string, int64_t> max_;
-  std::map<std::string, Expr> var_;
-  std::map<std::string, const Schedule::SplitRecord*> split_of_;   // parent -> its split
-  std::map<std::string, const Schedule::SplitRecord*> parent_of_;  // child -> its split
+  std::unordered_map<std::string, Expr> extent_;
+  std::unordered_map<std::string, int64_t> max_;
+  std::unordered_map<std::string, Expr> var_;
+  std::unordered_map<std::string, const Schedule::SplitRecord*> split_of_;   // parent -> its split
+  std::unordered_map<std::string, const Schedule::SplitRecord*> parent_of_;  // child -> its split
   std::vector<LoopPlan> loops_;
   Expr out_index_, value_;
   Expr epilogue_;  // the compute's epilogue over loop variables; null when none

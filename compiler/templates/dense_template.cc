@@ -31,13 +31,25 @@ std::vector<Config> DenseTemplate::Heuristics(const TuningTask& task, const Targ
 absl::StatusOr<ir::LoweredFunc> DenseTemplate::Instantiate(const TuningTask& task,
                                                            const Target& target,
                                                            const Config& config) const {
-  return InstantiateWithEpilogue(task, target, config, DenseEpilogue{});
+  return Build(task, target, config, DenseEpilogue{}, /*kernel_only=*/false);
+}
+
+absl::StatusOr<ir::LoweredFunc> DenseTemplate::InstantiateKernel(const TuningTask& task,
+                                                                 const Target& target,
+                                                                 const Config& config) const {
+  return Build(task, target, config, DenseEpilogue{}, /*kernel_only=*/true);
 }
 
 absl::StatusOr<ir::LoweredFunc> DenseTemplate::InstantiateWithEpilogue(const TuningTask& task,
                                                                        const Target& target,
                                                                        const Config& config,
                                                                        const DenseEpilogue& extra) const {
+  return Build(task, target, config, extra, /*kernel_only=*/false);
+}
+
+absl::StatusOr<ir::LoweredFunc> DenseTemplate::Build(const TuningTask& task, const Target& target,
+                                                     const Config& config, const DenseEpilogue& extra,
+                                                     bool kernel_only) const {
   using namespace ir;  // NOLINT: the expression builders read like math here.
   if (task.op() != "dense") return absl::InvalidArgumentError(name() + " template got " + task.op());
   const std::shared_ptr<const ConfigSpace> space = SpaceOf(*this, task, target);
@@ -72,11 +84,12 @@ absl::StatusOr<ir::LoweredFunc> DenseTemplate::InstantiateWithEpilogue(const Tun
   Schedule s(std::move(def));
   RETURN_IF_ERROR(ScheduleGemm(&s, c, pack, /*batch=*/0, task.Param("M"), task.Param("N"),
                                target));
-  ASSIGN_OR_RETURN(LoweredFunc func, Lower(s, KernelSymbol(task, *this, config)));
+  ASSIGN_OR_RETURN(LoweredFunc func,
+                   Lower(s, kernel_only ? "tf_dense_kernel" : KernelSymbol(task, *this, config)));
   func.body = AddGemmPrefetch(func.body, pack ? kDenseBuffers.b_packed : kDenseBuffers.b,
                               c.Int("prefetch_k", 0));
   // The copy is done once per set of weights, so it need not be fast: serial.
-  if (pack) func.prepack = PackBNest(kDenseBuffers, 1, n, k, lanes, vecs, /*parallel=*/false);
+  if (pack && !kernel_only) func.prepack = PackBNest(kDenseBuffers, 1, n, k, lanes, vecs, /*parallel=*/false);
   return func;
 }
 

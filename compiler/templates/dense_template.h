@@ -39,9 +39,18 @@ class DenseTemplate : public Template {
   std::vector<Config> Heuristics(const TuningTask& task, const Target& target) const override;
   absl::StatusOr<ir::LoweredFunc> Instantiate(const TuningTask& task, const Target& target,
                                               const Config& config) const override;
+  // Instantiate's params and body under a fixed name, without the prepack entry: the
+  // cost model's features read neither, and hashing the config into the symbol was a
+  // tenth of a GEMV candidate's lowering.
+  absl::StatusOr<ir::LoweredFunc> InstantiateKernel(const TuningTask& task, const Target& target,
+                                                    const Config& config) const override;
   absl::StatusOr<ir::LoweredFunc> InstantiateWithEpilogue(const TuningTask& task, const Target& target,
                                                           const Config& config,
                                                           const DenseEpilogue& extra) const;
+
+ private:
+  absl::StatusOr<ir::LoweredFunc> Build(const TuningTask& task, const Target& target, const Config& config,
+                                        const DenseEpilogue& extra, bool kernel_only) const;
 };
 
 }  // namespace tuneforge

@@ -103,5 +103,36 @@ TEST(DenseTemplateTest, RandomConfigsInterpreted) {
   }
 }
 
+// What the cost model lowers (InstantiateKernel) is Instantiate's kernel under a fixed
+// name, without the prepack entry its features do not read.
+TEST(DenseTemplateTest, InstantiateKernelIsTheKernelAlone) {
+  DenseTemplate tmpl;
+  TuningTask task = Dense(4, 96, 40, 1, 1);
+  const ConfigSpace space = tmpl.Space(task, Avx512TestTarget());
+  std::mt19937_64 rng(11);
+  int packed = 0;
+  for (int i = 0; i < 40; ++i) {
+    auto config = space.Sample(rng);
+    ASSERT_TRUE(config.ok());
+    auto full = tmpl.Instantiate(task, Avx512TestTarget(), *config);
+    auto kernel = tmpl.InstantiateKernel(task, Avx512TestTarget(), *config);
+    ASSERT_TRUE(full.ok() && kernel.ok()) << config->ToJson();
+    const bool pack = config->Int("pack_w") == 1;
+    packed += pack;
+    EXPECT_EQ(full->prepack != nullptr, pack);
+    EXPECT_EQ(kernel->prepack, nullptr);
+    EXPECT_EQ(kernel->name, "tf_dense_kernel");
+    EXPECT_NE(full->name, kernel->name);
+    EXPECT_EQ(ir::ToString(kernel->body), ir::ToString(full->body)) << config->ToJson();
+    ASSERT_EQ(kernel->params.size(), full->params.size());
+    for (size_t p = 0; p < full->params.size(); ++p) {
+      EXPECT_EQ(kernel->params[p].name, full->params[p].name);
+      EXPECT_EQ(kernel->params[p].shape, full->params[p].shape);
+    }
+  }
+  EXPECT_GT(packed, 0);
+  EXPECT_LT(packed, 40);
+}
+
 }  // namespace
 }  // namespace tuneforge

@@ -488,6 +488,17 @@ std::vector<Config> MatmulTemplate::Heuristics(const TuningTask& task, const Tar
 absl::StatusOr<ir::LoweredFunc> MatmulTemplate::Instantiate(const TuningTask& task,
                                                             const Target& target,
                                                             const Config& config) const {
+  return Build(task, target, config, /*kernel_only=*/false);
+}
+
+absl::StatusOr<ir::LoweredFunc> MatmulTemplate::InstantiateKernel(const TuningTask& task,
+                                                                  const Target& target,
+                                                                  const Config& config) const {
+  return Build(task, target, config, /*kernel_only=*/true);
+}
+
+absl::StatusOr<ir::LoweredFunc> MatmulTemplate::Build(const TuningTask& task, const Target& target,
+                                                      const Config& config, bool kernel_only) const {
   const std::string op = batched_ ? "batch_matmul" : "matmul";
   if (task.op() != op) return absl::InvalidArgumentError(name() + " template got " + task.op());
   const std::shared_ptr<const ConfigSpace> space = SpaceOf(*this, task, target);
@@ -501,7 +512,8 @@ absl::StatusOr<ir::LoweredFunc> MatmulTemplate::Instantiate(const TuningTask& ta
   const int64_t rows = c.Int("tile_i_reg");
   Schedule s(BatchMatmulCompute(batch, m, n, k, pack ? lanes * vecs : 0, pack_a ? rows : 0));
   RETURN_IF_ERROR(ScheduleGemm(&s, c, pack, batch, m, n, target, pack_a));
-  ASSIGN_OR_RETURN(ir::LoweredFunc func, Lower(s, KernelSymbol(task, *this, config)));
+  ASSIGN_OR_RETURN(ir::LoweredFunc func,
+                   Lower(s, kernel_only ? "tf_" + op + "_kernel" : KernelSymbol(task, *this, config)));
   const GemmBuffers names;
   func.body =
       AddGemmPrefetch(func.body, pack ? names.b_packed : names.b, c.Int("prefetch_k", 0));

@@ -86,8 +86,16 @@ class MatmulTemplate : public Template {
   std::vector<Config> Heuristics(const TuningTask& task, const Target& target) const override;
   absl::StatusOr<ir::LoweredFunc> Instantiate(const TuningTask& task, const Target& target,
                                               const Config& config) const override;
+  // Instantiate's kernel under a fixed name: hashing the config into the entry symbol
+  // was a tenth of a candidate's lowering, and the cost model's kernels are never
+  // compiled. (The packing nests stay: they run inside the timed entry.)
+  absl::StatusOr<ir::LoweredFunc> InstantiateKernel(const TuningTask& task, const Target& target,
+                                                    const Config& config) const override;
 
  private:
+  absl::StatusOr<ir::LoweredFunc> Build(const TuningTask& task, const Target& target, const Config& config,
+                                        bool kernel_only) const;
+
   bool batched_;
 };
 

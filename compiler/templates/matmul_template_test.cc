@@ -378,5 +378,33 @@ TEST(MatmulTemplateTest, FusesTheTileLoopsWhenThatBalancesTheThreads) {
   EXPECT_EQ(ir::ToString(*f).find("ij.o"), std::string::npos);
 }
 
+// What the cost model lowers (InstantiateKernel) is Instantiate's kernel, packing nests
+// included (they run inside the timed entry), under a fixed name.
+TEST(MatmulTemplateTest, InstantiateKernelIsTheKernelUnderAFixedName) {
+  for (bool batched : {false, true}) {
+    MatmulTemplate tmpl(batched);
+    auto task = batched ? MakeTask("batch_matmul", {{"B", 2}, {"M", 24}, {"N", 48}, {"K", 32}}, "float32")
+                        : MakeTask("matmul", {{"M", 24}, {"N", 48}, {"K", 32}}, "float32");
+    ASSERT_TRUE(task.ok());
+    const ConfigSpace space = tmpl.Space(*task, Avx512TestTarget());
+    std::mt19937_64 rng(13);
+    for (int i = 0; i < 30; ++i) {
+      auto config = space.Sample(rng);
+      ASSERT_TRUE(config.ok());
+      auto full = tmpl.Instantiate(*task, Avx512TestTarget(), *config);
+      auto kernel = tmpl.InstantiateKernel(*task, Avx512TestTarget(), *config);
+      ASSERT_TRUE(full.ok() && kernel.ok()) << config->ToJson();
+      EXPECT_EQ(kernel->name, batched ? "tf_batch_matmul_kernel" : "tf_matmul_kernel");
+      EXPECT_NE(full->name, kernel->name);
+      EXPECT_EQ(ir::ToString(kernel->body), ir::ToString(full->body)) << config->ToJson();
+      ASSERT_EQ(kernel->params.size(), full->params.size());
+      for (size_t p = 0; p < full->params.size(); ++p) {
+        EXPECT_EQ(kernel->params[p].name, full->params[p].name);
+        EXPECT_EQ(kernel->params[p].shape, full->params[p].shape);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tuneforge
