@@ -176,20 +176,19 @@ class Lowerer {
   // Step 1: extents through the split tree, in the order splits were made.
   void ComputeExtents() {
     const size_t loops = s_.def().axes.size() + 2 * s_.splits().size() + s_.fuses().size();
-    extent_.reserve(loops);
-    max_.reserve(loops);
-    var_.reserve(loops);
+    loop_.reserve(loops);
     for (const AxisDef& axis : s_.def().axes) {
       Set(axis.name, ir::IntImm(axis.extent), axis.extent);  // extent 1: the variable is 0
     }
     for (const Schedule::SplitRecord& sp : s_.splits()) {
-      const int64_t pmax = max_[sp.parent], f = sp.factor;
-      auto [outer, inner] = SplitExtents(extent_[sp.parent], pmax, f, ir::Var(sp.outer));
+      LoopInfo& parent = loop_[sp.parent];
+      const int64_t pmax = parent.max, f = sp.factor;
+      parent.split = &sp;
+      auto [outer, inner] = SplitExtents(parent.extent, pmax, f, ir::Var(sp.outer));
       Set(sp.outer, outer, (pmax + f - 1) / f);
       Set(sp.inner, inner, std::min(f, pmax));
-      split_of_[sp.parent] = &sp;
-      parent_of_[sp.outer] = &sp;
-      parent_of_[sp.inner] = &sp;
+      loop_[sp.outer].made_by = &sp;
+      loop_[sp.inner].made_by = &sp;
     }
   }
 
@@ -198,28 +197,29 @@ class Lowerer {
   absl::Status ApplyFuses() {
     for (const Schedule::FuseRecord& fu : s_.fuses()) {
       int64_t no, ni;
-      if (!ir::IsConst(extent_[fu.outer], &no) || !ir::IsConst(extent_[fu.inner], &ni)) {
+      if (!ir::IsConst(loop_[fu.outer].extent, &no) || !ir::IsConst(loop_[fu.inner].extent, &ni)) {
         return absl::InvalidArgumentError("fuse: " + fu.outer + " and " + fu.inner +
                                           " must have constant extents (no tails)");
       }
       Set(fu.fused, ir::IntImm(no * ni), no * ni);
-      const Expr f = var_[fu.fused];
+      const Expr f = loop_[fu.fused].var;
       std::map<std::string, Expr> sub = {
           {fu.outer, no == 1 ? ir::IntImm(0) : ir::Div(f, ir::IntImm(ni))},
           {fu.inner, ni == 1 ? ir::IntImm(0) : ir::Mod(f, ir::IntImm(ni))}};
-      var_[fu.outer] = sub[fu.outer];
-      var_[fu.inner] = sub[fu.inner];
-      for (auto& [name, extent] : extent_) extent = ir::Substitute(extent, sub);
+      loop_[fu.outer].var = sub[fu.outer];
+      loop_[fu.inner].var = sub[fu.inner];
+      for (auto& [name, info] : loop_) info.extent = ir::Substitute(info.extent, sub);
     }
     return absl::OkStatus();
   }
 
   void Set(const std::string& loop, Expr extent, int64_t max) {
-    extent_[loop] = extent;
-    max_[loop] = max;
+    LoopInfo& info = loop_[loop];
     int64_t c;
     // A loop of extent 1 is not emitted; its variable is 0 everywhere.
-    var_[loop] = (ir::IsConst(extent, &c) && c == 1) ? ir::IntImm(0) : ir::Var(loop);
+    info.var = (ir::IsConst(extent, &c) && c == 1) ? ir::IntImm(0) : ir::Var(loop);
+    info.extent = std::move(extent);
+    info.max = max;
   }
 
   // Finds the loop (or split-away loop) at or above `loop` whose extent depends only
@@ -228,24 +228,25 @@ class Lowerer {
   bool FindFullAnchor(const std::string& loop, const std::set<std::string>& bound,
                       std::set<std::string>* anchors) {
     std::set<std::string> used;
-    ir::CollectVars(extent_[loop], &used);
+    ir::CollectVars(loop_[loop].extent, &used);
     bool all_bound = true;
     for (const std::string& v : used) all_bound &= bound.count(v) > 0;
     if (all_bound) {
       anchors->insert(loop);
       return true;
     }
-    auto it = parent_of_.find(loop);
-    if (it == parent_of_.end()) return false;
-    const Schedule::SplitRecord& sp = *it->second;
-    if (sp.factor < max_[sp.parent] && max_[sp.parent] % sp.factor != 0) return false;
+    const Schedule::SplitRecord* made_by = loop_[loop].made_by;
+    if (made_by == nullptr) return false;
+    const Schedule::SplitRecord& sp = *made_by;
+    const int64_t pmax = loop_[sp.parent].max;
+    if (sp.factor < pmax && pmax % sp.factor != 0) return false;
     return FindFullAnchor(sp.parent, bound, anchors);
   }
 
   Expr AxisValue(const std::string& loop) {
-    auto it = split_of_.find(loop);
-    if (it == split_of_.end()) return var_[loop];
-    const Schedule::SplitRecord& sp = *it->second;
+    const LoopInfo& info = loop_[loop];
+    if (info.split == nullptr) return info.var;
+    const Schedule::SplitRecord& sp = *info.split;
     return ir::Add(ir::Mul(AxisValue(sp.outer), ir::IntImm(sp.factor)), AxisValue(sp.inner));
   }
 
@@ -254,9 +255,10 @@ class Lowerer {
     std::set<std::string> outer_vars;
     for (const Schedule::Loop& leaf : s_.leaves()) {
       int64_t c;
-      if (ir::IsConst(extent_[leaf.name], &c) && c == 1) continue;
+      const LoopInfo& info = loop_[leaf.name];
+      if (ir::IsConst(info.extent, &c) && c == 1) continue;
       std::set<std::string> used;
-      ir::CollectVars(extent_[leaf.name], &used);
+      ir::CollectVars(info.extent, &used);
       for (const std::string& v : used) {
         if (!outer_vars.count(v)) {
           return absl::InvalidArgumentError("loop " + leaf.name + " has a tail that depends on " + v +
@@ -264,7 +266,7 @@ class Lowerer {
         }
       }
       outer_vars.insert(leaf.name);
-      loops_.push_back(LoopPlan{leaf.name, extent_[leaf.name], max_[leaf.name], leaf.kind,
+      loops_.push_back(LoopPlan{leaf.name, info.extent, info.max, leaf.kind,
                                 leaf.is_reduce});
     }
     for (size_t i = 0; i < loops_.size(); ++i) {
@@ -325,7 +327,7 @@ class Lowerer {
     }
     for (const Schedule::SplitRecord& sp : s_.splits()) {
       auto [outer, inner] =
-          SplitExtents(ext.at(sp.parent), max_.at(sp.parent), sp.factor, var_.at(sp.outer));
+          SplitExtents(ext.at(sp.parent), loop_.at(sp.parent).max, sp.factor, loop_.at(sp.outer).var);
       ext[sp.outer] = outer;
       ext[sp.inner] = inner;
       pin(sp.outer);
@@ -339,12 +341,12 @@ class Lowerer {
   std::optional<std::string> BoundAncestor(std::string loop, const std::set<std::string>& bound) const {
     for (;;) {
       std::set<std::string> used;
-      ir::CollectVars(extent_.at(loop), &used);
+      const LoopInfo& info = loop_.at(loop);
+      ir::CollectVars(info.extent, &used);
       if (std::all_of(used.begin(), used.end(), [&](const std::string& v) { return bound.count(v) > 0; }))
         return loop;
-      auto it = parent_of_.find(loop);
-      if (it == parent_of_.end()) return std::nullopt;
-      loop = it->second->parent;
+      if (info.made_by == nullptr) return std::nullopt;
+      loop = info.made_by->parent;
     }
   }
 
@@ -373,7 +375,7 @@ class Lowerer {
     // The loops around the tile that the anchors' extents depend on, and the loops
     // their extents depend on in turn, in nest order.
     std::set<std::string> needed;
-    for (const std::string& a : anchors) ir::CollectVars(extent_.at(a), &needed);
+    for (const std::string& a : anchors) ir::CollectVars(loop_.at(a).extent, &needed);
     for (auto it = around.rbegin(); it != around.rend(); ++it) {
       if (needed.count((*it)->name)) ir::CollectVars((*it)->extent, &needed);
     }
@@ -392,7 +394,7 @@ class Lowerer {
       walk_extents.push_back(*std::move(p));
     }
     for (const std::string& a : anchors) {
-      std::optional<IntProgram> p = IntProgram::Compile(extent_.at(a), slots, walk.size());
+      std::optional<IntProgram> p = IntProgram::Compile(loop_.at(a).extent, slots, walk.size());
       if (!p) return std::nullopt;
       anchor_extents.push_back(*std::move(p));
     }
@@ -500,7 +502,7 @@ class Lowerer {
       Expr guard;
       for (size_t i = 0; i < anchors.size(); ++i) {
         fixed[anchors[i]] = it->first[i];
-        Expr eq = ir::EQ(extent_.at(anchors[i]), ir::IntImm(it->first[i]));
+        Expr eq = ir::EQ(loop_.at(anchors[i]).extent, ir::IntImm(it->first[i]));
         guard = guard ? ir::And(guard, eq) : eq;
       }
       const std::map<std::string, Expr> ext = ExtentsGiven(fixed);
@@ -644,7 +646,8 @@ class Lowerer {
       }
       Expr condition;
       for (const std::string& a : anchors) {
-        Expr eq = ir::EQ(extent_[a], ir::IntImm(max_[a]));
+        const LoopInfo& info = loop_[a];
+        Expr eq = ir::EQ(info.extent, ir::IntImm(info.max));
         condition = condition ? ir::And(condition, eq) : eq;
       }
       block = build_tile({});
@@ -654,15 +657,20 @@ class Lowerer {
     return Nest(prefix, complete ? main : ir::Block({init, main}));
   }
 
-  // Per loop name, hashed: ordered maps compared the loops' names byte by byte (names
-  // share long prefixes like "oh.o.i"), a tenth of a GEMM's lowering. Nothing iterates
-  // them where the order would show.
+  // What lowering knows of one loop of the split tree (leaf or not).
+  struct LoopInfo {
+    Expr extent;
+    int64_t max = 0;  // the largest extent it takes
+    Expr var;         // its value in index expressions (0 for extent 1)
+    const Schedule::SplitRecord* split = nullptr;    // the split of this loop, if any
+    const Schedule::SplitRecord* made_by = nullptr;  // the split that made it, if any
+  };
+
   const Schedule& s_;
-  std::unordered_map<std::string, Expr> extent_;
-  std::unordered_map<std::string, int64_t> max_;
-  std::unordered_map<std::string, Expr> var_;
-  std::unordered_map<std::string, const Schedule::SplitRecord*> split_of_;   // parent -> its split
-  std::unordered_map<std::string, const Schedule::SplitRecord*> parent_of_;  // child -> its split
+  // By loop name, one hashed map: five ordered maps (extent, max, var, split, parent)
+  // compared the loops' names byte by byte (names share prefixes like "j.o.i") and
+  // took a quarter of a GEMM's lowering. Nothing iterates it where the order shows.
+  std::unordered_map<std::string, LoopInfo> loop_;
   std::vector<LoopPlan> loops_;
   Expr out_index_, value_;
   Expr epilogue_;  // the compute's epilogue over loop variables; null when none

@@ -1,7 +1,6 @@
 #include "compiler/schedule/schedule.h"
 
 #include <algorithm>
-#include <set>
 
 #include "compiler/support/status.h"
 
@@ -27,6 +26,12 @@ const ir::BufferParam& ComputeDef::output() const {
 }
 
 Schedule::Schedule(ComputeDef def) : def_(std::move(def)) {
+  // Templates split each axis two or three times: no reallocation while they do (the
+  // cost model schedules thousands of candidates a second).
+  constexpr size_t kSplitsPerAxis = 3;
+  leaves_.reserve(def_.axes.size() * (kSplitsPerAxis + 1));
+  splits_.reserve(def_.axes.size() * kSplitsPerAxis);
+  retired_.reserve(def_.axes.size() * kSplitsPerAxis);
   for (const AxisDef& axis : def_.axes) {
     leaves_.push_back(Loop{axis.name, axis.name, axis.is_reduce, ir::ForKind::kSerial});
   }
@@ -55,30 +60,33 @@ absl::Status Schedule::Split(const std::string& loop, int64_t factor, const std:
   if (l->kind != ir::ForKind::kSerial) {
     return absl::InvalidArgumentError("split: loop " + loop + " is already annotated");
   }
-  Loop o = *l, i = *l;
-  o.name = outer;
-  i.name = inner;
-  size_t pos = l - leaves_.data();
-  leaves_[pos] = o;
-  leaves_.insert(leaves_.begin() + pos + 1, i);
+  // Recorded first: `loop` may name the leaf renamed below.
   splits_.push_back(SplitRecord{loop, outer, inner, factor});
   retired_.push_back(loop);
+  Loop i = *l;
+  i.name = inner;
+  l->name = outer;
+  const size_t pos = l - leaves_.data();
+  leaves_.insert(leaves_.begin() + pos + 1, std::move(i));
   return absl::OkStatus();
 }
 
 absl::Status Schedule::Reorder(const std::vector<std::string>& loops) {
   std::vector<size_t> positions;
-  std::set<std::string> seen;
+  std::vector<bool> seen(leaves_.size());
   for (const std::string& name : loops) {
     Loop* l = Find(name);
     if (!l) return absl::InvalidArgumentError("reorder: no loop named " + name);
-    if (!seen.insert(name).second) return absl::InvalidArgumentError("reorder: " + name + " twice");
-    positions.push_back(l - leaves_.data());
+    const size_t p = l - leaves_.data();
+    if (seen[p]) return absl::InvalidArgumentError("reorder: " + name + " twice");
+    seen[p] = true;
+    positions.push_back(p);
   }
   std::vector<Loop> moved;
-  for (size_t p : positions) moved.push_back(leaves_[p]);
+  moved.reserve(positions.size());
+  for (size_t p : positions) moved.push_back(std::move(leaves_[p]));
   std::sort(positions.begin(), positions.end());
-  for (size_t i = 0; i < positions.size(); ++i) leaves_[positions[i]] = moved[i];
+  for (size_t i = 0; i < positions.size(); ++i) leaves_[positions[i]] = std::move(moved[i]);
   return absl::OkStatus();
 }
 
