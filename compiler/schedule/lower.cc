@@ -315,8 +315,9 @@ class Lowerer {
 
   // The extents of every loop when the loops in `fixed` have the given extents (one
   // shape of a tile): the split tree again, from those constants.
-  std::map<std::string, Expr> ExtentsGiven(const std::map<std::string, int64_t>& fixed) const {
-    std::map<std::string, Expr> ext;
+  std::unordered_map<std::string, Expr> ExtentsGiven(const std::map<std::string, int64_t>& fixed) const {
+    std::unordered_map<std::string, Expr> ext;
+    ext.reserve(loop_.size());
     auto pin = [&](const std::string& loop) {
       auto it = fixed.find(loop);
       if (it != fixed.end()) ext[loop] = ir::IntImm(it->second);
@@ -505,7 +506,7 @@ class Lowerer {
         Expr eq = ir::EQ(loop_.at(anchors[i]).extent, ir::IntImm(it->first[i]));
         guard = guard ? ir::And(guard, eq) : eq;
       }
-      const std::map<std::string, Expr> ext = ExtentsGiven(fixed);
+      const std::unordered_map<std::string, Expr> ext = ExtentsGiven(fixed);
       std::map<std::string, Expr> extents;
       for (const LoopPlan* l : inner) extents[l->name] = ext.at(l->name);
       Stmt tile = build(extents);
