@@ -23,7 +23,18 @@
 namespace tuneforge {
 
 struct LogModelOptions {
-  costmodel::XgbParams xgb;
+  // Deeper trees than a task's own model (XgbParams' 6): the log model ranks configs
+  // of every shape of the op, and with depth 6 it ordered ResNet-18's 256@14^2 well
+  // (held-out pairwise 0.92) but put none of its ten best in its own top ten (the
+  // layer's Winograd F(2,3) tops among the other layers' F(4,3) ones). Simulated warm
+  // search at depth 8, trials to 95% of the 5th best (docs/search.md "Log models:
+  // deeper trees"): ResNet-18's tasks 0.73x (256@14^2 131 -> 19), the matmul file
+  // 0.47x.
+  costmodel::XgbParams xgb = [] {
+    costmodel::XgbParams p;
+    p.max_depth = 8;
+    return p;
+  }();
   LabelMode label = LabelMode::kNormalized;
   // The stored log models have the default features (what ModelPolicy extracts by
   // default); bench search --eval-db trains a variant's log model with its own.
