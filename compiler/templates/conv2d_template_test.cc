@@ -375,12 +375,7 @@ TEST(Conv2dTemplateTest, InstantiateKernelIsTheKernelAlone) {
     EXPECT_TRUE(full->prepack != nullptr);
     EXPECT_EQ(kernel->prepack, nullptr);
     EXPECT_EQ(kernel->unpack, nullptr);
-    EXPECT_EQ(ir::ToString(kernel->body), ir::ToString(full->body)) << config->ToJson();
-    ASSERT_EQ(kernel->params.size(), full->params.size());
-    for (size_t p = 0; p < full->params.size(); ++p) {
-      EXPECT_EQ(kernel->params[p].name, full->params[p].name);
-      EXPECT_EQ(kernel->params[p].shape, full->params[p].shape);
-    }
+    ExpectSameKernel(*kernel, *full, config->ToJson());
     algorithms.insert(config->Str("algorithm"));
   }
   EXPECT_EQ(algorithms.size(), 3u);  // direct, winograd_f23, winograd_f43

@@ -7,8 +7,11 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "absl/status/statusor.h"
 #include "compiler/ir/interpreter.h"
+#include "compiler/ir/ir.h"
 
 namespace tuneforge {
 
@@ -31,6 +34,18 @@ inline absl::StatusOr<std::map<std::string, std::vector<float>>> InterpretOnInpu
   absl::Status st = ir::Interpret(f, &buffers);
   if (!st.ok()) return st;
   return buffers;
+}
+
+// What the cost model lowers (Template::InstantiateKernel) has the body and params of
+// `full` (Instantiate's function); `what` names the config in a failure.
+inline void ExpectSameKernel(const ir::LoweredFunc& kernel, const ir::LoweredFunc& full,
+                             const std::string& what) {
+  EXPECT_EQ(ir::ToString(kernel.body), ir::ToString(full.body)) << what;
+  ASSERT_EQ(kernel.params.size(), full.params.size()) << what;
+  for (size_t p = 0; p < full.params.size(); ++p) {
+    EXPECT_EQ(kernel.params[p].name, full.params[p].name) << what;
+    EXPECT_EQ(kernel.params[p].shape, full.params[p].shape) << what;
+  }
 }
 
 }  // namespace tuneforge
