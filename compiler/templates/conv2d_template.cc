@@ -642,7 +642,7 @@ absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::InstantiateInto(const TuningTask
 std::string Conv2dTemplate::Symbol(const TuningTask& task, const Config& config, bool kernel_only) const {
   // The cost model's kernels are never compiled: no need to hash the config (a few
   // percent of their lowering).
-  return kernel_only ? "tf_" + task.op() + "_kernel" : KernelSymbol(task, *this, config);
+  return kernel_only ? CostModelKernelName(task) : KernelSymbol(task, *this, config);
 }
 
 absl::StatusOr<ir::LoweredFunc> Conv2dTemplate::Build(const TuningTask& task, const Target& target,

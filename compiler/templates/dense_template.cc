@@ -85,7 +85,7 @@ absl::StatusOr<ir::LoweredFunc> DenseTemplate::Build(const TuningTask& task, con
   RETURN_IF_ERROR(ScheduleGemm(&s, c, pack, /*batch=*/0, task.Param("M"), task.Param("N"),
                                target));
   ASSIGN_OR_RETURN(LoweredFunc func,
-                   Lower(s, kernel_only ? "tf_dense_kernel" : KernelSymbol(task, *this, config)));
+                   Lower(s, kernel_only ? CostModelKernelName(task) : KernelSymbol(task, *this, config)));
   func.body = AddGemmPrefetch(func.body, pack ? kDenseBuffers.b_packed : kDenseBuffers.b,
                               c.Int("prefetch_k", 0));
   // The copy is done once per set of weights, so it need not be fast: serial.

@@ -513,7 +513,7 @@ absl::StatusOr<ir::LoweredFunc> MatmulTemplate::Build(const TuningTask& task, co
   Schedule s(BatchMatmulCompute(batch, m, n, k, pack ? lanes * vecs : 0, pack_a ? rows : 0));
   RETURN_IF_ERROR(ScheduleGemm(&s, c, pack, batch, m, n, target, pack_a));
   ASSIGN_OR_RETURN(ir::LoweredFunc func,
-                   Lower(s, kernel_only ? "tf_" + op + "_kernel" : KernelSymbol(task, *this, config)));
+                   Lower(s, kernel_only ? CostModelKernelName(task) : KernelSymbol(task, *this, config)));
   const GemmBuffers names;
   func.body =
       AddGemmPrefetch(func.body, pack ? names.b_packed : names.b, c.Int("prefetch_k", 0));

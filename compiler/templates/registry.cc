@@ -43,6 +43,8 @@ std::shared_ptr<const ConfigSpace> SpaceOf(const Template& tmpl, const TuningTas
   return memo.space;
 }
 
+std::string CostModelKernelName(const TuningTask& task) { return "tf_" + task.op() + "_kernel"; }
+
 std::string KernelSymbol(const TuningTask& task, const Template& tmpl, const Config& config) {
   return "tf_" + task.op() + "_" +
          HashHex(task.CanonicalText() + "|" + tmpl.name() + "|" + std::to_string(tmpl.version()) +

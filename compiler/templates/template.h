@@ -70,4 +70,8 @@ std::shared_ptr<const ConfigSpace> SpaceOf(const Template& tmpl, const TuningTas
 // Entry symbol for a kernel: unique per (task, template, config).
 std::string KernelSymbol(const TuningTask& task, const Template& tmpl, const Config& config);
 
+// The name InstantiateKernel gives its function: the cost model's kernels are never
+// compiled, so the config need not be hashed into it (a tenth of a GEMM's lowering).
+std::string CostModelKernelName(const TuningTask& task);
+
 }  // namespace tuneforge
