@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -322,9 +323,10 @@ struct Variant {
   std::string name;
   ModelPolicyOptions options;
   bool search_only = false;  // only search options changed: --eval-db skips it unless named
-  // The depth of its log model's trees: a variant that sets the trees' depth sets its
-  // log model's too; otherwise the log model has the depth `db train-model` uses.
-  int log_max_depth = LogModelOptions{}.xgb.max_depth;
+  // The depth of its log model's trees on every space: a variant that sets the trees'
+  // depth sets its log model's too; unset, the log model has the depth `db
+  // train-model` gives it (LogModelDepth: by the space).
+  std::optional<int> log_max_depth;
 };
 
 // The cost-model variants compared offline; the first is the default the tuner uses.
@@ -333,7 +335,7 @@ std::vector<Variant> EvalVariants() {
   auto add = [&](const std::string& name, auto&& edit) {
     ModelPolicyOptions o;
     edit(o);
-    Variant variant{name, o};
+    Variant variant{name, o, false, std::nullopt};
     if (o.xgb.max_depth != costmodel::XgbParams{}.max_depth) variant.log_max_depth = o.xgb.max_depth;
     v.push_back(std::move(variant));
   };
@@ -362,6 +364,8 @@ std::vector<Variant> EvalVariants() {
   });
   add("log model depth6", [](ModelPolicyOptions&) {});
   v.back().log_max_depth = 6;
+  add("log model depth8", [](ModelPolicyOptions&) {});
+  v.back().log_max_depth = 8;
   add("no register tile", [](ModelPolicyOptions& o) { o.features.register_tile = false; });
   add("no knob features", [](ModelPolicyOptions& o) { o.features.knobs = costmodel::KnobFeatures::kNone; });
   add("all knob features", [](ModelPolicyOptions& o) { o.features.knobs = costmodel::KnobFeatures::kAll; });
@@ -1157,7 +1161,7 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
       if (!others.empty()) {
         LogModelOptions lo;
         lo.xgb = v.options.xgb;
-        lo.xgb.max_depth = v.log_max_depth;
+        if (v.log_max_depth) lo.xgb.max_depth = lo.knob_features_max_depth = *v.log_max_depth;
         lo.label = v.options.label;
         lo.features = v.options.features;
         LogModelInfo info;

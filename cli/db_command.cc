@@ -475,8 +475,8 @@ absl::StatusOr<int> TrainModel(const Flags& flags) {
     std::printf("%s\n", nlohmann::json({{"trained", trained}, {"skipped", r.skipped}}).dump().c_str());
   } else {
     for (const LogModelInfo& i : r.trained)
-      std::printf("trained %s: %lld records of %d tasks in %.2f s\n", i.key.c_str(),
-                  static_cast<long long>(i.records), i.tasks, i.train_seconds);
+      std::printf("trained %s: %lld records of %d tasks in %.2f s (trees %d deep)\n", i.key.c_str(),
+                  static_cast<long long>(i.records), i.tasks, i.train_seconds, i.max_depth);
     for (const std::string& s : r.skipped) std::printf("skipped %s\n", s.c_str());
   }
   // Nothing trained where something was asked for (not up-to-date skips): an error.

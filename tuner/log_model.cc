@@ -24,7 +24,8 @@ std::string LogModelInfo::ToJson() const {
                         {"tasks", tasks},
                         {"log_records", log_records},
                         {"train_seconds", train_seconds},
-                        {"trained_unix_us", trained_unix_us}}
+                        {"trained_unix_us", trained_unix_us},
+                        {"max_depth", max_depth}}
       .dump();
 }
 
@@ -43,10 +44,15 @@ absl::StatusOr<LogModelInfo> LogModelInfo::FromJson(const std::string& text) {
     i.log_records = j.at("log_records").get<int64_t>();
     i.train_seconds = j.at("train_seconds").get<double>();
     i.trained_unix_us = j.at("trained_unix_us").get<int64_t>();
+    i.max_depth = j.value("max_depth", 0);
   } catch (const nlohmann::json::exception& e) {
     return absl::DataLossError(std::string("log model info: ") + e.what());
   }
   return i;
+}
+
+int LogModelDepth(const ConfigSpace& space, const LogModelOptions& options) {
+  return space.knob_features() ? options.knob_features_max_depth : options.xgb.max_depth;
 }
 
 absl::StatusOr<std::string> TrainLogModel(const Template& tmpl, const Target& target,
@@ -104,7 +110,15 @@ absl::StatusOr<std::string> TrainLogModel(const Template& tmpl, const Target& ta
     return absl::InvalidArgumentError("only " + std::to_string(rows.size()) + " usable records of " +
                                       tmpl.name() + " on " + target.Key() + " (need " +
                                       std::to_string(options.min_records) + ")");
-  costmodel::XgbModel model(options.xgb);
+  costmodel::XgbParams params = options.xgb;
+  // Every group's space has the same knob set (checked above); the first one's says.
+  for (const auto& [key, g] : groups) {
+    if (g.task) {
+      params.max_depth = LogModelDepth(tmpl.Space(*g.task, target), options);
+      break;
+    }
+  }
+  costmodel::XgbModel model(params);
   RETURN_IF_ERROR(model.Train(rows, labels, sizes));
   ASSIGN_OR_RETURN(std::string bytes, model.SaveToBytes());
   if (info) {
@@ -115,6 +129,7 @@ absl::StatusOr<std::string> TrainLogModel(const Template& tmpl, const Target& ta
     info->records = static_cast<int64_t>(rows.size());
     info->tasks = tasks;
     info->train_seconds = SecondsSince(start);
+    info->max_depth = params.max_depth;
     info->trained_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count();

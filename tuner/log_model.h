@@ -23,18 +23,16 @@
 namespace tuneforge {
 
 struct LogModelOptions {
-  // Deeper trees than a task's own model (XgbParams' 6): the log model ranks configs
-  // of every shape of the op, and with depth 6 it ordered ResNet-18's 256@14^2 well
-  // (held-out pairwise 0.92) but put none of its ten best in its own top ten (the
-  // layer's Winograd F(2,3) tops among the other layers' F(4,3) ones). Simulated warm
-  // search at depth 8, trials to 95% of the 5th best (docs/search.md "Log models:
-  // deeper trees"): ResNet-18's tasks 0.73x (256@14^2 131 -> 19), the matmul file
-  // 0.47x.
-  costmodel::XgbParams xgb = [] {
-    costmodel::XgbParams p;
-    p.max_depth = 8;
-    return p;
-  }();
+  // The trees' depth follows the template's space (LogModelDepth): 6, as a task's own
+  // model (XgbParams'), where the features leave the knobs out (the GEMM spaces), and
+  // `knob_features_max_depth` where they hold them (conv2d: the algorithm knob and
+  // Winograd's). Measured live (docs/search.md "Log models: deeper trees"): 8 deep,
+  // ResNet-18's conv2d log model put ResNet-18's 256@14^2 Winograd F(2,3) tops in
+  // reach (warm trials to 95% of the cached bar 28 -> 14, level or better on 10 of
+  // 11 layers), while the matmul suite's GEMM log model got worse on 4 of 5 shapes
+  // (cached medians 15 -> 50 trials on 128x768x192); 6 stays for those.
+  costmodel::XgbParams xgb;
+  int knob_features_max_depth = 8;
   LabelMode label = LabelMode::kNormalized;
   // The stored log models have the default features (what ModelPolicy extracts by
   // default); bench search --eval-db trains a variant's log model with its own.
@@ -56,10 +54,14 @@ struct LogModelInfo {
   int64_t log_records = 0;  // records of the op and target in the db when trained
   double train_seconds = 0;
   int64_t trained_unix_us = 0;
+  int max_depth = 0;  // the trees' depth (LogModelDepth); 0 in infos written before it
 
   std::string ToJson() const;
   static absl::StatusOr<LogModelInfo> FromJson(const std::string& text);
 };
+
+// The depth of the log model's trees for a template's space (see LogModelOptions).
+int LogModelDepth(const ConfigSpace& space, const LogModelOptions& options);
 
 // Trains the log model of `tmpl` on `target` from `records`; records of other
 // templates, template versions, targets, untrusted uploads and unparsable configs are

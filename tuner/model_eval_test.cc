@@ -382,6 +382,39 @@ TEST(ModelEvalTest, RanksHeldOutRecordedStridedConvolutions) {
   ExpectHeldOutAccuracyOnPools("conv2d_strided_pool_records.jsonl", kConvStrided56, kConvStrided28, 0.88);
 }
 
+// The log model's trees are 8 deep where the features hold the knobs (conv2d: the
+// algorithm knob and Winograd's), 6 where they leave them out (the GEMM spaces), as
+// measured live (docs/search.md "Log models: deeper trees"); the stored info says
+// which, and an info written before it reads as 0.
+TEST(LogModelTest, TreesAreDeeperWhereTheFeaturesHoldTheKnobs) {
+  PolicyContext mm = ContextFor("matmul M=256 N=256 K=256");
+  PolicyContext a = ContextFor(kConvStrided56), b = ContextFor(kConvStrided28);
+  LogModelOptions o;
+  EXPECT_EQ(LogModelDepth(mm.tmpl->Space(mm.task, mm.target), o), 6);
+  EXPECT_EQ(LogModelDepth(a.tmpl->Space(a.task, a.target), o), 8);
+  LogModelOptions shallow;
+  shallow.knob_features_max_depth = 5;
+  EXPECT_EQ(LogModelDepth(a.tmpl->Space(a.task, a.target), shallow), 5);
+
+  LogModelInfo gemm, conv;
+  ASSERT_TRUE(TrainLogModel(*mm.tmpl, mm.target, LoadRecords(mm.target), o, &gemm).ok());
+  auto [a_records, b_records] = PoolsOf(a, b, "conv2d_strided_pool_records.jsonl");
+  a_records.insert(a_records.end(), b_records.begin(), b_records.end());
+  ASSERT_TRUE(TrainLogModel(*a.tmpl, a.target, a_records, o, &conv).ok());
+  EXPECT_EQ(gemm.max_depth, 6);
+  EXPECT_EQ(conv.max_depth, 8);
+
+  absl::StatusOr<LogModelInfo> back = LogModelInfo::FromJson(conv.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->max_depth, 8);
+  nlohmann::json old = nlohmann::json::parse(conv.ToJson());
+  old.erase("max_depth");
+  back = LogModelInfo::FromJson(old.dump());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->max_depth, 0);
+  EXPECT_EQ(back->records, conv.records);
+}
+
 // The warm start of issue 20: a model pre-trained on the log (here: 512^3 only) ranks
 // a shape the log does not hold, alone and fine-tuned with the shape's own records.
 TEST(LogModelTest, RanksANewShapeFromTheLogAloneAndBlended) {
