@@ -114,7 +114,7 @@ absl::StatusOr<std::string> TrainLogModel(const Template& tmpl, const Target& ta
   // Every group's space has the same knob set (checked above); the first one's says.
   for (const auto& [key, g] : groups) {
     if (g.task) {
-      params.max_depth = LogModelDepth(tmpl.Space(*g.task, target), options);
+      params.max_depth = LogModelDepth(*SpaceOf(tmpl, *g.task, target), options);
       break;
     }
   }
