@@ -414,6 +414,19 @@ std::vector<Variant> EvalVariants() {
   search("probes of 2 best", [](ModelPolicyOptions& o) { o.probe_incumbents = 2; });
   search("probe quota 2", [](ModelPolicyOptions& o) { o.probe_quota = 2; });
   search("probe quota 8", [](ModelPolicyOptions& o) { o.probe_quota = 8; });
+  search("ucb ensemble4", [](ModelPolicyOptions& o) { o.ensemble = 4; });
+  search("ucb ensemble4 beta.5", [](ModelPolicyOptions& o) {
+    o.ensemble = 4;
+    o.ucb_beta = 0.5;
+  });
+  search("ucb ensemble4 beta2", [](ModelPolicyOptions& o) {
+    o.ensemble = 4;
+    o.ucb_beta = 2;
+  });
+  search("bagged ensemble4", [](ModelPolicyOptions& o) {
+    o.ensemble = 4;
+    o.ucb_beta = 0;
+  });
   return v;
 }
 

@@ -166,9 +166,11 @@ absl::Status ModelPolicy::Retrain() {
   std::vector<costmodel::FeatureVector> rows;
   std::vector<float> labels;
   std::vector<unsigned> groups;
+  std::vector<double> throughput;  // per row, for the ensemble's resamples
   for (const auto& [key, g] : transfer_) {
     if (g.rows.size() < 2) continue;
     rows.insert(rows.end(), g.rows.begin(), g.rows.end());
+    throughput.insert(throughput.end(), g.throughput.begin(), g.throughput.end());
     AppendRankLabels(g.throughput, options_.label, &labels);
     groups.push_back(static_cast<unsigned>(g.rows.size()));
   }
@@ -183,6 +185,7 @@ absl::Status ModelPolicy::Retrain() {
   if (!own_throughput.empty()) {
     AppendRankLabels(own_throughput, options_.label, &labels);
     groups.push_back(static_cast<unsigned>(own_throughput.size()));
+    throughput.insert(throughput.end(), own_throughput.begin(), own_throughput.end());
   }
   if (static_cast<int>(rows.size()) < options_.min_records) return absl::OkStatus();
   // With a log model, the own model starts from its scores and learns the corrections.
@@ -191,10 +194,14 @@ absl::Status ModelPolicy::Retrain() {
     ASSIGN_OR_RETURN(margin, prior_.Predict(rows));
   }
   absl::Status st = model_.Train(rows, labels, groups, margin);
+  if (st.ok()) st = TrainMembers(rows, throughput, groups);
   dirty_ = false;
   fine_tuned_ = st.ok() && prior_.trained();
   last_train_seconds_ = SecondsSince(start);
-  if (!st.ok()) return st;
+  if (!st.ok()) {
+    members_.clear();
+    return st;
+  }
   TF_LOG(Debug) << "cost model trained on " << rows.size() << " rows in " << last_train_seconds_
                 << " s";
   // A fine-tuned model only corrects the log model: alone it is no job's starting
@@ -208,6 +215,53 @@ absl::Status ModelPolicy::Retrain() {
                   *bytes)
             : bytes.status();
     if (!saved.ok()) TF_LOG(Warning) << "could not save the cost model: " << saved;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelPolicy::TrainMembers(const std::vector<costmodel::FeatureVector>& rows,
+                                       const std::vector<double>& throughput,
+                                       const std::vector<unsigned>& groups) {
+  members_.clear();
+  member_scale_.clear();
+  if (options_.ensemble <= 1 || prior_.trained() ||
+      static_cast<int>(rows.size()) > options_.ensemble_max_rows)
+    return absl::OkStatus();
+  // Its own random stream: the walks' stream (rng_) stays what it is without the ensemble.
+  std::mt19937_64 rng(context_.seed * 0x9E3779B97F4A7C15ull + rows.size());
+  for (int m = 1; m < options_.ensemble; ++m) {
+    // A bootstrap resample of every rank group (rows drawn with replacement).
+    std::vector<costmodel::FeatureVector> sample;
+    std::vector<float> labels;
+    size_t begin = 0;
+    for (unsigned size : groups) {
+      std::uniform_int_distribution<size_t> pick(begin, begin + size - 1);
+      std::vector<double> t;
+      for (unsigned i = 0; i < size; ++i) {
+        const size_t r = pick(rng);
+        sample.push_back(rows[r]);
+        t.push_back(throughput[r]);
+      }
+      AppendRankLabels(t, options_.label, &labels);
+      begin += size;
+    }
+    costmodel::XgbParams params = options_.xgb;
+    params.seed += static_cast<uint64_t>(m);
+    costmodel::XgbModel member(params);
+    RETURN_IF_ERROR(member.Train(sample, labels, groups));
+    members_.push_back(std::move(member));
+  }
+  // Rank scores have no fixed scale: each model's are standardized by their mean and
+  // deviation on the training rows.
+  for (size_t m = 0; m <= members_.size(); ++m) {
+    const costmodel::XgbModel& model = m == 0 ? model_ : members_[m - 1];
+    ASSIGN_OR_RETURN(std::vector<float> p, model.Predict(rows));
+    double mean = 0, var = 0;
+    for (float x : p) mean += x;
+    mean /= static_cast<double>(p.size());
+    for (float x : p) var += (x - mean) * (x - mean);
+    const double sd = std::sqrt(var / static_cast<double>(p.size()));
+    member_scale_.emplace_back(static_cast<float>(mean), static_cast<float>(std::max(sd, 1e-6)));
   }
   return absl::OkStatus();
 }
@@ -276,10 +330,34 @@ absl::StatusOr<std::vector<float>> ModelPolicy::Score(const std::vector<Config>&
   if (prior_.trained()) {
     ASSIGN_OR_RETURN(prior, prior_.Predict(rows));
   }
+  // The ensemble (cold only): mean + ucb_beta x spread of the standardized scores.
+  std::vector<std::vector<float>> member_scores;
+  if (use_own && !prior_.trained() && !members_.empty()) {
+    for (const costmodel::XgbModel& m : members_) {
+      ASSIGN_OR_RETURN(std::vector<float> p, m.Predict(rows));
+      member_scores.push_back(std::move(p));
+    }
+  }
   for (size_t i = 0; i < configs.size(); ++i) {
     if (row_of[i] == SIZE_MAX) continue;
     const size_t r = row_of[i];
     scores[i] = (use_own ? own[r] : 0.0f) + (prior_.trained() ? prior[r] : 0.0f);
+    if (member_scores.empty()) continue;
+    const size_t k = member_scores.size() + 1;
+    double sum = 0, sq = 0;
+    for (size_t m = 0; m < k; ++m) {
+      const float raw = m == 0 ? own[r] : member_scores[m - 1][r];
+      const double z = (raw - member_scale_[m].first) / member_scale_[m].second;
+      sum += z;
+      sq += z * z;
+    }
+    const double mean = sum / static_cast<double>(k);
+    const double sd = std::sqrt(std::max(0.0, sq / static_cast<double>(k) - mean * mean));
+    // The full model's standardized score, not the members' mean: a resample leaves
+    // out a third of the rows, and with a few dozen configs those may be the only
+    // ones of a region (the one fast Winograd config); the members say how sure it is.
+    const double own_z = (own[r] - member_scale_[0].first) / member_scale_[0].second;
+    scores[i] = static_cast<float>(own_z + options_.ucb_beta * sd);
   }
   return scores;
 }

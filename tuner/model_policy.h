@@ -118,6 +118,17 @@ struct ModelPolicyOptions {
   // on 64->64 3x3, 1-2 -> 3-6 on four others (docs/search.md "Warm start from the
   // shared log", BENCHMARKS.md).
   bool transfer_with_log_model = true;
+  // Cold exploration by the model's uncertainty (no log model, at most
+  // `ensemble_max_rows` training rows): `ensemble` - 1 more models, each trained on a
+  // bootstrap resample of the rows (within each rank group), and a candidate's score
+  // is the full model's standardized score plus `ucb_beta` times the spread of all
+  // the models' standardized scores - an upper confidence bound, as tree-ensemble
+  // autotuners (ytopt) use. A model trained on a few dozen configs is sure only where
+  // they are; where the members disagree, a config may be better than any measured.
+  // ucb_beta 0 ranks as the one model does. 1: off (one model).
+  int ensemble = 1;
+  double ucb_beta = 1.0;
+  int ensemble_max_rows = 1024;
   LabelMode label = LabelMode::kNormalized;
   // Threads that lower and extract features of uncached candidates in Score (the
   // search runs between batches, when the machine is otherwise idle).
@@ -186,6 +197,14 @@ class ModelPolicy : public SearchPolicy {
   costmodel::FeatureExtractor extractor_;
   costmodel::XgbModel model_;
   costmodel::XgbModel prior_;  // the log model; untrained when there is none
+  // The ensemble's other members (ModelPolicyOptions::ensemble), empty when off, and
+  // each model's standardization (model_ first): mean and deviation of its scores on
+  // the rows it was trained on, so that scores of separate Score calls compare.
+  std::vector<costmodel::XgbModel> members_;
+  std::vector<std::pair<float, float>> member_scale_;
+  absl::Status TrainMembers(const std::vector<costmodel::FeatureVector>& rows,
+                            const std::vector<double>& throughput,
+                            const std::vector<unsigned>& groups);
   bool fine_tuned_ = false;    // model_ was trained on top of prior_ (score = sum)
   std::mt19937_64 rng_;
   std::set<std::string> visited_;

@@ -552,6 +552,53 @@ TEST(SearchPolicyTest, ScoringThreadsDoNotChangeScores) {
   EXPECT_EQ(scores(3), one);
 }
 
+// The cold ensemble's score is an upper confidence bound: with the same members (the
+// bootstrap resamples do not depend on ucb_beta), beta 1 adds each candidate's spread
+// over the members to beta 0's score, the full model's standardized (so ranked as the
+// one model ranks), never scoring lower and scoring the candidates the members
+// disagree on higher; past ensemble_max_rows the policy is one model again.
+TEST(SearchPolicyTest, ModelEnsembleScoresTheModelPlusTheSpread) {
+  PolicyContext ctx = Context("matmul M=256 N=256 K=256", 5);
+  ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
+  std::mt19937_64 rng(11);
+  std::vector<TuningRecord> train;
+  for (int i = 0; i < 40; ++i) train.push_back(MakeRecord(ctx, *space.Sample(rng)));
+  std::vector<Config> candidates;
+  for (int i = 0; i < 200; ++i) candidates.push_back(*space.Sample(rng));
+  auto scores = [&](int ensemble, double beta, int max_rows) {
+    ModelPolicyOptions options;
+    options.ensemble = ensemble;
+    options.ucb_beta = beta;
+    options.ensemble_max_rows = max_rows;
+    ModelPolicy policy(ctx, options);
+    policy.Observe(train);
+    EXPECT_TRUE(policy.Retrain().ok());
+    absl::StatusOr<std::vector<float>> out = policy.Score(candidates);
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? *out : std::vector<float>{};
+  };
+  const std::vector<float> single = scores(1, 1.0, 1024);
+  const std::vector<float> base = scores(4, 0.0, 1024);  // beta 0
+  const std::vector<float> ucb = scores(4, 1.0, 1024);
+  ASSERT_EQ(base.size(), candidates.size());
+  ASSERT_EQ(ucb.size(), candidates.size());
+  int spread = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    EXPECT_GE(ucb[i], base[i] - 1e-4f) << i;
+    spread += ucb[i] > base[i] + 1e-3f;
+  }
+  EXPECT_GT(spread, 100);  // the members disagree on most candidates
+  EXPECT_NE(base, single);  // standardized
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    for (size_t j = 0; j < candidates.size(); ++j) {
+      if (single[i] < single[j]) {
+        EXPECT_LE(base[i], base[j] + 1e-5f) << i << " " << j;
+      }
+    }
+  }
+  EXPECT_EQ(scores(4, 1.0, 39), single);  // 40 rows > 39: no ensemble
+}
+
 // A DirectoryModelStore in a fresh temporary directory, removed at the end, and a
 // matmul 64^3 context that uses it.
 struct StoreFixture {
