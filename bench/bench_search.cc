@@ -281,6 +281,7 @@ struct CaseResult {
   int reference_trials = 0;
   double reference_best = 0;
   std::string log_model_note;  // why model+log did not run, if it did not
+  int log_model_max_depth = 0;  // the depth of the model+log runs' log model's trees
   int transfer_records = 0;  // records of other shapes the model+transfer runs started from
   int stored_measurements = 0;  // configs of the case in the --measurements db at start
 };
@@ -423,10 +424,6 @@ std::vector<Variant> EvalVariants() {
     o.ensemble = 4;
     o.ucb_beta = 2;
   });
-  search("bagged ensemble4", [](ModelPolicyOptions& o) {
-    o.ensemble = 4;
-    o.ucb_beta = 0;
-  });
   return v;
 }
 
@@ -439,11 +436,23 @@ absl::StatusOr<Variant> FindVariant(const std::string& name) {
   return absl::InvalidArgumentError("unknown --variant '" + name + "' (" + absl::StrJoin(names, ", ") + ")");
 }
 
+// The options of the log model a variant's model+log runs start from: the variant's
+// trees, labels and features (a log model of other features than the policy's would
+// not load), its depth forced where the variant says so.
+LogModelOptions LogOptionsFor(const Variant& v) {
+  LogModelOptions lo;
+  lo.xgb = v.options.xgb;
+  if (v.log_max_depth) lo.xgb.max_depth = lo.knob_features_max_depth = *v.log_max_depth;
+  lo.label = v.options.label;
+  lo.features = v.options.features;
+  return lo;
+}
+
 class SearchBench {
  public:
   SearchBench(TuningTask task, Target target, int trials, int random_trials, int seeds, bool quiet,
               int reference_trials = 0, Database* measurements = nullptr,
-              ModelPolicyOptions model_options = {})
+              ModelPolicyOptions model_options = {}, LogModelOptions log_options = {})
       : task_(std::move(task)),
         target_(std::move(target)),
         trials_(trials),
@@ -453,6 +462,7 @@ class SearchBench {
         quiet_(quiet),
         measurements_(measurements),
         model_options_(std::move(model_options)),
+        log_options_(std::move(log_options)),
         builder_(2) {}
 
   // Phase 1: random and model search, `seeds` runs each.
@@ -492,11 +502,12 @@ class SearchBench {
     }
     result_.transfer_records = static_cast<int>(others.size());
     LogModelInfo info;
-    absl::StatusOr<std::string> bytes = TrainLogModel(*tmpl_, target_, others, {}, &info);
+    absl::StatusOr<std::string> bytes = TrainLogModel(*tmpl_, target_, others, log_options_, &info);
     if (!bytes.ok()) {  // too few records of the other shapes (a tiny budget)
       result_.log_model_note = std::string(bytes.status().message());
       return absl::OkStatus();
     }
+    result_.log_model_max_depth = info.max_depth;
     OneModelStore store(info.key, *bytes);
     for (int seed = 1; seed <= seeds_; ++seed) {
       ASSIGN_OR_RETURN(Trials c, RunPolicy("model", seed, others, &store));
@@ -974,6 +985,7 @@ class SearchBench {
   bool quiet_;
   Database* measurements_;  // the --measurements db, or null
   ModelPolicyOptions model_options_;  // of the model policy's runs (--variant)
+  LogModelOptions log_options_;       // of the model+log runs' log model (--variant)
   Builder builder_;
   const Template* tmpl_ = nullptr;
   std::unique_ptr<InProcessRunner> runner_;
@@ -1172,13 +1184,9 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
       std::optional<OneModelStore> log_store;
       // (The log model has the variant's features, as its own model does.)
       if (!others.empty()) {
-        LogModelOptions lo;
-        lo.xgb = v.options.xgb;
-        if (v.log_max_depth) lo.xgb.max_depth = lo.knob_features_max_depth = *v.log_max_depth;
-        lo.label = v.options.label;
-        lo.features = v.options.features;
         LogModelInfo info;
-        absl::StatusOr<std::string> bytes = TrainLogModel(*tmpl, context.target, others, lo, &info);
+        absl::StatusOr<std::string> bytes =
+            TrainLogModel(*tmpl, context.target, others, LogOptionsFor(v), &info);
         if (bytes.ok()) log_store.emplace(info.key, *bytes);
       }
       if (simulate > 0) {
@@ -1405,7 +1413,8 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                                                     static_cast<int>(random_trials),
                                                     static_cast<int>(seeds), json,
                                                     static_cast<int>(reference_trials),
-                                                    measurements.get(), model_variant.options));
+                                                    measurements.get(), model_variant.options,
+                                                    LogOptionsFor(model_variant)));
     benches.back()->SetRetime(static_cast<int>(retime), static_cast<int>(retime_rounds),
                               static_cast<int>(retime_reach), static_cast<int>(reach_line),
                               level_range, reach_range);
@@ -1465,6 +1474,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                          {"transfer_records", c.transfer_records},
                          {"stored_measurements", c.stored_measurements},
                          {"log_model_note", c.log_model_note},
+                         {"log_model_max_depth", c.log_model_max_depth},
                          {"model", c.model_eval}};
     for (const auto& [policy, curves] : c.curves) {
       const int64_t budget = budget_of(policy);

@@ -369,6 +369,23 @@ bad = subprocess.run(sim_args[:7] + ["--bar-rank", "2"], capture_output=True, te
 if bad.returncode == 0 or "--simulate" not in bad.stderr:
     failures.append("--bar-rank without --simulate was accepted: " + bad.stderr)
 
+# The model+log runs' log model has the variant's options (live, not only --eval-db):
+# GEMM log models are 6 deep by default, "log model depth8" forces 8 on every space.
+pair_db = os.path.join(work, "pair.db")
+if os.path.exists(pair_db):
+    os.remove(pair_db)
+pair_args = [tuneforge, "bench", "search", "--case", "matmul M=64 N=64 K=64;matmul M=32 N=96 K=48",
+             "--seeds", "1", "--trials", "16", "--random-trials", "32", "--measurements", pair_db,
+             "--json", "--plot", "", "--retime", "0"]
+for variant, depth in (("default", 6), ("log model depth8", 8)):
+    cases = json.loads(subprocess.run(pair_args + ["--variant", variant], check=True, capture_output=True,
+                                      text=True).stdout)["cases"]
+    depths = [c.get("log_model_max_depth") for c in cases]
+    if depths != [depth, depth] or any(len(c["policies"].get("model+log", {}).get("curves", [])) != 1
+                                       for c in cases):
+        failures.append(f"--variant '{variant}': log model depths {depths} (want {depth} in both cases, "
+                        "each with a model+log run)")
+
 for f in failures:
     print("FAIL:", f)
 print("ok" if not failures else f"{len(failures)} failure(s)")
