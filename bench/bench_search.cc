@@ -415,15 +415,14 @@ std::vector<Variant> EvalVariants() {
   search("probes of 2 best", [](ModelPolicyOptions& o) { o.probe_incumbents = 2; });
   search("probe quota 2", [](ModelPolicyOptions& o) { o.probe_quota = 2; });
   search("probe quota 8", [](ModelPolicyOptions& o) { o.probe_quota = 8; });
-  search("ucb ensemble4", [](ModelPolicyOptions& o) { o.ensemble = 4; });
-  search("ucb ensemble4 beta.5", [](ModelPolicyOptions& o) {
-    o.ensemble = 4;
-    o.ucb_beta = 0.5;
-  });
-  search("ucb ensemble4 beta2", [](ModelPolicyOptions& o) {
-    o.ensemble = 4;
-    o.ucb_beta = 2;
-  });
+  for (auto [name, beta] : {std::pair<const char*, double>{"ucb ensemble4", 1.0},
+                            {"ucb ensemble4 beta.5", 0.5},
+                            {"ucb ensemble4 beta2", 2.0}}) {
+    search(name, [beta = beta](ModelPolicyOptions& o) {
+      o.ensemble = 4;
+      o.ucb_beta = beta;
+    });
+  }
   return v;
 }
 

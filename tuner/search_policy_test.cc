@@ -525,6 +525,18 @@ TEST(SearchPolicyTest, ModelRanksHeldOutConfigsAndTransfers) {
 
 // Scoring on several threads (the workers take runs of candidates as they go) gives
 // every candidate the score one thread gives it, in the candidates' order.
+// The scores of `candidates` by a model policy with `options` trained on `train`.
+std::vector<float> TrainedScores(const PolicyContext& ctx, const ModelPolicyOptions& options,
+                                 const std::vector<TuningRecord>& train,
+                                 const std::vector<Config>& candidates) {
+  ModelPolicy policy(ctx, options);
+  policy.Observe(train);
+  EXPECT_TRUE(policy.Retrain().ok());
+  absl::StatusOr<std::vector<float>> out = policy.Score(candidates);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? *out : std::vector<float>{};
+}
+
 TEST(SearchPolicyTest, ScoringThreadsDoNotChangeScores) {
   PolicyContext ctx = Context("matmul M=256 N=256 K=256", 13);
   ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
@@ -537,12 +549,7 @@ TEST(SearchPolicyTest, ScoringThreadsDoNotChangeScores) {
   auto scores = [&](int threads) {
     ModelPolicyOptions options;
     options.scoring_threads = threads;
-    ModelPolicy policy(ctx, options);
-    policy.Observe(train);
-    EXPECT_TRUE(policy.Retrain().ok());
-    absl::StatusOr<std::vector<float>> out = policy.Score(candidates);
-    EXPECT_TRUE(out.ok()) << out.status();
-    return out.ok() ? *out : std::vector<float>{};
+    return TrainedScores(ctx, options, train, candidates);
   };
   const std::vector<float> one = scores(1);
   ASSERT_EQ(one.size(), candidates.size());
@@ -570,12 +577,7 @@ TEST(SearchPolicyTest, ModelEnsembleScoresTheModelPlusTheSpread) {
     options.ensemble = ensemble;
     options.ucb_beta = beta;
     options.ensemble_max_rows = max_rows;
-    ModelPolicy policy(ctx, options);
-    policy.Observe(train);
-    EXPECT_TRUE(policy.Retrain().ok());
-    absl::StatusOr<std::vector<float>> out = policy.Score(candidates);
-    EXPECT_TRUE(out.ok()) << out.status();
-    return out.ok() ? *out : std::vector<float>{};
+    return TrainedScores(ctx, options, train, candidates);
   };
   const std::vector<float> single = scores(1, 1.0, 1024);
   const std::vector<float> base = scores(4, 0.0, 1024);  // beta 0
