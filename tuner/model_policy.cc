@@ -330,7 +330,8 @@ absl::StatusOr<std::vector<float>> ModelPolicy::Score(const std::vector<Config>&
   if (prior_.trained()) {
     ASSIGN_OR_RETURN(prior, prior_.Predict(rows));
   }
-  // The ensemble (cold only): mean + ucb_beta x spread of the standardized scores.
+  // The ensemble (cold only): the model's standardized score + ucb_beta x the spread of
+  // all the models' standardized scores.
   std::vector<std::vector<float>> member_scores;
   if (use_own && !prior_.trained() && !members_.empty()) {
     for (const costmodel::XgbModel& m : members_) {
