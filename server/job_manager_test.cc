@@ -2,20 +2,20 @@
 #include "server/job_manager.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <filesystem>
+
+#include "compiler/support/files.h"
 
 namespace tuneforge {
 namespace {
 
 TEST(JobManagerTest, SubmitRefusesBadMeasureOptions) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("tf_jobs_unit_" + std::to_string(getpid()) + ".db"))
-                               .string();
+  // A directory of its own: SQLite's -wal and -shm files go with it.
+  absl::StatusOr<TempDir> dir = TempDir::Create("tf_jobs_unit");
+  ASSERT_TRUE(dir.ok()) << dir.status();
   DatabaseOptions options;
-  options.path = path;
+  options.path = dir->File("jobs.db");
   auto db = Database::Open(options);
   ASSERT_TRUE(db.ok()) << db.status();
   AgentRegistry registry;
@@ -41,7 +41,6 @@ TEST(JobManagerTest, SubmitRefusesBadMeasureOptions) {
     }
     EXPECT_TRUE(jobs.List().empty());
   }
-  std::filesystem::remove(path);
 }
 
 }  // namespace

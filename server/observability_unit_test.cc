@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
+#include "compiler/support/files.h"
 
 namespace tuneforge {
 namespace {
@@ -14,10 +14,10 @@ TEST(ObservabilityTest, HealthSaysWhyItIsNotServing) {
   EXPECT_EQ(r.status, 503);
   EXPECT_NE(r.body.find("not serving"), std::string::npos) << r.body;
 
-  std::string path = (std::filesystem::temp_directory_path() /
-                      ("tf_obs_unit_" + std::to_string(getpid()) + ".db")).string();
+  absl::StatusOr<TempDir> dir = TempDir::Create("tf_obs_unit");  // with -wal and -shm
+  ASSERT_TRUE(dir.ok()) << dir.status();
   DatabaseOptions options;
-  options.path = path;
+  options.path = dir->File("obs.db");
   auto db = Database::Open(options);
   ASSERT_TRUE(db.ok()) << db.status();
   AgentRegistry registry;
@@ -31,7 +31,6 @@ TEST(ObservabilityTest, HealthSaysWhyItIsNotServing) {
     EXPECT_EQ(o.Health().status, 503);
     o.Stop();
   }
-  std::filesystem::remove(path);
 }
 
 TEST(ObservabilityTest, DispatchEventsBecomeMetrics) {
