@@ -122,6 +122,12 @@ constexpr const char* kUsage =
     "  --heuristics  every run (every policy) starts, as `tuneforge tune` does, with the\n"
     "            template's heuristic configs, at most a quarter of --trials; the\n"
     "            tuning job's own cold curve (default: off, the policies alone)\n"
+    "  --label-rounds R  every new config is measured R times (1-20, default 1), in R\n"
+    "            rounds over its batch of 8 in a shuffled order, and its label (the\n"
+    "            cached number, what the model learns) is the median of all the rounds'\n"
+    "            samples: a slow phase of the machine during one measurement no longer\n"
+    "            sets it. R times the measuring time. Configs already in --measurements\n"
+    "            keep the label they were stored with\n"
     "  --measurements FILE  a tuning-log db used as the measurement cache across runs:\n"
     "            a config of the case already in it (this target, this template\n"
     "            version) is not measured again, new measurements are added (created\n"
@@ -583,6 +589,10 @@ class SearchBench {
     reach_range_ = reach_range;
   }
 
+  // Every new config's label is pooled from this many interleaved measurements
+  // (--label-rounds; MeasureLabels).
+  void SetLabelRounds(int rounds) { label_rounds_ = rounds; }
+
   // Every run starts with the template's heuristic configs, as a tuning job does
   // (--heuristics).
   void SetHeuristics(bool on) { heuristics_ = on; }
@@ -923,17 +933,10 @@ class SearchBench {
     if (!to_build.empty()) {
       std::vector<TuningRecord> fresh;
       std::vector<BuildResult> built = builder_.Build(task_, *tmpl_, target_, to_build);
-      MeasureOptions options;
-      options.min_repeat_ms = 10;
-      for (const BuildResult& b : built) {
-        MeasureResult m;
-        if (b.error != MeasureErrorKind::kNone) {
-          m.error = b.error;
-          m.error_message = b.error_message;
-        } else {
-          m = runner->Measure({MeasureInput{task_.CanonicalText(), b.candidate.config.ToJson(),
-                                            b.artifact, nullptr, options}})[0];
-        }
+      std::vector<MeasureResult> measured = MeasureLabels(built, runner);
+      for (size_t i = 0; i < built.size(); ++i) {
+        const BuildResult& b = built[i];
+        const MeasureResult& m = measured[i];
         TuningRecord r;
         r.workload = WorkloadInfo{task_.WorkloadKey(), task_.op(), task_.CanonicalText(),
                                   task_.ToJson(), task_.Flops()};
@@ -949,6 +952,44 @@ class SearchBench {
     }
     std::vector<TuningRecord> out;
     for (const Config& c : configs) out.push_back(cache_.at(c.ToJson()).record);
+    return out;
+  }
+
+  // The labels of a batch's new configs: one measurement each, or with label rounds
+  // R > 1, R measurements each in R rounds, the batch in a shuffled order every round
+  // (so other configs run between two measurements of one config), pooled into one
+  // result: its samples are all the rounds' samples (the record's cost is their
+  // median), its times span the rounds. A config that fails in any round keeps that
+  // round's error. Build failures are passed on as they are.
+  std::vector<MeasureResult> MeasureLabels(const std::vector<BuildResult>& built, Runner* runner) {
+    std::vector<MeasureResult> out(built.size());
+    std::vector<size_t> order;
+    for (size_t i = 0; i < built.size(); ++i) {
+      if (built[i].error == MeasureErrorKind::kNone) {
+        order.push_back(i);
+      } else {
+        out[i].error = built[i].error;
+        out[i].error_message = built[i].error_message;
+      }
+    }
+    MeasureOptions options;
+    options.min_repeat_ms = 10;
+    std::mt19937_64 rng(cache_.size());  // reproducible order, a new one per batch
+    for (int round = 0; round < label_rounds_; ++round) {
+      if (round > 0) std::shuffle(order.begin(), order.end(), rng);
+      for (size_t i : order) {
+        if (out[i].error != MeasureErrorKind::kNone) continue;  // failed in an earlier round
+        MeasureResult m = runner->Measure({MeasureInput{task_.CanonicalText(),
+                                                        built[i].candidate.config.ToJson(),
+                                                        built[i].artifact, nullptr, options}})[0];
+        if (round == 0 || m.error != MeasureErrorKind::kNone) {
+          out[i] = std::move(m);
+          continue;
+        }
+        out[i].costs.insert(out[i].costs.end(), m.costs.begin(), m.costs.end());
+        out[i].end_unix_us = m.end_unix_us;
+      }
+    }
     return out;
   }
 
@@ -997,6 +1038,7 @@ class SearchBench {
   double reach_line_ = 0.95;
   std::pair<double, double> level_range_{0.8, 1.25}, reach_range_{0.8, 1.25};
   bool heuristics_ = false;                      // SetHeuristics
+  int label_rounds_ = 1;                         // SetLabelRounds
 };
 
 // Retraining time on `rows` synthetic rows of the feature width (reported once): wall
@@ -1281,7 +1323,7 @@ absl::StatusOr<std::pair<double, double>> PercentRange(const Flags& flags, const
 absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"suite", "seeds", "trials", "case", "plot", "eval-db", "splits", "simulate", "bar-rank", "variant",
                                               "reference-trials", "random-trials", "measurements", "model",
-                                              "retime", "retime-rounds", "retime-reach",
+                                              "label-rounds", "retime", "retime-rounds", "retime-reach",
                                               "retime-reach-line", "retime-level-range",
                                               "retime-reach-range"},
                                              {"json", "help", "verbose", "heuristics"}));
@@ -1381,6 +1423,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(int64_t reference_trials, flags.GetInt("reference-trials", 0, 0, 100000));
   ASSIGN_OR_RETURN(int64_t random_trials,
                    flags.GetInt("random-trials", random_factor * trials, trials, 100000));
+  ASSIGN_OR_RETURN(int64_t label_rounds, flags.GetInt("label-rounds", 1, 1, 20));
   ASSIGN_OR_RETURN(int64_t retime, flags.GetInt("retime", 32, 0, 1000));
   ASSIGN_OR_RETURN(int64_t retime_rounds, flags.GetInt("retime-rounds", 5, 1, 100));
   ASSIGN_OR_RETURN(int64_t retime_reach, flags.GetInt("retime-reach", 512, 0, 100000));
@@ -1418,6 +1461,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                               static_cast<int>(retime_reach), static_cast<int>(reach_line),
                               level_range, reach_range);
     benches.back()->SetHeuristics(flags.Has("heuristics"));
+    benches.back()->SetLabelRounds(static_cast<int>(label_rounds));
     RETURN_IF_ERROR(benches.back()->Run());
   }
   // Transfer learning: each case again with the model pre-trained on the records the
@@ -1450,6 +1494,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                         {"model_variant", model_variant.name.empty() ? "default" : model_variant.name},
                         {"seeds", seeds},
                         {"heuristics", flags.Has("heuristics")},
+                        {"label_rounds", label_rounds},
                         {"retime_configs", retime},
                         {"retime_rounds", retime_rounds},
                         {"retime_reach", retime_reach},

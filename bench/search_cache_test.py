@@ -9,13 +9,15 @@ forced here with a range that leaves out 100%) discards the re-timing and the
 figures stay the cached ones; bad budgets and ranges are refused with a clear
 message; --eval-db
 --splits 0 reports the scoring speed alone, and --simulate the search simulated on
-the file's records (--bar-rank K: to 95% of the K-th best config).
+the file's records (--bar-rank K: to 95% of the K-th best config); --label-rounds R
+pools R interleaved measurements into each new label.
 
 usage: search_cache_test.py TUNEFORGE WORKDIR
 """
 import json
 import os
 import sqlite3
+import statistics
 import subprocess
 import sys
 
@@ -385,6 +387,33 @@ for variant, depth in (("default", 6), ("log model depth8", 8)):
                                        for c in cases):
         failures.append(f"--variant '{variant}': log model depths {depths} (want {depth} in both cases, "
                         "each with a model+log run)")
+
+# --label-rounds R: every new config's label pools R interleaved measurements, so each
+# record holds at least 3 samples per round (a measurement takes 3 to 7).
+for rounds, lo, hi in ((1, 3, 7), (3, 9, 21)):
+    label_db = os.path.join(work, f"labels{rounds}.db")
+    if os.path.exists(label_db):
+        os.remove(label_db)
+    out = json.loads(subprocess.run(args[:7] + ["--trials", "8", "--random-trials", "8", "--retime", "0",
+                                                "--measurements", label_db, "--label-rounds", str(rounds),
+                                                "--json", "--plot", ""],
+                                    check=True, capture_output=True, text=True).stdout)
+    con = sqlite3.connect(label_db)
+    counts = [len(json.loads(c)) for (c,) in
+              con.execute("SELECT costs_json FROM records WHERE error_kind = 'none'")]
+    medians_agree = all(abs(m - statistics.median(json.loads(c))) <= 1e-9 * m
+                        for c, m in con.execute("SELECT costs_json, median_cost FROM records "
+                                                "WHERE error_kind = 'none'"))
+    con.close()
+    if out.get("label_rounds") != rounds or not counts or min(counts) < lo or max(counts) > hi:
+        failures.append(f"--label-rounds {rounds}: JSON {out.get('label_rounds')}, samples per record "
+                        f"{sorted(set(counts))} (want {lo}..{hi})")
+    if not medians_agree:
+        failures.append(f"--label-rounds {rounds}: a record's cost is not the median of its samples")
+for value in ("0", "21"):
+    bad = subprocess.run(args[:9] + ["--label-rounds", value, "--json"], capture_output=True, text=True)
+    if bad.returncode == 0 or "label-rounds" not in bad.stderr:
+        failures.append(f"--label-rounds {value} was accepted: " + bad.stderr)
 
 for f in failures:
     print("FAIL:", f)
