@@ -741,6 +741,19 @@ class SearchBench {
                                                                : "any";
     const double top_level = MedianOr(ratios_random.empty() ? ratios_any : ratios_random, 1.0);
     const double level = ratios_probe.size() >= kMinProbes ? MedianOr(ratios_probe, 1.0) : top_level;
+    // How far a label is from its config's re-timed median once the drift is taken
+    // out: per probe (drawn uniformly, so not picked for a lucky number), |ratio /
+    // level - 1| on a log scale; the median and 90th percentile over the probes. What
+    // --label-rounds is meant to lower.
+    nlohmann::json label_disagreement;
+    if (ratios_probe.size() >= kMinProbes) {
+      std::vector<double> off;
+      for (double r : ratios_probe) off.push_back(std::exp(std::fabs(std::log(r / level))) - 1);
+      std::sort(off.begin(), off.end());
+      label_disagreement = {{"median", Median(off)},
+                            {"p90", off[std::min(off.size() - 1, static_cast<size_t>(0.9 * off.size()))]},
+                            {"probes", off.size()}};
+    }
     // The level corrects a slow drift of a few percent. Far from 1, the machine ran at
     // another speed during the rounds than during the runs (a VM's slow phase: rounds
     // at 1/9 of the cached numbers, now and then at 2/3), the rounds are not on the
@@ -877,6 +890,7 @@ class SearchBench {
                        {"level_range", {level_range_.first, level_range_.second}},
                        {"reach_range", {reach_range_.first, reach_range_.second}},
                        {"top_level", top_level},
+                       {"label_disagreement", std::move(label_disagreement)},
                        {"entries", std::move(entries)}};
     if (!discarded.empty()) result_.retimed["discarded"] = discarded;
     if (!reach_discarded.empty()) result_.retimed["reach_discarded"] = reach_discarded;
@@ -1635,6 +1649,12 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                   jc["retimed"]["rounds"].get<int>(), jc["retimed"]["level"].get<double>(),
                   jc["retimed"]["level_from"].get<std::string>().c_str(),
                   jc["retimed"]["top_level"].get<double>(), jc["best_known_cached_gflops"].get<double>());
+    if (jc["retimed"].contains("label_disagreement") && !jc["retimed"]["label_disagreement"].is_null())
+      std::printf("  labels against their re-timed medians (the level taken out, %d probes): "
+                  "median %.1f%%, p90 %.1f%% apart\n",
+                  jc["retimed"]["label_disagreement"]["probes"].get<int>(),
+                  100 * jc["retimed"]["label_disagreement"]["median"].get<double>(),
+                  100 * jc["retimed"]["label_disagreement"]["p90"].get<double>());
     if (jc["retimed"].contains("discarded"))
       std::printf("  re-timing discarded (%s): every figure below is a cached number\n",
                   jc["retimed"]["discarded"].get<std::string>().c_str());

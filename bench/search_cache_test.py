@@ -15,6 +15,7 @@ pools R interleaved measurements into each new label.
 usage: search_cache_test.py TUNEFORGE WORKDIR
 """
 import json
+import math
 import os
 import sqlite3
 import statistics
@@ -164,6 +165,16 @@ def check_retimed(result, name):
     level = median(probe_ratios) if want_from == "probes" else rt["top_level"]
     if rt["level_from"] != want_from or abs(level - rt["level"]) > 1e-9 * level:
         failures.append(f"{name}: level {rt['level']} from {rt['level_from']}, want {level} from {want_from}")
+    # The labels' disagreement with their re-timed medians: over the probes, the level
+    # taken out, |log(ratio / level)| as a fraction; median and 90th percentile.
+    ld = rt.get("label_disagreement")
+    if len(probe_ratios) >= 3:
+        off = sorted(math.exp(abs(math.log(r / rt["level"]))) - 1 for r in probe_ratios)
+        want = (median(off), off[min(len(off) - 1, int(0.9 * len(off)))], len(off))
+        if not ld or any(abs(a - b) > 1e-9 for a, b in zip((ld["median"], ld["p90"], ld["probes"]), want)):
+            failures.append(f"{name}: label disagreement {ld}, want median/p90/probes {want}")
+    elif ld is not None:
+        failures.append(f"{name}: label disagreement {ld} from {len(probe_ratios)} probes (< 3)")
     # Pass 2 times only configs outside pass 1 whose cached number is >= the line of
     # the bar after pass 1, which is at least random's best pass-1 value (its median on
     # pass 1's level, kept or not).
