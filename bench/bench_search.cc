@@ -135,6 +135,12 @@ constexpr const char* kUsage =
     "            configs. Default: none (everything measured in this run)\n"
     "  --variant NAME  the model policy's runs use this variant's options (the\n"
     "            --eval-db list, and search variants such as 'crossover.3')\n"
+    "  --log FILE  a shared tuning log (a tuneforge db, e.g. the team's): each case's\n"
+    "            model+transfer and model+log runs start from its records of the case's\n"
+    "            op on this target in other shapes (each config's first record, read\n"
+    "            before the run measures anything; FILE may be the --measurements file)\n"
+    "            instead of the other cases' records of this run, so one case runs warm\n"
+    "            alone. A missing file, or one without such records, is an error\n"
     "  --json    one JSON object on stdout\n"
     "  --eval-db evaluate cost-model variants offline on the records of a tuning-log\n"
     "            file (no kernel is measured): held-out pairwise accuracy and recall@k\n"
@@ -1332,11 +1338,27 @@ absl::StatusOr<std::pair<double, double>> PercentRange(const Flags& flags, const
   return std::pair<double, double>{lo / 100.0, hi / 100.0};
 }
 
+// What a shared tuning log (--log) holds for `task`'s operator on `target` in other
+// shapes, as this task's template version stored it: each config's first record (its
+// label, as the measurement cache serves it), oldest first, as a tuning job reads them.
+absl::StatusOr<std::vector<TuningRecord>> OtherShapesInLog(Database& log, const TuningTask& task,
+                                                           const Target& target) {
+  ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
+  ASSIGN_OR_RETURN(std::vector<TuningRecord> records, OtherShapeRecords(log, task, target));
+  std::set<std::pair<std::string, std::string>> seen;  // workload key, config
+  std::vector<TuningRecord> out;
+  for (TuningRecord& r : records)
+    if (r.template_name == tmpl->name() && r.template_version == tmpl->version() &&
+        seen.insert({r.workload.key, r.config_json}).second)
+      out.push_back(std::move(r));
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"suite", "seeds", "trials", "case", "plot", "eval-db", "splits", "simulate", "bar-rank", "variant",
-                                              "reference-trials", "random-trials", "measurements", "model",
+                                              "reference-trials", "random-trials", "measurements", "model", "log",
                                               "label-rounds", "retime", "retime-rounds", "retime-reach",
                                               "retime-reach-line", "retime-level-range",
                                               "retime-reach-range"},
@@ -1458,6 +1480,28 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
     o.path = flags.Get("measurements");
     ASSIGN_OR_RETURN(measurements, Database::Open(o));
   }
+  // --log: every case's warm runs start from the shared log's other shapes, read
+  // before anything is measured (so this run's own records, when the log is the
+  // measurement file, are not part of it).
+  std::vector<std::vector<TuningRecord>> log_others;
+  if (flags.Has("log")) {
+    DatabaseOptions o;
+    o.path = flags.Get("log");
+    o.create_if_missing = false;
+    o.read_only = true;
+    absl::StatusOr<std::unique_ptr<Database>> log = Database::Open(o);
+    if (!log.ok())
+      return absl::InvalidArgumentError("--log: " + std::string(log.status().message()));
+    for (const std::string& text : cases) {
+      ASSIGN_OR_RETURN(TuningTask task, ParseTask(text));
+      ASSIGN_OR_RETURN(std::vector<TuningRecord> others, OtherShapesInLog(**log, task, target));
+      if (others.empty())
+        return absl::InvalidArgumentError("--log " + o.path + " holds no record of " + task.op() +
+                                          " on " + target.Key() + " in a shape other than '" +
+                                          task.CanonicalText() + "' (with its template's version)");
+      log_others.push_back(std::move(others));
+    }
+  }
   std::vector<std::unique_ptr<SearchBench>> benches;
   for (const std::string& text : cases) {
     ASSIGN_OR_RETURN(TuningTask task, ParseTask(text));
@@ -1479,17 +1523,22 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
     RETURN_IF_ERROR(benches.back()->Run());
   }
   // Transfer learning: each case again with the model pre-trained on the records the
-  // other cases of the same operator measured above (another shape, same target).
+  // other cases of the same operator measured above (another shape, same target), or
+  // with --log on the log's records of the other shapes.
   std::vector<std::vector<TuningRecord>> measured;
   for (const auto& b : benches) measured.push_back(b->Records());
   for (size_t i = 0; i < benches.size(); ++i) {
     std::vector<TuningRecord> others;
-    for (size_t j = 0; j < benches.size(); ++j)
-      if (j != i && measured[j].front().workload.op == measured[i].front().workload.op)
-        others.insert(others.end(), measured[j].begin(), measured[j].end());
+    if (!log_others.empty()) {
+      others = std::move(log_others[i]);
+    } else {
+      for (size_t j = 0; j < benches.size(); ++j)
+        if (j != i && measured[j].front().workload.op == measured[i].front().workload.op)
+          others.insert(others.end(), measured[j].begin(), measured[j].end());
+    }
     if (!others.empty() && !json)
-      std::fprintf(stderr, "%s: model+transfer from %zu records of other shapes\n",
-                   cases[i].c_str(), others.size());
+      std::fprintf(stderr, "%s: model+transfer from %zu records of other shapes%s\n", cases[i].c_str(),
+                   others.size(), log_others.empty() ? "" : " in --log");
     RETURN_IF_ERROR(benches[i]->RunTransfer(others));
   }
   std::vector<CaseResult> results;
@@ -1508,6 +1557,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                         {"model_variant", model_variant.name.empty() ? "default" : model_variant.name},
                         {"seeds", seeds},
                         {"heuristics", flags.Has("heuristics")},
+                        {"log", flags.Get("log")},
                         {"label_rounds", label_rounds},
                         {"retime_configs", retime},
                         {"retime_rounds", retime_rounds},

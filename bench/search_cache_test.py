@@ -399,6 +399,37 @@ for variant, depth in (("default", 6), ("log model depth8", 8)):
         failures.append(f"--variant '{variant}': log model depths {depths} (want {depth} in both cases, "
                         "each with a model+log run)")
 
+# --log FILE: one case runs warm alone, from a shared log's records of the other shapes
+# (here pair.db's 32x96x48 configs, each once), read before the run measures anything:
+# the log may be the measurement file itself, and the case's own shape is not in it.
+con = sqlite3.connect(pair_db)
+other_configs, own_configs = (con.execute(
+    "SELECT COUNT(DISTINCT r.config_json) FROM records r JOIN workloads w ON r.workload_id = w.id "
+    "WHERE w.task_text LIKE ?", (pattern,)).fetchone()[0]
+    for pattern in ("matmul M=32 N=96 K=48%", "matmul M=64 N=64 K=64%"))
+con.close()
+log_args = [tuneforge, "bench", "search", "--case", "matmul M=64 N=64 K=64", "--seeds", "1",
+            "--trials", "16", "--random-trials", "16", "--measurements", pair_db, "--json",
+            "--plot", "", "--retime", "0"]
+alone = json.loads(subprocess.run(log_args, check=True, capture_output=True, text=True).stdout)
+if "model+log" in alone["cases"][0]["policies"]:
+    failures.append("one case without --log ran warm (no other shape to start from)")
+warm = json.loads(subprocess.run(log_args + ["--log", pair_db], check=True, capture_output=True,
+                                 text=True).stdout)
+case = warm["cases"][0]
+if (warm.get("log") != pair_db or case["transfer_records"] != other_configs or other_configs < 32 or
+        own_configs < 16 or
+        any(len(case["policies"].get(p, {}).get("curves", [])) != 1 for p in ("model+transfer", "model+log"))):
+    failures.append(f"--log: log {warm.get('log')!r}, {case['transfer_records']} transfer records "
+                    f"(want the other shape's {other_configs} distinct configs), policies "
+                    f"{sorted(case['policies'])}")
+for log, why in ((os.path.join(work, "missing.db"), "no such database file"), (db, "holds no record of matmul")):
+    bad = subprocess.run(log_args + ["--log", log], capture_output=True, text=True)
+    if bad.returncode == 0 or "--log" not in bad.stderr or why.lower() not in bad.stderr.lower():
+        failures.append(f"--log {log} was accepted or unclear: " + bad.stderr)
+if os.path.exists(os.path.join(work, "missing.db")):
+    failures.append("--log created the missing file")
+
 # --label-rounds R: every new config's label pools R interleaved measurements, so each
 # record holds at least 3 samples per round (a measurement takes 3 to 7).
 for rounds, lo, hi in ((1, 3, 7), (3, 9, 21)):

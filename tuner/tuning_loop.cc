@@ -161,18 +161,20 @@ void TuningLoop::Account(const std::vector<TuningRecord>& records, bool count_tr
   progress_.median_build_seconds = MedianOr(build_seconds_, 0);
 }
 
-absl::StatusOr<std::vector<TuningRecord>> TuningLoop::OtherTaskRecords() {
-  // Same operator and target, other workloads (shapes).
+absl::StatusOr<std::vector<TuningRecord>> OtherShapeRecords(Database& db, const TuningTask& task,
+                                                            const Target& target) {
   std::vector<TuningRecord> out;
-  ASSIGN_OR_RETURN(std::vector<WorkloadSummary> list, db_->List());
+  ASSIGN_OR_RETURN(std::vector<WorkloadSummary> list, db.List());
   for (const WorkloadSummary& w : list) {
-    if (w.workload.op != task_.op() || w.target.key != target_.Key() ||
-        w.workload.key == task_.WorkloadKey())
+    if (w.workload.op != task.op() || w.target.key != target.Key() || w.workload.key == task.WorkloadKey())
       continue;
-    ASSIGN_OR_RETURN(std::vector<TuningRecord> records, db_->Records(w.workload.key, target_.Key()));
+    ASSIGN_OR_RETURN(std::vector<TuningRecord> records, db.Records(w.workload.key, target.Key()));
     for (TuningRecord& r : records)
       if (!r.UntrustedUpload()) out.push_back(std::move(r));  // no training on claims
   }
+  // Commit order across the shapes, so that the caps of ModelPolicy::ObserveOtherTasks
+  // and TrainLogModel keep the newest records, not one shape's.
+  std::sort(out.begin(), out.end(), [](const TuningRecord& a, const TuningRecord& b) { return a.id < b.id; });
   return out;
 }
 
@@ -367,7 +369,7 @@ absl::StatusOr<TuningProgress> TuningLoop::Run(const ProgressCallback& on_progre
   policy->Observe(previous);
   // Only a policy that learns from other tasks gets them; the others skip the db reads.
   if (options_.transfer_learning && policy->WantsOtherTasks() && options_.fixed_configs.empty()) {
-    ASSIGN_OR_RETURN(std::vector<TuningRecord> others, OtherTaskRecords());
+    ASSIGN_OR_RETURN(std::vector<TuningRecord> others, OtherShapeRecords(*db_, task_, target_));
     policy->ObserveOtherTasks(others);
     if (!others.empty())
       TF_LOG(Info) << "transfer learning: " << others.size()

@@ -107,6 +107,12 @@ struct TuningProgress {
   std::optional<TrialSummary> earlier_best;
 };
 
+// The records `db` holds of `task`'s operator on `target` in other shapes (workloads),
+// untrusted uploads left out, oldest first (commit order): what a job's transfer
+// learning starts from, and `bench search --log`'s warm runs.
+absl::StatusOr<std::vector<TuningRecord>> OtherShapeRecords(Database& db, const TuningTask& task,
+                                                            const Target& target);
+
 // The template's heuristic configs for `task` that are valid in `space` and not in
 // `skip` (config JSON), in the template's order, at most `cap`: what a tuning job
 // measures first (TuningOptions::heuristics); `bench search --heuristics` too.
@@ -138,7 +144,6 @@ class TuningLoop {
   absl::Status Remeasure(const std::atomic<bool>* cancel);
   absl::StatusOr<TuningProgress> MeasureFixedConfigs(const ConfigSpace& space);
   TrialSummary Summarise(const TuningRecord& r) const;
-  absl::StatusOr<std::vector<TuningRecord>> OtherTaskRecords();
   // The template's heuristic configs not yet measured for this (workload, target),
   // capped at the warm-start share of the budget.
   std::vector<Config> WarmStartConfigs(const ConfigSpace& space,
