@@ -140,7 +140,8 @@ constexpr const char* kUsage =
     "            op on this target in other shapes (each config's first record, read\n"
     "            before the run measures anything; FILE may be the --measurements file)\n"
     "            instead of the other cases' records of this run, so one case runs warm\n"
-    "            alone. A missing file, or one without such records, is an error\n"
+    "            alone. A case whose op the log holds in no other shape runs without\n"
+    "            them; a missing file, or one that warms no case, is an error\n"
     "  --json    one JSON object on stdout\n"
     "  --eval-db evaluate cost-model variants offline on the records of a tuning-log\n"
     "            file (no kernel is measured): held-out pairwise accuracy and recall@k\n"
@@ -1492,15 +1493,25 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
     absl::StatusOr<std::unique_ptr<Database>> log = Database::Open(o);
     if (!log.ok())
       return absl::InvalidArgumentError("--log: " + std::string(log.status().message()));
+    // A case whose operator the log holds in no other shape (ResNet-18's one dense
+    // layer beside its conv2d layers) runs without warm runs, as a lone case of its
+    // op does without --log; a log that warms no case at all is the wrong file.
+    std::vector<std::string> without;
     for (const std::string& text : cases) {
       ASSIGN_OR_RETURN(TuningTask task, ParseTask(text));
       ASSIGN_OR_RETURN(std::vector<TuningRecord> others, OtherShapesInLog(**log, task, target));
       if (others.empty())
-        return absl::InvalidArgumentError("--log " + o.path + " holds no record of " + task.op() +
-                                          " on " + target.Key() + " in a shape other than '" +
-                                          task.CanonicalText() + "' (with its template's version)");
+        without.push_back(task.op() + " in a shape other than '" + task.CanonicalText() + "' on " +
+                          target.Key());
       log_others.push_back(std::move(others));
     }
+    if (without.size() == cases.size())
+      return absl::InvalidArgumentError("--log " + o.path + " holds no record of " +
+                                        absl::StrJoin(without, ", nor of ") +
+                                        " (with its template's version)");
+    for (const std::string& w : without)
+      std::fprintf(stderr, "--log %s holds no record of %s: that case runs without warm runs\n",
+                   o.path.c_str(), w.c_str());
   }
   std::vector<std::unique_ptr<SearchBench>> benches;
   for (const std::string& text : cases) {

@@ -429,6 +429,19 @@ for log, why in ((os.path.join(work, "missing.db"), "no such database file"), (d
         failures.append(f"--log {log} was accepted or unclear: " + bad.stderr)
 if os.path.exists(os.path.join(work, "missing.db")):
     failures.append("--log created the missing file")
+# A case whose op the log holds in no other shape (a model's one dense layer beside its
+# matmuls) runs cold alone; the other case still runs warm from the log.
+mixed_args = list(log_args)
+mixed_args[mixed_args.index("--case") + 1] = "matmul M=64 N=64 K=64;dense M=1 N=64 K=64 bias=1 relu=0"
+mixed = subprocess.run(mixed_args + ["--log", pair_db], capture_output=True, text=True)
+if mixed.returncode != 0:
+    failures.append("--log with a case of an op the log lacks failed: " + mixed.stderr)
+else:
+    by_op = {c["task"].split()[0]: c for c in json.loads(mixed.stdout)["cases"]}
+    if (sorted(by_op) != ["dense", "matmul"] or "model+log" not in by_op["matmul"]["policies"] or
+            "model+log" in by_op["dense"]["policies"] or "no record of dense" not in mixed.stderr):
+        failures.append("--log with a dense case beside matmul: policies "
+                        f"{ {op: sorted(c['policies']) for op, c in by_op.items()} }, stderr {mixed.stderr!r}")
 
 # --label-rounds R: every new config's label pools R interleaved measurements, so each
 # record holds at least 3 samples per round (a measurement takes 3 to 7).
