@@ -419,6 +419,15 @@ std::vector<Variant> EvalVariants() {
     o.steps = 48;
   });
   search("min records 16", [](ModelPolicyOptions& o) { o.min_records = 16; });
+  search("batches of 8", [](ModelPolicyOptions& o) {  // the default before session 40
+    o.early_batch = 0;
+    o.min_records = 8;
+  });
+  search("early batch 4", [](ModelPolicyOptions& o) { o.early_batch = 4; });
+  search("early batch 1", [](ModelPolicyOptions& o) { o.early_batch = 1; });
+  search("early batch min2", [](ModelPolicyOptions& o) { o.min_records = 2; });
+  search("early batch rows64", [](ModelPolicyOptions& o) { o.early_batch_rows = 64; });
+  search("ranked first", [](ModelPolicyOptions& o) { o.ranked_first = true; });
   search("covering first batch", [](ModelPolicyOptions& o) { o.covering_pool = 16; });
   search("no structural quota", [](ModelPolicyOptions& o) { o.structural_quota = 0; });
   search("structural quota 8", [](ModelPolicyOptions& o) { o.structural_quota = 8; });

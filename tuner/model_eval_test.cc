@@ -466,10 +466,11 @@ TEST(LogModelTest, PolicyRanksTheFirstBatchWithTheLogModel) {
   absl::StatusOr<std::string> bytes = TrainLogModel(*small.tmpl, small.target, all, o, &info);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
 
-  // Without a log model and without records: random proposals.
+  // Without a log model and without records: random proposals, a small early batch
+  // (ModelPolicyOptions::early_batch); with the log model below, full batches.
   ModelPolicy cold(small, ModelPolicyOptions{});
   EXPECT_FALSE(cold.has_prior());
-  EXPECT_EQ(cold.Propose(8).size(), 8u);
+  EXPECT_EQ(cold.Propose(8).size(), 2u);
   EXPECT_EQ(cold.last_proposer(), "model:random");
 
   MemoryModelStore store;

@@ -504,6 +504,9 @@ std::vector<Config> ModelPolicy::Propose(int n) {
   proposer_ = "model";
   failure_.clear();
   if (n <= 0) return {};
+  if (options_.early_batch > 0 && !prior_.trained() && transfer_count_ == 0 &&
+      static_cast<int>(own_.size()) < options_.early_batch_rows)
+    n = std::min(n, options_.early_batch);
   absl::Status st = Retrain();
   if (!st.ok()) {
     failure_ = "cost model training failed, proposed at random: " + std::string(st.message());
@@ -601,6 +604,7 @@ std::vector<Config> ModelPolicy::Propose(int n) {
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   // A diverse batch (DiversePicker), with random configs in the exploration slots.
   std::vector<Config> out = StructuralPicks(ranked, pool, n / 2);
+  const size_t quota_picks = out.size();
   if (!measured.empty() && (options_.probes_with_quota || out.empty())) {
     const int probes = std::min(options_.incumbent_probes, n - static_cast<int>(out.size()));
     std::vector<Config> incumbents;
@@ -608,6 +612,7 @@ std::vector<Config> ModelPolicy::Propose(int n) {
       incumbents.push_back(*Config::FromJson(measured[i].second));
     for (Config& c : IncumbentProbes(incumbents, probes)) out.push_back(std::move(c));
   }
+  const size_t reserved = out.size();
   std::vector<const Config*> candidates;
   for (const auto& [score, key] : ranked) candidates.push_back(&pool.at(key).second);
   DiversePicker picker(space_, options_.min_knob_distance);
@@ -626,6 +631,12 @@ std::vector<Config> ModelPolicy::Propose(int n) {
     std::vector<Config> r = RandomConfigs(1);
     if (r.empty()) break;
     out.push_back(std::move(r[0]));
+  }
+  if (options_.ranked_first) {
+    // Ranked picks, probes, quota picks.
+    std::rotate(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(reserved), out.end());
+    std::rotate(out.end() - static_cast<std::ptrdiff_t>(reserved),
+                out.end() - static_cast<std::ptrdiff_t>(reserved - quota_picks), out.end());
   }
   return out;
 }

@@ -107,7 +107,23 @@ struct ModelPolicyOptions {
   // Configs of one batch differ in at least this many knobs while the model's ranked
   // candidates allow it (1: any two distinct configs; see Propose).
   int min_knob_distance = 2;
-  int min_records = 8;              // rows needed before the model is trained
+  int min_records = 4;              // rows needed before the model is trained
+  // Cold (no log model, no other tasks' records), while the task has fewer than
+  // `early_batch_rows` measured configs, a Propose returns at most `early_batch`
+  // configs, so the model is retrained after every `early_batch` measurements while
+  // a few more of them change the most. Cold, ResNet-18's conv2d layers and the ops
+  // suite's matmul 256^3, 15 seeds, trials to 95% of the best known (cached numbers):
+  // batches of 8 and 8 rows before the first model -> batches of 2 and 4 rows, 0.77x
+  // the trials (geometric mean of 13 cases; docs/search.md "Small early batches").
+  // The price: on a farm of many agents the first `early_batch_rows` trials of a cold
+  // task use `early_batch` of them. 0: off (every Propose fills its n).
+  int early_batch = 2;
+  int early_batch_rows = 32;
+  // The batch's order: true puts the model's ranked picks first (best-scored first),
+  // then the incumbent probes, then the structural quota picks; false: quota picks,
+  // probes, ranked picks. The order is the measurement order on one agent, and what a
+  // budget cut in mid-batch keeps.
+  bool ranked_first = false;
   int max_transfer_records = 3000;  // newest records of other tasks used for training
   // With a log model, the task's own model is still trained on the other tasks'
   // records (up to max_transfer_records, one rank group per task) next to its own, on

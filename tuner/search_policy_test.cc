@@ -13,6 +13,8 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "costmodel/xgb_model.h"
 #include "tuner/ga_policy.h"
@@ -121,11 +123,12 @@ TEST(SearchPolicyTest, EveryPolicyProposesValidDistinctUnvisitedConfigs) {
   ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
   for (const std::string& name : SearchPolicyNames()) {
     std::unique_ptr<SearchPolicy> policy = *MakeSearchPolicy(name, ctx);
-    // Pretend some configs were measured earlier (e.g. loaded from the db).
+    // Pretend some configs were measured earlier (e.g. loaded from the db): enough
+    // that the model proposes full batches (ModelPolicyOptions::early_batch_rows).
     std::mt19937_64 rng(99);
     std::vector<TuningRecord> earlier;
     std::set<std::string> seen;
-    for (int i = 0; i < 20; ++i) {
+    for (int i = 0; i < 32; ++i) {
       earlier.push_back(MakeRecord(ctx, *space.Sample(rng)));
       seen.insert(earlier.back().config_json);
     }
@@ -152,6 +155,7 @@ TEST(SearchPolicyTest, ModelSaysWhenItFallsBackToRandom) {
   for (bool broken : {false, true}) {
     ModelPolicyOptions options;
     options.min_records = 8;
+    options.early_batch = 0;  // full batches from the start
     if (broken) options.xgb.objective = "no:such-objective";  // XGBoost refuses to train
     ModelPolicy policy(ctx, options);
     // Too few records: random by design, not a failure.
@@ -192,6 +196,7 @@ TEST(SearchPolicyTest, ModelMeasuresEveryAlgorithmBeforeRulingOneOut) {
   for (int quota : {0, 4}) {
     ModelPolicyOptions options;
     options.structural_quota = quota;
+    options.early_batch = 0;  // batches of 8 after 24 configs
     ModelPolicy policy(ctx, options);
     std::mt19937_64 rng(5);
     std::vector<TuningRecord> direct;
@@ -414,7 +419,9 @@ struct ProbeBatch {
 ProbeBatch ProposeAfter24(const PolicyContext& ctx, const ModelPolicyOptions& options,
                           const std::function<std::optional<TuningRecord>(const Config&)>& record) {
   const ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
-  ModelPolicy model(ctx, options);
+  ModelPolicyOptions full_batches = options;
+  full_batches.early_batch = 0;  // a batch of 8 after 24 configs
+  ModelPolicy model(ctx, full_batches);
   std::mt19937_64 rng(5);
   std::vector<TuningRecord> seen;
   while (seen.size() < 24)
@@ -467,6 +474,76 @@ TEST(SearchPolicyTest, ModelLeavesProbesOutWhileTheQuotaPicks) {
     EXPECT_GE(winograd, 2);  // the quota picks
     EXPECT_EQ(run.HoldsProbe(), with_quota) << run.probe.ToJson();
   }
+}
+
+// ranked_first orders the same batch as ranked picks, probe, quota picks: the batch of
+// the default order (quota picks, probe, ranked picks) rotated, nothing else changed.
+TEST(SearchPolicyTest, ModelRankedFirstOnlyReordersTheBatch) {
+  PolicyContext ctx = Context("conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1", 11);
+  auto record = [&](const Config& c) -> std::optional<TuningRecord> {
+    if (c.Str("algorithm") != "direct") return std::nullopt;
+    TuningRecord r = EmptyRecord(ctx, c);
+    r.result.costs = {ctx.task.Flops() / (10e9 * c.Int("ow_reg") * c.Int("oc_vecs"))};
+    return r;
+  };
+  ModelPolicyOptions options;
+  options.probes_with_quota = true;
+  ProbeBatch plain = ProposeAfter24(ctx, options, record);
+  options.ranked_first = true;
+  ProbeBatch ranked = ProposeAfter24(ctx, options, record);
+  ASSERT_EQ(plain.batch.size(), 8u);
+  ASSERT_EQ(ranked.batch.size(), 8u);
+  // The default batch: the quota picks (Winograd) first, then the probe.
+  const auto probe = std::find(plain.batch.begin(), plain.batch.end(), plain.probe);
+  ASSERT_NE(probe, plain.batch.end());
+  const size_t quota = static_cast<size_t>(probe - plain.batch.begin());
+  ASSERT_GE(quota, 2u);
+  for (size_t i = 0; i < quota; ++i) EXPECT_NE(plain.batch[i].Str("algorithm"), "direct");
+  std::vector<Config> expected(plain.batch.begin() + quota + 1, plain.batch.end());
+  expected.push_back(plain.probe);
+  expected.insert(expected.end(), plain.batch.begin(), plain.batch.begin() + quota);
+  EXPECT_EQ(ranked.batch, expected);
+}
+
+// early_batch: while cold and with fewer than early_batch_rows own configs, a Propose
+// returns at most early_batch configs, so the model retrains after each few; full
+// batches after that, and from the start when other shapes' records are there.
+TEST(SearchPolicyTest, ModelProposesSmallBatchesWhileColdAndFew) {
+  PolicyContext ctx = Context("matmul M=256 N=256 K=256", 3);
+  ModelPolicyOptions options;
+  options.early_batch = 4;
+  options.min_records = 4;
+  options.early_batch_rows = 12;
+  ModelPolicy policy(ctx, options);
+  std::vector<size_t> sizes;
+  std::vector<std::string> proposers;
+  for (int batch = 0; batch < 5; ++batch) {
+    std::vector<Config> configs = policy.Propose(8);
+    sizes.push_back(configs.size());
+    proposers.push_back(policy.last_proposer());
+    std::vector<TuningRecord> records;
+    for (const Config& c : configs) records.push_back(MakeRecord(ctx, c));
+    policy.Observe(records);
+  }
+  EXPECT_EQ(sizes, (std::vector<size_t>{4, 4, 4, 8, 8}));
+  EXPECT_EQ(proposers, (std::vector<std::string>{"model:random", "model", "model", "model", "model"}));
+
+  ModelPolicyOptions off_options;
+  off_options.early_batch = 0;
+  ModelPolicy off(ctx, off_options);
+  EXPECT_EQ(off.Propose(8).size(), 8u);
+  ModelPolicy by_default(ctx, ModelPolicyOptions{});
+  EXPECT_EQ(by_default.Propose(8).size(), 2u);
+
+  PolicyContext other = Context("matmul M=128 N=256 K=256", 3);
+  ConfigSpace other_space = other.tmpl->Space(other.task, other.target);
+  std::mt19937_64 rng(7);
+  std::vector<TuningRecord> others;
+  for (int i = 0; i < 16; ++i) others.push_back(MakeRecord(other, *other_space.Sample(rng, 1000)));
+  ModelPolicy transfer(ctx, options);
+  transfer.ObserveOtherTasks(others);
+  ASSERT_GT(transfer.rows(), 0);
+  EXPECT_EQ(transfer.Propose(8).size(), 8u);
 }
 
 // On an AVX2 target the matmul space has two more knobs the synthetic machine barely
@@ -660,8 +737,8 @@ TEST(SearchPolicyTest, StoredModelOfAnotherFeatureLengthIsIgnored) {
                             *other.SaveToBytes()).ok());
   ModelPolicy policy(ctx, ModelPolicyOptions{});
   EXPECT_FALSE(policy.can_score());
-  // It proposes at random (no model yet), it does not fail.
-  EXPECT_EQ(policy.Propose(4).size(), 4u);
+  // It proposes at random (no model yet; a small early batch), it does not fail.
+  EXPECT_EQ(policy.Propose(4).size(), 2u);
   EXPECT_EQ(policy.last_proposer(), "model:random");
   EXPECT_EQ(policy.last_failure(), "");
 }

@@ -411,6 +411,7 @@ TEST_F(TuningLoopTest, EarlyStopAfterTrialsWithoutImprovement) {
   options.early_stop = 8;
   options.top_k_remeasure = 0;
   options.heuristics = false;  // batches of exactly 4 from the first trial
+  options.policy = "random";   // (the model's first batches are smaller: early_batch)
   Builder builder(2);
   ConstantRunner runner;
   TuningLoop loop(task, DetectHostTarget("test"), options, db_.get(), &builder, &runner);
