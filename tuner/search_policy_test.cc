@@ -452,19 +452,24 @@ TEST(SearchPolicyTest, ModelProbesTheBestConfigInUnderMeasuredValues) {
   }
 }
 
+// Records of direct conv2d kernels only, with made-up speeds (as in
+// ModelMeasuresEveryAlgorithmBeforeRulingOneOut); nullopt for the other algorithms.
+std::function<std::optional<TuningRecord>(const Config&)> DirectOnly(const PolicyContext& ctx) {
+  return [ctx](const Config& c) -> std::optional<TuningRecord> {
+    if (c.Str("algorithm") != "direct") return std::nullopt;
+    TuningRecord r = EmptyRecord(ctx, c);
+    r.result.costs = {ctx.task.Flops() / (10e9 * c.Int("ow_reg") * c.Int("oc_vecs"))};
+    return r;
+  };
+}
+
 // With probes_with_quota false, a batch that has quota picks (an algorithm of conv2d
 // measured fewer than structural_quota times) has no probe: the quota already spends
 // up to half the batch on exploration. For this seed the batch after 24 direct
 // configs holds the probe when probes_with_quota is true and not when it is false.
 TEST(SearchPolicyTest, ModelLeavesProbesOutWhileTheQuotaPicks) {
   PolicyContext ctx = Context("conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1", 11);
-  // Made-up speeds of direct kernels, as in ModelMeasuresEveryAlgorithmBeforeRulingOneOut.
-  auto record = [&](const Config& c) -> std::optional<TuningRecord> {
-    if (c.Str("algorithm") != "direct") return std::nullopt;
-    TuningRecord r = EmptyRecord(ctx, c);
-    r.result.costs = {ctx.task.Flops() / (10e9 * c.Int("ow_reg") * c.Int("oc_vecs"))};
-    return r;
-  };
+  auto record = DirectOnly(ctx);
   for (bool with_quota : {true, false}) {
     ModelPolicyOptions options;
     options.probes_with_quota = with_quota;
@@ -480,12 +485,7 @@ TEST(SearchPolicyTest, ModelLeavesProbesOutWhileTheQuotaPicks) {
 // the default order (quota picks, probe, ranked picks) rotated, nothing else changed.
 TEST(SearchPolicyTest, ModelRankedFirstOnlyReordersTheBatch) {
   PolicyContext ctx = Context("conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1", 11);
-  auto record = [&](const Config& c) -> std::optional<TuningRecord> {
-    if (c.Str("algorithm") != "direct") return std::nullopt;
-    TuningRecord r = EmptyRecord(ctx, c);
-    r.result.costs = {ctx.task.Flops() / (10e9 * c.Int("ow_reg") * c.Int("oc_vecs"))};
-    return r;
-  };
+  auto record = DirectOnly(ctx);
   ModelPolicyOptions options;
   options.probes_with_quota = true;
   ProbeBatch plain = ProposeAfter24(ctx, options, record);
