@@ -3,7 +3,8 @@
 //   Observe(records)      -> training rows (features of the config's lowered IR,
 //                            label = throughput normalised by the task's best; failed
 //                            candidates count as zero throughput); the model is retrained
-//                            before the next Propose, i.e. after every batch
+//                            before the next Propose, i.e. after every batch (cold, the
+//                            first batches are small: `early_batch`)
 //   Propose(n)            -> parallel simulated annealing: `chains` walks over the
 //                            ConfigSpace (one knob changed per step), scored by the
 //                            XGBoost model in batches; the best-scored unvisited configs

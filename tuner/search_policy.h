@@ -31,7 +31,9 @@ class SearchPolicy {
  public:
   virtual ~SearchPolicy() = default;
   virtual std::string name() const = 0;
-  // Up to `n` configs never proposed before (fewer when the space runs out).
+  // Up to `n` configs never proposed before: fewer when the space runs out or when the
+  // policy wants a smaller batch (ModelPolicy's early batches); empty only when the
+  // space is exhausted.
   virtual std::vector<Config> Propose(int n) = 0;
   // Tells the policy about measured configs of its task (also ones it did not propose,
   // e.g. the baseline or records loaded from the db), so it never proposes them.
