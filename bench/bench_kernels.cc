@@ -581,7 +581,7 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
   // The product's default search: the template's heuristic configs first (the warm
   // start), then the default policy ("model": XGBoost cost model + simulated annealing)
   // in batches of 8, each batch observed before the next is proposed.
-  PolicyContext policy_context{task, target, tmpl, seed, nullptr};
+  PolicyContext policy_context{task, target, tmpl, seed, nullptr, {}};
   ASSIGN_OR_RETURN(std::unique_ptr<SearchPolicy> policy,
                    MakeSearchPolicy(TuningOptions().policy, policy_context));
   result.policy = policy->name();

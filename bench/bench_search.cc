@@ -615,7 +615,7 @@ class SearchBench {
 
  private:
   PolicyContext Context(uint64_t seed, ModelStore* store = nullptr) const {
-    return PolicyContext{task_, target_, tmpl_, seed, store};
+    return PolicyContext{task_, target_, tmpl_, seed, store, {}};
   }
 
   absl::StatusOr<Trials> RunPolicy(const std::string& name, uint64_t seed,
@@ -1227,7 +1227,7 @@ absl::StatusOr<int> EvalDb(const std::string& path, const std::string& only_case
     if (!only_key.empty() && w.workload.key != only_key) continue;
     ASSIGN_OR_RETURN(TuningTask task, ParseTask(w.workload.task_text));
     ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
-    PolicyContext context{task, TargetOfRecord(w.target), tmpl, 1, nullptr};
+    PolicyContext context{task, TargetOfRecord(w.target), tmpl, 1, nullptr, {}};
     const std::vector<TuningRecord>& own = records[w.workload.key + "|" + w.target.key];
     std::vector<TuningRecord> others;
     for (const WorkloadSummary& x : list)

@@ -43,7 +43,7 @@ constexpr const char* kTuneUsage =
     "                      [--target TEXT] [--batch N] [--timeout-ms MS] [--verbose]\n"
     "                      [--max-repeat N] [--max-spread-pct P] [--flush-cache]\n"
     "                      [--policy model|random|grid|ga] [--early-stop N]\n"
-    "                      [--priority P] [--no-heuristics]\n"
+    "                      [--priority P] [--no-heuristics] [--model-early-batch N]\n"
     "       tuneforge tune --tasks FILE [--trials N] [--round-trials N] [options above]\n"
     "       tuneforge tune --model M.onnx [--trials N] [--round-trials N] [--flat-rounds N]\n"
     "                      [options above]\n"
@@ -61,6 +61,10 @@ constexpr const char* kTuneUsage =
     "  --trials      candidates to measure (default 200; with --tasks/--model: all tasks together)\n"
     "  --policy      search policy (default model: XGBoost cost model + simulated annealing)\n"
     "  --early-stop  stop a job after N trials without a new best (default 0: never)\n"
+    "  --model-early-batch  the model policy's batch while a task is cold (no log model,\n"
+    "                no records of other shapes) and has < 32 configs measured: it retrains\n"
+    "                after every N (default 2); 0: full batches from the first trial, so\n"
+    "                every agent of a farm is busy from the start\n"
     "  --no-heuristics  do not start with the template's heuristic configs (by default\n"
     "                up to a quarter of the trials measure them first)\n"
     "  --db          tuning-log SQLite file of the embedded server (default tuneforge.db)\n"
@@ -111,6 +115,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
                    Flags::Parse(args,
                                 {"task", "tasks", "model", "flat-rounds", "scheduler", "trials", "db", "server", "device-key", "seed",
                                  "target", "batch", "timeout-ms", "max-repeat", "max-spread-pct", "token-file", "tls-ca", "policy", "early-stop",
+                                 "model-early-batch",
                                  "round-trials", "priority"},
                                 {"json", "help", "verbose", "quiet", "no-heuristics", "vendor", "no-vendor",
                                  "flush-cache"}));
@@ -153,6 +158,12 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     if (std::find(names.begin(), names.end(), policy) == names.end())
       return absl::InvalidArgumentError("unknown --policy '" + policy +
                                         "' (available: model, random, grid, ga)");
+  }
+  std::optional<int> model_early_batch;
+  if (flags.Has("model-early-batch")) {
+    if (policy != "model") return absl::InvalidArgumentError("--model-early-batch is for --policy model");
+    ASSIGN_OR_RETURN(int64_t n, flags.GetInt("model-early-batch", 2, 0, 1024));
+    model_early_batch = static_cast<int>(n);
   }
   ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 1, 0, INT64_MAX));
   ASSIGN_OR_RETURN(int64_t batch, flags.GetInt("batch", 0, 1, 1024));
@@ -224,6 +235,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     spec.set_target(target_text);
     spec.set_policy(policy);
     spec.set_early_stop(static_cast<int>(early_stop));
+    if (model_early_batch) spec.set_model_early_batch(*model_early_batch);
     spec.set_no_heuristics(flags.Has("no-heuristics"));
     spec.set_priority(static_cast<int>(priority));
     spec.set_count_earlier(count_earlier);

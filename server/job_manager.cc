@@ -96,6 +96,10 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec_in) {
                                       "' (available: model, random, grid, ga)");
   }
   if (spec.early_stop() < 0) return absl::InvalidArgumentError("early_stop must be >= 0");
+  if (spec.has_model_early_batch() && (spec.model_early_batch() < 0 || spec.model_early_batch() > 1024)) {
+    return absl::InvalidArgumentError("model_early_batch must be 0..1024 (0: full batches), got " +
+                                      std::to_string(spec.model_early_batch()));
+  }
   if (spec.measure().max_repeat() < 0 || spec.measure().max_repeat() > kMaxRepeat) {
     return absl::InvalidArgumentError("measure.max_repeat must be 0.." + std::to_string(kMaxRepeat) +
                                       ", got " + std::to_string(spec.measure().max_repeat()));
@@ -236,6 +240,7 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
   options.seed = spec.seed() ? spec.seed() : 1;
   options.policy = spec.policy();
   options.early_stop = spec.early_stop();
+  if (spec.has_model_early_batch()) options.model_early_batch = spec.model_early_batch();
   options.heuristics = !spec.no_heuristics();
   options.job_id = job->status.job_id();
   options.fixed_configs.assign(spec.configs().begin(), spec.configs().end());

@@ -1,4 +1,4 @@
-// JobManager::Submit refuses bad measurement options before any job starts.
+// JobManager::Submit refuses bad measurement and policy options before any job starts.
 #include "server/job_manager.h"
 
 #include <gtest/gtest.h>
@@ -37,6 +37,14 @@ TEST(JobManagerTest, SubmitRefusesBadMeasureOptions) {
       id = jobs.Submit(spec);
       ASSERT_FALSE(id.ok()) << bad;
       EXPECT_NE(id.status().message().find("max_spread must be 0..1"), std::string::npos)
+          << id.status();
+    }
+    spec.mutable_measure()->set_max_spread(0.05);
+    for (int bad : {-1, 1025}) {
+      spec.set_model_early_batch(bad);
+      id = jobs.Submit(spec);
+      ASSERT_FALSE(id.ok()) << bad;
+      EXPECT_NE(id.status().message().find("model_early_batch must be 0..1024"), std::string::npos)
           << id.status();
     }
     EXPECT_TRUE(jobs.List().empty());

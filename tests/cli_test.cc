@@ -160,6 +160,10 @@ TEST_F(CliTest, BadTasks) {
   ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--max-repeat", "0"}, "--max-repeat");
   ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--max-spread-pct", "200"},
               "--max-spread-pct");
+  ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--model-early-batch", "-1"},
+              "--model-early-batch");
+  ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--policy", "random", "--model-early-batch", "4"},
+              "--model-early-batch is for --policy model");
   ExpectError({"tune"}, "missing required option --task");
   ExpectError({"tune", "--task", "matmul M=8 N=8 K=8", "--bogus"}, "unknown option --bogus");
   ExpectError({"frobnicate"}, "unknown command 'frobnicate'");

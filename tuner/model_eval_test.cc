@@ -54,7 +54,7 @@ std::vector<TuningRecord> LoadRecords(const Target& target,
 }
 
 PolicyContext ContextFor(const std::string& task) {
-  PolicyContext c{*ParseTask(task), Avx512TestTarget(), nullptr, 1, nullptr};
+  PolicyContext c{*ParseTask(task), Avx512TestTarget(), nullptr, 1, nullptr, {}};
   c.tmpl = *FindTemplate(c.task);
   return c;
 }

@@ -134,8 +134,16 @@ absl::StatusOr<std::unique_ptr<SearchPolicy>> MakeSearchPolicy(const std::string
   if (name == "random") return std::make_unique<RandomPolicy>(std::move(space), context.seed);
   if (name == "grid") return std::make_unique<GridPolicy>(std::move(space), context.seed);
   if (name == "ga") return std::make_unique<GeneticPolicy>(context, GeneticOptions{});
-  if (name.empty() || name == "model")
-    return std::make_unique<ModelPolicy>(context, ModelPolicyOptions{});
+  if (name.empty() || name == "model") {
+    ModelPolicyOptions options;
+    if (context.model_early_batch) {
+      if (*context.model_early_batch < 0)
+        return absl::InvalidArgumentError("model early batch must be >= 0 (0: off), got " +
+                                          std::to_string(*context.model_early_batch));
+      options.early_batch = *context.model_early_batch;
+    }
+    return std::make_unique<ModelPolicy>(context, options);
+  }
   return absl::InvalidArgumentError("unknown search policy '" + name +
                                     "' (available: model, random, grid, ga)");
 }

@@ -60,6 +60,8 @@ struct PolicyContext {
   const Template* tmpl = nullptr;  // not owned; templates are static
   uint64_t seed = 1;
   ModelStore* model_store = nullptr;  // optional, not owned: where "model" keeps its model
+  // "model": ModelPolicyOptions::early_batch when set (0: full batches from the start).
+  std::optional<int> model_early_batch;
 };
 
 // Appends uniformly random valid configs not in `visited` to `out` (and to

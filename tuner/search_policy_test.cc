@@ -25,7 +25,7 @@ namespace tuneforge {
 namespace {
 
 PolicyContext Context(const std::string& task, uint64_t seed) {
-  PolicyContext c{*ParseTask(task), Avx512TestTarget(), nullptr, seed, nullptr};
+  PolicyContext c{*ParseTask(task), Avx512TestTarget(), nullptr, seed, nullptr, {}};
   c.tmpl = *FindTemplate(c.task);
   return c;
 }
@@ -534,6 +534,19 @@ TEST(SearchPolicyTest, ModelProposesSmallBatchesWhileColdAndFew) {
   EXPECT_EQ(off.Propose(8).size(), 8u);
   ModelPolicy by_default(ctx, ModelPolicyOptions{});
   EXPECT_EQ(by_default.Propose(8).size(), 2u);
+  // The job's switch (JobSpec.model_early_batch, tune --model-early-batch) goes through
+  // the factory; a negative one is refused.
+  for (auto [early_batch, size] : {std::pair<std::optional<int>, size_t>{std::nullopt, 2},
+                                   {0, 8}, {5, 5}}) {
+    PolicyContext switched = ctx;
+    switched.model_early_batch = early_batch;
+    absl::StatusOr<std::unique_ptr<SearchPolicy>> made = MakeSearchPolicy("model", switched);
+    ASSERT_TRUE(made.ok()) << made.status();
+    EXPECT_EQ((*made)->Propose(8).size(), size) << early_batch.value_or(-1);
+  }
+  PolicyContext negative = ctx;
+  negative.model_early_batch = -1;
+  EXPECT_FALSE(MakeSearchPolicy("model", negative).ok());
 
   PolicyContext other = Context("matmul M=128 N=256 K=256", 3);
   ConfigSpace other_space = other.tmpl->Space(other.task, other.target);

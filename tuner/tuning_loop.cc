@@ -346,7 +346,8 @@ absl::StatusOr<TuningProgress> TuningLoop::Run(const ProgressCallback& on_progre
   };
   ASSIGN_OR_RETURN(template_, FindTemplate(task_));
   ConfigSpace space = template_->Space(task_, target_);
-  PolicyContext policy_context{task_, target_, template_, options_.seed, options_.model_store};
+  PolicyContext policy_context{task_, target_, template_, options_.seed, options_.model_store,
+                               options_.model_early_batch};
   std::unique_ptr<SearchPolicy> owned_policy;
   SearchPolicy* policy = options_.policy_override;
   if (!policy) {

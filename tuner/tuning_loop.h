@@ -46,6 +46,9 @@ struct TuningOptions {
   // Train the model on the db's records of other shapes of the op on this target.
   bool transfer_learning = true;
   ModelStore* model_store = nullptr;  // optional, not owned: cost models between jobs
+  // The model policy's batch while cold (ModelPolicyOptions::early_batch); unset: its
+  // default, 0: full batches from the first trial.
+  std::optional<int> model_early_batch;
   // Optional, not owned: search with this policy instead of the one named by `policy`
   // (tests and benchmarks that configure a policy themselves).
   SearchPolicy* policy_override = nullptr;

@@ -359,7 +359,7 @@ TEST_F(TuningLoopTest, PolicyFailureIsInTheStatusAndEveryRecordsProvenance) {
   ModelPolicyOptions broken;
   broken.min_records = 4;
   broken.xgb.objective = "no:such-objective";  // XGBoost refuses to train
-  PolicyContext context{task, target, *FindTemplate(task), 3, nullptr};
+  PolicyContext context{task, target, *FindTemplate(task), 3, nullptr, {}};
   ModelPolicy policy(context, broken);
   TuningOptions options;
   options.trials = 20;
@@ -576,7 +576,7 @@ TEST_F(TuningLoopTest, ModelsAndRecordsOfOneTargetAreNeverUsedForAnother) {
     std::vector<TuningRecord> others;
   };
   TuningTask other_shape = *ParseTask("matmul M=20 N=24 K=24");
-  RecordingPolicy policy(PolicyContext{other_shape, second_target, *FindTemplate(other_shape), 3, nullptr},
+  RecordingPolicy policy(PolicyContext{other_shape, second_target, *FindTemplate(other_shape), 3, nullptr, {}},
                          ModelPolicyOptions{});
   options.policy_override = &policy;
   options.trials = 8;
