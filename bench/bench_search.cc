@@ -341,6 +341,7 @@ struct Variant {
   // depth sets its log model's too; unset, the log model has the depth `db
   // train-model` gives it (LogModelDepth: by the space).
   std::optional<int> log_max_depth;
+  std::optional<int> log_max_records;  // LogModelOptions::max_records
 };
 
 // The cost-model variants compared offline; the first is the default the tuner uses.
@@ -349,7 +350,7 @@ std::vector<Variant> EvalVariants() {
   auto add = [&](const std::string& name, auto&& edit) {
     ModelPolicyOptions o;
     edit(o);
-    Variant variant{name, o, false, std::nullopt};
+    Variant variant{name, o, false, std::nullopt, std::nullopt};
     if (o.xgb.max_depth != costmodel::XgbParams{}.max_depth) variant.log_max_depth = o.xgb.max_depth;
     v.push_back(std::move(variant));
   };
@@ -380,6 +381,9 @@ std::vector<Variant> EvalVariants() {
   v.back().log_max_depth = 6;
   add("log model depth8", [](ModelPolicyOptions&) {});
   v.back().log_max_depth = 8;
+  add("log model newest 3000", [](ModelPolicyOptions&) {});
+  v.back().log_max_records = 3000;
+  add("transfer 20000", [](ModelPolicyOptions& o) { o.max_transfer_records = 20000; });
   add("no register tile", [](ModelPolicyOptions& o) { o.features.register_tile = false; });
   add("no knob features", [](ModelPolicyOptions& o) { o.features.knobs = costmodel::KnobFeatures::kNone; });
   add("all knob features", [](ModelPolicyOptions& o) { o.features.knobs = costmodel::KnobFeatures::kAll; });
@@ -464,6 +468,7 @@ LogModelOptions LogOptionsFor(const Variant& v) {
   LogModelOptions lo;
   lo.xgb = v.options.xgb;
   if (v.log_max_depth) lo.xgb.max_depth = lo.knob_features_max_depth = *v.log_max_depth;
+  if (v.log_max_records) lo.max_records = *v.log_max_records;
   lo.label = v.options.label;
   lo.features = v.options.features;
   return lo;
