@@ -162,11 +162,11 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   std::optional<int> model_early_batch;
   if (flags.Has("model-early-batch")) {
     if (policy != "model") return absl::InvalidArgumentError("--model-early-batch is for --policy model");
-    ASSIGN_OR_RETURN(int64_t n, flags.GetInt("model-early-batch", 2, 0, 1024));
+    ASSIGN_OR_RETURN(int64_t n, flags.GetInt("model-early-batch", 2, 0, JobManager::kMaxBatch));
     model_early_batch = static_cast<int>(n);
   }
   ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 1, 0, INT64_MAX));
-  ASSIGN_OR_RETURN(int64_t batch, flags.GetInt("batch", 0, 1, 1024));
+  ASSIGN_OR_RETURN(int64_t batch, flags.GetInt("batch", 0, 1, JobManager::kMaxBatch));
   ASSIGN_OR_RETURN(int64_t timeout_ms, flags.GetInt("timeout-ms", 10000, 100, 3600000));
   ASSIGN_OR_RETURN(int64_t max_repeat,
                    flags.GetInt("max-repeat", MeasureOptions().max_repeat, 1, JobManager::kMaxRepeat));

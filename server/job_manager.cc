@@ -96,9 +96,9 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec_in) {
                                       "' (available: model, random, grid, ga)");
   }
   if (spec.early_stop() < 0) return absl::InvalidArgumentError("early_stop must be >= 0");
-  if (spec.has_model_early_batch() && (spec.model_early_batch() < 0 || spec.model_early_batch() > 1024)) {
-    return absl::InvalidArgumentError("model_early_batch must be 0..1024 (0: full batches), got " +
-                                      std::to_string(spec.model_early_batch()));
+  if (spec.has_model_early_batch() && (spec.model_early_batch() < 0 || spec.model_early_batch() > kMaxBatch)) {
+    return absl::InvalidArgumentError("model_early_batch must be 0.." + std::to_string(kMaxBatch) +
+                                      " (0: full batches), got " + std::to_string(spec.model_early_batch()));
   }
   if (spec.measure().max_repeat() < 0 || spec.measure().max_repeat() > kMaxRepeat) {
     return absl::InvalidArgumentError("measure.max_repeat must be 0.." + std::to_string(kMaxRepeat) +
@@ -114,8 +114,8 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec_in) {
                                       std::to_string(kMaxPriority) + ", got " +
                                       std::to_string(spec.priority()));
   }
-  if (spec.batch_size() < 0 || spec.batch_size() > 1024) {
-    return absl::InvalidArgumentError("batch_size must be 0..1024");
+  if (spec.batch_size() < 0 || spec.batch_size() > kMaxBatch) {
+    return absl::InvalidArgumentError("batch_size must be 0.." + std::to_string(kMaxBatch));
   }
   Target host = DetectHostTarget(spec.device_key());
   if (!spec.target().empty()) {

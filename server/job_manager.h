@@ -48,6 +48,7 @@ class JobManager {
   // Limits on user input.
   static constexpr int kMaxTrials = 100000;
   static constexpr int kMaxRepeat = 100;  // JobSpec.measure.max_repeat
+  static constexpr int kMaxBatch = 1024;  // JobSpec.batch_size and model_early_batch
   // JobSpec.priority: the job's weight in the fair share of agents (0 = default).
   static constexpr int kMinPriority = 1;
   static constexpr int kMaxPriority = 10;
