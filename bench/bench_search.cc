@@ -433,6 +433,16 @@ std::vector<Variant> EvalVariants() {
   search("early batch rows64", [](ModelPolicyOptions& o) { o.early_batch_rows = 64; });
   search("ranked first", [](ModelPolicyOptions& o) { o.ranked_first = true; });
   search("covering first batch", [](ModelPolicyOptions& o) { o.covering_pool = 16; });
+  search("prior pool 8 margin.5", [](ModelPolicyOptions& o) { o.prior_margin = 0.5; });
+  search("prior pool 8 margin", [](ModelPolicyOptions& o) { o.prior_margin = 1; });
+  search("prior pool 8 margin4", [](ModelPolicyOptions& o) { o.prior_margin = 4; });
+  search("prior pool 32", [](ModelPolicyOptions& o) { o.prior_pool = 32; });
+  search("no hardware prior", [](ModelPolicyOptions& o) {  // the default before session 42
+    o.prior_pool = 0;
+    o.prior_margin = 0;
+  });
+  search("prior pool only", [](ModelPolicyOptions& o) { o.prior_margin = 0; });
+  search("prior margin only", [](ModelPolicyOptions& o) { o.prior_pool = 0; });
   search("no structural quota", [](ModelPolicyOptions& o) { o.structural_quota = 0; });
   search("structural quota 8", [](ModelPolicyOptions& o) { o.structural_quota = 8; });
   search("no incumbent probes", [](ModelPolicyOptions& o) { o.incumbent_probes = 0; });

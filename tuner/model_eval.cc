@@ -129,10 +129,34 @@ absl::StatusOr<SimulatedSearch> SimulateTrialsTo95(const PolicyContext& context,
   std::shuffle(left.begin(), left.end(), rng);
   std::vector<size_t> next;
   const size_t per_batch = static_cast<size_t>(simulate.batch);
-  if (!policy.can_score()) {  // no log model: the first batch at random
+  if (!policy.can_score()) {
+    // No log model: the first batch at random, or, as ModelPolicy::Propose does, the
+    // hardware prior's best of prior_pool x batch random draws (of the pool's configs).
     const size_t n = std::min(per_batch, left.size());
-    next.assign(left.begin(), left.begin() + n);
-    left.erase(left.begin(), left.begin() + n);
+    const size_t draws = std::min(left.size(), n * static_cast<size_t>(std::max(1, options.prior_pool)));
+    std::vector<Config> drawn;
+    for (size_t i = 0; i < draws; ++i) drawn.push_back(configs[left[i]]);
+    std::vector<float> prior = options.prior_pool > 0 ? policy.HardwarePriorOf(drawn)
+                                                      : std::vector<float>(draws, 0.0f);
+    std::vector<size_t> order(draws);  // positions in `left`, the best prior first
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return prior[a] > prior[b]; });
+    std::vector<const Config*> ranked;
+    for (size_t o : order) ranked.push_back(&drawn[o]);
+    std::vector<bool> picked(draws);
+    std::vector<Config> batch_configs;
+    DiversePicker picker(space, options.min_knob_distance);
+    while (next.size() < n) {
+      std::optional<size_t> r = picker.Next(ranked, batch_configs, [&](size_t i) { return picked[order[i]]; });
+      if (!r) break;
+      picked[order[*r]] = true;
+      next.push_back(left[order[*r]]);
+      batch_configs.push_back(drawn[order[*r]]);
+    }
+    std::vector<size_t> rest;
+    for (size_t o = 0; o < left.size(); ++o)
+      if (o >= draws || !picked[o]) rest.push_back(left[o]);
+    left = std::move(rest);
   }
   while (true) {
     std::vector<TuningRecord> measured;

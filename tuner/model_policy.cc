@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "compiler/support/clock.h"
@@ -66,13 +67,21 @@ ModelPolicy::ModelPolicy(const PolicyContext& context, ModelPolicyOptions option
       extractor_(space_, context.target, options.features),
       model_(options.xgb),
       rng_(context.seed) {
+  const std::vector<std::string> names = extractor_.Names();
+  auto index = [&](const char* name) {
+    auto it = std::find(names.begin(), names.end(), name);
+    return it == names.end() ? -1 : static_cast<int>(it - names.begin());
+  };
+  prior_index_ = {index("vector_lanes_over_max"),       index("has_parallel"),
+                  index("parallel_extent_over_cores"),  index("parallel_balance"),
+                  index("accumulators_over_registers"), index("register_tile_over_registers")};
   if (!context_.model_store) return;
   // The log model first: when there is one, the last job's model (trained on another
   // task) has nothing to add to it.
   const std::string name = context_.tmpl->name(), target = context_.target.Key();
   const int version = context_.tmpl->version();
   for (auto [key, model] : {std::pair{LogModelKey(name, version, target), &prior_},
-                            std::pair{ModelKey(name, version, target), &model_}}) {
+                            std::pair{OwnModelKey(), &model_}}) {
     if (prior_.trained()) break;
     auto bytes = context_.model_store->Load(key);
     if (!bytes.ok() || !bytes->has_value()) continue;
@@ -82,11 +91,23 @@ ModelPolicy::ModelPolicy(const PolicyContext& context, ModelPolicyOptions option
     if (st.ok() && scratch.num_features() != extractor_.size())
       st = absl::FailedPreconditionError("it has " + std::to_string(scratch.num_features()) +
                                          " features, this task has " + std::to_string(extractor_.size()));
-    if (st.ok())
+    if (st.ok()) {
       *model = std::move(scratch);
-    else
+      // The last job's model was trained on top of the hardware prior (OwnModelKey).
+      hardware_margin_ = model == &model_ && options_.prior_margin > 0;
+    } else
       TF_LOG(Warning) << "ignoring stored cost model " << key << ": " << st;
   }
+}
+
+std::string ModelPolicy::OwnModelKey() const {
+  std::string key = ModelKey(context_.tmpl->name(), context_.tmpl->version(), context_.target.Key());
+  if (options_.prior_margin <= 0) return key;
+  // Its scores are model + weight x prior: a model trained on another weight, or on
+  // none, is not this one's starting point.
+  std::ostringstream weight;
+  weight << options_.prior_margin;
+  return key + "/hw" + weight.str();
 }
 
 int ModelPolicy::rows() const { return static_cast<int>(own_.size()) + transfer_count_; }
@@ -193,6 +214,10 @@ absl::Status ModelPolicy::Retrain() {
   if (prior_.trained()) {
     ASSIGN_OR_RETURN(margin, prior_.Predict(rows));
   }
+  hardware_margin_ = options_.prior_margin > 0 && !prior_.trained();
+  if (hardware_margin_)
+    for (const costmodel::FeatureVector& f : rows)
+      margin.push_back(static_cast<float>(options_.prior_margin) * HardwarePrior(f));
   absl::Status st = model_.Train(rows, labels, groups, margin);
   if (st.ok()) st = TrainMembers(rows, throughput, groups);
   dirty_ = false;
@@ -205,14 +230,13 @@ absl::Status ModelPolicy::Retrain() {
   TF_LOG(Debug) << "cost model trained on " << rows.size() << " rows in " << last_train_seconds_
                 << " s";
   // A fine-tuned model only corrects the log model: alone it is no job's starting
-  // point, so only a standalone model is kept for the next job.
+  // point, so only a standalone model (or one on top of the hardware prior, under its
+  // own key) is kept for the next job.
   if (context_.model_store && !fine_tuned_) {
     absl::StatusOr<std::string> bytes = model_.SaveToBytes();
     absl::Status saved =
         bytes.ok()
-            ? context_.model_store->Save(
-                  ModelKey(context_.tmpl->name(), context_.tmpl->version(), context_.target.Key()),
-                  *bytes)
+            ? context_.model_store->Save(OwnModelKey(), *bytes)
             : bytes.status();
     if (!saved.ok()) TF_LOG(Warning) << "could not save the cost model: " << saved;
   }
@@ -224,7 +248,7 @@ absl::Status ModelPolicy::TrainMembers(const std::vector<costmodel::FeatureVecto
                                        const std::vector<unsigned>& groups) {
   members_.clear();
   member_scale_.clear();
-  if (options_.ensemble <= 1 || prior_.trained() ||
+  if (options_.ensemble <= 1 || prior_.trained() || hardware_margin_ ||
       static_cast<int>(rows.size()) > options_.ensemble_max_rows)
     return absl::OkStatus();
   // Its own random stream: the walks' stream (rng_) stays what it is without the ensemble.
@@ -343,6 +367,8 @@ absl::StatusOr<std::vector<float>> ModelPolicy::Score(const std::vector<Config>&
     if (row_of[i] == SIZE_MAX) continue;
     const size_t r = row_of[i];
     scores[i] = (use_own ? own[r] : 0.0f) + (prior_.trained() ? prior[r] : 0.0f);
+    if (use_own && hardware_margin_)
+      scores[i] += static_cast<float>(options_.prior_margin) * HardwarePrior(rows[r]);
     if (member_scores.empty()) continue;
     const size_t k = member_scores.size() + 1;
     double sum = 0, sq = 0;
@@ -407,6 +433,57 @@ std::vector<Config> ModelPolicy::CoveringConfigs(int n) {
     covered.insert(pool_pairs[best].begin(), pool_pairs[best].end());
     visited_.insert(pool[best].ToJson());
     out.push_back(pool[best]);
+  }
+  return out;
+}
+
+float ModelPolicy::HardwarePrior(const costmodel::FeatureVector& f) const {
+  if (f.empty()) return 0;
+  auto at = [&](int i) { return i >= 0 && i < static_cast<int>(f.size()) ? f[i] : 0.0f; };
+  const PriorIndex& x = prior_index_;
+  // The widest vectors the target has.
+  const float lanes = at(x.lanes);
+  // A parallel loop with work for every thread, evenly shared.
+  const float parallel =
+      at(x.has_parallel) * std::min(1.0f, at(x.parallel_extent)) * at(x.parallel_balance);
+  // Accumulators that fill 3/8 to 4/5 of the vector registers: enough independent
+  // FMAs to hide their latency, room left for the operands.
+  const float acc = at(x.accumulators);
+  const float fill = acc < 0.375f ? acc / 0.375f : acc <= 0.8f ? 1.0f : std::max(0.0f, 1 - (acc - 0.8f) / 0.2f);
+  // A register tile that spills.
+  const float spill = std::min(1.0f, std::max(0.0f, at(x.register_tile) - 1));
+  return lanes + parallel + fill - spill;
+}
+
+std::vector<float> ModelPolicy::HardwarePriorOf(const std::vector<Config>& configs) {
+  std::vector<float> prior;
+  for (const costmodel::FeatureVector& f : OwnFeatures(configs))
+    prior.push_back(f.empty() ? -INFINITY : HardwarePrior(f));
+  return prior;
+}
+
+std::vector<Config> ModelPolicy::PriorConfigs(int n) {
+  std::vector<Config> pool;
+  std::set<std::string> drawn = visited_;
+  SampleUnvisited(space_, n * options_.prior_pool, &rng_, &drawn, &pool);
+  const std::vector<float> prior = HardwarePriorOf(pool);
+  std::vector<const Config*> ranked;
+  for (size_t i : BestScoredFirst(prior)) ranked.push_back(&pool[i]);
+  // Distinct from the measured configs too: this runs for the first few batches.
+  std::vector<Config> near;
+  for (const auto& [key, t] : own_) {
+    absl::StatusOr<Config> c = Config::FromJson(key);
+    if (c.ok()) near.push_back(*std::move(c));
+  }
+  std::vector<Config> out;
+  DiversePicker picker(space_, options_.min_knob_distance);
+  auto taken = [&](size_t i) { return visited_.count(ranked[i]->ToJson()) > 0; };
+  while (static_cast<int>(out.size()) < n) {
+    std::optional<size_t> pick = picker.Next(ranked, near, taken);
+    if (!pick) break;
+    visited_.insert(ranked[*pick]->ToJson());
+    near.push_back(*ranked[*pick]);
+    out.push_back(*ranked[*pick]);
   }
   return out;
 }
@@ -514,7 +591,9 @@ std::vector<Config> ModelPolicy::Propose(int n) {
   }
   if (!can_score() || !st.ok()) {
     proposer_ = "model:random";
-    return options_.covering_pool > 0 && st.ok() ? CoveringConfigs(n) : RandomConfigs(n);
+    if (!st.ok()) return RandomConfigs(n);
+    if (options_.prior_pool > 0) return PriorConfigs(n);
+    return options_.covering_pool > 0 ? CoveringConfigs(n) : RandomConfigs(n);
   }
 
   // Start points: the best measured configs, then random ones.

@@ -25,7 +25,9 @@
 // (XGBoost base_margin: it learns only what corrects them) and a score is log + own.
 // The records of other tasks are then not trained on again (the log model has them).
 // Before the model has anything to learn from (no log model, fewer than
-// `min_records` rows) it proposes random configs. A config is never proposed twice, nor one observed.
+// `min_records` rows) it proposes random configs, picked by the hardware prior
+// (ModelPolicyOptions::prior_pool), and cold the model is trained on top of that prior
+// (prior_margin). A config is never proposed twice, nor one observed.
 // With a ModelStore, the model is loaded at start (when nothing else is known) and
 // saved after every retrain, keyed by template and target (ModelKey).
 #pragma once
@@ -79,6 +81,19 @@ struct ModelPolicyOptions {
   // covers knob values not measured yet (each knob's values over the first batches),
   // instead of n independent draws. 0: off (plain random).
   int covering_pool = 0;
+  // The hardware prior (HardwarePrior: the target's widest vectors, a parallel loop
+  // that keeps every thread busy, a register tile that fills 3/8 to 4/5 of the vector
+  // registers without spilling), for cold runs (no log model). Before the model can
+  // rank, the random configs are the prior's best of `prior_pool` x n random draws, no
+  // two closer than `min_knob_distance` knobs (nor to a measured one); 0: plain random.
+  // The own model is trained on top of `prior_margin` x the prior (XGBoost
+  // base_margin, as on a log model's scores: the trees learn what corrects it), and a
+  // score is the trees' + prior_margin x prior; 0: off. Cold, 16 cases (ResNet-18's 12
+  // tasks and the ops suite), 15 seeds, trials to 95% of the best known (cached
+  // numbers): 0.48x the trials of neither (geometric mean), the first layer 10 -> 5,
+  // 128->256 1x1 s2 10 -> 4, 512@7^2 > 64 -> 9 (docs/search.md "The hardware prior").
+  int prior_pool = 8;
+  double prior_margin = 2;
   // Every value of a structural knob (Knob::structural, e.g. conv2d's algorithm) is
   // measured at least this many times before the model's ranking alone decides: while
   // a value has fewer own measurements, each batch reserves up to two slots for the
@@ -180,6 +195,12 @@ class ModelPolicy : public SearchPolicy {
   bool has_prior() const { return prior_.trained(); }
   // Whether Score can rank: an own model or a log model.
   bool can_score() const { return model_.trained() || prior_.trained(); }
+  // Where the own model is kept between jobs (with a ModelStore): ModelKey, followed by
+  // "/hw<weight>" when the model is trained on top of the hardware prior.
+  std::string OwnModelKey() const;
+  // The hardware prior of configs of this task (see ModelPolicyOptions::prior_pool);
+  // -inf for a config that does not lower.
+  std::vector<float> HardwarePriorOf(const std::vector<Config>& configs);
   double last_train_seconds() const { return last_train_seconds_; }
   int rows() const;
 
@@ -195,6 +216,11 @@ class ModelPolicy : public SearchPolicy {
   std::vector<Config> RandomConfigs(int n);
   // RandomConfigs covering unmeasured knob values (ModelPolicyOptions::covering_pool).
   std::vector<Config> CoveringConfigs(int n);
+  // RandomConfigs ranked by the hardware prior (ModelPolicyOptions::prior_pool).
+  std::vector<Config> PriorConfigs(int n);
+  // The hardware prior of a feature vector (higher = expected faster), from the
+  // loop-IR and register-tile features alone; 0 for an empty vector.
+  float HardwarePrior(const costmodel::FeatureVector& f) const;
   // One more measured config (with every knob) for each structural knob's value.
   void CountStructural(const Config& config);
   // The quota picks of a batch (ModelPolicyOptions::structural_quota): for each
@@ -212,6 +238,11 @@ class ModelPolicy : public SearchPolicy {
   ConfigSpace space_;
   ModelPolicyOptions options_;
   costmodel::FeatureExtractor extractor_;
+  // Indices of the features HardwarePrior reads (-1: not in this layout).
+  struct PriorIndex {
+    int lanes = -1, has_parallel = -1, parallel_extent = -1, parallel_balance = -1,
+        accumulators = -1, register_tile = -1;
+  } prior_index_;
   costmodel::XgbModel model_;
   costmodel::XgbModel prior_;  // the log model; untrained when there is none
   // The ensemble's other members (ModelPolicyOptions::ensemble), empty when off, and
@@ -223,6 +254,8 @@ class ModelPolicy : public SearchPolicy {
                             const std::vector<double>& throughput,
                             const std::vector<unsigned>& groups);
   bool fine_tuned_ = false;    // model_ was trained on top of prior_ (score = sum)
+  // model_ was trained on top of the hardware prior (ModelPolicyOptions::prior_margin).
+  bool hardware_margin_ = false;
   std::mt19937_64 rng_;
   std::set<std::string> visited_;
   std::string proposer_ = "model";  // see SearchPolicy::last_proposer

@@ -472,7 +472,9 @@ class ObservedStore : public ModelStore {
 TEST_F(TuningLoopTest, SecondRunStartsFromTheModelStoredInTheDb) {
   TuningTask task = *ParseTask("matmul M=24 N=24 K=24");
   Target target = DetectHostTarget("test-model-store");
-  const std::string key = ModelKey("matmul_cpu", (*FindTemplate(task))->version(), target.Key());
+  // The own model, trained on top of the hardware prior (ModelPolicy::OwnModelKey).
+  const std::string key =
+      ModelKey("matmul_cpu", (*FindTemplate(task))->version(), target.Key()) + "/hw2";
   TuningOptions options;
   options.trials = 24;
   options.batch_size = 8;
