@@ -129,6 +129,30 @@ absl::StatusOr<SimulatedSearch> SimulateTrialsTo95(const PolicyContext& context,
   std::shuffle(left.begin(), left.end(), rng);
   std::vector<size_t> next;
   const size_t per_batch = static_cast<size_t>(simulate.batch);
+  // Moves up to `n` of the first scores.size() configs of `left` into `next`: the
+  // best-scored first, no two closer than min_knob_distance knobs while others remain.
+  auto take_best = [&](const std::vector<float>& scores, size_t n) {
+    std::vector<size_t> order(scores.size());  // positions in `left`, best score first
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+    std::vector<const Config*> ranked;
+    for (size_t o : order) ranked.push_back(&configs[left[o]]);
+    std::vector<bool> picked(left.size());
+    std::vector<Config> batch_configs;
+    DiversePicker picker(space, options.min_knob_distance);
+    next.clear();
+    while (next.size() < n) {
+      std::optional<size_t> r = picker.Next(ranked, batch_configs, [&](size_t i) { return picked[order[i]]; });
+      if (!r) break;
+      picked[order[*r]] = true;
+      next.push_back(left[order[*r]]);
+      batch_configs.push_back(configs[left[order[*r]]]);
+    }
+    std::vector<size_t> rest;
+    for (size_t o = 0; o < left.size(); ++o)
+      if (!picked[o]) rest.push_back(left[o]);
+    left = std::move(rest);
+  };
   if (!policy.can_score()) {
     // No log model: the first batch at random, or, as ModelPolicy::Propose does, the
     // hardware prior's best of prior_pool x batch random draws (of the pool's configs).
@@ -136,27 +160,7 @@ absl::StatusOr<SimulatedSearch> SimulateTrialsTo95(const PolicyContext& context,
     const size_t draws = std::min(left.size(), n * static_cast<size_t>(std::max(1, options.prior_pool)));
     std::vector<Config> drawn;
     for (size_t i = 0; i < draws; ++i) drawn.push_back(configs[left[i]]);
-    std::vector<float> prior = options.prior_pool > 0 ? policy.HardwarePriorOf(drawn)
-                                                      : std::vector<float>(draws, 0.0f);
-    std::vector<size_t> order(draws);  // positions in `left`, the best prior first
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return prior[a] > prior[b]; });
-    std::vector<const Config*> ranked;
-    for (size_t o : order) ranked.push_back(&drawn[o]);
-    std::vector<bool> picked(draws);
-    std::vector<Config> batch_configs;
-    DiversePicker picker(space, options.min_knob_distance);
-    while (next.size() < n) {
-      std::optional<size_t> r = picker.Next(ranked, batch_configs, [&](size_t i) { return picked[order[i]]; });
-      if (!r) break;
-      picked[order[*r]] = true;
-      next.push_back(left[order[*r]]);
-      batch_configs.push_back(drawn[order[*r]]);
-    }
-    std::vector<size_t> rest;
-    for (size_t o = 0; o < left.size(); ++o)
-      if (o >= draws || !picked[o]) rest.push_back(left[o]);
-    left = std::move(rest);
+    take_best(options.prior_pool > 0 ? policy.HardwarePriorOf(drawn) : std::vector<float>(draws, 0.0f), n);
   }
   while (true) {
     std::vector<TuningRecord> measured;
@@ -171,27 +175,8 @@ absl::StatusOr<SimulatedSearch> SimulateTrialsTo95(const PolicyContext& context,
     std::vector<Config> candidates;
     for (size_t i : left) candidates.push_back(configs[i]);
     ASSIGN_OR_RETURN(std::vector<float> scores, policy.Score(candidates));
-    std::vector<size_t> order(left.size());  // positions in `left`, best score first
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
-    std::vector<const Config*> ranked;
-    for (size_t o : order) ranked.push_back(&configs[left[o]]);
-    std::vector<bool> picked(left.size());
-    std::vector<Config> batch_configs;
-    DiversePicker picker(space, options.min_knob_distance);
-    next.clear();
-    while (next.size() < per_batch) {
-      std::optional<size_t> r = picker.Next(ranked, batch_configs, [&](size_t i) { return picked[order[i]]; });
-      if (!r) break;
-      picked[order[*r]] = true;
-      next.push_back(left[order[*r]]);
-      batch_configs.push_back(configs[left[order[*r]]]);
-    }
+    take_best(scores, per_batch);
     if (next.empty()) return out;  // (the picker takes every config when short)
-    std::vector<size_t> rest;
-    for (size_t o = 0; o < left.size(); ++o)
-      if (!picked[o]) rest.push_back(left[o]);
-    left = std::move(rest);
   }
 }
 
