@@ -246,10 +246,10 @@ absl::StatusOr<std::unique_ptr<EmbeddedFarm>> EmbeddedFarm::Start(
   farm->secrets_ = std::make_unique<TempDir>(std::move(secrets));
   farm->user_token_ = RandomToken();
   const std::string agent_token = RandomToken();
-  RETURN_IF_ERROR(WriteFile(farm->secrets_->File("tokens"),
-                            "admin local-user " + farm->user_token_ + "\nagent local-agent " +
-                                agent_token + "\n"));
-  RETURN_IF_ERROR(WriteFile(farm->secrets_->File("agent.token"), agent_token + "\n"));
+  RETURN_IF_ERROR(WriteSecretFile(farm->secrets_->File("tokens"),
+                                  "admin local-user " + farm->user_token_ + "\nagent local-agent " +
+                                      agent_token + "\n"));
+  RETURN_IF_ERROR(WriteSecretFile(farm->secrets_->File("agent.token"), agent_token + "\n"));
   ServerOptions options;
   options.listen = "127.0.0.1:0";
   options.db_path = db_path;

@@ -9,6 +9,7 @@
 #include "compiler/task/task.h"
 #include "db/log_io.h"
 #include "cli/db_command.h"
+#include "tuner/record_identity.h"
 
 namespace tuneforge::cli {
 
@@ -121,9 +122,17 @@ absl::StatusOr<int> DbImport(const Flags& flags) {
   }
   std::ifstream in(file, std::ios::binary);
   if (!in) return absl::NotFoundError("cannot read " + file);
+  // A local db this import creates is removed again when nothing came of it (a bad
+  // file, or every line rejected): a failed import leaves no file behind.
+  const std::string db_path = flags.Has("db") ? flags.Get("db") : "";
+  const bool created = !db_path.empty() && !std::filesystem::exists(db_path);
   ASSIGN_OR_RETURN(std::unique_ptr<Database> db, OpenDb(flags, /*create_if_missing=*/true));
   absl::StatusOr<ImportReport> report =
-      format == "autotvm" ? ImportAutoTvmLog(*db, in) : ImportLog(*db, in);
+      format == "autotvm" ? ImportAutoTvmLog(*db, in) : ImportLog(*db, in, 5000, CheckRecordIdentity);
+  if (created && (!report.ok() || report->inserted + report->foreign_inserted == 0)) {
+    db.reset();
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(db_path + suffix);
+  }
   if (!report.ok()) {
     return absl::Status(report.status().code(),
                         file + ": " + std::string(report.status().message()));
@@ -135,14 +144,16 @@ absl::StatusOr<int> DbMerge(const Flags& flags) {
   if (flags.positional().size() != 3) {
     return absl::InvalidArgumentError("db merge needs two databases: A B (B is merged into A)");
   }
-  DatabaseOptions into_options;
-  into_options.path = flags.positional()[1];
-  ASSIGN_OR_RETURN(std::unique_ptr<Database> into, Database::Open(into_options));
+  // The source first: a missing or foreign source must not leave a new target db.
   DatabaseOptions from_options;
   from_options.path = flags.positional()[2];
   from_options.read_only = true;
+  from_options.create_if_missing = false;
   ASSIGN_OR_RETURN(std::unique_ptr<Database> from, Database::Open(from_options));
-  ASSIGN_OR_RETURN(ImportReport report, MergeDatabases(*into, *from));
+  DatabaseOptions into_options;
+  into_options.path = flags.positional()[1];
+  ASSIGN_OR_RETURN(std::unique_ptr<Database> into, Database::Open(into_options));
+  ASSIGN_OR_RETURN(ImportReport report, MergeDatabases(*into, *from, CheckRecordIdentity));
   return PrintReport(report, flags);
 }
 

@@ -329,7 +329,8 @@ struct ParsedBatch {
   std::vector<std::pair<int64_t, std::string>> rejected;
 };
 
-ParsedBatch ParseLines(const std::vector<std::string>& lines, int64_t first_line) {
+ParsedBatch ParseLines(const std::vector<std::string>& lines, int64_t first_line,
+                       const RecordCheck& check) {
   ParsedBatch b;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (SkippableLine(lines[i])) continue;
@@ -341,6 +342,12 @@ ParsedBatch ParseLines(const std::vector<std::string>& lines, int64_t first_line
       continue;
     }
     if (parsed->kind == LogLine::Kind::kRecord) {
+      if (check) {
+        if (absl::Status ok = check(parsed->record); !ok.ok()) {
+          b.rejected.emplace_back(number, std::string(ok.message()));
+          continue;
+        }
+      }
       b.records.push_back(std::move(parsed->record));
       b.line_numbers.push_back(number);
     } else {
@@ -360,8 +367,9 @@ absl::Status StoreParsed(Database& db, ParsedBatch& b, ImportReport* report) {
 }  // namespace
 
 absl::Status StoreLogLines(Database& db, const std::vector<std::string>& lines, int64_t first_line,
-                           ImportReport* report, const Uploader* uploader) {
-  ParsedBatch b = ParseLines(lines, first_line);
+                           ImportReport* report, const Uploader* uploader,
+                           const RecordCheck& check) {
+  ParsedBatch b = ParseLines(lines, first_line, check);
   if (uploader) {
     for (TuningRecord& r : b.records) {
       r.uploaded_by = uploader->name.empty() ? "anonymous" : uploader->name;
@@ -371,7 +379,8 @@ absl::Status StoreLogLines(Database& db, const std::vector<std::string>& lines, 
   return StoreParsed(db, b, report);
 }
 
-absl::StatusOr<ImportReport> ImportLog(Database& db, std::istream& in, size_t batch_size) {
+absl::StatusOr<ImportReport> ImportLog(Database& db, std::istream& in, size_t batch_size,
+                                       const RecordCheck& check) {
   // Two stages on two threads: a reader reads and parses batches (JSON parsing and the
   // content-id check are about half of an import's CPU time) while this thread stores
   // the batch before. At most two parsed batches wait, so memory stays bounded, and
@@ -411,7 +420,7 @@ absl::StatusOr<ImportReport> ImportLog(Database& db, std::istream& in, size_t ba
       if (batch.empty()) batch_first = number;
       batch.push_back(std::move(line));
       if (batch.size() >= batch_size) {
-        stopped = !hand_over(ParseLines(batch, batch_first));
+        stopped = !hand_over(ParseLines(batch, batch_first, check));
         batch.clear();
       }
     }
@@ -421,7 +430,7 @@ absl::StatusOr<ImportReport> ImportLog(Database& db, std::istream& in, size_t ba
       } else if (!header_seen) {
         reader_status = Bad("the log is empty (no header line)");
       } else if (!batch.empty()) {
-        hand_over(ParseLines(batch, batch_first));
+        hand_over(ParseLines(batch, batch_first, check));
       }
     }
     std::lock_guard<std::mutex> lock(mu);
@@ -556,7 +565,7 @@ absl::StatusOr<ImportReport> ImportAutoTvmLog(Database& db, std::istream& in) {
   return report;
 }
 
-absl::StatusOr<ImportReport> MergeDatabases(Database& into, Database& from) {
+absl::StatusOr<ImportReport> MergeDatabases(Database& into, Database& from, const RecordCheck& check) {
   ImportReport report;
   std::vector<TuningRecord> batch;
   std::vector<int64_t> ids;
@@ -568,6 +577,12 @@ absl::StatusOr<ImportReport> MergeDatabases(Database& into, Database& from) {
   };
   RETURN_IF_ERROR(from.Scan(RecordFilter(), [&](const TuningRecord& r) -> absl::Status {
     ++report.lines;
+    if (check) {
+      if (absl::Status ok = check(r); !ok.ok()) {
+        report.rejected.emplace_back(r.id, std::string(ok.message()));
+        return absl::OkStatus();
+      }
+    }
     batch.push_back(r);
     ids.push_back(r.id);  // "line" numbers of a merge are the source's record ids
     if (batch.size() >= 5000) return flush();

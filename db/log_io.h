@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <istream>
 #include <ostream>
 #include <string>
@@ -63,10 +64,15 @@ struct ExportOptions {
 // header.
 absl::StatusOr<int64_t> ExportLog(Database& db, const ExportOptions& options, std::ostream& out);
 
+// Checks one parsed record before it is stored; a failure rejects its line with the
+// message. db/ knows no tasks: the importers pass tuner's CheckRecordIdentity.
+using RecordCheck = std::function<absl::Status(const TuningRecord&)>;
+
 // Reads a tuneforge log. Bad lines are rejected one by one with a reason; an I/O or
 // database error stops the import (batches already committed stay, and importing
 // the file again completes it without duplicates).
-absl::StatusOr<ImportReport> ImportLog(Database& db, std::istream& in, size_t batch_size = 5000);
+absl::StatusOr<ImportReport> ImportLog(Database& db, std::istream& in, size_t batch_size = 5000,
+                                       const RecordCheck& check = nullptr);
 
 // Who uploads records over the server (DatabaseService.Upload): every record stored
 // is marked with the name, whatever its line says (TuningRecord::uploaded_by).
@@ -79,7 +85,8 @@ struct Uploader {
 // and DatabaseService.Upload. `first_line` numbers the lines in the report.
 // `uploader` (optional) marks every record as uploaded by it.
 absl::Status StoreLogLines(Database& db, const std::vector<std::string>& lines, int64_t first_line,
-                           ImportReport* report, const Uploader* uploader = nullptr);
+                           ImportReport* report, const Uploader* uploader = nullptr,
+                           const RecordCheck& check = nullptr);
 
 // AutoTVM v0.2 lines (`#` comments and blank lines skipped). No AutoTVM task maps
 // exactly to a tuneforge template today (see docs/db.md), so valid lines are stored
@@ -89,6 +96,8 @@ absl::StatusOr<ImportReport> ImportAutoTvmLog(Database& db, std::istream& in);
 absl::StatusOr<ForeignRecord> ParseAutoTvmLine(const std::string& line);
 
 // Copies every record and foreign record of `from` into `into`; idempotent.
-absl::StatusOr<ImportReport> MergeDatabases(Database& into, Database& from);
+// `check` as for ImportLog ("line" numbers are the source's record ids).
+absl::StatusOr<ImportReport> MergeDatabases(Database& into, Database& from,
+                                            const RecordCheck& check = nullptr);
 
 }  // namespace tuneforge

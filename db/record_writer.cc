@@ -148,11 +148,12 @@ absl::Status ValidateRecord(const TuningRecord& r) {
   }
   for (size_t j = 0; j < r.result.costs.size(); ++j) {
     // JSON has no inf/NaN, and a negative time is a measurement bug; either would
-    // corrupt the ranking.
+    // corrupt the ranking. A success took time: 0 s would rank as infinitely fast.
     double c = r.result.costs[j];
-    if (!std::isfinite(c) || c < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cost[", j, "] = ", c, " is not a finite, non-negative time"));
+    const bool success = r.result.error == MeasureErrorKind::kNone;
+    if (!std::isfinite(c) || c < 0 || (success && c == 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cost[", j, "] = ", c, " is not a finite, ", success ? "positive" : "non-negative", " time"));
     }
   }
   return absl::OkStatus();
@@ -194,9 +195,19 @@ absl::StatusOr<RecordWriter> RecordWriter::Prepare(sqlite3* db, bool v2_backfill
                        Statement::Prepare(db, "SELECT 1 FROM tombstones WHERE content_id = ?"));
     }
   }
+  // The v2 backfill runs before the provenance columns exist (schema v4).
   ASSIGN_OR_RETURN(w.find_content_,
-                   Statement::Prepare(db, "SELECT id FROM records WHERE workload_id = ? AND "
-                                          "target_id = ? AND content_id = ?"));
+                   Statement::Prepare(db, v2_backfill
+                                              ? "SELECT id, 0 FROM records WHERE workload_id = ? AND "
+                                                "target_id = ? AND content_id = ?"
+                                              : "SELECT id, (config_id IS NULL AND uploaded_by != '' "
+                                                "AND upload_trusted = 0) FROM records WHERE "
+                                                "workload_id = ? AND target_id = ? AND content_id = ?"));
+  if (!v2_backfill) {
+    ASSIGN_OR_RETURN(w.promote_record_,
+                     Statement::Prepare(db, "UPDATE records SET config_id = ?, uploaded_by = ?, "
+                                            "upload_trusted = ? WHERE id = ?"));
+  }
   ASSIGN_OR_RETURN(
       w.insert_workload_,
       Statement::Prepare(db,
@@ -397,7 +408,19 @@ absl::StatusOr<RecordWriter::Written> RecordWriter::Write(const TuningRecord& r,
   ASSIGN_OR_RETURN(bool dup, find_content_.Step());
   if (dup) {
     int64_t id = find_content_.ColumnInt64(0);
+    const bool stored_untrusted = find_content_.ColumnInt64(1) != 0;
     find_content_.Reset();
+    if (stored_untrusted && !r.UntrustedUpload()) {
+      // A trusted copy of what a user uploaded first: ranked now, with the trusted
+      // provenance, as if it had come first (a duplicate still: nothing new is stored).
+      ASSIGN_OR_RETURN(int64_t config_id, FoldIntoConfig(workload_id, target_id, r));
+      promote_record_.Reset();
+      promote_record_.BindInt64(1, config_id);
+      promote_record_.BindText(2, r.uploaded_by);
+      promote_record_.BindInt64(3, r.upload_trusted ? 1 : 0);
+      promote_record_.BindInt64(4, id);
+      RETURN_IF_ERROR(promote_record_.Run());
+    }
     return Written{id, Outcome::kDuplicate};
   }
   if (has_tombstones_) {

@@ -77,7 +77,7 @@ class RecordWriter {
   sqlite3* db_ = nullptr;
   Statement find_content_, insert_workload_, select_workload_, insert_target_, select_target_,
       select_config_, insert_config_, update_config_, insert_record_, attach_record_,
-      find_tombstone_;
+      find_tombstone_, promote_record_;
   // Whether the db has tombstones at all: most never compact, and then the lookup
   // is skipped.
   bool has_tombstones_ = false;

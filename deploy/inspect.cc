@@ -5,13 +5,18 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
 #include <memory>
 
 #include "compiler/reference/reference.h"
 #include "compiler/runtime/runtime.h"
 #include "compiler/runtime/timing.h"
+#include "absl/strings/str_cat.h"
 #include "compiler/support/status.h"
 #include "compiler/task/task.h"
+#include "deploy/library_build.h"
 #include "nlohmann/json.hpp"
 
 namespace tuneforge {
@@ -28,7 +33,58 @@ struct KernelInfo {
   const char* const* param_names;
 };
 
+// Little-endian unsigned integer of `n` bytes at `at` of `bytes` (bounds checked by
+// the caller).
+uint64_t Le(const std::string& bytes, size_t at, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(bytes[at + static_cast<size_t>(i)]);
+  return v;
+}
+
 }  // namespace
+
+absl::StatusOr<std::string> ReadElfSection(const std::string& path, const std::string& section) {
+  // Read, never mapped: a file truncated under us is a short read here, not a SIGBUS.
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError("cannot read " + path);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(path + ": not a complete 64-bit little-endian ELF library (" + why + ")");
+  };
+  if (bytes.size() < 64 || bytes.compare(0, 4, "\x7f" "ELF") != 0) return bad("no ELF header");
+  if (bytes[4] != 2 || bytes[5] != 1) return bad("not ELF64 little-endian");
+  const uint64_t shoff = Le(bytes, 0x28, 8), shentsize = Le(bytes, 0x3A, 2);
+  const uint64_t shnum = Le(bytes, 0x3C, 2), shstrndx = Le(bytes, 0x3E, 2);
+  if (shentsize < 64 || shnum == 0 || shstrndx >= shnum || shoff > bytes.size() ||
+      shnum * shentsize > bytes.size() - shoff) {
+    return bad(absl::StrCat("section table at ", shoff, " of ", shnum, " entries is past the end of its ",
+                            bytes.size(), " bytes: truncated?"));
+  }
+  auto header = [&](uint64_t i) { return static_cast<size_t>(shoff + i * shentsize); };
+  // A section's [offset, offset + size) inside the file, or an error.
+  auto contents = [&](uint64_t i) -> absl::StatusOr<std::pair<size_t, size_t>> {
+    const uint64_t type = Le(bytes, header(i) + 4, 4);
+    const uint64_t offset = Le(bytes, header(i) + 0x18, 8), size = Le(bytes, header(i) + 0x20, 8);
+    if (type == 8) return std::make_pair(size_t{0}, size_t{0});  // SHT_NOBITS: no bytes in the file
+    if (offset > bytes.size() || size > bytes.size() - offset) {
+      return bad(absl::StrCat("section ", i, " is past the end of the file: truncated?"));
+    }
+    return std::make_pair(static_cast<size_t>(offset), static_cast<size_t>(size));
+  };
+  ASSIGN_OR_RETURN(auto names, contents(shstrndx));
+  std::optional<std::string> found;
+  for (uint64_t i = 0; i < shnum; ++i) {
+    ASSIGN_OR_RETURN(auto where, contents(i));  // every section: a truncated file is refused whole
+    const uint64_t name = Le(bytes, header(i), 4);
+    if (name >= names.second) continue;
+    const size_t at = names.first + static_cast<size_t>(name);
+    const size_t end = bytes.find('\0', at);
+    if (end == std::string::npos || end > names.first + names.second) continue;
+    if (bytes.compare(at, end - at, section) == 0 && !found) found = bytes.substr(where.first, where.second);
+  }
+  if (!found) return absl::NotFoundError(path + " has no " + section + " section");
+  return *found;
+}
 
 absl::StatusOr<Inspection> InspectLibrary(const std::string& library, bool bench) {
   std::string file = std::filesystem::path(library).filename().string();
@@ -37,7 +93,19 @@ absl::StatusOr<Inspection> InspectLibrary(const std::string& library, bool bench
   }
   Inspection out;
   out.name = file.substr(3, file.size() - 6);
-  // DEEPBIND: the library's kernels use the library's own runtime, as in a user's
+  // The provenance comes from the file itself: no foreign initializer runs to read it,
+  // and a truncated or foreign file is refused before anything loads it.
+  absl::StatusOr<std::string> provenance_bytes = ReadElfSection(library, deploy::kProvenanceSection);
+  if (absl::IsNotFound(provenance_bytes.status()) && std::filesystem::exists(library)) {
+    return absl::InvalidArgumentError(library + " has no " + deploy::kProvenanceSection +
+                                      " section: not made by tuneforge deploy (or by a version "
+                                      "before 2026-12; deploy it again)");
+  }
+  if (!provenance_bytes.ok()) return provenance_bytes.status();
+  out.provenance_json = provenance_bytes->substr(0, provenance_bytes->find('\0'));
+  if (!bench) return out;
+  // Benchmarking runs the library's code (its initializers included): only for a
+  // library you would link into your own program. DEEPBIND: the library's kernels use the library's own runtime, as in a user's
   // program, not the copy inside this executable.
   void* handle = dlopen(std::filesystem::absolute(library).c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
   if (!handle) return absl::InvalidArgumentError(std::string("cannot load ") + dlerror());
@@ -49,10 +117,10 @@ absl::StatusOr<Inspection> InspectLibrary(const std::string& library, bool bench
     return absl::InvalidArgumentError(library + " has no " + out.name +
                                       "_provenance/_num_kernels/_kernel: not made by tuneforge deploy");
   }
-  out.provenance_json = provenance();
-  if (!bench) {
+  if (provenance() != out.provenance_json) {
     dlclose(handle);
-    return out;
+    return absl::InvalidArgumentError(library + ": " + out.name + "_provenance() differs from its " +
+                                      deploy::kProvenanceSection + " section");
   }
   nlohmann::json prov = nlohmann::json::parse(out.provenance_json, nullptr, false);
   for (int i = 0; i < count(); ++i) {

@@ -23,8 +23,14 @@ struct Inspection {
   std::vector<KernelCheck> kernels;  // filled when benchmarking
 };
 
-// Loads `library` (a lib<name>.so made by Deploy) with its own runtime and reads
-// <name>_provenance(). With `bench`, runs every kernel on seeded inputs, checks it
+// The bytes of section `section` of the ELF64 little-endian file at `path`, read from
+// the file (never loaded or mapped). NotFound when the file or the section is missing;
+// InvalidArgument for a file that is not such an ELF file or is truncated.
+absl::StatusOr<std::string> ReadElfSection(const std::string& path, const std::string& section);
+
+// Reads the provenance of `library` (a lib<name>.so made by Deploy) from its
+// provenance section, without loading it. With `bench`, loads it with its own runtime
+// (its initializers run: only for a library you would link), runs every kernel on seeded inputs, checks it
 // against the reference and times it with the measurement protocol.
 absl::StatusOr<Inspection> InspectLibrary(const std::string& library, bool bench);
 

@@ -1,6 +1,8 @@
 #include "deploy/library_build.h"
 
 #include <cctype>
+#include <cstdio>
+#include <sstream>
 #include <filesystem>
 
 #include "compiler/codegen/build.h"
@@ -14,6 +16,42 @@ bool IsCIdentifier(const std::string& s) {
   for (char c : s)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
   return true;
+}
+
+std::string CStringLiteral(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c < 32 || c > 126 || c == '"' || c == '\\' || c == '?') {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\%03o", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string CommentText(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    const bool opens_block = c == '*' && !out.empty() && out.back() == '/';  // -Wcomment
+    out += (c < 32 || c > 126 || c == '\\' || c == '?' || opens_block) ? '_' : static_cast<char>(c);
+  }
+  return out;
+}
+
+std::string ProvenanceDefinition(const std::string& function, const std::string& json) {
+  std::ostringstream c;
+  c << "__attribute__((section(\"" << kProvenanceSection << "\"), used))\n"
+    << "static const char k" << function << "[] = {";
+  for (size_t i = 0; i < json.size(); ++i) {
+    if (i % 24 == 0) c << "\n ";
+    c << ' ' << static_cast<int>(static_cast<signed char>(json[i])) << ',';
+  }
+  c << "\n 0};\n"
+    << "extern \"C\" const char* " << function << "(void) { return k" << function << "; }\n";
+  return c.str();
 }
 
 absl::Status BuildLibraryFiles(const TempDir& work, const std::string& name, std::vector<std::string> objects,

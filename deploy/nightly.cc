@@ -27,6 +27,22 @@ absl::Status SpecError(const std::string& path, const std::string& what) {
   return absl::InvalidArgumentError(path + ": " + what);
 }
 
+// `node` as a T, or an error naming the key, what it needs and what it got: yaml-cpp's
+// own "bad conversion" says neither (trials: 1e11 is not an int).
+template <typename T>
+absl::StatusOr<T> Typed(const std::string& path, const YAML::Node& node, const std::string& key,
+                        const std::string& what) {
+  try {
+    return node.as<T>();
+  } catch (const YAML::Exception&) {
+    std::string got = node.IsScalar() ? "'" + node.Scalar() + "'"
+                      : node.IsSequence() ? std::string("a list")
+                      : node.IsMap()      ? std::string("a mapping")
+                                          : std::string("nothing");
+    return SpecError(path, key + " must be " + what + ", got " + got);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<NightlySpec> LoadNightlySpec(const std::string& path) {
@@ -45,24 +61,34 @@ absl::StatusOr<NightlySpec> LoadNightlySpec(const std::string& path) {
   NightlySpec spec;
   std::filesystem::path base = std::filesystem::absolute(path).parent_path();
   try {
+    std::set<std::string> seen;
     for (const auto& kv : root) {
       std::string key = kv.first.as<std::string>();
       if (!kKeys.count(key)) return SpecError(path, "unknown key '" + key + "'");
+      if (!seen.insert(key).second) return SpecError(path, "key '" + key + "' is given twice");
     }
-    if (root["name"]) spec.name = root["name"].as<std::string>();
+    if (root["name"]) {
+      ASSIGN_OR_RETURN(spec.name, Typed<std::string>(path, root["name"], "name", "a text"));
+    }
     if (!root["db"]) return SpecError(path, "missing 'db' (the tuning log)");
-    spec.db = (base / root["db"].as<std::string>()).lexically_normal().string();
-    if (root["device_keys"]) spec.device_keys = root["device_keys"].as<std::vector<std::string>>();
+    ASSIGN_OR_RETURN(std::string db, Typed<std::string>(path, root["db"], "db", "a file"));
+    if (db.empty()) return SpecError(path, "db must name a file");
+    spec.db = (base / db).lexically_normal().string();
+    if (root["device_keys"]) {
+      ASSIGN_OR_RETURN(spec.device_keys, Typed<std::vector<std::string>>(path, root["device_keys"], "device_keys", "a list of device keys"));
+    }
     if (spec.device_keys.empty()) return SpecError(path, "'device_keys' is empty");
     if (root["tasks"]) {
-      for (const std::string& t : root["tasks"].as<std::vector<std::string>>()) {
+      ASSIGN_OR_RETURN(auto tasks, Typed<std::vector<std::string>>(path, root["tasks"], "tasks", "a list of task texts"));
+      for (const std::string& t : tasks) {
         absl::StatusOr<TuningTask> task = ParseTask(t);
         if (!task.ok()) return SpecError(path, std::string(task.status().message()));
         spec.tasks.push_back(task->CanonicalText());
       }
     }
     if (root["tasks_files"]) {
-      for (const std::string& f : root["tasks_files"].as<std::vector<std::string>>()) {
+      ASSIGN_OR_RETURN(auto files, Typed<std::vector<std::string>>(path, root["tasks_files"], "tasks_files", "a list of files"));
+      for (const std::string& f : files) {
         ASSIGN_OR_RETURN(std::vector<ScheduledTask> tasks, ReadTasksFile((base / f).string()));
         for (const ScheduledTask& t : tasks) spec.tasks.push_back(t.task_text);
       }
@@ -70,7 +96,8 @@ absl::StatusOr<NightlySpec> LoadNightlySpec(const std::string& path) {
     if (root["models"]) {
       // Every tuning task of each ONNX model (graph::ExtractTasks), as `tune --model`
       // would tune them; a model tuneforge cannot run is an error naming it.
-      for (const std::string& f : root["models"].as<std::vector<std::string>>()) {
+      ASSIGN_OR_RETURN(auto models, Typed<std::vector<std::string>>(path, root["models"], "models", "a list of ONNX files"));
+      for (const std::string& f : models) {
         const std::string model_path = (base / f).lexically_normal().string();
         absl::StatusOr<frontend::OnnxModel> model = frontend::ReadOnnxModel(model_path);
         absl::Status ok = model.ok() ? frontend::CheckSupported(*model) : model.status();
@@ -98,13 +125,22 @@ absl::StatusOr<NightlySpec> LoadNightlySpec(const std::string& path) {
         std::string k = kv.first.as<std::string>();
         if (k != "new" && k != "converged") return SpecError(path, "unknown key 'trials." + k + "'");
       }
-      if (trials["new"]) spec.new_trials = trials["new"].as<int>();
-      if (trials["converged"]) spec.converged_trials = trials["converged"].as<int>();
+      if (trials["new"]) {
+        ASSIGN_OR_RETURN(spec.new_trials, Typed<int>(path, trials["new"], "trials.new", "an integer 1..100000"));
+      }
+      if (trials["converged"]) {
+        ASSIGN_OR_RETURN(spec.converged_trials, Typed<int>(path, trials["converged"], "trials.converged", "an integer 0..100000"));
+      }
     }
-    if (root["time_limit_minutes"]) spec.time_limit_minutes = root["time_limit_minutes"].as<double>();
-    if (root["regression_threshold"])
-      spec.regression_threshold = root["regression_threshold"].as<double>();
-    if (root["canary"]) spec.canary = root["canary"].as<bool>();
+    if (root["time_limit_minutes"]) {
+      ASSIGN_OR_RETURN(spec.time_limit_minutes, Typed<double>(path, root["time_limit_minutes"], "time_limit_minutes", "a number of minutes"));
+    }
+    if (root["regression_threshold"]) {
+      ASSIGN_OR_RETURN(spec.regression_threshold, Typed<double>(path, root["regression_threshold"], "regression_threshold", "a number between 0 and 1"));
+    }
+    if (root["canary"]) {
+      ASSIGN_OR_RETURN(spec.canary, Typed<bool>(path, root["canary"], "canary", "true or false"));
+    }
   } catch (const YAML::Exception& e) {
     return SpecError(path, std::string("bad value: ") + e.what());
   }
@@ -115,7 +151,9 @@ absl::StatusOr<NightlySpec> LoadNightlySpec(const std::string& path) {
   if (!(spec.regression_threshold > 0 && spec.regression_threshold < 1)) {
     return SpecError(path, "regression_threshold must be between 0 and 1 (e.g. 0.1 = 10%)");
   }
-  if (spec.time_limit_minutes < 0) return SpecError(path, "time_limit_minutes must be >= 0");
+  if (!(spec.time_limit_minutes >= 0) || !std::isfinite(spec.time_limit_minutes)) {
+    return SpecError(path, "time_limit_minutes must be a finite number >= 0");
+  }
   return spec;
 }
 

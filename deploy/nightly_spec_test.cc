@@ -106,5 +106,37 @@ TEST(NightlySpecTest, ModelsBringTheirTasks) {
   std::filesystem::remove_all(dir);
 }
 
+// Every bad value is one line naming the key and what it needs (yaml-cpp's own
+// "bad conversion" named neither), and a key given twice is refused.
+TEST(NightlySpecTest, BadValuesNameTheKey) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("tf_nightly_bad_" + std::to_string(getpid()))).string();
+  std::filesystem::create_directories(dir);
+  auto error = [&](const std::string& body) {
+    std::ofstream(dir + "/spec.yaml") << body;
+    auto spec = LoadNightlySpec(dir + "/spec.yaml");
+    return spec.ok() ? std::string() : std::string(spec.status().message());
+  };
+  const std::string ok = "db: t.db\ndevice_keys: [k]\ntasks: [\"matmul M=8 N=8 K=8\"]\n";
+  EXPECT_EQ(error(ok), "");
+  EXPECT_NE(error(ok + "trials: {new: 1e11}\n").find("trials.new must be an integer 1..100000, got '1e11'"),
+            std::string::npos);
+  EXPECT_NE(error(ok + "trials: {new: 1000000}\n").find("trials.new must be 1..100000"), std::string::npos);
+  EXPECT_NE(error(ok + "trials: {converged: [1]}\n").find("trials.converged must be an integer 0..100000, got a list"),
+            std::string::npos);
+  EXPECT_NE(error(ok + "canary: maybe\n").find("canary must be true or false, got 'maybe'"), std::string::npos);
+  EXPECT_NE(error(ok + "time_limit_minutes: soon\n").find("time_limit_minutes must be a number"),
+            std::string::npos);
+  EXPECT_NE(error(ok + "time_limit_minutes: .nan\n").find("finite number >= 0"), std::string::npos);
+  EXPECT_NE(error(ok + "regression_threshold: {a: 1}\n").find("regression_threshold must be a number"),
+            std::string::npos);
+  EXPECT_NE(error("db: t.db\ndevice_keys: k\ntasks: [\"matmul M=8 N=8 K=8\"]\n")
+                .find("device_keys must be a list of device keys, got 'k'"),
+            std::string::npos);
+  EXPECT_NE(error("db: [a]\n").find("db must be a file, got a list"), std::string::npos);
+  EXPECT_NE(error(ok + "db: u.db\n").find("key 'db' is given twice"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tuneforge

@@ -22,6 +22,9 @@ std::string Arch(const std::string& triple) { return triple.substr(0, triple.fin
 
 struct AgentHealth::Golden {
   v1::MeasureRequest request;  // without request id
+  // The same peak bound as every job's results: a golden result faster than the
+  // kernel's target allows is a lie that would make honest peers look slow.
+  double min_plausible_seconds = 0;
 };
 
 absl::Status HealthOptions::Validate() const {
@@ -105,6 +108,7 @@ absl::StatusOr<std::shared_ptr<const AgentHealth::Golden>> AgentHealth::GoldenFo
   measure.min_repeat_ms = 10;
   measure.timeout_ms = 10000;
   auto golden = std::make_shared<Golden>();
+  golden->min_plausible_seconds = task.Flops() / (target.PlausiblePeakGflops() * 1e9);
   golden->request = MeasureRequestFor(
       MeasureInput{task.CanonicalText(), built[0].candidate.config.ToJson(), built[0].artifact,
                    expected, measure},
@@ -125,12 +129,14 @@ void AgentHealth::CheckAgent(const std::string& agent_id) {
     return;
   }
   v1::MeasureRequest request = (*golden)->request;
+  const double min_seconds = (*golden)->min_plausible_seconds;
   {
     std::lock_guard<std::mutex> lock(mu_);
     request.set_request_id("golden/" + agent_id + "/" + std::to_string(next_request_++));
   }
-  registry_->DispatchTo(agent_id, std::move(request),
-                        [this, agent_id](const v1::MeasureResult& r) { OnResult(agent_id, r); });
+  registry_->DispatchTo(
+      agent_id, std::move(request),
+      [this, agent_id](const v1::MeasureResult& r) { OnResult(agent_id, r); }, min_seconds);
 }
 
 void AgentHealth::OnResult(const std::string& agent_id, const v1::MeasureResult& result) {

@@ -99,6 +99,26 @@ TEST_F(AgentHealthTest, AgentSlowerThanThreeTimesItsPeersTwiceIsQuarantined) {
   EXPECT_EQ(State(fast2), "idle");
 }
 
+// A golden result faster than its kernel's peak allows is a lie: the liar is
+// quarantined, its figure never becomes the median that honest peers are judged by.
+TEST_F(AgentHealthTest, ImpossiblyFastGoldenResultQuarantinesTheLiarNotItsPeers) {
+  std::string honest = Agent();
+  Answer(honest, 0.002);
+  std::string liar = Agent();
+  Answer(liar, 1e-9);  // 64^3 * 2 flops in 1 ns: 524 TFLOP/s on one baseline core
+  EXPECT_EQ(State(liar), "quarantined");
+  EXPECT_NE(registry_->Find(liar)->state_reason.find("faster than the target's plausible peak"),
+            std::string::npos)
+      << registry_->Find(liar)->state_reason;
+  EXPECT_DOUBLE_EQ(registry_->Find(liar)->golden_seconds, 0);
+  std::string second = Agent();
+  Answer(second, 0.0021);
+  health_->CheckAgent(honest);
+  Answer(honest, 0.002);
+  EXPECT_EQ(State(honest), "idle");
+  EXPECT_EQ(State(second), "idle");
+}
+
 TEST(HealthOptionsTest, OutOfRangeValuesAreRejected) {
   HealthOptions o;
   EXPECT_TRUE(o.Validate().ok());

@@ -487,7 +487,7 @@ bool AgentRegistry::Dispatch(const std::string& device_key, v1::MeasureRequest r
 }
 
 bool AgentRegistry::DispatchTo(const std::string& agent_id, v1::MeasureRequest request,
-                               ResultCallback done) {
+                               ResultCallback done, double min_plausible_seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = agents_.find(agent_id);
   if (shutdown_ || it == agents_.end() || !it->second.info.connected) return false;
@@ -498,6 +498,7 @@ bool AgentRegistry::DispatchTo(const std::string& agent_id, v1::MeasureRequest r
   p.done = std::move(done);
   p.device_key = it->second.info.device_key;
   p.pinned_agent = agent_id;
+  p.min_plausible_seconds = std::max(0.0, min_plausible_seconds);
   it->second.pinned.push_back(id);
   it->second.cv->notify_one();
   return true;

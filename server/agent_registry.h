@@ -145,7 +145,9 @@ class AgentRegistry {
   // Sends a request to this agent only (the golden kernel): not queued behind other
   // work, never re-dispatched (agent_lost when the agent goes away). False when the
   // agent is not connected.
-  bool DispatchTo(const std::string& agent_id, v1::MeasureRequest request, ResultCallback done);
+  // `min_plausible_seconds` as for Dispatch.
+  bool DispatchTo(const std::string& agent_id, v1::MeasureRequest request, ResultCallback done,
+                  double min_plausible_seconds = 0);
   // Gives up on a request: `done` gets agent_lost with `why`; a later result is dropped.
   void Abandon(const std::string& request_id, const std::string& why);
   // The job is over: forget its fair-share state.

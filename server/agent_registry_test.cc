@@ -1,6 +1,7 @@
 // AgentRegistry with a fake clock: leases, heartbeats, re-dispatch, hand-back,
 // quarantine and the fair share, without gRPC or sleeping.
 #include "server/agent_registry.h"
+#include "server/agent_runner.h"
 
 #include <gtest/gtest.h>
 
@@ -412,6 +413,38 @@ TEST(FairQueueTest, EligibilityAndFrontInsertion) {
   EXPECT_EQ(q.size(), 1u);
   q.ForgetJob("j");
   EXPECT_EQ(q.size(), 0u);
+}
+
+// A cancelled job ends at once, even when its requests sit in the queue with no
+// agent to take them (its agent went away after they were queued): they end as
+// agent_lost "job cancelled" instead of waiting for an agent to come back.
+TEST_F(RegistryTest, CancelEndsAWaitForAgentsThatLeft) {
+  AgentRegistry reg(Options());
+  std::string a = Agent(reg);
+  std::atomic<bool> cancel{false};
+  AgentRunner runner(&reg, "k", "job-1", nullptr, &cancel);
+  auto artifact = std::make_shared<Artifact>();
+  auto expected = std::make_shared<ExpectedOutput>();
+  std::vector<MeasureInput> inputs(2);
+  for (MeasureInput& in : inputs) {
+    in.task_text = "matmul M=8 N=8 K=8 dtype=float32";
+    in.artifact = artifact;
+    in.expected = expected;
+  }
+  std::vector<MeasureResult> results;
+  std::thread job([&] { results = runner.Measure(inputs); });
+  for (int i = 0; i < 200 && Take(reg, a).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  reg.Disconnect(a);  // the leased request goes back to the queue; nobody serves it
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto cancelled_at = std::chrono::steady_clock::now();
+  cancel = true;
+  job.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - cancelled_at, std::chrono::seconds(2));
+  ASSERT_EQ(results.size(), 2u);
+  for (const MeasureResult& r : results) {
+    EXPECT_EQ(r.error, MeasureErrorKind::kAgentLost);
+    EXPECT_NE(r.error_message.find("job cancelled"), std::string::npos) << r.error_message;
+  }
 }
 
 }  // namespace

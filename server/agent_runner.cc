@@ -117,8 +117,10 @@ std::vector<MeasureResult> AgentRunner::Measure(const std::vector<MeasureInput>&
   auto shared = std::make_shared<Shared>();
   shared->results.resize(inputs.size());
 
+  std::vector<std::string> ids;
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::string id = request_prefix_ + "/r" + std::to_string(next_request_++);
+    ids.push_back(id);
     v1::MeasureRequest request = MeasureRequestFor(inputs[i], id);
     auto done = [shared, i](const v1::MeasureResult& r) {
       std::lock_guard<std::mutex> lock(shared->mu);
@@ -154,8 +156,21 @@ std::vector<MeasureResult> AgentRunner::Measure(const std::vector<MeasureInput>&
     JobCpuShare::Pause pause(cpu_share_);  // taken again after `lock` is released
     std::unique_lock<std::mutex> lock(shared->mu);
     bool waiting = false;
+    bool abandoned = false;
     while (shared->done < inputs.size()) {
-      if (shared->cv.wait_for(lock, std::chrono::seconds(1)) == std::cv_status::timeout) {
+      if (cancel_ && cancel_->load() && !abandoned) {
+        // Cancelled: the requests still queued (no agent may ever come) or in flight
+        // end now as agent_lost; a result that arrives later is dropped.
+        abandoned = true;
+        std::vector<std::string> open;
+        for (size_t i = 0; i < ids.size(); ++i)
+          if (!shared->results[i]) open.push_back(ids[i]);
+        lock.unlock();
+        for (const std::string& id : open) registry_->Abandon(id, "job cancelled");
+        lock.lock();
+        continue;
+      }
+      if (shared->cv.wait_for(lock, std::chrono::milliseconds(200)) == std::cv_status::timeout) {
         bool none = registry_->ConnectedAgents(device_key_) == 0;
         if (none && !waiting && on_wait_) {
           lock.unlock();

@@ -1,5 +1,7 @@
 #include "server/auth.h"
 
+#include "compiler/support/files.h"
+
 #include <fstream>
 #include <random>
 #include <set>
@@ -40,6 +42,8 @@ std::string RandomToken() {
 }
 
 absl::StatusOr<std::unique_ptr<TokenAuth>> TokenAuth::Load(const std::string& path) {
+  if (path.empty()) return absl::InvalidArgumentError("the tokens file path is empty");
+  if (absl::Status mode = CheckSecretFileMode(path, "tokens file"); !mode.ok()) return mode;
   std::ifstream in(path);
   if (!in) return absl::NotFoundError("cannot read tokens file " + path);
   auto auth = std::make_unique<TokenAuth>();

@@ -5,6 +5,7 @@
 
 #include "db/log_io.h"
 #include "server/services.h"
+#include "tuner/record_identity.h"
 
 namespace tuneforge {
 
@@ -72,7 +73,7 @@ grpc::Status DatabaseServiceImpl::Upload(grpc::ServerContext* ctx, const v1::Upl
   // Every uploaded record says who uploaded it; only admins' uploads are ranked (a
   // user's are re-measured by the farm before they can be best).
   const Uploader uploader{caller.name, caller.admin};
-  absl::Status stored = StoreLogLines(*db_, lines, 1, &report, &uploader);
+  absl::Status stored = StoreLogLines(*db_, lines, 1, &report, &uploader, CheckRecordIdentity);
   if (!stored.ok()) return ToGrpc(stored);
   resp->set_inserted(report.inserted);
   resp->set_duplicates(report.duplicates);

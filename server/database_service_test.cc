@@ -10,17 +10,33 @@
 #include "db/log_io.h"
 #include "gtest/gtest.h"
 #include "server/database_client.h"
+#include "tuner/tuning_loop.h"
 
 namespace tuneforge {
 namespace {
 
 namespace fs = std::filesystem;
 
+// Records as the farm writes them: keys and FLOPs derived from the task and target
+// (uploads must be, CheckRecordIdentity).
+const TuningTask kTask = *ParseTask("matmul M=128 N=128 K=128");
+const std::string kWorkload = kTask.WorkloadKey();
+
+TargetInfo TargetOf(const std::string& device) {
+  Target t;
+  t.triple = "x86_64-pc-linux-gnu";
+  t.cpu = "znver4";
+  t.num_threads = 4;
+  t.device_key = device;
+  return MakeTargetInfo(t);
+}
+const std::string kEpyc = TargetOf("epyc").key;
+
 TuningRecord Record(const std::string& config, std::vector<double> costs, int64_t t,
                     const std::string& device = "epyc") {
   TuningRecord r;
-  r.workload = WorkloadInfo{"wl-a", "matmul", "matmul a", "{}", 1e9};
-  r.target = TargetInfo{"tk-" + device, "x86_64", "znver4", "", 4, device};
+  r.workload = MakeWorkloadInfo(kTask);
+  r.target = TargetOf(device);
   r.template_name = "matmul_cpu";
   r.template_version = 1;
   r.config_json = config;
@@ -83,21 +99,21 @@ TEST_F(DatabaseServiceTest, UploadQueryDownload) {
   EXPECT_EQ(up->duplicates, 4);
   EXPECT_EQ(db_->Records("", "")->size(), 4u);
 
-  absl::StatusOr<std::vector<RankedConfig>> top = remote->TopK("wl-a", "tk-epyc", 5);
+  absl::StatusOr<std::vector<RankedConfig>> top = remote->TopK(kWorkload, kEpyc, 5);
   ASSERT_TRUE(top.ok()) << top.status();
   ASSERT_EQ(top->size(), 2u);
   EXPECT_EQ((*top)[0].config_json, "{2}");
   EXPECT_TRUE((*top)[0].remeasured);
   EXPECT_EQ((*top)[0].record.content_id, ContentId((*top)[0].record));
-  absl::StatusOr<TuningRecord> best = remote->Best("wl-a", "tk-epyc");
+  absl::StatusOr<TuningRecord> best = remote->Best(kWorkload, kEpyc);
   ASSERT_TRUE(best.ok()) << best.status();
   EXPECT_EQ(best->config_json, "{2}");
-  EXPECT_EQ(remote->TargetsOf("wl-a")->size(), 2u);
+  EXPECT_EQ(remote->TargetsOf(kWorkload)->size(), 2u);
 
   // Download one target, as deploy would.
   std::vector<TuningRecord> arm;
   RecordFilter only_arm;
-  only_arm.target_key = "tk-arm";
+  only_arm.target_key = TargetOf("arm").key;
   ASSERT_TRUE(remote
                   ->Scan(only_arm,
                          [&](const TuningRecord& r) {
@@ -192,12 +208,12 @@ TEST_F(DatabaseServiceTest, UploadedRecordsAreMarkedAndUsersUploadsAreNotRanked)
   absl::StatusOr<CommitResult> up = Remote("user-token")->Insert({fake});
   ASSERT_TRUE(up.ok()) << up.status();
   EXPECT_EQ(up->inserted, 1);
-  absl::StatusOr<TuningRecord> best = db_->Best("wl-a", "tk-epyc");
+  absl::StatusOr<TuningRecord> best = db_->Best(kWorkload, kEpyc);
   ASSERT_TRUE(best.ok()) << best.status();
   EXPECT_EQ(best->config_json, "{1}");  // the 1 ns upload does not change best
-  EXPECT_EQ(db_->TopK("wl-a", "tk-epyc", 5)->size(), 1u);
+  EXPECT_EQ(db_->TopK(kWorkload, kEpyc, 5)->size(), 1u);
   bool found = false;
-  absl::StatusOr<std::vector<TuningRecord>> stored = db_->Records("wl-a", "tk-epyc");
+  absl::StatusOr<std::vector<TuningRecord>> stored = db_->Records(kWorkload, kEpyc);
   ASSERT_TRUE(stored.ok()) << stored.status();
   for (const TuningRecord& r : *stored) {
     if (r.config_json != "{2}") continue;
@@ -215,11 +231,69 @@ TEST_F(DatabaseServiceTest, UploadedRecordsAreMarkedAndUsersUploadsAreNotRanked)
   // An admin's upload is trusted and ranked.
   up = Remote("admin-token")->Insert({Record("{3}", {5e-4}, 3)});
   ASSERT_TRUE(up.ok()) << up.status();
-  best = db_->Best("wl-a", "tk-epyc");
+  best = db_->Best(kWorkload, kEpyc);
   ASSERT_TRUE(best.ok());
   EXPECT_EQ(best->config_json, "{3}");
   EXPECT_EQ(best->uploaded_by, "root");
   EXPECT_TRUE(best->upload_trusted);
+}
+
+// An upload cannot claim a workload or target it does not describe, nor make a real
+// record read as absurdly fast through a poisoned FLOP count; a cost of 0 is refused;
+// and a trusted copy of a record a user uploaded first is ranked.
+TEST_F(DatabaseServiceTest, UploadsCannotPoisonWorkloadsTargetsOrRanking) {
+  StartServer([](grpc::ServerContext* ctx, bool, DatabaseCaller* caller) {
+    auto it = ctx->client_metadata().find("authorization");
+    const bool admin = it != ctx->client_metadata().end() &&
+                       std::string(it->second.data(), it->second.size()) == "Bearer admin-token";
+    caller->name = admin ? "root" : "mallory";
+    caller->admin = admin;
+    return grpc::Status::OK;
+  });
+  auto refused = [&](TuningRecord r) {
+    absl::StatusOr<CommitResult> up = Remote("user-token")->Insert({r});
+    return up.ok() ? std::string() : std::string(up.status().message());
+  };
+  const TuningTask other = *ParseTask("matmul M=64 N=64 K=64");
+  TuningRecord claim = Record("{9}", {1e-3}, 9);
+  claim.workload.key = other.WorkloadKey();  // another task's key with this task's text
+  claim.content_id = "";
+  EXPECT_NE(refused(claim).find("is not the key of 'matmul M=128 N=128 K=128"), std::string::npos)
+      << refused(claim);
+  TuningRecord flops = Record("{9}", {1e-3}, 9);
+  flops.workload.flops = 1e24;
+  EXPECT_NE(refused(flops).find("workload flops 1e+24 are not the 4194304"), std::string::npos)
+      << refused(flops);
+  TuningRecord renamed = Record("{9}", {1e-3}, 9);
+  renamed.workload.task_text = "matmul M=128 N=128 K=128";  // not canonical
+  EXPECT_NE(refused(renamed).find("not in canonical form"), std::string::npos) << refused(renamed);
+  TuningRecord target = Record("{9}", {1e-3}, 9);
+  target.target.key = TargetOf("arm").key;  // arm's key on epyc's fields
+  EXPECT_NE(refused(target).find("is not the key of its fields"), std::string::npos) << refused(target);
+  TuningRecord threads = Record("{9}", {1e-3}, 9);
+  threads.target.num_threads = 2147483647;
+  EXPECT_NE(refused(threads).find("num_threads 2147483647 is not 1..1024"), std::string::npos);
+  TuningRecord zero = Record("{9}", {0.0}, 9);
+  EXPECT_NE(refused(zero).find("cost of 0 s"), std::string::npos) << refused(zero);
+  EXPECT_FALSE(db_->Insert({Record("{9}", {0.0}, 10)}).ok());  // every path, the farm's too
+  EXPECT_EQ(db_->Records("", "")->size(), 0u);
+  EXPECT_TRUE(db_->TargetsOf(other.WorkloadKey())->empty());
+
+  // The user uploads first; the farm's own records of the task still store, and the
+  // admin's copy of the user's record makes it ranked.
+  TuningRecord genuine = Record("{5}", {2e-3}, 5);
+  ASSERT_TRUE(Remote("user-token")->Insert({genuine}).ok());
+  EXPECT_FALSE(db_->Best(kWorkload, kEpyc).ok());  // untrusted: not ranked
+  ASSERT_TRUE(db_->Insert({Record("{6}", {3e-3}, 6)}).ok());
+  absl::StatusOr<CommitResult> trusted = Remote("admin-token")->Insert({genuine});
+  ASSERT_TRUE(trusted.ok()) << trusted.status();
+  EXPECT_EQ(trusted->duplicates, 1);
+  absl::StatusOr<TuningRecord> best = db_->Best(kWorkload, kEpyc);
+  ASSERT_TRUE(best.ok()) << best.status();
+  EXPECT_EQ(best->config_json, "{5}");
+  EXPECT_EQ(best->uploaded_by, "root");
+  EXPECT_TRUE(best->upload_trusted);
+  EXPECT_EQ(db_->TopK(kWorkload, kEpyc, 5)->size(), 2u);
 }
 
 TEST_F(DatabaseServiceTest, AuthorizerHookRefusesCalls) {

@@ -60,6 +60,26 @@ class ServerImpl : public Server {
     observability_ = std::make_unique<Observability>(options.dispatch_observer);
     registry_ = std::make_unique<AgentRegistry>(options.dispatch);
     registry_->SetObserver(observability_.get());
+    // Every check that can refuse the start comes before the db is opened, so that a
+    // refused start leaves no new (migrated) db file behind.
+    if (!options.tokens_path.empty()) {
+      ASSIGN_OR_RETURN(auth_, TokenAuth::Load(options.tokens_path));
+    }
+    ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                     ServerCredentials(options.tls_cert_path, options.tls_key_path,
+                                       options.tls_client_ca_path));
+    if (options.golden_check) RETURN_IF_ERROR(options.health.Validate());
+    if (!IsLoopbackAddress(options.listen)) {
+      if (!auth_) {
+        TF_LOG(Warning) << "listening on " << options.listen
+                        << " without --tokens: anyone who can reach it can run code on the agents";
+      }
+      if (options.tls_cert_path.empty()) {
+        TF_LOG(Warning) << "listening on " << options.listen
+                        << " without TLS (--tls-cert/--tls-key): tokens, kernels and results "
+                           "cross the network in clear text";
+      }
+    }
     DatabaseOptions db_options;
     db_options.path = options.db_path;
     ASSIGN_OR_RETURN(db_, Database::Open(db_options));
@@ -70,19 +90,11 @@ class ServerImpl : public Server {
     jobs_ = std::make_unique<JobManager>(db_.get(), registry_.get(), metered_builder_.get());
     observability_->Attach(registry_.get(), jobs_.get(), db_.get());
     if (options.golden_check) {
-      RETURN_IF_ERROR(options.health.Validate());
       health_ = std::make_unique<AgentHealth>(registry_.get(), metered_builder_.get(),
                                               options.health);
     }
     if (!options.metrics_listen.empty()) {
       RETURN_IF_ERROR(observability_->Listen(options.metrics_listen));
-    }
-    if (!options.tokens_path.empty()) {
-      ASSIGN_OR_RETURN(auth_, TokenAuth::Load(options.tokens_path));
-    } else if (options.listen.rfind("127.", 0) != 0 && options.listen.rfind("localhost:", 0) != 0 &&
-               options.listen.rfind("[::1]:", 0) != 0) {
-      TF_LOG(Warning) << "listening on " << options.listen
-                      << " without --tokens: anyone who can reach it can run code on the agents";
     }
     tuning_ = std::make_unique<TuningServiceImpl>(jobs_.get(), auth_.get());
     agents_ = std::make_unique<AgentServiceImpl>(registry_.get(), health_.get(), auth_.get(),
@@ -101,9 +113,6 @@ class ServerImpl : public Server {
         });
 
     grpc::ServerBuilder builder;
-    ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
-                     ServerCredentials(options.tls_cert_path, options.tls_key_path,
-                                       options.tls_client_ca_path));
     builder.AddListeningPort(options.listen, credentials, &port_);
     builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
     builder.SetMaxSendMessageSize(options.max_send_message_bytes);

@@ -148,9 +148,23 @@ absl::Status LoadServerConfig(const std::string& path, ServerCommandLine* cl) {
                                               "grpc",           "max_redispatch", "heartbeat_ms",
                                               "lease_grace_ms", "golden_interval_s",
                                               "golden_check"};
+  // A secret's or certificate's path must name a file: `tokens: ""` (or a bare
+  // `tokens:`) would otherwise leave the server open while its config says it is not.
+  auto secret_path = [&](const std::string& key, const std::string& value,
+                         std::string* out) -> absl::Status {
+    if (value.empty()) {
+      return ConfigError(path, key + " must name a file (remove the key to run without it)");
+    }
+    *out = file_path(value);
+    return absl::OkStatus();
+  };
+  std::set<std::string> seen;
   try {
     for (const auto& kv : root) {
       const std::string key = kv.first.as<std::string>();
+      // yaml-cpp keeps one of two equal keys silently; which one the operator meant
+      // cannot be known.
+      if (!seen.insert(key).second) return ConfigError(path, "key '" + key + "' is given twice");
       if (!kKeys.count(key)) {
         return ConfigError(path, "unknown key '" + key + "' (known: builder_threads, db, "
                                  "golden_check, golden_interval_s, grpc, heartbeat_ms, "
@@ -162,8 +176,12 @@ absl::Status LoadServerConfig(const std::string& path, ServerCommandLine* cl) {
           return ConfigError(path, "'grpc' must be a mapping {max_receive_message_bytes, "
                                    "max_send_message_bytes}");
         }
+        std::set<std::string> seen_grpc;
         for (const auto& g : kv.second) {
           const std::string gkey = g.first.as<std::string>();
+          if (!seen_grpc.insert(gkey).second) {
+            return ConfigError(path, "key 'grpc." + gkey + "' is given twice");
+          }
           int* target = gkey == "max_receive_message_bytes" ? &options->max_receive_message_bytes
                         : gkey == "max_send_message_bytes"  ? &options->max_send_message_bytes
                                                             : nullptr;
@@ -176,6 +194,10 @@ absl::Status LoadServerConfig(const std::string& path, ServerCommandLine* cl) {
         }
         continue;
       }
+      if (kv.second.IsNull() && (key == "tokens" || key == "tls_cert" || key == "tls_key" ||
+                                 key == "tls_client_ca")) {
+        return ConfigError(path, key + " must name a file (remove the key to run without it)");
+      }
       absl::StatusOr<std::string> value = Scalar(kv.second, key);
       if (!value.ok()) return ConfigError(path, std::string(value.status().message()));
       if (key == "listen" || key == "metrics_listen") {
@@ -186,13 +208,13 @@ absl::Status LoadServerConfig(const std::string& path, ServerCommandLine* cl) {
         if (value->empty()) return ConfigError(path, "db must not be empty");
         options->db_path = file_path(*value);
       } else if (key == "tokens") {
-        options->tokens_path = file_path(*value);
+        RETURN_IF_ERROR(secret_path(key, *value, &options->tokens_path));
       } else if (key == "tls_cert") {
-        options->tls_cert_path = file_path(*value);
+        RETURN_IF_ERROR(secret_path(key, *value, &options->tls_cert_path));
       } else if (key == "tls_key") {
-        options->tls_key_path = file_path(*value);
+        RETURN_IF_ERROR(secret_path(key, *value, &options->tls_key_path));
       } else if (key == "tls_client_ca") {
-        options->tls_client_ca_path = file_path(*value);
+        RETURN_IF_ERROR(secret_path(key, *value, &options->tls_client_ca_path));
       } else if (key == "builder_threads") {
         int n = 0;
         if (!absl::SimpleAtoi(*value, &n) || n < 0 || n > 256) {
@@ -254,12 +276,16 @@ absl::StatusOr<ServerCommandLine> ParseServerCommandLine(const std::vector<std::
       ASSIGN_OR_RETURN(cl.options.db_path, value("a value"));
     } else if (a == "--tls-cert") {
       ASSIGN_OR_RETURN(cl.options.tls_cert_path, value("a file"));
+      if (cl.options.tls_cert_path.empty()) return absl::InvalidArgumentError("--tls-cert needs a file, got ''");
     } else if (a == "--tls-key") {
       ASSIGN_OR_RETURN(cl.options.tls_key_path, value("a file"));
+      if (cl.options.tls_key_path.empty()) return absl::InvalidArgumentError("--tls-key needs a file, got ''");
     } else if (a == "--tls-client-ca") {
       ASSIGN_OR_RETURN(cl.options.tls_client_ca_path, value("a file"));
+      if (cl.options.tls_client_ca_path.empty()) return absl::InvalidArgumentError("--tls-client-ca needs a file, got ''");
     } else if (a == "--tokens") {
       ASSIGN_OR_RETURN(cl.options.tokens_path, value("a file"));
+      if (cl.options.tokens_path.empty()) return absl::InvalidArgumentError("--tokens needs a file, got ''");
     } else if (a == "--metrics-listen") {
       ASSIGN_OR_RETURN(cl.options.metrics_listen, value("HOST:PORT, e.g. 127.0.0.1:9090"));
       if (cl.options.metrics_listen.empty())

@@ -120,6 +120,26 @@ TEST_F(ServerConfigTest, BadFilesAreClearErrors) {
   EXPECT_NE(std::string(named.status().message()).find(path), std::string::npos);
 }
 
+// A config that names no secret where a key for one stands must not start an open
+// server; a key given twice is an error (yaml-cpp would keep one of them silently).
+TEST_F(ServerConfigTest, EmptySecretPathsAndDuplicateKeysAreErrors) {
+  for (const char* key : {"tokens", "tls_cert", "tls_key", "tls_client_ca"}) {
+    const std::string k(key);
+    EXPECT_NE(Error(k + ": \"\"\n").find(k + " must name a file"), std::string::npos) << k;
+    EXPECT_NE(Error(k + ":\n").find(k + " must name a file"), std::string::npos) << k;
+  }
+  EXPECT_NE(Error("tokens: a\nlisten: 127.0.0.1:1\ntokens: \"\"\n").find("key 'tokens' is given twice"),
+            std::string::npos);
+  EXPECT_NE(Error("grpc:\n  max_send_message_bytes: 2MiB\n  max_send_message_bytes: 4MiB\n")
+                .find("'grpc.max_send_message_bytes' is given twice"),
+            std::string::npos);
+  for (const char* flag : {"--tokens", "--tls-cert", "--tls-key", "--tls-client-ca"}) {
+    auto cl = ParseServerCommandLine({flag, ""});
+    ASSERT_FALSE(cl.ok()) << flag;
+    EXPECT_NE(std::string(cl.status().message()).find("needs a file"), std::string::npos) << flag;
+  }
+}
+
 TEST_F(ServerConfigTest, BadFlagsAreClearErrors) {
   auto bad_size = ParseServerCommandLine({"--max-receive-message-bytes", "huge"});
   ASSERT_FALSE(bad_size.ok());

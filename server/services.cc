@@ -119,6 +119,13 @@ grpc::Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::Regi
   if (req->workers() < 0 || req->workers() > 256) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "workers must be 0..256");
   }
+  // The peak-speed bound on results scales with the cores: an agent may not claim
+  // more than any machine has.
+  if (req->capabilities().cores() < 0 || req->capabilities().cores() > Target::kMaxThreads) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "capabilities.cores must be 0.." + std::to_string(Target::kMaxThreads) +
+                            ", got " + std::to_string(req->capabilities().cores()));
+  }
   std::string session_token;
   std::string id = registry_->Register(req->device_key(), req->capabilities(),
                                        std::max(1, req->workers()), /*checking=*/health_ != nullptr,

@@ -14,6 +14,8 @@
 #include <fstream>
 #include <thread>
 
+#include "compiler/support/rpc_credentials.h"
+#include "compiler/target/target.h"
 #include "server/auth.h"
 #include "tests/process_util.h"
 #include "server/server.h"
@@ -31,21 +33,26 @@ const std::string kBob = "bob-token-0123456789abc";
 const std::string kAdmin = "admin-token-0123456789";
 const std::string kAgent2 = "second-agent-token-0123";
 
+// A server on a free loopback port with `dir`'s tokens file and the db `db` there.
+ServerOptions TokenServerOptions(const std::string& dir, const std::string& db) {
+  ServerOptions o;
+  o.listen = "127.0.0.1:0";
+  o.db_path = dir + "/" + db;
+  o.tokens_path = dir + "/tokens";
+  o.builder_threads = 1;
+  return o;
+}
+
 class AuthTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = (std::filesystem::temp_directory_path() / ("tf_auth_" + std::to_string(getpid())))
                .string();
     std::filesystem::create_directories(dir_);
-    std::ofstream(dir_ + "/tokens") << "agent farm " << kAgent << "\nagent farm2 " << kAgent2
-                                    << "\nuser alice " << kAlice
-                                    << "\nuser bob " << kBob << "\nadmin ops " << kAdmin << "\n";
-    ServerOptions o;
-    o.listen = "127.0.0.1:0";
-    o.db_path = dir_ + "/auth.db";
-    o.tokens_path = dir_ + "/tokens";
-    o.builder_threads = 1;
-    auto server = Server::Start(o);
+    testing::WriteSecret(dir_ + "/tokens", "agent farm " + kAgent + "\nagent farm2 " + kAgent2 +
+                                               "\nuser alice " + kAlice + "\nuser bob " + kBob +
+                                               "\nadmin ops " + kAdmin + "\n");
+    auto server = Server::Start(TokenServerOptions(dir_, "auth.db"));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
@@ -107,6 +114,47 @@ class AuthTest : public ::testing::Test {
   std::unique_ptr<v1::FarmService::Stub> farm_;
   std::unique_ptr<v1::DatabaseService::Stub> db_;
 };
+
+// Secrets readable by others are refused as ssh refuses such keys, and a refused start
+// leaves no db file behind.
+TEST(ServerSecretsTest, GroupOrWorldReadableSecretsRefuseTheStartAndLeaveNoDb) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("tf_secrets_" + std::to_string(getpid()))).string();
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/tokens") << "admin ops " << kAdmin << "\n";
+  std::filesystem::permissions(dir + "/tokens", std::filesystem::perms::owner_read |
+                                                    std::filesystem::perms::owner_write |
+                                                    std::filesystem::perms::group_read |
+                                                    std::filesystem::perms::others_read);
+  const ServerOptions o = TokenServerOptions(dir, "new.db");
+  auto refused = Server::Start(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(std::string(refused.status().message()).find("mode 0644"), std::string::npos)
+      << refused.status();
+  EXPECT_NE(std::string(refused.status().message()).find("chmod 600"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(o.db_path));
+  // A tokens file with a bad line: no db either.
+  testing::WriteSecret(dir + "/tokens", "admin ops short\n");
+  EXPECT_FALSE(Server::Start(o).ok());
+  EXPECT_FALSE(std::filesystem::exists(o.db_path));
+  std::filesystem::remove_all(dir);
+}
+
+// Loopback is an address (or the name localhost), never a name that merely starts
+// like one.
+TEST(LoopbackTest, OnlyLoopbackAddressesAreLoopback) {
+  for (const char* a : {"127.0.0.1:7070", "127.1.2.3:1", "localhost:7070", "[::1]:7070",
+                        "[::ffff:127.0.0.1]:80"}) {
+    EXPECT_TRUE(IsLoopbackAddress(a)) << a;
+  }
+  for (const char* a : {"127.0.0.1.nip.io:7070", "127.example.com:1", "0.0.0.0:7070",
+                        "10.0.0.1:7070", "[::]:7070", "ip6-localhost:1", "localhost.evil:1",
+                        "[::1:7070", "128.0.0.1:1", "[::ffff:10.0.0.1]:80"}) {
+    EXPECT_FALSE(IsLoopbackAddress(a)) << a;
+  }
+  EXPECT_FALSE(CheckTransport("127.0.0.1.nip.io:7070", "", false).ok());
+  EXPECT_TRUE(CheckTransport("127.0.0.1:7070", "", false).ok());
+}
 
 TEST_F(AuthTest, MissingOrUnknownTokenIsUnauthenticatedOnEveryService) {
   for (const std::string& token : {std::string(), std::string("not-a-token-at-all-xyz")}) {
@@ -187,6 +235,30 @@ TEST_F(AuthTest, WrongRoleIsPermissionDenied) {
   EXPECT_EQ(Farm(kAgent), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(Register(kAlice), grpc::StatusCode::PERMISSION_DENIED);  // user as an agent
   EXPECT_EQ(Register(kAgent), grpc::StatusCode::OK);
+}
+
+// The peak-speed bound on results scales with an agent's cores: a claim of more cores
+// than any machine has is refused at registration (it let 1e-15 s results through).
+TEST_F(AuthTest, AnAgentCannotClaimUnboundedCores) {
+  for (int cores : {-1, 1025, 2147483647}) {
+    v1::RegisterRequest req;
+    req.set_device_key("k");
+    req.mutable_capabilities()->set_cores(cores);
+    v1::RegisterResponse resp;
+    grpc::Status st = agents_->Register(Ctx(kAgent).get(), req, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << cores;
+    EXPECT_NE(st.error_message().find("cores must be 0..1024"), std::string::npos) << st.error_message();
+  }
+  v1::RegisterRequest req;
+  req.set_device_key("k");
+  req.mutable_capabilities()->set_cores(1024);
+  v1::RegisterResponse resp;
+  EXPECT_TRUE(agents_->Register(Ctx(kAgent).get(), req, &resp).ok());
+  Target huge;
+  huge.num_threads = 2147483647;
+  Target most = huge;
+  most.num_threads = Target::kMaxThreads;
+  EXPECT_EQ(huge.PlausiblePeakGflops(), most.PlausiblePeakGflops());
 }
 
 // The auth matrix: every RPC of every service with no token, an unknown token and a
@@ -352,8 +424,8 @@ class MutualTlsTest : public ::testing::Test {
     Openssl({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", Path("server.key"),
              "-out", Path("server.crt"), "-days", "1", "-subj", "/CN=localhost", "-addext",
              "subjectAltName=IP:127.0.0.1"});
-    std::ofstream(Path("tokens")) << "agent farm " << kAgent << "\nuser alice " << kAlice
-                                  << "\nadmin ops " << kAdmin << "\n";
+    testing::WriteSecret(Path("tokens"),
+                         "agent farm " + kAgent + "\nuser alice " + kAlice + "\nadmin ops " + kAdmin + "\n");
     ServerOptions o;
     o.listen = "127.0.0.1:0";
     o.db_path = Path("mtls.db");

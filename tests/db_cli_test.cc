@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "compiler/target/target.h"
 #include "compiler/task/task.h"
 #include "compiler/templates/template.h"
 #include "db/database.h"
@@ -19,6 +20,17 @@ namespace {
 using testing::RunCommand;
 
 const std::string kBin = TF_BIN_DIR;
+
+// The key of the test's target, derived from its fields as the tuner does (imports
+// refuse a key that is not).
+std::string EpycKey() {
+  Target t;
+  t.triple = "x86_64";
+  t.cpu = "znver4";
+  t.num_threads = 4;
+  t.device_key = "epyc";
+  return t.Key();
+}
 
 class DbCliTest : public ::testing::Test {
  protected:
@@ -48,7 +60,7 @@ class DbCliTest : public ::testing::Test {
         ASSERT_TRUE(tmpl.ok()) << tmpl.status();
         r.template_name = (*tmpl)->name();
         r.template_version = (*tmpl)->version() - (stale ? 1 : 0);
-        r.target = TargetInfo{"tk-epyc", "x86_64", "znver4", "", 4, "epyc"};
+        r.target = TargetInfo{EpycKey(), "x86_64", "znver4", "", 4, "epyc"};
         r.config_json = "{\"i\":" + std::to_string(i % 5) + "}";
         r.result.costs = {1e-3 * (i + 1)};
         r.result.error = i == 2 ? MeasureErrorKind::kWrongAnswer : MeasureErrorKind::kNone;
@@ -133,6 +145,29 @@ TEST_F(DbCliTest, BadInputIsAOneLineError) {
   auto r = Db({"import", dir_ + "/junk.jsonl", "--db", dir_ + "/a.db"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("not a tuneforge log header"), std::string::npos) << r.err;
+  // A failed import into a new db leaves no file; nor does a merge from nowhere.
+  r = Db({"import", dir_ + "/junk.jsonl", "--db", dir_ + "/new.db"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/new.db"));
+  r = Db({"merge", dir_ + "/new.db", dir_ + "/nowhere.db"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/new.db"));
+  // A line that names another task's workload key or a poisoned FLOP count is
+  // rejected with the reason, whatever else the file holds.
+  r = Db({"export", "--db", dir_ + "/a.db", "--out", dir_ + "/a.jsonl"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  {
+    std::ifstream in(dir_ + "/a.jsonl");
+    std::string header, line;
+    std::getline(in, header);
+    std::getline(in, line);
+    nlohmann::json j = nlohmann::json::parse(line);
+    j["workload"]["flops"] = 1e24;
+    std::ofstream(dir_ + "/poisoned.jsonl") << header << "\n" << j.dump() << "\n";
+  }
+  r = Db({"import", dir_ + "/poisoned.jsonl", "--db", dir_ + "/new.db", "--json"});
+  EXPECT_NE(r.out.find("workload flops 1e+24 are not the"), std::string::npos) << r.out << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/new.db"));
   r = Db({"compact", "--db", dir_ + "/a.db"});
   EXPECT_NE(r.err.find("--keep"), std::string::npos) << r.err;
   r = Db({"best", "--task", "matmul M=64 N=64 K=64"});
@@ -144,7 +179,7 @@ TEST_F(DbCliTest, BadInputIsAOneLineError) {
   // there is nothing to train on, and it says so; other mistakes are one-line errors.
   r = Db({"train-model", "--db", dir_ + "/a.db"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_NE(r.out.find("skipped matmul on tk-epyc: only 0 usable records"), std::string::npos)
+  EXPECT_NE(r.out.find("skipped matmul on " + EpycKey() + ": only 0 usable records"), std::string::npos)
       << r.out;
   r = Db({"train-model", "--db", dir_ + "/a.db", "--op", "conv2d"});
   EXPECT_NE(r.err.find("no records of op conv2d"), std::string::npos) << r.err;
@@ -181,7 +216,7 @@ TEST_F(DbCliTest, QueriesThroughTheServer) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["config"]["i"], 0);
   r = Db(
-      {"export", "--server", address, "--target-key", "tk-epyc", "--out", dir_ + "/remote.jsonl"});
+      {"export", "--server", address, "--target-key", EpycKey(), "--out", dir_ + "/remote.jsonl"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = Db({"import", dir_ + "/remote.jsonl", "--server", address, "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -193,8 +228,7 @@ TEST_F(DbCliTest, QueriesThroughTheServer) {
 // tokens: users query, only admins compact.
 TEST_F(DbCliTest, MaintenanceThroughTheServerWithRoles) {
   auto write = [&](const std::string& name, const std::string& text) {
-    std::ofstream(dir_ + "/" + name) << text;
-    return dir_ + "/" + name;
+    return testing::WriteSecret(dir_ + "/" + name, text);
   };
   ServerOptions options;
   options.listen = "127.0.0.1:0";
@@ -220,7 +254,7 @@ TEST_F(DbCliTest, MaintenanceThroughTheServerWithRoles) {
   EXPECT_NE(r.out.find("6 records, 1 failed"), std::string::npos) << r.out;
   r = remote({"targets", "--json"}, alice);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("tk-epyc"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(EpycKey()), std::string::npos) << r.out;
   std::ofstream(dir_ + "/tasks.txt") << "matmul M=64 N=64 K=64\nmatmul M=8 N=8 K=8\n";
   r = remote({"status", "--tasks", dir_ + "/tasks.txt", "--device-key", "epyc", "--json"}, alice);
   ASSERT_EQ(r.exit_code, 0) << r.err;

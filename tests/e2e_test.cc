@@ -396,9 +396,12 @@ TEST_F(EndToEndTest, JobWhoseTargetNoAgentMatchesWaitsAndSaysWhy) {
 
 TEST_F(EndToEndTest, TokensAndRolesAreCheckedOnEveryCall) {
   auto write = [&](const std::string& name, const std::string& text) {
-    std::ofstream(dir_ + "/" + name) << text;
-    return dir_ + "/" + name;
+    return testing::WriteSecret(dir_ + "/" + name, text);
   };
+  // A token file others can read is refused, naming the fix.
+  std::ofstream(dir_ + "/open.token") << "alice-token-0123456789\n";
+  std::filesystem::permissions(dir_ + "/open.token", std::filesystem::perms::others_read,
+                               std::filesystem::perm_options::add);
   std::string tokens = write("tokens", "# role name token\n"
                                        "agent farm agent-token-0123456789\n"
                                        "user alice alice-token-0123456789\n"
@@ -427,6 +430,9 @@ TEST_F(EndToEndTest, TokensAndRolesAreCheckedOnEveryCall) {
   EXPECT_NE(none.err.find("missing token"), std::string::npos) << none.err;
   auto bad = with(tune, {"--token-file", wrong});
   EXPECT_NE(bad.err.find("unknown token"), std::string::npos) << bad.err;
+  auto open_token = with(tune, {"--token-file", dir_ + "/open.token"});
+  EXPECT_EQ(open_token.exit_code, 1);
+  EXPECT_NE(open_token.err.find("chmod 600"), std::string::npos) << open_token.err;
   auto as_agent = with(tune, {"--token-file", agent_token});
   EXPECT_NE(as_agent.err.find("may not call"), std::string::npos) << as_agent.err;
 

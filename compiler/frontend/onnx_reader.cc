@@ -55,7 +55,21 @@ absl::Status LoadExternalData(const std::string& model_path, onnx::TensorProto* 
                                         "' is outside the model's directory"));
   }
   fs::path file = fs::path(model_path).parent_path() / relative;
-  std::ifstream in(file, std::ios::binary);
+  // Nor through a symlink that points out of it, and only a regular file (a
+  // directory opens as a stream whose size is nonsense).
+  std::error_code ec;
+  const fs::path dir = fs::canonical(fs::absolute(fs::path(model_path)).parent_path(), ec);
+  const fs::path real = ec ? fs::path() : fs::canonical(file, ec);
+  if (ec) return Bad(model_path, absl::StrCat(where, " file ", file.string(), " cannot be read"));
+  const auto [dir_end, real_it] = std::mismatch(dir.begin(), dir.end(), real.begin(), real.end());
+  if (dir_end != dir.end()) {
+    return Bad(model_path, absl::StrCat(where, " file ", file.string(), " leads to ", real.string(),
+                                        ", outside the model's directory"));
+  }
+  if (!fs::is_regular_file(real, ec)) {
+    return Bad(model_path, absl::StrCat(where, " file ", file.string(), " is not a regular file"));
+  }
+  std::ifstream in(real, std::ios::binary);
   if (!in) return Bad(model_path, absl::StrCat(where, " file ", file.string(), " cannot be read"));
   in.seekg(0, std::ios::end);
   const int64_t size = static_cast<int64_t>(in.tellg());

@@ -155,6 +155,25 @@ TEST_F(OnnxReaderTest, ExternalDataMustStayBesideTheModelAndInRange) {
               HasSubstr("is past the end of"));
   EXPECT_THAT(Error(Edited("mlp_external.onnx", set_entry("offset", "-3"))),
               HasSubstr("external data offset '-3' is not a size"));
+  // A directory (it opened as a stream of nonsense size and aborted the command).
+  std::filesystem::create_directories(dir_ + "/weights.d");
+  EXPECT_THAT(Error(Edited("mlp_external.onnx", set_entry("location", "weights.d"))),
+              HasSubstr("is not a regular file"));
+  EXPECT_THAT(Error(Edited("mlp_external.onnx", set_entry("location", "."))),
+              HasSubstr("tensor 'w1': external data"));
+  // A symlink beside the model that leads out of its directory.
+  const std::string outside = dir_ + "_outside.bin";
+  std::filesystem::copy_file(kModels + "/mlp_external.weights", outside,
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::remove(dir_ + "/link.weights");
+  std::filesystem::create_symlink(outside, dir_ + "/link.weights");
+  EXPECT_THAT(Error(Edited("mlp_external.onnx", set_entry("location", "link.weights"))),
+              HasSubstr("outside the model's directory"));
+  std::filesystem::remove(outside);
+  // A symlink that stays inside is followed.
+  std::filesystem::remove(dir_ + "/link.weights");
+  std::filesystem::create_symlink("mlp_external.weights", dir_ + "/link.weights");
+  EXPECT_EQ(Error(Edited("mlp_external.onnx", set_entry("location", "link.weights"))), "");
 }
 
 }  // namespace

@@ -17,6 +17,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "compiler/codegen/build.h"
 #include "compiler/codegen/ir_analysis.h"
 #include "compiler/graph/kernels.h"
@@ -1174,14 +1176,27 @@ absl::StatusOr<std::vector<float>> ReadNpy(const std::string& path, std::vector<
   shape->clear();
   std::stringstream dims(header.substr(open + 10, close - open - 10));
   std::string item;
-  while (std::getline(dims, item, ',')) {
-    item.erase(0, item.find_first_not_of(' '));
-    if (item.empty()) continue;
-    shape->push_back(std::stoll(item));
-  }
-  int64_t n = 1;
-  for (int64_t d : *shape) n *= d;
   const size_t data_at = header_at + header_len;
+  int64_t n = 1;
+  bool too_big = false, zero = false;
+  while (std::getline(dims, item, ',')) {
+    item = std::string(absl::StripAsciiWhitespace(item));
+    if (item.empty()) continue;
+    int64_t d = 0;
+    if (!absl::SimpleAtoi(item, &d) || d < 0) {
+      return bad("shape dimension '" + item + "' is not a non-negative integer");
+    }
+    shape->push_back(d);
+    // Checked as it grows, so the product cannot overflow (a 0 dimension anywhere
+    // still makes the array empty).
+    zero = zero || d == 0;
+    too_big = too_big || (d > 0 && (__builtin_mul_overflow(n, d, &n) || n > (int64_t{1} << 60)));
+  }
+  if (too_big && !zero) {
+    return bad(absl::StrCat("shape (", absl::StrJoin(*shape, ", "), ") needs more data than the file's ",
+                            all.size() - data_at, " bytes"));
+  }
+  if (zero) n = 0;
   if (all.size() - data_at != static_cast<size_t>(n) * 4) {
     return bad(absl::StrCat("shape (", absl::StrJoin(*shape, ", "), ") needs ", n * 4, " bytes of data, file has ",
                             all.size() - data_at));

@@ -329,6 +329,21 @@ TEST(ExecutorTest, NpyRoundTripAndBadFiles) {
   std::ofstream(dir + "/text.npy") << "hello";
   EXPECT_THAT(ReadNpy(dir + "/text.npy", &shape).status().message(), HasSubstr("no NumPy magic"));
   EXPECT_TRUE(absl::IsNotFound(ReadNpy(dir + "/none.npy", &shape).status()));
+  // Shapes that aborted the command (std::stoll threw, or the product overflowed).
+  auto with_shape = [&](const std::string& dims) {
+    std::string edited = bytes;
+    edited.replace(edited.find("(2,3)"), 5, dims);
+    std::ofstream(dir + "/shape.npy", std::ios::binary) << edited;
+    return std::string(ReadNpy(dir + "/shape.npy", &shape).status().message());
+  };
+  EXPECT_THAT(with_shape("(abc,)"), HasSubstr("shape dimension 'abc' is not"));
+  EXPECT_THAT(with_shape("(1e23,)"), HasSubstr("shape dimension '1e23' is not"));
+  EXPECT_THAT(with_shape("(-6, -1)"), HasSubstr("shape dimension '-6' is not"));
+  EXPECT_THAT(with_shape("(99999999999999999999,)"), HasSubstr("is not a non-negative integer"));
+  EXPECT_THAT(with_shape("(4294967296, 4294967296, 16)"), HasSubstr("needs more data than"));
+  EXPECT_THAT(with_shape("(3,3)"), HasSubstr("needs 36 bytes of data"));
+  EXPECT_THAT(with_shape("(6,1)"), ::testing::IsEmpty());  // same bytes, other shape: fine
+  EXPECT_THAT(with_shape("(9223372036854775807, 0)"), HasSubstr("needs 0 bytes"));
 }
 
 }  // namespace

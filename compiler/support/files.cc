@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -52,7 +54,36 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return bytes.str();
 }
 
+absl::Status CheckSecretFileMode(const std::string& path, const std::string& what) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return absl::OkStatus();
+  if ((st.st_mode & 077) == 0) return absl::OkStatus();
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  return absl::PermissionDeniedError(absl::StrCat(
+      what, " ", path, " is readable or writable by group or others (mode ", mode,
+      "): a secret must be the owner's alone; chmod 600 ", path));
+}
+
+absl::Status WriteSecretFile(const std::string& path, const std::string& bytes) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", path));
+  bool ok = fchmod(fd, 0600) == 0;
+  size_t done = 0;
+  while (ok && done < bytes.size()) {
+    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
+  }
+  ok = close(fd) == 0 && ok;
+  if (!ok) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
+  absl::Status mode = CheckSecretFileMode(path, "secret file");
+  if (!mode.ok()) return mode;
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read secret file ", path));
   std::ostringstream text;

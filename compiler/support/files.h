@@ -32,6 +32,14 @@ absl::StatusOr<std::string> ReadFile(const std::string& path);
 // line, where `ps` shows them.
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path);
 
+// Refuses a secret file (tokens, private keys) that its group or others may read or
+// write, as ssh does with private keys: "`what` PATH is readable by group or others
+// (mode 0644); chmod 600 PATH". A missing file is left to the reader's own error.
+absl::Status CheckSecretFileMode(const std::string& path, const std::string& what);
+
+// WriteFile for secrets: the file is created (or truncated) with mode 0600.
+absl::Status WriteSecretFile(const std::string& path, const std::string& bytes);
+
 // Runs argv (argv[0] looked up in PATH) with stdout and stderr redirected to
 // `log_path`; returns the wait status. Errors only when the program cannot start.
 absl::StatusOr<int> RunAndWait(std::vector<std::string> argv, const std::string& log_path);

@@ -1,5 +1,10 @@
 #include "compiler/support/rpc_credentials.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <algorithm>
+
 #include "compiler/support/files.h"
 #include "compiler/support/status.h"
 
@@ -39,6 +44,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ClientCredentials(
   if (!cert_file.empty()) {
     ASSIGN_OR_RETURN(options.pem_cert_chain,
                      ReadPem("--tls-cert", cert_file, kCertificate, "certificate"));
+    RETURN_IF_ERROR(CheckSecretFileMode(key_file, "--tls-key"));
     ASSIGN_OR_RETURN(options.pem_private_key,
                      ReadPem("--tls-key", key_file, kPrivateKey, "private key"));
   }
@@ -46,12 +52,25 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ClientCredentials(
 }
 
 bool IsLoopbackAddress(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  std::string host = colon == std::string::npos ? address : address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0 ||
-         host == "ip6-localhost";
+  std::string host = address;
+  if (!host.empty() && host.front() == '[') {  // [v6]:port
+    const size_t close = host.find(']');
+    if (close == std::string::npos) return false;
+    host = host.substr(1, close - 1);
+  } else if (std::count(host.begin(), host.end(), ':') == 1) {  // v4 or name, :port
+    host = host.substr(0, host.find(':'));
+  }
+  // An address, parsed: "127.0.0.1.nip.io" is a name anyone's DNS may point anywhere.
+  // The one name trusted is "localhost" (RFC 6761: it always resolves to loopback).
+  if (host == "localhost") return true;
+  in_addr v4;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6;
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+    if (IN6_IS_ADDR_V4MAPPED(&v6)) return v6.s6_addr[12] == 127;
+  }
+  return false;
 }
 
 absl::Status CheckTransport(const std::string& address, const std::string& tls_ca,
@@ -75,6 +94,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
     return absl::InvalidArgumentError("TLS needs both --tls-cert and --tls-key");
   }
   ASSIGN_OR_RETURN(std::string cert, ReadPem("--tls-cert", cert_file, kCertificate, "certificate"));
+  RETURN_IF_ERROR(CheckSecretFileMode(key_file, "--tls-key"));
   ASSIGN_OR_RETURN(std::string key, ReadPem("--tls-key", key_file, kPrivateKey, "private key"));
   grpc::SslServerCredentialsOptions options(
       client_ca_file.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE

@@ -21,7 +21,9 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ClientCredentials(
     const std::string& ca_file, const std::string& cert_file = "",
     const std::string& key_file = "");
 
-// True for HOST:PORT addresses on this machine: 127.0.0.0/8, localhost, [::1].
+// True for HOST:PORT addresses on this machine: an IPv4 address in 127.0.0.0/8, [::1]
+// (or a v4-mapped 127/8), or the name localhost. Other names are not loopback, however
+// they start: 127.0.0.1.nip.io resolves wherever its DNS says.
 bool IsLoopbackAddress(const std::string& address);
 
 // Plaintext gRPC off this machine carries tokens, kernels and results in the clear.

@@ -20,7 +20,7 @@ bool Target::HasFeature(const std::string& name) const {
 
 double Target::PlausiblePeakGflops() const {
   const double flops_per_cycle = MaxF32Lanes() * 2.0 /*FMA*/ * 2.0 /*pipes*/;
-  return flops_per_cycle * 6.0 /*GHz*/ * std::max(1, num_threads);
+  return flops_per_cycle * 6.0 /*GHz*/ * std::clamp(num_threads, 1, kMaxThreads);
 }
 
 int Target::MaxF32Lanes() const {

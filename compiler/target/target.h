@@ -12,7 +12,10 @@ struct Target {
   std::string triple;      // e.g. x86_64-pc-linux-gnu
   std::string cpu;         // LLVM CPU name, e.g. znver4
   std::string features;    // sorted LLVM feature string, e.g. +avx,+avx2,+fma
-  int num_threads = 1;     // threads the generated code uses
+  int num_threads = 1;     // threads the generated code uses (1..kMaxThreads)
+  // More cores than any machine an agent runs on has; an agent reporting more is
+  // refused, and the peak bound never scales past it.
+  static constexpr int kMaxThreads = 1024;
   std::string device_key;  // e.g. epyc-znver4; "local" for the embedded default
 
   // Widest float32 vector the target's features allow: 16 (avx512f), 8 (avx), 4 (sse).
@@ -21,7 +24,8 @@ struct Target {
   // and riscv64 (v0-v31); 16 on other x86 (ymm0-15). What register tiles are sized by.
   int VectorRegisters() const;
   // An upper bound no real machine of this target reaches: float32 FMA on the widest
-  // vectors, two FMA pipes per core, 6 GHz, every thread. A measurement faster than
+  // vectors, two FMA pipes per core, 6 GHz, every thread (at most kMaxThreads). A
+  // measurement faster than
   // this is a lie, not a record (the server rejects it).
   double PlausiblePeakGflops() const;
   bool HasFeature(const std::string& name) const;  // name without '+', e.g. "avx512f"

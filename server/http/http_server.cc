@@ -44,11 +44,14 @@ namespace {
 // One connection: read one request (bounded), answer, close.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, const Handler* handler, const ServerOptions* options)
-      : stream_(std::move(socket)), handler_(handler), options_(options) {
+  // `open` counts the sessions alive (touched only on the I/O thread).
+  Session(tcp::socket socket, const Handler* handler, const ServerOptions* options, int* open)
+      : stream_(std::move(socket)), handler_(handler), options_(options), open_(open) {
+    ++*open_;
     parser_.header_limit(static_cast<std::uint32_t>(options_->max_request_bytes));
     parser_.body_limit(options_->max_request_bytes);
   }
+  ~Session() { --*open_; }
 
   void Start() {
     stream_.expires_after(std::chrono::milliseconds(options_->timeout_ms));
@@ -114,6 +117,7 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   const Handler* handler_;
   const ServerOptions* options_;
+  int* open_;
   beast::flat_buffer buffer_{8192};
   bhttp::request_parser<bhttp::string_body> parser_;
   bhttp::response<bhttp::string_body> response_;
@@ -167,7 +171,12 @@ class ServerImpl : public Server {
  private:
   void Accept() {
     acceptor_.async_accept(io_, [this](beast::error_code ec, tcp::socket socket) {
-      if (!ec) std::make_shared<Session>(std::move(socket), &handler_, &options_)->Start();
+      if (!ec && open_sessions_ >= options_.max_connections) {
+        beast::error_code ignored;
+        socket.close(ignored);  // full: refused at once, not queued
+      } else if (!ec) {
+        std::make_shared<Session>(std::move(socket), &handler_, &options_, &open_sessions_)->Start();
+      }
       if (acceptor_.is_open()) Accept();
     });
   }
@@ -178,6 +187,7 @@ class ServerImpl : public Server {
   tcp::acceptor acceptor_;
   std::thread thread_;
   int port_ = 0;
+  int open_sessions_ = 0;  // I/O thread only
   std::mutex shutdown_mu_;
   bool stopped_ = false;
 };
@@ -189,6 +199,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (options.max_request_bytes < 256) {
     return absl::InvalidArgumentError("max_request_bytes must be at least 256");
   }
+  if (options.max_connections < 1) return absl::InvalidArgumentError("max_connections must be at least 1");
   auto server = std::make_unique<ServerImpl>(options, std::move(handler));
   absl::Status st = server->Bind();
   if (!st.ok()) return st;

@@ -1,7 +1,8 @@
 // HttpServer: a minimal HTTP/1.1 server on Boost.Asio + Boost.Beast for the
 // operational endpoints (/metrics, /healthz). One request per connection (the
-// response closes it), GET and HEAD only, bounded request size and a per-connection
-// timeout, so a slow or hostile client cannot hold it or make it allocate.
+// response closes it), GET and HEAD only, bounded request size, a per-connection
+// timeout and a cap on open connections, so a slow or hostile client cannot hold it,
+// make it allocate or exhaust the process's descriptors.
 //
 // Thread-safe: the handler runs on the server's single I/O thread, one request at a
 // time; it must be quick (render text, answer) and must not block on the network.
@@ -28,6 +29,9 @@ struct ServerOptions {
   std::string listen;                // HOST:PORT; port 0 picks a free port
   size_t max_request_bytes = 8192;   // request line + headers + body; larger -> 413
   int timeout_ms = 5000;             // to read the request and write the answer
+  // Connections open at once; one more is closed as soon as it is accepted, so idle
+  // clients cannot take the descriptors that gRPC and SQLite need.
+  int max_connections = 32;
 };
 
 class Server {

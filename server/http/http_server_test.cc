@@ -2,7 +2,15 @@
 // address errors.
 #include "server/http/http_server.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
 
 #include "server/http/http_client.h"
 
@@ -60,6 +68,38 @@ TEST(HttpServerTest, BadAddressesAreClearErrors) {
   auto taken = Server::Start(ServerOptions{"127.0.0.1:" + std::to_string(first->port())}, handler);
   ASSERT_FALSE(taken.ok());
   EXPECT_EQ(taken.status().code(), absl::StatusCode::kUnavailable) << taken.status();
+}
+
+// Idle connections up to the cap are held (until their timeout); one more is closed
+// at once, so no client can take every descriptor of the process. Served again when
+// the idle ones are gone.
+TEST(HttpServerTest, OpenConnectionsAreCappedAndIdleOnesTimeOut) {
+  ServerOptions options{"127.0.0.1:0", 8192, 400, 3};
+  auto server = Server::Start(options, [](const std::string&) { return Response{200, "text/plain", "ok\n"}; });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  auto connect = [&] {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    return fd;
+  };
+  std::vector<int> idle;
+  for (int i = 0; i < 3; ++i) idle.push_back(connect());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // all three accepted
+  const auto start = std::chrono::steady_clock::now();
+  ClientResponse refused = Get("127.0.0.1", port, "/x");
+  EXPECT_EQ(refused.status, 0) << "a fourth connection was served";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300));  // closed, not held
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // the idle ones time out
+  EXPECT_EQ(Get("127.0.0.1", port, "/x").status, 200);
+  for (int fd : idle) close(fd);
+  EXPECT_FALSE(Server::Start(ServerOptions{"127.0.0.1:0", 8192, 400, 0}, [](const std::string&) {
+                 return Response{};
+               }).ok());
 }
 
 TEST(HttpServerTest, ShutdownIsIdempotentAndStopsServing) {
