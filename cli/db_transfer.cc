@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "absl/strings/ascii.h"
 #include "compiler/support/status.h"
 #include "compiler/task/task.h"
 #include "db/log_io.h"
@@ -122,6 +123,19 @@ absl::StatusOr<int> DbImport(const Flags& flags) {
   }
   std::ifstream in(file, std::ios::binary);
   if (!in) return absl::NotFoundError("cannot read " + file);
+  if (std::filesystem::is_directory(file)) return absl::InvalidArgumentError(file + " is a directory");
+  if (format == "tuneforge") {
+    // The header before the db: a file that is not a log changes nothing, creates nothing.
+    std::string first;
+    while (std::getline(in, first)) {  // blank and '#' lines may come first, as ImportLog reads
+      absl::string_view stripped = absl::StripAsciiWhitespace(first);
+      if (!stripped.empty() && stripped[0] != '#') break;
+    }
+    absl::Status header = CheckLogHeader(first);
+    if (!header.ok()) return absl::InvalidArgumentError(file + ": " + std::string(header.message()));
+    in.clear();
+    in.seekg(0);
+  }
   // A local db this import creates is removed again when nothing came of it (a bad
   // file, or every line rejected): a failed import leaves no file behind.
   const std::string db_path = flags.Has("db") ? flags.Get("db") : "";

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   if (!flags.ok()) {
     std::fprintf(stderr, "tuneforge-agent: %s (see --help)\n",
                  std::string(flags.status().message()).c_str());
-    return 2;
+    return 1;
   }
   if (flags->help) {
     std::fputs(tuneforge::agent::AgentUsage().c_str(), stdout);

@@ -18,7 +18,7 @@ void OnSignal(int) { g_stop = 1; }
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "tuneforge-server: %s\n", msg.c_str());
-  return 2;
+  return 1;
 }
 
 }  // namespace

@@ -64,7 +64,7 @@ TEST(LogFormatTest, ServerLogsOneJsonObjectPerLine) {
     EXPECT_TRUE(saw_shutdown) << server.Stderr();
   }
   auto bad = RunCommand({kBin + "/tuneforge-server", "--log-format", "xml"}, dir);
-  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("--log-format must be text or json"), std::string::npos) << bad.err;
   std::filesystem::remove_all(dir);
 }

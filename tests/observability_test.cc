@@ -214,7 +214,7 @@ TEST_F(ObservabilityTest, ConfigFileSetsEndpointsAndMessageLimits) {
   std::ofstream(dir_ + "/bad.yaml") << "listen: 127.0.0.1:0\nmetrics: yes\n";
   auto bad = RunCommand({kBin + "/tuneforge-server", "--config", dir_ + "/bad.yaml"}, dir_,
                         std::chrono::seconds(60));
-  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("bad.yaml: unknown key 'metrics'"), std::string::npos) << bad.err;
 }
 
@@ -224,12 +224,12 @@ TEST_F(ObservabilityTest, BadMetricsAddressesAreClearErrors) {
     auto r = RunCommand({kBin + "/tuneforge-server", "--listen", "127.0.0.1:0", "--db",
                          dir_ + "/bad.db", "--metrics-listen", bad},
                         dir_, std::chrono::seconds(60));
-    EXPECT_EQ(r.exit_code, 2) << bad << r.err;
+    EXPECT_EQ(r.exit_code, 1) << bad << r.err;
     EXPECT_NE(r.err.find("--metrics-listen"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(bad), std::string::npos) << r.err;
   }
   auto missing = RunCommand({kBin + "/tuneforge-server", "--metrics-listen"}, dir_);
-  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("--metrics-listen needs HOST:PORT"), std::string::npos) << missing.err;
 }
 
