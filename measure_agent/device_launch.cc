@@ -3,6 +3,8 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cmath>
+#include <random>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -57,18 +59,33 @@ std::string Basename(const std::string& path) {
 }
 
 // Runs `command` under `timeout` (a hung board or emulator cannot hold the agent),
-// its output into `log`. The exit code, 124/137 on timeout; -1 when it cannot start.
-int RunBounded(const std::vector<std::string>& command, int timeout_ms, const std::string& log) {
+// its output into `log` and `input` (if any) on its stdin. The exit code, 124/137 on
+// timeout; -1 when it cannot start.
+int RunBounded(const std::vector<std::string>& command, int timeout_ms, const std::string& log,
+               const std::string* input = nullptr) {
   char seconds[32];
   std::snprintf(seconds, sizeof(seconds), "%.3f", std::max(1, timeout_ms) / 1000.0);
   std::vector<std::string> argv = {"timeout", "--kill-after=2", seconds};
   argv.insert(argv.end(), command.begin(), command.end());
-  absl::StatusOr<int> status = RunAndWait(argv, log);
+  absl::StatusOr<int> status = RunAndWait(argv, log, input);
   if (!status.ok()) return -1;
   return WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
 }
 
 bool TimedOut(int code) { return code == 124 || code == 137; }
+
+// 128 random bits as hex: the runner prints it in its result line, which the kernel
+// (in a child process of the runner) cannot read or print.
+std::string Nonce() {
+  std::random_device rd;
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 4; ++i) {
+    uint32_t v = rd();
+    for (int j = 0; j < 8; ++j, v >>= 4) out += kHex[v & 15];
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -112,6 +129,19 @@ void MeasureOnDevice(const MeasureRequest& request, const DeviceLaunch& device, 
                            request.prepack_symbol().empty() ? "-" : request.prepack_symbol(),
                            request.unpack_symbol().empty() ? "-" : request.unpack_symbol(), std::to_string(runs)});
   int64_t output_elements = 0;
+  // The expected output goes to the runner, which checks every run against it (and
+  // removes the file before it loads the kernel); the agent checks the output again.
+  const std::string expected_path = dir + "/expected.bin";
+  {
+    const auto* e = reinterpret_cast<const float*>(request.expected_output().data());
+    const std::vector<float> values(e, e + request.expected_output().size() / sizeof(float));
+    if (!WriteFloats(expected_path, values)) {
+      return Fail(result, tuneforge::v1::RUNTIME_ERROR, "cannot write the expected output");
+    }
+    char tolerance[64];
+    std::snprintf(tolerance, sizeof tolerance, "%.9g:%.9g", request.atol(), request.rtol());
+    argv.push_back(absl::StrCat("check:", values.size(), ":", tolerance, ":", on_device(expected_path)));
+  }
   for (int i = 0; i < request.buffers_size(); ++i) {
     const auto& b = request.buffers(i);
     const std::string n = std::to_string(b.num_elements());
@@ -149,7 +179,10 @@ void MeasureOnDevice(const MeasureRequest& request, const DeviceLaunch& device, 
       }
     }
   }
-  const int code = RunBounded(argv, timeout_ms, dir + "/device.log");
+  const std::string nonce = Nonce();
+  const std::string stdin_line = nonce + "\n";
+  const int code = RunBounded(argv, timeout_ms, dir + "/device.log", &stdin_line);
+  std::remove(expected_path.c_str());
   if (code < 0) {
     return Fail(result, tuneforge::v1::RUNTIME_ERROR, "cannot start the launcher");
   }
@@ -159,13 +192,18 @@ void MeasureOnDevice(const MeasureRequest& request, const DeviceLaunch& device, 
                 absl::StrCat("the device did not answer within ", timeout_ms, " ms (launcher '",
                              device.launcher.empty() ? device.runner : device.launcher[0], "')"));
   }
-  // The runner's result line (a launcher may print before it).
+  // The runner's result line, known by this run's nonce (a launcher may print before
+  // it; a kernel may print anything, but not the nonce).
   double cost = -1;
   std::istringstream lines(log);
   std::string line;
+  const std::string ok = "ok nonce=" + nonce + " seconds=";
   while (std::getline(lines, line))
-    if (line.rfind("ok seconds=", 0) == 0) cost = std::strtod(line.c_str() + 11, nullptr);
-  if (code != 0 || cost < 0) {
+    if (line.rfind(ok, 0) == 0) cost = std::strtod(line.c_str() + ok.size(), nullptr);
+  if (code != 0 && LastLine(log).rfind("error wrong answer", 0) == 0) {
+    return Fail(result, tuneforge::v1::WRONG_ANSWER, "device runner: " + LastLine(log));
+  }
+  if (code != 0 || !(cost > 0) || !std::isfinite(cost)) {
     return Fail(result, tuneforge::v1::RUNTIME_ERROR,
                 absl::StrCat("device runner failed (exit ", code, "): ", LastLine(log)));
   }

@@ -4,6 +4,7 @@
 // exact build of the agent that spawned it.
 
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <sched.h>
 #include <signal.h>
 
@@ -46,6 +47,10 @@ int main(int argc, char** argv) {
     SandboxChildMain(argc, argv);
   }
 
+  // No other unprivileged process (a device kernel under qemu-user on this machine
+  // among them) may read this one's memory (its token, a device run's nonce) through
+  // /proc/<pid>/mem or ptrace. The sandbox child above is exec'd and dumpable again.
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   absl::StatusOr<tuneforge::agent::AgentFlags> flags =
       tuneforge::agent::ParseAgentFlags(std::vector<std::string>(argv + 1, argv + argc));
   if (!flags.ok()) {

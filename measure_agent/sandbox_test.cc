@@ -374,6 +374,32 @@ TEST_F(DeviceLaunchTest, LauncherFailuresHangsAndWrongArchitectureAreErrors) {
   EXPECT_EQ(wrong_arch.costs_size(), 0);
 }
 
+// The device runner holds the verdict in a process the kernel cannot write into
+// (issue 63): a kernel that prints a forged result line (with a fake time) is an
+// error, one that does the work only when untimed is a wrong answer, and an honest
+// kernel is measured. Natively, with this machine's runner (no launcher).
+TEST_F(DeviceLaunchTest, DeviceKernelsCannotForgeTheirTimeOrSkipTheirWork) {
+  options_.device.runner = HOST_RUNNER_PATH;
+  MeasureResult good = Run(MakeKernelRequest(ADD_KERNEL_PATH, "add_kernel", "d3"));
+  EXPECT_EQ(good.error(), tuneforge::v1::NONE) << good.error_message();
+  ASSERT_EQ(good.costs_size(), 1);
+  EXPECT_GT(good.costs(0), 0);
+
+  MeasureResult fake = Run(MakeKernelRequest(BAD_KERNELS_PATH, "device_fake_time_kernel", "d4"));
+  EXPECT_EQ(fake.error(), tuneforge::v1::RUNTIME_ERROR) << fake.error_message();
+  EXPECT_THAT(fake.error_message(), HasSubstr("the kernel printed"));
+  EXPECT_EQ(fake.costs_size(), 0);
+
+  MeasureResult lazy = Run(MakeKernelRequest(BAD_KERNELS_PATH, "device_lazy_kernel", "d5"));
+  EXPECT_EQ(lazy.error(), tuneforge::v1::WRONG_ANSWER) << lazy.error_message();
+  EXPECT_THAT(lazy.error_message(), HasSubstr("of run 2"));
+  EXPECT_EQ(lazy.costs_size(), 0);
+
+  MeasureResult changer = Run(MakeKernelRequest(BAD_KERNELS_PATH, "input_write_kernel", "d6"));
+  EXPECT_EQ(changer.error(), tuneforge::v1::RUNTIME_ERROR) << changer.error_message();
+  EXPECT_THAT(changer.error_message(), HasSubstr("changed its input"));
+}
+
 // A device that does not share the agent's files: a copy to it that fails or hangs is
 // a measurement error naming the file, never a speed.
 TEST_F(DeviceLaunchTest, CopyFailuresAreErrors) {

@@ -83,14 +83,24 @@ void ExpectCorrectOnDevice(const Device& device, const Target& target, const Tun
       argv.push_back("in:" + n + ":" + path);
     }
   }
+  {
+    WriteFloats(dir + "/expected.bin", *expected);
+    const Tolerance tol = ToleranceFor(task);
+    char check[96];
+    std::snprintf(check, sizeof check, "check:%zu:%.9g:%.9g:", expected->size(), tol.atol, tol.rtol);
+    argv.push_back(check + dir + "/expected.bin");
+  }
   std::remove((dir + "/out.bin").c_str());
-  auto status = RunAndWait(argv, dir + "/run.log");
+  const std::string nonce = "0123456789abcdef0123\n";
+  auto status = RunAndWait(argv, dir + "/run.log", &nonce);
   ASSERT_TRUE(status.ok()) << status.status();
   auto log = ReadFile(dir + "/run.log");
   ASSERT_TRUE(log.ok());
   ASSERT_EQ(*status, 0) << device.arch << " " << task.CanonicalText() << " " << config.ToJson() << ": " << *log;
   // The runner's one line (a launcher may print its own before it).
-  ASSERT_TRUE(log->rfind("ok seconds=", 0) == 0 || log->find("\nok seconds=") != std::string::npos) << *log;
+  ASSERT_TRUE(log->rfind("ok nonce=0123456789abcdef0123 seconds=", 0) == 0 ||
+              log->find("\nok nonce=0123456789abcdef0123 seconds=") != std::string::npos)
+      << *log;
   const std::vector<float> out = ReadFloats(dir + "/out.bin", expected->size());
   const Tolerance tol = ToleranceFor(task);
   for (size_t i = 0; i < out.size(); ++i) {

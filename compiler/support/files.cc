@@ -94,9 +94,26 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
   return s.substr(begin, end - begin + 1);
 }
 
-absl::StatusOr<int> RunAndWait(std::vector<std::string> argv, const std::string& log_path) {
+absl::StatusOr<int> RunAndWait(std::vector<std::string> argv, const std::string& log_path,
+                               const std::string* input) {
+  int in_pipe[2] = {-1, -1};
+  if (input) {
+    // Written before the program starts, while this process holds the read end (no
+    // SIGPIPE whatever the program does): the pipe's buffer holds it all.
+    if (input->size() > 4096) return absl::InvalidArgumentError("RunAndWait input over 4 KiB");
+    if (pipe2(in_pipe, O_CLOEXEC) != 0) {
+      return absl::InternalError(absl::StrCat("pipe failed: ", std::strerror(errno)));
+    }
+    const bool written = write(in_pipe[1], input->data(), input->size()) == static_cast<ssize_t>(input->size());
+    close(in_pipe[1]);
+    if (!written) {
+      close(in_pipe[0]);
+      return absl::InternalError("cannot write a program's input");
+    }
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
+  if (input) posix_spawn_file_actions_adddup2(&actions, in_pipe[0], STDIN_FILENO);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
@@ -106,6 +123,7 @@ absl::StatusOr<int> RunAndWait(std::vector<std::string> argv, const std::string&
   pid_t pid = 0;
   int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  if (input) close(in_pipe[0]);
   if (rc != 0) {
     return absl::InternalError(absl::StrCat("cannot start '", argv[0], "': ", std::strerror(rc)));
   }

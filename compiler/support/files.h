@@ -42,7 +42,10 @@ absl::Status WriteSecretFile(const std::string& path, const std::string& bytes);
 
 // Runs argv (argv[0] looked up in PATH) with stdout and stderr redirected to
 // `log_path`; returns the wait status. Errors only when the program cannot start.
-absl::StatusOr<int> RunAndWait(std::vector<std::string> argv, const std::string& log_path);
+// `input` (when not null) is written to the program's stdin through a pipe, which is
+// then closed; else stdin is inherited.
+absl::StatusOr<int> RunAndWait(std::vector<std::string> argv, const std::string& log_path,
+                               const std::string* input = nullptr);
 
 // Runs argv like RunAndWait and turns a non-zero exit into an Internal error that
 // carries the program's output.

@@ -3,30 +3,56 @@
  * Dependency-free C (libc and libdl only), cross-built for each architecture the
  * project's build has a cross compiler for (measure_agent/CMakeLists.txt), and run on
  * the device through a launcher: here `qemu-aarch64 -L /usr/aarch64-linux-gnu`, on a
- * farm `ssh board` or `adb shell`. It loads the kernel's shared object, fills its
- * buffers from files, runs the prepack entry once, times `runs` calls of the kernel,
- * runs the unpack entry, writes the output buffer to its file and prints one line:
+ * farm `ssh board` or `adb shell`.
  *
- *   ok seconds=<median of the runs> runs=<n>
- *   error <what went wrong>          (exit status 1)
- *
- * usage: tuneforge-runner KERNEL.so ENTRY PREPACK|- UNPACK|- RUNS BUFFER...
+ * usage: tuneforge-runner KERNEL.so ENTRY PREPACK|- UNPACK|- RUNS BUFFER... < NONCE
  *   BUFFER is one kernel argument, in entry-point order:
  *     in:N:PATH    N floats read from PATH (an input)
- *     out:N:PATH   N floats written to PATH after the run (the output)
+ *     out:N:PATH   N floats written to PATH after the runs (the output)
  *     tmp:N        N floats of scratch (the kernel's internal layouts)
+ *   and, once, not a kernel argument:
+ *     check:N:ATOL:RTOL:PATH   the expected output (N floats): read, then removed,
+ *                              before the kernel is loaded
+ *   stdin: one line, the nonce the agent made for this run.
+ *
+ * The kernel is hostile until proven otherwise (issue 63). It runs in a child process
+ * that this one forks before loading it; this process (the verdict's holder) never
+ * runs kernel code:
+ *   - the buffers are shared memory; this process fills the inputs, poisons the output
+ *     with NaN before every timed run and checks it against the expected output after
+ *     every run (the child never has the expected output: it is scrubbed from the
+ *     child's copy of memory, and its file removed, before the kernel loads), and checks
+ *     at the end that every input is bit for bit what it wrote;
+ *   - it times each run with its own clock around a round trip on a pipe ("run once"),
+ *     less the round trip of an empty command;
+ *   - the child's stdout and stderr are a pipe this process reads: a kernel that
+ *     prints anything (a fake result line, say) is an error; and this process is not
+ *     dumpable (PR_SET_DUMPABLE 0: no /proc/<pid>/mem or /fd of it for another
+ *     unprivileged process), so the kernel can neither print on this process's
+ *     stdout nor read its nonce, and the agent accepts only a line with the nonce:
+ *
+ *   ok nonce=<nonce> seconds=<median of the runs> runs=<n>
+ *   error <what went wrong>          (exit status 1)
  *
  * The kernel's parallel loops call tf_parallel_for, which this program exports
  * (linked with -rdynamic) and runs serially: a device runner measures one core; the
  * host's thread pool is not part of a device's kernel.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef int32_t (*Entry)(void**);
 
@@ -35,7 +61,13 @@ void tf_parallel_for(int64_t n, int32_t num_threads, void (*fn)(int64_t, void*),
   for (int64_t i = 0; i < n; ++i) fn(i, closure);
 }
 
+static pid_t g_child = -1;
+
 static int Fail(const char* what, const char* detail) {
+  if (g_child > 0) {
+    kill(g_child, SIGKILL);
+    waitpid(g_child, NULL, 0);
+  }
   printf("error %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
   return 1;
 }
@@ -51,67 +83,231 @@ static int CompareDoubles(const void* a, const void* b) {
   return x < y ? -1 : x > y;
 }
 
+/* 64-byte aligned, shared with the child (MAP_SHARED before fork), zeroed. */
+static void* SharedFloats(long n) {
+  size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
+  void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static int ReadFloats(const char* path, float* to, long n) {
+  FILE* f = path ? fopen(path, "rb") : NULL;
+  if (!f) return 0;
+  size_t got = fread(to, sizeof(float), (size_t)n, f);
+  fclose(f);
+  return got == (size_t)n;
+}
+
+static int ReadAll(int fd, void* to, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = read(fd, (char*)to + done, n - done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return 0;
+    done += (size_t)r;
+  }
+  return 1;
+}
+
+/* The child: loads the kernel and runs what it is told, one byte per command
+ * ('P' prepack, 'R' the entry once, 'U' unpack, 'N' nothing), one byte per answer
+ * (0 done, 1 the kernel returned non-zero); the first answer says whether it loaded.
+ * Exits when the command pipe closes. */
+static void ChildMain(char** argv, void** buffers, int cmd, int reply, int printed) {
+  int null_fd = open("/dev/null", O_RDWR);
+  if (null_fd >= 0) dup2(null_fd, 0);
+  dup2(printed, 1);
+  dup2(printed, 2);
+  unsigned char ok = 0;
+  void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  Entry entry = lib ? (Entry)dlsym(lib, argv[2]) : NULL;
+  Entry prepack = lib && strcmp(argv[3], "-") != 0 ? (Entry)dlsym(lib, argv[3]) : NULL;
+  Entry unpack = lib && strcmp(argv[4], "-") != 0 ? (Entry)dlsym(lib, argv[4]) : NULL;
+  if (!lib) ok = 2;
+  else if (!entry || (strcmp(argv[3], "-") != 0 && !prepack) || (strcmp(argv[4], "-") != 0 && !unpack)) ok = 3;
+  if (write(reply, &ok, 1) != 1 || ok != 0) _exit(1);
+  unsigned char c;
+  while (ReadAll(cmd, &c, 1)) {
+    Entry e = c == 'P' ? prepack : c == 'R' ? entry : c == 'U' ? unpack : NULL;
+    unsigned char status = e && e(buffers) != 0 ? 1 : 0;
+    if (write(reply, &status, 1) != 1) break;
+  }
+  _exit(0);
+}
+
+/* Sends one command to the child and waits for its answer: 0 done, 1 the kernel
+ * returned non-zero, -1 the child is gone. */
+static int Command(int cmd, int reply, unsigned char c) {
+  unsigned char status;
+  if (write(cmd, &c, 1) != 1 || !ReadAll(reply, &status, 1)) return -1;
+  return status;
+}
+
+static int ChildGone(const char* during) {
+  int status = 0;
+  char why[96];
+  if (g_child > 0 && waitpid(g_child, &status, 0) == g_child) {
+    g_child = -1;
+    if (WIFSIGNALED(status)) snprintf(why, sizeof why, "%s (signal %d)", during, WTERMSIG(status));
+    else snprintf(why, sizeof why, "%s (exit %d)", during, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  } else {
+    snprintf(why, sizeof why, "%s", during);
+  }
+  return Fail("the kernel's process ended", why);
+}
+
 int main(int argc, char** argv) {
-  if (argc < 7) return Fail("usage: tuneforge-runner KERNEL.so ENTRY PREPACK|- UNPACK|- RUNS BUFFER...", NULL);
+  /* Before anything else: no other unprivileged process (the kernel's among them)
+   * may read this one's memory or descriptors. */
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  signal(SIGPIPE, SIG_IGN);
+  if (argc < 7) {
+    return Fail("usage: tuneforge-runner KERNEL.so ENTRY PREPACK|- UNPACK|- RUNS BUFFER... < NONCE", NULL);
+  }
+  char nonce[72] = {0};
+  {
+    size_t n = 0;
+    while (n + 1 < sizeof nonce) {
+      ssize_t r = read(0, nonce + n, 1);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0 || nonce[n] == '\n') break;
+      ++n;
+    }
+    nonce[n] = '\0';
+    if (n < 16) return Fail("no nonce on stdin (16 to 70 characters)", NULL);
+  }
   const int runs = atoi(argv[5]);
   if (runs < 1 || runs > 100000) return Fail("RUNS must be 1..100000, got", argv[5]);
-  void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-  if (!lib) return Fail("cannot load the kernel", dlerror());
-  Entry entry = (Entry)dlsym(lib, argv[2]);
-  if (!entry) return Fail("no entry symbol", argv[2]);
-  Entry prepack = NULL, unpack = NULL;
-  if (strcmp(argv[3], "-") != 0 && !(prepack = (Entry)dlsym(lib, argv[3]))) return Fail("no prepack symbol", argv[3]);
-  if (strcmp(argv[4], "-") != 0 && !(unpack = (Entry)dlsym(lib, argv[4]))) return Fail("no unpack symbol", argv[4]);
 
   const int count = argc - 6;
   void** buffers = calloc((size_t)count, sizeof(void*));
   const char** out_path = calloc((size_t)count, sizeof(char*));
   long* sizes = calloc((size_t)count, sizeof(long));
-  if (!buffers || !out_path || !sizes) return Fail("out of memory", NULL);
+  float** inputs = calloc((size_t)count, sizeof(float*)); /* private copies */
+  float* expected = NULL;
+  long expected_n = 0;
+  double abs_tol = 0, rel_tol = 0;
+  int output = -1, args = 0;
+  if (!buffers || !out_path || !sizes || !inputs) return Fail("out of memory", NULL);
   for (int i = 0; i < count; ++i) {
     char* spec = argv[6 + i];
     char* kind = strtok(spec, ":");
     char* n_text = strtok(NULL, ":");
-    char* path = strtok(NULL, "");
     long n = n_text ? atol(n_text) : 0;
-    if (!kind || n < 1) return Fail("bad buffer (in:N:PATH, out:N:PATH or tmp:N)", argv[6 + i]);
-    sizes[i] = n;
-    size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
-    buffers[i] = aligned_alloc(64, bytes);
-    if (!buffers[i]) return Fail("out of memory for a buffer", n_text);
-    memset(buffers[i], 0, bytes);
+    if (!kind || n < 1) return Fail("bad buffer (in:N:PATH, out:N:PATH, tmp:N or check:N:ATOL:RTOL:PATH)", argv[6 + i]);
+    if (strcmp(kind, "check") == 0) {
+      char* atol_text = strtok(NULL, ":");
+      char* rtol_text = strtok(NULL, ":");
+      char* path = strtok(NULL, "");
+      if (!atol_text || !rtol_text || !path || expected) return Fail("bad check (one check:N:ATOL:RTOL:PATH)", NULL);
+      abs_tol = atof(atol_text);
+      rel_tol = atof(rtol_text);
+      expected_n = n;
+      expected = malloc((size_t)n * sizeof(float));
+      if (!expected || !ReadFloats(path, expected, n)) return Fail("cannot read the expected output", path);
+      unlink(path);
+      continue;
+    }
+    char* path = strtok(NULL, "");
+    sizes[args] = n;
+    buffers[args] = SharedFloats(n);
+    if (!buffers[args]) return Fail("out of memory for a buffer", n_text);
     if (strcmp(kind, "in") == 0) {
-      FILE* f = path ? fopen(path, "rb") : NULL;
-      if (!f) return Fail("cannot read input", path);
-      size_t got = fread(buffers[i], sizeof(float), (size_t)n, f);
-      fclose(f);
-      if (got != (size_t)n) return Fail("input file too short", path);
+      inputs[args] = malloc((size_t)n * sizeof(float));
+      if (!inputs[args] || !ReadFloats(path, inputs[args], n)) return Fail("cannot read input", path);
+      memcpy(buffers[args], inputs[args], (size_t)n * sizeof(float));
     } else if (strcmp(kind, "out") == 0) {
-      if (!path) return Fail("output buffer without a path", NULL);
-      out_path[i] = path;
+      if (!path || output >= 0) return Fail("one output buffer with a path", NULL);
+      out_path[args] = path;
+      output = args;
     } else if (strcmp(kind, "tmp") != 0) {
       return Fail("unknown buffer kind", kind);
     }
+    ++args;
+  }
+  if (output < 0 || !expected || expected_n != sizes[output]) {
+    return Fail("needs one out: buffer and a check: of the same size", NULL);
   }
 
-  if (prepack && prepack(buffers) != 0) return Fail("prepack returned non-zero", NULL);
+  int cmd[2], reply[2], printed[2];
+  if (pipe(cmd) != 0 || pipe(reply) != 0 || pipe(printed) != 0) return Fail("pipe failed", strerror(errno));
+  fflush(stdout);
+  g_child = fork();
+  if (g_child < 0) return Fail("fork failed", strerror(errno));
+  if (g_child == 0) {
+    /* Nothing the verdict depends on stays in the child's copy of memory. */
+    memset(expected, 0, (size_t)expected_n * sizeof(float));
+    free(expected);
+    memset(nonce, 0, sizeof nonce);
+    for (int i = 0; i < args; ++i) {
+      if (inputs[i]) memset(inputs[i], 0, (size_t)sizes[i] * sizeof(float));
+    }
+    close(cmd[1]);
+    close(reply[0]);
+    close(printed[0]);
+    ChildMain(argv, buffers, cmd[0], reply[1], printed[1]);
+  }
+  close(cmd[0]);
+  close(reply[1]);
+  close(printed[1]);
+  fcntl(printed[0], F_SETFL, O_NONBLOCK);
+  unsigned char loaded = 1;
+  if (!ReadAll(reply[0], &loaded, 1)) return ChildGone("while loading the kernel");
+  if (loaded == 2) return Fail("cannot load the kernel", argv[1]);
+  if (loaded != 0) return Fail("no entry, prepack or unpack symbol", argv[2]);
+
+  if (Command(cmd[1], reply[0], 'P') != 0) return Fail("prepack failed", NULL);
+  /* The cost of a round trip that runs nothing, taken off every run. */
+  double trip = 1e9;
+  for (int i = 0; i < 5; ++i) {
+    double t0 = Now();
+    if (Command(cmd[1], reply[0], 'N') != 0) return ChildGone("during an empty command");
+    double t = Now() - t0;
+    if (t < trip) trip = t;
+  }
   double* seconds = calloc((size_t)runs, sizeof(double));
   if (!seconds) return Fail("out of memory", NULL);
+  float* out = buffers[output];
   for (int r = 0; r < runs; ++r) {
-    double start = Now();
-    if (entry(buffers) != 0) return Fail("kernel returned non-zero", NULL);
-    seconds[r] = Now() - start;
-  }
-  if (unpack && unpack(buffers) != 0) return Fail("unpack returned non-zero", NULL);
-  for (int i = 0; i < count; ++i) {
-    if (!out_path[i]) continue;
-    FILE* f = fopen(out_path[i], "wb");
-    if (!f || fwrite(buffers[i], sizeof(float), (size_t)sizes[i], f) != (size_t)sizes[i]) {
-      return Fail("cannot write output", out_path[i]);
+    for (long i = 0; i < expected_n; ++i) out[i] = NAN;
+    double t0 = Now();
+    int status = Command(cmd[1], reply[0], 'R');
+    double t = Now() - t0;
+    if (status < 0) return ChildGone("during a run");
+    if (status != 0) return Fail("kernel returned non-zero", NULL);
+    if (Command(cmd[1], reply[0], 'U') != 0) return Fail("unpack failed", NULL);
+    seconds[r] = t - (trip < t / 2 ? trip : t / 2);
+    for (long i = 0; i < expected_n; ++i) {
+      double d = fabs((double)out[i] - (double)expected[i]);
+      if (!(d <= abs_tol + rel_tol * fabs((double)expected[i]))) {
+        char where[128];
+        snprintf(where, sizeof where, "index %ld of run %d: %g vs %g", i, r + 1, (double)out[i], (double)expected[i]);
+        return Fail("wrong answer", where);
+      }
     }
-    fclose(f);
   }
+  for (int i = 0; i < args; ++i) {
+    if (inputs[i] && memcmp(inputs[i], buffers[i], (size_t)sizes[i] * sizeof(float)) != 0) {
+      return Fail("the kernel changed its input", NULL);
+    }
+  }
+  close(cmd[1]); /* the child exits */
+  int status = 0;
+  waitpid(g_child, &status, 0);
+  g_child = -1;
+  char said[48];
+  ssize_t n = read(printed[0], said, sizeof said - 1);
+  if (n > 0) {
+    for (ssize_t i = 0; i < n; ++i) said[i] = said[i] >= 32 && said[i] < 127 ? said[i] : '.';
+    said[n] = '\0';
+    return Fail("the kernel printed (a kernel prints nothing)", said);
+  }
+  FILE* f = fopen(out_path[output], "wb");
+  if (!f || fwrite(out, sizeof(float), (size_t)expected_n, f) != (size_t)expected_n) {
+    return Fail("cannot write output", out_path[output]);
+  }
+  fclose(f);
   qsort(seconds, (size_t)runs, sizeof(double), CompareDoubles);
-  printf("ok seconds=%.9g runs=%d\n", seconds[runs / 2], runs);
+  printf("ok nonce=%s seconds=%.9g runs=%d\n", nonce, seconds[runs / 2], runs);
   return 0;
 }

@@ -171,3 +171,33 @@ int32_t escape_kernel(void** buffers) {
   close(fd);
   return 0;
 }
+
+// ---------------------------------------------------------------------------------
+// Hostile device kernels, for the device runner (device_runner.c): it runs them in a
+// child process and holds the verdict itself.
+
+// Right answer, and a forged verdict: result lines with a fake time on its stdout and
+// stderr, and on the runner's own stdout through /proc (refused: the runner is not
+// dumpable).
+int32_t device_fake_time_kernel(void** buffers) {
+  add((float**)buffers);
+  static const char kLine[] = "ok seconds=1e-12 runs=3\nok nonce=0000000000000000 seconds=1e-12 runs=3\n";
+  ssize_t w = write(1, kLine, sizeof(kLine) - 1);
+  w = write(2, kLine, sizeof(kLine) - 1);
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/fd/1", (int)getppid());
+  int fd = open(path, O_WRONLY);
+  if (fd >= 0) {
+    w = write(fd, kLine, sizeof(kLine) - 1);
+    close(fd);
+  }
+  (void)w;
+  return 0;
+}
+
+// Right on its first call, then skips the work (a kernel that is fast only when timed).
+int32_t device_lazy_kernel(void** buffers) {
+  static int calls = 0;
+  if (calls++ == 0) add((float**)buffers);
+  return 0;
+}
