@@ -181,9 +181,11 @@ std::string DefaultTempRoot() {
   return (tmpdir != nullptr && tmpdir[0] != '\0') ? tmpdir : "/tmp";
 }
 
+}  // namespace
+
 // Checks what the child relies on (one OUTPUT buffer, an expected output of its size),
 // so that the child only meets failures of the kernel itself.
-absl::Status ValidateRequest(const MeasureRequest& request) {
+absl::Status ValidateMeasureRequest(const MeasureRequest& request) {
   if (request.entry_symbol().empty()) {
     return absl::InvalidArgumentError("request has no entry_symbol");
   }
@@ -214,6 +216,8 @@ absl::Status ValidateRequest(const MeasureRequest& request) {
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 int EffectiveTimeoutMs(const MeasureRequest& request, int default_timeout_ms) {
   int t = request.options().timeout_ms();
@@ -1129,7 +1133,7 @@ MeasureResult Sandbox::Run(const MeasureRequest& request) const {
                           "', artifact bytes hash to '", actual_hash, "'; not loaded"));
     return finish();
   }
-  absl::Status valid = ValidateRequest(request);
+  absl::Status valid = ValidateMeasureRequest(request);
   if (!valid.ok()) {
     SetError(&result, tuneforge::v1::RUNTIME_ERROR,
              absl::StrCat("invalid MeasureRequest: ", valid.message()));

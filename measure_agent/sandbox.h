@@ -57,6 +57,11 @@ struct SandboxOptions {
   QuietOptions quiet;
 };
 
+// What a request from the server must be before the agent acts on it (an entry symbol,
+// buffers of known roles and bounded sizes, exactly one OUTPUT, an expected output of
+// its size); InvalidArgument naming what is not. Run calls it first.
+absl::Status ValidateMeasureRequest(const tuneforge::v1::MeasureRequest& request);
+
 // Thread-safe: Run may be called from several threads at once (--workers N).
 class Sandbox {
  public:

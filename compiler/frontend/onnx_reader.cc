@@ -110,12 +110,16 @@ absl::StatusOr<OnnxModel> ReadOnnxModel(const std::string& path) {
     return absl::NotFoundError(absl::StrCat("cannot read ONNX model ", path, ": ",
                                             bytes.status().message()));
   }
-  if (bytes->size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+  return ParseOnnxModel(*bytes, path);
+}
+
+absl::StatusOr<OnnxModel> ParseOnnxModel(const std::string& bytes, const std::string& path) {
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
     return Bad(path, "larger than 2 GiB; store the weights as external data");
   }
   OnnxModel model;
   model.path = path;
-  if (bytes->empty() || !model.proto.ParseFromString(*bytes)) {
+  if (bytes.empty() || !model.proto.ParseFromString(bytes)) {
     return Bad(path, "not an ONNX model (not a valid protobuf: truncated or corrupt?)");
   }
   // Any bytes that happen to parse (a text file can) lack a graph and an IR version.

@@ -34,6 +34,8 @@ struct OnnxModel {
 // out of range, or an operator set of another domain; external data that is missing,
 // out of the file's range, or outside the model's directory.
 absl::StatusOr<OnnxModel> ReadOnnxModel(const std::string& path);
+// The same from the file's bytes (`path` names it in errors and locates external data).
+absl::StatusOr<OnnxModel> ParseOnnxModel(const std::string& bytes, const std::string& path);
 
 // The operators tuneforge imports (the `Constant`-folded ones included), sorted.
 const std::vector<std::string>& SupportedOnnxOperators();

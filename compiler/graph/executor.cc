@@ -1149,6 +1149,12 @@ absl::StatusOr<std::vector<float>> ReadNpy(const std::string& path, std::vector<
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError("cannot read " + path);
   std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return absl::InvalidArgumentError(path + ": cannot be read (a directory?)");
+  return ParseNpy(all, path, shape);
+}
+
+absl::StatusOr<std::vector<float>> ParseNpy(const std::string& all, const std::string& path,
+                                            std::vector<int64_t>* shape) {
   auto bad = [&](const std::string& why) { return absl::InvalidArgumentError(path + ": not a float32 .npy file (" + why + ")"); };
   if (all.size() < 10 || all.compare(0, 6, "\x93NUMPY") != 0) return bad("no NumPy magic");
   const int major = static_cast<unsigned char>(all[6]);

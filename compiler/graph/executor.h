@@ -139,5 +139,8 @@ RunBuffers SeededRunBuffers(const Executor& exec, uint32_t seed);
 absl::Status WriteNpy(const std::string& path, const std::vector<int64_t>& shape,
                       const std::vector<float>& data);
 absl::StatusOr<std::vector<float>> ReadNpy(const std::string& path, std::vector<int64_t>* shape);
+// The same from the file's bytes; `name` (the file) prefixes every error.
+absl::StatusOr<std::vector<float>> ParseNpy(const std::string& all, const std::string& name,
+                                            std::vector<int64_t>* shape);
 
 }  // namespace tuneforge::graph

@@ -439,7 +439,8 @@ class Lowerer {
     for (size_t i = 0; i < walk.size(); ++i) groups[find(i)].loops.push_back(i);
 
     std::vector<int64_t> env(walk.size(), 0), stack;
-    for (auto& [unused, g] : groups) {
+    for (auto& entry : groups) {
+      Group& g = entry.second;  // a reference, not a binding: lambdas capture it (C++17)
       std::vector<int64_t> shape(g.anchors.size());
       bool ok = true;
       std::function<void(size_t)> visit = [&](size_t depth) {
