@@ -27,6 +27,12 @@ case "${1:-}" in
     ;;
   test)
     build
+    # The fuzz build (clang, sanitizers; tests/fuzz/): its libFuzzer targets run in the
+    # suite as fuzz_smoke_<name>, 30 s each.
+    FUZZ_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
+    CC=clang CXX=clang++ cmake -S . -B "$FUZZ_DIR" -DCMAKE_BUILD_TYPE=Release -DTUNEFORGE_FUZZ=ON >/dev/null
+    cmake --build "$FUZZ_DIR" -j"$JOBS" --target fuzz_targets
+    cmake -S . -B "$BUILD_DIR" -DTF_FUZZ_BINARY_DIR="$PWD/$FUZZ_DIR" >/dev/null
     cd "$BUILD_DIR"
     exec ctest --output-on-failure -j"$JOBS"
     ;;

@@ -1208,7 +1208,7 @@ absl::StatusOr<std::vector<float>> ParseNpy(const std::string& all, const std::s
                             all.size() - data_at));
   }
   std::vector<float> data(static_cast<size_t>(n));
-  std::memcpy(data.data(), all.data() + data_at, static_cast<size_t>(n) * 4);
+  if (n > 0) std::memcpy(data.data(), all.data() + data_at, static_cast<size_t>(n) * 4);  // (null when empty)
   return data;
 }
 

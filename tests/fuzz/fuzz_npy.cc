@@ -11,10 +11,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<int64_t> shape;
   absl::StatusOr<std::vector<float>> values = tuneforge::graph::ParseNpy(bytes, "fuzz.npy", &shape);
   if (values.ok()) {
-    // What parses is consistent: the shape's product is the number of values.
+    // What parses is consistent: the shape's product is the number of values (0 when
+    // a dimension is; the others may then be anything).
     int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    if (static_cast<size_t>(n) != values->size()) __builtin_trap();
+    bool overflow = false;
+    for (int64_t d : shape) overflow |= __builtin_mul_overflow(n, d, &n);
+    for (int64_t d : shape) n = d == 0 ? 0 : n;
+    if (n < 0 || (overflow && n != 0) || static_cast<size_t>(n) != values->size()) __builtin_trap();
   }
   return 0;
 }
