@@ -10,7 +10,7 @@
 
 namespace tuneforge {
 
-// DESIGN.md's error kinds. Failures are data: every measured candidate gets a record.
+// The error kinds of a measurement. Failures are data: every measured candidate gets a record.
 enum class MeasureErrorKind {
   kNone,
   kInvalidConfig,

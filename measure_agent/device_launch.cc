@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -12,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/runtime/runtime.h"
 #include "compiler/support/files.h"
+#include "compiler/support/hash.h"
 
 namespace tuneforge::agent {
 namespace {
@@ -74,18 +74,6 @@ int RunBounded(const std::vector<std::string>& command, int timeout_ms, const st
 
 bool TimedOut(int code) { return code == 124 || code == 137; }
 
-// 128 random bits as hex: the runner prints it in its result line, which the kernel
-// (in a child process of the runner) cannot read or print.
-std::string Nonce() {
-  std::random_device rd;
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (int i = 0; i < 4; ++i) {
-    uint32_t v = rd();
-    for (int j = 0; j < 8; ++j, v >>= 4) out += kHex[v & 15];
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -179,7 +167,9 @@ void MeasureOnDevice(const MeasureRequest& request, const DeviceLaunch& device, 
       }
     }
   }
-  const std::string nonce = Nonce();
+  // The runner prints it in its result line, which the kernel (in a child process of
+  // the runner) can neither read nor print.
+  const std::string nonce = RandomToken();
   const std::string stdin_line = nonce + "\n";
   const int code = RunBounded(argv, timeout_ms, dir + "/device.log", &stdin_line);
   std::remove(expected_path.c_str());

@@ -3,7 +3,6 @@
 #include "compiler/support/files.h"
 
 #include <fstream>
-#include <random>
 #include <set>
 #include <sstream>
 
@@ -28,17 +27,6 @@ bool SameSecret(const std::string& secret, const std::string& given) {
     diff |= static_cast<unsigned>(s ^ g);
   }
   return diff == 0;
-}
-
-std::string RandomToken() {
-  std::random_device rd;
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (int i = 0; i < 4; ++i) {
-    uint32_t v = rd();
-    for (int j = 0; j < 8; ++j, v >>= 4) out += kHex[v & 15];
-  }
-  return out;
 }
 
 absl::StatusOr<std::unique_ptr<TokenAuth>> TokenAuth::Load(const std::string& path) {

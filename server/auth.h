@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compiler/support/hash.h"  // RandomToken
 
 namespace tuneforge {
 
@@ -28,9 +29,6 @@ enum class Role { kAgent, kUser, kAdmin };
 // of steps, lengths folded into the result): tokens and session secrets.
 bool SameSecret(const std::string& secret, const std::string& given);
 
-// 128 random bits from the OS's entropy source, as 32 hex digits: session tokens,
-// the embedded server's one-time tokens.
-std::string RandomToken();
 
 struct Principal {
   std::string name;

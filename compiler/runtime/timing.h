@@ -1,4 +1,4 @@
-// The measurement protocol of DESIGN.md (the agent's sandbox child, deploy inspect and
+// The measurement protocol (docs/architecture.md; the agent's sandbox child, deploy inspect and
 // the benchmarks all time kernels with it):
 //
 //   warm-up runs (untimed)

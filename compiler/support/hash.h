@@ -14,4 +14,8 @@ uint64_t Fnv1a64(std::string_view data);
 // 16 lowercase hex digits of Fnv1a64(data).
 std::string HashHex(std::string_view data);
 
+// 128 random bits from the OS's entropy source, as 32 hex digits: session tokens, the
+// embedded server's one-time tokens, a device run's nonce.
+std::string RandomToken();
+
 }  // namespace tuneforge

@@ -1,4 +1,4 @@
-// Target identity (DESIGN.md): LLVM triple + CPU + features + thread count, plus the
+// Target identity: LLVM triple + CPU + features + thread count, plus the
 // DeviceKey chosen by whoever runs the agent. Records are keyed by (workload, target).
 #pragma once
 
