@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -119,16 +120,23 @@ void MeasureOnDevice(const MeasureRequest& request, const DeviceLaunch& device, 
   int64_t output_elements = 0;
   // The expected output goes to the runner, which checks every run against it (and
   // removes the file before it loads the kernel); the agent checks the output again.
-  const std::string expected_path = dir + "/expected.bin";
+  // With a second input set, the runner alternates the sets between runs.
+  const std::string expected_path = dir + "/expected.bin", alternate_path = dir + "/expected.alt.bin";
+  const bool two_sets = !request.alternate_expected_output().empty();
   {
-    const auto* e = reinterpret_cast<const float*>(request.expected_output().data());
-    const std::vector<float> values(e, e + request.expected_output().size() / sizeof(float));
+    const std::vector<float> values = runtime::FloatsFromBytes(request.expected_output());
     if (!WriteFloats(expected_path, values)) {
       return Fail(result, tuneforge::v1::RUNTIME_ERROR, "cannot write the expected output");
     }
     char tolerance[64];
     std::snprintf(tolerance, sizeof tolerance, "%.9g:%.9g", request.atol(), request.rtol());
     argv.push_back(absl::StrCat("check:", values.size(), ":", tolerance, ":", on_device(expected_path)));
+    if (two_sets) {
+      if (!WriteFloats(alternate_path, runtime::FloatsFromBytes(request.alternate_expected_output()))) {
+        return Fail(result, tuneforge::v1::RUNTIME_ERROR, "cannot write the expected output");
+      }
+      argv.push_back(absl::StrCat("altcheck:", values.size(), ":", on_device(alternate_path)));
+    }
   }
   for (int i = 0; i < request.buffers_size(); ++i) {
     const auto& b = request.buffers(i);
@@ -139,12 +147,15 @@ void MeasureOnDevice(const MeasureRequest& request, const DeviceLaunch& device, 
     } else if (b.role() == tuneforge::v1::INTERNAL) {
       argv.push_back("tmp:" + n);
     } else {
-      // The inputs the server computed the expected output from.
-      std::vector<float> data(static_cast<size_t>(b.num_elements()));
-      runtime::FillBuffer(request.seed(), i, data.data(), b.num_elements());
-      const std::string path = dir + "/input" + std::to_string(i) + ".bin";
-      if (!WriteFloats(path, data)) return Fail(result, tuneforge::v1::RUNTIME_ERROR, "cannot write input " + path);
-      argv.push_back("in:" + n + ":" + on_device(path));
+      // The inputs the server computed the expected outputs from.
+      for (int set = 0; set < (two_sets ? 2 : 1); ++set) {
+        std::vector<float> data(static_cast<size_t>(b.num_elements()));
+        runtime::FillBuffer(set == 0 ? request.seed() : request.alternate_seed(), i, data.data(),
+                            b.num_elements());
+        const std::string path = absl::StrCat(dir, "/input", i, set == 0 ? "" : ".alt", ".bin");
+        if (!WriteFloats(path, data)) return Fail(result, tuneforge::v1::RUNTIME_ERROR, "cannot write input " + path);
+        argv.push_back(absl::StrCat(set == 0 ? "in:" : "alt:", n, ":", on_device(path)));
+      }
     }
   }
   const std::string copy_log = dir + "/copy.log";
@@ -173,6 +184,7 @@ void MeasureOnDevice(const MeasureRequest& request, const DeviceLaunch& device, 
   const std::string stdin_line = nonce + "\n";
   const int code = RunBounded(argv, timeout_ms, dir + "/device.log", &stdin_line);
   std::remove(expected_path.c_str());
+  std::remove(alternate_path.c_str());
   if (code < 0) {
     return Fail(result, tuneforge::v1::RUNTIME_ERROR, "cannot start the launcher");
   }
@@ -209,7 +221,12 @@ void MeasureOnDevice(const MeasureRequest& request, const DeviceLaunch& device, 
   std::ifstream in(output, std::ios::binary);
   in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size() * sizeof(float)));
   if (!in) return Fail(result, tuneforge::v1::RUNTIME_ERROR, "the device runner wrote no output");
-  const auto* expected = reinterpret_cast<const float*>(request.expected_output().data());
+  // The runner wrote the output of its last run, which used the second input set when
+  // the run count was even.
+  const std::string& last_expected = two_sets && runs % 2 == 0 ? request.alternate_expected_output()
+                                                                : request.expected_output();
+  const std::vector<float> want = runtime::FloatsFromBytes(last_expected);
+  const float* expected = want.data();
   const int64_t bad = runtime::FirstMismatch(out.data(), expected, output_elements, request.atol(), request.rtol());
   if (bad >= 0) {
     return Fail(result, tuneforge::v1::WRONG_ANSWER,

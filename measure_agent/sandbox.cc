@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -213,6 +214,14 @@ absl::Status ValidateMeasureRequest(const MeasureRequest& request) {
     return absl::InvalidArgumentError(absl::StrCat("expected_output has ",
                                                    request.expected_output().size(),
                                                    " bytes, the OUTPUT buffer ", expected_bytes));
+  }
+  const size_t alternate_bytes = request.alternate_expected_output().size();
+  if (alternate_bytes != 0 && alternate_bytes != expected_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("alternate_expected_output has ", alternate_bytes,
+                                                   " bytes, the OUTPUT buffer ", expected_bytes));
+  }
+  if (alternate_bytes != 0 && request.alternate_seed() == request.seed()) {
+    return absl::InvalidArgumentError("alternate_seed is the seed: the two input sets must differ");
   }
   return absl::OkStatus();
 }
@@ -516,9 +525,9 @@ class ChildMeasurement {
     }
     // The wire format is float32 little-endian, the layout of every host we support;
     // the proto's bytes need not be aligned, so the check compares against a copy.
-    expected_.resize(request.expected_output().size() / sizeof(float));
-    std::memcpy(expected_.data(), request.expected_output().data(),
-                expected_.size() * sizeof(float));
+    expected_[0] = runtime::FloatsFromBytes(request.expected_output());
+    expected_[1] = runtime::FloatsFromBytes(request.alternate_expected_output());
+    seeds_ = {request.seed(), request.alternate_seed()};
   }
 
   // Whether the conversation ended because the child died or ran out of time: then
@@ -528,16 +537,22 @@ class ChildMeasurement {
   MeasureErrorKind kind() const { return kind_; }
   const std::string& message() const { return message_; }
 
-  // Fills the inputs (FillBuffer, as the server did for the expected output) and
-  // poisons the output with NaN: a kernel that writes nothing cannot pass.
+  // Fills the inputs of input set 0 (FillBuffer, as the server did for the expected
+  // output) and poisons the output with NaN: a kernel that writes nothing cannot pass.
   void PrepareBuffers() {
-    for (int i = 0; i < request_.buffers_size(); ++i) {
-      const auto& spec = request_.buffers(i);
-      if (spec.role() == tuneforge::v1::INPUT) {
-        runtime::FillBuffer(request_.seed(), i, Buffer(i), spec.num_elements());
-      }
-    }
+    FillInputs(0);
     PoisonOutput();
+  }
+
+  // Switches to the other input set, when the request has two: refills the inputs and
+  // re-runs the prepack (weights are inputs too), outside any timed region, after
+  // checking that the kernel left the inputs alone. A kernel that replays an output it
+  // computed before then fails the next check.
+  bool SwitchInputSet() {
+    if (expected_[1].empty()) return true;
+    if (!CheckInputsUnchanged()) return false;  // before the refill hides a write
+    FillInputs(1 - set_);
+    return request_.prepack_symbol().empty() || Call(Op::kPrepack);
   }
 
   void PoisonOutput() {
@@ -566,12 +581,13 @@ class ChildMeasurement {
   bool CheckOutput(const char* when) {
     if (!request_.unpack_symbol().empty() && !Call(Op::kUnpack)) return false;
     const float* out = Buffer(output_index_);
-    const std::vector<float>& want = expected_;
+    const std::vector<float>& want = expected_[set_];
     const int64_t n = static_cast<int64_t>(want.size());
     int64_t bad = runtime::FirstMismatch(out, want.data(), n, request_.atol(), request_.rtol());
     if (bad < 0) return true;
     Fail(tuneforge::v1::WRONG_ANSWER,
-         absl::StrCat(when, request_.buffers(output_index_).name(), "[", bad,
+         absl::StrCat(when, set_ == 1 ? "on the second input set: " : "",
+                      request_.buffers(output_index_).name(), "[", bad,
                       "] = ", FormatFloat(out[bad]), ", expected ", FormatFloat(want[bad]),
                       " (atol ", FormatFloat(request_.atol()), ", rtol ",
                       FormatFloat(request_.rtol()), ")"));
@@ -585,7 +601,7 @@ class ChildMeasurement {
       const auto& spec = request_.buffers(i);
       if (spec.role() != tuneforge::v1::INPUT) continue;
       std::vector<float> original(static_cast<size_t>(spec.num_elements()));
-      runtime::FillBuffer(request_.seed(), i, original.data(), spec.num_elements());
+      runtime::FillBuffer(seeds_[set_], i, original.data(), spec.num_elements());
       const float* now = Buffer(i);
       if (std::memcmp(now, original.data(), original.size() * sizeof(float)) == 0) continue;
       size_t j = 0;
@@ -606,6 +622,17 @@ class ChildMeasurement {
 
  private:
   float* Buffer(int i) const { return region_.At(layout_.offsets[static_cast<size_t>(i)]); }
+
+  void FillInputs(int set) {
+    set_ = set;
+    for (int i = 0; i < request_.buffers_size(); ++i) {
+      const auto& spec = request_.buffers(i);
+      if (spec.role() == tuneforge::v1::INPUT) {
+        runtime::FillBuffer(seeds_[set_], i, Buffer(i), spec.num_elements());
+      }
+    }
+  }
+
 
   // Reads one reply before the deadline.
   bool Receive(std::string* text) {
@@ -652,7 +679,11 @@ class ChildMeasurement {
   const int control_fd_;
   const Clock::time_point deadline_;
   int output_index_ = 0;
-  std::vector<float> expected_;  // the request's expected output
+  // The expected outputs of the two input sets (the second empty when the request
+  // has one set), their seeds, and the set the buffers hold now.
+  std::array<std::vector<float>, 2> expected_;
+  std::array<uint64_t, 2> seeds_{};
+  int set_ = 0;
   bool gone_ = false;
   bool timed_out_ = false;
   MeasureErrorKind kind_ = tuneforge::v1::NONE;
@@ -681,8 +712,10 @@ class ChildRunner : public runtime::SampleRunner {
     return std::chrono::duration<double>(Clock::now() - start).count();
   }
   double overhead_seconds() const { return overhead_seconds_; }
-  // Every timed sample must compute the output afresh.
+  // Every timed sample must compute the output afresh, from inputs that differ from
+  // the previous sample's when the request has two input sets.
   absl::Status BeforeTimedSample() override {
+    if (!m_->SwitchInputSet()) return Stopped();
     m_->PoisonOutput();
     return absl::OkStatus();
   }
@@ -1155,6 +1188,7 @@ MeasureResult Sandbox::Run(const MeasureRequest& request) const {
   MeasureRequest for_child = request;
   for_child.clear_artifact();
   for_child.clear_expected_output();
+  for_child.clear_alternate_expected_output();
   for_child.mutable_options()->set_timeout_ms(timeout_ms);
   std::string serialized;
   TF_CHECK(for_child.SerializeToString(&serialized));

@@ -170,6 +170,30 @@ TEST_F(SandboxTest, KernelThatGoesWrongWhenRepeatedIsWrong) {
   EXPECT_THAT(result.error_message(), HasSubstr("after the timed runs"));
 }
 
+// A kernel that replays the output it computed first passes every check while its
+// inputs stay the same (the test's first half: what a single input set lets through)
+// and fails when the timed samples alternate two input sets, as the server asks.
+TEST_F(SandboxTest, KernelThatReplaysAnEarlierOutputIsWrong) {
+  MeasureRequest one_set = MakeKernelRequest(BAD_KERNELS_PATH, "replay_kernel", "r1");
+  one_set.clear_alternate_seed();
+  one_set.clear_alternate_expected_output();
+  MeasureResult fooled = Run(one_set);
+  EXPECT_EQ(fooled.error(), tuneforge::v1::NONE) << fooled.error_message();
+
+  MeasureResult result = Run(MakeKernelRequest(BAD_KERNELS_PATH, "replay_kernel", "r2"));
+  EXPECT_EQ(result.error(), tuneforge::v1::WRONG_ANSWER) << result.error_message();
+  EXPECT_THAT(result.error_message(), HasSubstr("on the second input set"));
+  EXPECT_EQ(result.costs_size(), 0);
+}
+
+TEST_F(SandboxTest, AlternateExpectedOutputOfTheWrongSizeIsRefused) {
+  MeasureRequest request = MakeKernelRequest(ADD_KERNEL_PATH, "add_kernel", "r");
+  request.set_alternate_expected_output("abcd");
+  MeasureResult result = Run(request);
+  EXPECT_EQ(result.error(), tuneforge::v1::RUNTIME_ERROR);
+  EXPECT_THAT(result.error_message(), HasSubstr("alternate_expected_output has 4 bytes"));
+}
+
 TEST_F(SandboxTest, SegfaultIsARuntimeError) {
   MeasureResult result = Run(MakeKernelRequest(BAD_KERNELS_PATH, "segv_kernel", "r"));
   EXPECT_EQ(result.error(), tuneforge::v1::RUNTIME_ERROR);
@@ -398,6 +422,11 @@ TEST_F(DeviceLaunchTest, DeviceKernelsCannotForgeTheirTimeOrSkipTheirWork) {
   MeasureResult changer = Run(MakeKernelRequest(BAD_KERNELS_PATH, "input_write_kernel", "d6"));
   EXPECT_EQ(changer.error(), tuneforge::v1::RUNTIME_ERROR) << changer.error_message();
   EXPECT_THAT(changer.error_message(), HasSubstr("changed its input"));
+
+  MeasureResult replay = Run(MakeKernelRequest(BAD_KERNELS_PATH, "replay_kernel", "d7"));
+  EXPECT_EQ(replay.error(), tuneforge::v1::WRONG_ANSWER) << replay.error_message();
+  EXPECT_THAT(replay.error_message(), HasSubstr("of run 2 (second input set)"));
+  EXPECT_EQ(replay.costs_size(), 0);
 }
 
 // A device that does not share the agent's files: a copy to it that fails or hangs is

@@ -4,13 +4,13 @@
 #include <chrono>
 
 #include "compiler/codegen/build.h"
-#include "compiler/reference/reference.h"
 #include "compiler/support/log.h"
 #include "compiler/support/stats.h"
 #include "compiler/support/status.h"
 #include "compiler/task/task.h"
 #include "compiler/templates/template.h"
 #include "server/agent_runner.h"
+#include "tuner/tuning_loop.h"
 
 namespace tuneforge {
 namespace {
@@ -91,17 +91,8 @@ absl::StatusOr<std::shared_ptr<const AgentHealth::Golden>> AgentHealth::GoldenFo
     return absl::InternalError("golden kernel does not build: " + built[0].error_message);
   }
   ASSIGN_OR_RETURN(ir::LoweredFunc func, tmpl->Instantiate(task, target, built[0].candidate.config));
-  auto expected = std::make_shared<ExpectedOutput>();
-  for (size_t i = 0; i < func.params.size(); ++i) {
-    expected->buffer_sizes.push_back(func.params[i].NumElements());
-    if (func.params[i].is_output) expected->output_index = static_cast<int>(i);
-    expected->internal.push_back(func.params[i].is_internal);
-  }
-  expected->seed = 20240601;
-  ASSIGN_OR_RETURN(expected->values, ReferenceOutput(task, MakeInputs(task, expected->seed)));
-  Tolerance tol = ToleranceFor(task);
-  expected->atol = tol.atol;
-  expected->rtol = tol.rtol;
+  ASSIGN_OR_RETURN(std::shared_ptr<const ExpectedOutput> expected,
+                   MakeExpectedOutputFor(task, func, 20240601));
   MeasureOptions measure;
   measure.warmup = 1;
   measure.repeat = 3;

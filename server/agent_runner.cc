@@ -79,6 +79,11 @@ v1::MeasureRequest MeasureRequestFor(const MeasureInput& in, const std::string& 
   }
   r.set_seed(e.seed);
   r.set_expected_output(e.values.data(), e.values.size() * sizeof(float));
+  if (!e.alternate_values.empty()) {
+    r.set_alternate_seed(e.alternate_seed);
+    r.set_alternate_expected_output(e.alternate_values.data(),
+                                    e.alternate_values.size() * sizeof(float));
+  }
   r.set_atol(e.atol);
   r.set_rtol(e.rtol);
   v1::MeasureOptions* o = r.mutable_options();

@@ -40,6 +40,10 @@ struct ExpectedOutput {
   std::vector<bool> internal;
   uint64_t seed = 0;                  // inputs are FillBuffer(seed, argument index)
   std::vector<float> values;          // the reference output
+  // A second input set and its reference output: the agent alternates the two between
+  // timed samples, so replaying an earlier output fails the check.
+  uint64_t alternate_seed = 0;
+  std::vector<float> alternate_values;
   double atol = 0, rtol = 0;
 };
 

@@ -43,23 +43,33 @@ TargetInfo MakeTargetInfo(const Target& target) {
                     target.device_key};
 }
 
+uint64_t AlternateSeed(uint64_t seed) { return seed ^ 0x9E3779B97F4A7C15ull; }
+
+absl::StatusOr<std::shared_ptr<const ExpectedOutput>> MakeExpectedOutputFor(
+    const TuningTask& task, const ir::LoweredFunc& func, uint64_t seed) {
+  auto expected = std::make_shared<ExpectedOutput>();
+  for (const ir::BufferParam& param : func.params) {
+    expected->buffer_sizes.push_back(param.NumElements());
+    if (param.is_output) expected->output_index = static_cast<int>(expected->buffer_sizes.size() - 1);
+    expected->internal.push_back(param.is_internal);
+  }
+  expected->seed = seed;
+  ASSIGN_OR_RETURN(expected->values, ReferenceOutput(task, MakeInputs(task, seed)));
+  expected->alternate_seed = AlternateSeed(seed);
+  ASSIGN_OR_RETURN(expected->alternate_values,
+                   ReferenceOutput(task, MakeInputs(task, expected->alternate_seed)));
+  const Tolerance tol = ToleranceFor(task);
+  expected->atol = tol.atol;
+  expected->rtol = tol.rtol;
+  return expected;
+}
+
 absl::StatusOr<std::shared_ptr<const ExpectedOutput>> MakeExpectedOutput(const TuningTask& task,
                                                                          const Target& target,
                                                                          const Template& tmpl,
                                                                          uint64_t seed) {
   ASSIGN_OR_RETURN(ir::LoweredFunc naive, tmpl.Instantiate(task, target, tmpl.Naive(task, target)));
-  auto expected = std::make_shared<ExpectedOutput>();
-  for (size_t i = 0; i < naive.params.size(); ++i) {
-    expected->buffer_sizes.push_back(naive.params[i].NumElements());
-    if (naive.params[i].is_output) expected->output_index = static_cast<int>(i);
-    expected->internal.push_back(naive.params[i].is_internal);
-  }
-  expected->seed = seed;
-  ASSIGN_OR_RETURN(expected->values, ReferenceOutput(task, MakeInputs(task, seed)));
-  const Tolerance tol = ToleranceFor(task);
-  expected->atol = tol.atol;
-  expected->rtol = tol.rtol;
-  return expected;
+  return MakeExpectedOutputFor(task, naive, seed);
 }
 
 Target TargetOfRecord(const TargetInfo& t) {

@@ -173,12 +173,19 @@ TargetInfo MakeTargetInfo(const Target& target);
 // The Target a record was measured on (the inverse of MakeTargetInfo).
 Target TargetOfRecord(const TargetInfo& t);
 
-// What every candidate of `task` must compute: the reference output on the inputs of
-// `seed`, the buffer sizes of the template's naive kernel and the task's tolerance.
-// Once per job (TuningLoop), or per benchmark (bench noise).
+// What every candidate of `task` must compute: the reference outputs on the inputs of
+// `seed` and of its alternate (AlternateSeed), the buffer sizes of `func` (one
+// instantiation of the task's template) and the task's tolerance.
+absl::StatusOr<std::shared_ptr<const ExpectedOutput>> MakeExpectedOutputFor(
+    const TuningTask& task, const ir::LoweredFunc& func, uint64_t seed);
+// The same for the template's naive kernel: once per job (TuningLoop), or per
+// benchmark (bench noise).
 absl::StatusOr<std::shared_ptr<const ExpectedOutput>> MakeExpectedOutput(const TuningTask& task,
                                                                          const Target& target,
                                                                          const Template& tmpl,
                                                                          uint64_t seed);
+// The seed of the second input set: differs from `seed`, fixed so that a job's
+// requests are reproducible.
+uint64_t AlternateSeed(uint64_t seed);
 
 }  // namespace tuneforge

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "compiler/runtime/runtime.h"
 
@@ -29,6 +30,12 @@ void FillBuffer(uint64_t seed, int buffer_index, float* data, int64_t n) {
     const int64_t k = static_cast<int64_t>(Mix64(stream + static_cast<uint64_t>(i)) >> 40);
     data[i] = static_cast<float>(2 * k - (int64_t{1} << 24)) * (1.0f / 16777216.0f);
   }
+}
+
+std::vector<float> FloatsFromBytes(const std::string& bytes) {
+  std::vector<float> values(bytes.size() / sizeof(float));
+  if (!values.empty()) std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  return values;
 }
 
 int64_t FirstMismatch(const float* actual, const float* expected, int64_t n, double atol,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 extern "C" {
@@ -32,6 +33,11 @@ using KernelEntry = int32_t (*)(void** buffers);
 // Deterministic input data shared by server (reference) and agent (measurement):
 // buffer `buffer_index` of a request with `seed` gets values uniform in [-1, 1).
 void FillBuffer(uint64_t seed, int buffer_index, float* data, int64_t n);
+
+// float32 little-endian bytes (a request's expected output, the wire format) as
+// floats: a copy, since a proto's bytes need not be aligned. A trailing partial float
+// is dropped.
+std::vector<float> FloatsFromBytes(const std::string& bytes);
 
 // Checks `actual` against `expected`: |a - e| <= atol + rtol * |e| everywhere and no
 // NaN. Returns the index of the first mismatch, or -1 when all match.

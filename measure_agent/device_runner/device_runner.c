@@ -13,6 +13,12 @@
  *   and, once, not a kernel argument:
  *     check:N:ATOL:RTOL:PATH   the expected output (N floats): read, then removed,
  *                              before the kernel is loaded
+ *   optionally, a second input set (none of them kernel arguments):
+ *     alt:N:PATH               after an in: buffer, its second input (N floats)
+ *     altcheck:N:PATH          the expected output of the second set (read, removed)
+ *   with which the runs alternate between the two sets (run 1 the first, run 2 the
+ *   second, ...; the inputs refilled and the prepack re-run between runs, untimed), so
+ *   a kernel that replays an output it computed before fails the check.
  *   stdin: one line, the nonce the agent made for this run.
  *
  * The kernel is hostile until proven otherwise (issue 63). It runs in a child process
@@ -22,7 +28,8 @@
  *     with NaN before every timed run and checks it against the expected output after
  *     every run (the child never has the expected output: it is scrubbed from the
  *     child's copy of memory, and its file removed, before the kernel loads), and checks
- *     at the end that every input is bit for bit what it wrote;
+ *     at the end that every input is bit for bit what it wrote; with a second input
+ *     set, consecutive runs compute from different inputs;
  *   - it times each run with its own clock around a round trip on a pipe ("run once"),
  *     less the round trip of an empty command;
  *   - the child's stdout and stderr are a pipe this process reads: a kernel that
@@ -109,6 +116,14 @@ static int ReadAll(int fd, void* to, size_t n) {
   return 1;
 }
 
+/* Whether any input buffer differs, bit for bit, from the copy it was filled from. */
+static int InputsChanged(float** copies, void** buffers, const long* sizes, int args) {
+  for (int i = 0; i < args; ++i) {
+    if (copies[i] && memcmp(copies[i], buffers[i], (size_t)sizes[i] * sizeof(float)) != 0) return 1;
+  }
+  return 0;
+}
+
 /* The child: loads the kernel and runs what it is told, one byte per command
  * ('P' prepack, 'R' the entry once, 'U' unpack, 'N' nothing), one byte per answer
  * (0 done, 1 the kernel returned non-zero); the first answer says whether it loaded.
@@ -183,29 +198,51 @@ int main(int argc, char** argv) {
   void** buffers = calloc((size_t)count, sizeof(void*));
   const char** out_path = calloc((size_t)count, sizeof(char*));
   long* sizes = calloc((size_t)count, sizeof(long));
-  float** inputs = calloc((size_t)count, sizeof(float*)); /* private copies */
-  float* expected = NULL;
+  /* Private copies of the inputs, per input set. */
+  float** inputs[2] = {calloc((size_t)count, sizeof(float*)), calloc((size_t)count, sizeof(float*))};
+  float* expected[2] = {NULL, NULL};
   long expected_n = 0;
   double abs_tol = 0, rel_tol = 0;
-  int output = -1, args = 0;
-  if (!buffers || !out_path || !sizes || !inputs) return Fail("out of memory", NULL);
+  int output = -1, args = 0, last_input = -1;
+  if (!buffers || !out_path || !sizes || !inputs[0] || !inputs[1]) return Fail("out of memory", NULL);
   for (int i = 0; i < count; ++i) {
     char* spec = argv[6 + i];
     char* kind = strtok(spec, ":");
     char* n_text = strtok(NULL, ":");
     long n = n_text ? atol(n_text) : 0;
-    if (!kind || n < 1) return Fail("bad buffer (in:N:PATH, out:N:PATH, tmp:N or check:N:ATOL:RTOL:PATH)", argv[6 + i]);
-    if (strcmp(kind, "check") == 0) {
-      char* atol_text = strtok(NULL, ":");
-      char* rtol_text = strtok(NULL, ":");
+    if (!kind || n < 1) {
+      return Fail("bad buffer (in:N:PATH, out:N:PATH, tmp:N, check:N:ATOL:RTOL:PATH, alt:N:PATH or altcheck:N:PATH)",
+                  argv[6 + i]);
+    }
+    if (strcmp(kind, "check") == 0 || strcmp(kind, "altcheck") == 0) {
+      const int set = kind[0] == 'a';
+      const char* atol_text = set ? "0" : strtok(NULL, ":");
+      const char* rtol_text = set ? "0" : strtok(NULL, ":");
       char* path = strtok(NULL, "");
-      if (!atol_text || !rtol_text || !path || expected) return Fail("bad check (one check:N:ATOL:RTOL:PATH)", NULL);
-      abs_tol = atof(atol_text);
-      rel_tol = atof(rtol_text);
-      expected_n = n;
-      expected = malloc((size_t)n * sizeof(float));
-      if (!expected || !ReadFloats(path, expected, n)) return Fail("cannot read the expected output", path);
+      if (!atol_text || !rtol_text || !path || expected[set]) {
+        return Fail("bad check (one check:N:ATOL:RTOL:PATH, at most one altcheck:N:PATH)", NULL);
+      }
+      if (!set) {
+        abs_tol = atof(atol_text);
+        rel_tol = atof(rtol_text);
+        expected_n = n;
+      } else if (n != expected_n) {
+        return Fail("altcheck: must follow check: with the same N", NULL);
+      }
+      expected[set] = malloc((size_t)n * sizeof(float));
+      if (!expected[set] || !ReadFloats(path, expected[set], n)) return Fail("cannot read the expected output", path);
       unlink(path);
+      continue;
+    }
+    if (strcmp(kind, "alt") == 0) {
+      char* path = strtok(NULL, "");
+      if (last_input < 0 || inputs[1][last_input] || n != sizes[last_input]) {
+        return Fail("alt:N:PATH must follow an in: buffer of N floats", argv[6 + i]);
+      }
+      inputs[1][last_input] = malloc((size_t)n * sizeof(float));
+      if (!inputs[1][last_input] || !ReadFloats(path, inputs[1][last_input], n)) {
+        return Fail("cannot read input", path);
+      }
       continue;
     }
     char* path = strtok(NULL, "");
@@ -213,9 +250,10 @@ int main(int argc, char** argv) {
     buffers[args] = SharedFloats(n);
     if (!buffers[args]) return Fail("out of memory for a buffer", n_text);
     if (strcmp(kind, "in") == 0) {
-      inputs[args] = malloc((size_t)n * sizeof(float));
-      if (!inputs[args] || !ReadFloats(path, inputs[args], n)) return Fail("cannot read input", path);
-      memcpy(buffers[args], inputs[args], (size_t)n * sizeof(float));
+      inputs[0][args] = malloc((size_t)n * sizeof(float));
+      if (!inputs[0][args] || !ReadFloats(path, inputs[0][args], n)) return Fail("cannot read input", path);
+      memcpy(buffers[args], inputs[0][args], (size_t)n * sizeof(float));
+      last_input = args;
     } else if (strcmp(kind, "out") == 0) {
       if (!path || output >= 0) return Fail("one output buffer with a path", NULL);
       out_path[args] = path;
@@ -225,8 +263,15 @@ int main(int argc, char** argv) {
     }
     ++args;
   }
-  if (output < 0 || !expected || expected_n != sizes[output]) {
+  if (output < 0 || !expected[0] || expected_n != sizes[output]) {
     return Fail("needs one out: buffer and a check: of the same size", NULL);
+  }
+  /* Two input sets: every in: buffer has its alt:, and the second set its altcheck:. */
+  int sets = expected[1] ? 2 : 1;
+  for (int i = 0; i < args; ++i) {
+    if (inputs[0][i] && (inputs[1][i] != NULL) != (sets == 2)) {
+      return Fail("a second input set needs an alt: after every in: buffer and one altcheck:", NULL);
+    }
   }
 
   int cmd[2], reply[2], printed[2];
@@ -236,12 +281,14 @@ int main(int argc, char** argv) {
   if (g_child < 0) return Fail("fork failed", strerror(errno));
   if (g_child == 0) {
     /* Nothing the verdict depends on stays in the child's copy of memory. */
-    memset(expected, 0, (size_t)expected_n * sizeof(float));
-    free(expected);
-    memset(nonce, 0, sizeof nonce);
-    for (int i = 0; i < args; ++i) {
-      if (inputs[i]) memset(inputs[i], 0, (size_t)sizes[i] * sizeof(float));
+    for (int set = 0; set < sets; ++set) {
+      memset(expected[set], 0, (size_t)expected_n * sizeof(float));
+      free(expected[set]);
+      for (int i = 0; i < args; ++i) {
+        if (inputs[set][i]) memset(inputs[set][i], 0, (size_t)sizes[i] * sizeof(float));
+      }
     }
+    memset(nonce, 0, sizeof nonce);
     close(cmd[1]);
     close(reply[0]);
     close(printed[0]);
@@ -268,7 +315,17 @@ int main(int argc, char** argv) {
   double* seconds = calloc((size_t)runs, sizeof(double));
   if (!seconds) return Fail("out of memory", NULL);
   float* out = buffers[output];
+  int set = 0;
   for (int r = 0; r < runs; ++r) {
+    if (r % sets != set) {
+      /* The inputs are checked before the refill would hide a write into them. */
+      if (InputsChanged(inputs[set], buffers, sizes, args)) return Fail("the kernel changed its input", NULL);
+      set = r % sets;
+      for (int i = 0; i < args; ++i) {
+        if (inputs[set][i]) memcpy(buffers[i], inputs[set][i], (size_t)sizes[i] * sizeof(float));
+      }
+      if (Command(cmd[1], reply[0], 'P') != 0) return Fail("prepack failed", NULL);
+    }
     for (long i = 0; i < expected_n; ++i) out[i] = NAN;
     double t0 = Now();
     int status = Command(cmd[1], reply[0], 'R');
@@ -277,20 +334,18 @@ int main(int argc, char** argv) {
     if (status != 0) return Fail("kernel returned non-zero", NULL);
     if (Command(cmd[1], reply[0], 'U') != 0) return Fail("unpack failed", NULL);
     seconds[r] = t - (trip < t / 2 ? trip : t / 2);
+    const float* want = expected[set];
     for (long i = 0; i < expected_n; ++i) {
-      double d = fabs((double)out[i] - (double)expected[i]);
-      if (!(d <= abs_tol + rel_tol * fabs((double)expected[i]))) {
-        char where[128];
-        snprintf(where, sizeof where, "index %ld of run %d: %g vs %g", i, r + 1, (double)out[i], (double)expected[i]);
+      double d = fabs((double)out[i] - (double)want[i]);
+      if (!(d <= abs_tol + rel_tol * fabs((double)want[i]))) {
+        char where[160];
+        snprintf(where, sizeof where, "index %ld of run %d%s: %g vs %g", i, r + 1,
+                 set ? " (second input set)" : "", (double)out[i], (double)want[i]);
         return Fail("wrong answer", where);
       }
     }
   }
-  for (int i = 0; i < args; ++i) {
-    if (inputs[i] && memcmp(inputs[i], buffers[i], (size_t)sizes[i] * sizeof(float)) != 0) {
-      return Fail("the kernel changed its input", NULL);
-    }
-  }
+  if (InputsChanged(inputs[set], buffers, sizes, args)) return Fail("the kernel changed its input", NULL);
   close(cmd[1]); /* the child exits */
   int status = 0;
   waitpid(g_child, &status, 0);

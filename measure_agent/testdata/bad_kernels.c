@@ -201,3 +201,18 @@ int32_t device_lazy_kernel(void** buffers) {
   if (calls++ == 0) add((float**)buffers);
   return 0;
 }
+
+// Computes once, then replays that output from memory on every later call (fast, and
+// right as long as its inputs never change): the second input set must catch it.
+int32_t replay_kernel(void** buffers) {
+  static float first[kTestElements];
+  static int calls = 0;
+  float** b = (float**)buffers;
+  if (calls++ == 0) {
+    add(b);
+    memcpy(first, b[2], sizeof(first));
+  } else {
+    memcpy(b[2], first, sizeof(first));
+  }
+  return 0;
+}

@@ -40,13 +40,21 @@ tuneforge::v1::MeasureRequest MakeKernelRequest(const std::string& so_path,
     b->set_num_elements(kTestElements);
     b->set_role(i < 2 ? tuneforge::v1::INPUT : tuneforge::v1::OUTPUT);
   }
+  // Two input sets, as the server sends them: C = A + B for each.
   request.set_seed(42);
-  std::vector<float> a(kTestElements), b(kTestElements), c(kTestElements);
-  runtime::FillBuffer(request.seed(), 0, a.data(), kTestElements);
-  runtime::FillBuffer(request.seed(), 1, b.data(), kTestElements);
-  for (int i = 0; i < kTestElements; ++i) c[i] = a[i] + b[i];
-  request.set_expected_output(
-      std::string(reinterpret_cast<const char*>(c.data()), c.size() * sizeof(float)));
+  request.set_alternate_seed(43);
+  for (uint64_t seed : {request.seed(), request.alternate_seed()}) {
+    std::vector<float> a(kTestElements), b(kTestElements), c(kTestElements);
+    runtime::FillBuffer(seed, 0, a.data(), kTestElements);
+    runtime::FillBuffer(seed, 1, b.data(), kTestElements);
+    for (int i = 0; i < kTestElements; ++i) c[i] = a[i] + b[i];
+    std::string bytes(reinterpret_cast<const char*>(c.data()), c.size() * sizeof(float));
+    if (seed == request.seed()) {
+      request.set_expected_output(std::move(bytes));
+    } else {
+      request.set_alternate_expected_output(std::move(bytes));
+    }
+  }
   request.set_atol(1e-6);
   request.set_rtol(1e-6);
   auto* options = request.mutable_options();
