@@ -213,7 +213,18 @@ class Importer {
       all_constant &= outs[static_cast<size_t>(i)].constant;
     }
     for (int i = 0; i < p.output_size(); ++i) {
-      if (p.output(i).empty()) continue;
+      if (p.output(i).empty()) {
+        // Node::outputs holds the outputs in order, so a kernel knows output k as
+        // outputs[k]: an optional output skipped before a used one would shift them.
+        for (int later = i + 1; later < p.output_size(); ++later) {
+          if (!p.output(later).empty()) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "output ", i, " is left out while output ", later, " ('", p.output(later),
+                "') is used: not supported"));
+          }
+        }
+        continue;
+      }
       if (graph_.Find(p.output(i)) >= 0) {
         return absl::InvalidArgumentError(absl::StrCat("output '", p.output(i), "' is defined twice"));
       }
@@ -696,7 +707,11 @@ class Importer {
                                                        " is larger than the padded input ",
                                                        ShapeText(in)));
       }
-      out->push_back((ceil_mode ? (span + strides[i] - 1) / strides[i] : span / strides[i]) + 1);
+      int64_t o = (ceil_mode ? (span + strides[i] - 1) / strides[i] : span / strides[i]) + 1;
+      // With ceil_mode, a last window that would start in the end padding is dropped
+      // (it covers no input element).
+      if (ceil_mode && (o - 1) * strides[i] >= in[i] + (*pads)[i]) --o;
+      out->push_back(o);
     }
     return absl::OkStatus();
   }

@@ -487,6 +487,9 @@ absl::StatusOr<NodeKernel> LayerNorm(const Graph& g, const Node& n, int lanes) {
     return ir::Load(buf, ir::DType::kFloat32, T(g, t).NumElements() == 1 ? IntImm(0) : j);
   };
   const std::string y = b.Param(n.outputs[0], true);
+  // The optional outputs: the mean and 1/sqrt(variance + epsilon) of every row.
+  const std::string mean_out = n.outputs.size() > 1 ? b.Param(n.outputs[1], true) : "";
+  const std::string inv_out = n.outputs.size() > 2 ? b.Param(n.outputs[2], true) : "";
   const std::string row = b.names("row");
   Expr base = ir::Mul(Var(row), IntImm(len));
   auto xat = [&](Expr j) { return ir::Load(x, ir::DType::kFloat32, ir::Add(base, j)); };
@@ -506,6 +509,8 @@ absl::StatusOr<NodeKernel> LayerNorm(const Graph& g, const Node& n, int lanes) {
       inv, IntImm(0),
       ir::Div(FloatImm(1.0), ir::Call("sqrt", ir::Add(ir::Mul(Scalar(sq), FloatImm(1.0 / static_cast<double>(len))),
                                                       FloatImm(eps))))));
+  if (!mean_out.empty()) body.push_back(ir::Store(mean_out, Var(row), Scalar(mean)));
+  if (!inv_out.empty()) body.push_back(ir::Store(inv_out, Var(row), Scalar(inv)));
   body.push_back(RowLoop(
       len, lanes,
       [&](Expr j) {
@@ -741,13 +746,16 @@ absl::StatusOr<NodeKernel> GenericMatMul(const Graph& g, const Node& n, int lane
   };
   std::vector<Stmt> row;
   const std::string jo = b.names("jo"), jt = b.names("jt");
-  if (vec > 1) {
+  // Whole vectors of columns, then the columns left one at a time (all of them when
+  // the row is not vectorized).
+  const int64_t vectorized = vec > 1 ? N / vec * vec : 0;
+  if (vectorized > 0) {
     row.push_back(ir::For(jo, IntImm(N / vec), N / vec, ForKind::kSerial,
                           block(ir::Mul(Var(jo), IntImm(vec)), vec, ForKind::kVectorized)));
   }
-  if (N % vec) {
-    row.push_back(ir::For(jt, IntImm(N % vec), N % vec, ForKind::kSerial,
-                          block(ir::Add(IntImm(N / vec * vec), Var(jt)), 1, ForKind::kSerial)));
+  if (N > vectorized) {
+    row.push_back(ir::For(jt, IntImm(N - vectorized), N - vectorized, ForKind::kSerial,
+                          block(ir::Add(IntImm(vectorized), Var(jt)), 1, ForKind::kSerial)));
   }
   const int64_t rows = Product(batch) * M;
   return b.Finish(ir::For(p, IntImm(rows), rows, ForKind::kParallel, ir::Block(row)));

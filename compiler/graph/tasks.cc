@@ -118,6 +118,11 @@ class Extractor {
       Leave(node, "Gemm with transA or alpha/beta != 1: no template", 2.0 * y.NumElements() * a.shape.back());
       return absl::OkStatus();
     }
+    if (n.op == "Gemm" && !(b.constant && b.shape.size() == 2)) {
+      // The matmul template has neither transB nor C: the generic kernel has both.
+      Leave(node, "Gemm with B computed at run time: no template", 2.0 * y.NumElements() * a.shape.back());
+      return absl::OkStatus();
+    }
     if (b.constant && b.shape.size() == 2) {
       // An inference layer: constant weights -> dense (weights transposed at load
       // for Gemm's transB), bias and relu absorbed when they follow.
@@ -133,8 +138,12 @@ class Extractor {
       use.weight = n.inputs[1];
       use.transpose_weight = tb;
       if (n.op == "Gemm" && n.inputs.size() > 2 && n.inputs[2] >= 0) {
+        // A bias adds one value per output column: C is [N] or [1, N] (a [M, 1] or
+        // [M, N] C broadcasts otherwise, even when it has N elements).
         const Tensor& c = T(n.inputs[2]);
-        if (!c.constant || c.NumElements() != nn) {
+        const bool row_vector = c.shape == std::vector<int64_t>{nn} ||
+                                c.shape == std::vector<int64_t>{1, nn};
+        if (!c.constant || !row_vector) {
           Leave(node, "Gemm with a C that is not a constant bias vector: no template",
                 2.0 * m * nn * k);
           return absl::OkStatus();

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Runs the ONNX project's backend node tests (onnx/backend/test/data/node in the
+installed onnx package: per operator and attribute, a model, its inputs and the
+expected outputs) through `tuneforge model run` and sorts each into
+
+  pass     every output matches (rtol 1e-3, atol 1e-5) with the expected shape
+  refused  tuneforge exits 1 with a one-line reason (an unsupported operator,
+           attribute or input form)
+  wrong    tuneforge ran and an output is missing, has another shape or other values
+  crash    anything else: a signal, another exit status, a timeout, exit 1 without
+           a reason
+
+Only the tests whose inputs and outputs are all float32 tensors count (the float32
+set); the rest are skipped and counted. Prints one line per wrong or crashed test, the
+refusal reasons by frequency, and a summary line. Exit status 1 when any test is
+wrong or crashed (a wrong answer is the worst thing the product can give), or when
+fewer than --min-pass tests pass; 0 otherwise.
+
+  node_tests.py TUNEFORGE WORKDIR [--threads N] [--jobs J] [--filter SUBSTRING]
+                [--min-pass N] [--list]
+"""
+import argparse
+import collections
+import concurrent.futures
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+RTOL = 1e-3
+ATOL = 1e-5
+TIMEOUT_SECONDS = 120
+
+
+def node_test_dirs():
+    root = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
+    return sorted(d for d in glob.glob(os.path.join(root, "test_*")) if os.path.isdir(d))
+
+
+def is_float_tensor(value_info):
+    t = value_info.type
+    return t.HasField("tensor_type") and t.tensor_type.elem_type == onnx.TensorProto.FLOAT
+
+
+def load_case(test_dir):
+    """The model and its first data set, or None when the test is not float32-only."""
+    model_path = os.path.join(test_dir, "model.onnx")
+    data_dir = os.path.join(test_dir, "test_data_set_0")
+    if not os.path.isfile(model_path) or not os.path.isdir(data_dir):
+        return None
+    model = onnx.load(model_path)
+    weights = {t.name for t in model.graph.initializer}
+    inputs = [v for v in model.graph.input if v.name not in weights]
+    outputs = list(model.graph.output)
+    if not outputs or not all(is_float_tensor(v) for v in inputs + outputs):
+        return None
+    feeds = []
+    for i, v in enumerate(inputs):
+        path = os.path.join(data_dir, f"input_{i}.pb")
+        if not os.path.isfile(path):
+            return None
+        feeds.append((v.name, numpy_helper.to_array(onnx.load_tensor(path))))
+    expected = []
+    for i, v in enumerate(outputs):
+        path = os.path.join(data_dir, f"output_{i}.pb")
+        if not os.path.isfile(path):
+            return None
+        expected.append((v.name, numpy_helper.to_array(onnx.load_tensor(path))))
+    return model_path, feeds, expected
+
+
+def safe_name(name):
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+
+
+def run_case(tuneforge, workdir, threads, test_dir):
+    name = os.path.basename(test_dir)
+    case = load_case(test_dir)
+    if case is None:
+        return name, "skipped", ""
+    model_path, feeds, expected = case
+    work = os.path.join(workdir, name)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    out_dir = os.path.join(work, "out")
+    args = [tuneforge, "model", "run", model_path, "--output-dir", out_dir, "--threads", str(threads)]
+    for input_name, array in feeds:
+        path = os.path.join(work, safe_name(input_name) + ".in.npy")
+        np.save(path, array.astype(np.float32))
+        args += ["--input", f"{input_name}={path}"]
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        return name, "crash", f"no answer within {TIMEOUT_SECONDS} s"
+    said = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+    if done.returncode == 1 and said:
+        return name, "refused", said[-1]
+    if done.returncode != 0:
+        return name, "crash", f"exit {done.returncode}: {said[-1] if said else '(no message)'}"
+    for output_name, want in expected:
+        path = os.path.join(out_dir, output_name + ".npy")
+        if not os.path.isfile(path):
+            return name, "wrong", f"no output {output_name}"
+        got = np.load(path)
+        if got.shape != want.shape:
+            return name, "wrong", f"{output_name}: shape {list(got.shape)}, expected {list(want.shape)}"
+        if not np.allclose(got, want, rtol=RTOL, atol=ATOL, equal_nan=True):
+            bad = np.abs(got.astype(np.float64) - want) - (ATOL + RTOL * np.abs(want))
+            i = np.unravel_index(np.nanargmax(np.where(np.isnan(bad), np.inf, bad)), want.shape)
+            return name, "wrong", f"{output_name}{list(i)} = {got[i]}, expected {want[i]}"
+    shutil.rmtree(work, ignore_errors=True)
+    return name, "pass", ""
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("tuneforge")
+    p.add_argument("workdir")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--filter", default="")
+    p.add_argument("--min-pass", type=int, default=0)
+    p.add_argument("--list", action="store_true", help="print every test's verdict")
+    a = p.parse_args()
+    if a.threads < 1 or a.jobs < 1 or a.min_pass < 0:
+        p.error("--threads and --jobs must be >= 1, --min-pass >= 0")
+    if not os.access(a.tuneforge, os.X_OK):
+        p.error(f"{a.tuneforge}: not an executable")
+    dirs = [d for d in node_test_dirs() if a.filter in os.path.basename(d)]
+    if not dirs:
+        p.error("no node tests found (is onnx installed with its test data?)")
+    os.makedirs(a.workdir, exist_ok=True)
+
+    results = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
+        futures = [pool.submit(run_case, a.tuneforge, a.workdir, a.threads, d) for d in dirs]
+        for f in futures:
+            results.append(f.result())
+
+    counts = collections.Counter(verdict for _, verdict, _ in results)
+    reasons = collections.Counter()
+    for name, verdict, detail in results:
+        if a.list and verdict != "skipped":
+            print(f"{verdict:8} {name}: {detail}" if detail else f"{verdict:8} {name}")
+        elif verdict in ("wrong", "crash"):
+            print(f"{verdict.upper()} {name}: {detail}")
+        if verdict == "refused":
+            # The reason without the node's name: "unsupported operator 'X'" and the like.
+            reasons[detail.split(" (supported: ")[0].split(": ")[-1][:100]] += 1
+    if reasons:
+        print("refusals by reason (most frequent first):")
+        for reason, n in reasons.most_common(25):
+            print(f"  {n:4}  {reason}")
+    considered = len(results) - counts["skipped"]
+    share = 100.0 * counts["pass"] / considered if considered else 0.0
+    print(f"onnx {onnx.__version__} node tests, float32 set: {considered} tests, "
+          f"{counts['pass']} pass ({share:.1f}%), {counts['refused']} refused, "
+          f"{counts['wrong']} wrong, {counts['crash']} crash ({counts['skipped']} others skipped)")
+    if counts["wrong"] or counts["crash"]:
+        return 1
+    if counts["pass"] < a.min_pass:
+        print(f"fewer than --min-pass {a.min_pass} tests pass")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
