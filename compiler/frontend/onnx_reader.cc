@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -149,18 +150,59 @@ absl::StatusOr<OnnxModel> ParseOnnxModel(const std::string& bytes, const std::st
   return model;
 }
 
+namespace {
+
+// Every supported operator with the attributes the importer and the executor read
+// (all opsets kMinOpset..kMaxOpset). An attribute not listed is refused: one that
+// was silently ignored would change what the node computes.
+const std::map<std::string, std::set<std::string>>& SupportedAttributes() {
+  static const auto* const table = new std::map<std::string, std::set<std::string>>{
+      {"Add", {}},
+      {"AveragePool",
+       {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"}},
+      {"BatchNormalization", {"epsilon", "momentum", "spatial", "training_mode"}},
+      {"Clip", {"min", "max"}},
+      {"Concat", {"axis"}},
+      {"Constant", {"value", "value_float", "value_floats", "value_int", "value_ints"}},
+      {"Conv", {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}},
+      {"Div", {}},
+      {"Erf", {}},
+      {"Flatten", {"axis"}},
+      {"Gather", {"axis"}},
+      {"Gemm", {"alpha", "beta", "transA", "transB"}},
+      {"GlobalAveragePool", {}},
+      {"Identity", {}},
+      {"LayerNormalization", {"axis", "epsilon", "stash_type"}},
+      {"MatMul", {}},
+      {"MaxPool",
+       {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}},
+      {"Mul", {}},
+      {"Pow", {}},
+      {"ReduceMean", {"axes", "keepdims", "noop_with_empty_axes"}},
+      {"Relu", {}},
+      {"Reshape", {"allowzero"}},
+      {"Shape", {"start", "end"}},
+      {"Sigmoid", {}},
+      {"Slice", {}},  // opset 10+: starts, ends, axes and steps are inputs
+      {"Softmax", {"axis"}},
+      {"Split", {"axis", "split", "num_outputs"}},
+      {"Sqrt", {}},
+      {"Squeeze", {"axes"}},
+      {"Sub", {}},
+      {"Tanh", {}},
+      {"Transpose", {"perm"}},
+      {"Unsqueeze", {"axes"}},
+  };
+  return *table;
+}
+
+}  // namespace
+
 const std::vector<std::string>& SupportedOnnxOperators() {
   static const std::vector<std::string>* const ops = [] {
-    auto* list = new std::vector<std::string>{
-        "Add",       "AveragePool", "BatchNormalization", "Clip",    "Concat",
-        "Constant",  "Conv",        "Div",                "Erf",     "Flatten",
-        "Gather",    "Gemm",        "GlobalAveragePool",  "Identity", "LayerNormalization",
-        "MatMul",    "MaxPool",     "Mul",                "Pow",     "ReduceMean",
-        "Relu",      "Reshape",     "Shape",              "Sigmoid", "Slice",
-        "Softmax",   "Split",       "Sqrt",               "Squeeze", "Sub",
-        "Tanh",      "Transpose",   "Unsqueeze"};
-    std::sort(list->begin(), list->end());
-    return list;
+    auto* list = new std::vector<std::string>;
+    for (const auto& [op, attributes] : SupportedAttributes()) list->push_back(op);
+    return list;  // sorted: the map's order
   }();
   return *ops;
 }
@@ -178,6 +220,16 @@ absl::Status CheckSupported(const OnnxModel& model) {
       return Bad(model.path, absl::StrCat(NodeLabel(node, i), ": operator '", node.op_type(),
                                           "' is not supported (supported: ",
                                           absl::StrJoin(ops, ", "), ")"));
+    }
+    const std::set<std::string>& known = SupportedAttributes().at(node.op_type());
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      if (known.count(a.name()) == 0) {
+        return Bad(model.path,
+                   absl::StrCat(NodeLabel(node, i), ": attribute '", a.name(), "' of ", node.op_type(),
+                                " is not supported",
+                                known.empty() ? std::string(" (it takes none)")
+                                              : absl::StrCat(" (supported: ", absl::StrJoin(known, ", "), ")")));
+      }
     }
   }
   for (const onnx::TensorProto& tensor : graph.initializer()) {

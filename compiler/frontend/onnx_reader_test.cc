@@ -136,6 +136,26 @@ TEST_F(OnnxReaderTest, UnsupportedOperatorsAndTensorsNameTheNode) {
               HasSubstr("initializer 'w1' is FLOAT16"));
 }
 
+// An attribute the importer does not read would be silently ignored, and the node
+// would compute something else: it is refused, naming it and what the operator takes.
+TEST_F(OnnxReaderTest, UnknownAttributesAreRefused) {
+  EXPECT_THAT(Error(Edited("mlp.onnx", [](onnx::ModelProto* m) {
+                onnx::AttributeProto* a = m->mutable_graph()->mutable_node(1)->add_attribute();
+                a->set_name("broadcast");
+                a->set_type(onnx::AttributeProto::INT);
+                a->set_i(1);
+              })),
+              HasSubstr("(#1, Add): attribute 'broadcast' of Add is not supported (it takes none)"));
+  EXPECT_THAT(Error(Edited("mlp.onnx", [](onnx::ModelProto* m) {
+                onnx::AttributeProto* a = m->mutable_graph()->mutable_node(3)->add_attribute();
+                a->set_name("transC");
+                a->set_type(onnx::AttributeProto::INT);
+                a->set_i(1);
+              })),
+              HasSubstr("attribute 'transC' of Gemm is not supported (supported: alpha, beta, "
+                        "transA, transB)"));
+}
+
 TEST_F(OnnxReaderTest, ExternalDataMustStayBesideTheModelAndInRange) {
   auto set_entry = [](const std::string& key, const std::string& value) {
     return [=](onnx::ModelProto* m) {

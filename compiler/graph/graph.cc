@@ -388,6 +388,9 @@ class Importer {
       if (n.Int("training_mode", 0) != 0) {
         return absl::InvalidArgumentError("attribute training_mode=1 is not supported (inference only)");
       }
+      if (n.Int("spatial", 1) != 1) {
+        return absl::InvalidArgumentError("attribute spatial=0 (statistics per element, opset < 9) is not supported");
+      }
       const auto& x = In(n, 0).shape;
       if (x.size() < 2) return absl::InvalidArgumentError("input must be N x C x ...");
       for (size_t i = 1; i < 5; ++i) {
