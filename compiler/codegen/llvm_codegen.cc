@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -699,8 +700,9 @@ llvm::Value* ModuleEmitter::EmitExpr(const ir::Expr& e) {
 // (range reduction by ln 2, a degree-6 polynomial, the power of two built in the
 // exponent bits; relative error about 2e-7), erf by Abramowitz & Stegun 7.1.26
 // (absolute error below 1.5e-7), tanh(x) = 1 - 2 / (exp(2x) + 1) (absolute error
-// about 1e-7). log and sqrt are LLVM intrinsics (sqrt is one vector instruction; the
-// backend expands log into logf calls per lane).
+// about 1e-7). The others are LLVM intrinsics: sqrt, abs, floor, ceil and round
+// (halves to even) are vector instructions; the backend expands log, the trigonometric
+// and the hyperbolic ones into C library calls per lane. step(x) is 1 where x > 0.
 llvm::Value* ModuleEmitter::EmitCall(const ir::Expr& e) {
   if (e->operands.size() != 1 || !e->operands[0]) return Fail("call without one argument", f32_);
   llvm::Value* x = EmitExpr(e->operands[0]);
@@ -714,8 +716,21 @@ llvm::Value* ModuleEmitter::EmitCall(const ir::Expr& e) {
     llvm::Value* e2x = EmitExp(b_.CreateFMul(x, two));
     return b_.CreateFSub(one, b_.CreateFDiv(two, b_.CreateFAdd(e2x, one)));
   }
-  if (e->name == "log") return b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, x);
-  if (e->name == "sqrt") return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
+  if (e->name == "step") {  // 1 where x > 0, else 0 (NaN included)
+    return b_.CreateSelect(b_.CreateFCmpOGT(x, llvm::ConstantFP::get(x->getType(), 0.0)),
+                           llvm::ConstantFP::get(x->getType(), 1.0),
+                           llvm::ConstantFP::get(x->getType(), 0.0));
+  }
+  static const std::map<std::string, llvm::Intrinsic::ID> kIntrinsics = {
+      {"log", llvm::Intrinsic::log},     {"sqrt", llvm::Intrinsic::sqrt},
+      {"abs", llvm::Intrinsic::fabs},    {"floor", llvm::Intrinsic::floor},
+      {"ceil", llvm::Intrinsic::ceil},   {"round", llvm::Intrinsic::roundeven},
+      {"sin", llvm::Intrinsic::sin},     {"cos", llvm::Intrinsic::cos},
+      {"tan", llvm::Intrinsic::tan},     {"asin", llvm::Intrinsic::asin},
+      {"acos", llvm::Intrinsic::acos},   {"atan", llvm::Intrinsic::atan},
+      {"sinh", llvm::Intrinsic::sinh},   {"cosh", llvm::Intrinsic::cosh}};
+  auto it = kIntrinsics.find(e->name);
+  if (it != kIntrinsics.end()) return b_.CreateUnaryIntrinsic(it->second, x);
   return Fail("unknown math function " + e->name, f32_);
 }
 
@@ -726,6 +741,7 @@ llvm::Value* ModuleEmitter::EmitExp(llvm::Value* x) {
     v = b_.CreateSelect(b_.CreateFCmpOLT(v, c(lo)), c(lo), v);
     return b_.CreateSelect(b_.CreateFCmpOGT(v, c(hi)), c(hi), v);
   };
+  llvm::Value* overflows = b_.CreateFCmpOGT(x, c(88.72283935546875));  // exp(x) > FLT_MAX
   x = clamp(x, -87.3365447505531, 88.3762626647949);
   llvm::Value* fx = b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor,
                                             b_.CreateFAdd(b_.CreateFMul(x, c(1.44269504088896341)), c(0.5)));
@@ -740,7 +756,8 @@ llvm::Value* ModuleEmitter::EmitExp(llvm::Value* x) {
   llvm::Type* ity = ty->getWithNewType(i32_);
   llvm::Value* n = b_.CreateFPToSI(fx, ity);
   n = b_.CreateShl(b_.CreateAdd(n, llvm::ConstantInt::get(ity, 127)), llvm::ConstantInt::get(ity, 23));
-  return b_.CreateFMul(p, b_.CreateBitCast(n, ty));
+  return b_.CreateSelect(overflows, c(std::numeric_limits<double>::infinity()),
+                         b_.CreateFMul(p, b_.CreateBitCast(n, ty)));
 }
 
 llvm::Value* ModuleEmitter::EmitErf(llvm::Value* x) {

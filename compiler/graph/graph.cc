@@ -239,6 +239,16 @@ class Importer {
     return graph_.tensors[static_cast<size_t>(n.inputs[i])];
   }
   bool Has(const Node& n, size_t i) const { return i < n.inputs.size() && n.inputs[i] >= 0; }
+  // The first `count` inputs (all when 0) must be float32 tensors.
+  absl::Status NeedFloat(const Node& n, size_t count = 0) const {
+    for (size_t i = 0; i < (count == 0 ? n.inputs.size() : std::min(count, n.inputs.size())); ++i) {
+      if (Has(n, i) && In(n, i).dtype != DType::kFloat32) {
+        return absl::InvalidArgumentError(absl::StrCat("input ", i, " '", In(n, i).name,
+                                                       "' is int64; only float32 is supported"));
+      }
+    }
+    return absl::OkStatus();
+  }
   static absl::Status Need(const Node& n, size_t lo, size_t hi) {
     if (n.inputs.size() < lo || n.inputs.size() > hi) {
       return absl::InvalidArgumentError(
@@ -312,8 +322,41 @@ class Importer {
       t.shape = {static_cast<int64_t>(t.i64.size())};
       return std::vector<Tensor>{std::move(t)};
     }
-    if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "Erf" || op == "Sqrt") {
+    if (IsUnaryElementwiseOp(op)) {
       RETURN_IF_ERROR(Need(n, 1, 1));
+      RETURN_IF_ERROR(NeedFloat(n));
+      return std::vector<Tensor>{Like(In(n, 0), In(n, 0).shape)};
+    }
+    if (op == "PRelu") {  // the slope broadcasts to X
+      RETURN_IF_ERROR(Need(n, 2, 2));
+      RETURN_IF_ERROR(NeedFloat(n));
+      ASSIGN_OR_RETURN(std::vector<int64_t> shape, Broadcast(In(n, 1).shape, In(n, 0).shape));
+      if (shape != In(n, 0).shape) {
+        return absl::InvalidArgumentError(absl::StrCat("slope ", ShapeText(In(n, 1).shape),
+                                                       " does not broadcast to X ", ShapeText(In(n, 0).shape)));
+      }
+      return std::vector<Tensor>{Like(In(n, 0), shape)};
+    }
+    if (op == "Sum" || op == "Max" || op == "Min" || op == "Mean") {
+      if (n.inputs.empty()) return absl::InvalidArgumentError("takes 1 or more inputs, got 0");
+      RETURN_IF_ERROR(Need(n, n.inputs.size(), n.inputs.size()));
+      RETURN_IF_ERROR(NeedFloat(n));
+      std::vector<int64_t> shape = In(n, 0).shape;
+      for (size_t i = 1; i < n.inputs.size(); ++i) {
+        ASSIGN_OR_RETURN(shape, Broadcast(shape, In(n, i).shape));
+      }
+      return std::vector<Tensor>{Like(In(n, 0), shape)};
+    }
+    if (op == "Dropout") {  // inference: the identity
+      RETURN_IF_ERROR(Need(n, 1, 3));
+      RETURN_IF_ERROR(NeedFloat(n, 1));
+      if (Has(n, 2)) {
+        const Tensor& training = In(n, 2);
+        if (!training.constant || training.NumElements() != 1 ||
+            (training.dtype == DType::kFloat32 ? training.f32[0] != 0.0f : training.i64[0] != 0)) {
+          return absl::InvalidArgumentError("training_mode must be a constant false (inference only)");
+        }
+      }
       return std::vector<Tensor>{Like(In(n, 0), In(n, 0).shape)};
     }
     if (op == "Clip") {
@@ -599,7 +642,7 @@ class Importer {
       }
       return outs;
     }
-    if (op == "Softmax") {
+    if (op == "Softmax" || op == "LogSoftmax") {
       RETURN_IF_ERROR(Need(n, 1, 1));
       const int64_t rank = static_cast<int64_t>(In(n, 0).shape.size());
       const int64_t axis = NormalizeAxis(n.Int("axis", model_.opset >= 13 ? -1 : 1), rank);
@@ -627,8 +670,9 @@ class Importer {
       for (int64_t i = axis; i < rank; ++i) stats[static_cast<size_t>(i)] = 1;
       return std::vector<Tensor>{Like(In(n, 0), s), Like(In(n, 0), stats), Like(In(n, 0), stats)};
     }
-    if (op == "ReduceMean") {
+    if (IsReduceOp(op)) {
       RETURN_IF_ERROR(Need(n, 1, 2));
+      RETURN_IF_ERROR(NeedFloat(n, 1));
       std::vector<int64_t> axes = n.Ints("axes");
       if (Has(n, 1)) {
         ASSIGN_OR_RETURN(axes, ConstInts(n, 1, "axes"));
@@ -963,6 +1007,24 @@ class Importer {
 };
 
 }  // namespace
+
+bool IsUnaryElementwiseOp(const std::string& op) {
+  static const std::set<std::string> ops = {
+      "Abs",      "Acos",        "Acosh",     "Asin",    "Asinh",    "Atan",      "Atanh",
+      "Ceil",     "Celu",        "Cos",       "Cosh",    "Elu",      "Erf",       "Exp",
+      "Floor",    "Gelu",        "HardSigmoid", "HardSwish", "LeakyRelu", "Log", "Mish",
+      "Neg",      "Reciprocal",  "Relu",      "Round",   "Selu",     "Shrink",    "Sigmoid",
+      "Sign",     "Sin",         "Sinh",      "Softplus", "Softsign", "Sqrt",     "Tan",
+      "Tanh",     "ThresholdedRelu"};
+  return ops.count(op) > 0;
+}
+
+bool IsReduceOp(const std::string& op) {
+  static const std::set<std::string> ops = {"ReduceL1",  "ReduceL2",        "ReduceLogSum",
+                                            "ReduceLogSumExp", "ReduceMax", "ReduceMean",
+                                            "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare"};
+  return ops.count(op) > 0;
+}
 
 absl::StatusOr<Graph> ImportOnnx(const frontend::OnnxModel& model) {
   return Importer(model).Run();

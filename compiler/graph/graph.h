@@ -61,6 +61,14 @@ struct Graph {
   int Find(const std::string& name) const;  // -1 when absent
 };
 
+// Operators of one float input whose output has its shape, computed element by
+// element (Relu, Exp, Sin, LeakyRelu, Gelu, ...): the importer infers their shape,
+// the executor's kernels (kernels.h) compute them, alone or fused into chains.
+bool IsUnaryElementwiseOp(const std::string& op);
+// ReduceSum, ReduceMean, ReduceMax, ... (one float input, axes as an attribute or a
+// constant second input, keepdims).
+bool IsReduceOp(const std::string& op);
+
 // Imports a model that passed frontend::CheckSupported. Errors name the node, its
 // operator and the attribute or input at fault (an attribute value out of range,
 // shapes that do not broadcast, a Reshape to a shape of another size, ...).

@@ -152,13 +152,28 @@ Stmt ElementwiseNest(std::vector<int64_t> shape, View out, std::vector<View> ins
   return ir::For(p, IntImm(rows * chunks), rows * chunks, ForKind::kParallel, ir::Block(inner));
 }
 
-// Reduces term(j) for j in [0, n) into result[0] (a local of one element): a sum, or
-// a maximum. With `lanes` > 1, `lanes` partial results are kept in one vector (the
-// terms must then be contiguous in j to load as vectors).
+// How RowReduce combines its terms.
+enum class Combine { kSum, kMax, kMin, kProduct };
+
+// Reduces term(j) for j in [0, n) into result[0] (a local of one element): a sum, a
+// maximum, a minimum or a product. With `lanes` > 1, `lanes` partial results are kept
+// in one vector (the terms must then be contiguous in j to load as vectors).
 Stmt RowReduce(const std::string& result, int64_t n, const std::function<Expr(Expr)>& term,
-               bool is_max, int lanes, Names& names) {
-  const Expr init = FloatImm(is_max ? -std::numeric_limits<float>::infinity() : 0.0);
-  auto combine = [&](Expr a, Expr b) { return is_max ? ir::Max(a, b) : ir::Add(a, b); };
+               Combine how, int lanes, Names& names) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Expr init = FloatImm(how == Combine::kMax   ? -inf
+                             : how == Combine::kMin ? inf
+                             : how == Combine::kProduct ? 1.0
+                                                        : 0.0);
+  auto combine = [&](Expr a, Expr b) {
+    switch (how) {
+      case Combine::kMax: return ir::Max(a, b);
+      case Combine::kMin: return ir::Min(a, b);
+      case Combine::kProduct: return ir::Mul(a, b);
+      case Combine::kSum: break;
+    }
+    return ir::Add(a, b);
+  };
   const int64_t vec = lanes > 1 && n >= lanes ? lanes : 1;
   const std::string part = names("part");
   auto at = [&](Expr i) { return ir::Load(part, ir::DType::kFloat32, i); };
@@ -274,10 +289,109 @@ Expr PowConst(Expr x, float y) {
   return ir::Call("exp", ir::Mul(FloatImm(y), ir::Call("log", x)));
 }
 
+// max(x, 0) + log(1 + exp(-|x|)): log(1 + exp(x)) without overflow for large x.
+Expr Softplus(Expr x) {
+  return ir::Add(ir::Max(x, FloatImm(0.0)),
+                 ir::Call("log", ir::Add(FloatImm(1.0), ir::Call("exp", ir::Mul(ir::Call("abs", x), FloatImm(-1.0))))));
+}
+
+// exp(x) - 1 for x <= 0 (the negative side of Elu, Selu and Celu).
+Expr ExpMinusOne(Expr x) { return ir::Sub(ir::Call("exp", x), FloatImm(1.0)); }
+
+// The value of unary elementwise operator `n` (graph::IsUnaryElementwiseOp) from its
+// input's, the node's attributes folded in. Step functions are products with step(x)
+// (1 where x > 0) of values kept finite, so that an infinite input gives the
+// operator's value, not inf * 0.
+absl::StatusOr<Expr> UnaryExpr(const Node& n, Expr x) {
+  const std::string& op = n.op;
+  auto negative = [](Expr e) { return ir::Mul(e, FloatImm(-1.0)); };
+  if (op == "Relu") return ir::Max(x, FloatImm(0.0));
+  if (op == "Sigmoid") return Sigmoid(x);
+  if (op == "Tanh") return ir::Call("tanh", x);
+  if (op == "Erf") return ir::Call("erf", x);
+  if (op == "Sqrt") return ir::Call("sqrt", x);
+  if (op == "Exp") return ir::Call("exp", x);
+  if (op == "Log") return ir::Call("log", x);
+  if (op == "Abs") return ir::Call("abs", x);
+  if (op == "Neg") return negative(x);
+  if (op == "Reciprocal") return ir::Div(FloatImm(1.0), x);
+  if (op == "Floor") return ir::Call("floor", x);
+  if (op == "Ceil") return ir::Call("ceil", x);
+  if (op == "Round") return ir::Call("round", x);
+  if (op == "Sign") return ir::Sub(ir::Call("step", x), ir::Call("step", negative(x)));
+  for (const char* f : {"sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh"}) {
+    std::string name = f;
+    name[0] = static_cast<char>(name[0] - 'a' + 'A');
+    if (op == name) return ir::Call(f, x);
+  }
+  if (op == "Asinh") {  // sign(x) * log(|x| + sqrt(x^2 + 1))
+    Expr a = ir::Call("abs", x);
+    Expr v = ir::Call("log", ir::Add(a, ir::Call("sqrt", ir::Add(ir::Mul(a, a), FloatImm(1.0)))));
+    return ir::Mul(v, ir::Sub(ir::Call("step", x), ir::Call("step", negative(x))));
+  }
+  if (op == "Acosh") {
+    return ir::Call("log", ir::Add(x, ir::Call("sqrt", ir::Sub(ir::Mul(x, x), FloatImm(1.0)))));
+  }
+  if (op == "Atanh") {
+    return ir::Mul(FloatImm(0.5), ir::Call("log", ir::Div(ir::Add(FloatImm(1.0), x), ir::Sub(FloatImm(1.0), x))));
+  }
+  if (op == "Softplus") return Softplus(x);
+  if (op == "Softsign") return ir::Div(x, ir::Add(FloatImm(1.0), ir::Call("abs", x)));
+  if (op == "Mish") return ir::Mul(x, ir::Call("tanh", Softplus(x)));
+  if (op == "LeakyRelu") {
+    return ir::Add(ir::Max(x, FloatImm(0.0)), ir::Mul(FloatImm(n.Float("alpha", 0.01f)), ir::Min(x, FloatImm(0.0))));
+  }
+  if (op == "Elu" || op == "Selu") {
+    const float alpha = n.Float("alpha", op == "Elu" ? 1.0f : 1.67326319217681884765625f);
+    Expr v = ir::Add(ir::Max(x, FloatImm(0.0)), ir::Mul(FloatImm(alpha), ExpMinusOne(ir::Min(x, FloatImm(0.0)))));
+    return op == "Elu" ? v : ir::Mul(FloatImm(n.Float("gamma", 1.05070102214813232421875f)), v);
+  }
+  if (op == "Celu") {
+    const float alpha = n.Float("alpha", 1.0f);
+    if (alpha == 0.0f) return Unsupported(n, "alpha = 0");
+    return ir::Add(ir::Max(x, FloatImm(0.0)),
+                   ir::Mul(FloatImm(alpha), ExpMinusOne(ir::Min(ir::Div(x, FloatImm(alpha)), FloatImm(0.0)))));
+  }
+  if (op == "HardSigmoid" || op == "HardSwish") {
+    const float alpha = op == "HardSwish" ? 1.0f / 6.0f : n.Float("alpha", 0.2f);
+    const float beta = op == "HardSwish" ? 0.5f : n.Float("beta", 0.5f);
+    Expr h = ir::Max(FloatImm(0.0), ir::Min(FloatImm(1.0), ir::Add(ir::Mul(FloatImm(alpha), x), FloatImm(beta))));
+    return op == "HardSwish" ? ir::Mul(x, h) : h;
+  }
+  if (op == "ThresholdedRelu") {  // x where x > alpha, else 0
+    const float alpha = n.Float("alpha", 1.0f);
+    return ir::Mul(ir::Call("step", ir::Sub(x, FloatImm(alpha))), ir::Max(x, FloatImm(alpha)));
+  }
+  if (op == "Shrink") {  // x + bias below -lambd, x - bias above lambd, else 0
+    const float lambd = n.Float("lambd", 0.5f), bias = n.Float("bias", 0.0f);
+    Expr low = ir::Mul(ir::Call("step", ir::Sub(FloatImm(-lambd), x)), ir::Add(ir::Min(x, FloatImm(-lambd)), FloatImm(bias)));
+    Expr high = ir::Mul(ir::Call("step", ir::Sub(x, FloatImm(lambd))), ir::Sub(ir::Max(x, FloatImm(lambd)), FloatImm(bias)));
+    return ir::Add(low, high);
+  }
+  if (op == "Gelu") {
+    auto it = n.attrs.find("approximate");
+    const std::string approximate = it == n.attrs.end() ? "none" : it->second.text;
+    if (approximate == "none") {
+      return ir::Mul(ir::Mul(FloatImm(0.5), x),
+                     ir::Add(FloatImm(1.0), ir::Call("erf", ir::Mul(x, FloatImm(0.70710678118654752)))));
+    }
+    if (approximate == "tanh") {
+      Expr inner = ir::Mul(FloatImm(0.79788456080286536),
+                           ir::Add(x, ir::Mul(FloatImm(0.044715), ir::Mul(x, ir::Mul(x, x)))));
+      return ir::Mul(ir::Mul(FloatImm(0.5), x), ir::Add(FloatImm(1.0), ir::Call("tanh", inner)));
+    }
+    return Unsupported(n, "approximate '" + approximate + "'");
+  }
+  return Unsupported(n, "this elementwise operator");
+}
+
 // The tensors an elementwise node reads at run time (Pow's constant scalar exponent
 // and Clip's bounds are folded into the expression).
 std::vector<int> ElementwiseInputs(const Graph& g, const Node& n) {
-  if (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div") return {n.inputs[0], n.inputs[1]};
+  if (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div" || n.op == "PRelu") {
+    return {n.inputs[0], n.inputs[1]};
+  }
+  if (n.op == "Sum" || n.op == "Max" || n.op == "Min" || n.op == "Mean") return n.inputs;
   if (n.op == "Pow" && !(T(g, n.inputs[1]).constant && T(g, n.inputs[1]).NumElements() == 1)) {
     return {n.inputs[0], n.inputs[1]};
   }
@@ -300,16 +414,19 @@ absl::StatusOr<Expr> ElementwiseExpr(const Graph& g, const Node& n, const std::v
     const Tensor& e = T(g, n.inputs[1]);
     return PowConst(v[0], e.f32.empty() ? static_cast<float>(e.i64[0]) : e.f32[0]);
   }
-  if (op == "Relu") return ir::Max(v[0], FloatImm(0.0));
-  if (op == "Sigmoid") return Sigmoid(v[0]);
-  if (op == "Tanh") return ir::Call("tanh", v[0]);
-  if (op == "Erf") return ir::Call("erf", v[0]);
-  if (op == "Sqrt") return ir::Call("sqrt", v[0]);
+  if (op == "PRelu") return ir::Add(ir::Max(v[0], FloatImm(0.0)), ir::Mul(v[1], ir::Min(v[0], FloatImm(0.0))));
+  if (op == "Sum" || op == "Max" || op == "Min" || op == "Mean") {
+    Expr e = v[0];
+    for (size_t i = 1; i < v.size(); ++i) {
+      e = op == "Max" ? ir::Max(e, v[i]) : op == "Min" ? ir::Min(e, v[i]) : ir::Add(e, v[i]);
+    }
+    return op == "Mean" ? ir::Div(e, FloatImm(static_cast<double>(v.size()))) : e;
+  }
   if (op == "Clip") {
     auto [lo, hi] = ClipBounds(g, n);
     return ClipExpr(v[0], lo, hi);
   }
-  return Unsupported(n, "this elementwise operator");
+  return UnaryExpr(n, v[0]);
 }
 
 // Copies `in` (a view over `shape`) to `out` (a view over the same shape).
@@ -418,7 +535,7 @@ Stmt RowLoop(int64_t n, int lanes, const std::function<Stmt(Expr)>& store, Names
   return ir::Block(parts);
 }
 
-// Softmax over one axis: rows of `extent` elements `inner` apart.
+// Softmax and LogSoftmax over one axis: rows of `extent` elements `inner` apart.
 absl::StatusOr<NodeKernel> Softmax(const Graph& g, const Node& n, int lanes, int64_t opset) {
   Builder b(g, n.op);
   const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
@@ -443,22 +560,25 @@ absl::StatusOr<NodeKernel> Softmax(const Graph& g, const Node& n, int lanes, int
   const std::string m = b.names("max"), s = b.names("sum");
   std::vector<Stmt> body;
   body.push_back(RowReduce(m, extent, [&](Expr j) { return ir::Load(x, ir::DType::kFloat32, elem(j)); },
-                           true, vec, b.names));
+                           Combine::kMax, vec, b.names));
   // y = exp(x - max), summed as it is written.
   body.push_back(RowReduce(
       s, extent,
       [&](Expr j) {
         return ir::Call("exp", ir::Sub(ir::Load(x, ir::DType::kFloat32, elem(j)), Scalar(m)));
       },
-      false, vec, b.names));
+      Combine::kSum, vec, b.names));
   const std::string inv = b.names("inv");
-  // y = exp(x - max) * (1 / sum), one loop over the row.
+  // Softmax: y = exp(x - max) * (1 / sum); LogSoftmax: y = x - max - log(sum) (inv
+  // holds the log). One loop over the row.
   const std::string j = b.names("j");
-  Expr value = ir::Mul(ir::Call("exp", ir::Sub(ir::Load(x, ir::DType::kFloat32, elem(Var(j))), Scalar(m))),
-                       Scalar(inv));
+  const bool log_softmax = n.op == "LogSoftmax";
+  Expr shifted = ir::Sub(ir::Load(x, ir::DType::kFloat32, elem(Var(j))), Scalar(m));
+  Expr value = log_softmax ? ir::Sub(shifted, Scalar(inv)) : ir::Mul(ir::Call("exp", shifted), Scalar(inv));
   Stmt scale = RowLoop(extent, vec, [&](Expr jj) { return ir::Store(y, elem(jj), ir::Substitute(value, {{j, jj}})); },
                        b.names);
-  body.push_back(ir::Store(inv, IntImm(0), ir::Div(FloatImm(1.0), Scalar(s))));
+  body.push_back(ir::Store(inv, IntImm(0),
+                           log_softmax ? ir::Call("log", Scalar(s)) : ir::Div(FloatImm(1.0), Scalar(s))));
   body.push_back(scale);
   Stmt st = ir::Block(body);
   for (const std::string& local : {m, s, inv}) st = ir::Allocate(local, ir::DType::kFloat32, 1, st);
@@ -496,7 +616,7 @@ absl::StatusOr<NodeKernel> LayerNorm(const Graph& g, const Node& n, int lanes) {
   const std::string sum = b.names("sum"), sq = b.names("sq"), mean = b.names("mean"),
                     inv = b.names("inv");
   std::vector<Stmt> body;
-  body.push_back(RowReduce(sum, len, xat, false, lanes, b.names));
+  body.push_back(RowReduce(sum, len, xat, Combine::kSum, lanes, b.names));
   body.push_back(ir::Store(mean, IntImm(0), ir::Mul(Scalar(sum), FloatImm(1.0 / static_cast<double>(len)))));
   body.push_back(RowReduce(
       sq, len,
@@ -504,7 +624,7 @@ absl::StatusOr<NodeKernel> LayerNorm(const Graph& g, const Node& n, int lanes) {
         Expr d = ir::Sub(xat(j), Scalar(mean));
         return ir::Mul(d, d);
       },
-      false, lanes, b.names));
+      Combine::kSum, lanes, b.names));
   body.push_back(ir::Store(
       inv, IntImm(0),
       ir::Div(FloatImm(1.0), ir::Call("sqrt", ir::Add(ir::Mul(Scalar(sq), FloatImm(1.0 / static_cast<double>(len))),
@@ -525,8 +645,12 @@ absl::StatusOr<NodeKernel> LayerNorm(const Graph& g, const Node& n, int lanes) {
   return b.Finish(ir::For(row, IntImm(rows), rows, ForKind::kParallel, st));
 }
 
-// ReduceMean and GlobalAveragePool: the mean over a set of axes.
-absl::StatusOr<NodeKernel> Mean(const Graph& g, const Node& n, int lanes, std::vector<int64_t> axes) {
+// The reductions (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1,
+// ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp) and GlobalAveragePool
+// (ReduceMean over H and W) over a set of axes. ReduceLogSumExp subtracts the
+// maximum first (log(sum(exp(x - max))) + max), so that large inputs do not overflow.
+absl::StatusOr<NodeKernel> Reduce(const Graph& g, const Node& n, int lanes, const std::string& op,
+                                  std::vector<int64_t> axes) {
   Builder b(g, n.op);
   const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
   const int64_t rank = static_cast<int64_t>(shape.size());
@@ -556,15 +680,43 @@ absl::StatusOr<NodeKernel> Mean(const Graph& g, const Node& n, int lanes, std::v
   for (int64_t d = 0; d < rank; ++d) {
     if (reduce[static_cast<size_t>(d)] && d + 1 < rank && !reduce[static_cast<size_t>(d) + 1]) trailing = false;
   }
-  const std::string sum = b.names("sum");
-  auto term = [&](Expr j) {
+  auto element = [&](Expr j) {
     if (trailing) return ir::Load(x, ir::DType::kFloat32, ir::Add(base, j));
     return ir::Load(x, ir::DType::kFloat32, ir::Add(base, offset(j, red_dims, red_strides)));
   };
-  Stmt body = ir::Block({RowReduce(sum, count, term, false, trailing ? lanes : 1, b.names),
-                         ir::Store(y, Var(o), ir::Mul(Scalar(sum), FloatImm(1.0 / static_cast<double>(count))))});
-  body = ir::Allocate(sum, ir::DType::kFloat32, 1, body);
-  return b.Finish(ir::For(o, IntImm(outs), outs, ForKind::kParallel, body));
+  const int vec = trailing ? lanes : 1;
+  const std::string acc = b.names("acc"), top = b.names("top");
+  std::vector<Stmt> body;
+  Expr result = Scalar(acc);
+  if (op == "ReduceMax" || op == "ReduceMin" || op == "ReduceProd") {
+    body.push_back(RowReduce(acc, count, element,
+                             op == "ReduceMax" ? Combine::kMax : op == "ReduceMin" ? Combine::kMin : Combine::kProduct,
+                             vec, b.names));
+  } else if (op == "ReduceLogSumExp") {
+    body.push_back(RowReduce(top, count, element, Combine::kMax, vec, b.names));
+    // A row of -inf (or +inf) keeps its maximum out of the subtraction.
+    const float big = std::numeric_limits<float>::max();
+    body.push_back(ir::Store(top, IntImm(0), ir::Min(ir::Max(Scalar(top), FloatImm(-big)), FloatImm(big))));
+    body.push_back(RowReduce(acc, count, [&](Expr j) { return ir::Call("exp", ir::Sub(element(j), Scalar(top))); },
+                             Combine::kSum, vec, b.names));
+    result = ir::Add(ir::Call("log", Scalar(acc)), Scalar(top));
+  } else {
+    std::function<Expr(Expr)> term = element;
+    if (op == "ReduceL1") term = [&](Expr j) { return ir::Call("abs", element(j)); };
+    if (op == "ReduceL2" || op == "ReduceSumSquare") {
+      term = [&](Expr j) {
+        Expr v = element(j);
+        return ir::Mul(v, v);
+      };
+    }
+    body.push_back(RowReduce(acc, count, term, Combine::kSum, vec, b.names));
+    if (op == "ReduceMean") result = ir::Mul(Scalar(acc), FloatImm(1.0 / static_cast<double>(count)));
+    if (op == "ReduceL2") result = ir::Call("sqrt", Scalar(acc));
+    if (op == "ReduceLogSum") result = ir::Call("log", Scalar(acc));
+  }
+  body.push_back(ir::Store(y, Var(o), result));
+  Stmt st = ir::Allocate(acc, ir::DType::kFloat32, 1, ir::Allocate(top, ir::DType::kFloat32, 1, ir::Block(body)));
+  return b.Finish(ir::For(o, IntImm(outs), outs, ForKind::kParallel, st));
 }
 
 // MaxPool / AveragePool over NCHW, padding by bounds checks.
@@ -795,12 +947,14 @@ absl::StatusOr<NodeKernel> BatchNorm(const Graph& g, const Node& n, int lanes) {
 }  // namespace
 
 bool IsAliasOp(const std::string& op) {
-  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity";
+  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity" ||
+         op == "Dropout";  // inference: the output is the input (graph import checks the mode)
 }
 
 bool IsElementwiseOp(const std::string& op) {
-  return op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Relu" ||
-         op == "Sigmoid" || op == "Tanh" || op == "Erf" || op == "Sqrt" || op == "Clip";
+  return op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Clip" ||
+         op == "PRelu" || op == "Sum" || op == "Max" || op == "Min" || op == "Mean" ||
+         IsUnaryElementwiseOp(op);
 }
 
 std::vector<int> ChainInputs(const Graph& g, const std::vector<int>& nodes) {
@@ -865,18 +1019,18 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lane
   if (op == "Transpose" || op == "Slice" || op == "Concat" || op == "Split" || op == "Gather") {
     return DataMovement(g, n, lanes);
   }
-  if (op == "Softmax") return Softmax(g, n, lanes, g.opset);
+  if (op == "Softmax" || op == "LogSoftmax") return Softmax(g, n, lanes, g.opset);
   if (op == "LayerNormalization") return LayerNorm(g, n, lanes);
-  if (op == "ReduceMean") {
+  if (IsReduceOp(op)) {
     std::vector<int64_t> axes = n.Ints("axes");
     if (n.inputs.size() > 1 && n.inputs[1] >= 0) axes = T(g, n.inputs[1]).i64;
     if (axes.empty()) {
       if (n.Int("noop_with_empty_axes", 0) != 0) return Unsupported(n, "noop_with_empty_axes");
       for (size_t i = 0; i < T(g, n.inputs[0]).shape.size(); ++i) axes.push_back(static_cast<int64_t>(i));
     }
-    return Mean(g, n, lanes, axes);
+    return Reduce(g, n, lanes, op, axes);
   }
-  if (op == "GlobalAveragePool") return Mean(g, n, lanes, {2, 3});
+  if (op == "GlobalAveragePool") return Reduce(g, n, lanes, "ReduceMean", {2, 3});
   if (op == "MaxPool" || op == "AveragePool") return Pool(g, n);
   if (op == "Conv") return DirectConv(g, n);
   if (op == "MatMul" || op == "Gemm") return GenericMatMul(g, n, lanes);

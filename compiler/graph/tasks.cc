@@ -252,7 +252,9 @@ class Extractor {
 
   static std::string NonAnchorReason(const std::string& op) {
     if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") return "pooling";
-    if (op == "Softmax" || op == "LayerNormalization" || op == "ReduceMean") return "normalization/reduction";
+    if (op == "Softmax" || op == "LogSoftmax" || op == "LayerNormalization" || IsReduceOp(op)) {
+      return "normalization/reduction";
+    }
     if (op == "Reshape" || op == "Flatten" || op == "Transpose" || op == "Squeeze" ||
         op == "Unsqueeze" || op == "Concat" || op == "Split" || op == "Slice" || op == "Gather" ||
         op == "Identity") {
@@ -265,7 +267,7 @@ class Extractor {
   double Elementwise(const Node& n) const {
     double out = 0;
     for (int o : n.outputs) out += static_cast<double>(T(o).NumElements());
-    return n.op == "Softmax" || n.op == "LayerNormalization" ? 5 * out : out;
+    return n.op == "Softmax" || n.op == "LogSoftmax" || n.op == "LayerNormalization" ? 5 * out : out;
   }
 
   const Graph& g_;

@@ -148,7 +148,9 @@ Expr Load(const std::string& buffer, DType dtype, Expr index) {
 }
 
 const std::vector<std::string>& MathFunctions() {
-  static const std::vector<std::string> names = {"exp", "log", "sqrt", "erf", "tanh"};
+  static const std::vector<std::string> names = {
+      "exp",  "log",  "sqrt", "erf",  "tanh",  "abs",  "floor", "ceil", "round", "sin",
+      "cos",  "tan",  "asin", "acos", "atan",  "sinh", "cosh",  "step"};
   return names;
 }
 
@@ -158,6 +160,19 @@ float EvalMathFunction(const std::string& function, float x) {
   if (function == "sqrt") return std::sqrt(x);
   if (function == "erf") return std::erf(x);
   if (function == "tanh") return std::tanh(x);
+  if (function == "abs") return std::fabs(x);
+  if (function == "floor") return std::floor(x);
+  if (function == "ceil") return std::ceil(x);
+  if (function == "round") return std::nearbyint(x);  // halves to even (default rounding mode)
+  if (function == "sin") return std::sin(x);
+  if (function == "cos") return std::cos(x);
+  if (function == "tan") return std::tan(x);
+  if (function == "asin") return std::asin(x);
+  if (function == "acos") return std::acos(x);
+  if (function == "atan") return std::atan(x);
+  if (function == "sinh") return std::sinh(x);
+  if (function == "cosh") return std::cosh(x);
+  if (function == "step") return x > 0.0f ? 1.0f : 0.0f;
   TF_CHECK(false, "unknown math function ", function);
   return 0.0f;
 }
