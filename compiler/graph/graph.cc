@@ -361,12 +361,47 @@ class Importer {
     }
     if (op == "Clip") {
       RETURN_IF_ERROR(Need(n, 1, 3));
+      RETURN_IF_ERROR(NeedFloat(n));
       for (size_t i = 1; i < n.inputs.size(); ++i) {
-        if (Has(n, i) && (!In(n, i).constant || In(n, i).NumElements() != 1)) {
-          return absl::InvalidArgumentError("min and max must be constant scalars");
+        if (Has(n, i) && In(n, i).NumElements() != 1) {
+          return absl::InvalidArgumentError("min and max must be scalars");
         }
       }
       return std::vector<Tensor>{Like(In(n, 0), In(n, 0).shape)};
+    }
+    if (op == "Cast" || op == "CastLike") return InferCast(n);
+    if (op == "Size") {
+      RETURN_IF_ERROR(Need(n, 1, 1));
+      Tensor t;
+      t.dtype = DType::kInt64;
+      t.constant = true;
+      t.i64 = {In(n, 0).NumElements()};
+      return std::vector<Tensor>{std::move(t)};
+    }
+    if (op == "ConstantOfShape") {
+      RETURN_IF_ERROR(Need(n, 1, 1));
+      ASSIGN_OR_RETURN(std::vector<int64_t> shape, ConstInts(n, 0, "shape"));
+      Tensor t;
+      t.constant = true;
+      t.shape = shape;
+      for (int64_t d : shape) {
+        if (d < 0) return absl::InvalidArgumentError("shape has a negative dimension");
+      }
+      if (pending_constant_.has_value()) {  // the `value` attribute: one element
+        if (pending_constant_->NumElements() != 1) {
+          return absl::InvalidArgumentError("attribute value must have one element");
+        }
+        t.dtype = pending_constant_->dtype;
+      }
+      const int64_t count = t.NumElements();
+      if (count > (int64_t{1} << 28)) return absl::InvalidArgumentError("the constant is too large to fold");
+      if (t.dtype == DType::kFloat32) {
+        t.f32.assign(static_cast<size_t>(count), pending_constant_ ? pending_constant_->f32[0] : 0.0f);
+      } else {
+        t.i64.assign(static_cast<size_t>(count), pending_constant_->i64[0]);
+      }
+      pending_constant_.reset();
+      return std::vector<Tensor>{std::move(t)};
     }
     if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow") {
       RETURN_IF_ERROR(Need(n, 2, 2));
@@ -807,6 +842,54 @@ class Importer {
     n.attrs["pads"].ints = pads;
     n.attrs.erase("auto_pad");
     return std::vector<Tensor>{Like(In(n, 0), {x[0], x[1], spatial[0], spatial[1]})};
+  }
+
+  // Cast (attribute `to`) and CastLike (the type of its second input) to float32 or
+  // int64: a constant is converted here (float to int64 rounds toward zero, as C and
+  // numpy do; NaN and out-of-range values are refused); a run-time tensor only when the
+  // type stays the same (the identity: the executor aliases it).
+  absl::StatusOr<std::vector<Tensor>> InferCast(Node& n) {
+    const bool like = n.op == "CastLike";
+    RETURN_IF_ERROR(Need(n, like ? 2 : 1, like ? 2 : 1));
+    DType to = DType::kFloat32;
+    if (like) {
+      to = In(n, 1).dtype;
+    } else {
+      const int64_t code = n.Int("to", -1);
+      if (code == onnx::TensorProto::FLOAT) {
+        to = DType::kFloat32;
+      } else if (code == onnx::TensorProto::INT64) {
+        to = DType::kInt64;
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat("attribute to=", code, " (",
+                                                       onnx::TensorProto::DataType_Name(static_cast<int>(code)),
+                                                       ") is not supported: float32 and int64 only"));
+      }
+    }
+    const Tensor& x = In(n, 0);
+    Tensor out = Like(x, x.shape);
+    out.dtype = to;
+    if (x.constant) {
+      out.constant = true;
+      if (to == x.dtype) {
+        out.f32 = x.f32;
+        out.i64 = x.i64;
+      } else if (to == DType::kFloat32) {
+        for (int64_t v : x.i64) out.f32.push_back(static_cast<float>(v));
+      } else {
+        for (float v : x.f32) {
+          if (!std::isfinite(v) || std::fabs(v) >= 9.2e18f) {
+            return absl::InvalidArgumentError(absl::StrCat("cannot convert ", v, " to int64"));
+          }
+          out.i64.push_back(static_cast<int64_t>(v));
+        }
+      }
+    } else if (to != x.dtype) {
+      return absl::InvalidArgumentError(absl::StrCat("converting the run-time tensor '", x.name, "' from ",
+                                                     DTypeName(x.dtype), " to ", DTypeName(to),
+                                                     " is not supported"));
+    }
+    return std::vector<Tensor>{std::move(out)};
   }
 
   absl::StatusOr<std::vector<Tensor>> InferSlice(Node& n) {

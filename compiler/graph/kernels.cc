@@ -392,6 +392,13 @@ std::vector<int> ElementwiseInputs(const Graph& g, const Node& n) {
     return {n.inputs[0], n.inputs[1]};
   }
   if (n.op == "Sum" || n.op == "Max" || n.op == "Min" || n.op == "Mean") return n.inputs;
+  if (n.op == "Clip") {  // bounds computed at run time are inputs too
+    std::vector<int> in = {n.inputs[0]};
+    for (size_t i = 1; i < n.inputs.size(); ++i) {
+      if (n.inputs[i] >= 0 && !T(g, n.inputs[i]).constant) in.push_back(n.inputs[i]);
+    }
+    return in;
+  }
   if (n.op == "Pow" && !(T(g, n.inputs[1]).constant && T(g, n.inputs[1]).NumElements() == 1)) {
     return {n.inputs[0], n.inputs[1]};
   }
@@ -422,9 +429,22 @@ absl::StatusOr<Expr> ElementwiseExpr(const Graph& g, const Node& n, const std::v
     }
     return op == "Mean" ? ir::Div(e, FloatImm(static_cast<double>(v.size()))) : e;
   }
-  if (op == "Clip") {
+  if (op == "Clip") {  // min(max(x, lo), hi); bounds computed at run time follow x in v
     auto [lo, hi] = ClipBounds(g, n);
-    return ClipExpr(v[0], lo, hi);
+    auto runtime = [&](size_t i) { return i < n.inputs.size() && n.inputs[i] >= 0 && !T(g, n.inputs[i]).constant; };
+    size_t next = 1;
+    Expr x = v[0];
+    if (runtime(1)) {
+      x = ir::Max(x, v[next++]);
+    } else if (std::isfinite(lo)) {
+      x = ir::Max(x, FloatImm(lo));
+    }
+    if (runtime(2)) {
+      x = ir::Min(x, v[next++]);
+    } else if (std::isfinite(hi)) {
+      x = ir::Min(x, FloatImm(hi));
+    }
+    return x;
   }
   return UnaryExpr(n, v[0]);
 }
@@ -948,7 +968,8 @@ absl::StatusOr<NodeKernel> BatchNorm(const Graph& g, const Node& n, int lanes) {
 
 bool IsAliasOp(const std::string& op) {
   return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity" ||
-         op == "Dropout";  // inference: the output is the input (graph import checks the mode)
+         op == "Dropout" ||                    // inference: the output is the input (import checks the mode)
+         op == "Cast" || op == "CastLike";  // at run time only to the same type (import checks)
 }
 
 bool IsElementwiseOp(const std::string& op) {

@@ -64,6 +64,15 @@ class Extractor {
     return g_.nodes[static_cast<size_t>(c)].op == op && !taken_[static_cast<size_t>(c)] ? c : -1;
   }
 
+  // A Clip whose bounds are constants (or absent): the conv epilogue folds them in.
+  bool ConstantBounds(int node) const {
+    const Node& n = g_.nodes[static_cast<size_t>(node)];
+    for (size_t i = 1; i < n.inputs.size(); ++i) {
+      if (n.inputs[i] >= 0 && !T(n.inputs[i]).constant) return false;
+    }
+    return true;
+  }
+
   // Add of a constant vector of `n` elements (a bias over the last dimension).
   bool IsBiasAdd(int node, int64_t n, int from) const {
     const Node& add = g_.nodes[static_cast<size_t>(node)];
@@ -234,7 +243,7 @@ class Extractor {
       epilogue += epilogue.empty() ? "relu" : "+relu";
       use.activation = "relu";
       nodes.push_back(r);
-    } else if (int c = SoleConsumer(tail, "Clip"); c >= 0) {
+    } else if (int c = SoleConsumer(tail, "Clip"); c >= 0 && ConstantBounds(c)) {
       epilogue += epilogue.empty() ? "clip" : "+clip";
       use.activation = "clip";
       use.clip_node = c;
