@@ -454,7 +454,26 @@ class Importer {
     }
     if (op == "Conv") return InferConv(n);
     if (op == "MaxPool" || op == "AveragePool") return InferPool(n);
-    if (op == "GlobalAveragePool") {
+    if (op == "LRN") {
+      RETURN_IF_ERROR(Need(n, 1, 1));
+      RETURN_IF_ERROR(NeedFloat(n));
+      if (In(n, 0).shape.size() < 3) return absl::InvalidArgumentError("input must be N x C x spatial");
+      if (n.Int("size", 0) < 1) return absl::InvalidArgumentError("attribute size must be >= 1");
+      return std::vector<Tensor>{Like(In(n, 0), In(n, 0).shape)};
+    }
+    if (op == "InstanceNormalization") {
+      RETURN_IF_ERROR(Need(n, 3, 3));
+      RETURN_IF_ERROR(NeedFloat(n));
+      const auto& x = In(n, 0).shape;
+      if (x.size() < 3) return absl::InvalidArgumentError("input must be N x C x spatial");
+      for (size_t i = 1; i < 3; ++i) {
+        if (In(n, i).shape != std::vector<int64_t>{x[1]}) {
+          return absl::InvalidArgumentError(absl::StrCat("input ", i, " must have shape [", x[1], "]"));
+        }
+      }
+      return std::vector<Tensor>{Like(In(n, 0), x)};
+    }
+    if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
       RETURN_IF_ERROR(Need(n, 1, 1));
       std::vector<int64_t> s = In(n, 0).shape;
       if (s.size() < 3) return absl::InvalidArgumentError("input must be N x C x spatial");

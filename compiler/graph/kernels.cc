@@ -605,24 +605,30 @@ absl::StatusOr<NodeKernel> Softmax(const Graph& g, const Node& n, int lanes, int
   return b.Finish(ir::For(row, IntImm(outer * inner), outer * inner, ForKind::kParallel, st));
 }
 
+// LayerNormalization (rows are everything before `axis`; scale and bias per element
+// of a row) and InstanceNormalization (rows are (n, c); scale and bias per channel).
 absl::StatusOr<NodeKernel> LayerNorm(const Graph& g, const Node& n, int lanes) {
   Builder b(g, n.op);
   const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
   const int64_t rank = static_cast<int64_t>(shape.size());
-  int64_t axis = n.Int("axis", -1);
+  const bool instance = n.op == "InstanceNormalization";
+  int64_t axis = instance ? 2 : n.Int("axis", -1);
   if (axis < 0) axis += rank;
   const int64_t rows = Product(shape, 0, static_cast<size_t>(axis));
   const int64_t len = Product(shape, static_cast<size_t>(axis));
   const float eps = n.Float("epsilon", 1e-5f);
   const std::string x = b.Param(n.inputs[0]);
+  const std::string row = b.names("row");
   auto vector_param = [&](size_t i) -> std::string {
     if (i >= n.inputs.size() || n.inputs[i] < 0) return "";
     const int64_t e = T(g, n.inputs[i]).NumElements();
+    if (instance) return e == shape[1] ? b.Param(n.inputs[i]) : "?";
     return e == len || e == 1 ? b.Param(n.inputs[i]) : "?";
   };
   const std::string scale = vector_param(1), bias = vector_param(2);
   if (scale == "?" || bias == "?") return Unsupported(n, "a scale or bias that broadcasts partially");
   auto elem = [&](const std::string& buf, Expr j) {
+    if (instance) return ir::Load(buf, ir::DType::kFloat32, ir::Mod(Var(row), IntImm(shape[1])));
     const int t = n.inputs[buf == scale ? 1 : 2];
     return ir::Load(buf, ir::DType::kFloat32, T(g, t).NumElements() == 1 ? IntImm(0) : j);
   };
@@ -630,7 +636,6 @@ absl::StatusOr<NodeKernel> LayerNorm(const Graph& g, const Node& n, int lanes) {
   // The optional outputs: the mean and 1/sqrt(variance + epsilon) of every row.
   const std::string mean_out = n.outputs.size() > 1 ? b.Param(n.outputs[1], true) : "";
   const std::string inv_out = n.outputs.size() > 2 ? b.Param(n.outputs[2], true) : "";
-  const std::string row = b.names("row");
   Expr base = ir::Mul(Var(row), IntImm(len));
   auto xat = [&](Expr j) { return ir::Load(x, ir::DType::kFloat32, ir::Add(base, j)); };
   const std::string sum = b.names("sum"), sq = b.names("sq"), mean = b.names("mean"),
@@ -737,6 +742,37 @@ absl::StatusOr<NodeKernel> Reduce(const Graph& g, const Node& n, int lanes, cons
   body.push_back(ir::Store(y, Var(o), result));
   Stmt st = ir::Allocate(acc, ir::DType::kFloat32, 1, ir::Allocate(top, ir::DType::kFloat32, 1, ir::Block(body)));
   return b.Finish(ir::For(o, IntImm(outs), outs, ForKind::kParallel, st));
+}
+
+// LRN over NCHW...: y = x / (bias + alpha / size * sum of x^2 over the `size`
+// channels around c) ^ beta, the power as exp(beta * log(.)) (the base is >= bias > 0).
+absl::StatusOr<NodeKernel> Lrn(const Graph& g, const Node& n) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
+  const int64_t size = n.Int("size", 0);
+  const float alpha = n.Float("alpha", 1e-4f), beta = n.Float("beta", 0.75f), bias = n.Float("bias", 1.0f);
+  if (size < 1) return Unsupported(n, "size < 1");
+  if (!(bias > 0.0f) || alpha < 0.0f) return Unsupported(n, "bias <= 0 or alpha < 0");
+  const int64_t C = shape[1], inner = Product(shape, 2), before = (size - 1) / 2, window = size;
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string y = b.Param(n.outputs[0], true);
+  const std::string p = b.names("p"), w = b.names("w"), sum = b.names("sum");
+  // p runs over (n, c, spatial); the window's channel is c - before + w.
+  const std::vector<Expr> idx = ir::Unflatten(Var(p), {shape[0], C, inner});
+  Expr c2 = ir::Sub(ir::Add(idx[1], Var(w)), IntImm(before));
+  Expr inside = ir::And(ir::LE(IntImm(0), c2), ir::LT(c2, IntImm(C)));
+  Expr at = ir::Add(ir::Mul(ir::Add(ir::Mul(idx[0], IntImm(C)), c2), IntImm(inner)), idx[2]);
+  Expr v = ir::Load(x, ir::DType::kFloat32, at);
+  Stmt accumulate = ir::For(w, IntImm(window), window, ForKind::kSerial,
+                            ir::IfThenElse(inside, ir::Store(sum, IntImm(0), ir::Add(Scalar(sum), ir::Mul(v, v)))));
+  Expr base = ir::Add(FloatImm(bias), ir::Mul(FloatImm(alpha / static_cast<double>(size)), Scalar(sum)));
+  Expr out = ir::Div(ir::Load(x, ir::DType::kFloat32, Var(p)),
+                     ir::Call("exp", ir::Mul(FloatImm(beta), ir::Call("log", base))));
+  Stmt body = ir::Allocate(sum, ir::DType::kFloat32, 1,
+                           ir::Block({ir::Store(sum, IntImm(0), FloatImm(0.0)), accumulate,
+                                      ir::Store(y, Var(p), out)}));
+  const int64_t total = Product(shape);
+  return b.Finish(ir::For(p, IntImm(total), total, ForKind::kParallel, body));
 }
 
 // MaxPool / AveragePool over NCHW, padding by bounds checks.
@@ -1041,7 +1077,8 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lane
     return DataMovement(g, n, lanes);
   }
   if (op == "Softmax" || op == "LogSoftmax") return Softmax(g, n, lanes, g.opset);
-  if (op == "LayerNormalization") return LayerNorm(g, n, lanes);
+  if (op == "LayerNormalization" || op == "InstanceNormalization") return LayerNorm(g, n, lanes);
+  if (op == "LRN") return Lrn(g, n);
   if (IsReduceOp(op)) {
     std::vector<int64_t> axes = n.Ints("axes");
     if (n.inputs.size() > 1 && n.inputs[1] >= 0) axes = T(g, n.inputs[1]).i64;
@@ -1051,7 +1088,11 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lane
     }
     return Reduce(g, n, lanes, op, axes);
   }
-  if (op == "GlobalAveragePool") return Reduce(g, n, lanes, "ReduceMean", {2, 3});
+  if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {  // over every spatial axis
+    std::vector<int64_t> spatial;
+    for (size_t d = 2; d < T(g, n.inputs[0]).shape.size(); ++d) spatial.push_back(static_cast<int64_t>(d));
+    return Reduce(g, n, lanes, op == "GlobalMaxPool" ? "ReduceMax" : "ReduceMean", spatial);
+  }
   if (op == "MaxPool" || op == "AveragePool") return Pool(g, n);
   if (op == "Conv") return DirectConv(g, n);
   if (op == "MatMul" || op == "Gemm") return GenericMatMul(g, n, lanes);

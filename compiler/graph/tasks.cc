@@ -260,8 +260,11 @@ class Extractor {
   }
 
   static std::string NonAnchorReason(const std::string& op) {
-    if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") return "pooling";
-    if (op == "Softmax" || op == "LogSoftmax" || op == "LayerNormalization" || IsReduceOp(op)) {
+    if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+      return "pooling";
+    }
+    if (op == "Softmax" || op == "LogSoftmax" || op == "LayerNormalization" ||
+        op == "InstanceNormalization" || op == "LRN" || IsReduceOp(op)) {
       return "normalization/reduction";
     }
     if (op == "Reshape" || op == "Flatten" || op == "Transpose" || op == "Squeeze" ||
