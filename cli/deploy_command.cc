@@ -31,7 +31,7 @@ constexpr const char* kDeployUsage =
     "                        [--name NAME] [--device-key KEY] [--target-key KEY]\n"
     "                        [--target aarch64|riscv64|x86_64|CPU]\n"
     "                        [--fallback default] [--json]\n"
-    "       tuneforge deploy --model M.onnx [--db PATH] -o|--out DIR [--name NAME]\n"
+    "       tuneforge deploy --model M.onnx [--dim NAME=N] [--shape INPUT=D0,...] [--db PATH] -o|--out DIR [--name NAME]\n"
     "                        [--target aarch64|riscv64|x86-64-v3|...] [--threads N] [--json]\n"
     "       tuneforge deploy inspect DIR/libNAME.so [--bench] [--json]\n"
     "       tuneforge deploy inspect DIR   (a model library: its provenance and files)\n"
@@ -120,7 +120,8 @@ absl::StatusOr<int> DeployModelCommand(const Flags& flags) {
   }
   RETURN_IF_ERROR(flags.Require("out"));
   const std::string path = flags.Get("model");
-  ASSIGN_OR_RETURN(LoadedModel model, LoadModel(path));
+  ASSIGN_OR_RETURN(frontend::DimBindings dims, DimBindingsFromFlags(flags));
+  ASSIGN_OR_RETURN(LoadedModel model, LoadModel(path, dims));
   std::unique_ptr<Database> db;
   if (flags.Has("db")) {
     ASSIGN_OR_RETURN(db, OpenDbReadOnly(flags.Get("db")));
@@ -185,7 +186,7 @@ absl::StatusOr<int> DeployModelCommand(const Flags& flags) {
   const auto model_bytes = std::filesystem::file_size(path, ec);
   nlohmann::ordered_json p = {
       {"library", o.name},
-      {"model", {{"path", path}, {"bytes", ec ? 0 : model_bytes}}},
+      {"model", {{"path", path}, {"bytes", ec ? 0 : model_bytes}, {"bound_dims", dims.ToString()}}},
       {"tuneforge_version", o.tuneforge_version},
       {"target", {{"key", target.Key()}, {"triple", target.triple}, {"cpu", target.cpu},
                   {"features", target.features}, {"num_threads", target.num_threads}}},
@@ -247,8 +248,9 @@ absl::StatusOr<int> DeployCommand(const std::vector<std::string>& args) {
   for (const std::string& a : args) rest.push_back(a == "-o" ? "--out" : a);  // -o: the short --out
   ASSIGN_OR_RETURN(Flags flags, Flags::Parse(rest,
                                              {"db", "task", "tasks", "out", "name", "device-key",
-                                              "target-key", "target", "fallback", "model", "threads"},
-                                             {"json", "help", "bench"}));
+                                              "target-key", "target", "fallback", "model", "threads",
+                                              "dim", "shape"},
+                                             {"json", "help", "bench"}, {"dim", "shape"}));
   if (flags.Has("help")) {
     std::fputs(kDeployUsage, stdout);
     return 0;

@@ -6,7 +6,8 @@ namespace tuneforge::cli {
 
 absl::StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,
                                    const std::set<std::string>& with_value,
-                                   const std::set<std::string>& switches) {
+                                   const std::set<std::string>& switches,
+                                   const std::set<std::string>& repeatable) {
   Flags f;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -29,12 +30,22 @@ absl::StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,
         if (i + 1 >= args.size()) return absl::InvalidArgumentError("--" + name + " needs a value");
         value = args[++i];
       }
+      if (repeatable.count(name)) {
+        f.lists_[name].push_back(value);
+      } else if (f.values_.count(name)) {
+        return absl::InvalidArgumentError("--" + name + " given twice");
+      }
       f.values_[name] = value;
     } else {
       return absl::InvalidArgumentError("unknown option --" + name + " (see --help)");
     }
   }
   return f;
+}
+
+std::vector<std::string> Flags::GetAll(const std::string& name) const {
+  auto it = lists_.find(name);
+  return it == lists_.end() ? std::vector<std::string>{} : it->second;
 }
 
 std::string Flags::Get(const std::string& name, const std::string& fallback) const {

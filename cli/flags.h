@@ -15,9 +15,12 @@ namespace tuneforge::cli {
 class Flags {
  public:
   // `with_value` and `switches` name the accepted flags without the leading "--".
+  // A flag given twice is an error, except those in `repeatable` (a subset of
+  // `with_value`), whose values GetAll returns in order.
   static absl::StatusOr<Flags> Parse(const std::vector<std::string>& args,
                                      const std::set<std::string>& with_value,
-                                     const std::set<std::string>& switches);
+                                     const std::set<std::string>& switches,
+                                     const std::set<std::string>& repeatable = {});
   bool Has(const std::string& name) const { return values_.count(name) > 0; }
   std::string Get(const std::string& name, const std::string& fallback = "") const;
   // Integer flag within [lo, hi]; InvalidArgument names the flag.
@@ -25,9 +28,12 @@ class Flags {
                                  int64_t hi) const;
   absl::Status Require(const std::string& name) const;
   const std::vector<std::string>& positional() const { return positional_; }
+  // Every value of a repeatable flag, in the order given (empty when absent).
+  std::vector<std::string> GetAll(const std::string& name) const;
 
  private:
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> lists_;
   std::vector<std::string> positional_;
 };
 

@@ -39,6 +39,10 @@ constexpr char kUsage[] =
     "  nodes removed) and says how many nodes remain. An unsupported model is an error\n"
     "  naming the node, operator, attribute or tensor.\n"
     "  --print-graph  print the imported graph, one line per node\n"
+    "  Models exported with dynamic axes (batch_size, sequence_length, ...) need their\n"
+    "  sizes, on every model command (and tune --model, deploy --model):\n"
+    "  --dim NAME=N[,NAME=N...]  size of a symbolic input dimension; repeatable\n"
+    "  --shape INPUT=D0,D1,...   the whole shape of an input; repeatable\n"
     "  inspect also prints the task table: each anchor (conv2d, depthwise, dense,\n"
     "  matmul, batch_matmul) with the epilogue it absorbs, identical tasks merged with\n"
     "  a weight, GFLOP and share of the model's FLOPs, and the leftovers (operators\n"
@@ -69,8 +73,9 @@ std::string ShapeText(const std::vector<int64_t>& dims) {
   return "[" + absl::StrJoin(parts, ", ") + "]";
 }
 
-absl::StatusOr<int> Inspect(const std::string& path, bool json, bool print_graph) {
-  ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
+absl::StatusOr<int> Inspect(const std::string& path, const frontend::DimBindings& dims, bool json,
+                            bool print_graph) {
+  ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path, dims));
   const frontend::OnnxModel& model = loaded.model;
   const graph::Graph& imported = loaded.graph;
   const graph::TaskTable& table = loaded.table;
@@ -149,8 +154,9 @@ absl::StatusOr<int> Inspect(const std::string& path, bool json, bool print_graph
   return 0;
 }
 
-absl::StatusOr<int> WriteTasks(const std::string& path, const std::string& out_path) {
-  ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
+absl::StatusOr<int> WriteTasks(const std::string& path, const frontend::DimBindings& dims,
+                               const std::string& out_path) {
+  ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path, dims));
   const graph::TaskTable& table = loaded.table;
   std::string text = absl::StrCat("# tuning tasks of ", path, " (tuneforge model tasks); ",
                                   "weight = occurrences per inference\n");
@@ -165,7 +171,8 @@ absl::StatusOr<int> WriteTasks(const std::string& path, const std::string& out_p
 
 absl::StatusOr<int> Run(const std::string& path, const std::map<std::string, std::string>& input_files,
                         const Flags& flags) {
-  ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
+  ASSIGN_OR_RETURN(frontend::DimBindings dims, DimBindingsFromFlags(flags));
+  ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path, dims));
   Target target = DetectHostTarget("local");
   ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", target.num_threads, 1, 256));
   target.num_threads = static_cast<int>(threads);
@@ -272,8 +279,8 @@ absl::StatusOr<int> ModelCommand(const std::vector<std::string>& args) {
     }
     rest.push_back(args[i] == "-o" ? "--out" : args[i]);  // -o: the short form of --out
   }
-  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(rest, {"out", "output-dir", "db", "threads"},
-                                             {"json", "help", "print-graph"}));
+  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(rest, {"out", "output-dir", "db", "threads", "dim", "shape"},
+                                             {"json", "help", "print-graph"}, {"dim", "shape"}));
   if (flags.Has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -284,10 +291,12 @@ absl::StatusOr<int> ModelCommand(const std::vector<std::string>& args) {
   }
   if (args[0] == "tasks") {
     if (!flags.Has("out")) return absl::InvalidArgumentError("model tasks needs -o TASKS.txt");
-    return WriteTasks(flags.positional()[0], flags.Get("out"));
+    ASSIGN_OR_RETURN(frontend::DimBindings dims, DimBindingsFromFlags(flags));
+    return WriteTasks(flags.positional()[0], dims, flags.Get("out"));
   }
   if (args[0] == "run") return Run(flags.positional()[0], input_files, flags);
-  return Inspect(flags.positional()[0], flags.Has("json"), flags.Has("print-graph"));
+  ASSIGN_OR_RETURN(frontend::DimBindings dims, DimBindingsFromFlags(flags));
+  return Inspect(flags.positional()[0], dims, flags.Has("json"), flags.Has("print-graph"));
 }
 
 }  // namespace tuneforge::cli

@@ -43,13 +43,21 @@ std::string Shorten(std::string s, size_t n) {
 
 }  // namespace
 
-absl::StatusOr<LoadedModel> LoadModel(const std::string& path) {
+absl::StatusOr<LoadedModel> LoadModel(const std::string& path, const frontend::DimBindings& dims) {
   LoadedModel m;
   ASSIGN_OR_RETURN(m.model, frontend::ReadOnnxModel(path));
+  RETURN_IF_ERROR(frontend::BindDimensions(&m.model, dims));
   RETURN_IF_ERROR(frontend::CheckSupported(m.model));
   ASSIGN_OR_RETURN(m.graph, graph::ImportOnnx(m.model));
   ASSIGN_OR_RETURN(m.table, graph::ExtractTasks(m.graph));
   return m;
+}
+
+absl::StatusOr<frontend::DimBindings> DimBindingsFromFlags(const Flags& flags) {
+  frontend::DimBindings b;
+  for (const std::string& v : flags.GetAll("dim")) RETURN_IF_ERROR(frontend::ParseDimBinding(v, &b));
+  for (const std::string& v : flags.GetAll("shape")) RETURN_IF_ERROR(frontend::ParseShapeBinding(v, &b));
+  return b;
 }
 
 absl::StatusOr<LeftoverTime> MeasureLeftovers(const graph::Graph& graph, int threads) {

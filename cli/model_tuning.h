@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cli/flags.h"
 #include "compiler/graph/graph.h"
 #include "compiler/graph/tasks.h"
 #include "compiler/frontend/onnx_reader.h"
@@ -25,7 +26,12 @@ struct LoadedModel {
   graph::Graph graph;
   graph::TaskTable table;
 };
-absl::StatusOr<LoadedModel> LoadModel(const std::string& path);
+// With `dims`, the model's symbolic input dimensions bound first (--dim, --shape).
+absl::StatusOr<LoadedModel> LoadModel(const std::string& path, const frontend::DimBindings& dims = {});
+// The --dim NAME=N[,...] and --shape INPUT=D0,D1,... flags (repeatable) of a command
+// that loads a model.
+absl::StatusOr<frontend::DimBindings> DimBindingsFromFlags(const Flags& flags);
+
 
 // What the model runs besides its tasks, timed once on this machine by the executor
 // with default schedules: the constant of the objective.

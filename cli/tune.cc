@@ -45,7 +45,7 @@ constexpr const char* kTuneUsage =
     "                      [--policy model|random|grid|ga] [--early-stop N]\n"
     "                      [--priority P] [--no-heuristics] [--model-early-batch N]\n"
     "       tuneforge tune --tasks FILE [--trials N] [--round-trials N] [options above]\n"
-    "       tuneforge tune --model M.onnx [--trials N] [--round-trials N] [--flat-rounds N]\n"
+    "       tuneforge tune --model M.onnx [--dim NAME=N] [--shape INPUT=D0,...] [--trials N] [--round-trials N] [--flat-rounds N]\n"
     "                      [options above]\n"
     "  --task        the operator and shape (see docs: matmul M= N= K=)\n"
     "  --tasks       many tasks, one per line with an optional weight=W (how often it\n"
@@ -116,9 +116,10 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
                                 {"task", "tasks", "model", "flat-rounds", "scheduler", "trials", "db", "server", "device-key", "seed",
                                  "target", "batch", "timeout-ms", "max-repeat", "max-spread-pct", "token-file", "tls-ca", "policy", "early-stop",
                                  "model-early-batch",
-                                 "round-trials", "priority"},
+                                 "round-trials", "priority", "dim", "shape"},
                                 {"json", "help", "verbose", "quiet", "no-heuristics", "vendor", "no-vendor",
-                                 "flush-cache"}));
+                                 "flush-cache"},
+                                {"dim", "shape"}));
   if (flags.Has("help")) {
     std::fputs(kTuneUsage, stdout);
     return 0;
@@ -134,7 +135,8 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   std::optional<LoadedModel> model;
   if (flags.Has("model")) {
     // An unsupported operator fails here, before any server, agent or measurement.
-    ASSIGN_OR_RETURN(model, LoadModel(flags.Get("model")));
+    ASSIGN_OR_RETURN(frontend::DimBindings dims, DimBindingsFromFlags(flags));
+    ASSIGN_OR_RETURN(model, LoadModel(flags.Get("model"), dims));
   } else if (flags.Has("tasks")) {
     ASSIGN_OR_RETURN(tasks, ReadTasksFile(flags.Get("tasks")));
   } else {

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "compiler/support/files.h"
 #include "compiler/support/status.h"
 
@@ -253,6 +254,100 @@ const std::map<std::string, std::set<std::string>>& SupportedAttributes() {
 
 }  // namespace
 
+std::string DimBindings::ToString() const {
+  std::vector<std::string> parts;
+  for (const auto& [name, size] : dims) parts.push_back(absl::StrCat(name, "=", size));
+  for (const auto& [name, shape] : shapes) parts.push_back(absl::StrCat(name, "=", absl::StrJoin(shape, ",")));
+  return absl::StrJoin(parts, " ");
+}
+
+namespace {
+
+absl::StatusOr<int64_t> ParseSize(const std::string& text, const std::string& what) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(text, &v) || v < 1 || v > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": '", text, "' is not a size (1..2147483647)"));
+  }
+  return v;
+}
+
+}  // namespace
+
+absl::Status ParseDimBinding(const std::string& text, DimBindings* b) {
+  for (const std::string& item : std::vector<std::string>(absl::StrSplit(text, ','))) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError("--dim wants NAME=N[,NAME=N...], got '" + text + "'");
+    }
+    const std::string name = item.substr(0, eq);
+    ASSIGN_OR_RETURN(int64_t size, ParseSize(item.substr(eq + 1), "--dim " + name));
+    if (!b->dims.emplace(name, size).second) return absl::InvalidArgumentError("--dim " + name + " given twice");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseShapeBinding(const std::string& text, DimBindings* b) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+    return absl::InvalidArgumentError("--shape wants INPUT=D0,D1,..., got '" + text + "'");
+  }
+  const std::string name = text.substr(0, eq);
+  std::vector<int64_t> shape;
+  for (const std::string& d : std::vector<std::string>(absl::StrSplit(text.substr(eq + 1), ','))) {
+    ASSIGN_OR_RETURN(int64_t size, ParseSize(d, "--shape " + name));
+    shape.push_back(size);
+  }
+  if (!b->shapes.emplace(name, shape).second) return absl::InvalidArgumentError("--shape " + name + " given twice");
+  return absl::OkStatus();
+}
+
+absl::Status BindDimensions(OnnxModel* model, const DimBindings& b) {
+  onnx::GraphProto* graph = model->proto.mutable_graph();
+  std::set<std::string> initializers, used_dims, used_shapes;
+  for (const onnx::TensorProto& t : graph->initializer()) initializers.insert(t.name());
+  for (onnx::ValueInfoProto& input : *graph->mutable_input()) {
+    if (initializers.count(input.name()) || !input.type().has_tensor_type()) continue;
+    onnx::TensorShapeProto* shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
+    auto given = b.shapes.find(input.name());
+    if (given != b.shapes.end()) {
+      used_shapes.insert(input.name());
+      if (input.type().tensor_type().has_shape() && shape->dim_size() != static_cast<int>(given->second.size())) {
+        return Bad(model->path, absl::StrCat("--shape ", input.name(), " has ", given->second.size(),
+                                             " sizes; the input has rank ", shape->dim_size()));
+      }
+      for (int d = 0; d < shape->dim_size(); ++d) {
+        const onnx::TensorShapeProto::Dimension& dim = shape->dim(d);
+        if (dim.has_dim_value() && dim.dim_value() != given->second[static_cast<size_t>(d)]) {
+          return Bad(model->path, absl::StrCat("--shape ", input.name(), ": dimension ", d, " is ",
+                                               dim.dim_value(), " in the model, not ",
+                                               given->second[static_cast<size_t>(d)]));
+        }
+      }
+      shape->clear_dim();
+      for (int64_t size : given->second) shape->add_dim()->set_dim_value(size);
+      continue;
+    }
+    for (onnx::TensorShapeProto::Dimension& dim : *shape->mutable_dim()) {
+      if (!dim.has_dim_param()) continue;
+      auto it = b.dims.find(dim.dim_param());
+      if (it == b.dims.end()) continue;
+      used_dims.insert(it->first);
+      dim.set_dim_value(it->second);
+    }
+  }
+  for (const auto& [name, size] : b.dims) {
+    if (!used_dims.count(name)) {
+      return Bad(model->path, absl::StrCat("--dim ", name, ": no graph input has a dimension named '", name, "'"));
+    }
+  }
+  for (const auto& [name, shape] : b.shapes) {
+    if (!used_shapes.count(name)) {
+      return Bad(model->path, absl::StrCat("--shape ", name, ": the model has no graph input named '", name, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 const std::vector<std::string>& SupportedOnnxOperators() {
   static const std::vector<std::string>* const ops = [] {
     auto* list = new std::vector<std::string>;
@@ -307,7 +402,10 @@ absl::Status CheckSupported(const OnnxModel& model) {
         return Bad(model.path,
                    absl::StrCat(what, " dimension ", d, " is ",
                                 dim.has_dim_param() ? "'" + dim.dim_param() + "'" : "unknown",
-                                "; static shapes only (export with a fixed batch size)"));
+                                dim.has_dim_param()
+                                    ? absl::StrCat("; bind it: --dim ", dim.dim_param(), "=N (or --shape ",
+                                                   input.name(), "=D0,D1,...)")
+                                    : absl::StrCat("; give the input's shape: --shape ", input.name(), "=D0,D1,...")));
       }
     }
   }

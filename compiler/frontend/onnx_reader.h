@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,25 @@ struct OnnxModel {
 absl::StatusOr<OnnxModel> ReadOnnxModel(const std::string& path);
 // The same from the file's bytes (`path` names it in errors and locates external data).
 absl::StatusOr<OnnxModel> ParseOnnxModel(const std::string& bytes, const std::string& path);
+
+// Values for a model's symbolic input dimensions: by name (`--dim batch_size=1`, for
+// every input dimension named so) or whole input shapes (`--shape x=1,3,224,224`).
+struct DimBindings {
+  std::map<std::string, int64_t> dims;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  bool empty() const { return dims.empty() && shapes.empty(); }
+  // "batch_size=1 x=1,3,224,224": for provenance and messages.
+  std::string ToString() const;
+};
+// Parses one `--dim` value (NAME=N, or several comma-separated) or `--shape` value
+// (INPUT=D0,D1,...) into `b`. Sizes are 1..2^31-1; a name given twice is an error.
+absl::Status ParseDimBinding(const std::string& text, DimBindings* b);
+absl::Status ParseShapeBinding(const std::string& text, DimBindings* b);
+// Gives the model's graph inputs the bound sizes. A --shape must match the input's
+// rank and its fixed sizes; a binding that names no input dimension is an error (a
+// typo must not pass silently); dimensions left symbolic are reported by
+// CheckSupported.
+absl::Status BindDimensions(OnnxModel* model, const DimBindings& b);
 
 // The operators tuneforge imports (the `Constant`-folded ones included), sorted.
 const std::vector<std::string>& SupportedOnnxOperators();

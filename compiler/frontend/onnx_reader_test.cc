@@ -124,7 +124,7 @@ TEST_F(OnnxReaderTest, UnsupportedOperatorsAndTensorsNameTheNode) {
                 m->mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()
                     ->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
               })),
-              HasSubstr("graph input 'x' dimension 0 is 'batch'; static shapes only"));
+              HasSubstr("graph input 'x' dimension 0 is 'batch'; bind it: --dim batch=N (or --shape x=D0,D1,...)"));
   EXPECT_THAT(Error(Edited("mlp.onnx", [](onnx::ModelProto* m) {
                 m->mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()
                     ->set_elem_type(onnx::TensorProto::DOUBLE);
@@ -134,6 +134,49 @@ TEST_F(OnnxReaderTest, UnsupportedOperatorsAndTensorsNameTheNode) {
                 m->mutable_graph()->mutable_initializer(0)->set_data_type(onnx::TensorProto::FLOAT16);
               })),
               HasSubstr("initializer 'w1' is FLOAT16"));
+}
+
+// A model exported with dynamic axes runs once its symbolic dimensions are bound by
+// name (--dim) or whole input shapes (--shape); a binding that names nothing, or that
+// contradicts a fixed size, is an error.
+TEST_F(OnnxReaderTest, SymbolicDimensionsAreBoundByNameOrShape) {
+  auto symbolic = [](onnx::ModelProto* m) {
+    m->mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)
+        ->set_dim_param("batch");
+  };
+  const std::string path = Edited("mlp.onnx", symbolic);
+  auto bound = [&](const std::vector<std::string>& dims, const std::vector<std::string>& shapes) -> std::string {
+    DimBindings b;
+    for (const std::string& d : dims) {
+      absl::Status s = ParseDimBinding(d, &b);
+      if (!s.ok()) return std::string(s.message());
+    }
+    for (const std::string& d : shapes) {
+      absl::Status s = ParseShapeBinding(d, &b);
+      if (!s.ok()) return std::string(s.message());
+    }
+    absl::StatusOr<OnnxModel> model = ReadOnnxModel(path);
+    if (!model.ok()) return std::string(model.status().message());
+    absl::Status s = BindDimensions(&*model, b);
+    if (s.ok()) s = CheckSupported(*model);
+    if (!s.ok()) return std::string(s.message());
+    const auto& dim = model->proto.graph().input(0).type().tensor_type().shape().dim(0);
+    return "batch " + std::to_string(dim.dim_value());
+  };
+  const int64_t features = [&] {
+    absl::StatusOr<OnnxModel> m = ReadOnnxModel(kModels + "/mlp.onnx");
+    return m->proto.graph().input(0).type().tensor_type().shape().dim(1).dim_value();
+  }();
+  EXPECT_EQ(bound({"batch=4"}, {}), "batch 4");
+  EXPECT_EQ(bound({}, {"x=3," + std::to_string(features)}), "batch 3");
+  EXPECT_THAT(bound({}, {}), HasSubstr("dimension 0 is 'batch'; bind it: --dim batch=N"));
+  EXPECT_THAT(bound({"batch=4", "seq=8"}, {}), HasSubstr("--dim seq: no graph input has a dimension named 'seq'"));
+  EXPECT_THAT(bound({}, {"y=1,2"}), HasSubstr("--shape y: the model has no graph input named 'y'"));
+  EXPECT_THAT(bound({}, {"x=3"}), HasSubstr("--shape x has 1 sizes; the input has rank 2"));
+  EXPECT_THAT(bound({}, {"x=3," + std::to_string(features + 1)}), HasSubstr("dimension 1 is "));
+  EXPECT_THAT(bound({"batch=0"}, {}), HasSubstr("'0' is not a size"));
+  EXPECT_THAT(bound({"batch"}, {}), HasSubstr("--dim wants NAME=N"));
+  EXPECT_THAT(bound({"batch=1,batch=2"}, {}), HasSubstr("--dim batch given twice"));
 }
 
 // An attribute the importer does not read would be silently ignored, and the node
