@@ -357,6 +357,9 @@ const std::vector<std::string>& SupportedOnnxOperators() {
   return *ops;
 }
 
+// 2^34 float32 elements (64 GiB): more than any machine that runs tuneforge holds.
+constexpr int64_t kMaxInputElements = int64_t{1} << 34;
+
 absl::Status CheckSupported(const OnnxModel& model) {
   const onnx::GraphProto& graph = model.proto.graph();
   const std::vector<std::string>& ops = SupportedOnnxOperators();
@@ -396,8 +399,13 @@ absl::Status CheckSupported(const OnnxModel& model) {
     const onnx::TypeProto::Tensor& t = input.type().tensor_type();
     RETURN_IF_ERROR(CheckTensorType(model.path, what, t.elem_type()));
     if (!t.has_shape()) return Bad(model.path, what + " has no shape (static shapes only)");
+    int64_t elements = 1;
     for (int d = 0; d < t.shape().dim_size(); ++d) {
       const onnx::TensorShapeProto::Dimension& dim = t.shape().dim(d);
+      if (dim.has_dim_value() && dim.dim_value() > 0 &&
+          (__builtin_mul_overflow(elements, dim.dim_value(), &elements) || elements > kMaxInputElements)) {
+        return Bad(model.path, absl::StrCat(what, " has more than ", kMaxInputElements, " elements"));
+      }
       if (!dim.has_dim_value() || dim.dim_value() < 1) {
         return Bad(model.path,
                    absl::StrCat(what, " dimension ", d, " is ",

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -18,8 +19,13 @@ namespace tuneforge::graph {
 const char* DTypeName(DType t) { return t == DType::kFloat32 ? "float32" : "int64"; }
 
 int64_t Tensor::NumElements() const {
+  // Saturating: a model's shapes are untrusted input, and a product past int64 must
+  // read as "too large" to the checks that follow, not wrap.
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (d < 0) return -1;
+    if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
+  }
   return n;
 }
 
@@ -54,7 +60,8 @@ template <typename T, typename Field>
 absl::Status DecodeValues(const onnx::TensorProto& p, int64_t n, const char* type,
                           const Field& typed, std::vector<T>* out) {
   if (!p.raw_data().empty()) {
-    if (static_cast<int64_t>(p.raw_data().size()) != n * static_cast<int64_t>(sizeof(T))) {
+    if (n < 0 || p.raw_data().size() % sizeof(T) != 0 ||
+        static_cast<uint64_t>(p.raw_data().size() / sizeof(T)) != static_cast<uint64_t>(n)) {
       return absl::InvalidArgumentError(absl::StrCat("tensor '", p.name(), "' has ",
                                                      p.raw_data().size(), " bytes for ", n, " ",
                                                      type, " elements"));

@@ -30,7 +30,7 @@ struct Tensor {
   bool constant = false;
   std::vector<float> f32;
   std::vector<int64_t> i64;
-  int64_t NumElements() const;
+  int64_t NumElements() const;  // saturates at INT64_MAX; -1 for a negative dimension
 };
 
 // One attribute of a node, as ONNX gives it (ints and floats, one or a list, or text).
