@@ -1,6 +1,6 @@
 // Thin RAII helpers over the SQLite C API for the SQLite backend (db/sqlite_*.cc): a prepared
 // Statement, a Transaction guard, and the conversion of SQLite result codes into
-// absl::Status (the db component's error edge, DESIGN.md). The SQLite types are only
+// absl::Status (the db component's error edge: docs/architecture.md). The SQLite types are only
 // forward-declared so this header does not pull sqlite3.h into anyone's includes.
 //
 // None of these are thread-safe; they are used under the owning connection's lock.

@@ -1,4 +1,4 @@
-// The device-side client (DESIGN.md: Agent). It registers with the server, holds one
+// The device-side client (docs/architecture.md: the agent). It registers with the server, holds one
 // Connect stream open, runs the MeasureRequests that come down in the Sandbox and
 // streams a MeasureResult back for every one of them, whatever happened.
 //
@@ -33,7 +33,7 @@ class Session;
 
 struct AgentOptions {
   std::string server_address;  // gRPC target, e.g. "farm.example.com:7070"
-  std::string device_key;      // DESIGN.md DeviceKey, e.g. "epyc-znver4"
+  std::string device_key;      // the device key, e.g. "epyc-znver4"
   int workers = 1;             // requests run at once; > 1 makes timings interfere
   // How long to keep retrying when the server cannot be reached at start-up. Once
   // registered, the agent reconnects forever.

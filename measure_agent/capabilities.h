@@ -1,5 +1,5 @@
 // What this agent's machine is: the capabilities sent with Register and the
-// environment fingerprint stamped on every MeasureResult (DESIGN.md: Target,
+// environment fingerprint stamped on every MeasureResult (docs/architecture.md: Target,
 // MeasureResult). Reads /proc and uname only; no compiler, no LLVM.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Runs the Artifact of one MeasureRequest in a fresh, confined child process and
-// turns whatever happens there into a MeasureResult (DESIGN.md: failures are data).
+// turns whatever happens there into a MeasureResult (failures are data: docs/architecture.md).
 //
 // The kernel never decides its own verdict. The parent (Sandbox::Run) checks the
 // request and the artifact hash, makes a private directory with the kernel in it,

@@ -1,6 +1,6 @@
 // RemoteDatabase: the Database interface over a server's DatabaseService, so the CLI's
 // `tuneforge db ... --server HOST:PORT` runs the same code as with a local file. A
-// second backend behind the same interface, as DESIGN.md asks of the db.
+// second backend behind the same interface, as docs/db.md describes.
 #pragma once
 
 #include <memory>

@@ -11,7 +11,7 @@
 
 namespace tuneforge {
 
-// The measurement protocol of DESIGN.md. Defaults suit kernels of ~0.1-100 ms.
+// The measurement protocol (docs/architecture.md, "Measurement and correctness"). Defaults suit kernels of ~0.1-100 ms.
 // Timeout of the untuned baseline measurement (see TuningLoop).
 inline constexpr int kBaselineTimeoutMs = 120000;
 

@@ -256,6 +256,16 @@ class Importer {
     }
     return absl::OkStatus();
   }
+  // Inputs first..end-1 hold one value per channel of input 0 (its dimension 1).
+  absl::Status NeedPerChannel(const Node& n, size_t first, size_t end) const {
+    const int64_t channels = In(n, 0).shape[1];
+    for (size_t i = first; i < end; ++i) {
+      if (In(n, i).shape != std::vector<int64_t>{channels}) {
+        return absl::InvalidArgumentError(absl::StrCat("input ", i, " must have shape [", channels, "]"));
+      }
+    }
+    return absl::OkStatus();
+  }
   static absl::Status Need(const Node& n, size_t lo, size_t hi) {
     if (n.inputs.size() < lo || n.inputs.size() > hi) {
       return absl::InvalidArgumentError(
@@ -473,11 +483,7 @@ class Importer {
       RETURN_IF_ERROR(NeedFloat(n));
       const auto& x = In(n, 0).shape;
       if (x.size() < 3) return absl::InvalidArgumentError("input must be N x C x spatial");
-      for (size_t i = 1; i < 3; ++i) {
-        if (In(n, i).shape != std::vector<int64_t>{x[1]}) {
-          return absl::InvalidArgumentError(absl::StrCat("input ", i, " must have shape [", x[1], "]"));
-        }
-      }
+      RETURN_IF_ERROR(NeedPerChannel(n, 1, 3));
       return std::vector<Tensor>{Like(In(n, 0), x)};
     }
     if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
@@ -497,11 +503,7 @@ class Importer {
       }
       const auto& x = In(n, 0).shape;
       if (x.size() < 2) return absl::InvalidArgumentError("input must be N x C x ...");
-      for (size_t i = 1; i < 5; ++i) {
-        if (In(n, i).shape != std::vector<int64_t>{x[1]}) {
-          return absl::InvalidArgumentError(absl::StrCat("input ", i, " must have shape [", x[1], "]"));
-        }
-      }
+      RETURN_IF_ERROR(NeedPerChannel(n, 1, 5));
       return std::vector<Tensor>{Like(In(n, 0), x)};
     }
     if (op == "Flatten") {

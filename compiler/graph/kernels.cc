@@ -3,6 +3,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -319,11 +320,10 @@ absl::StatusOr<Expr> UnaryExpr(const Node& n, Expr x) {
   if (op == "Ceil") return ir::Call("ceil", x);
   if (op == "Round") return ir::Call("round", x);
   if (op == "Sign") return ir::Sub(ir::Call("step", x), ir::Call("step", negative(x)));
-  for (const char* f : {"sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh"}) {
-    std::string name = f;
-    name[0] = static_cast<char>(name[0] - 'a' + 'A');
-    if (op == name) return ir::Call(f, x);
-  }
+  static const std::map<std::string, std::string> kMath = {
+      {"Sin", "sin"},   {"Cos", "cos"},   {"Tan", "tan"},   {"Asin", "asin"},
+      {"Acos", "acos"}, {"Atan", "atan"}, {"Sinh", "sinh"}, {"Cosh", "cosh"}};
+  if (auto it = kMath.find(op); it != kMath.end()) return ir::Call(it->second, x);
   if (op == "Asinh") {  // sign(x) * log(|x| + sqrt(x^2 + 1))
     Expr a = ir::Call("abs", x);
     Expr v = ir::Call("log", ir::Add(a, ir::Call("sqrt", ir::Add(ir::Mul(a, a), FloatImm(1.0)))));

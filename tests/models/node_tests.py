@@ -59,19 +59,22 @@ def load_case(test_dir):
     outputs = list(model.graph.output)
     if not outputs or not all(is_float_tensor(v) for v in inputs + outputs):
         return None
-    feeds = []
-    for i, v in enumerate(inputs):
-        path = os.path.join(data_dir, f"input_{i}.pb")
-        if not os.path.isfile(path):
-            return None
-        feeds.append((v.name, numpy_helper.to_array(onnx.load_tensor(path))))
-    expected = []
-    for i, v in enumerate(outputs):
-        path = os.path.join(data_dir, f"output_{i}.pb")
-        if not os.path.isfile(path):
-            return None
-        expected.append((v.name, numpy_helper.to_array(onnx.load_tensor(path))))
+    feeds = load_tensors(data_dir, "input", inputs)
+    expected = load_tensors(data_dir, "output", outputs)
+    if feeds is None or expected is None:
+        return None
     return model_path, feeds, expected
+
+
+def load_tensors(data_dir, kind, values):
+    """(name, array) of each value from DATA_DIR/KIND_<i>.pb, or None when one is missing."""
+    tensors = []
+    for i, v in enumerate(values):
+        path = os.path.join(data_dir, f"{kind}_{i}.pb")
+        if not os.path.isfile(path):
+            return None
+        tensors.append((v.name, numpy_helper.to_array(onnx.load_tensor(path))))
+    return tensors
 
 
 def safe_name(name):
