@@ -321,6 +321,37 @@ TEST(CodegenTest, VectorizedStrides) {
   ExpectNear(l, wl, 0);
 }
 
+TEST(CodegenTest, SelectOnFloatComparisons) {
+  // C[j] = A[j] < B[j] ? A[j] : inf / 0, D[j] = A[j] == 1 ? 2 : B[j]: vectorized (8
+  // lanes, a scalar condition operand splat) and scalar. The branch not taken is
+  // infinite or NaN and must not leak into the result, as a 0/1 product would.
+  for (ForKind kind : {ForKind::kVectorized, ForKind::kSerial}) {
+    ir::LoweredFunc f;
+    f.name = kind == ForKind::kSerial ? "select_scalar" : "select_vector";
+    f.params = {Param("A", 8), Param("B", 8), Param("C", 8, true), Param("D", 8, true)};
+    Expr j = Var("j");
+    Stmt body = Block({
+        Store("C", j, ir::Select(ir::LT(Ld("A", j), Ld("B", j)), Ld("A", j), FloatImm(INFINITY))),
+        Store("D", j, ir::Select(ir::EQ(Ld("A", j), FloatImm(1.0)), FloatImm(2.0), ir::Div(Ld("B", j), FloatImm(0.0)))),
+    });
+    f.body = Loop("j", 8, kind, body);
+    std::vector<float> a = {0, 1, 2, 3, NAN, 1, -1, 5}, b = {1, 1, 1, 4, 0, 2, -2, 6}, c(8), d(8);
+    BuildAndRun(f, {&a, &b, &c, &d});
+    for (size_t k = 0; k < 8; ++k) {
+      const float want_c = a[k] < b[k] ? a[k] : INFINITY;
+      EXPECT_EQ(c[k], want_c) << f.name << " lane " << k;
+      if (a[k] == 1.0f) {
+        EXPECT_EQ(d[k], 2.0f) << f.name << " lane " << k;
+      } else {
+        EXPECT_EQ(std::isnan(d[k]), b[k] == 0.0f) << f.name << " lane " << k;
+        if (b[k] != 0.0f) {
+          EXPECT_EQ(d[k], b[k] > 0 ? INFINITY : -INFINITY) << f.name << " lane " << k;
+        }
+      }
+    }
+  }
+}
+
 TEST(CodegenTest, VectorizedBodyWithLoopsIfsAndScalarFallback) {
   // j vectorized (16 lanes) around a serial k loop and an if on a scalar condition:
   //   C[j] = sum_k A[16k + j];  if (K > 2) C[j] = C[j] + 1.

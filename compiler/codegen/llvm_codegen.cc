@@ -172,6 +172,7 @@ class ModuleEmitter {
   // Expressions.
   llvm::Value* EmitExpr(const ir::Expr& e);
   llvm::Value* EmitBinary(const ir::Expr& e);
+  llvm::Value* EmitSelect(const ir::Expr& e);
   llvm::Value* EmitCall(const ir::Expr& e);
   llvm::Value* EmitExp(llvm::Value* x);
   llvm::Value* EmitErf(llvm::Value* x);
@@ -690,6 +691,8 @@ llvm::Value* ModuleEmitter::EmitExpr(const ir::Expr& e) {
       return EmitLoad(e);
     case ir::ExprKind::kCall:
       return EmitCall(e);
+    case ir::ExprKind::kSelect:
+      return EmitSelect(e);
     default:
       return EmitBinary(e);
   }
@@ -791,6 +794,27 @@ llvm::Value* ModuleEmitter::EmitMulAdd(const ir::Expr& a, const ir::Expr& b, con
   if (negate_product) x = b_.CreateFNeg(x);
   if (negate_addend) z = b_.CreateFNeg(z);
   return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {x->getType()}, {x, y, z});
+}
+
+llvm::Value* ModuleEmitter::EmitSelect(const ir::Expr& e) {
+  if (e->operands.size() != 3) return Fail("select without three operands", TypeOf(e->dtype));
+  llvm::Value* c = EmitExpr(e->operands[0]);
+  llvm::Value* a = EmitExpr(e->operands[1]);
+  llvm::Value* b = EmitExpr(e->operands[2]);
+  if (!status_.ok()) return llvm::PoisonValue::get(TypeOf(e->dtype));
+  if (!c->getType()->getScalarType()->isIntegerTy(1)) return Fail("select on a non-bool condition", TypeOf(e->dtype));
+  if (a->getType()->getScalarType() != b->getType()->getScalarType()) {
+    return Fail("select between values of two types", TypeOf(e->dtype));
+  }
+  // All three the same shape: vector if any of them is (the condition's elements are
+  // i1, the values' float or int64, so only the vector-ness is compared here).
+  if (!MatchLanes(&a, &b)) return Fail("vector width mismatch", TypeOf(e->dtype));
+  if (a->getType()->isVectorTy()) c = Splat(c);
+  if (c->getType()->isVectorTy()) {
+    a = Splat(a);
+    b = Splat(b);
+  }
+  return b_.CreateSelect(c, a, b);
 }
 
 llvm::Value* ModuleEmitter::EmitBinary(const ir::Expr& e) {

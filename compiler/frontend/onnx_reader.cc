@@ -92,8 +92,10 @@ absl::Status LoadExternalData(const std::string& model_path, onnx::TensorProto* 
 
 bool IsDefaultDomain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
 
-absl::Status CheckTensorType(const std::string& path, const std::string& what, int32_t elem_type) {
-  if (elem_type == onnx::TensorProto::FLOAT || elem_type == onnx::TensorProto::INT64) {
+absl::Status CheckTensorType(const std::string& path, const std::string& what, int32_t elem_type,
+                             bool bool_allowed = false) {
+  if (elem_type == onnx::TensorProto::FLOAT || elem_type == onnx::TensorProto::INT64 ||
+      (bool_allowed && elem_type == onnx::TensorProto::BOOL)) {
     return absl::OkStatus();
   }
   const std::string name = onnx::TensorProto::DataType_IsValid(elem_type)
@@ -159,6 +161,16 @@ namespace {
 const std::map<std::string, std::set<std::string>>& SupportedAttributes() {
   static const auto* const table = new std::map<std::string, std::set<std::string>>{
       {"Abs", {}},
+      {"And", {}},
+      {"Equal", {}},
+      {"Greater", {}},
+      {"GreaterOrEqual", {}},
+      {"Less", {}},
+      {"LessOrEqual", {}},
+      {"Not", {}},
+      {"Or", {}},
+      {"Where", {}},
+      {"Xor", {}},
       {"Acos", {}},
       {"Acosh", {}},
       {"Add", {}},
@@ -388,7 +400,7 @@ absl::Status CheckSupported(const OnnxModel& model) {
   for (const onnx::TensorProto& tensor : graph.initializer()) {
     RETURN_IF_ERROR(
         CheckTensorType(model.path, absl::StrCat("initializer '", tensor.name(), "'"),
-                        tensor.data_type()));
+                        tensor.data_type(), /*bool_allowed=*/true));
   }
   std::set<std::string> initializers;
   for (const onnx::TensorProto& tensor : graph.initializer()) initializers.insert(tensor.name());

@@ -780,8 +780,20 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     impl->output_ids.push_back(t);
   }
   for (const Tensor& t : g.tensors) {
-    if (t.dtype != DType::kFloat32 && !t.constant) {
-      return absl::UnimplementedError("tensor '" + t.name + "' is int64 at run time; the executor runs float32 only");
+    // Bool masks are float32 0 and 1 in memory (graph.h).
+    if (t.dtype == DType::kInt64 && !t.constant) {
+      return absl::UnimplementedError("tensor '" + t.name +
+                                      "' is int64 at run time; the executor runs float32 (and bool masks) only");
+    }
+  }
+  for (const std::vector<int>* ends : {&g.inputs, &g.outputs}) {
+    for (int id : *ends) {
+      const Tensor& t = g.tensors[static_cast<size_t>(id)];
+      if (t.dtype != DType::kFloat32) {
+        return absl::UnimplementedError(absl::StrCat("graph ", ends == &g.inputs ? "input" : "output", " '",
+                                                     t.name, "' is ", DTypeName(t.dtype),
+                                                     "; the model's inputs and outputs must be float32"));
+      }
     }
   }
 
@@ -983,7 +995,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     for (size_t i = 0; i < p.func.params.size(); ++i) {
       if (p.tensors[i] >= 0) {
         const Tensor& t = g.tensors[static_cast<size_t>(p.tensors[i])];
-        if (t.dtype != DType::kFloat32) {
+        if (t.dtype == DType::kInt64) {
           return absl::UnimplementedError("kernel " + p.source + " reads int64 tensor '" + t.name + "'");
         }
         step.buffers.push_back(impl->Pointer(p.tensors[i]));

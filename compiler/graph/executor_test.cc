@@ -124,6 +124,62 @@ TEST(ExecutorTest, BroadcastAddAndAReshapeThatSharesStorage) {
                         va[static_cast<size_t>(i * 6 + k)] + vb[static_cast<size_t>(j)]);
 }
 
+TEST(ExecutorTest, ComparisonsLogicAndWhere) {
+  // y = Where(Or(Less(a, b), Not(Equal(a, c))), a, b * inf): bool masks between
+  // float tensors, broadcast ([2, 1, 9] against [3, 9] and a scalar), and a Where
+  // whose branch not taken is infinite or NaN (b * inf at b == 0).
+  Graph g;
+  g.opset = 17;
+  const int a = AddTensor(&g, "a", {2, 1, 9}), b = AddTensor(&g, "b", {3, 9});
+  const int c = AddTensor(&g, "c", {}), inf = AddTensor(&g, "inf", {});
+  g.tensors[static_cast<size_t>(c)].constant = true;
+  g.tensors[static_cast<size_t>(c)].f32 = {0.5f};
+  g.tensors[static_cast<size_t>(inf)].constant = true;
+  g.tensors[static_cast<size_t>(inf)].f32 = {INFINITY};
+  const int less = AddTensor(&g, "less", {2, 3, 9}), eq = AddTensor(&g, "eq", {2, 1, 9});
+  const int ne = AddTensor(&g, "ne", {2, 1, 9}), mask = AddTensor(&g, "mask", {2, 3, 9});
+  const int big = AddTensor(&g, "big", {3, 9}), y = AddTensor(&g, "y", {2, 3, 9});
+  for (int t : {less, eq, ne, mask}) g.tensors[static_cast<size_t>(t)].dtype = DType::kBool;
+  g.nodes.push_back(Node{"less", "Less", {a, b}, {less}, {}});
+  g.nodes.push_back(Node{"eq", "Equal", {a, c}, {eq}, {}});
+  g.nodes.push_back(Node{"not", "Not", {eq}, {ne}, {}});
+  g.nodes.push_back(Node{"or", "Or", {less, ne}, {mask}, {}});
+  g.nodes.push_back(Node{"big", "Mul", {b, inf}, {big}, {}});
+  g.nodes.push_back(Node{"where", "Where", {mask, a, big}, {y}, {}});
+  g.inputs = {a, b};
+  g.outputs = {y};
+  absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(g, TestTarget());
+  ASSERT_TRUE(e.ok()) << e.status();
+  std::vector<float> va = Random(18, 11), vb = Random(27, 12);
+  va[3] = 0.5f;   // equal to c
+  va[12] = 0.5f;
+  vb[3] = 0.0f;   // b * inf is NaN
+  vb[5] = -3.0f;  // -inf
+  std::vector<float> out(54);
+  ASSERT_TRUE((*e)->Run({va.data(), vb.data()}, {out.data()}).ok());
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      for (int k = 0; k < 9; ++k) {
+        const float x = va[static_cast<size_t>(i * 9 + k)], w = vb[static_cast<size_t>(j * 9 + k)];
+        const bool take = x < w || x != 0.5f;
+        const float got = out[static_cast<size_t>((i * 3 + j) * 9 + k)];
+        if (take) {
+          ASSERT_EQ(got, x) << i << "," << j << "," << k;
+        } else if (w == 0.0f) {
+          ASSERT_TRUE(std::isnan(got)) << i << "," << j << "," << k;
+        } else {
+          ASSERT_EQ(got, w * INFINITY) << i << "," << j << "," << k;
+        }
+      }
+    }
+  }
+  // A bool output is refused with a clear error (outputs are float32 files).
+  g.outputs = {mask};
+  e = Executor::Create(g, TestTarget());
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(), HasSubstr("graph output 'mask' is bool"));
+}
+
 TEST(ExecutorTest, ElementwiseChainsFuseIntoOneKernel) {
   // Gelu as exporters write it: x * (erf(x / c) + 1), x read twice, constants scalars.
   Graph g;

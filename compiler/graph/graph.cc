@@ -16,7 +16,14 @@
 
 namespace tuneforge::graph {
 
-const char* DTypeName(DType t) { return t == DType::kFloat32 ? "float32" : "int64"; }
+const char* DTypeName(DType t) {
+  switch (t) {
+    case DType::kFloat32: return "float32";
+    case DType::kInt64: return "int64";
+    case DType::kBool: return "bool";
+  }
+  return "?";
+}
 
 int64_t Tensor::NumElements() const {
   // Saturating: a model's shapes are untrusted input, and a product past int64 must
@@ -91,9 +98,22 @@ absl::StatusOr<Tensor> FromProto(const onnx::TensorProto& p) {
   } else if (p.data_type() == onnx::TensorProto::INT64) {
     t.dtype = DType::kInt64;
     RETURN_IF_ERROR(DecodeValues(p, n, "int64", p.int64_data(), &t.i64));
+  } else if (p.data_type() == onnx::TensorProto::BOOL) {
+    // One byte per element in raw_data, one int32 per element in int32_data.
+    t.dtype = DType::kBool;
+    const int64_t count = p.raw_data().empty() ? p.int32_data_size() : static_cast<int64_t>(p.raw_data().size());
+    if (count != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", p.name(), "' has ", count, " values for ", n, " bool elements"));
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const bool b = p.raw_data().empty() ? p.int32_data(static_cast<int>(i)) != 0
+                                          : p.raw_data()[static_cast<size_t>(i)] != 0;
+      t.f32.push_back(b ? 1.0f : 0.0f);
+    }
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("tensor '", p.name(), "': only float32 and int64 tensors are supported"));
+        absl::StrCat("tensor '", p.name(), "': only float32, int64 and bool tensors are supported"));
   }
   return t;
 }
@@ -250,8 +270,8 @@ class Importer {
   absl::Status NeedFloat(const Node& n, size_t count = 0) const {
     for (size_t i = 0; i < (count == 0 ? n.inputs.size() : std::min(count, n.inputs.size())); ++i) {
       if (Has(n, i) && In(n, i).dtype != DType::kFloat32) {
-        return absl::InvalidArgumentError(absl::StrCat("input ", i, " '", In(n, i).name,
-                                                       "' is int64; only float32 is supported"));
+        return absl::InvalidArgumentError(absl::StrCat("input ", i, " '", In(n, i).name, "' is ",
+                                                       DTypeName(In(n, i).dtype), "; only float32 is supported"));
       }
     }
     return absl::OkStatus();
@@ -339,6 +359,18 @@ class Importer {
       t.shape = {static_cast<int64_t>(t.i64.size())};
       return std::vector<Tensor>{std::move(t)};
     }
+    if (IsUnaryElementwiseOp(op) && In(n, 0).constant && In(n, 0).dtype == DType::kInt64 &&
+        (op == "Neg" || op == "Abs" || op == "Sign")) {  // shape arithmetic
+      RETURN_IF_ERROR(Need(n, 1, 1));
+      Tensor out = In(n, 0);
+      for (int64_t& v : out.i64) {
+        if (v == std::numeric_limits<int64_t>::min()) return absl::InvalidArgumentError("int64 overflow");
+        v = op == "Neg" ? -v : op == "Abs" ? std::abs(v) : (v > 0) - (v < 0);
+      }
+      return std::vector<Tensor>{std::move(out)};
+    }
+    if (IsComparisonOrLogicOp(op)) return InferComparisonOrLogic(n);
+    if (op == "Where") return InferWhere(n);
     if (IsUnaryElementwiseOp(op)) {
       RETURN_IF_ERROR(Need(n, 1, 1));
       RETURN_IF_ERROR(NeedFloat(n));
@@ -872,10 +904,11 @@ class Importer {
     return std::vector<Tensor>{Like(In(n, 0), {x[0], x[1], spatial[0], spatial[1]})};
   }
 
-  // Cast (attribute `to`) and CastLike (the type of its second input) to float32 or
-  // int64: a constant is converted here (float to int64 rounds toward zero, as C and
-  // numpy do; NaN and out-of-range values are refused); a run-time tensor only when the
-  // type stays the same (the identity: the executor aliases it).
+  // Cast (attribute `to`) and CastLike (the type of its second input) to float32,
+  // int64 or bool: a constant is converted here (float to int64 rounds toward zero, as
+  // C and numpy do; NaN and out-of-range values are refused; nonzero is true); a
+  // run-time tensor only when the type stays the same or goes from bool to float32
+  // (the identity on the stored values: the executor aliases it).
   absl::StatusOr<std::vector<Tensor>> InferCast(Node& n) {
     const bool like = n.op == "CastLike";
     RETURN_IF_ERROR(Need(n, like ? 2 : 1, like ? 2 : 1));
@@ -888,10 +921,15 @@ class Importer {
         to = DType::kFloat32;
       } else if (code == onnx::TensorProto::INT64) {
         to = DType::kInt64;
+      } else if (code == onnx::TensorProto::BOOL) {
+        to = DType::kBool;
       } else {
-        return absl::InvalidArgumentError(absl::StrCat("attribute to=", code, " (",
-                                                       onnx::TensorProto::DataType_Name(static_cast<int>(code)),
-                                                       ") is not supported: float32 and int64 only"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("attribute to=", code, " (",
+                         onnx::TensorProto::DataType_IsValid(static_cast<int>(code))
+                             ? onnx::TensorProto::DataType_Name(static_cast<int>(code))
+                             : std::string("unknown"),
+                         ") is not supported: float32, int64 and bool only"));
       }
     }
     const Tensor& x = In(n, 0);
@@ -899,9 +937,12 @@ class Importer {
     out.dtype = to;
     if (x.constant) {
       out.constant = true;
-      if (to == x.dtype) {
-        out.f32 = x.f32;
+      if (to == x.dtype || (to == DType::kFloat32 && x.dtype == DType::kBool)) {
+        out.f32 = x.f32;  // bool is stored as float32 0 and 1
         out.i64 = x.i64;
+      } else if (to == DType::kBool) {
+        for (float v : x.f32) out.f32.push_back(v != 0.0f ? 1.0f : 0.0f);
+        for (int64_t v : x.i64) out.f32.push_back(v != 0 ? 1.0f : 0.0f);
       } else if (to == DType::kFloat32) {
         for (int64_t v : x.i64) out.f32.push_back(static_cast<float>(v));
       } else {
@@ -912,7 +953,8 @@ class Importer {
           out.i64.push_back(static_cast<int64_t>(v));
         }
       }
-    } else if (to != x.dtype) {
+    } else if (to != x.dtype && !(to == DType::kFloat32 && x.dtype == DType::kBool)) {
+      // bool to float32 is the identity on the stored 0 and 1.
       return absl::InvalidArgumentError(absl::StrCat("converting the run-time tensor '", x.name, "' from ",
                                                      DTypeName(x.dtype), " to ", DTypeName(to),
                                                      " is not supported"));
@@ -972,6 +1014,113 @@ class Importer {
       }
     }
     return std::vector<Tensor>{std::move(out)};
+  }
+
+  // Comparisons (two inputs of one type) and logic operators (bool inputs): a bool
+  // result of the broadcast shape, folded when the inputs are constants.
+  absl::StatusOr<std::vector<Tensor>> InferComparisonOrLogic(Node& n) {
+    const std::string& op = n.op;
+    const bool unary = op == "Not";
+    RETURN_IF_ERROR(Need(n, unary ? 1 : 2, unary ? 1 : 2));
+    const bool logic = unary || op == "And" || op == "Or" || op == "Xor";
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (logic && In(n, i).dtype != DType::kBool) {
+        return absl::InvalidArgumentError(absl::StrCat("input ", i, " '", In(n, i).name, "' is ",
+                                                       DTypeName(In(n, i).dtype), "; ", op, " takes bool"));
+      }
+    }
+    if (!logic && In(n, 0).dtype != In(n, 1).dtype) {
+      return absl::InvalidArgumentError(absl::StrCat("inputs of different types (", DTypeName(In(n, 0).dtype),
+                                                     ", ", DTypeName(In(n, 1).dtype), ")"));
+    }
+    std::vector<int64_t> shape = In(n, 0).shape;
+    if (!unary) {
+      ASSIGN_OR_RETURN(shape, Broadcast(In(n, 0).shape, In(n, 1).shape));
+    }
+    Tensor out = Like(In(n, 0), shape);
+    out.dtype = DType::kBool;
+    bool constant = true;
+    for (size_t i = 0; i < n.inputs.size(); ++i) constant &= In(n, i).constant;
+    if (constant) {
+      const Tensor& a = In(n, 0);
+      const Tensor& b = unary ? In(n, 0) : In(n, 1);
+      FoldElementwise({&a, &b}, &out, [&](const std::vector<size_t>& at) {
+        auto value = [&](const Tensor& t, size_t k) {
+          return t.dtype == DType::kInt64 ? static_cast<double>(t.i64[k]) : static_cast<double>(t.f32[k]);
+        };
+        // int64 compared exactly, not through double.
+        const bool ints = a.dtype == DType::kInt64;
+        const int64_t ia = ints ? a.i64[at[0]] : 0, ib = ints ? b.i64[at[1]] : 0;
+        const double x = value(a, at[0]), y = value(b, at[1]);
+        bool r = false;
+        if (op == "Less") r = ints ? ia < ib : x < y;
+        if (op == "Greater") r = ints ? ia > ib : x > y;
+        if (op == "LessOrEqual") r = ints ? ia <= ib : x <= y;
+        if (op == "GreaterOrEqual") r = ints ? ia >= ib : x >= y;
+        if (op == "Equal") r = ints ? ia == ib : x == y;
+        if (op == "Not") r = x == 0.0;
+        if (op == "And") r = x != 0.0 && y != 0.0;
+        if (op == "Or") r = x != 0.0 || y != 0.0;
+        if (op == "Xor") r = (x != 0.0) != (y != 0.0);
+        out.f32.push_back(r ? 1.0f : 0.0f);
+      });
+    }
+    return std::vector<Tensor>{std::move(out)};
+  }
+
+  // Where(condition, X, Y): X where the bool condition holds, else Y, broadcast.
+  absl::StatusOr<std::vector<Tensor>> InferWhere(Node& n) {
+    RETURN_IF_ERROR(Need(n, 3, 3));
+    const Tensor& c = In(n, 0);
+    const Tensor& x = In(n, 1);
+    const Tensor& y = In(n, 2);
+    if (c.dtype != DType::kBool) {
+      return absl::InvalidArgumentError(absl::StrCat("condition '", c.name, "' is ", DTypeName(c.dtype),
+                                                     ", not bool"));
+    }
+    if (x.dtype != y.dtype) {
+      return absl::InvalidArgumentError(absl::StrCat("X and Y of different types (", DTypeName(x.dtype), ", ",
+                                                     DTypeName(y.dtype), ")"));
+    }
+    ASSIGN_OR_RETURN(std::vector<int64_t> shape, Broadcast(c.shape, x.shape));
+    ASSIGN_OR_RETURN(shape, Broadcast(shape, y.shape));
+    Tensor out = Like(x, shape);
+    if (c.constant && x.constant && y.constant) {
+      FoldElementwise({&c, &x, &y}, &out, [&](const std::vector<size_t>& at) {
+        const Tensor& from = c.f32[at[0]] != 0.0f ? x : y;
+        const size_t k = c.f32[at[0]] != 0.0f ? at[1] : at[2];
+        if (out.dtype == DType::kInt64) {
+          out.i64.push_back(from.i64[k]);
+        } else {
+          out.f32.push_back(from.f32[k]);
+        }
+      });
+    }
+    return std::vector<Tensor>{std::move(out)};
+  }
+
+  // Calls `element` once per element of `out` (row-major) with the matching element
+  // index of each input (broadcast), and marks `out` constant.
+  static void FoldElementwise(const std::vector<const Tensor*>& inputs, Tensor* out,
+                              const std::function<void(const std::vector<size_t>&)>& element) {
+    std::vector<std::vector<int64_t>> strides;
+    for (const Tensor* t : inputs) strides.push_back(BroadcastStrides(t->shape, out->shape));
+    const int64_t n = out->NumElements();
+    out->constant = true;
+    std::vector<int64_t> index(out->shape.size(), 0);
+    std::vector<size_t> at(inputs.size());
+    for (int64_t i = 0; i < n; ++i) {
+      for (size_t k = 0; k < inputs.size(); ++k) {
+        int64_t flat = 0;
+        for (size_t d = 0; d < index.size(); ++d) flat += index[d] * strides[k][d];
+        at[k] = static_cast<size_t>(flat);
+      }
+      element(at);
+      for (size_t d = index.size(); d-- > 0;) {
+        if (++index[d] < out->shape[d]) break;
+        index[d] = 0;
+      }
+    }
   }
 
   static void FoldBinary(const std::string& op, const Tensor& a, const Tensor& b, Tensor* out) {
@@ -1127,6 +1276,12 @@ bool IsUnaryElementwiseOp(const std::string& op) {
       "Neg",      "Reciprocal",  "Relu",      "Round",   "Selu",     "Shrink",    "Sigmoid",
       "Sign",     "Sin",         "Sinh",      "Softplus", "Softsign", "Sqrt",     "Tan",
       "Tanh",     "ThresholdedRelu"};
+  return ops.count(op) > 0;
+}
+
+bool IsComparisonOrLogicOp(const std::string& op) {
+  static const std::set<std::string> ops = {"Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Equal",
+                                            "Not",  "And",     "Or",          "Xor"};
   return ops.count(op) > 0;
 }
 

@@ -18,7 +18,11 @@
 
 namespace tuneforge::graph {
 
-enum class DType { kFloat32, kInt64 };
+// kBool: the result of a comparison or logic operator, a mask. Its elements are
+// stored as float32 0 and 1 (in Tensor::f32 when constant, in a float32 buffer at run
+// time), so the elementwise kernels read and write them like any float tensor; the
+// dtype keeps the graph's types honest (a bool is not fed where a float is expected).
+enum class DType { kFloat32, kInt64, kBool };
 const char* DTypeName(DType t);
 
 struct Tensor {
@@ -26,7 +30,8 @@ struct Tensor {
   DType dtype = DType::kFloat32;
   std::vector<int64_t> shape;
   // A constant (a weight, or a value folded at import): its data, in row-major order,
-  // in f32 or i64 by dtype. Tensors computed when the model runs have neither.
+  // in i64 for int64, in f32 for float32 and bool (0 and 1). Tensors computed when the
+  // model runs have neither.
   bool constant = false;
   std::vector<float> f32;
   std::vector<int64_t> i64;
@@ -68,6 +73,9 @@ bool IsUnaryElementwiseOp(const std::string& op);
 // ReduceSum, ReduceMean, ReduceMax, ... (one float input, axes as an attribute or a
 // constant second input, keepdims).
 bool IsReduceOp(const std::string& op);
+// Less, Greater, LessOrEqual, GreaterOrEqual, Equal (two inputs of one type, a bool
+// result) and Not, And, Or, Xor (bool inputs): elementwise with broadcasting.
+bool IsComparisonOrLogicOp(const std::string& op);
 
 // Imports a model that passed frontend::CheckSupported. Errors name the node, its
 // operator and the attribute or input at fault (an attribute value out of range,

@@ -391,7 +391,10 @@ std::vector<int> ElementwiseInputs(const Graph& g, const Node& n) {
   if (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div" || n.op == "PRelu") {
     return {n.inputs[0], n.inputs[1]};
   }
-  if (n.op == "Sum" || n.op == "Max" || n.op == "Min" || n.op == "Mean") return n.inputs;
+  if (n.op == "Sum" || n.op == "Max" || n.op == "Min" || n.op == "Mean" || n.op == "Where" ||
+      IsComparisonOrLogicOp(n.op)) {
+    return n.inputs;
+  }
   if (n.op == "Clip") {  // bounds computed at run time are inputs too
     std::vector<int> in = {n.inputs[0]};
     for (size_t i = 1; i < n.inputs.size(); ++i) {
@@ -422,6 +425,20 @@ absl::StatusOr<Expr> ElementwiseExpr(const Graph& g, const Node& n, const std::v
     return PowConst(v[0], e.f32.empty() ? static_cast<float>(e.i64[0]) : e.f32[0]);
   }
   if (op == "PRelu") return ir::Add(ir::Max(v[0], FloatImm(0.0)), ir::Mul(v[1], ir::Min(v[0], FloatImm(0.0))));
+  // Bool values are float32 0 and 1: a comparison selects one of them, a logic
+  // operator tests for 1.
+  auto mask = [](Expr condition) { return ir::Select(condition, FloatImm(1.0), FloatImm(0.0)); };
+  auto truth = [](Expr b) { return ir::LT(FloatImm(0.5), b); };
+  if (op == "Less") return mask(ir::LT(v[0], v[1]));
+  if (op == "Greater") return mask(ir::LT(v[1], v[0]));
+  if (op == "LessOrEqual") return mask(ir::LE(v[0], v[1]));
+  if (op == "GreaterOrEqual") return mask(ir::LE(v[1], v[0]));
+  if (op == "Equal") return mask(ir::EQ(v[0], v[1]));
+  if (op == "Not") return ir::Sub(FloatImm(1.0), v[0]);
+  if (op == "And") return ir::Mul(v[0], v[1]);
+  if (op == "Or") return ir::Max(v[0], v[1]);
+  if (op == "Xor") return mask(ir::LT(FloatImm(0.5), ir::Call("abs", ir::Sub(v[0], v[1]))));
+  if (op == "Where") return ir::Select(truth(v[0]), v[1], v[2]);
   if (op == "Sum" || op == "Max" || op == "Min" || op == "Mean") {
     Expr e = v[0];
     for (size_t i = 1; i < v.size(); ++i) {
@@ -1010,8 +1027,8 @@ bool IsAliasOp(const std::string& op) {
 
 bool IsElementwiseOp(const std::string& op) {
   return op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Clip" ||
-         op == "PRelu" || op == "Sum" || op == "Max" || op == "Min" || op == "Mean" ||
-         IsUnaryElementwiseOp(op);
+         op == "PRelu" || op == "Sum" || op == "Max" || op == "Min" || op == "Mean" || op == "Where" ||
+         IsComparisonOrLogicOp(op) || IsUnaryElementwiseOp(op);
 }
 
 std::vector<int> ChainInputs(const Graph& g, const std::vector<int>& nodes) {

@@ -74,6 +74,16 @@ class Interpreter {
         TF_CHECK(it != vars_.end(), "unbound variable ", e->name);
         return it->second;
       }
+      case ExprKind::kSelect:
+        return Int(e->operands[0]) ? Int(e->operands[1]) : Int(e->operands[2]);
+      case ExprKind::kLT:
+      case ExprKind::kLE:
+      case ExprKind::kEQ:
+        if (e->operands[0]->dtype == DType::kFloat32) {
+          const double x = Float(e->operands[0]), y = Float(e->operands[1]);
+          return e->kind == ExprKind::kLT ? x < y : e->kind == ExprKind::kLE ? x <= y : x == y;
+        }
+        break;
       default: break;
     }
     int64_t a = Int(e->operands[0]), b = Int(e->operands[1]);
@@ -112,6 +122,7 @@ class Interpreter {
         return EvalMathFunction(e->name, static_cast<float>(Float(e->operands[0])));
       case ExprKind::kMin: return std::min(Float(e->operands[0]), Float(e->operands[1]));
       case ExprKind::kMax: return std::max(Float(e->operands[0]), Float(e->operands[1]));
+      case ExprKind::kSelect: return Int(e->operands[0]) ? Float(e->operands[1]) : Float(e->operands[2]);
       default: TF_CHECK(false, "not a float expression: ", ToString(e));
     }
   }

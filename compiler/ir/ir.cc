@@ -24,7 +24,7 @@ bool IsFloatConst(const Expr& e, double v) {
 }  // namespace
 
 void Operands::push_back(Expr e) {
-  TF_CHECK(size_ < 2, "an expression has at most two operands");
+  TF_CHECK(size_ < 3, "an expression has at most three operands");
   items_[size_++] = std::move(e);
 }
 
@@ -137,6 +137,17 @@ Expr LT(Expr a, Expr b) { return MakeBinary(ExprKind::kLT, DType::kBool, a, b); 
 Expr LE(Expr a, Expr b) { return MakeBinary(ExprKind::kLE, DType::kBool, a, b); }
 Expr EQ(Expr a, Expr b) { return MakeBinary(ExprKind::kEQ, DType::kBool, a, b); }
 Expr And(Expr a, Expr b) { return MakeBinary(ExprKind::kAnd, DType::kBool, a, b); }
+
+Expr Select(Expr condition, Expr a, Expr b) {
+  TF_CHECK(condition->dtype == DType::kBool, "select on a non-bool condition");
+  TF_CHECK(a->dtype == b->dtype, "select between values of two types");
+  if (a == b) return a;
+  auto node = std::make_shared<ExprNode>();
+  node->kind = ExprKind::kSelect;
+  node->dtype = a->dtype;
+  node->operands = Operands{std::move(condition), std::move(a), std::move(b)};
+  return node;
+}
 
 Expr Load(const std::string& buffer, DType dtype, Expr index) {
   auto node = std::make_shared<ExprNode>();

@@ -32,8 +32,9 @@ enum class ExprKind {
   kDiv,       // integer division of non-negative values (floor == trunc here)
   kMod,       // integer remainder of non-negative values
   kMin, kMax,
-  kLT, kLE, kEQ,  // comparisons of int64, dtype kBool
+  kLT, kLE, kEQ,  // comparisons of two int64 or two float32, dtype kBool
   kAnd,           // logical and of two kBool
+  kSelect,        // operands {condition (kBool), a, b}: a where the condition holds, else b
   kLoad,      // name = buffer, operands[0] = flat index; dtype of the buffer
   kCall,      // name = a float32 math function of one float32 operand (MathFunctions())
 };
@@ -41,7 +42,7 @@ enum class ExprKind {
 struct ExprNode;
 using Expr = std::shared_ptr<const ExprNode>;
 
-// An expression's operands (at most two), held in the node: one allocation per node,
+// An expression's operands (at most three), held in the node: one allocation per node,
 // not two (lowering builds thousands of nodes per candidate the cost model scores).
 // Reads like the std::vector it replaces.
 class Operands {
@@ -50,8 +51,8 @@ class Operands {
   Operands(std::initializer_list<Expr> list) {
     for (const Expr& e : list) push_back(e);
   }
-  explicit Operands(Expr a) : items_{std::move(a), nullptr}, size_(1) {}
-  Operands(Expr a, Expr b) : items_{std::move(a), std::move(b)}, size_(2) {}
+  explicit Operands(Expr a) : items_{std::move(a), nullptr, nullptr}, size_(1) {}
+  Operands(Expr a, Expr b) : items_{std::move(a), std::move(b), nullptr}, size_(2) {}
   void push_back(Expr e);  // TF_CHECKs that there is room
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
@@ -60,7 +61,7 @@ class Operands {
   const Expr* end() const { return items_ + size_; }
 
  private:
-  Expr items_[2];
+  Expr items_[3];
   size_t size_ = 0;
 };
 
@@ -70,7 +71,7 @@ struct ExprNode {
   int64_t int_value = 0;
   double float_value = 0.0;
   std::string name;    // kVar: variable; kLoad: buffer
-  Operands operands;   // binary ops: {a, b}; kLoad, kCall: {operand}
+  Operands operands;   // binary ops: {a, b}; kLoad, kCall: {operand}; kSelect: {c, a, b}
 };
 
 // Constructors. Arithmetic constructors fold constants and drop identities
@@ -89,6 +90,9 @@ Expr LT(Expr a, Expr b);
 Expr LE(Expr a, Expr b);
 Expr EQ(Expr a, Expr b);
 Expr And(Expr a, Expr b);
+// `a` where `condition` (kBool) holds, else `b` (both of one type; no arithmetic
+// between them, so an infinite or NaN value in the branch not taken does not leak).
+Expr Select(Expr condition, Expr a, Expr b);
 Expr Load(const std::string& buffer, DType dtype, Expr index);
 // A float32 math function of one float32 argument: "exp", "log", "sqrt", "erf",
 // "tanh" (what the model operators need). TF_CHECKs the name.

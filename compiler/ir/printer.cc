@@ -50,6 +50,15 @@ void Print(std::ostream& os, const Expr& e, int outer_precedence) {
       Print(os, e->operands[0], 0);
       os << ")";
       return;
+    case ExprKind::kSelect:
+      os << "select(";
+      Print(os, e->operands[0], 0);
+      os << ", ";
+      Print(os, e->operands[1], 0);
+      os << ", ";
+      Print(os, e->operands[2], 0);
+      os << ")";
+      return;
     case ExprKind::kMin:
     case ExprKind::kMax:
       os << (e->kind == ExprKind::kMin ? "min(" : "max(");
