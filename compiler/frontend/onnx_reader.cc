@@ -231,6 +231,7 @@ const std::map<std::string, std::set<std::string>>& SupportedAttributes() {
       {"InstanceNormalization", {"epsilon"}},
       {"LRN", {"alpha", "beta", "bias", "size"}},
       {"LayerNormalization", {"axis", "epsilon", "stash_type"}},
+      {"LpPool", {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "p", "pads", "strides"}},
       {"MatMul", {}},
       {"MaxPool",
        {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}},

@@ -502,7 +502,7 @@ class Importer {
       return std::vector<Tensor>{Like(In(n, 0), {m, nn})};
     }
     if (op == "Conv") return InferConv(n);
-    if (op == "MaxPool" || op == "AveragePool") return InferPool(n);
+    if (op == "MaxPool" || op == "AveragePool" || op == "LpPool") return InferPool(n);
     if (op == "LRN") {
       RETURN_IF_ERROR(Need(n, 1, 1));
       RETURN_IF_ERROR(NeedFloat(n));
@@ -884,24 +884,29 @@ class Importer {
     return std::vector<Tensor>{Like(In(n, 0), {x[0], w[0], spatial[0], spatial[1]})};
   }
 
+  // MaxPool, AveragePool and LpPool over 1 to 3 spatial dimensions.
   absl::StatusOr<std::vector<Tensor>> InferPool(Node& n) {
     RETURN_IF_ERROR(Need(n, 1, 1));
+    RETURN_IF_ERROR(NeedFloat(n));
     const auto& x = In(n, 0).shape;
-    if (x.size() != 4) return absl::InvalidArgumentError("only 2-D pooling (4-D input) is supported");
+    if (x.size() < 3 || x.size() > 5) {
+      return absl::InvalidArgumentError(absl::StrCat("input ", ShapeText(x),
+                                                     " is not N x C x 1 to 3 spatial dimensions"));
+    }
+    const size_t dims = x.size() - 2;
     std::vector<int64_t> kernel = n.Ints("kernel_shape");
-    if (kernel.size() != 2 || kernel[0] < 1 || kernel[1] < 1) {
-      return absl::InvalidArgumentError("attribute kernel_shape must give 2 sizes >= 1");
+    if (kernel.size() != dims || *std::min_element(kernel.begin(), kernel.end()) < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("attribute kernel_shape must give ", dims, " sizes >= 1"));
     }
-    if (n.op == "AveragePool" && n.attrs.count("dilations")) {
-      for (int64_t d : n.Ints("dilations")) {
-        if (d != 1) return absl::InvalidArgumentError("attribute dilations != 1 is not supported");
-      }
-    }
+    if (n.op == "LpPool" && n.Int("p", 2) < 1) return absl::InvalidArgumentError("attribute p must be >= 1");
     std::vector<int64_t> pads, spatial;
-    RETURN_IF_ERROR(SpatialOut(n, {x[2], x[3]}, kernel, n.Int("ceil_mode", 0) != 0, &pads, &spatial));
+    RETURN_IF_ERROR(SpatialOut(n, std::vector<int64_t>(x.begin() + 2, x.end()), kernel,
+                               n.Int("ceil_mode", 0) != 0, &pads, &spatial));
     n.attrs["pads"].ints = pads;
     n.attrs.erase("auto_pad");
-    return std::vector<Tensor>{Like(In(n, 0), {x[0], x[1], spatial[0], spatial[1]})};
+    std::vector<int64_t> shape = {x[0], x[1]};
+    shape.insert(shape.end(), spatial.begin(), spatial.end());
+    return std::vector<Tensor>{Like(In(n, 0), shape)};
   }
 
   // Cast (attribute `to`) and CastLike (the type of its second input) to float32,

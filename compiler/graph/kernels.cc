@@ -792,58 +792,73 @@ absl::StatusOr<NodeKernel> Lrn(const Graph& g, const Node& n) {
   return b.Finish(ir::For(p, IntImm(total), total, ForKind::kParallel, body));
 }
 
-// MaxPool / AveragePool over NCHW, padding by bounds checks.
+// MaxPool / AveragePool / LpPool over N x C x spatial (1 to 3 spatial dimensions),
+// padding by bounds checks. AveragePool divides by the taps inside the input, or
+// with count_include_pad by the whole window. A ceil_mode window that reaches past
+// the end padding is refused with count_include_pad: the ONNX reference counts its
+// taps beyond the padding, onnxruntime and PyTorch do not, so either answer would be
+// wrong for someone.
 absl::StatusOr<NodeKernel> Pool(const Graph& g, const Node& n) {
   Builder b(g, n.op);
   const std::vector<int64_t>& in = b.Shape(n.inputs[0]);
   const std::vector<int64_t>& out = b.Shape(n.outputs[0]);
   if (n.outputs.size() > 1) return Unsupported(n, "MaxPool's Indices output");
+  const size_t dims = in.size() - 2;
   const std::vector<int64_t> k = n.Ints("kernel_shape");
-  const std::vector<int64_t> st = n.Ints("strides", {1, 1});
-  const std::vector<int64_t> dil = n.Ints("dilations", {1, 1});
-  const std::vector<int64_t> pads = n.Ints("pads", {0, 0, 0, 0});
+  const std::vector<int64_t> st = n.Ints("strides", std::vector<int64_t>(dims, 1));
+  const std::vector<int64_t> dil = n.Ints("dilations", std::vector<int64_t>(dims, 1));
+  const std::vector<int64_t> pads = n.Ints("pads", std::vector<int64_t>(2 * dims, 0));
   if (n.Int("storage_order", 0) != 0) return Unsupported(n, "storage_order 1");
-  const bool is_max = n.op == "MaxPool";
+  const bool is_max = n.op == "MaxPool", is_lp = n.op == "LpPool";
   const bool include_pad = n.Int("count_include_pad", 0) != 0;
+  const int64_t p = n.Int("p", 2);
+  if (is_lp && p < 1) return Unsupported(n, "p < 1");
   const std::string x = b.Param(n.inputs[0]);
   const std::string y = b.Param(n.outputs[0], true);
-  const int64_t H = in[2], W = in[3], OH = out[2], OW = out[3];
-  const std::string row = b.names("nc"), oh = b.names("oh"), ow = b.names("ow"), r = b.names("r"),
-                    s = b.names("s");
-  const std::string acc = b.names("acc"), cnt = b.names("cnt");
-  Expr ih = ir::Add(ir::Sub(ir::Mul(Var(oh), IntImm(st[0])), IntImm(pads[0])), ir::Mul(Var(r), IntImm(dil[0])));
-  Expr iw = ir::Add(ir::Sub(ir::Mul(Var(ow), IntImm(st[1])), IntImm(pads[1])), ir::Mul(Var(s), IntImm(dil[1])));
-  Expr inside = ir::And(ir::And(ir::LE(IntImm(0), ih), ir::LT(ih, IntImm(H))),
-                        ir::And(ir::LE(IntImm(0), iw), ir::LT(iw, IntImm(W))));
-  Expr value = ir::Load(x, ir::DType::kFloat32,
-                        ir::Add(ir::Mul(Var(row), IntImm(H * W)), ir::Add(ir::Mul(ih, IntImm(W)), iw)));
-  Stmt update = ir::Store(acc, IntImm(0), is_max ? ir::Max(Scalar(acc), value) : ir::Add(Scalar(acc), value));
-  if (!is_max && !include_pad) {
-    update = ir::Block({update, ir::Store(cnt, IntImm(0), ir::Add(Scalar(cnt), FloatImm(1.0)))});
+  const std::string row = b.names("nc"), acc = b.names("acc"), cnt = b.names("cnt");
+  std::vector<std::string> o(dims), r(dims);
+  for (size_t d = 0; d < dims; ++d) {
+    o[d] = b.names("o");
+    r[d] = b.names("r");
   }
-  Stmt window = ir::For(r, IntImm(k[0]), k[0], ForKind::kSerial,
-                        ir::For(s, IntImm(k[1]), k[1], ForKind::kSerial, ir::IfThenElse(inside, update)));
-  Expr result = Scalar(acc);
+  Expr inside, in_index = Var(row), out_index = Var(row);
+  int64_t window = 1;
+  for (size_t d = 0; d < dims; ++d) {
+    const int64_t extent = in[d + 2];
+    if (n.op == "AveragePool" && include_pad &&
+        (out[d + 2] - 1) * st[d] - pads[d] + (k[d] - 1) * dil[d] >= extent + pads[d + dims]) {
+      return Unsupported(n, "count_include_pad with a window past the end padding (ceil_mode)");
+    }
+    Expr i = ir::Add(ir::Sub(ir::Mul(Var(o[d]), IntImm(st[d])), IntImm(pads[d])), ir::Mul(Var(r[d]), IntImm(dil[d])));
+    Expr here = ir::And(ir::LE(IntImm(0), i), ir::LT(i, IntImm(extent)));
+    inside = inside ? ir::And(inside, here) : here;
+    window *= k[d];
+    in_index = ir::Add(ir::Mul(in_index, IntImm(extent)), i);
+    out_index = ir::Add(ir::Mul(out_index, IntImm(out[d + 2])), Var(o[d]));
+  }
+  Expr value = ir::Load(x, ir::DType::kFloat32, in_index);
+  if (is_lp) value = p == 1 ? ir::Call("abs", value) : p == 2 ? ir::Mul(value, value)
+                                                              : PowConst(ir::Call("abs", value), static_cast<float>(p));
+  Stmt update = ir::Store(acc, IntImm(0), is_max ? ir::Max(Scalar(acc), value) : ir::Add(Scalar(acc), value));
+  Stmt tap = ir::IfThenElse(inside, update);
+  if (n.op == "AveragePool" && !include_pad) {
+    tap = ir::IfThenElse(inside, ir::Block({update, ir::Store(cnt, IntImm(0), ir::Add(Scalar(cnt), FloatImm(1.0)))}));
+  }
+  for (size_t d = dims; d-- > 0;) tap = ir::For(r[d], IntImm(k[d]), k[d], ForKind::kSerial, tap);
   std::vector<Stmt> pixel = {
       ir::Store(acc, IntImm(0), FloatImm(is_max ? -std::numeric_limits<float>::infinity() : 0.0))};
-  if (!is_max && include_pad) {
-    // Every window lies inside the padded input (checked below), so each counts
-    // the whole kernel.
-    pixel.push_back(ir::Store(cnt, IntImm(0), FloatImm(static_cast<double>(k[0] * k[1]))));
-    if ((OH - 1) * st[0] - pads[0] + k[0] > H + pads[2] || (OW - 1) * st[1] - pads[1] + k[1] > W + pads[3]) {
-      return Unsupported(n, "count_include_pad with a window past the padding (ceil_mode)");
-    }
-  } else if (!is_max) {
-    pixel.push_back(ir::Store(cnt, IntImm(0), FloatImm(0.0)));
+  if (n.op == "AveragePool") {
+    pixel.push_back(ir::Store(cnt, IntImm(0), FloatImm(include_pad ? static_cast<double>(window) : 0.0)));
   }
-  pixel.push_back(window);
-  if (!is_max) result = ir::Div(result, Scalar(cnt));
-  pixel.push_back(ir::Store(y, ir::Add(ir::Mul(Var(row), IntImm(OH * OW)), ir::Add(ir::Mul(Var(oh), IntImm(OW)), Var(ow))),
-                            result));
-  Stmt body = ir::Block(pixel);
-  body = ir::Allocate(acc, ir::DType::kFloat32, 1, body);
-  if (!is_max) body = ir::Allocate(cnt, ir::DType::kFloat32, 1, body);
-  body = ir::For(oh, IntImm(OH), OH, ForKind::kSerial, ir::For(ow, IntImm(OW), OW, ForKind::kSerial, body));
+  pixel.push_back(tap);
+  Expr result = Scalar(acc);
+  if (n.op == "AveragePool") result = ir::Div(result, Scalar(cnt));
+  if (is_lp && p == 2) result = ir::Call("sqrt", result);
+  if (is_lp && p > 2) result = PowConst(result, 1.0f / static_cast<float>(p));
+  pixel.push_back(ir::Store(y, out_index, result));
+  Stmt body = ir::Allocate(acc, ir::DType::kFloat32, 1, ir::Block(pixel));
+  if (n.op == "AveragePool") body = ir::Allocate(cnt, ir::DType::kFloat32, 1, body);
+  for (size_t d = dims; d-- > 0;) body = ir::For(o[d], IntImm(out[d + 2]), out[d + 2], ForKind::kSerial, body);
   return b.Finish(ir::For(row, IntImm(in[0] * in[1]), in[0] * in[1], ForKind::kParallel, body));
 }
 
@@ -1110,7 +1125,7 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lane
     for (size_t d = 2; d < T(g, n.inputs[0]).shape.size(); ++d) spatial.push_back(static_cast<int64_t>(d));
     return Reduce(g, n, lanes, op == "GlobalMaxPool" ? "ReduceMax" : "ReduceMean", spatial);
   }
-  if (op == "MaxPool" || op == "AveragePool") return Pool(g, n);
+  if (op == "MaxPool" || op == "AveragePool" || op == "LpPool") return Pool(g, n);
   if (op == "Conv") return DirectConv(g, n);
   if (op == "MatMul" || op == "Gemm") return GenericMatMul(g, n, lanes);
   if (op == "BatchNormalization") return BatchNorm(g, n, lanes);

@@ -260,7 +260,8 @@ class Extractor {
   }
 
   static std::string NonAnchorReason(const std::string& op) {
-    if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+    if (op == "MaxPool" || op == "AveragePool" || op == "LpPool" || op == "GlobalAveragePool" ||
+        op == "GlobalMaxPool") {
       return "pooling";
     }
     if (op == "Softmax" || op == "LogSoftmax" || op == "LayerNormalization" ||
