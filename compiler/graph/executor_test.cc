@@ -180,6 +180,48 @@ TEST(ExecutorTest, ComparisonsLogicAndWhere) {
   EXPECT_THAT(e.status().message(), HasSubstr("graph output 'mask' is bool"));
 }
 
+TEST(ExecutorTest, GroupNormalizationPerGroupAndPerChannel) {
+  // x [2, 6, 5]: 3 groups of 2 channels. Opset 18 gives scale and bias per group,
+  // opset 21 per channel; both against a scalar reference.
+  for (int64_t opset : {18, 21}) {
+    const int64_t per = opset >= 21 ? 6 : 3;
+    Graph g;
+    g.opset = opset;
+    const int x = AddTensor(&g, "x", {2, 6, 5}), y = AddTensor(&g, "y", {2, 6, 5});
+    const int scale = AddTensor(&g, "scale", {per}), bias = AddTensor(&g, "bias", {per});
+    g.tensors[static_cast<size_t>(scale)].constant = true;
+    g.tensors[static_cast<size_t>(scale)].f32 = Random(per, 21, 0.5f, 2.0f);
+    g.tensors[static_cast<size_t>(bias)].constant = true;
+    g.tensors[static_cast<size_t>(bias)].f32 = Random(per, 22);
+    Attribute groups, eps;
+    groups.ints = {3};
+    eps.floats = {1e-3f};
+    g.nodes.push_back(Node{"gn", "GroupNormalization", {x, scale, bias}, {y}, {{"num_groups", groups}, {"epsilon", eps}}});
+    g.inputs = {x};
+    g.outputs = {y};
+    absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(g, TestTarget());
+    ASSERT_TRUE(e.ok()) << e.status();
+    const std::vector<float> vx = Random(60, 23);
+    std::vector<float> out(60);
+    ASSERT_TRUE((*e)->Run({vx.data()}, {out.data()}).ok());
+    const std::vector<float>& s = g.tensors[static_cast<size_t>(scale)].f32;
+    const std::vector<float>& b = g.tensors[static_cast<size_t>(bias)].f32;
+    for (int n = 0; n < 2; ++n) {
+      for (int gr = 0; gr < 3; ++gr) {
+        const size_t base = static_cast<size_t>(n * 30 + gr * 10);
+        double mean = 0, var = 0;
+        for (size_t i = 0; i < 10; ++i) mean += vx[base + i] / 10.0;
+        for (size_t i = 0; i < 10; ++i) var += (vx[base + i] - mean) * (vx[base + i] - mean) / 10.0;
+        for (size_t i = 0; i < 10; ++i) {
+          const size_t k = opset >= 21 ? static_cast<size_t>(gr * 2) + i / 5 : static_cast<size_t>(gr);
+          const double want = (vx[base + i] - mean) / std::sqrt(var + 1e-3) * s[k] + b[k];
+          ASSERT_NEAR(out[base + i], want, 1e-5) << "opset " << opset << " n " << n << " group " << gr << " i " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(ExecutorTest, ElementwiseChainsFuseIntoOneKernel) {
   // Gelu as exporters write it: x * (erf(x / c) + 1), x read twice, constants scalars.
   Graph g;

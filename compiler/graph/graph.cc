@@ -518,6 +518,29 @@ class Importer {
       RETURN_IF_ERROR(NeedPerChannel(n, 1, 3));
       return std::vector<Tensor>{Like(In(n, 0), x)};
     }
+    if (op == "GroupNormalization") {  // scale and bias per group before opset 21, per channel since
+      RETURN_IF_ERROR(Need(n, 3, 3));
+      RETURN_IF_ERROR(NeedFloat(n));
+      const auto& x = In(n, 0).shape;
+      if (x.size() < 3) return absl::InvalidArgumentError("input must be N x C x spatial");
+      const int64_t groups = n.Int("num_groups", 0);
+      if (groups < 1 || x[1] % groups != 0) {
+        return absl::InvalidArgumentError(absl::StrCat("attribute num_groups ", groups, " does not divide the ",
+                                                       x[1], " channels"));
+      }
+      if (n.Int("stash_type", 1) != 1) {
+        return absl::InvalidArgumentError("attribute stash_type other than 1 (float32) is not supported");
+      }
+      const int64_t per = model_.opset >= 21 ? x[1] : groups;
+      for (size_t i = 1; i < 3; ++i) {
+        if (In(n, i).shape != std::vector<int64_t>{per}) {
+          return absl::InvalidArgumentError(absl::StrCat("input ", i, " must have shape [", per, "] (one value per ",
+                                                         model_.opset >= 21 ? "channel" : "group", " at opset ",
+                                                         model_.opset, ")"));
+        }
+      }
+      return std::vector<Tensor>{Like(In(n, 0), x)};
+    }
     if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
       RETURN_IF_ERROR(Need(n, 1, 1));
       std::vector<int64_t> s = In(n, 0).shape;
@@ -617,6 +640,28 @@ class Importer {
         s.insert(s.begin() + a, 1);
       }
       return Reshaped(x, s);
+    }
+    if (op == "DepthToSpace" || op == "SpaceToDepth") {
+      RETURN_IF_ERROR(Need(n, 1, 1));
+      const auto& x = In(n, 0).shape;
+      const int64_t b = n.Int("blocksize", 0);
+      if (x.size() != 4) return absl::InvalidArgumentError("input must be 4-D (N, C, H, W)");
+      if (b < 1) return absl::InvalidArgumentError("attribute blocksize must be >= 1");
+      auto it = n.attrs.find("mode");
+      const std::string mode = it == n.attrs.end() ? "DCR" : it->second.text;
+      if (mode != "DCR" && mode != "CRD") {
+        return absl::InvalidArgumentError(absl::StrCat("attribute mode '", mode, "' is not DCR or CRD"));
+      }
+      if (op == "SpaceToDepth" && (x[2] % b != 0 || x[3] % b != 0)) {
+        return absl::InvalidArgumentError(absl::StrCat("H and W of ", ShapeText(x), " are not multiples of ", b));
+      }
+      if (op == "DepthToSpace" && x[1] % (b * b) != 0) {
+        return absl::InvalidArgumentError(absl::StrCat("C of ", ShapeText(x), " is not a multiple of ", b * b));
+      }
+      const std::vector<int64_t> shape = op == "DepthToSpace"
+                                             ? std::vector<int64_t>{x[0], x[1] / (b * b), x[2] * b, x[3] * b}
+                                             : std::vector<int64_t>{x[0], x[1] * b * b, x[2] / b, x[3] / b};
+      return std::vector<Tensor>{Like(In(n, 0), shape)};
     }
     if (op == "Transpose") {
       RETURN_IF_ERROR(Need(n, 1, 1));
@@ -718,12 +763,17 @@ class Importer {
         ASSIGN_OR_RETURN(sizes, ConstInts(n, 1, "split"));
       }
       if (sizes.empty()) {
+        // Opset 18's num_outputs: parts of ceil(dim / parts), the last one smaller.
+        // Before it, the parts must be equal.
+        const bool uneven = n.attrs.count("num_outputs") > 0;
         const int64_t parts = n.Int("num_outputs", split_outputs_);
-        if (parts < 1 || dim % parts != 0) {
+        const int64_t chunk = parts < 1 ? 0 : (dim + parts - 1) / parts;
+        if (parts < 1 || (uneven ? dim - (parts - 1) * chunk < 1 : dim % parts != 0)) {
           return absl::InvalidArgumentError(absl::StrCat("cannot split ", dim, " into ", parts,
-                                                         " equal parts"));
+                                                         uneven ? " parts" : " equal parts"));
         }
-        sizes.assign(static_cast<size_t>(parts), dim / parts);
+        sizes.assign(static_cast<size_t>(parts), chunk);
+        sizes.back() = dim - (parts - 1) * chunk;
       }
       if (std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) != dim) {
         return absl::InvalidArgumentError(absl::StrCat("split sizes ", ShapeText(sizes),
@@ -737,8 +787,9 @@ class Importer {
       }
       return outs;
     }
-    if (op == "Softmax" || op == "LogSoftmax") {
+    if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") {
       RETURN_IF_ERROR(Need(n, 1, 1));
+      RETURN_IF_ERROR(NeedFloat(n));
       const int64_t rank = static_cast<int64_t>(In(n, 0).shape.size());
       const int64_t axis = NormalizeAxis(n.Int("axis", model_.opset >= 13 ? -1 : 1), rank);
       if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");

@@ -488,6 +488,28 @@ absl::StatusOr<NodeKernel> DataMovement(const Graph& g, const Node& n, int lanes
     return b.Finish(Copy(out_shape, Contiguous(b.Param(n.outputs[0], true), out_shape), in, lanes,
                          b.names));
   }
+  if (n.op == "DepthToSpace" || n.op == "SpaceToDepth") {
+    // One copy over (n, c, h, i, w, j): the small side's pixel (h, w) and block
+    // offset (i, j) against the large side's (h * b + i, w * b + j) and its channel,
+    // (i * b + j) * C + c (DCR; SpaceToDepth's only order) or c * b * b + i * b + j (CRD).
+    const bool to_space = n.op == "DepthToSpace";
+    const std::vector<int64_t>& deep = b.Shape(to_space ? n.inputs[0] : n.outputs[0]);
+    const int64_t blk = n.Int("blocksize", 1);
+    auto it = n.attrs.find("mode");
+    const bool crd = it != n.attrs.end() && it->second.text == "CRD";
+    const int64_t N = deep[0], C = deep[1] / (blk * blk), H = deep[2], W = deep[3];
+    const std::vector<int64_t> shape = {N, C, H, blk, W, blk};
+    // The wide side [N, C, H * b, W * b], contiguous.
+    const std::vector<int64_t> wide = {C * H * blk * W * blk, H * blk * W * blk, blk * W * blk, W * blk, blk, 1};
+    const std::vector<int64_t> deep_strides =
+        crd ? std::vector<int64_t>{C * blk * blk * H * W, blk * blk * H * W, W, blk * H * W, 1, H * W}
+            : std::vector<int64_t>{C * blk * blk * H * W, H * W, W, blk * C * H * W, 1, C * H * W};
+    const std::string x = b.Param(n.inputs[0]);
+    const std::string y = b.Param(n.outputs[0], true);
+    View in{x, 0, to_space ? deep_strides : wide};
+    View out{y, 0, to_space ? wide : deep_strides};
+    return b.Finish(Copy(shape, out, in, lanes, b.names));
+  }
   if (n.op == "Slice") {
     const std::vector<int64_t>& in_shape = b.Shape(n.inputs[0]);
     const std::vector<int64_t> first = n.Ints("tf_first"), step = n.Ints("tf_step");
@@ -572,7 +594,8 @@ Stmt RowLoop(int64_t n, int lanes, const std::function<Stmt(Expr)>& store, Names
   return ir::Block(parts);
 }
 
-// Softmax and LogSoftmax over one axis: rows of `extent` elements `inner` apart.
+// Softmax, LogSoftmax and Hardmax over one axis: rows of `extent` elements `inner`
+// apart (before opset 13, everything from the axis on is one row).
 absl::StatusOr<NodeKernel> Softmax(const Graph& g, const Node& n, int lanes, int64_t opset) {
   Builder b(g, n.op);
   const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
@@ -598,6 +621,18 @@ absl::StatusOr<NodeKernel> Softmax(const Graph& g, const Node& n, int lanes, int
   std::vector<Stmt> body;
   body.push_back(RowReduce(m, extent, [&](Expr j) { return ir::Load(x, ir::DType::kFloat32, elem(j)); },
                            Combine::kMax, vec, b.names));
+  if (n.op == "Hardmax") {  // 1 at the first maximum, in order along the row
+    const std::string seen = b.names("seen"), j = b.names("j");
+    Expr hit = ir::Mul(ir::Select(ir::EQ(ir::Load(x, ir::DType::kFloat32, elem(Var(j))), Scalar(m)), FloatImm(1.0),
+                                  FloatImm(0.0)),
+                       ir::Sub(FloatImm(1.0), Scalar(seen)));
+    body.push_back(ir::Store(seen, IntImm(0), FloatImm(0.0)));
+    body.push_back(ir::For(j, IntImm(extent), extent, ForKind::kSerial,
+                           ir::Block({ir::Store(y, elem(Var(j)), hit),
+                                      ir::Store(seen, IntImm(0), ir::Add(Scalar(seen), ir::Load(y, ir::DType::kFloat32, elem(Var(j)))))})));
+    Stmt st = ir::Allocate(m, ir::DType::kFloat32, 1, ir::Allocate(seen, ir::DType::kFloat32, 1, ir::Block(body)));
+    return b.Finish(ir::For(row, IntImm(outer * inner), outer * inner, ForKind::kParallel, st));
+  }
   // y = exp(x - max), summed as it is written.
   body.push_back(RowReduce(
       s, extent,
@@ -623,16 +658,20 @@ absl::StatusOr<NodeKernel> Softmax(const Graph& g, const Node& n, int lanes, int
 }
 
 // LayerNormalization (rows are everything before `axis`; scale and bias per element
-// of a row) and InstanceNormalization (rows are (n, c); scale and bias per channel).
+// of a row), InstanceNormalization (rows are (n, c); scale and bias per channel) and
+// GroupNormalization (rows are (n, group); scale and bias per channel, or per group
+// before opset 21).
 absl::StatusOr<NodeKernel> LayerNorm(const Graph& g, const Node& n, int lanes) {
   Builder b(g, n.op);
   const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
   const int64_t rank = static_cast<int64_t>(shape.size());
-  const bool instance = n.op == "InstanceNormalization";
-  int64_t axis = instance ? 2 : n.Int("axis", -1);
+  const bool instance = n.op == "InstanceNormalization", group = n.op == "GroupNormalization";
+  int64_t axis = instance || group ? 2 : n.Int("axis", -1);
   if (axis < 0) axis += rank;
-  const int64_t rows = Product(shape, 0, static_cast<size_t>(axis));
-  const int64_t len = Product(shape, static_cast<size_t>(axis));
+  const int64_t groups = group ? n.Int("num_groups", 1) : 1;
+  const int64_t rows = Product(shape, 0, static_cast<size_t>(axis)) / (group ? shape[1] / groups : 1);
+  const int64_t len = Product(shape, static_cast<size_t>(axis)) * (group ? shape[1] / groups : 1);
+  const int64_t spatial = Product(shape, 2);
   const float eps = n.Float("epsilon", 1e-5f);
   const std::string x = b.Param(n.inputs[0]);
   const std::string row = b.names("row");
@@ -640,6 +679,7 @@ absl::StatusOr<NodeKernel> LayerNorm(const Graph& g, const Node& n, int lanes) {
     if (i >= n.inputs.size() || n.inputs[i] < 0) return "";
     const int64_t e = T(g, n.inputs[i]).NumElements();
     if (instance) return e == shape[1] ? b.Param(n.inputs[i]) : "?";
+    if (group) return e == shape[1] || e == groups ? b.Param(n.inputs[i]) : "?";
     return e == len || e == 1 ? b.Param(n.inputs[i]) : "?";
   };
   const std::string scale = vector_param(1), bias = vector_param(2);
@@ -647,6 +687,14 @@ absl::StatusOr<NodeKernel> LayerNorm(const Graph& g, const Node& n, int lanes) {
   auto elem = [&](const std::string& buf, Expr j) {
     if (instance) return ir::Load(buf, ir::DType::kFloat32, ir::Mod(Var(row), IntImm(shape[1])));
     const int t = n.inputs[buf == scale ? 1 : 2];
+    if (group && T(g, t).NumElements() == groups) {
+      return ir::Load(buf, ir::DType::kFloat32, ir::Mod(Var(row), IntImm(groups)));
+    }
+    if (group) {  // the channel of element j of the row
+      return ir::Load(buf, ir::DType::kFloat32,
+                      ir::Add(ir::Mul(ir::Mod(Var(row), IntImm(groups)), IntImm(shape[1] / groups)),
+                              ir::Div(j, IntImm(spatial))));
+    }
     return ir::Load(buf, ir::DType::kFloat32, T(g, t).NumElements() == 1 ? IntImm(0) : j);
   };
   const std::string y = b.Param(n.outputs[0], true);
@@ -1004,14 +1052,25 @@ absl::StatusOr<NodeKernel> GenericMatMul(const Graph& g, const Node& n, int lane
 // BatchNormalization that no convolution absorbed: y = x * scale' + shift' per channel.
 absl::StatusOr<NodeKernel> BatchNorm(const Graph& g, const Node& n, int lanes) {
   Builder b(g, n.op);
-  for (size_t i = 1; i < 5; ++i) {
-    if (i >= n.inputs.size() || !T(g, n.inputs[i]).constant) {
-      return Unsupported(n, "BatchNormalization with parameters computed at run time");
-    }
-  }
   const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
   const int64_t C = shape[1];
   const float eps = n.Float("epsilon", 1e-5f);
+  std::vector<int64_t> per_channel(shape.size(), 1);
+  per_channel[1] = C;
+  bool constant = true;
+  for (size_t i = 1; i < 5; ++i) constant &= T(g, n.inputs[i]).constant;
+  if (!constant) {  // parameters computed at run time: (x - mean) / sqrt(var + eps) * scale + bias
+    std::vector<View> in = {Contiguous(b.Param(n.inputs[0]), shape)};
+    for (size_t i = 1; i < 5; ++i) in.push_back(Broadcast(b.Param(n.inputs[i]), per_channel, shape));
+    View out = Contiguous(b.Param(n.outputs[0], true), shape);
+    return b.Finish(ElementwiseNest(
+        shape, out, in,
+        [&](auto& v) {
+          return ir::Add(ir::Mul(ir::Div(ir::Sub(v[0], v[3]), ir::Call("sqrt", ir::Add(v[4], FloatImm(eps)))), v[1]),
+                         v[2]);
+        },
+        lanes, b.names));
+  }
   std::vector<float> scale(static_cast<size_t>(C)), shift(static_cast<size_t>(C));
   const auto& gamma = T(g, n.inputs[1]).f32;
   const auto& beta = T(g, n.inputs[2]).f32;
@@ -1021,8 +1080,6 @@ absl::StatusOr<NodeKernel> BatchNorm(const Graph& g, const Node& n, int lanes) {
     scale[c] = gamma[c] / std::sqrt(var[c] + eps);
     shift[c] = beta[c] - mean[c] * scale[c];
   }
-  std::vector<int64_t> per_channel(shape.size(), 1);
-  per_channel[1] = C;
   const std::string x = b.Param(n.inputs[0]);
   View sv = Broadcast(b.Constant(scale), per_channel, shape);
   View hv = Broadcast(b.Constant(shift), per_channel, shape);
@@ -1105,11 +1162,14 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lane
   const Node& n = g.nodes[static_cast<size_t>(node)];
   const std::string& op = n.op;
   if (IsElementwiseOp(op)) return GenerateElementwiseKernel(g, {node}, lanes);
-  if (op == "Transpose" || op == "Slice" || op == "Concat" || op == "Split" || op == "Gather") {
+  if (op == "Transpose" || op == "Slice" || op == "Concat" || op == "Split" || op == "Gather" ||
+      op == "DepthToSpace" || op == "SpaceToDepth") {
     return DataMovement(g, n, lanes);
   }
-  if (op == "Softmax" || op == "LogSoftmax") return Softmax(g, n, lanes, g.opset);
-  if (op == "LayerNormalization" || op == "InstanceNormalization") return LayerNorm(g, n, lanes);
+  if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") return Softmax(g, n, lanes, g.opset);
+  if (op == "LayerNormalization" || op == "InstanceNormalization" || op == "GroupNormalization") {
+    return LayerNorm(g, n, lanes);
+  }
   if (op == "LRN") return Lrn(g, n);
   if (IsReduceOp(op)) {
     std::vector<int64_t> axes = n.Ints("axes");

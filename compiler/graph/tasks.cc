@@ -264,12 +264,13 @@ class Extractor {
         op == "GlobalMaxPool") {
       return "pooling";
     }
-    if (op == "Softmax" || op == "LogSoftmax" || op == "LayerNormalization" ||
-        op == "InstanceNormalization" || op == "LRN" || IsReduceOp(op)) {
+    if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax" || op == "LayerNormalization" ||
+        op == "InstanceNormalization" || op == "GroupNormalization" || op == "LRN" || IsReduceOp(op)) {
       return "normalization/reduction";
     }
     if (op == "Reshape" || op == "Flatten" || op == "Transpose" || op == "Squeeze" ||
         op == "Unsqueeze" || op == "Concat" || op == "Split" || op == "Slice" || op == "Gather" ||
+        op == "DepthToSpace" || op == "SpaceToDepth" ||
         op == "Identity") {
       return "data movement";
     }
