@@ -693,6 +693,15 @@ llvm::Value* ModuleEmitter::EmitExpr(const ir::Expr& e) {
       return EmitCall(e);
     case ir::ExprKind::kSelect:
       return EmitSelect(e);
+    case ir::ExprKind::kToInt: {
+      if (e->operands.size() != 1 || !e->operands[0]) return Fail("int conversion without an operand", i64_);
+      llvm::Value* x = EmitExpr(e->operands[0]);
+      if (!status_.ok()) return llvm::PoisonValue::get(i64_);
+      if (!x->getType()->getScalarType()->isFloatTy()) return Fail("int conversion of a non-float", i64_);
+      auto* vector_type = llvm::dyn_cast<llvm::FixedVectorType>(x->getType());
+      return b_.CreateFPToSI(x, vector_type ? llvm::FixedVectorType::get(i64_, vector_type->getNumElements())
+                                            : static_cast<llvm::Type*>(i64_));
+    }
     default:
       return EmitBinary(e);
   }

@@ -202,6 +202,9 @@ const std::map<std::string, std::set<std::string>>& SupportedAttributes() {
       {"Neg", {}},
       {"PRelu", {}},
       {"Reciprocal", {}},
+      {"Resize",
+       {"antialias", "axes", "coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
+        "extrapolation_value", "keep_aspect_ratio_policy", "mode", "nearest_mode"}},
       {"Round", {}},
       {"Selu", {"alpha", "gamma"}},
       {"Shrink", {"bias", "lambd"}},
@@ -265,6 +268,7 @@ const std::map<std::string, std::set<std::string>>& SupportedAttributes() {
       {"Tanh", {}},
       {"Transpose", {"perm"}},
       {"Unsqueeze", {"axes"}},
+      {"Upsample", {"mode", "scales"}},
   };
   return *table;
 }

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "compiler/support/status.h"
 
@@ -641,6 +642,7 @@ class Importer {
       }
       return Reshaped(x, s);
     }
+    if (op == "Resize" || op == "Upsample") return InferResize(n);
     if (op == "DepthToSpace" || op == "SpaceToDepth") {
       RETURN_IF_ERROR(Need(n, 1, 1));
       const auto& x = In(n, 0).shape;
@@ -933,6 +935,128 @@ class Importer {
     n.attrs["pads"].ints = pads;  // auto_pad resolved
     n.attrs.erase("auto_pad");
     return std::vector<Tensor>{Like(In(n, 0), {x[0], w[0], spatial[0], spatial[1]})};
+  }
+
+  // Resize (opset 10+) and Upsample (opset 7-9): scales or sizes must be constants.
+  // The output shape and each axis's scale (attribute tf_scales, exact decimal
+  // text of the double the coordinate transform divides by) are resolved here;
+  // Upsample and Resize-10 become Resize with their fixed modes (asymmetric
+  // coordinates, nearest rounding down) spelled out, so the kernel sees one form.
+  absl::StatusOr<std::vector<Tensor>> InferResize(Node& n) {
+    const bool legacy = n.op == "Upsample" || model_.opset < 11;
+    const Tensor& x = In(n, 0);
+    RETURN_IF_ERROR(NeedFloat(n, 1));
+    const size_t rank = x.shape.size();
+    if (rank == 0) return absl::InvalidArgumentError("X is a scalar");
+    auto text = [&](const char* key, const char* fallback) {
+      auto it = n.attrs.find(key);
+      return it == n.attrs.end() ? std::string(fallback) : it->second.text;
+    };
+    const std::string mode = text("mode", "nearest");
+    if (mode != "nearest" && mode != "linear" && mode != "cubic") {
+      return absl::InvalidArgumentError(absl::StrCat("attribute mode '", mode, "' is not nearest, linear or cubic"));
+    }
+    std::vector<float> scales;
+    std::vector<int64_t> sizes;
+    if (n.op == "Upsample" && model_.opset < 9) {
+      RETURN_IF_ERROR(Need(n, 1, 1));
+      scales = n.attrs.count("scales") ? n.attrs.at("scales").floats : std::vector<float>{};
+    } else {
+      const size_t scales_at = legacy ? 1 : 2;
+      RETURN_IF_ERROR(Need(n, legacy ? 2 : 1, legacy ? 2 : 4));
+      if (Has(n, scales_at)) {
+        const Tensor& t = In(n, scales_at);
+        if (!t.constant || t.dtype != DType::kFloat32) {
+          return absl::InvalidArgumentError(absl::StrCat("scales '", t.name, "' must be a constant float32 tensor"));
+        }
+        scales = t.f32;
+      }
+      if (!legacy && Has(n, 3)) {
+        ASSIGN_OR_RETURN(sizes, ConstInts(n, 3, "sizes"));
+      }
+    }
+    if (scales.empty() == sizes.empty()) {
+      return absl::InvalidArgumentError("give exactly one of scales and sizes");
+    }
+    const std::string transform = legacy ? "asymmetric" : text("coordinate_transformation_mode", "half_pixel");
+    static const std::set<std::string> kTransforms = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
+                                                      "align_corners", "asymmetric"};
+    if (transform == "tf_crop_and_resize") {
+      return absl::InvalidArgumentError("coordinate_transformation_mode 'tf_crop_and_resize' is not supported");
+    }
+    if (!kTransforms.count(transform)) {
+      return absl::InvalidArgumentError(absl::StrCat("attribute coordinate_transformation_mode '", transform,
+                                                     "' is unknown"));
+    }
+    const std::string nearest = legacy ? "floor" : text("nearest_mode", "round_prefer_floor");
+    if (nearest != "round_prefer_floor" && nearest != "round_prefer_ceil" && nearest != "floor" && nearest != "ceil") {
+      return absl::InvalidArgumentError(absl::StrCat("attribute nearest_mode '", nearest, "' is unknown"));
+    }
+    if (mode == "nearest" && n.Int("antialias", 0) != 0) {
+      return absl::InvalidArgumentError("antialias is not defined for mode 'nearest'");
+    }
+    // The axes scales or sizes give (all by default).
+    std::vector<int64_t> axes = n.Ints("axes");
+    if (axes.empty()) {
+      for (size_t d = 0; d < rank; ++d) axes.push_back(static_cast<int64_t>(d));
+    }
+    for (int64_t& a : axes) {
+      a = NormalizeAxis(a, static_cast<int64_t>(rank));
+      if (a < 0 || a >= static_cast<int64_t>(rank)) return absl::InvalidArgumentError("attribute axes out of range");
+    }
+    if (std::set<int64_t>(axes.begin(), axes.end()).size() != axes.size()) {
+      return absl::InvalidArgumentError("attribute axes repeats an axis");
+    }
+    const size_t given = scales.empty() ? sizes.size() : scales.size();
+    if (given != axes.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(scales.empty() ? "sizes" : "scales", " has ", given,
+                                                     " values for ", axes.size(), " axes"));
+    }
+    std::vector<double> scale(rank, 1.0);
+    std::vector<int64_t> shape = x.shape;
+    if (!scales.empty()) {
+      for (size_t i = 0; i < axes.size(); ++i) {
+        const size_t d = static_cast<size_t>(axes[i]);
+        if (!(scales[i] > 0.0f) || !std::isfinite(scales[i])) {
+          return absl::InvalidArgumentError(absl::StrCat("scale ", scales[i], " is not a positive number"));
+        }
+        scale[d] = scales[i];
+        const double out = std::floor(scale[d] * static_cast<double>(x.shape[d]));
+        if (out < 1 || out > 1e9) return absl::InvalidArgumentError(absl::StrCat("scale ", scales[i], " gives ", out, " elements on axis ", d));
+        shape[d] = static_cast<int64_t>(out);
+      }
+    } else {
+      const std::string policy = text("keep_aspect_ratio_policy", "stretch");
+      if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller") {
+        return absl::InvalidArgumentError(absl::StrCat("attribute keep_aspect_ratio_policy '", policy, "' is unknown"));
+      }
+      double common = policy == "not_larger" ? INFINITY : 0.0;
+      for (size_t i = 0; i < axes.size(); ++i) {
+        const size_t d = static_cast<size_t>(axes[i]);
+        if (sizes[i] < 1 || sizes[i] > 1000000000) {
+          return absl::InvalidArgumentError(absl::StrCat("size ", sizes[i], " is out of range"));
+        }
+        shape[d] = sizes[i];
+        scale[d] = static_cast<double>(sizes[i]) / static_cast<double>(x.shape[d]);
+        common = policy == "not_larger" ? std::min(common, scale[d]) : std::max(common, scale[d]);
+      }
+      if (policy != "stretch") {
+        for (int64_t a : axes) {
+          const size_t d = static_cast<size_t>(a);
+          scale[d] = common;
+          shape[d] = static_cast<int64_t>(common * static_cast<double>(x.shape[d]) + 0.5);
+          if (shape[d] < 1) return absl::InvalidArgumentError(absl::StrCat("axis ", d, " resizes to 0 elements"));
+        }
+      }
+    }
+    // The resolved form, for the kernel.
+    n.attrs["mode"].text = mode;
+    n.attrs["coordinate_transformation_mode"].text = transform;
+    n.attrs["nearest_mode"].text = nearest;
+    std::vector<std::string> parts;
+    for (double v : scale) parts.push_back(absl::StrFormat("%.17g", v));
+    n.attrs["tf_scales"].text = absl::StrJoin(parts, ",");
+    return std::vector<Tensor>{Like(x, shape)};
   }
 
   // MaxPool, AveragePool and LpPool over 1 to 3 spatial dimensions.

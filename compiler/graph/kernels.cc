@@ -7,7 +7,9 @@
 #include <numeric>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "compiler/support/hash.h"
 #include "compiler/support/status.h"
 
@@ -910,6 +912,191 @@ absl::StatusOr<NodeKernel> Pool(const Graph& g, const Node& n) {
   return b.Finish(ir::For(row, IntImm(in[0] * in[1]), in[0] * in[1], ForKind::kParallel, body));
 }
 
+// The taps of one axis of a Resize: output element o reads input elements
+// idx[o * taps + t] with weights w[o * taps + t]. Computed in double as the ONNX
+// reference does: the transformed coordinate x, its n neighbours starting at
+// ceil(x) - n / 2 (clamped to the edge), the mode's coefficients (antialiased ones
+// widen with the downscale), zeros moved to the end so `taps` is the most any
+// output element needs (1 for nearest).
+struct ResizeAxis {
+  int64_t taps = 1;
+  bool identity = true;  // output element o is input element o
+  std::vector<float> idx, w;
+};
+
+ResizeAxis ResizeTaps(const Node& n, int64_t in_len, int64_t out_len, double scale) {
+  auto text = [&](const char* key) { return n.attrs.at(key).text; };
+  const std::string mode = text("mode"), transform = text("coordinate_transformation_mode"),
+                    nearest = text("nearest_mode");
+  const bool antialias = n.Int("antialias", 0) != 0, exclude_outside = n.Int("exclude_outside", 0) != 0;
+  const double a = n.Float("cubic_coeff_a", -0.75f);
+  const double L = static_cast<double>(in_len), out_width = scale * L;
+  std::vector<std::vector<std::pair<int64_t, double>>> rows;
+  for (int64_t o = 0; o < out_len; ++o) {
+    const double od = static_cast<double>(o);
+    double x = 0;
+    if (transform == "align_corners") {
+      x = out_width == 1 ? 0.0 : od * (L - 1) / (out_width - 1);
+    } else if (transform == "asymmetric") {
+      x = od / scale;
+    } else if (transform == "pytorch_half_pixel") {
+      x = out_len > 1 ? (od + 0.5) / scale - 0.5 : 0.0;
+    } else if (transform == "half_pixel_symmetric") {
+      const double offset = L / 2 * (1 - static_cast<double>(out_len) / out_width);
+      x = offset + (od + 0.5) / scale - 0.5;
+    } else {  // half_pixel
+      x = (od + 0.5) / scale - 0.5;
+    }
+    const double xi = std::floor(x);
+    const double ratio = x == xi ? 1.0 : x - xi;
+    std::vector<double> c;
+    const double s = std::min(scale, 1.0);
+    if (mode == "nearest") {
+      if (ratio == 1.0) {
+        c = {0, 1};
+      } else if (nearest == "round_prefer_floor") {
+        c = {ratio <= 0.5 ? 1.0 : 0.0, ratio > 0.5 ? 1.0 : 0.0};
+      } else if (nearest == "round_prefer_ceil") {
+        c = {ratio < 0.5 ? 1.0 : 0.0, ratio >= 0.5 ? 1.0 : 0.0};
+      } else {
+        c = nearest == "floor" ? std::vector<double>{1, 0} : std::vector<double>{0, 1};
+      }
+    } else if (mode == "linear" && !antialias) {
+      c = {1 - ratio, ratio};
+    } else if (mode == "linear") {
+      const int64_t start = static_cast<int64_t>(std::floor(-1 / s)) + 1;
+      for (int64_t i = start; i < 2 - start; ++i) {
+        c.push_back(std::clamp(1 - std::fabs((static_cast<double>(i) - ratio) * s), 0.0, 1.0));
+      }
+    } else if (!antialias) {  // cubic
+      const double r = ratio, q = 1 - ratio;
+      c = {((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a, ((a + 2) * r - (a + 3)) * r * r + 1,
+           ((a + 2) * q - (a + 3)) * q * q + 1, ((a * (q + 1) - 5 * a) * (q + 1) + 8 * a) * (q + 1) - 4 * a};
+    } else {
+      auto coeff = [&](double v) {
+        v = std::fabs(v);
+        if (v <= 1) return (a + 2) * v * v * v - (a + 3) * v * v + 1;
+        if (v < 2) return a * v * v * v - 5 * a * v * v + 8 * a * v - 4 * a;
+        return 0.0;
+      };
+      const int64_t start = static_cast<int64_t>(std::floor(-2 / s)) + 1;
+      for (int64_t i = start; i < 2 - start; ++i) c.push_back(coeff(s * (static_cast<double>(i) - ratio)));
+    }
+    if (antialias) {
+      double sum = 0;
+      for (double v : c) sum += v;
+      for (double& v : c) v /= sum;
+    }
+    const int64_t count = static_cast<int64_t>(c.size());
+    const int64_t first = static_cast<int64_t>(ratio == 1.0 ? xi : xi + 1) - count / 2;
+    if (exclude_outside) {
+      double sum = 0;
+      for (int64_t t = 0; t < count; ++t) {
+        if (first + t < 0 || first + t >= in_len) c[static_cast<size_t>(t)] = 0;
+        sum += c[static_cast<size_t>(t)];
+      }
+      for (double& v : c) v /= sum;
+    }
+    std::vector<std::pair<int64_t, double>> row;
+    for (int64_t t = 0; t < count; ++t) {
+      if (c[static_cast<size_t>(t)] != 0) row.push_back({std::clamp<int64_t>(first + t, 0, in_len - 1), c[static_cast<size_t>(t)]});
+    }
+    rows.push_back(std::move(row));
+  }
+  ResizeAxis axis;
+  axis.identity = in_len == out_len;
+  axis.taps = 1;
+  for (int64_t o = 0; o < out_len; ++o) {
+    const auto& row = rows[static_cast<size_t>(o)];
+    axis.taps = std::max<int64_t>(axis.taps, static_cast<int64_t>(row.size()));
+    axis.identity &= row.size() == 1 && row[0].first == o && row[0].second == 1.0;
+  }
+  for (const auto& row : rows) {
+    for (int64_t t = 0; t < axis.taps; ++t) {
+      const bool used = t < static_cast<int64_t>(row.size());
+      axis.idx.push_back(used ? static_cast<float>(row[static_cast<size_t>(t)].first) : 0.0f);
+      axis.w.push_back(used ? static_cast<float>(row[static_cast<size_t>(t)].second) : 0.0f);
+    }
+  }
+  return axis;
+}
+
+// Resize: each output element the weighted sum of its taps' input elements, the
+// taps of every axis from tables (constants) computed at build time.
+absl::StatusOr<NodeKernel> Resize(const Graph& g, const Node& n, int lanes) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& in = b.Shape(n.inputs[0]);
+  const std::vector<int64_t>& out = b.Shape(n.outputs[0]);
+  const size_t rank = in.size();
+  std::vector<double> scale;
+  for (absl::string_view part : absl::StrSplit(n.attrs.at("tf_scales").text, ',')) {
+    double v = 0;
+    if (!absl::SimpleAtod(part, &v)) return Unsupported(n, "a malformed tf_scales attribute");
+    scale.push_back(v);
+  }
+  if (scale.size() != rank) return Unsupported(n, "a malformed tf_scales attribute");
+  std::vector<ResizeAxis> axes;
+  int64_t terms = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    axes.push_back(ResizeTaps(n, in[d], out[d], scale[d]));
+    terms *= axes.back().identity ? 1 : axes.back().taps;
+  }
+  if (terms > 4096) return Unsupported(n, absl::StrCat("a resize of ", terms, " taps per output element"));
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string y = b.Param(n.outputs[0], true);
+  std::vector<std::string> idx_table(rank), w_table(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    if (axes[d].identity) continue;
+    idx_table[d] = b.Constant(axes[d].idx);
+    bool all_one = true;
+    for (float v : axes[d].w) all_one &= v == 1.0f;
+    if (!all_one) w_table[d] = b.Constant(axes[d].w);
+  }
+  const std::vector<int64_t> in_strides = RowMajorStrides(in);
+  // One parallel loop over every output row (all axes but the last), then the row.
+  const int64_t rows = Product(out, 0, rank - 1);
+  const std::string p = b.names("p");
+  std::vector<Expr> o(rank);
+  int64_t inner = 1;
+  for (size_t d = rank - 1; d-- > 0;) {
+    o[d] = ir::Mod(ir::Div(Var(p), IntImm(inner)), IntImm(out[d]));
+    inner *= out[d];
+  }
+  const int64_t last = out[rank - 1];
+  Stmt row = RowLoop(
+      last, lanes,
+      [&](Expr j) {
+        std::vector<Expr> at = o;
+        at[rank - 1] = j;
+        // Sum over every combination of taps, axis by axis.
+        std::vector<std::pair<Expr, Expr>> partial = {{IntImm(0), nullptr}};  // (input offset, weight)
+        for (size_t d = 0; d < rank; ++d) {
+          std::vector<std::pair<Expr, Expr>> next;
+          const int64_t taps = axes[d].identity ? 1 : axes[d].taps;
+          for (const auto& [offset, weight] : partial) {
+            for (int64_t t = 0; t < taps; ++t) {
+              Expr slot = ir::Add(ir::Mul(at[d], IntImm(taps)), IntImm(t));
+              Expr i = axes[d].identity ? at[d] : ir::ToInt(ir::Load(idx_table[d], ir::DType::kFloat32, slot));
+              Expr w = w_table[d].empty() ? nullptr : ir::Load(w_table[d], ir::DType::kFloat32, slot);
+              next.push_back({ir::Add(offset, ir::Mul(i, IntImm(in_strides[d]))),
+                              !w ? weight : weight ? ir::Mul(weight, w) : w});
+            }
+          }
+          partial = std::move(next);
+        }
+        Expr sum;
+        for (const auto& [offset, weight] : partial) {
+          Expr term = ir::Load(x, ir::DType::kFloat32, offset);
+          if (weight) term = ir::Mul(weight, term);
+          sum = sum ? ir::Add(sum, term) : term;
+        }
+        Expr flat = ir::Add(ir::Mul(Var(p), IntImm(last)), j);
+        return ir::Store(y, flat, sum);
+      },
+      b.names);
+  return b.Finish(ir::For(p, IntImm(rows), rows, ForKind::kParallel, row));
+}
+
 // A convolution no template takes (asymmetric padding, dilation, groups): direct,
 // padding by bounds checks.
 absl::StatusOr<NodeKernel> DirectConv(const Graph& g, const Node& n) {
@@ -1187,6 +1374,7 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lane
   }
   if (op == "MaxPool" || op == "AveragePool" || op == "LpPool") return Pool(g, n);
   if (op == "Conv") return DirectConv(g, n);
+  if (op == "Resize" || op == "Upsample") return Resize(g, n, lanes);
   if (op == "MatMul" || op == "Gemm") return GenericMatMul(g, n, lanes);
   if (op == "BatchNormalization") return BatchNorm(g, n, lanes);
   return Unsupported(n, "this operator");

@@ -76,6 +76,8 @@ class Interpreter {
       }
       case ExprKind::kSelect:
         return Int(e->operands[0]) ? Int(e->operands[1]) : Int(e->operands[2]);
+      case ExprKind::kToInt:
+        return static_cast<int64_t>(static_cast<float>(Float(e->operands[0])));
       case ExprKind::kLT:
       case ExprKind::kLE:
       case ExprKind::kEQ:

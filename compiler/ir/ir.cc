@@ -138,6 +138,15 @@ Expr LE(Expr a, Expr b) { return MakeBinary(ExprKind::kLE, DType::kBool, a, b); 
 Expr EQ(Expr a, Expr b) { return MakeBinary(ExprKind::kEQ, DType::kBool, a, b); }
 Expr And(Expr a, Expr b) { return MakeBinary(ExprKind::kAnd, DType::kBool, a, b); }
 
+Expr ToInt(Expr x) {
+  TF_CHECK(x->dtype == DType::kFloat32, "ToInt of a non-float");
+  auto node = std::make_shared<ExprNode>();
+  node->kind = ExprKind::kToInt;
+  node->dtype = DType::kInt64;
+  node->operands = Operands(std::move(x));
+  return node;
+}
+
 Expr Select(Expr condition, Expr a, Expr b) {
   TF_CHECK(condition->dtype == DType::kBool, "select on a non-bool condition");
   TF_CHECK(a->dtype == b->dtype, "select between values of two types");

@@ -35,6 +35,7 @@ enum class ExprKind {
   kLT, kLE, kEQ,  // comparisons of two int64 or two float32, dtype kBool
   kAnd,           // logical and of two kBool
   kSelect,        // operands {condition (kBool), a, b}: a where the condition holds, else b
+  kToInt,         // the int64 of a float32 operand, rounded toward zero (an index read from a table)
   kLoad,      // name = buffer, operands[0] = flat index; dtype of the buffer
   kCall,      // name = a float32 math function of one float32 operand (MathFunctions())
 };
@@ -93,6 +94,8 @@ Expr And(Expr a, Expr b);
 // `a` where `condition` (kBool) holds, else `b` (both of one type; no arithmetic
 // between them, so an infinite or NaN value in the branch not taken does not leak).
 Expr Select(Expr condition, Expr a, Expr b);
+// The int64 of float32 `x`, rounded toward zero (x must be within int64's range).
+Expr ToInt(Expr x);
 Expr Load(const std::string& buffer, DType dtype, Expr index);
 // A float32 math function of one float32 argument: "exp", "log", "sqrt", "erf",
 // "tanh" (what the model operators need). TF_CHECKs the name.

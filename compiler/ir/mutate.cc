@@ -83,6 +83,10 @@ Expr SubstituteIn(const Expr& e, const Vars& vars) {
       Expr arg = SubstituteIn(e->operands[0], vars);
       return arg == e->operands[0] ? e : Call(e->name, arg);
     }
+    case ExprKind::kToInt: {
+      Expr arg = SubstituteIn(e->operands[0], vars);
+      return arg == e->operands[0] ? e : ToInt(arg);
+    }
     case ExprKind::kSelect: {
       Expr c = SubstituteIn(e->operands[0], vars);
       Expr a = SubstituteIn(e->operands[1], vars), b = SubstituteIn(e->operands[2], vars);

@@ -50,6 +50,11 @@ void Print(std::ostream& os, const Expr& e, int outer_precedence) {
       Print(os, e->operands[0], 0);
       os << ")";
       return;
+    case ExprKind::kToInt:
+      os << "int(";
+      Print(os, e->operands[0], 0);
+      os << ")";
+      return;
     case ExprKind::kSelect:
       os << "select(";
       Print(os, e->operands[0], 0);

@@ -11,7 +11,11 @@ expected outputs) through `tuneforge model run` and sorts each into
            a reason
 
 Only the tests whose inputs and outputs are all float32 tensors count (the float32
-set); the rest are skipped and counted. Prints one line per wrong or crashed test, the
+set); the rest are skipped and counted. tuneforge compiles for static shapes, so an
+input that decides an output's shape (Resize's and Upsample's scales and sizes) must
+be a constant, as exporters write it: a test that feeds one as a graph input gets it
+bound to the test's value as an initializer first (SHAPE_INPUTS; the summary counts
+these tests). Prints one line per wrong or crashed test, the
 refusal reasons by frequency, and a summary line. Exit status 1 when any test is
 wrong or crashed (a wrong answer is the worst thing the product can give), or when
 fewer than --min-pass tests pass; 0 otherwise.
@@ -35,6 +39,22 @@ from onnx import numpy_helper
 RTOL = 1e-3
 ATOL = 1e-5
 TIMEOUT_SECONDS = 120
+
+
+# (operator, input index) -> the inputs whose values decide output shapes, bound as
+# constants. Resize-10 and Upsample-9 take scales as input 1; Resize-11+ takes
+# roi, scales, sizes as inputs 1-3 (roi only matters to tf_crop_and_resize).
+SHAPE_INPUTS = {("Upsample", 1), ("Resize", 2), ("Resize", 3)}
+
+
+def shape_input_names(model):
+    names = set()
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    for node in model.graph.node:
+        for i, name in enumerate(node.input):
+            if (node.op_type, i) in SHAPE_INPUTS or (node.op_type == "Resize" and opset < 11 and i == 1):
+                names.add(name)
+    return names
 
 
 def node_test_dirs():
@@ -63,7 +83,16 @@ def load_case(test_dir):
     expected = load_tensors(data_dir, "output", outputs)
     if feeds is None or expected is None:
         return None
-    return model_path, feeds, expected
+    bind = shape_input_names(model) & {name for name, _ in feeds}
+    if bind:
+        for name, array in feeds:
+            if name in bind:
+                model.graph.initializer.append(numpy_helper.from_array(array, name))
+        kept = [v for v in model.graph.input if v.name not in bind]
+        del model.graph.input[:]
+        model.graph.input.extend(kept)
+        feeds = [(name, array) for name, array in feeds if name not in bind]
+    return model if bind else model_path, feeds, expected
 
 
 def load_tensors(data_dir, kind, values):
@@ -85,11 +114,16 @@ def run_case(tuneforge, workdir, threads, test_dir):
     name = os.path.basename(test_dir)
     case = load_case(test_dir)
     if case is None:
-        return name, "skipped", ""
+        return name, "skipped", "", False
     model_path, feeds, expected = case
     work = os.path.join(workdir, name)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
+    bound = not isinstance(model_path, str)
+    if bound:  # shape inputs bound as initializers
+        path = os.path.join(work, "model.onnx")
+        onnx.save(model_path, path)
+        model_path = path
     out_dir = os.path.join(work, "out")
     args = [tuneforge, "model", "run", model_path, "--output-dir", out_dir, "--threads", str(threads)]
     for input_name, array in feeds:
@@ -99,25 +133,25 @@ def run_case(tuneforge, workdir, threads, test_dir):
     try:
         done = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired:
-        return name, "crash", f"no answer within {TIMEOUT_SECONDS} s"
+        return name, "crash", f"no answer within {TIMEOUT_SECONDS} s", bound
     said = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
     if done.returncode == 1 and said:
-        return name, "refused", said[-1]
+        return name, "refused", said[-1], bound
     if done.returncode != 0:
-        return name, "crash", f"exit {done.returncode}: {said[-1] if said else '(no message)'}"
+        return name, "crash", f"exit {done.returncode}: {said[-1] if said else '(no message)'}", bound
     for output_name, want in expected:
         path = os.path.join(out_dir, output_name + ".npy")
         if not os.path.isfile(path):
-            return name, "wrong", f"no output {output_name}"
+            return name, "wrong", f"no output {output_name}", bound
         got = np.load(path)
         if got.shape != want.shape:
-            return name, "wrong", f"{output_name}: shape {list(got.shape)}, expected {list(want.shape)}"
+            return name, "wrong", f"{output_name}: shape {list(got.shape)}, expected {list(want.shape)}", bound
         if not np.allclose(got, want, rtol=RTOL, atol=ATOL, equal_nan=True):
             bad = np.abs(got.astype(np.float64) - want) - (ATOL + RTOL * np.abs(want))
             i = np.unravel_index(np.nanargmax(np.where(np.isnan(bad), np.inf, bad)), want.shape)
-            return name, "wrong", f"{output_name}{list(i)} = {got[i]}, expected {want[i]}"
+            return name, "wrong", f"{output_name}{list(i)} = {got[i]}, expected {want[i]}", bound
     shutil.rmtree(work, ignore_errors=True)
-    return name, "pass", ""
+    return name, "pass", "", bound
 
 
 def main():
@@ -145,9 +179,10 @@ def main():
         for f in futures:
             results.append(f.result())
 
-    counts = collections.Counter(verdict for _, verdict, _ in results)
+    counts = collections.Counter(verdict for _, verdict, _, _ in results)
+    bound = sum(1 for _, _, _, b in results if b)
     reasons = collections.Counter()
-    for name, verdict, detail in results:
+    for name, verdict, detail, _ in results:
         if a.list and verdict != "skipped":
             print(f"{verdict:8} {name}: {detail}" if detail else f"{verdict:8} {name}")
         elif verdict in ("wrong", "crash"):
@@ -163,7 +198,8 @@ def main():
     share = 100.0 * counts["pass"] / considered if considered else 0.0
     print(f"onnx {onnx.__version__} node tests, float32 set: {considered} tests, "
           f"{counts['pass']} pass ({share:.1f}%), {counts['refused']} refused, "
-          f"{counts['wrong']} wrong, {counts['crash']} crash ({counts['skipped']} others skipped)")
+          f"{counts['wrong']} wrong, {counts['crash']} crash ({counts['skipped']} others skipped; "
+          f"{bound} with shape inputs bound as constants)")
     if counts["wrong"] or counts["crash"]:
         return 1
     if counts["pass"] < a.min_pass:
