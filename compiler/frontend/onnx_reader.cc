@@ -182,6 +182,8 @@ const std::map<std::string, std::set<std::string>>& SupportedAttributes() {
       {"CastLike", {"saturate"}},
       {"Ceil", {}},
       {"Celu", {"alpha"}},
+      {"ConvTranspose",
+       {"auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads", "strides"}},
       {"Cos", {}},
       {"Cosh", {}},
       {"Dropout", {"ratio", "seed"}},

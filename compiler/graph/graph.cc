@@ -503,6 +503,7 @@ class Importer {
       return std::vector<Tensor>{Like(In(n, 0), {m, nn})};
     }
     if (op == "Conv") return InferConv(n);
+    if (op == "ConvTranspose") return InferConvTranspose(n);
     if (op == "MaxPool" || op == "AveragePool" || op == "LpPool") return InferPool(n);
     if (op == "LRN") {
       RETURN_IF_ERROR(Need(n, 1, 1));
@@ -935,6 +936,89 @@ class Importer {
     n.attrs["pads"].ints = pads;  // auto_pad resolved
     n.attrs.erase("auto_pad");
     return std::vector<Tensor>{Like(In(n, 0), {x[0], w[0], spatial[0], spatial[1]})};
+  }
+
+  // ConvTranspose over 1 to 3 spatial dimensions. W is [C, M / group, kernel...].
+  // Explicit pads, or pads from output_shape or auto_pad SAME_* (total padding split
+  // with the odd one at the end for SAME_UPPER, at the start otherwise), resolved
+  // into the attribute `pads`; output_padding adds to the end.
+  absl::StatusOr<std::vector<Tensor>> InferConvTranspose(Node& n) {
+    RETURN_IF_ERROR(Need(n, 2, 3));
+    RETURN_IF_ERROR(NeedFloat(n));
+    const auto& x = In(n, 0).shape;
+    const auto& w = In(n, 1).shape;
+    if (x.size() < 3 || x.size() > 5 || w.size() != x.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("input ", ShapeText(x), " and weight ", ShapeText(w),
+                                                     " are not N x C x 1 to 3 spatial dimensions"));
+    }
+    const size_t dims = x.size() - 2;
+    const int64_t group = n.Int("group", 1);
+    if (group < 1 || x[1] % group != 0 || w[0] != x[1]) {
+      return absl::InvalidArgumentError(absl::StrCat("attribute group ", group, " does not fit input ",
+                                                     ShapeText(x), " and weight ", ShapeText(w)));
+    }
+    const int64_t m = w[1] * group;
+    const std::vector<int64_t> kernel(w.begin() + 2, w.end());
+    if (n.attrs.count("kernel_shape") && n.Ints("kernel_shape") != kernel) {
+      return absl::InvalidArgumentError("attribute kernel_shape does not match the weight");
+    }
+    if (Has(n, 2) && In(n, 2).shape != std::vector<int64_t>{m}) {
+      return absl::InvalidArgumentError(absl::StrCat("bias must have shape [", m, "]"));
+    }
+    const std::vector<int64_t> strides = n.Ints("strides", std::vector<int64_t>(dims, 1));
+    const std::vector<int64_t> dilations = n.Ints("dilations", std::vector<int64_t>(dims, 1));
+    const std::vector<int64_t> out_pad = n.Ints("output_padding", std::vector<int64_t>(dims, 0));
+    std::vector<int64_t> pads = n.Ints("pads", std::vector<int64_t>(2 * dims, 0));
+    if (strides.size() != dims || dilations.size() != dims || out_pad.size() != dims || pads.size() != 2 * dims) {
+      return absl::InvalidArgumentError(absl::StrCat("strides, dilations, output_padding and pads must have ", dims,
+                                                     ", ", dims, ", ", dims, " and ", 2 * dims, " values"));
+    }
+    for (size_t i = 0; i < dims; ++i) {
+      if (strides[i] < 1 || dilations[i] < 1 || out_pad[i] < 0 || pads[i] < 0 || pads[i + dims] < 0) {
+        return absl::InvalidArgumentError("strides and dilations must be >= 1, output_padding and pads >= 0");
+      }
+      if (out_pad[i] >= std::max(strides[i], dilations[i])) {
+        return absl::InvalidArgumentError("output_padding must be smaller than the stride or the dilation");
+      }
+    }
+    auto it = n.attrs.find("auto_pad");
+    const std::string auto_pad = it == n.attrs.end() ? "NOTSET" : it->second.text;
+    if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") {
+      return absl::InvalidArgumentError(absl::StrCat("attribute auto_pad '", auto_pad, "' is unknown"));
+    }
+    std::vector<int64_t> target = n.Ints("output_shape");
+    if (!target.empty() && n.attrs.count("pads")) {
+      return absl::InvalidArgumentError("give pads or output_shape, not both");
+    }
+    if (!target.empty() && target.size() != dims) {
+      return absl::InvalidArgumentError(absl::StrCat("attribute output_shape must have ", dims, " values"));
+    }
+    if (target.empty() && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")) {
+      for (size_t i = 0; i < dims; ++i) target.push_back(x[i + 2] * strides[i]);
+    }
+    std::vector<int64_t> shape = {x[0], m};
+    for (size_t i = 0; i < dims; ++i) {
+      const int64_t full = strides[i] * (x[i + 2] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1;
+      if (auto_pad == "VALID") pads[i] = pads[i + dims] = 0;
+      if (!target.empty()) {
+        // A target past the full output gives a negative total: the pads go negative
+        // and the extra elements get the bias alone (as the ONNX reference computes).
+        const int64_t total = full - target[i];
+        if (target[i] < 1 || total < -full) {
+          return absl::InvalidArgumentError(absl::StrCat("output_shape ", ShapeText(target), " is out of range"));
+        }
+        const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);  // floor(total / 2)
+        pads[i] = auto_pad == "SAME_UPPER" ? half : total - half;
+        pads[i + dims] = total - pads[i];
+      }
+      const int64_t size = full - pads[i] - pads[i + dims];
+      if (size < 1) return absl::InvalidArgumentError(absl::StrCat("the pads leave no output on axis ", i + 2));
+      shape.push_back(size);
+    }
+    n.attrs["pads"].ints = pads;
+    n.attrs.erase("auto_pad");
+    n.attrs.erase("output_shape");
+    return std::vector<Tensor>{Like(In(n, 0), shape)};
   }
 
   // Resize (opset 10+) and Upsample (opset 7-9): scales or sizes must be constants.

@@ -912,6 +912,62 @@ absl::StatusOr<NodeKernel> Pool(const Graph& g, const Node& n) {
   return b.Finish(ir::For(row, IntImm(in[0] * in[1]), in[0] * in[1], ForKind::kParallel, body));
 }
 
+// ConvTranspose, direct: output element o of a spatial axis gathers input element
+// i and kernel tap k where o = i * stride - pad + k * dilation. The tap loop runs
+// over every k and keeps those whose (o + pad - k * dilation) is a non-negative
+// multiple of the stride inside the input; the offset F (a multiple of the stride
+// past the largest k * dilation) keeps the integer division non-negative.
+absl::StatusOr<NodeKernel> ConvTranspose(const Graph& g, const Node& n) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& in = b.Shape(n.inputs[0]);
+  const std::vector<int64_t>& w = b.Shape(n.inputs[1]);
+  const std::vector<int64_t>& out = b.Shape(n.outputs[0]);
+  const size_t dims = in.size() - 2;
+  const std::vector<int64_t> st = n.Ints("strides", std::vector<int64_t>(dims, 1));
+  const std::vector<int64_t> dil = n.Ints("dilations", std::vector<int64_t>(dims, 1));
+  const std::vector<int64_t> pads = n.Ints("pads", std::vector<int64_t>(2 * dims, 0));
+  const int64_t group = n.Int("group", 1);
+  const int64_t C = in[1], M = out[1], cg = C / group, mg = M / group;
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string wt = b.Param(n.inputs[1]);
+  const std::string bias = n.inputs.size() > 2 && n.inputs[2] >= 0 ? b.Param(n.inputs[2]) : "";
+  const std::string y = b.Param(n.outputs[0], true);
+  const std::string row = b.names("nm"), c = b.names("c"), acc = b.names("acc");
+  std::vector<std::string> o(dims), k(dims);
+  for (size_t d = 0; d < dims; ++d) {
+    o[d] = b.names("o");
+    k[d] = b.names("k");
+  }
+  const int64_t in_spatial = Product(in, 2), k_spatial = Product(w, 2);
+  Expr batch = ir::Div(Var(row), IntImm(M)), oc = ir::Mod(Var(row), IntImm(M));
+  Expr ic = ir::Add(ir::Mul(ir::Div(oc, IntImm(mg)), IntImm(cg)), Var(c));
+  Expr valid, in_index = IntImm(0), w_index = IntImm(0), out_index = Var(row);
+  for (size_t d = 0; d < dims; ++d) {
+    const int64_t reach = (w[d + 2] - 1) * dil[d] + std::max<int64_t>(0, -pads[d]);  // pads < 0 from output_shape
+    const int64_t F = (reach + st[d] - 1) / st[d] * st[d];
+    Expr t = ir::Sub(ir::Add(Var(o[d]), IntImm(pads[d] + F)), ir::Mul(Var(k[d]), IntImm(dil[d])));
+    Expr here = ir::And(ir::And(ir::LE(IntImm(F), t), ir::LT(t, IntImm(F + st[d] * in[d + 2]))),
+                        ir::EQ(ir::Mod(t, IntImm(st[d])), IntImm(0)));
+    valid = valid ? ir::And(valid, here) : here;
+    in_index = ir::Add(ir::Mul(in_index, IntImm(in[d + 2])), ir::Sub(ir::Div(t, IntImm(st[d])), IntImm(F / st[d])));
+    w_index = ir::Add(ir::Mul(w_index, IntImm(w[d + 2])), Var(k[d]));
+    out_index = ir::Add(ir::Mul(out_index, IntImm(out[d + 2])), Var(o[d]));
+  }
+  Expr xv = ir::Load(x, ir::DType::kFloat32,
+                     ir::Add(ir::Mul(ir::Add(ir::Mul(batch, IntImm(C)), ic), IntImm(in_spatial)), in_index));
+  Expr wv = ir::Load(wt, ir::DType::kFloat32,
+                     ir::Add(ir::Mul(ir::Add(ir::Mul(ic, IntImm(mg)), ir::Mod(oc, IntImm(mg))), IntImm(k_spatial)),
+                             w_index));
+  Stmt tap = ir::IfThenElse(valid, ir::Store(acc, IntImm(0), ir::Add(Scalar(acc), ir::Mul(xv, wv))));
+  for (size_t d = dims; d-- > 0;) tap = ir::For(k[d], IntImm(w[d + 2]), w[d + 2], ForKind::kSerial, tap);
+  tap = ir::For(c, IntImm(cg), cg, ForKind::kSerial, tap);
+  Stmt pixel = ir::Block({ir::Store(acc, IntImm(0), bias.empty() ? FloatImm(0.0) : ir::Load(bias, ir::DType::kFloat32, oc)),
+                          tap, ir::Store(y, out_index, Scalar(acc))});
+  Stmt body = ir::Allocate(acc, ir::DType::kFloat32, 1, pixel);
+  for (size_t d = dims; d-- > 0;) body = ir::For(o[d], IntImm(out[d + 2]), out[d + 2], ForKind::kSerial, body);
+  return b.Finish(ir::For(row, IntImm(in[0] * M), in[0] * M, ForKind::kParallel, body));
+}
+
 // The taps of one axis of a Resize: output element o reads input elements
 // idx[o * taps + t] with weights w[o * taps + t]. Computed in double as the ONNX
 // reference does: the transformed coordinate x, its n neighbours starting at
@@ -1374,6 +1430,7 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lane
   }
   if (op == "MaxPool" || op == "AveragePool" || op == "LpPool") return Pool(g, n);
   if (op == "Conv") return DirectConv(g, n);
+  if (op == "ConvTranspose") return ConvTranspose(g, n);
   if (op == "Resize" || op == "Upsample") return Resize(g, n, lanes);
   if (op == "MatMul" || op == "Gemm") return GenericMatMul(g, n, lanes);
   if (op == "BatchNormalization") return BatchNorm(g, n, lanes);

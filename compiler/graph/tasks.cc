@@ -260,6 +260,7 @@ class Extractor {
   }
 
   static std::string NonAnchorReason(const std::string& op) {
+    if (op == "ConvTranspose") return "transposed convolution (no template yet)";
     if (op == "MaxPool" || op == "AveragePool" || op == "LpPool" || op == "GlobalAveragePool" ||
         op == "GlobalMaxPool") {
       return "pooling";
@@ -279,6 +280,12 @@ class Extractor {
 
   // About one operation per output element (a few for normalizations).
   double Elementwise(const Node& n) const {
+    if (n.op == "ConvTranspose") {  // a multiply-add per input element, kernel tap and output channel of its group
+      const std::vector<int64_t>& w = T(n.inputs[1]).shape;
+      double k = 1;
+      for (size_t d = 2; d < w.size(); ++d) k *= static_cast<double>(w[d]);
+      return 2.0 * static_cast<double>(T(n.inputs[0]).NumElements()) * static_cast<double>(w[1]) * k;
+    }
     double out = 0;
     for (int o : n.outputs) out += static_cast<double>(T(o).NumElements());
     return n.op == "Softmax" || n.op == "LogSoftmax" || n.op == "LayerNormalization" ? 5 * out : out;
