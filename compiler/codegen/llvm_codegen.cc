@@ -885,6 +885,7 @@ llvm::Value* ModuleEmitter::EmitBinary(const ir::Expr& e) {
       break;
     case ir::ExprKind::kMod:
       if (is_int) return b_.CreateURem(a, b);
+      if (is_float) return b_.CreateFRem(a, b);  // fmod: the sign of the dividend
       break;
     case ir::ExprKind::kMin:
       // std::min(a, b) == (b < a) ? b : a, also for floats.

@@ -453,6 +453,36 @@ class Importer {
       pending_constant_.reset();
       return std::vector<Tensor>{std::move(t)};
     }
+    if (op == "Mod") {
+      RETURN_IF_ERROR(Need(n, 2, 2));
+      const bool fmod = n.Int("fmod", 0) != 0;
+      if (In(n, 0).dtype != In(n, 1).dtype) return absl::InvalidArgumentError("inputs of different types");
+      if (In(n, 0).dtype == DType::kFloat32 && !fmod) {
+        return absl::InvalidArgumentError("float Mod needs attribute fmod=1");
+      }
+      ASSIGN_OR_RETURN(std::vector<int64_t> shape, Broadcast(In(n, 0).shape, In(n, 1).shape));
+      Tensor out = Like(In(n, 0), shape);
+      if (In(n, 0).constant && In(n, 1).constant) {
+        const Tensor& a = In(n, 0);
+        const Tensor& b = In(n, 1);
+        bool zero = false;
+        FoldElementwise({&a, &b}, &out, [&](const std::vector<size_t>& at) {
+          if (out.dtype == DType::kFloat32) {
+            out.f32.push_back(std::fmod(a.f32[at[0]], b.f32[at[1]]));
+            return;
+          }
+          const int64_t x = a.i64[at[0]], y = b.i64[at[1]];
+          zero |= y == 0;
+          int64_t r = y == 0 ? 0 : x % y;
+          if (!fmod && r != 0 && ((r < 0) != (y < 0))) r += y;  // the divisor's sign, as Python's %
+          out.i64.push_back(r);
+        });
+        if (zero) return absl::InvalidArgumentError("integer Mod by zero");
+      } else if (In(n, 0).dtype != DType::kFloat32) {
+        return absl::InvalidArgumentError("integer Mod is only folded (both inputs constant)");
+      }
+      return std::vector<Tensor>{std::move(out)};
+    }
     if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow") {
       RETURN_IF_ERROR(Need(n, 2, 2));
       ASSIGN_OR_RETURN(std::vector<int64_t> shape, Broadcast(In(n, 0).shape, In(n, 1).shape));
@@ -644,6 +674,43 @@ class Importer {
       return Reshaped(x, s);
     }
     if (op == "Resize" || op == "Upsample") return InferResize(n);
+    if (op == "GridSample") {  // X [N, C, spatial...], grid [N, out spatial..., spatial rank]
+      RETURN_IF_ERROR(Need(n, 2, 2));
+      RETURN_IF_ERROR(NeedFloat(n));
+      const auto& x = In(n, 0).shape;
+      const auto& grid = In(n, 1).shape;
+      if (x.size() < 3 || x.size() > 5 || grid.size() != x.size() || grid[0] != x[0] ||
+          grid.back() != static_cast<int64_t>(x.size()) - 2) {
+        return absl::InvalidArgumentError(absl::StrCat("X ", ShapeText(x), " and grid ", ShapeText(grid),
+                                                       " do not fit (grid is N x output spatial x ",
+                                                       x.size() - 2, ")"));
+      }
+      auto text = [&](const char* key, const char* fallback) {
+        auto it = n.attrs.find(key);
+        return it == n.attrs.end() ? std::string(fallback) : it->second.text;
+      };
+      std::string mode = text("mode", model_.opset >= 20 ? "linear" : "bilinear");
+      if (mode == "bilinear") mode = "linear";  // opset 16's names
+      if (mode == "bicubic") mode = "cubic";
+      if (mode != "nearest" && mode != "linear" && mode != "cubic") {
+        return absl::InvalidArgumentError(absl::StrCat("attribute mode '", mode, "' is unknown"));
+      }
+      const std::string padding = text("padding_mode", "zeros");
+      if (padding != "zeros" && padding != "border" && padding != "reflection") {
+        return absl::InvalidArgumentError(absl::StrCat("attribute padding_mode '", padding, "' is unknown"));
+      }
+      if (mode == "cubic" && padding != "zeros") {
+        // The ONNX reference moves the coordinate inside first, PyTorch (and
+        // onnxruntime) bound each of the 16 taps: their answers differ.
+        return absl::InvalidArgumentError(absl::StrCat("mode cubic with padding_mode ", padding,
+                                                       " is not supported (the ONNX reference and PyTorch differ)"));
+      }
+      n.attrs["mode"].text = mode;
+      n.attrs["padding_mode"].text = padding;
+      std::vector<int64_t> shape = {x[0], x[1]};
+      shape.insert(shape.end(), grid.begin() + 1, grid.end() - 1);
+      return std::vector<Tensor>{Like(In(n, 0), shape)};
+    }
     if (op == "DepthToSpace" || op == "SpaceToDepth") {
       RETURN_IF_ERROR(Need(n, 1, 1));
       const auto& x = In(n, 0).shape;

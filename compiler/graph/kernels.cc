@@ -390,7 +390,7 @@ absl::StatusOr<Expr> UnaryExpr(const Node& n, Expr x) {
 // The tensors an elementwise node reads at run time (Pow's constant scalar exponent
 // and Clip's bounds are folded into the expression).
 std::vector<int> ElementwiseInputs(const Graph& g, const Node& n) {
-  if (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div" || n.op == "PRelu") {
+  if (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div" || n.op == "Mod" || n.op == "PRelu") {
     return {n.inputs[0], n.inputs[1]};
   }
   if (n.op == "Sum" || n.op == "Max" || n.op == "Min" || n.op == "Mean" || n.op == "Where" ||
@@ -418,6 +418,7 @@ absl::StatusOr<Expr> ElementwiseExpr(const Graph& g, const Node& n, const std::v
   if (op == "Sub") return ir::Sub(v[0], v[1]);
   if (op == "Mul") return ir::Mul(v[0], v[1]);
   if (op == "Div") return ir::Div(v[0], v[1]);
+  if (op == "Mod") return ir::Mod(v[0], v[1]);  // fmod (import checks the attribute)
   if (op == "Pow") {
     if (v.size() == 2) {
       if (T(g, n.inputs[1]).dtype != DType::kFloat32) return Unsupported(n, "an int64 exponent tensor");
@@ -968,6 +969,134 @@ absl::StatusOr<NodeKernel> ConvTranspose(const Graph& g, const Node& n) {
   return b.Finish(ir::For(row, IntImm(in[0] * M), in[0] * M, ForKind::kParallel, body));
 }
 
+// GridSample as the ONNX reference computes it (PyTorch's grid_sample): per spatial
+// axis the grid's normalized coordinate (the grid's last axis lists them from the
+// innermost spatial axis out) is denormalized, rounded half to even for nearest,
+// moved back inside [lo, hi] by clamping (border) or reflection when outside; then
+// 1, 2 or 4 taps per axis from floor(x), each tap's index clamped, reflected, or
+// read as 0 outside the input (zeros).
+absl::StatusOr<NodeKernel> GridSample(const Graph& g, const Node& n) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& in = b.Shape(n.inputs[0]);
+  const std::vector<int64_t>& out = b.Shape(n.outputs[0]);
+  const size_t dims = in.size() - 2;
+  const std::string mode = n.attrs.at("mode").text, padding = n.attrs.at("padding_mode").text;
+  const bool align = n.Int("align_corners", 0) != 0;
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string grid = b.Param(n.inputs[1]);
+  const std::string y = b.Param(n.outputs[0], true);
+  const std::string row = b.names("nc");
+  std::vector<std::string> o(dims), pos(dims);
+  for (size_t d = 0; d < dims; ++d) {
+    o[d] = b.names("o");
+    pos[d] = b.names("x");
+  }
+  const int64_t C = in[1], out_spatial = Product(out, 2), in_spatial = Product(in, 2);
+  Expr batch = ir::Div(Var(row), IntImm(C));
+  Expr pixel = IntImm(0);  // the output position within its spatial block
+  for (size_t d = 0; d < dims; ++d) pixel = ir::Add(ir::Mul(pixel, IntImm(out[d + 2])), Var(o[d]));
+  auto reflect = [](Expr v, double lo, double hi) {
+    const double range = hi - lo;
+    auto fold = [&](Expr dx, bool from_low) {  // dx >= 0 past the bound
+      Expr turns = ir::Call("floor", ir::Div(dx, FloatImm(range)));
+      Expr r = ir::Sub(dx, ir::Mul(turns, FloatImm(range)));
+      Expr even = ir::EQ(ir::Mod(turns, FloatImm(2.0)), FloatImm(0.0));
+      Expr near = from_low ? ir::Add(FloatImm(lo), r) : ir::Sub(FloatImm(hi), r);
+      Expr far = from_low ? ir::Sub(FloatImm(hi), r) : ir::Add(FloatImm(lo), r);
+      return ir::Select(even, near, far);
+    };
+    Expr below = fold(ir::Sub(FloatImm(lo), v), true);
+    Expr above = fold(ir::Sub(v, FloatImm(hi)), false);
+    return ir::Select(ir::LT(v, FloatImm(lo)), below, ir::Select(ir::LT(FloatImm(hi), v), above, v));
+  };
+  std::vector<Stmt> body;
+  std::vector<double> lo(dims), hi(dims);
+  for (size_t d = 0; d < dims; ++d) {
+    const double L = static_cast<double>(in[d + 2]);
+    lo[d] = align ? 0.0 : -0.5;
+    hi[d] = align ? L - 1 : L - 0.5;
+    Expr normalized = ir::Load(grid, ir::DType::kFloat32,
+                               ir::Add(ir::Mul(ir::Add(ir::Mul(batch, IntImm(out_spatial)), pixel), IntImm(static_cast<int64_t>(dims))),
+                                       IntImm(static_cast<int64_t>(dims - 1 - d))));
+    Expr v = align ? ir::Mul(ir::Mul(ir::Add(normalized, FloatImm(1.0)), FloatImm(0.5)), FloatImm(L - 1))
+                   : ir::Mul(ir::Sub(ir::Mul(ir::Add(normalized, FloatImm(1.0)), FloatImm(L)), FloatImm(1.0)), FloatImm(0.5));
+    if (mode == "nearest") v = ir::Call("round", v);
+    if (padding == "border") {  // only a coordinate outside [lo, hi] is clamped
+      v = ir::Select(ir::LT(v, FloatImm(lo[d])), FloatImm(0.0),
+                     ir::Select(ir::LT(FloatImm(hi[d]), v), FloatImm(L - 1), v));
+    }
+    if (padding == "reflection") v = reflect(v, lo[d], hi[d]);
+    body.push_back(ir::Store(pos[d], IntImm(0), v));
+  }
+  // Taps per axis: (index as float, weight or null).
+  std::vector<std::vector<std::pair<Expr, Expr>>> taps(dims);
+  for (size_t d = 0; d < dims; ++d) {
+    Expr v = Scalar(pos[d]);
+    if (mode == "nearest") {
+      taps[d].push_back({v, nullptr});
+      continue;
+    }
+    Expr base = ir::Call("floor", v);
+    Expr t = ir::Sub(v, base);
+    const double a = -0.75;
+    if (mode == "linear") {
+      taps[d].push_back({base, ir::Sub(FloatImm(1.0), t)});
+      taps[d].push_back({ir::Add(base, FloatImm(1.0)), t});
+    } else {
+      Expr t1 = ir::Add(t, FloatImm(1.0)), u = ir::Sub(FloatImm(1.0), t), u1 = ir::Sub(FloatImm(2.0), t);
+      auto far = [&](Expr z) {  // ((a z - 5a) z + 8a) z - 4a
+        return ir::Sub(ir::Mul(ir::Add(ir::Mul(ir::Sub(ir::Mul(FloatImm(a), z), FloatImm(5 * a)), z), FloatImm(8 * a)), z),
+                       FloatImm(4 * a));
+      };
+      auto near = [&](Expr z) {  // ((a + 2) z - (a + 3)) z z + 1
+        return ir::Add(ir::Mul(ir::Mul(ir::Sub(ir::Mul(FloatImm(a + 2), z), FloatImm(a + 3)), z), z), FloatImm(1.0));
+      };
+      taps[d].push_back({ir::Sub(base, FloatImm(1.0)), far(t1)});
+      taps[d].push_back({base, near(t)});
+      taps[d].push_back({ir::Add(base, FloatImm(1.0)), near(u)});
+      taps[d].push_back({ir::Add(base, FloatImm(2.0)), far(u1)});
+    }
+  }
+  // Sum over every combination of taps.
+  struct Term {
+    Expr offset, weight, inside;
+  };
+  std::vector<Term> terms = {{IntImm(0), nullptr, nullptr}};
+  for (size_t d = 0; d < dims; ++d) {
+    const double L = static_cast<double>(in[d + 2]);
+    std::vector<Term> next;
+    for (const Term& term : terms) {
+      for (const auto& [index, weight] : taps[d]) {
+        Expr i = index;
+        Expr inside = nullptr;
+        if (padding == "zeros") {
+          inside = ir::And(ir::LE(FloatImm(0.0), i), ir::LT(i, FloatImm(L)));
+        } else if (padding == "reflection" && mode != "nearest") {
+          i = reflect(i, lo[d], hi[d]);
+        }
+        i = ir::Min(ir::Max(i, FloatImm(0.0)), FloatImm(L - 1));  // a safe address; zeros reads 0 outside
+        Expr offset = ir::Add(ir::Mul(term.offset, IntImm(in[d + 2])), ir::ToInt(i));
+        Expr w = !weight ? term.weight : term.weight ? ir::Mul(term.weight, weight) : weight;
+        Expr ok = !inside ? term.inside : term.inside ? ir::And(term.inside, inside) : inside;
+        next.push_back({offset, w, ok});
+      }
+    }
+    terms = std::move(next);
+  }
+  Expr sum;
+  for (const Term& term : terms) {
+    Expr v = ir::Load(x, ir::DType::kFloat32, ir::Add(ir::Mul(Var(row), IntImm(in_spatial)), term.offset));
+    if (term.inside) v = ir::Select(term.inside, v, FloatImm(0.0));
+    if (term.weight) v = ir::Mul(term.weight, v);
+    sum = sum ? ir::Add(sum, v) : v;
+  }
+  body.push_back(ir::Store(y, ir::Add(ir::Mul(Var(row), IntImm(out_spatial)), pixel), sum));
+  Stmt st = ir::Block(body);
+  for (size_t d = 0; d < dims; ++d) st = ir::Allocate(pos[d], ir::DType::kFloat32, 1, st);
+  for (size_t d = dims; d-- > 0;) st = ir::For(o[d], IntImm(out[d + 2]), out[d + 2], ForKind::kSerial, st);
+  return b.Finish(ir::For(row, IntImm(in[0] * C), in[0] * C, ForKind::kParallel, st));
+}
+
 // The taps of one axis of a Resize: output element o reads input elements
 // idx[o * taps + t] with weights w[o * taps + t]. Computed in double as the ONNX
 // reference does: the transformed coordinate x, its n neighbours starting at
@@ -1341,7 +1470,7 @@ bool IsAliasOp(const std::string& op) {
 }
 
 bool IsElementwiseOp(const std::string& op) {
-  return op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Clip" ||
+  return op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Mod" || op == "Pow" || op == "Clip" ||
          op == "PRelu" || op == "Sum" || op == "Max" || op == "Min" || op == "Mean" || op == "Where" ||
          IsComparisonOrLogicOp(op) || IsUnaryElementwiseOp(op);
 }
@@ -1431,6 +1560,7 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lane
   if (op == "MaxPool" || op == "AveragePool" || op == "LpPool") return Pool(g, n);
   if (op == "Conv") return DirectConv(g, n);
   if (op == "ConvTranspose") return ConvTranspose(g, n);
+  if (op == "GridSample") return GridSample(g, n);
   if (op == "Resize" || op == "Upsample") return Resize(g, n, lanes);
   if (op == "MatMul" || op == "Gemm") return GenericMatMul(g, n, lanes);
   if (op == "BatchNormalization") return BatchNorm(g, n, lanes);

@@ -271,7 +271,7 @@ class Extractor {
     }
     if (op == "Reshape" || op == "Flatten" || op == "Transpose" || op == "Squeeze" ||
         op == "Unsqueeze" || op == "Concat" || op == "Split" || op == "Slice" || op == "Gather" ||
-        op == "DepthToSpace" || op == "SpaceToDepth" || op == "Resize" || op == "Upsample" ||
+        op == "DepthToSpace" || op == "SpaceToDepth" || op == "Resize" || op == "Upsample" || op == "GridSample" ||
         op == "Identity") {
       return "data movement";
     }

@@ -120,6 +120,8 @@ class Interpreter {
       case ExprKind::kSub: return static_cast<float>(Float(e->operands[0]) - Float(e->operands[1]));
       case ExprKind::kMul: return static_cast<float>(Float(e->operands[0]) * Float(e->operands[1]));
       case ExprKind::kDiv: return static_cast<float>(Float(e->operands[0]) / Float(e->operands[1]));
+      case ExprKind::kMod:
+        return std::fmod(static_cast<float>(Float(e->operands[0])), static_cast<float>(Float(e->operands[1])));
       case ExprKind::kCall:
         return EvalMathFunction(e->name, static_cast<float>(Float(e->operands[0])));
       case ExprKind::kMin: return std::min(Float(e->operands[0]), Float(e->operands[1]));

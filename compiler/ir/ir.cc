@@ -116,7 +116,7 @@ Expr Mod(Expr a, Expr b) {
   TF_CHECK(!(IsConst(b, &y) && y == 0), "modulo by zero");
   if (IsConst(a, &x) && IsConst(b, &y)) return IntImm(x % y);
   if (IsConst(b, &y) && y == 1) return IntImm(0);
-  return MakeBinary(ExprKind::kMod, DType::kInt64, a, b);
+  return MakeBinary(ExprKind::kMod, a->dtype, a, b);
 }
 
 Expr Min(Expr a, Expr b) {

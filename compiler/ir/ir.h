@@ -30,7 +30,7 @@ enum class ExprKind {
   kVar,       // name; an int64 loop variable
   kAdd, kSub, kMul,
   kDiv,       // integer division of non-negative values (floor == trunc here)
-  kMod,       // integer remainder of non-negative values
+  kMod,       // integer remainder of non-negative values; of float32, C's fmod (the dividend's sign)
   kMin, kMax,
   kLT, kLE, kEQ,  // comparisons of two int64 or two float32, dtype kBool
   kAnd,           // logical and of two kBool

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Single-operator models beyond the ONNX node tests, each run through
+`tuneforge model run` and compared with onnxruntime and the ONNX reference
+evaluator on the same seeded inputs (rtol 1e-4, atol 1e-5 against onnxruntime).
+The node tests hold one or two small cases per attribute; these cover the
+combinations models meet (grouped, strided, dilated ConvTranspose with
+output_padding; GridSample with grids reaching far outside the input, where
+reflection folds more than once; Resize down and up by non-integer factors with
+sizes; comparisons feeding Where with infinities in the branch not taken).
+
+A case the ONNX reference and onnxruntime disagree on must be refused by tuneforge
+(listed in EXPECT_REFUSED); a refusal anywhere else, or any mismatch, fails.
+
+  op_checks.py TUNEFORGE WORKDIR
+"""
+import itertools
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+RTOL = 1e-4
+ATOL = 1e-5
+
+
+def model(node, inputs, initializers, opset):
+    graph = helper.make_graph(
+        [node], "check",
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, a.shape) for name, a in inputs],
+        [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(a, name) for name, a in initializers])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 9
+    return m
+
+
+def cases():
+    rng = np.random.default_rng(7)
+    f32 = np.float32
+    for i, (c, m, group, k, s, pads, d, op) in enumerate([
+            (4, 6, 2, (4, 3), (2, 3), [1, 0, 2, 1], (1, 2), (1, 0)),
+            (8, 8, 8, (3, 3), (2, 2), [1, 1, 1, 1], (1, 1), (1, 1)),   # depthwise
+            (3, 5, 1, (2, 2), (2, 2), [0, 0, 0, 0], (1, 1), (0, 0)),   # the U-Net upsampling
+            (6, 4, 1, (5,), (3,), [2, 1], (1,), (2,))]):               # 1-D
+        x = rng.standard_normal((2, c, *([5, 7][:len(k)]))).astype(f32)
+        w = rng.standard_normal((c, m // group, *k)).astype(f32)
+        b = rng.standard_normal((m,)).astype(f32)
+        node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], group=group, strides=list(s), pads=pads,
+                                dilations=list(d), output_padding=list(op))
+        yield f"convtranspose_{i}", model(node, [("x", x)], [("w", w), ("b", b)], 17), {"x": x}
+    for mode, padding, align in itertools.product(["nearest", "linear", "cubic"], ["zeros", "border", "reflection"],
+                                                  [0, 1]):
+        x = rng.standard_normal((2, 3, 5, 7)).astype(f32)
+        grid = rng.uniform(-3, 3, (2, 4, 6, 2)).astype(f32)
+        node = helper.make_node("GridSample", ["x", "grid"], ["y"], mode=mode, padding_mode=padding,
+                                align_corners=align)
+        yield (f"gridsample_{mode}_{padding}_{align}", model(node, [("x", x), ("grid", grid)], [], 20),
+               {"x": x, "grid": grid})
+    for mode, transform, sizes in itertools.product(
+            ["nearest", "linear", "cubic"], ["half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel"],
+            [[1, 3, 7, 5], [1, 3, 23, 17]]):
+        x = rng.standard_normal((1, 3, 10, 9)).astype(f32)
+        node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode,
+                                coordinate_transformation_mode=transform)
+        sizes_init = ("sizes", np.array(sizes, dtype=np.int64))
+        yield (f"resize_{mode}_{transform}_{sizes[2]}x{sizes[3]}", model(node, [("x", x)], [sizes_init], 13),
+               {"x": x})
+    a = rng.standard_normal((3, 8)).astype(f32)
+    a[0, :3] = [np.inf, -np.inf, np.nan]
+    b = rng.standard_normal((8,)).astype(f32)
+    graph = helper.make_graph(
+        [helper.make_node("Less", ["a", "b"], ["lt"]),
+         helper.make_node("Mul", ["a", "a"], ["sq"]),
+         helper.make_node("Where", ["lt", "sq", "b"], ["y"])], "where",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, a.shape),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, b.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    yield "less_where", m, {"a": a, "b": b}
+
+
+# The ONNX reference moves a cubic sample's coordinate inside first, onnxruntime
+# (PyTorch) bounds each tap: tuneforge refuses rather than pick one.
+EXPECT_REFUSED = {f"gridsample_cubic_{p}_{a}" for p in ("border", "reflection") for a in (0, 1)}
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__)
+        return 2
+    tuneforge, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    failed = 0
+    for name, m, feeds in cases():
+        path = os.path.join(work, name + ".onnx")
+        onnx.save(m, path)
+        want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        try:  # informational: the reference's grouped ConvTranspose fails on its own
+            reference = ReferenceEvaluator(m).run(None, feeds)[0]
+        except Exception:  # noqa: BLE001
+            reference = None
+        args = [tuneforge, "model", "run", path, "--output-dir", os.path.join(work, name)]
+        for key, value in feeds.items():
+            np.save(os.path.join(work, f"{name}.{key}.npy"), value)
+            args += ["--input", f"{key}={os.path.join(work, f'{name}.{key}.npy')}"]
+        done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+        if name in EXPECT_REFUSED:
+            ok = done.returncode == 1
+            print(f"{'ok  ' if ok else 'FAIL'} {name}: {'refused' if ok else 'not refused'}")
+            failed += not ok
+            continue
+        if done.returncode != 0:
+            print(f"FAIL {name}: {(done.stderr.strip().splitlines() or ['exit %d' % done.returncode])[-1]}")
+            failed += 1
+            continue
+        got = np.load(os.path.join(work, name, "y.npy"))
+        np.seterr(invalid="ignore")  # inf - inf in the error figures of the Where case
+        ok = got.shape == want.shape and np.allclose(got, want, rtol=RTOL, atol=ATOL, equal_nan=True)
+        err = np.nanmax(np.abs(got - want)) if got.shape == want.shape else float("inf")
+        ref_err = (np.nanmax(np.abs(got - reference)) if reference is not None and got.shape == reference.shape
+                   else float("nan"))
+        print(f"{'ok  ' if ok else 'FAIL'} {name}: shape {list(got.shape)}, max |tuneforge - onnxruntime| {err:.2e}, "
+              f"|tuneforge - reference| {ref_err:.2e}")
+        failed += not ok
+    print(f"op checks: {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
