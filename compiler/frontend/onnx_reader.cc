@@ -178,8 +178,8 @@ const std::map<std::string, std::set<std::string>>& SupportedAttributes() {
       {"Asinh", {}},
       {"Atan", {}},
       {"Atanh", {}},
-      {"Cast", {"saturate", "to"}},
-      {"CastLike", {"saturate"}},
+      {"Cast", {"round_mode", "saturate", "to"}},  // round_mode: opset 25+, for float8e8m0 targets only
+      {"CastLike", {"round_mode", "saturate"}},
       {"Ceil", {}},
       {"Celu", {"alpha"}},
       {"ConvTranspose",
@@ -264,7 +264,7 @@ const std::map<std::string, std::set<std::string>>& SupportedAttributes() {
       {"Slice", {}},  // opset 10+: starts, ends, axes and steps are inputs
       {"Size", {}},
       {"Softmax", {"axis"}},
-      {"SpaceToDepth", {"blocksize"}},
+      {"SpaceToDepth", {"blocksize", "mode"}},  // mode: opset 28
       {"Split", {"axis", "split", "num_outputs"}},
       {"Sqrt", {}},
       {"Squeeze", {"axes"}},

@@ -3,9 +3,11 @@
 // fallback. The graph IR built from a model comes after this.
 //
 // Supported: IR versions kMinIrVersion..kMaxIrVersion, the default operator set
-// ("" or "ai.onnx") versions kMinOpset..kMaxOpset (ONNX 1.17.0, the vendored
+// ("" or "ai.onnx") versions kMinOpset..kMaxOpset (up to ONNX 1.23, the vendored
 // onnx/onnx.proto), float32 tensors, static shapes, and the operators of
-// SupportedOnnxOperators().
+// SupportedOnnxOperators(). IR 11+'s multi-device annotations (device
+// configurations, sharding specs) are ignored: they say how to split the work
+// across devices, not what it computes, and tuneforge runs a model on one CPU.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +21,9 @@
 namespace tuneforge::frontend {
 
 inline constexpr int64_t kMinIrVersion = 3;   // ONNX 1.0 with opset imports
-inline constexpr int64_t kMaxIrVersion = 10;  // ONNX 1.16-1.17
+inline constexpr int64_t kMaxIrVersion = 14;  // ONNX 1.23
 inline constexpr int64_t kMinOpset = 7;
-inline constexpr int64_t kMaxOpset = 22;      // ONNX 1.17
+inline constexpr int64_t kMaxOpset = 28;      // ONNX 1.23
 
 struct OnnxModel {
   std::string path;

@@ -95,17 +95,38 @@ TEST_F(OnnxReaderTest, FilesThatAreNotModelsAreClearErrors) {
               HasSubstr("not an ONNX model (not a valid protobuf: truncated or corrupt?)"));
 }
 
+TEST_F(OnnxReaderTest, TodaysFilesAreRead) {
+  // What onnx 1.23's helper.make_model writes: IR version 14, opset 28, here with the
+  // multi-device annotations IR 11 added (ignored: they do not change the values).
+  EXPECT_EQ(Error(Edited("mlp.onnx", [](onnx::ModelProto* m) {
+              m->set_ir_version(14);
+              m->mutable_opset_import(0)->set_version(28);
+              m->add_configuration()->set_name("two_devices");
+              onnx::NodeDeviceConfigurationProto* c = m->mutable_graph()->mutable_node(0)->add_device_configurations();
+              c->set_configuration_id("two_devices");
+              c->add_sharding_spec()->set_tensor_name(m->graph().node(0).output(0));
+            })),
+            "");
+  // A type newer than float32 and int64 is named in the refusal.
+  EXPECT_THAT(Error(Edited("mlp.onnx", [](onnx::ModelProto* m) {
+                m->set_ir_version(14);
+                m->mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(
+                    onnx::TensorProto::FLOAT4E2M1);
+              })),
+              HasSubstr("is FLOAT4E2M1; only FLOAT"));
+}
+
 TEST_F(OnnxReaderTest, VersionsOutOfRangeAreRefused) {
   EXPECT_THAT(Error(Edited("mlp.onnx", [](onnx::ModelProto* m) {
                 m->mutable_opset_import(0)->set_version(5);
               })),
-              HasSubstr("opset 5 is not supported (7..22)"));
+              HasSubstr("opset 5 is not supported (7..28)"));
   EXPECT_THAT(Error(Edited("mlp.onnx", [](onnx::ModelProto* m) {
-                m->mutable_opset_import(0)->set_version(23);
+                m->mutable_opset_import(0)->set_version(29);
               })),
-              HasSubstr("opset 23 is not supported"));
-  EXPECT_THAT(Error(Edited("mlp.onnx", [](onnx::ModelProto* m) { m->set_ir_version(11); })),
-              HasSubstr("IR version 11 is not supported (3..10)"));
+              HasSubstr("opset 29 is not supported"));
+  EXPECT_THAT(Error(Edited("mlp.onnx", [](onnx::ModelProto* m) { m->set_ir_version(15); })),
+              HasSubstr("IR version 15 is not supported (3..14)"));
   EXPECT_THAT(Error(Edited("mlp.onnx", [](onnx::ModelProto* m) {
                 onnx::OperatorSetIdProto* ms = m->add_opset_import();
                 ms->set_domain("com.microsoft");

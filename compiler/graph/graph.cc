@@ -457,8 +457,8 @@ class Importer {
       RETURN_IF_ERROR(Need(n, 2, 2));
       const bool fmod = n.Int("fmod", 0) != 0;
       if (In(n, 0).dtype != In(n, 1).dtype) return absl::InvalidArgumentError("inputs of different types");
-      if (In(n, 0).dtype == DType::kFloat32 && !fmod) {
-        return absl::InvalidArgumentError("float Mod needs attribute fmod=1");
+      if (In(n, 0).dtype == DType::kFloat32 && !fmod && model_.opset < 28) {
+        return absl::InvalidArgumentError("float Mod needs attribute fmod=1 before opset 28");
       }
       ASSIGN_OR_RETURN(std::vector<int64_t> shape, Broadcast(In(n, 0).shape, In(n, 1).shape));
       Tensor out = Like(In(n, 0), shape);
@@ -468,7 +468,9 @@ class Importer {
         bool zero = false;
         FoldElementwise({&a, &b}, &out, [&](const std::vector<size_t>& at) {
           if (out.dtype == DType::kFloat32) {
-            out.f32.push_back(std::fmod(a.f32[at[0]], b.f32[at[1]]));
+            float r = std::fmod(a.f32[at[0]], b.f32[at[1]]);
+            if (!fmod && r != 0 && ((r < 0) != (b.f32[at[1]] < 0))) r += b.f32[at[1]];
+            out.f32.push_back(r);
             return;
           }
           const int64_t x = a.i64[at[0]], y = b.i64[at[1]];

@@ -418,7 +418,12 @@ absl::StatusOr<Expr> ElementwiseExpr(const Graph& g, const Node& n, const std::v
   if (op == "Sub") return ir::Sub(v[0], v[1]);
   if (op == "Mul") return ir::Mul(v[0], v[1]);
   if (op == "Div") return ir::Div(v[0], v[1]);
-  if (op == "Mod") return ir::Mod(v[0], v[1]);  // fmod (import checks the attribute)
+  if (op == "Mod") {  // fmod = 1: C's fmod; 0 (floats from opset 28): the divisor's sign, as Python's %
+    Expr r = ir::Mod(v[0], v[1]);
+    if (n.Int("fmod", 0) != 0) return r;
+    Expr other_sign = ir::Select(ir::LT(r, FloatImm(0.0)), ir::LT(FloatImm(0.0), v[1]), ir::LT(v[1], FloatImm(0.0)));
+    return ir::Select(ir::EQ(r, FloatImm(0.0)), r, ir::Select(other_sign, ir::Add(r, v[1]), r));
+  }
   if (op == "Pow") {
     if (v.size() == 2) {
       if (T(g, n.inputs[1]).dtype != DType::kFloat32) return Unsupported(n, "an int64 exponent tensor");
