@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "bench/bench.h"
 #include "cli/best_schedule.h"
 #include "cli/flags.h"
@@ -38,7 +39,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: tuneforge bench model M.onnx [--threads 1,2] [--runs N] [--rounds R]\n"
     "                             [--db F] [--python PY] [--json] [--profile] [--profile-steps]\n"
-    "                             [--weight-prefetch BYTES]\n"
+    "                             [--weight-prefetch BYTES] [--dim NAME=N,...] [--shape INPUT=D0,D1,...]\n"
     "  Latency of one inference (median and minimum of --runs, default 30, after a\n"
     "  warm-up) with the same threads, in --rounds (default 3) alternating blocks, of:\n"
     "  tuneforge's executor untuned (default schedules) and tuned (--db: each task's\n"
@@ -51,7 +52,9 @@ constexpr const char* kUsage =
     "  --profile-steps: also print every step's time in the order the model runs them.\n"
     "  --weight-prefetch BYTES: convolutions with at least this many bytes of weights\n"
     "      prefetch their next weight block as they compute (default 1048576; 0: none).\n"
-    "      The library is deployed with the default.\n";
+    "      The library is deployed with the default.\n"
+    "  --dim, --shape (repeatable): sizes of the model's symbolic input dimensions, as\n"
+    "      for `model run`; onnxruntime gets inputs of the same bound shapes.\n";
 
 using Clock = std::chrono::steady_clock;
 
@@ -62,14 +65,21 @@ struct Timing {
 };
 
 // `runs` inferences of onnxruntime in a child Python process.
+// `shapes`: each graph input's shape as the executor runs it (symbolic dimensions
+// bound), so onnxruntime's inputs match.
 absl::StatusOr<std::vector<double>> TimeOnnxRuntime(const std::string& python, const std::string& model,
-                                                    int threads, int runs, std::string* version) {
+                                                    const std::vector<std::string>& shapes, int threads, int runs,
+                                                    std::string* version) {
   ASSIGN_OR_RETURN(TempDir dir, TempDir::Create("tuneforge-bench-model"));
   const std::string log = dir.File("ort.log");
   const std::string script = std::string(TF_SOURCE_DIR) + "/bench/ort_time.py";
-  RETURN_IF_ERROR(RunChecked({python, script, model, "--threads", std::to_string(threads), "--runs",
-                              std::to_string(runs)},
-                             log));
+  std::vector<std::string> args = {python, script, model, "--threads", std::to_string(threads), "--runs",
+                                   std::to_string(runs)};
+  for (const std::string& shape : shapes) {
+    args.push_back("--shape");
+    args.push_back(shape);
+  }
+  RETURN_IF_ERROR(RunChecked(args, log));
   ASSIGN_OR_RETURN(std::string out, ReadFile(log));
   // The last line that is a JSON object (onnxruntime may log to stderr before it).
   std::istringstream lines(out);
@@ -156,8 +166,9 @@ absl::StatusOr<std::vector<double>> TimeLibrary(const std::string& example, cons
 }  // namespace
 
 absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args) {
-  ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"threads", "runs", "rounds", "db", "python", "weight-prefetch"},
-                                             {"json", "help", "profile", "profile-steps"}));
+  ASSIGN_OR_RETURN(Flags flags,
+                   Flags::Parse(args, {"threads", "runs", "rounds", "db", "python", "weight-prefetch", "dim", "shape"},
+                                {"json", "help", "profile", "profile-steps"}, {"dim", "shape"}));
   if (flags.Has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -181,9 +192,18 @@ absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args) {
   const bool json = flags.Has("json");
 
   const Clock::time_point import_start = Clock::now();
+  frontend::DimBindings dims;
+  for (const std::string& v : flags.GetAll("dim")) RETURN_IF_ERROR(frontend::ParseDimBinding(v, &dims));
+  for (const std::string& v : flags.GetAll("shape")) RETURN_IF_ERROR(frontend::ParseShapeBinding(v, &dims));
   ASSIGN_OR_RETURN(frontend::OnnxModel model, frontend::ReadOnnxModel(path));
+  RETURN_IF_ERROR(frontend::BindDimensions(&model, dims));
   RETURN_IF_ERROR(frontend::CheckSupported(model));
   ASSIGN_OR_RETURN(graph::Graph g, graph::ImportOnnx(model));
+  std::vector<std::string> input_shapes;  // NAME=D0,D1,... for onnxruntime
+  for (int id : g.inputs) {
+    const graph::Tensor& t = g.tensors[static_cast<size_t>(id)];
+    input_shapes.push_back(t.name + "=" + absl::StrJoin(t.shape, ","));
+  }
   const double import_seconds = std::chrono::duration<double>(Clock::now() - import_start).count();
 
   std::unique_ptr<Database> db;
@@ -248,7 +268,7 @@ absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args) {
     for (int64_t r = 0; r < rounds; ++r) {
       RETURN_IF_ERROR(time_executor(untuned.get(), per_round, &t_untuned));
       if (tuned) RETURN_IF_ERROR(time_executor(tuned.get(), per_round, &t_tuned));
-      ASSIGN_OR_RETURN(std::vector<double> s, TimeOnnxRuntime(python, path, threads, per_round, &version));
+      ASSIGN_OR_RETURN(std::vector<double> s, TimeOnnxRuntime(python, path, input_shapes, threads, per_round, &version));
       ort.samples_ms.insert(ort.samples_ms.end(), s.begin(), s.end());
       ASSIGN_OR_RETURN(std::vector<double> l, TimeLibrary(example, lib, per_round));
       library.samples_ms.insert(library.samples_ms.end(), l.begin(), l.end());

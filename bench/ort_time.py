@@ -4,7 +4,10 @@ CPU provider with the given intra-op thread count (its strongest configuration o
 CPU: graph optimizations at their highest level, the default), warms up, times
 `--runs` inferences one after another, and prints {"samples_ms": [...]} as JSON.
 
-  ort_time.py MODEL.onnx --threads N --runs R [--warmup W] [--seed S]
+  ort_time.py MODEL.onnx --threads N --runs R [--warmup W] [--seed S] [--shape NAME=D0,D1,...]...
+
+--shape gives an input's shape where the model's has symbolic dimensions (the
+shapes tuneforge bound with --dim/--shape); inputs not named use the model's.
 """
 import argparse
 import json
@@ -23,7 +26,12 @@ def main():
     p.add_argument("--runs", type=int, required=True)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--shape", action="append", default=[])
     a = p.parse_args()
+    shapes = {}
+    for item in a.shape:
+        name, _, dims = item.partition("=")
+        shapes[name] = [int(d) for d in dims.split(",")]
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = a.threads
@@ -33,7 +41,10 @@ def main():
     rng = np.random.default_rng(a.seed)
     feeds = {}
     for i in session.get_inputs():
-        feeds[i.name] = rng.uniform(-1, 1, i.shape).astype(np.float32)
+        shape = shapes.get(i.name, i.shape)
+        if not all(isinstance(d, int) for d in shape):
+            p.error(f"input {i.name} has symbolic dimensions {i.shape}: give --shape {i.name}=...")
+        feeds[i.name] = rng.uniform(-1, 1, shape).astype(np.float32)
     for _ in range(a.warmup):
         session.run(None, feeds)
     samples = []
