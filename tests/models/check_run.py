@@ -4,7 +4,10 @@ seeded inputs, and checks that every output matches within rtol 1e-3 / atol 1e-4
 (issue 17's bound). Exit status 0 when all match, 1 otherwise.
 
   check_run.py TUNEFORGE MODEL.onnx WORKDIR [--threads N] [--seed S] [--db F]
-               [--deploy EXAMPLE.c]
+               [--deploy EXAMPLE.c] [--dim NAME=N,...]
+
+--dim binds symbolic input dimensions (batch_size, sequence, ...) for both sides:
+tuneforge gets the flag, onnxruntime inputs of the bound shapes.
 
 With --deploy, the model is also deployed as a library (`tuneforge deploy --model`),
 the C example is compiled against it and run on the same inputs: its outputs must
@@ -33,7 +36,13 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--db", default="")
     p.add_argument("--deploy", default="")
+    p.add_argument("--dim", action="append", default=[])
     a = p.parse_args()
+    dims = {}
+    for item in a.dim:
+        for binding in item.split(","):
+            name, _, size = binding.partition("=")
+            dims[name] = int(size)
 
     os.makedirs(a.workdir, exist_ok=True)
     model = onnx.load(a.model, load_external_data=False)
@@ -44,7 +53,7 @@ def main():
     for v in model.graph.input:
         if v.name in weights:
             continue
-        shape = [d.dim_value for d in v.type.tensor_type.shape.dim]
+        shape = [dims[d.dim_param] if d.dim_param else d.dim_value for d in v.type.tensor_type.shape.dim]
         x = rng.uniform(-1, 1, shape).astype(np.float32)
         path = os.path.join(a.workdir, v.name.replace("/", "_") + ".in.npy")
         np.save(path, x)
@@ -52,6 +61,8 @@ def main():
         args += ["--input", f"{v.name}={path}"]
     if a.threads:
         args += ["--threads", str(a.threads)]
+    for item in a.dim:
+        args += ["--dim", item]
     if a.db:
         args += ["--db", a.db]
 
