@@ -209,6 +209,52 @@ TEST(TaskExtractionTest, ConvolutionsNoTemplateTakesAreLeftOversWithTheReason) {
   EXPECT_EQ(t->leftovers[0].reason, "Conv with asymmetric padding: no template");
 }
 
+TEST(TaskExtractionTest, GroupedConvolutionsSplitIntoOneConvTaskPerGroup) {
+  // resblock's conv1 made grouped (group 2: weight [8, 4, 3, 3]): Split, two
+  // convolutions of 4 channels (one conv2d task of weight 2, each with its bias
+  // slice) and a Concat into the original output; the depthwise conv stays whole.
+  onnx::ModelProto proto;
+  std::ifstream in(kModels + "/resblock.onnx", std::ios::binary);
+  ASSERT_TRUE(proto.ParseFromIstream(&in));
+  for (onnx::NodeProto& n : *proto.mutable_graph()->mutable_node()) {
+    if (n.name() != "conv1") continue;
+    onnx::AttributeProto* group = n.add_attribute();
+    group->set_name("group");
+    group->set_type(onnx::AttributeProto::INT);
+    group->set_i(2);
+  }
+  for (onnx::TensorProto& t : *proto.mutable_graph()->mutable_initializer()) {
+    if (t.name() != "w1") continue;
+    t.set_dims(1, 4);
+    std::string raw = t.raw_data();
+    raw.resize(raw.size() / 2);
+    t.set_raw_data(raw);
+    t.clear_float_data();
+  }
+  const std::string path = (std::filesystem::temp_directory_path() / "tf_grouped_conv.onnx").string();
+  std::ofstream(path, std::ios::binary) << proto.SerializeAsString();
+  absl::StatusOr<Graph> g = Import(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(Ops(*g), (std::vector<std::string>{"Split", "Conv", "Conv", "Concat", "Relu", "Conv", "Add", "Relu",
+                                               "Conv", "Clip"}));
+  const Node& second = g->nodes[2];
+  EXPECT_EQ(second.Int("group", 0), 1);
+  EXPECT_EQ(g->tensors[static_cast<size_t>(second.inputs[1])].shape, (std::vector<int64_t>{4, 4, 3, 3}));
+  EXPECT_EQ(g->tensors[static_cast<size_t>(second.inputs[2])].shape, (std::vector<int64_t>{4}));
+  absl::StatusOr<TaskTable> t = ExtractTasks(*g);
+  ASSERT_TRUE(t.ok()) << t.status();
+  bool found = false;
+  for (const ExtractedTask& task : t->tasks) {
+    if (task.task == "conv2d N=1 C=4 H=8 W=8 K=4 R=3 S=3 stride=1 pad=1 dtype=float32") {
+      found = true;
+      EXPECT_EQ(task.weight, 2);
+    }
+  }
+  EXPECT_TRUE(found);
+  for (const Leftover& l : t->leftovers) EXPECT_THAT(l.reason, ::testing::Not(HasSubstr("grouped")));
+}
+
 TEST(TaskExtractionTest, ResNet18HasElevenDistinctConvTasksWithTheirWeights) {
   absl::StatusOr<TaskTable> t = Tasks("resnet18.onnx");
   ASSERT_TRUE(t.ok()) << t.status();
