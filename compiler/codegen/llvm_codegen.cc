@@ -710,7 +710,7 @@ llvm::Value* ModuleEmitter::EmitExpr(const ir::Expr& e) {
 // Math functions. exp, erf and tanh are inline polynomial code that works on whole
 // vectors (the C library's versions are scalar calls per lane): exp as Cephes' expf
 // (range reduction by ln 2, a degree-6 polynomial, the power of two built in the
-// exponent bits; relative error about 2e-7), erf by Abramowitz & Stegun 7.1.26
+// exponent bits; relative error about 2e-7; 0 below FLT_MIN), erf by Abramowitz & Stegun 7.1.26
 // (absolute error below 1.5e-7), tanh(x) = 1 - 2 / (exp(2x) + 1) (absolute error
 // about 1e-7). The others are LLVM intrinsics: sqrt, abs, floor, ceil and round
 // (halves to even) are vector instructions; the backend expands log, the trigonometric
@@ -754,6 +754,10 @@ llvm::Value* ModuleEmitter::EmitExp(llvm::Value* x) {
     return b_.CreateSelect(b_.CreateFCmpOGT(v, c(hi)), c(hi), v);
   };
   llvm::Value* overflows = b_.CreateFCmpOGT(x, c(88.72283935546875));  // exp(x) > FLT_MAX
+  // Below FLT_MIN the result is 0, not a subnormal (flush to zero): a masked
+  // attention score (x = -3.4e38) must give an exact 0 probability, and subnormal
+  // operands slow every later multiply by ~100x on x86.
+  llvm::Value* underflows = b_.CreateFCmpOLT(x, c(-87.3365447505531));
   x = clamp(x, -87.3365447505531, 88.3762626647949);
   llvm::Value* fx = b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor,
                                             b_.CreateFAdd(b_.CreateFMul(x, c(1.44269504088896341)), c(0.5)));
@@ -768,8 +772,9 @@ llvm::Value* ModuleEmitter::EmitExp(llvm::Value* x) {
   llvm::Type* ity = ty->getWithNewType(i32_);
   llvm::Value* n = b_.CreateFPToSI(fx, ity);
   n = b_.CreateShl(b_.CreateAdd(n, llvm::ConstantInt::get(ity, 127)), llvm::ConstantInt::get(ity, 23));
-  return b_.CreateSelect(overflows, c(std::numeric_limits<double>::infinity()),
-                         b_.CreateFMul(p, b_.CreateBitCast(n, ty)));
+  llvm::Value* result = b_.CreateSelect(overflows, c(std::numeric_limits<double>::infinity()),
+                                        b_.CreateFMul(p, b_.CreateBitCast(n, ty)));
+  return b_.CreateSelect(underflows, c(0.0), result);
 }
 
 llvm::Value* ModuleEmitter::EmitErf(llvm::Value* x) {
