@@ -678,6 +678,75 @@ class Importer {
       return Reshaped(x, s);
     }
     if (op == "Resize" || op == "Upsample") return InferResize(n);
+    if (op == "Range") {  // folded: its bounds must be constants (the output's length is their function)
+      RETURN_IF_ERROR(Need(n, 3, 3));
+      for (size_t i = 0; i < 3; ++i) {
+        if (!In(n, i).constant || In(n, i).NumElements() != 1 || In(n, i).dtype != In(n, 0).dtype ||
+            In(n, i).dtype == DType::kBool) {
+          return absl::InvalidArgumentError("start, limit and delta must be constant scalars of one type "
+                                            "(the output's length depends on them)");
+        }
+      }
+      Tensor out = Like(In(n, 0), {});
+      out.constant = true;
+      const bool ints = In(n, 0).dtype == DType::kInt64;
+      auto value = [&](size_t i) {
+        return ints ? static_cast<double>(In(n, i).i64[0]) : static_cast<double>(In(n, i).f32[0]);
+      };
+      const double start = value(0), limit = value(1), delta = value(2);
+      if (delta == 0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta)) {
+        return absl::InvalidArgumentError("delta must be nonzero and the bounds finite");
+      }
+      const double count = std::max(0.0, std::ceil((limit - start) / delta));
+      if (count > (1 << 24)) return absl::InvalidArgumentError("the range is too long to fold");
+      out.shape = {static_cast<int64_t>(count)};
+      for (int64_t i = 0; i < out.shape[0]; ++i) {
+        if (ints) {
+          out.i64.push_back(In(n, 0).i64[0] + i * In(n, 2).i64[0]);
+        } else {
+          out.f32.push_back(static_cast<float>(start + static_cast<double>(i) * delta));
+        }
+      }
+      return std::vector<Tensor>{std::move(out)};
+    }
+    if (op == "OneHot") {
+      RETURN_IF_ERROR(Need(n, 3, 3));
+      const Tensor& depth = In(n, 1);
+      if (!depth.constant || depth.NumElements() != 1 || depth.dtype == DType::kBool) {
+        return absl::InvalidArgumentError("depth must be a constant scalar (the output's shape depends on it)");
+      }
+      const double d = depth.dtype == DType::kInt64 ? static_cast<double>(depth.i64[0]) : depth.f32[0];
+      if (!(d >= 1 && d <= (1 << 24)) || d != std::floor(d)) {
+        return absl::InvalidArgumentError(absl::StrCat("depth ", d, " is not a whole number in 1..2^24"));
+      }
+      if (In(n, 0).dtype != DType::kFloat32 || In(n, 2).dtype != DType::kFloat32 || In(n, 2).NumElements() != 2) {
+        return absl::InvalidArgumentError("indices must be float32 and values two float32 [off, on]");
+      }
+      const int64_t rank = static_cast<int64_t>(In(n, 0).shape.size());
+      const int64_t axis = NormalizeAxis(n.Int("axis", -1), rank + 1);
+      if (axis < 0 || axis > rank) return absl::InvalidArgumentError("attribute axis out of range");
+      std::vector<int64_t> shape = In(n, 0).shape;
+      shape.insert(shape.begin() + axis, static_cast<int64_t>(d));
+      n.attrs["axis"].ints = {axis};
+      n.attrs["tf_depth"].ints = {static_cast<int64_t>(d)};
+      return std::vector<Tensor>{Like(In(n, 2), shape)};
+    }
+    if (op == "MeanVarianceNormalization") {
+      RETURN_IF_ERROR(Need(n, 1, 1));
+      RETURN_IF_ERROR(NeedFloat(n));
+      const int64_t rank = static_cast<int64_t>(In(n, 0).shape.size());
+      std::vector<int64_t> axes = n.Ints("axes", {0, 2, 3});
+      for (int64_t& a : axes) {
+        a = NormalizeAxis(a, rank);
+        if (a < 0 || a >= rank) return absl::InvalidArgumentError("attribute axes out of range");
+      }
+      std::sort(axes.begin(), axes.end());
+      if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) {
+        return absl::InvalidArgumentError("attribute axes repeats an axis");
+      }
+      n.attrs["axes"].ints = axes;
+      return std::vector<Tensor>{Like(In(n, 0), In(n, 0).shape)};
+    }
     if (op == "GridSample") {  // X [N, C, spatial...], grid [N, out spatial..., spatial rank]
       RETURN_IF_ERROR(Need(n, 2, 2));
       RETURN_IF_ERROR(NeedFloat(n));

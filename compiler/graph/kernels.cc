@@ -1102,6 +1102,75 @@ absl::StatusOr<NodeKernel> GridSample(const Graph& g, const Node& n) {
   return b.Finish(ir::For(row, IntImm(in[0] * C), in[0] * C, ForKind::kParallel, st));
 }
 
+// OneHot: out[..., j, ...] = on where the index (plus depth when negative) is the
+// whole number j, else off. A non-integer, NaN or out-of-range index selects no j
+// (the ONNX text: all off).
+absl::StatusOr<NodeKernel> OneHot(const Graph& g, const Node& n) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& out = b.Shape(n.outputs[0]);
+  const int64_t axis = n.Int("axis", 0), depth = n.Int("tf_depth", 1);
+  const int64_t outer = Product(out, 0, static_cast<size_t>(axis)), inner = Product(out, static_cast<size_t>(axis) + 1);
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string values = b.Param(n.inputs[2]);
+  const std::string y = b.Param(n.outputs[0], true);
+  const std::string o = b.names("o"), j = b.names("j"), i = b.names("i");
+  Expr v = ir::Load(x, ir::DType::kFloat32, ir::Add(ir::Mul(Var(o), IntImm(inner)), Var(i)));
+  v = ir::Select(ir::LT(v, FloatImm(0.0)), ir::Add(v, FloatImm(static_cast<double>(depth))), v);
+  v = ir::Select(ir::EQ(v, ir::Call("floor", v)), v, FloatImm(-1.0));  // NaN and non-integers: no match
+  Expr index = ir::ToInt(ir::Min(ir::Max(v, FloatImm(-1.0)), FloatImm(static_cast<double>(depth))));
+  Expr value = ir::Select(ir::EQ(index, Var(j)), ir::Load(values, ir::DType::kFloat32, IntImm(1)),
+                          ir::Load(values, ir::DType::kFloat32, IntImm(0)));
+  Stmt store = ir::Store(y, ir::Add(ir::Mul(ir::Add(ir::Mul(Var(o), IntImm(depth)), Var(j)), IntImm(inner)), Var(i)),
+                         value);
+  Stmt body = ir::For(j, IntImm(depth), depth, ForKind::kSerial, ir::For(i, IntImm(inner), inner, ForKind::kSerial, store));
+  return b.Finish(ir::For(o, IntImm(outer), outer, ForKind::kParallel, body));
+}
+
+// MeanVarianceNormalization: (x - mean) / (sqrt(E[x^2] - mean^2) + 1e-9) over `axes`
+// (the ONNX function's formula), for every combination of the other axes.
+absl::StatusOr<NodeKernel> MeanVarianceNormalization(const Graph& g, const Node& n) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
+  const std::vector<int64_t> axes = n.Ints("axes");
+  const std::vector<int64_t> strides = RowMajorStrides(shape);
+  std::vector<size_t> kept, reduced;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    (std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end() ? reduced : kept).push_back(d);
+  }
+  // The flat offset of element `flat` of the index space over `dims`.
+  auto offset = [&](const std::vector<size_t>& dims, Expr flat) {
+    Expr e = IntImm(0);
+    int64_t below = 1;
+    for (size_t k = dims.size(); k-- > 0;) {
+      const int64_t extent = shape[dims[k]];
+      e = ir::Add(e, ir::Mul(ir::Mod(ir::Div(flat, IntImm(below)), IntImm(extent)), IntImm(strides[dims[k]])));
+      below *= extent;
+    }
+    return e;
+  };
+  int64_t rows = 1, count = 1;
+  for (size_t d : kept) rows *= shape[d];
+  for (size_t d : reduced) count *= shape[d];
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string y = b.Param(n.outputs[0], true);
+  const std::string p = b.names("p"), q = b.names("q"), q2 = b.names("q"), sum = b.names("sum"), sq = b.names("sq");
+  Expr at = ir::Add(offset(kept, Var(p)), offset(reduced, Var(q)));
+  Expr xv = ir::Load(x, ir::DType::kFloat32, at);
+  Stmt accumulate = ir::Block({ir::Store(sum, IntImm(0), ir::Add(Scalar(sum), xv)),
+                               ir::Store(sq, IntImm(0), ir::Add(Scalar(sq), ir::Mul(xv, xv)))});
+  const double inv = 1.0 / static_cast<double>(count);
+  Expr mean = ir::Mul(Scalar(sum), FloatImm(inv));
+  Expr std_dev = ir::Call("sqrt", ir::Sub(ir::Mul(Scalar(sq), FloatImm(inv)), ir::Mul(mean, mean)));
+  Expr at2 = ir::Add(offset(kept, Var(p)), offset(reduced, Var(q2)));
+  Stmt write = ir::Store(y, at2, ir::Div(ir::Sub(ir::Load(x, ir::DType::kFloat32, at2), mean),
+                                         ir::Add(std_dev, FloatImm(1e-9))));
+  Stmt body = ir::Block({ir::Store(sum, IntImm(0), FloatImm(0.0)), ir::Store(sq, IntImm(0), FloatImm(0.0)),
+                         ir::For(q, IntImm(count), count, ForKind::kSerial, accumulate),
+                         ir::For(q2, IntImm(count), count, ForKind::kSerial, write)});
+  body = ir::Allocate(sum, ir::DType::kFloat32, 1, ir::Allocate(sq, ir::DType::kFloat32, 1, body));
+  return b.Finish(ir::For(p, IntImm(rows), rows, ForKind::kParallel, body));
+}
+
 // The taps of one axis of a Resize: output element o reads input elements
 // idx[o * taps + t] with weights w[o * taps + t]. Computed in double as the ONNX
 // reference does: the transformed coordinate x, its n neighbours starting at
@@ -1566,6 +1635,8 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lane
   if (op == "Conv") return DirectConv(g, n);
   if (op == "ConvTranspose") return ConvTranspose(g, n);
   if (op == "GridSample") return GridSample(g, n);
+  if (op == "OneHot") return OneHot(g, n);
+  if (op == "MeanVarianceNormalization") return MeanVarianceNormalization(g, n);
   if (op == "Resize" || op == "Upsample") return Resize(g, n, lanes);
   if (op == "MatMul" || op == "Gemm") return GenericMatMul(g, n, lanes);
   if (op == "BatchNormalization") return BatchNorm(g, n, lanes);

@@ -266,7 +266,8 @@ class Extractor {
       return "pooling";
     }
     if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax" || op == "LayerNormalization" ||
-        op == "InstanceNormalization" || op == "GroupNormalization" || op == "LRN" || IsReduceOp(op)) {
+        op == "InstanceNormalization" || op == "GroupNormalization" || op == "MeanVarianceNormalization" ||
+        op == "LRN" || IsReduceOp(op)) {
       return "normalization/reduction";
     }
     if (op == "Reshape" || op == "Flatten" || op == "Transpose" || op == "Squeeze" ||

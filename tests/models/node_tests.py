@@ -12,7 +12,8 @@ expected outputs) through `tuneforge model run` and sorts each into
 
 Only the tests whose inputs and outputs are all float32 tensors count (the float32
 set); the rest are skipped and counted. tuneforge compiles for static shapes, so an
-input that decides an output's shape (Resize's and Upsample's scales and sizes) must
+input that decides an output's shape (Resize's and Upsample's scales and sizes,
+OneHot's depth, Range's bounds) must
 be a constant, as exporters write it: a test that feeds one as a graph input gets it
 bound to the test's value as an initializer first (SHAPE_INPUTS; the summary counts
 these tests). Prints one line per wrong or crashed test, the
@@ -43,8 +44,10 @@ TIMEOUT_SECONDS = 120
 
 # (operator, input index) -> the inputs whose values decide output shapes, bound as
 # constants. Resize-10 and Upsample-9 take scales as input 1; Resize-11+ takes
-# roi, scales, sizes as inputs 1-3 (roi only matters to tf_crop_and_resize).
-SHAPE_INPUTS = {("Upsample", 1), ("Resize", 2), ("Resize", 3)}
+# roi, scales, sizes as inputs 1-3 (roi only matters to tf_crop_and_resize);
+# OneHot's depth; Range's start, limit and delta.
+SHAPE_INPUTS = {("Upsample", 1), ("Resize", 2), ("Resize", 3), ("OneHot", 1), ("Range", 0), ("Range", 1),
+                ("Range", 2)}
 
 
 def shape_input_names(model):

@@ -6,7 +6,8 @@ The node tests hold one or two small cases per attribute; these cover the
 combinations models meet (grouped, strided, dilated ConvTranspose with
 output_padding; GridSample with grids reaching far outside the input, where
 reflection folds more than once; Resize down and up by non-integer factors with
-sizes; comparisons feeding Where with infinities in the branch not taken).
+sizes; comparisons feeding Where with infinities in the branch not taken; OneHot
+with negative and out-of-range indices; MeanVarianceNormalization over other axes).
 
 A case the ONNX reference and onnxruntime disagree on must be refused by tuneforge
 (listed in EXPECT_REFUSED); a refusal anywhere else, or any mismatch, fails.
@@ -70,6 +71,16 @@ def cases():
         sizes_init = ("sizes", np.array(sizes, dtype=np.int64))
         yield (f"resize_{mode}_{transform}_{sizes[2]}x{sizes[3]}", model(node, [("x", x)], [sizes_init], 13),
                {"x": x})
+    indices = np.array([[0, 3, -1, 9], [-10, 10, 12, -11], [2, -3, 5, 1]], dtype=f32)  # in and out of range
+    depth = ("depth", np.array(10, dtype=f32))  # onnxruntime has float indices only with a float depth
+    values = ("values", np.array([-0.5, 2.0], dtype=f32))
+    for axis in (0, 1, -1):
+        node = helper.make_node("OneHot", ["indices", "depth", "values"], ["y"], axis=axis)
+        yield f"onehot_axis{axis}", model(node, [("indices", indices)], [depth, values], 11), {"indices": indices}
+    for axes in ([0, 2, 3], [1], [2, 3]):
+        x = rng.standard_normal((2, 3, 4, 5)).astype(f32)
+        node = helper.make_node("MeanVarianceNormalization", ["x"], ["y"], axes=axes)
+        yield f"mvn_{''.join(map(str, axes))}", model(node, [("x", x)], [], 13), {"x": x}
     a = rng.standard_normal((3, 8)).astype(f32)
     a[0, :3] = [np.inf, -np.inf, np.nan]
     b = rng.standard_normal((8,)).astype(f32)
