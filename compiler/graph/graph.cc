@@ -1640,9 +1640,48 @@ class Importer {
     }
     std::vector<Node> kept;
     for (size_t i = 0; i < graph_.nodes.size(); ++i) {
-      if (!removed[i]) kept.push_back(std::move(graph_.nodes[i]));
+      if (removed[i]) continue;
+      // A BatchNormalization that follows no convolution (DenseNet's BN-ReLU-Conv,
+      // a BN after a Concat) and has constant parameters becomes Mul and Add by a
+      // per-channel scale and shift: elementwise nodes, which fuse with the ReLU
+      // after them into one pass over memory instead of two.
+      if (graph_.nodes[i].op == "BatchNormalization" && graph_.nodes[i].outputs.size() == 1 &&
+          AffineBatchNorm(graph_.nodes[i], &kept)) {
+        continue;
+      }
+      kept.push_back(std::move(graph_.nodes[i]));
     }
     graph_.nodes = std::move(kept);
+  }
+
+  // Appends Mul(x, scale) and Add(., shift) computing BatchNormalization `bn` (scale
+  // and shift [1, C, 1, ...] from its constant parameters) to `out`; false when a
+  // parameter is computed at run time.
+  bool AffineBatchNorm(const Node& bn, std::vector<Node>* out) {
+    for (size_t k = 1; k < 5; ++k) {
+      if (!T(bn.inputs[k]).constant || T(bn.inputs[k]).dtype != DType::kFloat32) return false;
+    }
+    const Tensor& x = T(bn.inputs[0]);
+    if (x.shape.size() < 2) return false;
+    const int64_t channels = x.shape[1];
+    std::vector<int64_t> per_channel(x.shape.size(), 1);
+    per_channel[1] = channels;
+    Tensor scale = Like(x, per_channel), shift = Like(x, per_channel), scaled = Like(x, x.shape);
+    scale.name = bn.name + "/scale";
+    shift.name = bn.name + "/shift";
+    scaled.name = bn.name + "/scaled";
+    scale.constant = shift.constant = true;
+    const float eps = bn.Float("epsilon", 1e-5f);
+    for (int64_t c = 0; c < channels; ++c) {
+      const size_t cc = static_cast<size_t>(c);
+      const float sc = T(bn.inputs[1]).f32[cc] / std::sqrt(T(bn.inputs[4]).f32[cc] + eps);
+      scale.f32.push_back(sc);
+      shift.f32.push_back(T(bn.inputs[2]).f32[cc] - T(bn.inputs[3]).f32[cc] * sc);
+    }
+    const int scale_id = Add(std::move(scale)), shift_id = Add(std::move(shift)), scaled_id = Add(std::move(scaled));
+    out->push_back(Node{bn.name + "/mul", "Mul", {bn.inputs[0], scale_id}, {scaled_id}, {}});
+    out->push_back(Node{bn.name + "/add", "Add", {scaled_id, shift_id}, {bn.outputs[0]}, {}});
+    return true;
   }
 
   // A grouped convolution that is not depthwise (ShuffleNet's, ResNeXt's, AlexNet's
