@@ -246,7 +246,7 @@ TEST_F(CliTest, TunePrintsTheStrongestVendorNextToTheResult) {
 TEST_F(CliTest, TuneModelRefusesBeforeAnyWork) {
   const std::string models = TF_TEST_MODELS_DIR;
   ExpectError({"tune", "--model", models + "/unsupported.onnx", "--db", dir_ + "/u.db"},
-              "operator 'Hardmax' is not supported");
+              "operator 'RandomUniformLike' is not supported");
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/u.db"));  // no server was started
   ExpectError({"tune", "--model", dir_ + "/missing.onnx"}, "cannot read ONNX model");
   ExpectError({"tune", "--model", models + "/mlp.onnx", "--task", "matmul M=8 N=8 K=8"},

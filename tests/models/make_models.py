@@ -58,12 +58,13 @@ def mlp(rng):
 
 
 def unsupported(rng):
-    """The mlp with a Hardmax at the end: an operator tuneforge does not run, so
-    `model inspect` and `tune --model` must refuse it before doing any work."""
+    """The mlp with a RandomUniformLike at the end: an operator tuneforge does not run
+    (random numbers have no place in a compiled inference), so `model inspect` and
+    `tune --model` must refuse it before doing any work."""
     model = mlp(rng)
     graph = model.graph
     graph.node[-1].output[0] = "probs"
-    graph.node.append(helper.make_node("Hardmax", ["probs"], ["y"], name="hardmax", axis=-1))
+    graph.node.append(helper.make_node("RandomUniformLike", ["probs"], ["y"], name="noise"))
     onnx.checker.check_model(model)
     return model
 
