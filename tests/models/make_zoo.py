@@ -17,14 +17,17 @@ transformer decoder block as PyTorch exports it at opset 17 with dynamic axes.
                     (Reshape, Transpose, Reshape), stride-2 units joined by Concat
   gpt2_block.onnx   a GPT-2-style decoder block (hidden 768, 12 heads): symbolic
                     batch and sequence dims, shapes computed at run time (Shape,
-                    Gather, Concat), a causal mask from Trilu-free Where over a
-                    constant bool buffer, Gelu with tanh written out (Pow, Tanh)
+                    Gather, Concat), a causal mask from Where over a constant bool
+                    buffer, Gelu with tanh written out (Pow, Tanh)
+  bert_encoder.onnx BERT-base's 12-layer encoder over the embeddings, dynamic axes,
+                    Gelu with Erf (bert_encoder2.onnx: its first two layers)
 
   make_zoo.py OUT_DIR [--size S] [--models a,b,...]
 
 --size sets the CNNs' input height and width (default 224, the zoo's; the tests
 use a smaller one so the dense layers that follow the convolutions stay small).
-The CNNs take 1x3xSxS; gpt2_block takes input_ids-free embeddings [batch, seq, 768].
+The CNNs take 1x3xSxS; gpt2_block and bert_encoder take embeddings [batch,
+sequence, 768] (tuneforge runs float32 inputs only, not the int64 token lookup).
 """
 import argparse
 import os
@@ -277,70 +280,114 @@ def shufflenet(rng, size, groups=3):
     return finish(b, "shufflenet", [1, 3, size, size], [1, 1000], 9, 4)
 
 
+class Transformer(Builder):
+    """The pieces of a transformer layer as torch.onnx.export writes them at opset 17
+    with dynamic batch and sequence axes: the head split's shapes come from Shape/
+    Gather/Concat of the layer's input at run time (folded once the axes are bound)."""
+
+    def __init__(self, rng, hidden, heads):
+        super().__init__(rng)
+        self.hidden, self.heads, self.d = hidden, heads, hidden // heads
+
+    def i64(self, *v):
+        return self.const("c", np.array(v, dtype=np.int64))
+
+    def f32(self, v):
+        return self.const("f", np.array(v, dtype=np.float32))
+
+    def weight(self, *shape):
+        return (0.02 * self.rng.standard_normal(shape)).astype(np.float32)
+
+    def layer_norm(self, x):
+        g = (1 + 0.1 * self.rng.standard_normal(self.hidden)).astype(np.float32)
+        b = (0.1 * self.rng.standard_normal(self.hidden)).astype(np.float32)
+        return self.node("LayerNormalization", [x, self.const("ln_g", g), self.const("ln_b", b)], "ln", axis=-1,
+                         epsilon=1e-5)
+
+    def linear(self, x, cin, cout):  # x @ W + b
+        return self.node("Add", [self.node("MatMul", [x, self.const("w", self.weight(cin, cout))]),
+                                 self.const("b", self.weight(cout))])
+
+    def shapes(self, x):
+        """([batch, seq, heads, d], [batch, seq, hidden], seq as a 1-element tensor) of x."""
+        shape = self.node("Shape", [x])
+        scalar = lambda v: self.const("c", np.array(v, dtype=np.int64))
+        batch = self.node("Gather", [shape, scalar(0)], "gather", axis=0)  # 0-d: a scalar dimension
+        seq = self.node("Gather", [shape, scalar(1)], "gather", axis=0)
+        unsq = lambda t: self.node("Unsqueeze", [t, self.i64(0)], "unsqueeze")
+        heads_shape = self.node("Concat", [unsq(batch), unsq(seq), self.i64(self.heads), self.i64(self.d)], "concat",
+                                axis=0)
+        merged_shape = self.node("Concat", [unsq(batch), unsq(seq), self.i64(self.hidden)], "concat", axis=0)
+        return heads_shape, merged_shape, unsq(seq)
+
+    def attention(self, h, x_for_shapes, causal_ctx=0):
+        """Multi-head self-attention of h; with causal_ctx, GPT-2's mask: a slice of a
+        constant lower-triangular [ctx, ctx] bool buffer selecting the scores or the
+        dtype's minimum through Where."""
+        heads_shape, merged_shape, seq1 = self.shapes(x_for_shapes)
+        hidden = self.hidden
+        qkv = self.linear(h, hidden, 3 * hidden)
+        q, k, v = self.node("Split", [qkv, self.i64(hidden, hidden, hidden)], "split", outputs=3, axis=2)
+        split = lambda t, perm: self.node("Transpose", [self.node("Reshape", [t, heads_shape])], "transpose",
+                                          perm=perm)
+        q, k, v = split(q, [0, 2, 1, 3]), split(k, [0, 2, 3, 1]), split(v, [0, 2, 1, 3])
+        scores = self.node("Div", [self.node("MatMul", [q, k]), self.f32(np.sqrt(self.d))])
+        if causal_ctx:
+            tril = np.tril(np.ones((causal_ctx, causal_ctx), dtype=bool)).reshape(1, 1, causal_ctx, causal_ctx)
+            zero = self.i64(0)
+            mask = self.node("Slice", [self.const("bias", tril), self.node("Concat", [zero, zero], "concat", axis=0),
+                                       self.node("Concat", [seq1, seq1], "concat", axis=0), self.i64(2, 3)], "slice")
+            scores = self.node("Where", [mask, scores, self.f32(np.finfo(np.float32).min)], "where")
+        probs = self.node("Softmax", [scores], "softmax", axis=-1)
+        merged = self.node("Reshape", [self.node("Transpose", [self.node("MatMul", [probs, v])], "transpose",
+                                                 perm=[0, 2, 1, 3]), merged_shape])
+        return self.linear(merged, hidden, hidden)
+
+    def model(self, name, y):
+        graph = helper.make_graph(
+            self.nodes, name,
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "sequence", self.hidden])],
+            [helper.make_tensor_value_info(y, TensorProto.FLOAT, ["batch", "sequence", self.hidden])], self.inits)
+        model = helper.make_model(graph, producer_name="tuneforge-zoo", opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        onnx.checker.check_model(model)
+        return model
+
+
 def gpt2_block(rng, hidden=768, heads=12, ctx=1024):
-    """One GPT-2 decoder block as torch.onnx.export writes it at opset 17 with
-    dynamic batch and sequence axes: the head split's shapes come from Shape/Gather/
-    Concat of the input, the causal mask is a slice of a constant [ctx, ctx] bool
-    buffer selecting the scores or the dtype's minimum through Where."""
-    b = Builder(rng)
-    d = hidden // heads
-    i64 = lambda *v: b.const("c", np.array(v, dtype=np.int64))
-    f32 = lambda v: b.const("f", np.array(v, dtype=np.float32))
-    w = lambda *s: (0.02 * rng.standard_normal(s)).astype(np.float32)
+    """One GPT-2 decoder block (pre-LayerNorm, causal attention, the tanh Gelu
+    written out: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))))."""
+    b = Transformer(rng, hidden, heads)
+    h = b.node("Add", ["x", b.attention(b.layer_norm("x"), "x", causal_ctx=ctx)])
+    m = b.linear(b.layer_norm(h), hidden, 4 * hidden)
+    cube = b.node("Pow", [m, b.f32(3.0)])
+    inner = b.node("Mul", [b.node("Add", [m, b.node("Mul", [cube, b.f32(0.044715)])]), b.f32(np.sqrt(2 / np.pi))])
+    gelu = b.node("Mul", [b.node("Mul", [m, b.f32(0.5)]), b.node("Add", [b.node("Tanh", [inner]), b.f32(1.0)])])
+    y = b.node("Add", [h, b.linear(gelu, 4 * hidden, hidden)], "y")
+    return b.model("gpt2_block", y)
 
-    def layer_norm(x):
-        return b.node("LayerNormalization", [x, b.const("ln_g", (1 + 0.1 * rng.standard_normal(hidden)).astype(
-            np.float32)), b.const("ln_b", (0.1 * rng.standard_normal(hidden)).astype(np.float32))], "ln",
-            axis=-1, epsilon=1e-5)
 
-    def linear(x, cin, cout):  # Conv1D of GPT-2: x @ W + b
-        return b.node("Add", [b.node("MatMul", [x, b.const("w", w(cin, cout))]), b.const("b", w(cout))])
-
-    shape = b.node("Shape", ["x"])
-    scalar = lambda v: b.const("c", np.array(v, dtype=np.int64))
-    batch = b.node("Gather", [shape, scalar(0)], "gather", axis=0)  # 0-d: a scalar dimension
-    seq = b.node("Gather", [shape, scalar(1)], "gather", axis=0)
-    unsq = lambda t: b.node("Unsqueeze", [t, i64(0)], "unsqueeze")
-    heads_shape = b.node("Concat", [unsq(batch), unsq(seq), i64(heads), i64(d)], "concat", axis=0)
-    merged_shape = b.node("Concat", [unsq(batch), unsq(seq), i64(hidden)], "concat", axis=0)
-
-    h = layer_norm("x")
-    qkv = linear(h, hidden, 3 * hidden)
-    q, k, v = b.node("Split", [qkv, i64(hidden, hidden, hidden)], "split", outputs=3, axis=2)
-    split_heads = lambda t, perm: b.node("Transpose", [b.node("Reshape", [t, heads_shape])], "transpose", perm=perm)
-    q, k, v = split_heads(q, [0, 2, 1, 3]), split_heads(k, [0, 2, 3, 1]), split_heads(v, [0, 2, 1, 3])
-    scores = b.node("Div", [b.node("MatMul", [q, k]), f32(np.sqrt(d))])
-    # The causal mask: bias[:, :, :seq, :seq] of a constant lower-triangular buffer.
-    tril = np.tril(np.ones((ctx, ctx), dtype=bool)).reshape(1, 1, ctx, ctx)
-    zero, seq1 = i64(0), unsq(seq)
-    mask = b.node("Slice", [b.const("bias", tril), b.node("Concat", [zero, zero], "concat", axis=0),
-                            b.node("Concat", [seq1, seq1], "concat", axis=0), i64(2, 3)], "slice")
-    scores = b.node("Where", [mask, scores, f32(np.finfo(np.float32).min)], "where")
-    probs = b.node("Softmax", [scores], "softmax", axis=-1)
-    attn = b.node("Reshape", [b.node("Transpose", [b.node("MatMul", [probs, v])], "transpose", perm=[0, 2, 1, 3]),
-                              merged_shape])
-    h = b.node("Add", ["x", linear(attn, hidden, hidden)])
-    # MLP with GPT-2's tanh Gelu written out: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-    m = linear(layer_norm(h), hidden, 4 * hidden)
-    cube = b.node("Pow", [m, f32(3.0)])
-    inner = b.node("Mul", [b.node("Add", [m, b.node("Mul", [cube, f32(0.044715)])]), f32(np.sqrt(2 / np.pi))])
-    gelu = b.node("Mul", [b.node("Mul", [m, f32(0.5)]), b.node("Add", [b.node("Tanh", [inner]), f32(1.0)])])
-    b.node("Add", [h, linear(gelu, 4 * hidden, hidden)], "y")
-    graph = helper.make_graph(
-        b.nodes, "gpt2_block",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "sequence", hidden])],
-        [helper.make_tensor_value_info(b.nodes[-1].output[0], TensorProto.FLOAT, ["batch", "sequence", hidden])],
-        b.inits)
-    model = helper.make_model(graph, producer_name="tuneforge-zoo", opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
+def bert_encoder(rng, layers=12, hidden=768, heads=12, ffn=3072):
+    """BERT-base's encoder (12 post-LayerNorm layers, Gelu with Erf written out as
+    torch exports nn.GELU at opset 17) over the embeddings [batch, sequence, 768]:
+    the part of a Hugging Face BERT export that follows the int64 token lookup."""
+    b = Transformer(rng, hidden, heads)
+    h = "x"
+    for _ in range(layers):
+        h = b.layer_norm(b.node("Add", [h, b.attention(h, "x")]))
+        m = b.linear(h, hidden, ffn)
+        erf = b.node("Erf", [b.node("Div", [m, b.f32(np.sqrt(2.0))])])
+        gelu = b.node("Mul", [b.node("Mul", [m, b.node("Add", [erf, b.f32(1.0)])]), b.f32(0.5)])
+        h = b.layer_norm(b.node("Add", [h, b.linear(gelu, ffn, hidden)]))
+    return b.model("bert_encoder" if layers == 12 else f"bert_encoder{layers}", h)
 
 
 MODELS = {
     "resnet50v1": resnet50v1, "squeezenet": squeezenet, "vgg16": vgg16, "alexnet": alexnet,
     "zfnet": lambda rng, size: alexnet(rng, size, zf=True), "googlenet": googlenet, "densenet121": densenet121,
     "shufflenet": shufflenet, "gpt2_block": lambda rng, size: gpt2_block(rng),
+    "bert_encoder": lambda rng, size: bert_encoder(rng),
+    "bert_encoder2": lambda rng, size: bert_encoder(rng, layers=2),  # the tests' two-layer cut
 }
 
 
