@@ -42,6 +42,11 @@ int64_t Node::Int(const std::string& key, int64_t fallback) const {
   return it == attrs.end() || it->second.ints.empty() ? fallback : it->second.ints[0];
 }
 
+std::string Node::Text(const std::string& key, const std::string& fallback) const {
+  auto it = attrs.find(key);
+  return it == attrs.end() ? fallback : it->second.text;
+}
+
 float Node::Float(const std::string& key, float fallback) const {
   auto it = attrs.find(key);
   return it == attrs.end() || it->second.floats.empty() ? fallback : it->second.floats[0];
@@ -758,17 +763,13 @@ class Importer {
                                                        " do not fit (grid is N x output spatial x ",
                                                        x.size() - 2, ")"));
       }
-      auto text = [&](const char* key, const char* fallback) {
-        auto it = n.attrs.find(key);
-        return it == n.attrs.end() ? std::string(fallback) : it->second.text;
-      };
-      std::string mode = text("mode", model_.opset >= 20 ? "linear" : "bilinear");
+      std::string mode = n.Text("mode", model_.opset >= 20 ? "linear" : "bilinear");
       if (mode == "bilinear") mode = "linear";  // opset 16's names
       if (mode == "bicubic") mode = "cubic";
       if (mode != "nearest" && mode != "linear" && mode != "cubic") {
         return absl::InvalidArgumentError(absl::StrCat("attribute mode '", mode, "' is unknown"));
       }
-      const std::string padding = text("padding_mode", "zeros");
+      const std::string padding = n.Text("padding_mode", "zeros");
       if (padding != "zeros" && padding != "border" && padding != "reflection") {
         return absl::InvalidArgumentError(absl::StrCat("attribute padding_mode '", padding, "' is unknown"));
       }
@@ -790,8 +791,7 @@ class Importer {
       const int64_t b = n.Int("blocksize", 0);
       if (x.size() != 4) return absl::InvalidArgumentError("input must be 4-D (N, C, H, W)");
       if (b < 1) return absl::InvalidArgumentError("attribute blocksize must be >= 1");
-      auto it = n.attrs.find("mode");
-      const std::string mode = it == n.attrs.end() ? "DCR" : it->second.text;
+      const std::string mode = n.Text("mode", "DCR");
       if (mode != "DCR" && mode != "CRD") {
         return absl::InvalidArgumentError(absl::StrCat("attribute mode '", mode, "' is not DCR or CRD"));
       }
@@ -1019,8 +1019,7 @@ class Importer {
         return absl::InvalidArgumentError("strides and dilations must be >= 1 and pads >= 0");
       }
     }
-    auto it = n.attrs.find("auto_pad");
-    const std::string auto_pad = it == n.attrs.end() ? "NOTSET" : it->second.text;
+    const std::string auto_pad = n.Text("auto_pad", "NOTSET");
     if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
         auto_pad != "SAME_LOWER") {
       return absl::InvalidArgumentError(absl::StrCat("attribute auto_pad '", auto_pad, "' is unknown"));
@@ -1121,8 +1120,7 @@ class Importer {
         return absl::InvalidArgumentError("output_padding must be smaller than the stride or the dilation");
       }
     }
-    auto it = n.attrs.find("auto_pad");
-    const std::string auto_pad = it == n.attrs.end() ? "NOTSET" : it->second.text;
+    const std::string auto_pad = n.Text("auto_pad", "NOTSET");
     if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") {
       return absl::InvalidArgumentError(absl::StrCat("attribute auto_pad '", auto_pad, "' is unknown"));
     }
@@ -1172,11 +1170,7 @@ class Importer {
     RETURN_IF_ERROR(NeedFloat(n, 1));
     const size_t rank = x.shape.size();
     if (rank == 0) return absl::InvalidArgumentError("X is a scalar");
-    auto text = [&](const char* key, const char* fallback) {
-      auto it = n.attrs.find(key);
-      return it == n.attrs.end() ? std::string(fallback) : it->second.text;
-    };
-    const std::string mode = text("mode", "nearest");
+    const std::string mode = n.Text("mode", "nearest");
     if (mode != "nearest" && mode != "linear" && mode != "cubic") {
       return absl::InvalidArgumentError(absl::StrCat("attribute mode '", mode, "' is not nearest, linear or cubic"));
     }
@@ -1202,7 +1196,7 @@ class Importer {
     if (scales.empty() == sizes.empty()) {
       return absl::InvalidArgumentError("give exactly one of scales and sizes");
     }
-    const std::string transform = legacy ? "asymmetric" : text("coordinate_transformation_mode", "half_pixel");
+    const std::string transform = legacy ? "asymmetric" : n.Text("coordinate_transformation_mode", "half_pixel");
     static const std::set<std::string> kTransforms = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
                                                       "align_corners", "asymmetric"};
     if (transform == "tf_crop_and_resize") {
@@ -1212,7 +1206,7 @@ class Importer {
       return absl::InvalidArgumentError(absl::StrCat("attribute coordinate_transformation_mode '", transform,
                                                      "' is unknown"));
     }
-    const std::string nearest = legacy ? "floor" : text("nearest_mode", "round_prefer_floor");
+    const std::string nearest = legacy ? "floor" : n.Text("nearest_mode", "round_prefer_floor");
     if (nearest != "round_prefer_floor" && nearest != "round_prefer_ceil" && nearest != "floor" && nearest != "ceil") {
       return absl::InvalidArgumentError(absl::StrCat("attribute nearest_mode '", nearest, "' is unknown"));
     }
@@ -1250,7 +1244,7 @@ class Importer {
         shape[d] = static_cast<int64_t>(out);
       }
     } else {
-      const std::string policy = text("keep_aspect_ratio_policy", "stretch");
+      const std::string policy = n.Text("keep_aspect_ratio_policy", "stretch");
       if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller") {
         return absl::InvalidArgumentError(absl::StrCat("attribute keep_aspect_ratio_policy '", policy, "' is unknown"));
       }
@@ -1528,39 +1522,21 @@ class Importer {
   }
 
   static void FoldBinary(const std::string& op, const Tensor& a, const Tensor& b, Tensor* out) {
-    const std::vector<int64_t> sa = BroadcastStrides(a.shape, out->shape);
-    const std::vector<int64_t> sb = BroadcastStrides(b.shape, out->shape);
-    const int64_t n = out->NumElements();
-    out->constant = true;
-    std::vector<int64_t> index(out->shape.size(), 0);
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t ia = 0, ib = 0;
-      for (size_t d = 0; d < index.size(); ++d) {
-        ia += index[d] * sa[d];
-        ib += index[d] * sb[d];
-      }
+    FoldElementwise({&a, &b}, out, [&](const std::vector<size_t>& at) {
       if (out->dtype == DType::kInt64) {
-        const int64_t x = a.i64[static_cast<size_t>(ia)];
-        const int64_t y = b.dtype == DType::kInt64 ? b.i64[static_cast<size_t>(ib)]
-                                                    : static_cast<int64_t>(b.f32[static_cast<size_t>(ib)]);
-        int64_t r = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y
-                  : op == "Div" ? (y == 0 ? 0 : x / y)
-                                : static_cast<int64_t>(std::pow(x, y));
-        out->i64.push_back(r);
+        const int64_t x = a.i64[at[0]];
+        const int64_t y = b.dtype == DType::kInt64 ? b.i64[at[1]] : static_cast<int64_t>(b.f32[at[1]]);
+        out->i64.push_back(op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y
+                           : op == "Div" ? (y == 0 ? 0 : x / y)
+                                         : static_cast<int64_t>(std::pow(x, y)));
       } else {
-        const float x = a.f32[static_cast<size_t>(ia)];
-        const float y = b.dtype == DType::kFloat32 ? b.f32[static_cast<size_t>(ib)]
-                                                    : static_cast<float>(b.i64[static_cast<size_t>(ib)]);
-        float r = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y
-                : op == "Div" ? x / y
-                              : std::pow(x, y);
-        out->f32.push_back(r);
+        const float x = a.f32[at[0]];
+        const float y = b.dtype == DType::kFloat32 ? b.f32[at[1]] : static_cast<float>(b.i64[at[1]]);
+        out->f32.push_back(op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y
+                           : op == "Div" ? x / y
+                                         : std::pow(x, y));
       }
-      for (size_t d = index.size(); d-- > 0;) {
-        if (++index[d] < out->shape[d]) break;
-        index[d] = 0;
-      }
-    }
+    });
   }
 
   static void FoldTranspose(const Tensor& x, const std::vector<int64_t>& perm, Tensor* out) {

@@ -54,6 +54,8 @@ struct Node {
   // Integer attribute `key`, or `fallback` when absent.
   int64_t Int(const std::string& key, int64_t fallback) const;
   float Float(const std::string& key, float fallback) const;
+  // Text attribute `key` (auto_pad, mode, ...), or `fallback` when absent.
+  std::string Text(const std::string& key, const std::string& fallback) const;
   std::vector<int64_t> Ints(const std::string& key, std::vector<int64_t> fallback = {}) const;
 };
 

@@ -371,8 +371,7 @@ absl::StatusOr<Expr> UnaryExpr(const Node& n, Expr x) {
     return ir::Add(low, high);
   }
   if (op == "Gelu") {
-    auto it = n.attrs.find("approximate");
-    const std::string approximate = it == n.attrs.end() ? "none" : it->second.text;
+    const std::string approximate = n.Text("approximate", "none");
     if (approximate == "none") {
       return ir::Mul(ir::Mul(FloatImm(0.5), x),
                      ir::Add(FloatImm(1.0), ir::Call("erf", ir::Mul(x, FloatImm(0.70710678118654752)))));
@@ -503,8 +502,7 @@ absl::StatusOr<NodeKernel> DataMovement(const Graph& g, const Node& n, int lanes
     const bool to_space = n.op == "DepthToSpace";
     const std::vector<int64_t>& deep = b.Shape(to_space ? n.inputs[0] : n.outputs[0]);
     const int64_t blk = n.Int("blocksize", 1);
-    auto it = n.attrs.find("mode");
-    const bool crd = it != n.attrs.end() && it->second.text == "CRD";
+    const bool crd = n.Text("mode", "DCR") == "CRD";
     const int64_t N = deep[0], C = deep[1] / (blk * blk), H = deep[2], W = deep[3];
     const std::vector<int64_t> shape = {N, C, H, blk, W, blk};
     // The wide side [N, C, H * b, W * b], contiguous.
