@@ -92,10 +92,12 @@ absl::Status LoadExternalData(const std::string& model_path, onnx::TensorProto* 
 
 bool IsDefaultDomain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
 
+// Constants (initializers) may also be bool masks and int32 axes or counts (read as
+// int64); run-time values are float32 or int64.
 absl::Status CheckTensorType(const std::string& path, const std::string& what, int32_t elem_type,
-                             bool bool_allowed = false) {
+                             bool constant = false) {
   if (elem_type == onnx::TensorProto::FLOAT || elem_type == onnx::TensorProto::INT64 ||
-      (bool_allowed && elem_type == onnx::TensorProto::BOOL)) {
+      (constant && (elem_type == onnx::TensorProto::BOOL || elem_type == onnx::TensorProto::INT32))) {
     return absl::OkStatus();
   }
   const std::string name = onnx::TensorProto::DataType_IsValid(elem_type)
@@ -189,6 +191,12 @@ const std::map<std::string, std::set<std::string>>& SupportedAttributes() {
       {"Dropout", {"ratio", "seed"}},
       {"Elu", {"alpha"}},
       {"Exp", {}},
+      {"Expand", {}},
+      {"CumSum", {"exclusive", "reverse"}},
+      {"LpNormalization", {"axis", "p"}},
+      {"Pad", {"mode", "pads", "paddings", "value"}},  // pads/value: attributes before opset 11
+      {"Tile", {}},
+      {"Trilu", {"upper"}},
       {"Floor", {}},
       {"Gelu", {"approximate"}},
       {"HardSigmoid", {"alpha", "beta"}},
@@ -416,7 +424,7 @@ absl::Status CheckSupported(const OnnxModel& model) {
   for (const onnx::TensorProto& tensor : graph.initializer()) {
     RETURN_IF_ERROR(
         CheckTensorType(model.path, absl::StrCat("initializer '", tensor.name(), "'"),
-                        tensor.data_type(), /*bool_allowed=*/true));
+                        tensor.data_type(), /*constant=*/true));
   }
   std::set<std::string> initializers;
   for (const onnx::TensorProto& tensor : graph.initializer()) initializers.insert(tensor.name());
@@ -433,6 +441,9 @@ absl::Status CheckSupported(const OnnxModel& model) {
       if (dim.has_dim_value() && dim.dim_value() > 0 &&
           (__builtin_mul_overflow(elements, dim.dim_value(), &elements) || elements > kMaxInputElements)) {
         return Bad(model.path, absl::StrCat(what, " has more than ", kMaxInputElements, " elements"));
+      }
+      if (dim.has_dim_value() && dim.dim_value() == 0) {
+        return Bad(model.path, absl::StrCat(what, " dimension ", d, " is 0: empty tensors are not supported"));
       }
       if (!dim.has_dim_value() || dim.dim_value() < 1) {
         return Bad(model.path,

@@ -104,6 +104,13 @@ absl::StatusOr<Tensor> FromProto(const onnx::TensorProto& p) {
   } else if (p.data_type() == onnx::TensorProto::INT64) {
     t.dtype = DType::kInt64;
     RETURN_IF_ERROR(DecodeValues(p, n, "int64", p.int64_data(), &t.i64));
+  } else if (p.data_type() == onnx::TensorProto::INT32) {
+    // Axes and counts some exporters write as int32 (CumSum's axis): widened to int64,
+    // the one integer type the graph computes with (losslessly).
+    t.dtype = DType::kInt64;
+    std::vector<int32_t> values;
+    RETURN_IF_ERROR(DecodeValues(p, n, "int32", p.int32_data(), &values));
+    t.i64.assign(values.begin(), values.end());
   } else if (p.data_type() == onnx::TensorProto::BOOL) {
     // One byte per element in raw_data, one int32 per element in int32_data.
     t.dtype = DType::kBool;
@@ -119,7 +126,7 @@ absl::StatusOr<Tensor> FromProto(const onnx::TensorProto& p) {
     }
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("tensor '", p.name(), "': only float32, int64 and bool tensors are supported"));
+        absl::StrCat("tensor '", p.name(), "': only float32, int64, int32 (read as int64) and bool tensors are supported"));
   }
   return t;
 }
@@ -241,6 +248,12 @@ class Importer {
     if (static_cast<int>(outs.size()) < p.output_size()) {
       return absl::InvalidArgumentError(
           absl::StrCat(p.output_size(), " outputs given, ", outs.size(), " supported"));
+    }
+    for (const Tensor& t : outs) {
+      if (!t.constant && std::find(t.shape.begin(), t.shape.end(), 0) != t.shape.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("an output of shape ", ShapeText(t.shape),
+                                                       " is empty: empty tensors are not supported"));
+      }
     }
     bool all_constant = true;
     for (int i = 0; i < p.output_size(); ++i) {
@@ -828,6 +841,107 @@ class Importer {
       if (x.constant) FoldTranspose(x, perm, &out);
       return std::vector<Tensor>{std::move(out)};
     }
+    if (op == "Pad") return InferPad(n);
+    if (op == "Expand") {  // x broadcast (both ways, as numpy) against a constant shape
+      RETURN_IF_ERROR(Need(n, 2, 2));
+      const Tensor& x = In(n, 0);
+      ASSIGN_OR_RETURN(std::vector<int64_t> shape, ConstInts(n, 1, "shape"));
+      ASSIGN_OR_RETURN(std::vector<int64_t> s, Broadcast(x.shape, shape));
+      Tensor out = Like(x, s);
+      if (x.constant) {
+        const std::vector<int64_t> strides = BroadcastStrides(x.shape, s);
+        FoldMap(x, &out, [&](const std::vector<int64_t>& o) {
+          int64_t src = 0;
+          for (size_t d = 0; d < o.size(); ++d) src += o[d] * strides[d];
+          return src;
+        });
+      }
+      return std::vector<Tensor>{std::move(out)};
+    }
+    if (op == "Tile") {
+      RETURN_IF_ERROR(Need(n, 2, 2));
+      const Tensor& x = In(n, 0);
+      ASSIGN_OR_RETURN(std::vector<int64_t> repeats, ConstInts(n, 1, "repeats"));
+      if (repeats.size() != x.shape.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("repeats ", ShapeText(repeats), " has ", repeats.size(),
+                                                       " values for an input of rank ", x.shape.size()));
+      }
+      std::vector<int64_t> s;
+      for (size_t d = 0; d < repeats.size(); ++d) {
+        if (repeats[d] < 1) {
+          return absl::InvalidArgumentError(absl::StrCat("repeats ", ShapeText(repeats),
+                                                         ": each must be >= 1 (empty tensors are not supported)"));
+        }
+        s.push_back(x.shape[d] * repeats[d]);
+      }
+      n.attrs["tf_repeats"].ints = repeats;
+      Tensor out = Like(x, s);
+      if (x.constant) {
+        const std::vector<int64_t> strides = BroadcastStrides(x.shape, x.shape);
+        FoldMap(x, &out, [&](const std::vector<int64_t>& o) {
+          int64_t src = 0;
+          for (size_t d = 0; d < o.size(); ++d) src += o[d] % x.shape[d] * strides[d];
+          return src;
+        });
+      }
+      return std::vector<Tensor>{std::move(out)};
+    }
+    if (op == "Trilu") {  // zero above (upper = 0) or below (upper = 1) diagonal k of the last two axes
+      RETURN_IF_ERROR(Need(n, 1, 2));
+      const Tensor& x = In(n, 0);
+      if (x.shape.size() < 2) return absl::InvalidArgumentError("the input must have rank >= 2");
+      int64_t k = 0;
+      if (Has(n, 1)) {
+        ASSIGN_OR_RETURN(std::vector<int64_t> kv, ConstInts(n, 1, "k"));
+        if (kv.size() != 1) return absl::InvalidArgumentError("k must be a scalar");
+        k = kv[0];
+      }
+      const int64_t upper = n.Int("upper", 1);
+      if (upper != 0 && upper != 1) return absl::InvalidArgumentError("attribute upper must be 0 or 1");
+      n.attrs["tf_k"].ints = {k};
+      Tensor out = Like(x, x.shape);
+      if (x.constant) {  // masks (a causal attention mask from ConstantOfShape)
+        const int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
+        out.constant = true;
+        for (int64_t i = 0; i < x.NumElements(); ++i) {
+          const int64_t r = i / cols % rows, c = i % cols;
+          const bool keep = upper ? c - r >= k : c - r <= k;
+          if (x.dtype == DType::kInt64) {
+            out.i64.push_back(keep ? x.i64[static_cast<size_t>(i)] : 0);
+          } else {
+            out.f32.push_back(keep ? x.f32[static_cast<size_t>(i)] : 0.0f);
+          }
+        }
+      }
+      return std::vector<Tensor>{std::move(out)};
+    }
+    if (op == "CumSum") {
+      RETURN_IF_ERROR(Need(n, 2, 2));
+      RETURN_IF_ERROR(NeedFloat(n, 1));
+      const Tensor& x = In(n, 0);
+      ASSIGN_OR_RETURN(std::vector<int64_t> axis, ConstInts(n, 1, "axis"));
+      const int64_t rank = static_cast<int64_t>(x.shape.size());
+      if (axis.size() != 1 || NormalizeAxis(axis[0], rank) < 0 || NormalizeAxis(axis[0], rank) >= rank) {
+        return absl::InvalidArgumentError(absl::StrCat("axis must be one value in [", -rank, ", ", rank, ")"));
+      }
+      for (const char* flag : {"exclusive", "reverse"}) {
+        if (n.Int(flag, 0) != 0 && n.Int(flag, 0) != 1) {
+          return absl::InvalidArgumentError(absl::StrCat("attribute ", flag, " must be 0 or 1"));
+        }
+      }
+      n.attrs["tf_axis"].ints = {NormalizeAxis(axis[0], rank)};
+      return std::vector<Tensor>{Like(x, x.shape)};
+    }
+    if (op == "LpNormalization") {
+      RETURN_IF_ERROR(Need(n, 1, 1));
+      RETURN_IF_ERROR(NeedFloat(n));
+      const int64_t rank = static_cast<int64_t>(In(n, 0).shape.size());
+      const int64_t axis = NormalizeAxis(n.Int("axis", -1), rank);
+      if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
+      if (n.Int("p", 2) != 1 && n.Int("p", 2) != 2) return absl::InvalidArgumentError("attribute p must be 1 or 2");
+      n.attrs["tf_axis"].ints = {axis};
+      return std::vector<Tensor>{Like(In(n, 0), In(n, 0).shape)};
+    }
     if (op == "Concat") {
       if (n.inputs.empty()) return absl::InvalidArgumentError("no inputs");
       const Tensor& first = In(n, 0);
@@ -974,7 +1088,12 @@ class Importer {
         if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("axes out of range");
         reduce.insert(axis);
       }
-      if (axes.empty() && n.Int("noop_with_empty_axes", 0) == 0) {
+      if (axes.empty() && n.Int("noop_with_empty_axes", 0) != 0) {  // the input, unchanged
+        n.op = "Identity";
+        n.inputs.resize(1);
+        return Reshaped(In(n, 0), s);
+      }
+      if (axes.empty()) {
         for (int64_t i = 0; i < rank; ++i) reduce.insert(i);
       }
       const bool keep = n.Int("keepdims", 1) != 0;
@@ -1539,6 +1658,102 @@ class Importer {
     });
   }
 
+  // Marks `out` constant with element o = x's element source(o), or 0 where source
+  // gives -1 (`fill` for float32).
+  static void FoldMap(const Tensor& x, Tensor* out,
+                      const std::function<int64_t(const std::vector<int64_t>&)>& source, float fill = 0) {
+    const int64_t n = out->NumElements();
+    out->constant = true;
+    std::vector<int64_t> index(out->shape.size(), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t src = source(index);
+      if (x.dtype == DType::kInt64) {
+        out->i64.push_back(src < 0 ? static_cast<int64_t>(fill) : x.i64[static_cast<size_t>(src)]);
+      } else {
+        out->f32.push_back(src < 0 ? fill : x.f32[static_cast<size_t>(src)]);
+      }
+      for (size_t d = index.size(); d-- > 0;) {
+        if (++index[d] < out->shape[d]) break;
+        index[d] = 0;
+      }
+    }
+  }
+
+  // Pad: the pads and the pad value as attributes (opset < 11) or constant inputs
+  // (opset 11+; opset 18 adds the axes they apply to), normalized into tf_pads
+  // (begin and end for every axis) and tf_value for the kernel.
+  absl::StatusOr<std::vector<Tensor>> InferPad(Node& n) {
+    const bool as_inputs = model_.opset >= 11;
+    RETURN_IF_ERROR(as_inputs ? Need(n, 2, 4) : Need(n, 1, 1));
+    const Tensor& x = In(n, 0);
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    const std::string mode = n.Text("mode", "constant");
+    if (mode != "constant" && mode != "reflect" && mode != "edge" && !(mode == "wrap" && model_.opset >= 19)) {
+      return absl::InvalidArgumentError(absl::StrCat("mode '", mode, "' is not one of constant, reflect, edge",
+                                                     model_.opset >= 19 ? ", wrap" : ""));
+    }
+    std::vector<int64_t> pads;
+    double value = 0;
+    std::vector<int64_t> axes;
+    if (as_inputs) {
+      ASSIGN_OR_RETURN(pads, ConstInts(n, 1, "pads"));
+      if (Has(n, 2)) {
+        const Tensor& v = In(n, 2);
+        if (!v.constant || v.NumElements() != 1) {
+          return absl::InvalidArgumentError(absl::StrCat("constant_value '", v.name, "' must be a constant scalar"));
+        }
+        value = v.dtype == DType::kInt64 ? static_cast<double>(v.i64[0]) : v.f32[0];
+      }
+      if (Has(n, 3)) {
+        ASSIGN_OR_RETURN(axes, ConstInts(n, 3, "axes"));
+      }
+    } else {
+      pads = n.Ints(n.attrs.count("paddings") ? "paddings" : "pads");
+      value = n.Float("value", 0.0f);
+    }
+    if (axes.empty()) {
+      for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+    }
+    if (pads.size() != 2 * axes.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("pads ", ShapeText(pads), " must have 2 x ", axes.size(),
+                                                     " values (begin and end of each padded axis)"));
+    }
+    std::vector<int64_t> full(static_cast<size_t>(2 * rank), 0);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const int64_t a = NormalizeAxis(axes[i], rank);
+      if (a < 0 || a >= rank) return absl::InvalidArgumentError(absl::StrCat("axis ", axes[i], " out of range"));
+      if (full[static_cast<size_t>(a)] != 0 || full[static_cast<size_t>(a + rank)] != 0) {
+        return absl::InvalidArgumentError(absl::StrCat("axis ", axes[i], " is given twice"));
+      }
+      full[static_cast<size_t>(a)] = pads[i];
+      full[static_cast<size_t>(a + rank)] = pads[i + axes.size()];
+    }
+    std::vector<int64_t> s;
+    for (int64_t d = 0; d < rank; ++d) {
+      s.push_back(x.shape[static_cast<size_t>(d)] + full[static_cast<size_t>(d)] + full[static_cast<size_t>(d + rank)]);
+      if (s.back() < 1) {
+        return absl::InvalidArgumentError(absl::StrCat("pads ", ShapeText(full), " leave axis ", d,
+                                                       " with ", s.back(), " elements"));
+      }
+    }
+    n.attrs["tf_pads"].ints = full;
+    n.attrs["tf_value"].floats = {static_cast<float>(value)};
+    Tensor out = Like(x, s);
+    if (x.constant) {
+      const std::vector<int64_t> strides = BroadcastStrides(x.shape, x.shape);
+      FoldMap(x, &out, [&](const std::vector<int64_t>& o) {
+        int64_t src = 0;
+        for (size_t d = 0; d < o.size(); ++d) {
+          const int64_t i = PadSource(o[d], full[d], full[d + static_cast<size_t>(rank)], x.shape[d], mode);
+          if (i < 0) return int64_t{-1};
+          src += i * strides[d];
+        }
+        return src;
+      }, static_cast<float>(value));
+    }
+    return std::vector<Tensor>{std::move(out)};
+  }
+
   static void FoldTranspose(const Tensor& x, const std::vector<int64_t>& perm, Tensor* out) {
     std::vector<int64_t> in_strides(x.shape.size(), 1);
     for (size_t d = x.shape.size(); d-- > 1;) in_strides[d - 1] = in_strides[d] * x.shape[d];
@@ -1757,6 +1972,22 @@ class Importer {
 };
 
 }  // namespace
+
+int64_t PadSource(int64_t o, int64_t begin, int64_t end, int64_t n, const std::string& mode) {
+  // Negative pads crop first: the kept input elements are [lo, hi).
+  const int64_t lo = std::max<int64_t>(-begin, 0), hi = n - std::max<int64_t>(-end, 0), len = hi - lo;
+  const int64_t i = o - begin;
+  if (i >= lo && i < hi) return i;
+  if (mode == "edge") return i < lo ? lo : hi - 1;
+  if (mode == "wrap") return lo + ((i - lo) % len + len) % len;
+  if (mode == "reflect") {
+    const int64_t period = 2 * (len - 1);
+    if (period == 0) return lo;
+    const int64_t r = ((i - lo) % period + period) % period;
+    return lo + (r < len ? r : period - r);
+  }
+  return -1;
+}
 
 bool IsUnaryElementwiseOp(const std::string& op) {
   static const std::set<std::string> ops = {

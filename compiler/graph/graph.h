@@ -79,6 +79,13 @@ bool IsReduceOp(const std::string& op);
 // result) and Not, And, Or, Xor (bool inputs): elementwise with broadcasting.
 bool IsComparisonOrLogicOp(const std::string& op);
 
+// The input index that output index `o` of an axis padded by `begin` and `end` around
+// its `n` input elements reads, for Pad's modes: constant (-1 where the pad value
+// goes), reflect (mirrored about the first and last element, as numpy.pad), edge (the
+// nearest element) and wrap (periodic). Negative pads crop first, and the other
+// modes extend what is kept (as onnxruntime does).
+int64_t PadSource(int64_t o, int64_t begin, int64_t end, int64_t n, const std::string& mode);
+
 // Imports a model that passed frontend::CheckSupported. Errors name the node, its
 // operator and the attribute or input at fault (an attribute value out of range,
 // shapes that do not broadcast, a Reshape to a shape of another size, ...).

@@ -171,6 +171,26 @@ absl::StatusOr<TaskTable> Tasks(const std::string& model) {
   return ExtractTasks(*g);
 }
 
+// Pad's index map against numpy.pad: x = [a b c d], 3 before and 5 after.
+TEST(PadSourceTest, ModesMatchNumpyPad) {
+  auto row = [](const std::string& mode, int64_t begin, int64_t end) {
+    std::vector<int64_t> r;
+    for (int64_t o = 0; o < 4 + begin + end; ++o) r.push_back(PadSource(o, begin, end, 4, mode));
+    return r;
+  };
+  using V = std::vector<int64_t>;
+  EXPECT_EQ(row("constant", 3, 5), (V{-1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, -1}));
+  EXPECT_EQ(row("edge", 3, 5), (V{0, 0, 0, 0, 1, 2, 3, 3, 3, 3, 3, 3}));
+  // np.pad(range(4), (3, 5), "reflect") = [3 2 1 0 1 2 3 2 1 0 1 2]
+  EXPECT_EQ(row("reflect", 3, 5), (V{3, 2, 1, 0, 1, 2, 3, 2, 1, 0, 1, 2}));
+  // np.pad(range(4), (3, 5), "wrap") = [1 2 3 0 1 2 3 0 1 2 3 0]
+  EXPECT_EQ(row("wrap", 3, 5), (V{1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0}));
+  // Cropping one element off the front, then wrapping what is kept ([b c d]).
+  EXPECT_EQ(row("wrap", -1, 2), (V{1, 2, 3, 1, 2}));
+  EXPECT_EQ(row("reflect", -1, 3), (V{1, 2, 3, 2, 1, 2}));
+  EXPECT_EQ(PadSource(5, 2, 4, 1, "reflect"), 0);  // one element reflects onto itself
+}
+
 TEST(TaskExtractionTest, DenseLayersAbsorbTheirBiasAndRelu) {
   absl::StatusOr<TaskTable> t = Tasks("mlp.onnx");
   ASSERT_TRUE(t.ok()) << t.status();

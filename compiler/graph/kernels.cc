@@ -479,6 +479,8 @@ Stmt Copy(const std::vector<int64_t>& shape, View out, View in, int lanes, Names
                          [](auto& v) { return v[0]; }, lanes, names);
 }
 
+absl::StatusOr<NodeKernel> Pad(const Graph& g, const Node& n, int lanes);
+
 absl::StatusOr<NodeKernel> DataMovement(const Graph& g, const Node& n, int lanes) {
   Builder b(g, n.op);
   if (n.op == "Transpose") {
@@ -581,6 +583,28 @@ absl::StatusOr<NodeKernel> DataMovement(const Graph& g, const Node& n, int lanes
     }
     return b.Finish(ir::Block(copies));
   }
+  if (n.op == "Expand") {
+    const std::vector<int64_t>& out_shape = b.Shape(n.outputs[0]);
+    View in = Broadcast(b.Param(n.inputs[0]), b.Shape(n.inputs[0]), out_shape);
+    return b.Finish(Copy(out_shape, Contiguous(b.Param(n.outputs[0], true), out_shape), in, lanes, b.names));
+  }
+  if (n.op == "Tile") {
+    // One copy over (r0, n0, r1, n1, ...): repeat k of axis d writes k * n_d + i.
+    const std::vector<int64_t>& in_shape = b.Shape(n.inputs[0]);
+    const std::vector<int64_t> repeats = n.Ints("tf_repeats");
+    const std::vector<int64_t>& out_shape = b.Shape(n.outputs[0]);
+    const std::vector<int64_t> is = RowMajorStrides(in_shape), os = RowMajorStrides(out_shape);
+    View in{b.Param(n.inputs[0]), 0, {}};
+    View out{b.Param(n.outputs[0], true), 0, {}};
+    std::vector<int64_t> shape;
+    for (size_t d = 0; d < in_shape.size(); ++d) {
+      shape.insert(shape.end(), {repeats[d], in_shape[d]});
+      in.strides.insert(in.strides.end(), {0, is[d]});
+      out.strides.insert(out.strides.end(), {in_shape[d] * os[d], os[d]});
+    }
+    return b.Finish(Copy(shape, out, in, lanes, b.names));
+  }
+  if (n.op == "Pad") return Pad(g, n, lanes);
   return Unsupported(n, "this data-movement operator");
 }
 
@@ -598,6 +622,144 @@ Stmt RowLoop(int64_t n, int lanes, const std::function<Stmt(Expr)>& store, Names
                             store(ir::Add(IntImm(n / vec * vec), Var(jt)))));
   }
   return ir::Block(parts);
+}
+
+// Pad, constant mode: the pad value everywhere, then the input's kept part copied
+// into place (negative pads crop). Other modes: every output element reads the
+// input element PadSource gives, per axis from a table computed here.
+absl::StatusOr<NodeKernel> Pad(const Graph& g, const Node& n, int lanes) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& in = b.Shape(n.inputs[0]);
+  const std::vector<int64_t>& out = b.Shape(n.outputs[0]);
+  const std::vector<int64_t> pads = n.Ints("tf_pads");
+  const std::string mode = n.Text("mode", "constant");
+  const size_t rank = in.size();
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string y = b.Param(n.outputs[0], true);
+  const std::vector<int64_t> is = RowMajorStrides(in), os = RowMajorStrides(out);
+  if (mode == "constant") {
+    const float value = n.Float("tf_value", 0.0f);
+    std::vector<Stmt> parts;
+    parts.push_back(ElementwiseNest(out, Contiguous(y, out), {}, [&](auto&) { return FloatImm(value); }, lanes,
+                                    b.names));
+    std::vector<int64_t> kept;
+    View from{x, 0, is}, to{y, 0, os};
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t begin = pads[d], end = pads[d + rank];
+      kept.push_back(in[d] + std::min<int64_t>(begin, 0) + std::min<int64_t>(end, 0));
+      from.offset += std::max<int64_t>(-begin, 0) * is[d];
+      to.offset += std::max<int64_t>(begin, 0) * os[d];
+    }
+    if (*std::min_element(kept.begin(), kept.end()) > 0) parts.push_back(Copy(kept, to, from, lanes, b.names));
+    return b.Finish(ir::Block(parts));
+  }
+  std::vector<std::string> table(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    if (pads[d] == 0 && pads[d + rank] == 0) continue;
+    std::vector<float> source;
+    for (int64_t o = 0; o < out[d]; ++o) {
+      source.push_back(static_cast<float>(PadSource(o, pads[d], pads[d + rank], in[d], mode)));
+    }
+    table[d] = b.Constant(std::move(source));
+  }
+  auto source = [&](size_t d, Expr o) {
+    return table[d].empty() ? o : ir::ToInt(ir::Load(table[d], ir::DType::kFloat32, o));
+  };
+  const int64_t rows = Product(out, 0, rank - 1);
+  const std::string p = b.names("p");
+  Expr base = IntImm(0);
+  int64_t inner = 1;
+  for (size_t d = rank - 1; d-- > 0;) {
+    base = ir::Add(base, ir::Mul(source(d, ir::Mod(ir::Div(Var(p), IntImm(inner)), IntImm(out[d]))), IntImm(is[d])));
+    inner *= out[d];
+  }
+  const int64_t last = out[rank - 1];
+  Stmt row = RowLoop(
+      last, lanes,
+      [&](Expr j) {
+        return ir::Store(y, ir::Add(ir::Mul(Var(p), IntImm(last)), j),
+                         ir::Load(x, ir::DType::kFloat32, ir::Add(base, source(rank - 1, j))));
+      },
+      b.names);
+  return b.Finish(ir::For(p, IntImm(rows), rows, ForKind::kParallel, row));
+}
+
+// Trilu: the input where the element (i, j) of its last two axes lies on the kept
+// side of diagonal k (upper: j - i >= k; lower: j - i <= k), else 0.
+absl::StatusOr<NodeKernel> Trilu(const Graph& g, const Node& n, int lanes) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
+  const int64_t rows = Product(shape, 0, shape.size() - 1), height = shape[shape.size() - 2], cols = shape.back();
+  const int64_t k = n.Ints("tf_k").at(0);
+  const bool upper = n.Int("upper", 1) != 0;
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string y = b.Param(n.outputs[0], true);
+  const std::string p = b.names("p");
+  Expr i_plus_k = ir::Add(ir::Mod(Var(p), IntImm(height)), IntImm(k));
+  Stmt row = RowLoop(
+      cols, lanes,
+      [&](Expr j) {
+        Expr at = ir::Add(ir::Mul(Var(p), IntImm(cols)), j);
+        Expr keep = upper ? ir::LE(i_plus_k, j) : ir::LE(j, i_plus_k);
+        return ir::Store(y, at, ir::Select(keep, ir::Load(x, ir::DType::kFloat32, at), FloatImm(0.0)));
+      },
+      b.names);
+  return b.Finish(ir::For(p, IntImm(rows), rows, ForKind::kParallel, row));
+}
+
+// CumSum along one axis: a running sum per line of the axis (exclusive: the sum
+// before the element; reverse: from the end).
+absl::StatusOr<NodeKernel> CumSum(const Graph& g, const Node& n) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
+  const size_t axis = static_cast<size_t>(n.Ints("tf_axis").at(0));
+  const int64_t outer = Product(shape, 0, axis), extent = shape[axis], inner = Product(shape, axis + 1);
+  const bool exclusive = n.Int("exclusive", 0) != 0, reverse = n.Int("reverse", 0) != 0;
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string y = b.Param(n.outputs[0], true);
+  const std::string line = b.names("line"), j = b.names("j"), sum = b.names("sum");
+  Expr base = ir::Add(ir::Mul(ir::Div(Var(line), IntImm(inner)), IntImm(extent * inner)),
+                      ir::Mod(Var(line), IntImm(inner)));
+  Expr step = reverse ? ir::Sub(IntImm(extent - 1), Var(j)) : Var(j);
+  Expr at = ir::Add(base, ir::Mul(step, IntImm(inner)));
+  Expr loaded = ir::Load(x, ir::DType::kFloat32, at);
+  Stmt add = ir::Store(sum, IntImm(0), ir::Add(Scalar(sum), loaded));
+  Stmt store = ir::Store(y, at, Scalar(sum));
+  Stmt body = ir::For(j, IntImm(extent), extent, ForKind::kSerial,
+                      exclusive ? ir::Block({store, add}) : ir::Block({add, store}));
+  Stmt st = ir::Allocate(sum, ir::DType::kFloat32, 1,
+                         ir::Block({ir::Store(sum, IntImm(0), FloatImm(0.0)), body}));
+  return b.Finish(ir::For(line, IntImm(outer * inner), outer * inner, ForKind::kParallel, st));
+}
+
+// LpNormalization: each line along the axis divided by its L1 or L2 norm.
+absl::StatusOr<NodeKernel> LpNormalization(const Graph& g, const Node& n, int lanes) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
+  const size_t axis = static_cast<size_t>(n.Ints("tf_axis").at(0));
+  const int64_t outer = Product(shape, 0, axis), extent = shape[axis], inner = Product(shape, axis + 1);
+  const bool l2 = n.Int("p", 2) == 2;
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string y = b.Param(n.outputs[0], true);
+  const std::string line = b.names("line"), norm = b.names("norm");
+  Expr base = ir::Add(ir::Mul(ir::Div(Var(line), IntImm(inner)), IntImm(extent * inner)),
+                      ir::Mod(Var(line), IntImm(inner)));
+  auto at = [&](Expr j) { return ir::Add(base, ir::Mul(j, IntImm(inner))); };
+  const int vec = inner == 1 ? lanes : 1;
+  Stmt reduce = RowReduce(
+      norm, extent,
+      [&](Expr j) {
+        Expr v = ir::Load(x, ir::DType::kFloat32, at(j));
+        return l2 ? ir::Mul(v, v) : ir::Call("abs", v);
+      },
+      Combine::kSum, vec, b.names);
+  Expr divisor = l2 ? ir::Call("sqrt", Scalar(norm)) : Scalar(norm);
+  Stmt scale = RowLoop(
+      extent, vec,
+      [&](Expr j) { return ir::Store(y, at(j), ir::Div(ir::Load(x, ir::DType::kFloat32, at(j)), divisor)); },
+      b.names);
+  Stmt st = ir::Allocate(norm, ir::DType::kFloat32, 1, ir::Block({reduce, scale}));
+  return b.Finish(ir::For(line, IntImm(outer * inner), outer * inner, ForKind::kParallel, st));
 }
 
 // Softmax, LogSoftmax and Hardmax over one axis: rows of `extent` elements `inner`
@@ -1607,9 +1769,12 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lane
   const std::string& op = n.op;
   if (IsElementwiseOp(op)) return GenerateElementwiseKernel(g, {node}, lanes);
   if (op == "Transpose" || op == "Slice" || op == "Concat" || op == "Split" || op == "Gather" ||
-      op == "DepthToSpace" || op == "SpaceToDepth") {
+      op == "DepthToSpace" || op == "SpaceToDepth" || op == "Pad" || op == "Expand" || op == "Tile") {
     return DataMovement(g, n, lanes);
   }
+  if (op == "Trilu") return Trilu(g, n, lanes);
+  if (op == "CumSum") return CumSum(g, n);
+  if (op == "LpNormalization") return LpNormalization(g, n, lanes);
   if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") return Softmax(g, n, lanes, g.opset);
   if (op == "LayerNormalization" || op == "InstanceNormalization" || op == "GroupNormalization") {
     return LayerNorm(g, n, lanes);

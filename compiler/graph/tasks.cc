@@ -267,13 +267,13 @@ class Extractor {
     }
     if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax" || op == "LayerNormalization" ||
         op == "InstanceNormalization" || op == "GroupNormalization" || op == "MeanVarianceNormalization" ||
-        op == "LRN" || IsReduceOp(op)) {
+        op == "LRN" || op == "LpNormalization" || op == "CumSum" || IsReduceOp(op)) {
       return "normalization/reduction";
     }
     if (op == "Reshape" || op == "Flatten" || op == "Transpose" || op == "Squeeze" ||
         op == "Unsqueeze" || op == "Concat" || op == "Split" || op == "Slice" || op == "Gather" ||
         op == "DepthToSpace" || op == "SpaceToDepth" || op == "Resize" || op == "Upsample" || op == "GridSample" ||
-        op == "Identity") {
+        op == "Identity" || op == "Pad" || op == "Expand" || op == "Tile" || op == "Trilu") {
       return "data movement";
     }
     return "elementwise";

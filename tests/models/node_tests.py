@@ -10,13 +10,15 @@ expected outputs) through `tuneforge model run` and sorts each into
   crash    anything else: a signal, another exit status, a timeout, exit 1 without
            a reason
 
-Only the tests whose inputs and outputs are all float32 tensors count (the float32
-set); the rest are skipped and counted. tuneforge compiles for static shapes, so an
-input that decides an output's shape (Resize's and Upsample's scales and sizes,
-OneHot's depth, Range's bounds) must
-be a constant, as exporters write it: a test that feeds one as a graph input gets it
-bound to the test's value as an initializer first (SHAPE_INPUTS; the summary counts
-these tests). Prints one line per wrong or crashed test, the
+Only the tests whose outputs are float32 and whose inputs are float32 or
+shape-deciding count (the float32 set); the rest are skipped and counted. tuneforge
+compiles for static shapes, so an input that decides an output's shape or an
+operator's layout (Resize's and Upsample's scales and sizes, OneHot's depth, Range's
+bounds, Reshape's shape, the axes of Squeeze, Unsqueeze and the reductions, Slice's
+starts, ends, axes and steps, Split's sizes, Pad's pads, value and axes, Expand's
+shape, Tile's repeats, CumSum's axis, Trilu's k) must be a constant, as exporters
+write it: a test that feeds one as a graph input gets it bound to the test's value as
+an initializer first (SHAPE_INPUTS; the summary counts these tests). Prints one line per wrong or crashed test, the
 refusal reasons by frequency, and a summary line. Exit status 1 when any test is
 wrong or crashed (a wrong answer is the worst thing the product can give), or when
 fewer than --min-pass tests pass; 0 otherwise.
@@ -47,7 +49,11 @@ TIMEOUT_SECONDS = 120
 # roi, scales, sizes as inputs 1-3 (roi only matters to tf_crop_and_resize);
 # OneHot's depth; Range's start, limit and delta.
 SHAPE_INPUTS = {("Upsample", 1), ("Resize", 2), ("Resize", 3), ("OneHot", 1), ("Range", 0), ("Range", 1),
-                ("Range", 2)}
+                ("Range", 2), ("Reshape", 1), ("Squeeze", 1), ("Unsqueeze", 1), ("Slice", 1), ("Slice", 2),
+                ("Slice", 3), ("Slice", 4), ("Split", 1), ("Pad", 1), ("Pad", 2), ("Pad", 3), ("Expand", 1),
+                ("Tile", 1), ("CumSum", 1), ("Trilu", 1)} | {
+                    (f"Reduce{kind}", 1)
+                    for kind in ("L1", "L2", "LogSum", "LogSumExp", "Max", "Mean", "Min", "Prod", "Sum", "SumSquare")}
 
 
 def shape_input_names(model):
@@ -80,13 +86,16 @@ def load_case(test_dir):
     weights = {t.name for t in model.graph.initializer}
     inputs = [v for v in model.graph.input if v.name not in weights]
     outputs = list(model.graph.output)
-    if not outputs or not all(is_float_tensor(v) for v in inputs + outputs):
+    shape_inputs = shape_input_names(model)
+    if not outputs or not all(is_float_tensor(v) for v in outputs):
+        return None
+    if not all(is_float_tensor(v) or v.name in shape_inputs for v in inputs):
         return None
     feeds = load_tensors(data_dir, "input", inputs)
     expected = load_tensors(data_dir, "output", outputs)
     if feeds is None or expected is None:
         return None
-    bind = shape_input_names(model) & {name for name, _ in feeds}
+    bind = shape_inputs & {name for name, _ in feeds}
     if bind:
         for name, array in feeds:
             if name in bind:

@@ -7,7 +7,9 @@ combinations models meet (grouped, strided, dilated ConvTranspose with
 output_padding; GridSample with grids reaching far outside the input, where
 reflection folds more than once; Resize down and up by non-integer factors with
 sizes; comparisons feeding Where with infinities in the branch not taken; OneHot
-with negative and out-of-range indices; MeanVarianceNormalization over other axes).
+with negative and out-of-range indices; MeanVarianceNormalization over other axes;
+Pad in every mode, growing and cropping, reflecting past the edge; Expand, Tile,
+Trilu, CumSum and LpNormalization, whose node tests are not float32).
 
 A case the ONNX reference and onnxruntime disagree on must be refused by tuneforge
 (listed in EXPECT_REFUSED); a refusal anywhere else, or any mismatch, fails.
@@ -81,6 +83,38 @@ def cases():
         x = rng.standard_normal((2, 3, 4, 5)).astype(f32)
         node = helper.make_node("MeanVarianceNormalization", ["x"], ["y"], axes=axes)
         yield f"mvn_{''.join(map(str, axes))}", model(node, [("x", x)], [], 13), {"x": x}
+    for mode, pads in itertools.product(["constant", "reflect", "edge", "wrap"],
+                                        [[0, 1, 2, 3, 1, 0, 1, 2], [1, 0, -1, 2, 0, 2, 3, -2]]):
+        x = rng.standard_normal((2, 3, 5, 6)).astype(f32)
+        inits = [("pads", np.array(pads, dtype=np.int64)), ("value", np.array(1.5, dtype=f32))]
+        node = helper.make_node("Pad", ["x", "pads", "value"], ["y"], mode=mode)
+        neg = "crop" if min(pads) < 0 else "grow"
+        yield f"pad_{mode}_{neg}", model(node, [("x", x)], inits, 19), {"x": x}
+    x = rng.standard_normal((1, 3, 4, 5)).astype(f32)  # padding along two axes given by `axes`
+    inits = [("pads", np.array([2, 1, 3, 2], dtype=np.int64)),
+             ("axes", np.array([-1, 1], dtype=np.int64))]
+    node = helper.make_node("Pad", ["x", "pads", "", "axes"], ["y"], mode="reflect")
+    yield "pad_reflect_axes", model(node, [("x", x)], inits, 19), {"x": x}
+    x = rng.standard_normal((3, 1, 5)).astype(f32)
+    node = helper.make_node("Expand", ["x", "shape"], ["y"])
+    yield "expand", model(node, [("x", x)], [("shape", np.array([2, 1, 4, 1], dtype=np.int64))], 13), {"x": x}
+    x = rng.standard_normal((2, 3, 5)).astype(f32)
+    node = helper.make_node("Tile", ["x", "repeats"], ["y"])
+    yield "tile", model(node, [("x", x)], [("repeats", np.array([3, 1, 2], dtype=np.int64))], 13), {"x": x}
+    for upper, k in itertools.product([0, 1], [-2, 0, 3]):
+        x = rng.standard_normal((2, 5, 7)).astype(f32)
+        node = helper.make_node("Trilu", ["x", "k"], ["y"], upper=upper)
+        yield (f"trilu_{'upper' if upper else 'lower'}_k{k}",
+               model(node, [("x", x)], [("k", np.array(k, dtype=np.int64))], 14), {"x": x})
+    for axis, exclusive, reverse in itertools.product([0, 2, -2], [0, 1], [0, 1]):
+        x = rng.standard_normal((3, 4, 5)).astype(f32)
+        node = helper.make_node("CumSum", ["x", "axis"], ["y"], exclusive=exclusive, reverse=reverse)
+        yield (f"cumsum_axis{axis}_ex{exclusive}_rev{reverse}",
+               model(node, [("x", x)], [("axis", np.array(axis, dtype=np.int64))], 14), {"x": x})
+    for axis, p_norm in itertools.product([1, -1], [1, 2]):
+        x = rng.standard_normal((2, 6, 9)).astype(f32)
+        node = helper.make_node("LpNormalization", ["x"], ["y"], axis=axis, p=p_norm)
+        yield f"lpnormalization_axis{axis}_p{p_norm}", model(node, [("x", x)], [], 13), {"x": x}
     a = rng.standard_normal((3, 8)).astype(f32)
     a[0, :3] = [np.inf, -np.inf, np.nan]
     b = rng.standard_normal((8,)).astype(f32)
