@@ -44,7 +44,10 @@ def main():
         shape = shapes.get(i.name, i.shape)
         if not all(isinstance(d, int) for d in shape):
             p.error(f"input {i.name} has symbolic dimensions {i.shape}: give --shape {i.name}=...")
-        feeds[i.name] = rng.uniform(-1, 1, shape).astype(np.float32)
+        if i.type == "tensor(int64)":  # token ids in [0, 2) (valid for any vocabulary), masks of 0 and 1
+            feeds[i.name] = rng.integers(0, 2, shape).astype(np.int64)
+        else:
+            feeds[i.name] = rng.uniform(-1, 1, shape).astype(np.float32)
     for _ in range(a.warmup):
         session.run(None, feeds)
     samples = []

@@ -246,7 +246,7 @@ absl::StatusOr<int> Run(const std::string& path, const std::map<std::string, std
       if (c == '/' || c == '\\') c = '_';
     }
     const std::string file = (std::filesystem::path(out_dir) / (name + ".npy")).string();
-    RETURN_IF_ERROR(graph::WriteNpy(file, out.shape, outputs[i]));
+    RETURN_IF_ERROR(graph::WriteNpy(file, out.shape, outputs[i], out.dtype));
     std::printf("output:   %s %s -> %s\n", out.name.c_str(), ShapeText(out.shape).c_str(), file.c_str());
   }
   return 0;

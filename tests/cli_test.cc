@@ -142,7 +142,7 @@ TEST_F(CliTest, ModelRunWritesItsOutputsAndRefusesBadInputs) {
   ExpectError({"model", "run", model, "--input", "x=" + dir_ + "/x.npy"}, "needs --output-dir");
   std::ofstream(dir_ + "/bad.npy") << "not numpy";
   ExpectError({"model", "run", model, "--input", "x=" + dir_ + "/bad.npy", "--output-dir", dir_},
-              "not a float32 .npy file (no NumPy magic)");
+              "not a usable .npy file (no NumPy magic)");
   ExpectError({"model", "run", model, "--input", "x=" + dir_ + "/x.npy", "--output-dir", dir_, "--db",
                dir_ + "/none.db"},
               "none.db");

@@ -192,6 +192,8 @@ const std::map<std::string, std::set<std::string>>& SupportedAttributes() {
       {"Elu", {"alpha"}},
       {"Exp", {}},
       {"Expand", {}},
+      {"ArgMax", {"axis", "keepdims", "select_last_index"}},
+      {"ArgMin", {"axis", "keepdims", "select_last_index"}},
       {"CumSum", {"exclusive", "reverse"}},
       {"LpNormalization", {"axis", "p"}},
       {"Pad", {"mode", "pads", "paddings", "value"}},  // pads/value: attributes before opset 11

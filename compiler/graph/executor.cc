@@ -772,27 +772,43 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
   Graph& g = impl->graph;
   const int lanes = target.MaxF32Lanes();
   for (int t : g.inputs) {
-    impl->inputs.push_back({g.tensors[static_cast<size_t>(t)].name, g.tensors[static_cast<size_t>(t)].shape});
+    const Tensor& x = g.tensors[static_cast<size_t>(t)];
+    TensorInfo info{x.name, x.shape, x.dtype, 0};
+    // An int64 input that indexes Gathers directly: their smallest dimension bounds it.
+    for (const Node& n : g.nodes) {
+      if (n.op == "Gather" && n.inputs[1] == t) {
+        const std::vector<int64_t>& data = g.tensors[static_cast<size_t>(n.inputs[0])].shape;
+        int64_t axis = n.Int("axis", 0);
+        if (axis < 0) axis += static_cast<int64_t>(data.size());
+        const int64_t dim = data[static_cast<size_t>(axis)];
+        info.index_bound = info.index_bound == 0 ? dim : std::min(info.index_bound, dim);
+      }
+    }
+    impl->inputs.push_back(std::move(info));
     impl->input_ids.push_back(t);
   }
   for (int t : g.outputs) {
-    impl->outputs.push_back({g.tensors[static_cast<size_t>(t)].name, g.tensors[static_cast<size_t>(t)].shape});
+    const Tensor& x = g.tensors[static_cast<size_t>(t)];
+    impl->outputs.push_back({x.name, x.shape, x.dtype, 0});
     impl->output_ids.push_back(t);
   }
-  for (const Tensor& t : g.tensors) {
-    // Bool masks are float32 0 and 1 in memory (graph.h).
-    if (t.dtype == DType::kInt64 && !t.constant) {
-      return absl::UnimplementedError("tensor '" + t.name +
-                                      "' is int64 at run time; the executor runs float32 (and bool masks) only");
-    }
+  for (Tensor& t : g.tensors) {
+    // Bool masks are float32 0 and 1 in memory (graph.h), int64 tensors computed at
+    // run time whole numbers in float32; int64 constants that kernels read get that
+    // form here, when their values fit (a kernel reading one that does not is refused
+    // below).
+    if (t.dtype != DType::kInt64 || !t.constant || !t.f32.empty()) continue;
+    bool fits = true;
+    for (int64_t v : t.i64) fits &= v >= -kMaxRunTimeInt && v <= kMaxRunTimeInt;
+    if (fits) t.f32.assign(t.i64.begin(), t.i64.end());
   }
   for (const std::vector<int>* ends : {&g.inputs, &g.outputs}) {
     for (int id : *ends) {
       const Tensor& t = g.tensors[static_cast<size_t>(id)];
-      if (t.dtype != DType::kFloat32) {
+      if (t.dtype == DType::kBool) {
         return absl::UnimplementedError(absl::StrCat("graph ", ends == &g.inputs ? "input" : "output", " '",
-                                                     t.name, "' is ", DTypeName(t.dtype),
-                                                     "; the model's inputs and outputs must be float32"));
+                                                     t.name, "' is bool; the model's inputs and outputs must be "
+                                                     "float32 or int64"));
       }
     }
   }
@@ -995,8 +1011,10 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     for (size_t i = 0; i < p.func.params.size(); ++i) {
       if (p.tensors[i] >= 0) {
         const Tensor& t = g.tensors[static_cast<size_t>(p.tensors[i])];
-        if (t.dtype == DType::kInt64) {
-          return absl::UnimplementedError("kernel " + p.source + " reads int64 tensor '" + t.name + "'");
+        if (t.dtype == DType::kInt64 && t.constant && t.f32.size() != t.i64.size()) {
+          return absl::UnimplementedError(absl::StrCat("kernel ", p.source, " reads int64 constant '", t.name,
+                                                       "' whose values exceed +-", kMaxRunTimeInt,
+                                                       " (run-time int64 values are whole numbers in float32)"));
         }
         step.buffers.push_back(impl->Pointer(p.tensors[i]));
         const Tensor& root = g.tensors[static_cast<size_t>(impl->root[static_cast<size_t>(p.tensors[i])])];
@@ -1023,6 +1041,17 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
 
 absl::StatusOr<ExportedModel> Executor::Export() const {
   const Impl& m = *impl_;
+  for (const std::vector<TensorInfo>* ends : {&m.inputs, &m.outputs}) {
+    for (const TensorInfo& t : *ends) {
+      if (t.dtype != DType::kFloat32) {
+        // The library's entry points take float32 arrays; an int64 one would need its
+        // own entry (and the range checks Run makes).
+        return absl::UnimplementedError(absl::StrCat("the model's ", ends == &m.inputs ? "input" : "output", " '",
+                                                     t.name, "' is int64; a deployed library takes and gives "
+                                                     "float32 only (run it with `model run`)"));
+      }
+    }
+  }
   ExportedModel out;
   out.kernels = m.funcs;
   out.arena_bytes = m.arena_bytes;
@@ -1095,6 +1124,19 @@ absl::Status Executor::RunProfiled(const std::vector<const float*>& inputs, cons
                                                    m.outputs.size(), " outputs"));
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorInfo& info = m.inputs[i];
+    if (info.dtype == DType::kInt64) {
+      const int64_t lo = info.index_bound > 0 ? -info.index_bound : -kMaxRunTimeInt;
+      const int64_t hi = info.index_bound > 0 ? info.index_bound - 1 : kMaxRunTimeInt;
+      for (int64_t k = 0; k < info.NumElements(); ++k) {
+        const float v = inputs[i][k];
+        if (!(v >= static_cast<float>(lo) && v <= static_cast<float>(hi)) || v != std::floor(v)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "int64 input ", info.name, " element ", k, " is ", v, "; it must be a whole number in [", lo, ", ",
+              hi, "]", info.index_bound > 0 ? " (it indexes a Gather)" : ""));
+        }
+      }
+    }
     if (float* to = m.Pointer(m.input_ids[i])) {
       std::memcpy(to, inputs[i], static_cast<size_t>(m.inputs[i].NumElements()) * 4);
     }
@@ -1124,7 +1166,12 @@ RunBuffers SeededRunBuffers(const Executor& exec, uint32_t seed) {
   std::uniform_real_distribution<float> dist(-1, 1);
   for (const TensorInfo& t : exec.inputs()) {
     b.inputs.emplace_back(static_cast<size_t>(t.NumElements()));
-    for (float& v : b.inputs.back()) v = dist(rng);
+    // int64 inputs: valid indices where they index a Gather (token ids), else 1 (an
+    // attention mask that keeps everything).
+    std::uniform_int_distribution<int64_t> index(0, std::max<int64_t>(t.index_bound - 1, 0));
+    for (float& v : b.inputs.back()) {
+      v = t.dtype != DType::kInt64 ? dist(rng) : t.index_bound > 0 ? static_cast<float>(index(rng)) : 1.0f;
+    }
     b.input_ptrs.push_back(b.inputs.back().data());
   }
   for (const TensorInfo& t : exec.outputs()) {
@@ -1137,11 +1184,13 @@ RunBuffers SeededRunBuffers(const Executor& exec, uint32_t seed) {
 // ---- .npy ----
 
 absl::Status WriteNpy(const std::string& path, const std::vector<int64_t>& shape,
-                      const std::vector<float>& data) {
+                      const std::vector<float>& data, DType dtype) {
   std::string dims;
   for (int64_t d : shape) absl::StrAppend(&dims, d, ",");
   if (shape.size() > 1) dims.pop_back();
-  std::string header = absl::StrCat("{'descr': '<f4', 'fortran_order': False, 'shape': (", dims, "), }");
+  const bool ints = dtype == DType::kInt64;
+  std::string header = absl::StrCat("{'descr': '", ints ? "<i8" : "<f4", "', 'fortran_order': False, 'shape': (",
+                                    dims, "), }");
   // Magic (6) + version (2) + length (2) + header + '\n', a multiple of 64.
   const size_t total = (10 + header.size() + 1 + 63) / 64 * 64;
   header.append(total - 10 - header.size() - 1, ' ');
@@ -1152,7 +1201,12 @@ absl::Status WriteNpy(const std::string& path, const std::vector<int64_t>& shape
   out.write("\x93NUMPY\x01\x00", 8);
   out.write(reinterpret_cast<const char*>(&len), 2);
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size() * 4));
+  if (ints) {
+    const std::vector<int64_t> values(data.begin(), data.end());
+    out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * 8));
+  } else {
+    out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size() * 4));
+  }
   if (!out) return absl::DataLossError("writing " + path + " failed");
   return absl::OkStatus();
 }
@@ -1167,7 +1221,7 @@ absl::StatusOr<std::vector<float>> ReadNpy(const std::string& path, std::vector<
 
 absl::StatusOr<std::vector<float>> ParseNpy(const std::string& all, const std::string& path,
                                             std::vector<int64_t>* shape) {
-  auto bad = [&](const std::string& why) { return absl::InvalidArgumentError(path + ": not a float32 .npy file (" + why + ")"); };
+  auto bad = [&](const std::string& why) { return absl::InvalidArgumentError(path + ": not a usable .npy file (" + why + ")"); };
   if (all.size() < 10 || all.compare(0, 6, "\x93NUMPY") != 0) return bad("no NumPy magic");
   const int major = static_cast<unsigned char>(all[6]);
   size_t header_len, header_at;
@@ -1184,9 +1238,15 @@ absl::StatusOr<std::vector<float>> ParseNpy(const std::string& all, const std::s
   }
   if (all.size() < header_at + header_len) return bad("truncated header");
   const std::string header = all.substr(header_at, header_len);
-  if (header.find("'descr': '<f4'") == std::string::npos && header.find("'descr': '|f4'") == std::string::npos) {
-    return bad("dtype is not little-endian float32: " + header);
-  }
+  // Element size: float32, or int64/int32 converted to float32 below.
+  const size_t size = header.find("'descr': '<i8'") != std::string::npos   ? 8
+                       : header.find("'descr': '<i4'") != std::string::npos ? 5
+                       : header.find("'descr': '<f4'") != std::string::npos ||
+                               header.find("'descr': '|f4'") != std::string::npos
+                           ? 4
+                           : 0;
+  if (size == 0) return bad("dtype is not little-endian float32, int64 or int32: " + header);
+  const size_t width = size == 5 ? 4 : size;  // 5: int32 (4 bytes)
   if (header.find("'fortran_order': False") == std::string::npos) return bad("Fortran order");
   const size_t open = header.find("'shape': (");
   const size_t close = header.find(')', open);
@@ -1215,12 +1275,31 @@ absl::StatusOr<std::vector<float>> ParseNpy(const std::string& all, const std::s
                             all.size() - data_at, " bytes"));
   }
   if (zero) n = 0;
-  if (all.size() - data_at != static_cast<size_t>(n) * 4) {
-    return bad(absl::StrCat("shape (", absl::StrJoin(*shape, ", "), ") needs ", n * 4, " bytes of data, file has ",
-                            all.size() - data_at));
+  if (all.size() - data_at != static_cast<size_t>(n) * width) {
+    return bad(absl::StrCat("shape (", absl::StrJoin(*shape, ", "), ") needs ", static_cast<size_t>(n) * width,
+                            " bytes of data, file has ", all.size() - data_at));
   }
   std::vector<float> data(static_cast<size_t>(n));
-  if (n > 0) std::memcpy(data.data(), all.data() + data_at, static_cast<size_t>(n) * 4);  // (null when empty)
+  if (n == 0) return data;
+  if (width == 4 && size == 4) {
+    std::memcpy(data.data(), all.data() + data_at, static_cast<size_t>(n) * 4);
+    return data;
+  }
+  for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+    int64_t v = 0;
+    if (width == 8) {
+      std::memcpy(&v, all.data() + data_at + i * 8, 8);
+    } else {
+      int32_t w = 0;
+      std::memcpy(&w, all.data() + data_at + i * 4, 4);
+      v = w;
+    }
+    if (v < -kMaxRunTimeInt || v > kMaxRunTimeInt) {
+      return bad(absl::StrCat("element ", i, " is ", v, ", beyond the +-", kMaxRunTimeInt,
+                              " integers are exact to at run time"));
+    }
+    data[i] = static_cast<float>(v);
+  }
   return data;
 }
 

@@ -46,11 +46,21 @@ struct ExecutorKernel {
   int calls = 0;       // per inference
 };
 
+// A model input or output. int64 ones (token ids, attention masks, ArgMax's indices)
+// are passed as float32 whole numbers, like every int64 tensor at run time (exact up
+// to kMaxRunTimeInt); Run refuses an int64 input that is not one, or that is out of
+// [-index_bound, index_bound) when it indexes a Gather (index_bound > 0).
 struct TensorInfo {
   std::string name;
   std::vector<int64_t> shape;
+  DType dtype = DType::kFloat32;
+  int64_t index_bound = 0;
   int64_t NumElements() const;
 };
+
+// The largest magnitude an int64 value computed at run time may have: its float32
+// storage holds every whole number up to 2^24 exactly.
+constexpr int64_t kMaxRunTimeInt = int64_t{1} << 24;
 
 // A compiled model as data, for a library that runs it without tuneforge (`deploy
 // --model`): the distinct kernels as lowered functions, the steps with their
@@ -135,9 +145,12 @@ struct RunBuffers {
 };
 RunBuffers SeededRunBuffers(const Executor& exec, uint32_t seed);
 
-// NumPy .npy files of float32 (little-endian, C order), as `model run` reads and writes.
+// NumPy .npy files of float32 (little-endian, C order), as `model run` reads and writes;
+// `dtype` kInt64 writes the (whole-number) values as int64. Reading also takes int64
+// and int32 files (an int64 input's values), converted to float32 and refused when a
+// value's magnitude exceeds kMaxRunTimeInt.
 absl::Status WriteNpy(const std::string& path, const std::vector<int64_t>& shape,
-                      const std::vector<float>& data);
+                      const std::vector<float>& data, DType dtype = DType::kFloat32);
 absl::StatusOr<std::vector<float>> ReadNpy(const std::string& path, std::vector<int64_t>* shape);
 // The same from the file's bytes; `name` (the file) prefixes every error.
 absl::StatusOr<std::vector<float>> ParseNpy(const std::string& all, const std::string& name,

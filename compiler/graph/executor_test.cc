@@ -406,6 +406,50 @@ TEST(ExecutorTest, DenseLayersAbsorbTheElementwiseChainAfterThem) {
   }
 }
 
+// Token ids as an int64 input into an embedding Gather: negative ids count from the
+// end, ids out of range are refused before the run, and ids computed out of range
+// (ids + 3) give NaN rows rather than some other row.
+TEST(ExecutorTest, RunTimeInt64IndicesIntoAGather) {
+  Graph g;
+  g.opset = 17;
+  const int table = AddTensor(&g, "table", {5, 3}), ids = AddTensor(&g, "ids", {2, 2});
+  const int three = AddTensor(&g, "three", {}), shifted = AddTensor(&g, "shifted", {2, 2});
+  const int y = AddTensor(&g, "y", {2, 2, 3}), z = AddTensor(&g, "z", {2, 2, 3});
+  for (int t : {ids, three, shifted}) g.tensors[static_cast<size_t>(t)].dtype = DType::kInt64;
+  g.tensors[static_cast<size_t>(table)].constant = true;
+  g.tensors[static_cast<size_t>(table)].f32 = Random(15, 3);
+  g.tensors[static_cast<size_t>(three)].constant = true;
+  g.tensors[static_cast<size_t>(three)].i64 = {3};
+  g.nodes.push_back(Node{"lookup", "Gather", {table, ids}, {y}, {}});
+  g.nodes.push_back(Node{"add", "Add", {ids, three}, {shifted}, {}});
+  g.nodes.push_back(Node{"lookup2", "Gather", {table, shifted}, {z}, {}});
+  g.inputs = {ids};
+  g.outputs = {y, z};
+  absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(g, TestTarget());
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ((*e)->inputs()[0].index_bound, 5);
+  const std::vector<float>& t = g.tensors[static_cast<size_t>(table)].f32;
+  const std::vector<float> in = {0, -1, 1, 4};  // rows 0, 4, 1, 4; shifted 3, 2, 4, out of range
+  std::vector<float> out(12), out2(12);
+  ASSERT_TRUE((*e)->Run({in.data()}, {out.data(), out2.data()}).ok());
+  const int rows[] = {0, 4, 1, 4}, rows2[] = {3, 2, 4, -1};
+  for (int k = 0; k < 4; ++k) {
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_EQ(out[static_cast<size_t>(k * 3 + c)], t[static_cast<size_t>(rows[k] * 3 + c)]);
+      if (rows2[k] < 0) {
+        EXPECT_TRUE(std::isnan(out2[static_cast<size_t>(k * 3 + c)]));
+      } else {
+        EXPECT_EQ(out2[static_cast<size_t>(k * 3 + c)], t[static_cast<size_t>(rows2[k] * 3 + c)]);
+      }
+    }
+  }
+  for (const std::vector<float>& bad : {std::vector<float>{0, 5, 1, 2}, std::vector<float>{0, -6, 1, 2},
+                                         std::vector<float>{0, 1.5f, 1, 2}}) {
+    EXPECT_THAT((*e)->Run({bad.data()}, {out.data(), out2.data()}).message(),
+                HasSubstr("it must be a whole number in [-5, 4] (it indexes a Gather)"));
+  }
+}
+
 TEST(ExecutorTest, NpyRoundTripAndBadFiles) {
   const std::string dir = ::testing::TempDir();
   const std::string path = dir + "/a.npy";
@@ -442,6 +486,19 @@ TEST(ExecutorTest, NpyRoundTripAndBadFiles) {
   EXPECT_THAT(with_shape("(3,3)"), HasSubstr("needs 36 bytes of data"));
   EXPECT_THAT(with_shape("(6,1)"), ::testing::IsEmpty());  // same bytes, other shape: fine
   EXPECT_THAT(with_shape("(9223372036854775807, 0)"), HasSubstr("needs 0 bytes"));
+
+  // int64 files: whole numbers, read into float32 when they are exact there.
+  ASSERT_TRUE(WriteNpy(path, {3}, {-2, 0, 16777216}, DType::kInt64).ok());
+  back = ReadNpy(path, &shape);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, (std::vector<float>{-2, 0, 16777216}));
+  std::ifstream in64(path, std::ios::binary);
+  std::string ints((std::istreambuf_iterator<char>(in64)), std::istreambuf_iterator<char>());
+  ASSERT_NE(ints.find("'<i8'"), std::string::npos);
+  const int64_t big = (int64_t{1} << 24) + 1;
+  ints.replace(ints.size() - 8, 8, reinterpret_cast<const char*>(&big), 8);
+  std::ofstream(dir + "/big.npy", std::ios::binary) << ints;
+  EXPECT_THAT(ReadNpy(dir + "/big.npy", &shape).status().message(), HasSubstr("element 2 is 16777217"));
 }
 
 }  // namespace

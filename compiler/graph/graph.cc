@@ -279,7 +279,32 @@ class Importer {
       node.outputs.push_back(Add(std::move(outs[static_cast<size_t>(i)])));
     }
     // A node whose outputs are all known now is folded away: its outputs are constants.
-    if (!all_constant) graph_.nodes.push_back(std::move(node));
+    if (!all_constant) {
+      RETURN_IF_ERROR(CheckRunTimeInts(node));
+      graph_.nodes.push_back(std::move(node));
+    }
+    return absl::OkStatus();
+  }
+
+  // int64 tensors computed at run time (token ids, attention masks and what is
+  // computed from them) live in float32 buffers holding their whole-number values,
+  // exact up to 2^24 (the executor checks the inputs). Only operators that are exact
+  // on such values take them: data movement, Gather, Cast, and the elementwise Add,
+  // Sub, Mul, Neg, Abs, Sign, Max, Min, comparisons and Where; Div and Mod would round
+  // where integer division truncates, and the rest are float operators.
+  absl::Status CheckRunTimeInts(const Node& n) const {
+    static const std::set<std::string> exact = {
+        "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice",
+        "Expand",   "Tile",    "Pad",     "Gather",  "Cast",      "CastLike",  "Add",    "Sub",   "Mul",
+        "Neg",      "Abs",     "Sign",    "Max",     "Min",       "Where",     "Equal",  "Less",  "Greater",
+        "LessOrEqual", "GreaterOrEqual"};
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (!Has(n, i) || In(n, i).constant || In(n, i).dtype != DType::kInt64 || exact.count(n.op)) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input ", i, " '", In(n, i).name, "' is int64 computed at run time; ", n.op,
+          " takes int64 only as a constant (run-time int64 values go through data movement, Gather, Cast, "
+          "Add, Sub, Mul, Neg, Abs, Sign, Max, Min, comparisons and Where)"));
+    }
     return absl::OkStatus();
   }
 
@@ -394,7 +419,7 @@ class Importer {
     if (op == "Where") return InferWhere(n);
     if (IsUnaryElementwiseOp(op)) {
       RETURN_IF_ERROR(Need(n, 1, 1));
-      RETURN_IF_ERROR(NeedFloat(n));
+      if (op != "Neg" && op != "Abs" && op != "Sign") RETURN_IF_ERROR(NeedFloat(n));  // exact on whole numbers
       return std::vector<Tensor>{Like(In(n, 0), In(n, 0).shape)};
     }
     if (op == "PRelu") {  // the slope broadcasts to X
@@ -410,12 +435,30 @@ class Importer {
     if (op == "Sum" || op == "Max" || op == "Min" || op == "Mean") {
       if (n.inputs.empty()) return absl::InvalidArgumentError("takes 1 or more inputs, got 0");
       RETURN_IF_ERROR(Need(n, n.inputs.size(), n.inputs.size()));
-      RETURN_IF_ERROR(NeedFloat(n));
+      const bool ints = In(n, 0).dtype == DType::kInt64 && (op == "Max" || op == "Min");
+      bool constant = true;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        if (ints && In(n, i).dtype != DType::kInt64) return absl::InvalidArgumentError("inputs of different types");
+        constant &= In(n, i).constant;
+      }
+      if (!ints) RETURN_IF_ERROR(NeedFloat(n));
       std::vector<int64_t> shape = In(n, 0).shape;
       for (size_t i = 1; i < n.inputs.size(); ++i) {
         ASSIGN_OR_RETURN(shape, Broadcast(shape, In(n, i).shape));
       }
-      return std::vector<Tensor>{Like(In(n, 0), shape)};
+      Tensor out = Like(In(n, 0), shape);
+      if (ints && constant) {  // shape arithmetic
+        std::vector<const Tensor*> ins;
+        for (size_t i = 0; i < n.inputs.size(); ++i) ins.push_back(&In(n, i));
+        FoldElementwise(ins, &out, [&](const std::vector<size_t>& at) {
+          int64_t v = ins[0]->i64[at[0]];
+          for (size_t i = 1; i < ins.size(); ++i) {
+            v = op == "Max" ? std::max(v, ins[i]->i64[at[i]]) : std::min(v, ins[i]->i64[at[i]]);
+          }
+          out.i64.push_back(v);
+        });
+      }
+      return std::vector<Tensor>{std::move(out)};
     }
     if (op == "Dropout") {  // inference: the identity
       RETURN_IF_ERROR(Need(n, 1, 3));
@@ -932,6 +975,30 @@ class Importer {
       n.attrs["tf_axis"].ints = {NormalizeAxis(axis[0], rank)};
       return std::vector<Tensor>{Like(x, x.shape)};
     }
+    if (op == "ArgMax" || op == "ArgMin") {  // int64 indices of the first (or last) extreme along axis
+      RETURN_IF_ERROR(Need(n, 1, 1));
+      RETURN_IF_ERROR(NeedFloat(n));
+      const std::vector<int64_t>& s = In(n, 0).shape;
+      const int64_t rank = static_cast<int64_t>(s.size());
+      const int64_t axis = NormalizeAxis(n.Int("axis", 0), rank);
+      if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
+      for (const char* flag : {"keepdims", "select_last_index"}) {
+        const int64_t v = n.Int(flag, std::string(flag) == "keepdims" ? 1 : 0);
+        if (v != 0 && v != 1) return absl::InvalidArgumentError(absl::StrCat("attribute ", flag, " must be 0 or 1"));
+      }
+      std::vector<int64_t> out;
+      for (int64_t d = 0; d < rank; ++d) {
+        if (d != axis) {
+          out.push_back(s[static_cast<size_t>(d)]);
+        } else if (n.Int("keepdims", 1) != 0) {
+          out.push_back(1);
+        }
+      }
+      n.attrs["tf_axis"].ints = {axis};
+      Tensor t = Like(In(n, 0), out);
+      t.dtype = DType::kInt64;
+      return std::vector<Tensor>{std::move(t)};
+    }
     if (op == "LpNormalization") {
       RETURN_IF_ERROR(Need(n, 1, 1));
       RETURN_IF_ERROR(NeedFloat(n));
@@ -978,13 +1045,13 @@ class Importer {
       RETURN_IF_ERROR(Need(n, 2, 2));
       const Tensor& x = In(n, 0);
       const Tensor& idx = In(n, 1);
-      if (!idx.constant || idx.dtype != DType::kInt64) {
-        return absl::InvalidArgumentError("indices must be a constant int64 tensor");
-      }
+      if (idx.dtype != DType::kInt64) return absl::InvalidArgumentError("indices must be an int64 tensor");
       const int64_t rank = static_cast<int64_t>(x.shape.size());
       const int64_t axis = NormalizeAxis(n.Int("axis", 0), rank);
       if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
       const int64_t dim = x.shape[static_cast<size_t>(axis)];
+      // Indices computed at run time (token ids into an embedding) are checked as
+      // the model's inputs when they are one, and clamped into range otherwise.
       for (int64_t i : idx.i64) {
         if (i < -dim || i >= dim) {
           return absl::InvalidArgumentError(absl::StrCat("index ", i, " out of range for dimension ", dim));
@@ -1423,9 +1490,9 @@ class Importer {
 
   // Cast (attribute `to`) and CastLike (the type of its second input) to float32,
   // int64 or bool: a constant is converted here (float to int64 rounds toward zero, as
-  // C and numpy do; NaN and out-of-range values are refused; nonzero is true); a
-  // run-time tensor only when the type stays the same or goes from bool to float32
-  // (the identity on the stored values: the executor aliases it).
+  // C and numpy do; NaN and out-of-range values are refused; nonzero is true); at run
+  // time float to int64 becomes tf.Trunc and anything to bool tf.NonZero (elementwise
+  // kernels), every other conversion is the identity on the stored values.
   absl::StatusOr<std::vector<Tensor>> InferCast(Node& n) {
     const bool like = n.op == "CastLike";
     RETURN_IF_ERROR(Need(n, like ? 2 : 1, like ? 2 : 1));
@@ -1470,12 +1537,17 @@ class Importer {
           out.i64.push_back(static_cast<int64_t>(v));
         }
       }
-    } else if (to != x.dtype && !(to == DType::kFloat32 && x.dtype == DType::kBool)) {
-      // bool to float32 is the identity on the stored 0 and 1.
-      return absl::InvalidArgumentError(absl::StrCat("converting the run-time tensor '", x.name, "' from ",
-                                                     DTypeName(x.dtype), " to ", DTypeName(to),
-                                                     " is not supported"));
+    } else if (to == DType::kInt64 && x.dtype == DType::kFloat32) {
+      n.op = "tf.Trunc";  // toward zero; the value must fit the int64 storage (graph.h)
+      n.inputs.resize(1);
+      n.attrs.clear();
+    } else if (to == DType::kBool && x.dtype != DType::kBool) {
+      n.op = "tf.NonZero";
+      n.inputs.resize(1);
+      n.attrs.clear();
     }
+    // Otherwise the stored values stay as they are (bool to int64 or float32, int64
+    // to float32, the same type): the executor aliases the output to the input.
     return std::vector<Tensor>{std::move(out)};
   }
 
@@ -1996,7 +2068,7 @@ bool IsUnaryElementwiseOp(const std::string& op) {
       "Floor",    "Gelu",        "HardSigmoid", "HardSwish", "LeakyRelu", "Log", "Mish",
       "Neg",      "Reciprocal",  "Relu",      "Round",   "Selu",     "Shrink",    "Sigmoid",
       "Sign",     "Sin",         "Sinh",      "Softplus", "Softsign", "Sqrt",     "Tan",
-      "Tanh",     "ThresholdedRelu"};
+      "Tanh",     "ThresholdedRelu", "tf.Trunc", "tf.NonZero"};
   return ops.count(op) > 0;
 }
 

@@ -322,6 +322,8 @@ absl::StatusOr<Expr> UnaryExpr(const Node& n, Expr x) {
   if (op == "Ceil") return ir::Call("ceil", x);
   if (op == "Round") return ir::Call("round", x);
   if (op == "Sign") return ir::Sub(ir::Call("step", x), ir::Call("step", negative(x)));
+  if (op == "tf.Trunc") return ir::Select(ir::LT(x, FloatImm(0.0)), ir::Call("ceil", x), ir::Call("floor", x));
+  if (op == "tf.NonZero") return ir::Select(ir::EQ(x, FloatImm(0.0)), FloatImm(0.0), FloatImm(1.0));
   static const std::map<std::string, std::string> kMath = {
       {"Sin", "sin"},   {"Cos", "cos"},   {"Tan", "tan"},   {"Asin", "asin"},
       {"Acos", "acos"}, {"Atan", "atan"}, {"Sinh", "sinh"}, {"Cosh", "cosh"}};
@@ -479,6 +481,22 @@ Stmt Copy(const std::vector<int64_t>& shape, View out, View in, int lanes, Names
                          [](auto& v) { return v[0]; }, lanes, names);
 }
 
+// Vectorized loop over a contiguous row of `n` elements: store(j) for each j.
+Stmt RowLoop(int64_t n, int lanes, const std::function<Stmt(Expr)>& store, Names& names) {
+  const int64_t vec = lanes > 1 && n >= lanes ? lanes : 1;
+  std::vector<Stmt> parts;
+  const std::string jo = names("jo"), ji = names("ji");
+  parts.push_back(ir::For(jo, IntImm(n / vec), n / vec, ForKind::kSerial,
+                          ir::For(ji, IntImm(vec), vec, vec > 1 ? ForKind::kVectorized : ForKind::kSerial,
+                                  store(ir::Add(ir::Mul(Var(jo), IntImm(vec)), Var(ji))))));
+  if (n % vec) {
+    const std::string jt = names("jt");
+    parts.push_back(ir::For(jt, IntImm(n % vec), n % vec, ForKind::kSerial,
+                            store(ir::Add(IntImm(n / vec * vec), Var(jt)))));
+  }
+  return ir::Block(parts);
+}
+
 absl::StatusOr<NodeKernel> Pad(const Graph& g, const Node& n, int lanes);
 
 absl::StatusOr<NodeKernel> DataMovement(const Graph& g, const Node& n, int lanes) {
@@ -559,9 +577,41 @@ absl::StatusOr<NodeKernel> DataMovement(const Graph& g, const Node& n, int lanes
     }
     return b.Finish(ir::Block(copies));
   }
+  if (n.op == "Gather" && (!T(g, n.inputs[1]).constant || T(g, n.inputs[1]).NumElements() > 256)) {
+    // Indices read when the kernel runs (token ids into an embedding table): one
+    // parallel step per (outer, index) copies the slice the index picks; a negative
+    // index counts from the end. A graph input's indices are checked before the run
+    // (Executor::Run); an index computed out of range reads a clamped one and yields
+    // NaN, never a plausible wrong row.
+    const std::vector<int64_t>& in_shape = b.Shape(n.inputs[0]);
+    const int64_t rank = static_cast<int64_t>(in_shape.size());
+    int64_t axis = n.Int("axis", 0);
+    if (axis < 0) axis += rank;
+    const int64_t outer = Product(in_shape, 0, static_cast<size_t>(axis));
+    const int64_t inner = Product(in_shape, static_cast<size_t>(axis) + 1);
+    const int64_t dim = in_shape[static_cast<size_t>(axis)];
+    const int64_t count = T(g, n.inputs[1]).NumElements();
+    const std::string x = b.Param(n.inputs[0]);
+    const std::string idx = b.Param(n.inputs[1]);
+    const std::string y = b.Param(n.outputs[0], true);
+    const std::string p = b.names("p");
+    Expr raw = ir::ToInt(ir::Load(idx, ir::DType::kFloat32, ir::Mod(Var(p), IntImm(count))));
+    Expr wrapped = ir::Select(ir::LT(raw, IntImm(0)), ir::Add(raw, IntImm(dim)), raw);
+    Expr i = ir::Max(ir::Min(wrapped, IntImm(dim - 1)), IntImm(0));
+    Expr in_range = ir::EQ(i, wrapped);
+    Expr from = ir::Mul(ir::Add(ir::Mul(ir::Div(Var(p), IntImm(count)), IntImm(dim)), i), IntImm(inner));
+    Stmt row = RowLoop(
+        inner, lanes,
+        [&](Expr j) {
+          return ir::Store(y, ir::Add(ir::Mul(Var(p), IntImm(inner)), j),
+                           ir::Select(in_range, ir::Load(x, ir::DType::kFloat32, ir::Add(from, j)),
+                                      FloatImm(std::numeric_limits<double>::quiet_NaN())));
+        },
+        b.names);
+    return b.Finish(ir::For(p, IntImm(outer * count), outer * count, ForKind::kParallel, row));
+  }
   if (n.op == "Gather") {
     const Tensor& idx = T(g, n.inputs[1]);
-    if (idx.NumElements() > 256) return Unsupported(n, "a Gather of more than 256 indices");
     const std::vector<int64_t>& in_shape = b.Shape(n.inputs[0]);
     const int64_t rank = static_cast<int64_t>(in_shape.size());
     int64_t axis = n.Int("axis", 0);
@@ -608,21 +658,6 @@ absl::StatusOr<NodeKernel> DataMovement(const Graph& g, const Node& n, int lanes
   return Unsupported(n, "this data-movement operator");
 }
 
-// Vectorized loop over a contiguous row of `n` elements: store(j) for each j.
-Stmt RowLoop(int64_t n, int lanes, const std::function<Stmt(Expr)>& store, Names& names) {
-  const int64_t vec = lanes > 1 && n >= lanes ? lanes : 1;
-  std::vector<Stmt> parts;
-  const std::string jo = names("jo"), ji = names("ji");
-  parts.push_back(ir::For(jo, IntImm(n / vec), n / vec, ForKind::kSerial,
-                          ir::For(ji, IntImm(vec), vec, vec > 1 ? ForKind::kVectorized : ForKind::kSerial,
-                                  store(ir::Add(ir::Mul(Var(jo), IntImm(vec)), Var(ji))))));
-  if (n % vec) {
-    const std::string jt = names("jt");
-    parts.push_back(ir::For(jt, IntImm(n % vec), n % vec, ForKind::kSerial,
-                            store(ir::Add(IntImm(n / vec * vec), Var(jt)))));
-  }
-  return ir::Block(parts);
-}
 
 // Pad, constant mode: the pad value everywhere, then the input's kept part copied
 // into place (negative pads crop). Other modes: every output element reads the
@@ -729,6 +764,36 @@ absl::StatusOr<NodeKernel> CumSum(const Graph& g, const Node& n) {
                       exclusive ? ir::Block({store, add}) : ir::Block({add, store}));
   Stmt st = ir::Allocate(sum, ir::DType::kFloat32, 1,
                          ir::Block({ir::Store(sum, IntImm(0), FloatImm(0.0)), body}));
+  return b.Finish(ir::For(line, IntImm(outer * inner), outer * inner, ForKind::kParallel, st));
+}
+
+// ArgMax, ArgMin: per line along the axis, the index of its first extreme (the last
+// with select_last_index), as a whole number in the float32 storage of int64 tensors.
+absl::StatusOr<NodeKernel> ArgExtreme(const Graph& g, const Node& n) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
+  const size_t axis = static_cast<size_t>(n.Ints("tf_axis").at(0));
+  const int64_t outer = Product(shape, 0, axis), extent = shape[axis], inner = Product(shape, axis + 1);
+  const bool max = n.op == "ArgMax", last = n.Int("select_last_index", 0) != 0;
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string y = b.Param(n.outputs[0], true);
+  const std::string line = b.names("line"), j = b.names("j"), best = b.names("best"), at = b.names("at"),
+                    k = b.names("k");  // j as a float (the loop IR converts float to int only)
+  Expr base = ir::Add(ir::Mul(ir::Div(Var(line), IntImm(inner)), IntImm(extent * inner)),
+                      ir::Mod(Var(line), IntImm(inner)));
+  Expr v = ir::Load(x, ir::DType::kFloat32, ir::Add(base, ir::Mul(Var(j), IntImm(inner))));
+  // Better: strictly (the first extreme) or not worse (the last).
+  Expr better = max ? (last ? ir::LE(Scalar(best), v) : ir::LT(Scalar(best), v))
+                    : (last ? ir::LE(v, Scalar(best)) : ir::LT(v, Scalar(best)));
+  Stmt step = ir::Block({ir::Store(at, IntImm(0), ir::Select(better, Scalar(k), Scalar(at))),
+                         ir::Store(best, IntImm(0), ir::Select(better, v, Scalar(best))),
+                         ir::Store(k, IntImm(0), ir::Add(Scalar(k), FloatImm(1.0)))});
+  Stmt body = ir::Block({ir::Store(best, IntImm(0), ir::Load(x, ir::DType::kFloat32, base)),
+                         ir::Store(at, IntImm(0), FloatImm(0.0)), ir::Store(k, IntImm(0), FloatImm(0.0)),
+                         ir::For(j, IntImm(extent), extent, ForKind::kSerial, step),
+                         ir::Store(y, Var(line), Scalar(at))});
+  Stmt st = ir::Allocate(best, ir::DType::kFloat32, 1,
+                         ir::Allocate(at, ir::DType::kFloat32, 1, ir::Allocate(k, ir::DType::kFloat32, 1, body)));
   return b.Finish(ir::For(line, IntImm(outer * inner), outer * inner, ForKind::kParallel, st));
 }
 
@@ -1774,6 +1839,7 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lane
   }
   if (op == "Trilu") return Trilu(g, n, lanes);
   if (op == "CumSum") return CumSum(g, n);
+  if (op == "ArgMax" || op == "ArgMin") return ArgExtreme(g, n);
   if (op == "LpNormalization") return LpNormalization(g, n, lanes);
   if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") return Softmax(g, n, lanes, g.opset);
   if (op == "LayerNormalization" || op == "InstanceNormalization" || op == "GroupNormalization") {

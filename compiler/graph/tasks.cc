@@ -267,7 +267,8 @@ class Extractor {
     }
     if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax" || op == "LayerNormalization" ||
         op == "InstanceNormalization" || op == "GroupNormalization" || op == "MeanVarianceNormalization" ||
-        op == "LRN" || op == "LpNormalization" || op == "CumSum" || IsReduceOp(op)) {
+        op == "LRN" || op == "LpNormalization" || op == "CumSum" || op == "ArgMax" || op == "ArgMin" ||
+        IsReduceOp(op)) {
       return "normalization/reduction";
     }
     if (op == "Reshape" || op == "Flatten" || op == "Transpose" || op == "Squeeze" ||

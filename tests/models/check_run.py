@@ -54,7 +54,7 @@ def main():
         if v.name in weights:
             continue
         shape = [dims[d.dim_param] if d.dim_param else d.dim_value for d in v.type.tensor_type.shape.dim]
-        x = rng.uniform(-1, 1, shape).astype(np.float32)
+        x = seeded_input(model, v, shape, rng)
         path = os.path.join(a.workdir, v.name.replace("/", "_") + ".in.npy")
         np.save(path, x)
         feeds[v.name] = x
@@ -82,6 +82,24 @@ def main():
         ok = check_library(a, names, expected, feeds, outputs) and ok
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
+
+
+def seeded_input(model, value, shape, rng):
+    """Uniform in [-1, 1) for float32; for int64 (token ids, masks): valid indices
+    where the input indexes a Gather of a weight, else 0 or 1 (a mask)."""
+    if value.type.tensor_type.elem_type != onnx.TensorProto.INT64:
+        return rng.uniform(-1, 1, shape).astype(np.float32)
+    weights = {t.name: list(t.dims) for t in model.graph.initializer}
+    bounds = []
+    for node in model.graph.node:
+        if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == value.name and \
+                node.input[0] in weights:
+            dims = weights[node.input[0]]
+            axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+            bounds.append(dims[axis % len(dims)])
+    if not bounds:
+        return rng.integers(0, 2, shape).astype(np.int64)
+    return rng.integers(0, min(bounds), shape).astype(np.int64)
 
 
 def run_logged(cmd, what):

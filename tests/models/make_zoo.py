@@ -21,13 +21,17 @@ transformer decoder block as PyTorch exports it at opset 17 with dynamic axes.
                     buffer, Gelu with tanh written out (Pow, Tanh)
   bert_encoder.onnx BERT-base's 12-layer encoder over the embeddings, dynamic axes,
                     Gelu with Erf (bert_encoder2.onnx: its first two layers)
+  bert_tokens.onnx  BERT-base whole as Hugging Face exports it: int64 input_ids,
+                    attention_mask and token_type_ids, the embedding lookups
+                    (Gather), the mask as an additive bias (bert_tokens2.onnx: two
+                    layers)
 
   make_zoo.py OUT_DIR [--size S] [--models a,b,...]
 
 --size sets the CNNs' input height and width (default 224, the zoo's; the tests
 use a smaller one so the dense layers that follow the convolutions stay small).
 The CNNs take 1x3xSxS; gpt2_block and bert_encoder take embeddings [batch,
-sequence, 768] (tuneforge runs float32 inputs only, not the int64 token lookup).
+sequence, 768], bert_tokens int64 tokens [batch, sequence].
 """
 import argparse
 import os
@@ -320,7 +324,7 @@ class Transformer(Builder):
         merged_shape = self.node("Concat", [unsq(batch), unsq(seq), self.i64(self.hidden)], "concat", axis=0)
         return heads_shape, merged_shape, unsq(seq)
 
-    def attention(self, h, x_for_shapes, causal_ctx=0):
+    def attention(self, h, x_for_shapes, causal_ctx=0, additive_mask=None):
         """Multi-head self-attention of h; with causal_ctx, GPT-2's mask: a slice of a
         constant lower-triangular [ctx, ctx] bool buffer selecting the scores or the
         dtype's minimum through Where."""
@@ -338,6 +342,8 @@ class Transformer(Builder):
             mask = self.node("Slice", [self.const("bias", tril), self.node("Concat", [zero, zero], "concat", axis=0),
                                        self.node("Concat", [seq1, seq1], "concat", axis=0), self.i64(2, 3)], "slice")
             scores = self.node("Where", [mask, scores, self.f32(np.finfo(np.float32).min)], "where")
+        if additive_mask:
+            scores = self.node("Add", [scores, additive_mask])
         probs = self.node("Softmax", [scores], "softmax", axis=-1)
         merged = self.node("Reshape", [self.node("Transpose", [self.node("MatMul", [probs, v])], "transpose",
                                                  perm=[0, 2, 1, 3]), merged_shape])
@@ -382,12 +388,49 @@ def bert_encoder(rng, layers=12, hidden=768, heads=12, ffn=3072):
     return b.model("bert_encoder" if layers == 12 else f"bert_encoder{layers}", h)
 
 
+def bert_tokens(rng, layers=12, hidden=768, heads=12, ffn=3072, vocab=30522, positions=512):
+    """BERT-base whole, as a Hugging Face export at opset 17 has it: int64
+    input_ids, attention_mask and token_type_ids [batch, sequence]; word, position
+    (a slice of a constant position_ids buffer) and token-type embeddings looked up
+    by Gather, summed and normalized; the mask turned into an additive bias, (1 -
+    mask) * float32 min, on every layer's scores."""
+    b = Transformer(rng, hidden, heads)
+    word = b.node("Gather", [b.const("word_emb", b.weight(vocab, hidden)), "input_ids"], "gather")
+    seq = b.node("Unsqueeze", [b.node("Gather", [b.node("Shape", ["input_ids"]), b.const("c", np.array(1, np.int64))],
+                                      "gather", axis=0), b.i64(0)], "unsqueeze")
+    position_ids = b.node("Slice", [b.const("position_ids", np.arange(positions, dtype=np.int64).reshape(1, -1)),
+                                    b.i64(0), seq, b.i64(1)], "slice")
+    pos = b.node("Gather", [b.const("pos_emb", b.weight(positions, hidden)), position_ids], "gather")
+    typ = b.node("Gather", [b.const("type_emb", b.weight(2, hidden)), "token_type_ids"], "gather")
+    h = b.layer_norm(b.node("Add", [b.node("Add", [word, pos]), typ]))
+    mask = b.node("Cast", [b.node("Unsqueeze", ["attention_mask", b.i64(1, 2)], "unsqueeze")], "cast",
+                  to=TensorProto.FLOAT)
+    bias = b.node("Mul", [b.node("Sub", [b.f32(1.0), mask]), b.f32(np.finfo(np.float32).min)])
+    for _ in range(layers):
+        h = b.layer_norm(b.node("Add", [h, b.attention(h, h, additive_mask=bias)]))
+        m = b.linear(h, hidden, ffn)
+        erf = b.node("Erf", [b.node("Div", [m, b.f32(np.sqrt(2.0))])])
+        gelu = b.node("Mul", [b.node("Mul", [m, b.node("Add", [erf, b.f32(1.0)])]), b.f32(0.5)])
+        h = b.layer_norm(b.node("Add", [h, b.linear(gelu, ffn, hidden)]))
+    h = b.node("Identity", [h], "last_hidden_state")
+    tokens = lambda name: helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"])
+    graph = helper.make_graph(
+        b.nodes, "bert_tokens", [tokens("input_ids"), tokens("attention_mask"), tokens("token_type_ids")],
+        [helper.make_tensor_value_info(h, TensorProto.FLOAT, ["batch", "sequence", hidden])], b.inits)
+    model = helper.make_model(graph, producer_name="tuneforge-zoo", opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
 MODELS = {
     "resnet50v1": resnet50v1, "squeezenet": squeezenet, "vgg16": vgg16, "alexnet": alexnet,
     "zfnet": lambda rng, size: alexnet(rng, size, zf=True), "googlenet": googlenet, "densenet121": densenet121,
     "shufflenet": shufflenet, "gpt2_block": lambda rng, size: gpt2_block(rng),
     "bert_encoder": lambda rng, size: bert_encoder(rng),
     "bert_encoder2": lambda rng, size: bert_encoder(rng, layers=2),  # the tests' two-layer cut
+    "bert_tokens": lambda rng, size: bert_tokens(rng),
+    "bert_tokens2": lambda rng, size: bert_tokens(rng, layers=2),
 }
 
 

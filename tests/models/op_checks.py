@@ -9,7 +9,8 @@ reflection folds more than once; Resize down and up by non-integer factors with
 sizes; comparisons feeding Where with infinities in the branch not taken; OneHot
 with negative and out-of-range indices; MeanVarianceNormalization over other axes;
 Pad in every mode, growing and cropping, reflecting past the edge; Expand, Tile,
-Trilu, CumSum and LpNormalization, whose node tests are not float32).
+Trilu, CumSum and LpNormalization, whose node tests are not float32; ArgMax and
+ArgMin with ties; int64 token ids and an attention mask as run-time inputs).
 
 A case the ONNX reference and onnxruntime disagree on must be refused by tuneforge
 (listed in EXPECT_REFUSED); a refusal anywhere else, or any mismatch, fails.
@@ -115,6 +116,39 @@ def cases():
         x = rng.standard_normal((2, 6, 9)).astype(f32)
         node = helper.make_node("LpNormalization", ["x"], ["y"], axis=axis, p=p_norm)
         yield f"lpnormalization_axis{axis}_p{p_norm}", model(node, [("x", x)], [], 13), {"x": x}
+    for op, axis, keep, last in [("ArgMax", 1, 1, 0), ("ArgMin", -1, 0, 0), ("ArgMax", 0, 0, 1), ("ArgMin", 2, 1, 1)]:
+        x = rng.integers(-3, 3, (3, 4, 5)).astype(f32)  # ties, so first and last differ
+        node = helper.make_node(op, ["x"], ["y"], axis=axis, keepdims=keep, select_last_index=last)
+        graph = helper.make_graph([node], "arg", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                                  [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        m.ir_version = 9
+        yield f"{op.lower()}_axis{axis}_keep{keep}_last{last}", m, {"x": x}
+    # Token ids and an attention mask as int64 inputs: an embedding lookup (ids + 1,
+    # negative ids counting from the end), the mask cast to float, and a float
+    # computed back to int64 and forth (truncation toward zero).
+    ids = rng.integers(-20, 48, (2, 7)).astype(np.int64)
+    mask = rng.integers(0, 2, (2, 7)).astype(np.int64)
+    table = rng.standard_normal((50, 16)).astype(f32)
+    nodes = [helper.make_node("Add", ["ids", "one"], ["shifted"]),
+             helper.make_node("Gather", ["table", "shifted"], ["emb"]),
+             helper.make_node("Cast", ["mask"], ["maskf"], to=TensorProto.FLOAT),
+             helper.make_node("Unsqueeze", ["maskf", "two"], ["mask3"]),
+             helper.make_node("Mul", ["emb", "mask3"], ["masked"]),
+             helper.make_node("Mul", ["masked", "three"], ["big"]),
+             helper.make_node("Cast", ["big"], ["trunc"], to=TensorProto.INT64),
+             helper.make_node("Cast", ["trunc"], ["truncf"], to=TensorProto.FLOAT),
+             helper.make_node("Add", ["masked", "truncf"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "embedding",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ids.shape),
+         helper.make_tensor_value_info("mask", TensorProto.INT64, mask.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(table, "table"), numpy_helper.from_array(np.array(1, np.int64), "one"),
+         numpy_helper.from_array(np.array([2], np.int64), "two"), numpy_helper.from_array(np.array(3, f32), "three")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    yield "embedding_int64_inputs", m, {"ids": ids, "mask": mask}
     a = rng.standard_normal((3, 8)).astype(f32)
     a[0, :3] = [np.inf, -np.inf, np.nan]
     b = rng.standard_normal((8,)).astype(f32)
