@@ -241,6 +241,7 @@ const std::map<std::string, std::set<std::string>>& SupportedAttributes() {
       {"Erf", {}},
       {"Flatten", {"axis"}},
       {"Gather", {"axis"}},
+      {"GatherElements", {"axis"}},
       {"Gemm", {"alpha", "beta", "transA", "transB"}},
       {"GlobalAveragePool", {}},
       {"GlobalMaxPool", {}},

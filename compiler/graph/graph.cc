@@ -295,7 +295,7 @@ class Importer {
   absl::Status CheckRunTimeInts(const Node& n) const {
     static const std::set<std::string> exact = {
         "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice",
-        "Expand",   "Tile",    "Pad",     "Gather",  "Cast",      "CastLike",  "Add",    "Sub",   "Mul",
+        "Expand",   "Tile",    "Pad",     "Gather",  "GatherElements", "Cast",      "CastLike",  "Add",    "Sub",   "Mul", "Trilu",
         "Neg",      "Abs",     "Sign",    "Max",     "Min",       "Where",     "Equal",  "Less",  "Greater",
         "LessOrEqual", "GreaterOrEqual"};
     for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -974,6 +974,35 @@ class Importer {
       }
       n.attrs["tf_axis"].ints = {NormalizeAxis(axis[0], rank)};
       return std::vector<Tensor>{Like(x, x.shape)};
+    }
+    if (op == "GatherElements") {  // y[i][j][k] = x[i][idx[i][j][k]][k] (axis 1), y shaped as idx
+      RETURN_IF_ERROR(Need(n, 2, 2));
+      const Tensor& x = In(n, 0);
+      const Tensor& idx = In(n, 1);
+      if (idx.dtype != DType::kInt64) return absl::InvalidArgumentError("indices must be an int64 tensor");
+      const int64_t rank = static_cast<int64_t>(x.shape.size());
+      const int64_t axis = NormalizeAxis(n.Int("axis", 0), rank);
+      if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
+      if (idx.shape.size() != x.shape.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("indices ", ShapeText(idx.shape), " and data ",
+                                                       ShapeText(x.shape), " differ in rank"));
+      }
+      for (int64_t d = 0; d < rank; ++d) {
+        if (d != axis && idx.shape[static_cast<size_t>(d)] > x.shape[static_cast<size_t>(d)]) {
+          return absl::InvalidArgumentError(absl::StrCat("indices ", ShapeText(idx.shape), " exceed data ",
+                                                         ShapeText(x.shape), " on axis ", d));
+        }
+      }
+      if (idx.constant) {
+        const int64_t dim = x.shape[static_cast<size_t>(axis)];
+        for (int64_t i : idx.i64) {
+          if (i < -dim || i >= dim) {
+            return absl::InvalidArgumentError(absl::StrCat("index ", i, " out of range for dimension ", dim));
+          }
+        }
+      }
+      n.attrs["tf_axis"].ints = {axis};
+      return std::vector<Tensor>{Like(x, idx.shape)};
     }
     if (op == "ArgMax" || op == "ArgMin") {  // int64 indices of the first (or last) extreme along axis
       RETURN_IF_ERROR(Need(n, 1, 1));

@@ -767,6 +767,45 @@ absl::StatusOr<NodeKernel> CumSum(const Graph& g, const Node& n) {
   return b.Finish(ir::For(line, IntImm(outer * inner), outer * inner, ForKind::kParallel, st));
 }
 
+// GatherElements: each output element reads the input element at its own position
+// with the axis coordinate replaced by its index (negative counts from the end; out
+// of range gives NaN, as Gather's computed indices do).
+absl::StatusOr<NodeKernel> GatherElements(const Graph& g, const Node& n, int lanes) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& in = b.Shape(n.inputs[0]);
+  const std::vector<int64_t>& out = b.Shape(n.outputs[0]);
+  const size_t rank = in.size(), axis = static_cast<size_t>(n.Ints("tf_axis").at(0));
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string idx = b.Param(n.inputs[1]);
+  const std::string y = b.Param(n.outputs[0], true);
+  const std::vector<int64_t> is = RowMajorStrides(in);
+  const int64_t rows = Product(out, 0, rank - 1), last = out[rank - 1], dim = in[axis];
+  const std::string p = b.names("p");
+  std::vector<Expr> o(rank);
+  int64_t inner = 1;
+  for (size_t d = rank - 1; d-- > 0;) {
+    o[d] = ir::Mod(ir::Div(Var(p), IntImm(inner)), IntImm(out[d]));
+    inner *= out[d];
+  }
+  Stmt row = RowLoop(
+      last, lanes,
+      [&](Expr j) {
+        std::vector<Expr> at = o;
+        at[rank - 1] = j;
+        Expr flat = ir::Add(ir::Mul(Var(p), IntImm(last)), j);
+        Expr raw = ir::ToInt(ir::Load(idx, ir::DType::kFloat32, flat));
+        Expr wrapped = ir::Select(ir::LT(raw, IntImm(0)), ir::Add(raw, IntImm(dim)), raw);
+        Expr i = ir::Max(ir::Min(wrapped, IntImm(dim - 1)), IntImm(0));
+        Expr from = IntImm(0);
+        for (size_t d = 0; d < rank; ++d) from = ir::Add(from, ir::Mul(d == axis ? i : at[d], IntImm(is[d])));
+        return ir::Store(y, flat,
+                         ir::Select(ir::EQ(i, wrapped), ir::Load(x, ir::DType::kFloat32, from),
+                                    FloatImm(std::numeric_limits<double>::quiet_NaN())));
+      },
+      b.names);
+  return b.Finish(ir::For(p, IntImm(rows), rows, ForKind::kParallel, row));
+}
+
 // ArgMax, ArgMin: per line along the axis, the index of its first extreme (the last
 // with select_last_index), as a whole number in the float32 storage of int64 tensors.
 absl::StatusOr<NodeKernel> ArgExtreme(const Graph& g, const Node& n) {
@@ -1840,6 +1879,7 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lane
   if (op == "Trilu") return Trilu(g, n, lanes);
   if (op == "CumSum") return CumSum(g, n);
   if (op == "ArgMax" || op == "ArgMin") return ArgExtreme(g, n);
+  if (op == "GatherElements") return GatherElements(g, n, lanes);
   if (op == "LpNormalization") return LpNormalization(g, n, lanes);
   if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") return Softmax(g, n, lanes, g.opset);
   if (op == "LayerNormalization" || op == "InstanceNormalization" || op == "GroupNormalization") {

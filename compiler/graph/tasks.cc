@@ -274,7 +274,8 @@ class Extractor {
     if (op == "Reshape" || op == "Flatten" || op == "Transpose" || op == "Squeeze" ||
         op == "Unsqueeze" || op == "Concat" || op == "Split" || op == "Slice" || op == "Gather" ||
         op == "DepthToSpace" || op == "SpaceToDepth" || op == "Resize" || op == "Upsample" || op == "GridSample" ||
-        op == "Identity" || op == "Pad" || op == "Expand" || op == "Tile" || op == "Trilu") {
+        op == "Identity" || op == "Pad" || op == "Expand" || op == "Tile" || op == "Trilu" ||
+        op == "GatherElements") {
       return "data movement";
     }
     return "elementwise";

@@ -23,8 +23,11 @@ refusal reasons by frequency, and a summary line. Exit status 1 when any test is
 wrong or crashed (a wrong answer is the worst thing the product can give), or when
 fewer than --min-pass tests pass; 0 otherwise.
 
+With --int64 the set also takes the tests whose inputs or outputs are int64 (token
+ids, Gather indices, ArgMax's output): int64 at run time, fed and compared as int64.
+
   node_tests.py TUNEFORGE WORKDIR [--threads N] [--jobs J] [--filter SUBSTRING]
-                [--min-pass N] [--list]
+                [--min-pass N] [--list] [--int64]
 """
 import argparse
 import collections
@@ -71,9 +74,12 @@ def node_test_dirs():
     return sorted(d for d in glob.glob(os.path.join(root, "test_*")) if os.path.isdir(d))
 
 
+TYPES = {onnx.TensorProto.FLOAT}  # --int64 adds INT64
+
+
 def is_float_tensor(value_info):
     t = value_info.type
-    return t.HasField("tensor_type") and t.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    return t.HasField("tensor_type") and t.tensor_type.elem_type in TYPES
 
 
 def load_case(test_dir):
@@ -140,7 +146,7 @@ def run_case(tuneforge, workdir, threads, test_dir):
     args = [tuneforge, "model", "run", model_path, "--output-dir", out_dir, "--threads", str(threads)]
     for input_name, array in feeds:
         path = os.path.join(work, safe_name(input_name) + ".in.npy")
-        np.save(path, array.astype(np.float32))
+        np.save(path, array if array.dtype == np.int64 else array.astype(np.float32))
         args += ["--input", f"{input_name}={path}"]
     try:
         done = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_SECONDS)
@@ -175,7 +181,11 @@ def main():
     p.add_argument("--filter", default="")
     p.add_argument("--min-pass", type=int, default=0)
     p.add_argument("--list", action="store_true", help="print every test's verdict")
+    p.add_argument("--int64", action="store_true",
+                   help="the float32-and-int64 set: also tests with int64 inputs or outputs (token ids, indices)")
     a = p.parse_args()
+    if a.int64:
+        TYPES.add(onnx.TensorProto.INT64)
     if a.threads < 1 or a.jobs < 1 or a.min_pass < 0:
         p.error("--threads and --jobs must be >= 1, --min-pass >= 0")
     if not os.access(a.tuneforge, os.X_OK):
@@ -208,7 +218,7 @@ def main():
             print(f"  {n:4}  {reason}")
     considered = len(results) - counts["skipped"]
     share = 100.0 * counts["pass"] / considered if considered else 0.0
-    print(f"onnx {onnx.__version__} node tests, float32 set: {considered} tests, "
+    print(f"onnx {onnx.__version__} node tests, {'float32+int64' if a.int64 else 'float32'} set: {considered} tests, "
           f"{counts['pass']} pass ({share:.1f}%), {counts['refused']} refused, "
           f"{counts['wrong']} wrong, {counts['crash']} crash ({counts['skipped']} others skipped; "
           f"{bound} with shape inputs bound as constants)")
