@@ -192,6 +192,7 @@ const std::map<std::string, std::set<std::string>>& SupportedAttributes() {
       {"Elu", {"alpha"}},
       {"Exp", {}},
       {"Expand", {}},
+      {"Einsum", {"equation"}},
       {"ArgMax", {"axis", "keepdims", "select_last_index"}},
       {"ArgMin", {"axis", "keepdims", "select_last_index"}},
       {"CumSum", {"exclusive", "reverse"}},

@@ -1,10 +1,12 @@
 #include "compiler/graph/graph.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -164,6 +166,104 @@ std::vector<int64_t> BroadcastStrides(const std::vector<int64_t>& shape,
 int64_t NormalizeAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
 
 // The importer: tensors by name, nodes appended as they are imported.
+// Two-operand Einsum as exporters write it (attention's "bhid,bhjd->bhij", a linear
+// layer's "bid,jd->bij"): each letter is a batch axis (both operands and the
+// output), a contracted one (both operands, not the output), or a free axis of one
+// operand (kept in the output). The operands are transposed to [batch, free,
+// contracted] and [batch, contracted, free], viewed as [batch, M, K] and
+// [batch, K, N], multiplied, and the product viewed and transposed to the output.
+struct EinsumPlan {
+  std::vector<int64_t> perm_a, perm_b;      // the operands' axes in matmul order
+  std::vector<int64_t> a3, b3, product;     // [batch..., M, K], [batch..., K, N], [batch..., M, N]
+  std::vector<int64_t> split;               // the product viewed as [batch..., free a..., free b...]
+  std::vector<int64_t> perm_out;            // from `split`'s axes to the output's
+  std::vector<int64_t> out_shape;
+};
+
+absl::StatusOr<EinsumPlan> PlanEinsum(std::string eq, const std::vector<int64_t>& sa, const std::vector<int64_t>& sb) {
+  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("equation '", eq, "': ", why));
+  };
+  if (eq.find("...") != std::string::npos) return bad("ellipsis (...) is not supported");
+  const size_t arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  const size_t comma = lhs.find(',');
+  if (comma == std::string::npos || lhs.find(',', comma + 1) != std::string::npos) {
+    return bad("only two operands are supported");
+  }
+  const std::string ta = lhs.substr(0, comma), tb = lhs.substr(comma + 1);
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = eq.substr(arrow + 2);
+  } else {  // implicit: the letters that appear once, in alphabetical order
+    for (char c = 'A'; c <= 'z'; ++c) {
+      if (std::count(lhs.begin(), lhs.end(), c) == 1) out.push_back(c);
+    }
+  }
+  for (const std::string* term : {&ta, &tb, static_cast<const std::string*>(&out)}) {
+    for (char c : *term) {
+      if (!std::isalpha(static_cast<unsigned char>(c))) return bad(absl::StrCat("'", std::string(1, c), "' is not a letter"));
+      if (std::count(term->begin(), term->end(), c) > 1) {
+        return bad(absl::StrCat("letter ", std::string(1, c), " repeats within a term (a diagonal): not supported"));
+      }
+    }
+  }
+  if (ta.size() != sa.size() || tb.size() != sb.size()) {
+    return bad(absl::StrCat("the operands have ranks ", sa.size(), " and ", sb.size()));
+  }
+  std::map<char, int64_t> size;
+  for (size_t i = 0; i < ta.size(); ++i) size[ta[i]] = sa[i];
+  for (size_t i = 0; i < tb.size(); ++i) {
+    if (size.count(tb[i]) && size[tb[i]] != sb[i]) {
+      return bad(absl::StrCat("letter ", std::string(1, tb[i]), " has sizes ", size[tb[i]], " and ", sb[i]));
+    }
+    size[tb[i]] = sb[i];
+  }
+  std::string batch, free_a, free_b, contracted;
+  for (char c : out) {
+    const bool in_a = ta.find(c) != std::string::npos, in_b = tb.find(c) != std::string::npos;
+    if (!in_a && !in_b) return bad(absl::StrCat("output letter ", std::string(1, c), " is in no operand"));
+    (in_a && in_b ? batch : in_a ? free_a : free_b).push_back(c);
+  }
+  for (char c : ta) {
+    if (out.find(c) != std::string::npos) continue;
+    if (tb.find(c) == std::string::npos) {
+      return bad(absl::StrCat("letter ", std::string(1, c), " is summed within one operand: not supported"));
+    }
+    contracted.push_back(c);
+  }
+  for (char c : tb) {
+    if (out.find(c) == std::string::npos && ta.find(c) == std::string::npos) {
+      return bad(absl::StrCat("letter ", std::string(1, c), " is summed within one operand: not supported"));
+    }
+  }
+  EinsumPlan plan;
+  auto prod = [&](const std::string& letters) {
+    int64_t p = 1;
+    for (char c : letters) p *= size[c];
+    return p;
+  };
+  for (char c : batch + free_a + contracted) plan.perm_a.push_back(static_cast<int64_t>(ta.find(c)));
+  for (char c : batch + contracted + free_b) plan.perm_b.push_back(static_cast<int64_t>(tb.find(c)));
+  for (char c : batch) {
+    plan.a3.push_back(size[c]);
+    plan.split.push_back(size[c]);
+  }
+  plan.b3 = plan.a3;
+  plan.product = plan.a3;
+  plan.a3.insert(plan.a3.end(), {prod(free_a), prod(contracted)});
+  plan.b3.insert(plan.b3.end(), {prod(contracted), prod(free_b)});
+  plan.product.insert(plan.product.end(), {prod(free_a), prod(free_b)});
+  const std::string split_letters = batch + free_a + free_b;
+  for (char c : free_a + free_b) plan.split.push_back(size[c]);
+  for (char c : out) {
+    plan.perm_out.push_back(static_cast<int64_t>(split_letters.find(c)));
+    plan.out_shape.push_back(size[c]);
+  }
+  return plan;
+}
+
 class Importer {
  public:
   explicit Importer(const frontend::OnnxModel& model) : model_(model) {}
@@ -201,6 +301,7 @@ class Importer {
       }
       graph_.outputs.push_back(id);
     }
+    LowerEinsums();
     FoldBatchNorms();
     SplitGroupedConvs();
     RemoveDeadNodes();
@@ -974,6 +1075,12 @@ class Importer {
       }
       n.attrs["tf_axis"].ints = {NormalizeAxis(axis[0], rank)};
       return std::vector<Tensor>{Like(x, x.shape)};
+    }
+    if (op == "Einsum") {
+      RETURN_IF_ERROR(Need(n, 2, 2));
+      RETURN_IF_ERROR(NeedFloat(n));
+      ASSIGN_OR_RETURN(EinsumPlan plan, PlanEinsum(n.Text("equation", ""), In(n, 0).shape, In(n, 1).shape));
+      return std::vector<Tensor>{Like(In(n, 0), plan.out_shape)};
     }
     if (op == "GatherElements") {  // y[i][j][k] = x[i][idx[i][j][k]][k] (axis 1), y shaped as idx
       RETURN_IF_ERROR(Need(n, 2, 2));
@@ -1982,6 +2089,68 @@ class Importer {
   // kernel. Only where each group's convolution is one the conv2d template takes
   // (2-D, symmetric padding, equal strides, no dilation) and the weights (and bias)
   // are constants; the Concat writes the original output tensor.
+  // Einsum -> Transpose, view, MatMul, view, Transpose (EinsumPlan); a transpose of a
+  // constant (a weight) is done here, one that changes nothing is left out.
+  void LowerEinsums() {
+    std::vector<Node> nodes;
+    for (Node& n : graph_.nodes) {
+      if (n.op != "Einsum") {
+        nodes.push_back(std::move(n));
+        continue;
+      }
+      const EinsumPlan plan = *PlanEinsum(n.Text("equation", ""), T(n.inputs[0]).shape, T(n.inputs[1]).shape);
+      int step = 0;
+      auto fresh = [&](const Tensor& like, std::vector<int64_t> shape) {
+        Tensor t = Like(like, std::move(shape));
+        t.name = absl::StrCat(n.name, "/", step++);
+        return Add(std::move(t));
+      };
+      auto transpose = [&](int in, const std::vector<int64_t>& perm) {
+        bool identity = true;
+        for (size_t i = 0; i < perm.size(); ++i) identity &= perm[i] == static_cast<int64_t>(i);
+        if (identity) return in;
+        std::vector<int64_t> shape;
+        for (int64_t p : perm) shape.push_back(T(in).shape[static_cast<size_t>(p)]);
+        const int out = fresh(T(in), shape);
+        if (T(in).constant) {
+          const Tensor x = T(in);
+          FoldTranspose(x, perm, &T(out));
+          return out;
+        }
+        Node t{absl::StrCat(n.name, "/transpose", step), "Transpose", {in}, {out}, {}};
+        t.attrs["perm"].ints = perm;
+        nodes.push_back(std::move(t));
+        return out;
+      };
+      auto view = [&](int in, const std::vector<int64_t>& shape) {
+        if (T(in).shape == shape) return in;
+        const int out = fresh(T(in), shape);
+        if (T(in).constant) {
+          T(out).constant = true;
+          T(out).f32 = T(in).f32;
+          return out;
+        }
+        nodes.push_back(Node{absl::StrCat(n.name, "/view", step), "Identity", {in}, {out}, {}});
+        return out;
+      };
+      const int a = view(transpose(n.inputs[0], plan.perm_a), plan.a3);
+      const int b = view(transpose(n.inputs[1], plan.perm_b), plan.b3);
+      const int product = fresh(T(a), plan.product);
+      nodes.push_back(Node{absl::StrCat(n.name, "/matmul"), "MatMul", {a, b}, {product}, {}});
+      const int split = view(product, plan.split);
+      bool identity = true;
+      for (size_t i = 0; i < plan.perm_out.size(); ++i) identity &= plan.perm_out[i] == static_cast<int64_t>(i);
+      if (identity) {
+        nodes.push_back(Node{absl::StrCat(n.name, "/view_out"), "Identity", {split}, {n.outputs[0]}, {}});
+      } else {
+        Node t{absl::StrCat(n.name, "/transpose_out"), "Transpose", {split}, {n.outputs[0]}, {}};
+        t.attrs["perm"].ints = plan.perm_out;
+        nodes.push_back(std::move(t));
+      }
+    }
+    graph_.nodes = std::move(nodes);
+  }
+
   void SplitGroupedConvs() {
     std::vector<Node> nodes;
     for (Node& n : graph_.nodes) {

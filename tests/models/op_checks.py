@@ -10,7 +10,8 @@ sizes; comparisons feeding Where with infinities in the branch not taken; OneHot
 with negative and out-of-range indices; MeanVarianceNormalization over other axes;
 Pad in every mode, growing and cropping, reflecting past the edge; Expand, Tile,
 Trilu, CumSum and LpNormalization, whose node tests are not float32; ArgMax and
-ArgMin with ties; int64 token ids and an attention mask as run-time inputs).
+ArgMin with ties; int64 token ids and an attention mask as run-time inputs; Einsum
+in the forms exporters write).
 
 A case the ONNX reference and onnxruntime disagree on must be refused by tuneforge
 (listed in EXPECT_REFUSED); a refusal anywhere else, or any mismatch, fails.
@@ -116,6 +117,23 @@ def cases():
         x = rng.standard_normal((2, 6, 9)).astype(f32)
         node = helper.make_node("LpNormalization", ["x"], ["y"], axis=axis, p=p_norm)
         yield f"lpnormalization_axis{axis}_p{p_norm}", model(node, [("x", x)], [], 13), {"x": x}
+    # Einsum as exporters write it: attention's scores and context, a linear layer
+    # against a weight, an outer product, transposed outputs, the implicit form.
+    for eq, sa, sb, weight in [("bhid,bhjd->bhij", (2, 3, 5, 4), (2, 3, 6, 4), False),
+                               ("bhij,bhjd->bhid", (2, 3, 5, 6), (2, 3, 6, 4), False),
+                               ("bid,jd->bij", (2, 5, 8), (6, 8), True),
+                               ("ij,jk", (5, 7), (7, 3), True),
+                               ("i,j->ij", (5,), (4,), False),
+                               ("bij,bjk->bki", (3, 4, 5), (3, 5, 2), False),
+                               ("nchw,kc->nkhw", (1, 6, 4, 5), (3, 6), True)]:
+        a = rng.standard_normal(sa).astype(f32)
+        b = rng.standard_normal(sb).astype(f32)
+        node = helper.make_node("Einsum", ["a", "b"], ["y"], equation=eq)
+        inputs, inits = [("a", a)], [("b", b)] if weight else []
+        if not weight:
+            inputs.append(("b", b))
+        name = "einsum_" + "".join(c if c.isalpha() else "_" for c in eq)
+        yield name, model(node, inputs, inits, 13), dict(inputs)
     for op, axis, keep, last in [("ArgMax", 1, 1, 0), ("ArgMin", -1, 0, 0), ("ArgMax", 0, 0, 1), ("ArgMin", 2, 1, 1)]:
         x = rng.integers(-3, 3, (3, 4, 5)).astype(f32)  # ties, so first and last differ
         node = helper.make_node(op, ["x"], ["y"], axis=axis, keepdims=keep, select_last_index=last)
