@@ -192,6 +192,8 @@ const std::map<std::string, std::set<std::string>>& SupportedAttributes() {
       {"Elu", {"alpha"}},
       {"Exp", {}},
       {"Expand", {}},
+      {"ScatterND", {"reduction"}},
+      {"TopK", {"axis", "k", "largest", "sorted"}},  // k: an attribute before opset 10
       {"Einsum", {"equation"}},
       {"ArgMax", {"axis", "keepdims", "select_last_index"}},
       {"ArgMin", {"axis", "keepdims", "select_last_index"}},

@@ -396,7 +396,7 @@ class Importer {
   absl::Status CheckRunTimeInts(const Node& n) const {
     static const std::set<std::string> exact = {
         "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice",
-        "Expand",   "Tile",    "Pad",     "Gather",  "GatherElements", "Cast",      "CastLike",  "Add",    "Sub",   "Mul", "Trilu",
+        "Expand",   "Tile",    "Pad",     "Gather",  "GatherElements", "ScatterND", "Cast",      "CastLike",  "Add",    "Sub",   "Mul", "Trilu",
         "Neg",      "Abs",     "Sign",    "Max",     "Min",       "Where",     "Equal",  "Less",  "Greater",
         "LessOrEqual", "GreaterOrEqual"};
     for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -1081,6 +1081,80 @@ class Importer {
       RETURN_IF_ERROR(NeedFloat(n));
       ASSIGN_OR_RETURN(EinsumPlan plan, PlanEinsum(n.Text("equation", ""), In(n, 0).shape, In(n, 1).shape));
       return std::vector<Tensor>{Like(In(n, 0), plan.out_shape)};
+    }
+    if (op == "TopK") {  // values and int64 indices of the K largest (smallest) along axis, sorted
+      RETURN_IF_ERROR(model_.opset >= 10 ? Need(n, 2, 2) : Need(n, 1, 1));
+      RETURN_IF_ERROR(NeedFloat(n, 1));
+      const std::vector<int64_t>& s = In(n, 0).shape;
+      const int64_t rank = static_cast<int64_t>(s.size());
+      const int64_t axis = NormalizeAxis(n.Int("axis", -1), rank);
+      if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
+      int64_t k = n.Int("k", -1);
+      if (model_.opset >= 10) {
+        ASSIGN_OR_RETURN(std::vector<int64_t> kv, ConstInts(n, 1, "K"));
+        if (kv.size() != 1) return absl::InvalidArgumentError("K must hold one value");
+        k = kv[0];
+      }
+      if (k < 1 || k > s[static_cast<size_t>(axis)]) {
+        return absl::InvalidArgumentError(absl::StrCat("K = ", k, " is not in [1, ", s[static_cast<size_t>(axis)],
+                                                       "] (empty outputs are not supported)"));
+      }
+      for (const char* flag : {"largest", "sorted"}) {
+        if (n.Int(flag, 1) != 0 && n.Int(flag, 1) != 1) {
+          return absl::InvalidArgumentError(absl::StrCat("attribute ", flag, " must be 0 or 1"));
+        }
+      }
+      std::vector<int64_t> out = s;
+      out[static_cast<size_t>(axis)] = k;
+      n.attrs["tf_axis"].ints = {axis};
+      n.attrs["tf_k"].ints = {k};
+      Tensor indices = Like(In(n, 0), out);
+      indices.dtype = DType::kInt64;
+      return std::vector<Tensor>{Like(In(n, 0), out), std::move(indices)};
+    }
+    if (op == "ScatterND") {  // data with the slices `indices` name replaced by (or combined with) updates
+      RETURN_IF_ERROR(Need(n, 3, 3));
+      const Tensor& x = In(n, 0);
+      const Tensor& idx = In(n, 1);
+      const Tensor& upd = In(n, 2);
+      if (x.dtype != upd.dtype) return absl::InvalidArgumentError("data and updates differ in type");
+      if (!idx.constant || idx.dtype != DType::kInt64 || idx.shape.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "indices '", idx.name, "' must be a constant int64 tensor (run-time indices are not supported)"));
+      }
+      const std::string reduction = n.Text("reduction", "none");
+      if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" &&
+          reduction != "min") {
+        return absl::InvalidArgumentError(absl::StrCat("reduction '", reduction, "' is not one of none, add, mul, "
+                                                       "max, min"));
+      }
+      const int64_t q = idx.shape.back(), r = static_cast<int64_t>(x.shape.size());
+      if (q < 1 || q > r) return absl::InvalidArgumentError(absl::StrCat("indices' last dimension ", q, " is not in [1, ", r, "]"));
+      std::vector<int64_t> want(idx.shape.begin(), idx.shape.end() - 1);
+      want.insert(want.end(), x.shape.begin() + q, x.shape.end());
+      if (upd.shape != want) {
+        return absl::InvalidArgumentError(absl::StrCat("updates ", ShapeText(upd.shape), " must have shape ",
+                                                       ShapeText(want)));
+      }
+      std::set<std::vector<int64_t>> seen;
+      for (size_t t = 0; t + static_cast<size_t>(q) <= idx.i64.size(); t += static_cast<size_t>(q)) {
+        std::vector<int64_t> at(idx.i64.begin() + static_cast<std::ptrdiff_t>(t),
+                                idx.i64.begin() + static_cast<std::ptrdiff_t>(t) + q);
+        for (size_t d = 0; d < at.size(); ++d) {
+          const int64_t dim = x.shape[d];
+          if (at[d] < -dim || at[d] >= dim) {
+            return absl::InvalidArgumentError(absl::StrCat("index ", at[d], " out of range for dimension ", dim));
+          }
+          if (at[d] < 0) at[d] += dim;
+        }
+        if (!seen.insert(at).second && reduction == "none") {
+          return absl::InvalidArgumentError("indices name one slice twice (reduction none: the result is undefined)");
+        }
+      }
+      if (x.constant && upd.constant) {
+        return absl::InvalidArgumentError("data and updates are both constants: not supported");
+      }
+      return std::vector<Tensor>{Like(x, x.shape)};
     }
     if (op == "GatherElements") {  // y[i][j][k] = x[i][idx[i][j][k]][k] (axis 1), y shaped as idx
       RETURN_IF_ERROR(Need(n, 2, 2));

@@ -806,6 +806,95 @@ absl::StatusOr<NodeKernel> GatherElements(const Graph& g, const Node& n, int lan
   return b.Finish(ir::For(p, IntImm(rows), rows, ForKind::kParallel, row));
 }
 
+// TopK: per line along the axis, K selection passes, each taking the first element
+// (by value, then by index) that comes after the previous pick in that order: the
+// values and their indices sorted, equal values in index order, as onnxruntime gives.
+absl::StatusOr<NodeKernel> TopK(const Graph& g, const Node& n) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
+  const size_t axis = static_cast<size_t>(n.Ints("tf_axis").at(0));
+  const int64_t outer = Product(shape, 0, axis), extent = shape[axis], inner = Product(shape, axis + 1);
+  const int64_t k = n.Ints("tf_k").at(0);
+  const bool largest = n.Int("largest", 1) != 0;
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string values = b.Param(n.outputs[0], true);
+  const std::string indices = n.outputs.size() > 1 ? b.Param(n.outputs[1], true) : "";
+  const std::string line = b.names("line"), pick = b.names("pick"), j = b.names("j");
+  const std::string pv = b.names("pv"), pj = b.names("pj"), bv = b.names("bv"), bj = b.names("bj"),
+                    found = b.names("found"), jf = b.names("jf");
+  Expr in_base = ir::Add(ir::Mul(ir::Div(Var(line), IntImm(inner)), IntImm(extent * inner)),
+                         ir::Mod(Var(line), IntImm(inner)));
+  Expr out_base = ir::Add(ir::Mul(ir::Div(Var(line), IntImm(inner)), IntImm(k * inner)),
+                          ir::Mod(Var(line), IntImm(inner)));
+  Expr v = ir::Load(x, ir::DType::kFloat32, ir::Add(in_base, ir::Mul(Var(j), IntImm(inner))));
+  // `a` comes before `c` in the order: a larger (smaller) value.
+  auto before = [&](Expr a, Expr c) { return largest ? ir::LT(c, a) : ir::LT(a, c); };
+  // After the previous pick: later in value, or equal and later in index.
+  Expr after = ir::Select(before(Scalar(pv), v), FloatImm(1.0),
+                          ir::Select(ir::EQ(v, Scalar(pv)), ir::Select(ir::LT(Scalar(pj), Scalar(jf)), FloatImm(1.0),
+                                                                         FloatImm(0.0)),
+                                     FloatImm(0.0)));
+  // Better than the best so far (the first in index order among equals: scanning up).
+  Expr better = ir::Select(ir::EQ(Scalar(found), FloatImm(0.0)), FloatImm(1.0),
+                           ir::Select(before(v, Scalar(bv)), FloatImm(1.0), FloatImm(0.0)));
+  Expr take = ir::LT(FloatImm(1.5), ir::Add(after, better));  // both
+  // `take` reads bv and found: they are stored after bj, in this order.
+  Stmt scan = ir::Block({ir::Store(bj, IntImm(0), ir::Select(take, Scalar(jf), Scalar(bj))),
+                         ir::Store(bv, IntImm(0), ir::Select(take, v, Scalar(bv))),
+                         ir::Store(found, IntImm(0), ir::Select(take, FloatImm(1.0), Scalar(found))),
+                         ir::Store(jf, IntImm(0), ir::Add(Scalar(jf), FloatImm(1.0)))});
+  Expr at = ir::Add(out_base, ir::Mul(Var(pick), IntImm(inner)));
+  std::vector<Stmt> per_pick = {ir::Store(found, IntImm(0), FloatImm(0.0)), ir::Store(jf, IntImm(0), FloatImm(0.0)),
+                                ir::Store(bv, IntImm(0), FloatImm(0.0)), ir::Store(bj, IntImm(0), FloatImm(0.0)),
+                                ir::For(j, IntImm(extent), extent, ForKind::kSerial, scan),
+                                ir::Store(values, at, Scalar(bv))};
+  if (!indices.empty()) per_pick.push_back(ir::Store(indices, at, Scalar(bj)));
+  per_pick.push_back(ir::Store(pv, IntImm(0), Scalar(bv)));
+  per_pick.push_back(ir::Store(pj, IntImm(0), Scalar(bj)));
+  const double first = largest ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+  Stmt body = ir::Block({ir::Store(pv, IntImm(0), FloatImm(first)), ir::Store(pj, IntImm(0), FloatImm(-1.0)),
+                         ir::For(pick, IntImm(k), k, ForKind::kSerial, ir::Block(per_pick))});
+  for (const std::string& local : {pv, pj, bv, bj, found, jf}) body = ir::Allocate(local, ir::DType::kFloat32, 1, body);
+  return b.Finish(ir::For(line, IntImm(outer * inner), outer * inner, ForKind::kParallel, body));
+}
+
+// ScatterND: the data copied, then each slice the (constant, checked) indices name
+// replaced by or combined with its updates, in index order.
+absl::StatusOr<NodeKernel> ScatterND(const Graph& g, const Node& n, int lanes) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
+  const Tensor& idx = T(g, n.inputs[1]);
+  const int64_t q = idx.shape.back();
+  const int64_t slice = Product(shape, static_cast<size_t>(q));
+  const std::string reduction = n.Text("reduction", "none");
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string u = b.Param(n.inputs[2]);
+  const std::string y = b.Param(n.outputs[0], true);
+  const std::vector<int64_t> strides = RowMajorStrides(shape);
+  std::vector<Stmt> parts = {Copy(shape, Contiguous(y, shape), Contiguous(x, shape), lanes, b.names)};
+  const int64_t count = static_cast<int64_t>(idx.i64.size()) / q;
+  if (count > 4096) return Unsupported(n, "a ScatterND of more than 4096 slices");
+  for (int64_t t = 0; t < count; ++t) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < q; ++d) {
+      int64_t i = idx.i64[static_cast<size_t>(t * q + d)];
+      if (i < 0) i += shape[static_cast<size_t>(d)];
+      offset += i * strides[static_cast<size_t>(d)];
+    }
+    View to{y, offset, {1}}, from{u, t * slice, {1}};
+    parts.push_back(ElementwiseNest({slice}, to, {to, from},
+                                    [&](const std::vector<Expr>& v) {
+                                      if (reduction == "add") return ir::Add(v[0], v[1]);
+                                      if (reduction == "mul") return ir::Mul(v[0], v[1]);
+                                      if (reduction == "max") return ir::Max(v[0], v[1]);
+                                      if (reduction == "min") return ir::Min(v[0], v[1]);
+                                      return v[1];
+                                    },
+                                    lanes, b.names));
+  }
+  return b.Finish(ir::Block(parts));
+}
+
 // ArgMax, ArgMin: per line along the axis, the index of its first extreme (the last
 // with select_last_index), as a whole number in the float32 storage of int64 tensors.
 absl::StatusOr<NodeKernel> ArgExtreme(const Graph& g, const Node& n) {
@@ -1880,6 +1969,8 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lane
   if (op == "CumSum") return CumSum(g, n);
   if (op == "ArgMax" || op == "ArgMin") return ArgExtreme(g, n);
   if (op == "GatherElements") return GatherElements(g, n, lanes);
+  if (op == "TopK") return TopK(g, n);
+  if (op == "ScatterND") return ScatterND(g, n, lanes);
   if (op == "LpNormalization") return LpNormalization(g, n, lanes);
   if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") return Softmax(g, n, lanes, g.opset);
   if (op == "LayerNormalization" || op == "InstanceNormalization" || op == "GroupNormalization") {

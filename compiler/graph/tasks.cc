@@ -267,7 +267,7 @@ class Extractor {
     }
     if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax" || op == "LayerNormalization" ||
         op == "InstanceNormalization" || op == "GroupNormalization" || op == "MeanVarianceNormalization" ||
-        op == "LRN" || op == "LpNormalization" || op == "CumSum" || op == "ArgMax" || op == "ArgMin" ||
+        op == "LRN" || op == "LpNormalization" || op == "CumSum" || op == "ArgMax" || op == "ArgMin" || op == "TopK" ||
         IsReduceOp(op)) {
       return "normalization/reduction";
     }
@@ -275,7 +275,7 @@ class Extractor {
         op == "Unsqueeze" || op == "Concat" || op == "Split" || op == "Slice" || op == "Gather" ||
         op == "DepthToSpace" || op == "SpaceToDepth" || op == "Resize" || op == "Upsample" || op == "GridSample" ||
         op == "Identity" || op == "Pad" || op == "Expand" || op == "Tile" || op == "Trilu" ||
-        op == "GatherElements") {
+        op == "GatherElements" || op == "ScatterND") {
       return "data movement";
     }
     return "elementwise";

@@ -11,7 +11,7 @@ with negative and out-of-range indices; MeanVarianceNormalization over other axe
 Pad in every mode, growing and cropping, reflecting past the edge; Expand, Tile,
 Trilu, CumSum and LpNormalization, whose node tests are not float32; ArgMax and
 ArgMin with ties; int64 token ids and an attention mask as run-time inputs; Einsum
-in the forms exporters write).
+in the forms exporters write; TopK with ties; ScatterND with every reduction).
 
 A case the ONNX reference and onnxruntime disagree on must be refused by tuneforge
 (listed in EXPECT_REFUSED); a refusal anywhere else, or any mismatch, fails.
@@ -134,6 +134,26 @@ def cases():
             inputs.append(("b", b))
         name = "einsum_" + "".join(c if c.isalpha() else "_" for c in eq)
         yield name, model(node, inputs, inits, 13), dict(inputs)
+    # TopK with ties (values and indices; equal values in index order), ScatterND
+    # with each reduction.
+    for axis, k, largest in [(-1, 3, 1), (1, 4, 0), (0, 2, 1), (2, 5, 1)]:
+        x = rng.integers(-4, 4, (3, 6, 5)).astype(f32)
+        graph = helper.make_graph(
+            [helper.make_node("TopK", ["x", "k"], ["y", "i"], axis=axis, largest=largest)], "topk",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+             helper.make_tensor_value_info("i", TensorProto.INT64, None)],
+            [numpy_helper.from_array(np.array([k], np.int64), "k")])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+        m.ir_version = 9
+        yield f"topk_axis{axis}_k{k}_largest{largest}", m, {"x": x}
+    for reduction in ["none", "add", "mul", "max", "min"]:
+        x = rng.standard_normal((4, 5, 6)).astype(f32)
+        indices = np.array([[2, 1], [0, 4], [3, 0]] + ([[2, 1]] if reduction != "none" else []), np.int64)
+        updates = rng.standard_normal((len(indices), 6)).astype(f32)
+        node = helper.make_node("ScatterND", ["x", "indices", "updates"], ["y"], reduction=reduction)
+        yield (f"scatternd_{reduction}", model(node, [("x", x), ("updates", updates)], [("indices", indices)], 18),
+               {"x": x, "updates": updates})
     for op, axis, keep, last in [("ArgMax", 1, 1, 0), ("ArgMin", -1, 0, 0), ("ArgMax", 0, 0, 1), ("ArgMin", 2, 1, 1)]:
         x = rng.integers(-3, 3, (3, 4, 5)).astype(f32)  # ties, so first and last differ
         node = helper.make_node(op, ["x"], ["y"], axis=axis, keepdims=keep, select_last_index=last)
@@ -216,6 +236,13 @@ def main():
             print(f"FAIL {name}: {(done.stderr.strip().splitlines() or ['exit %d' % done.returncode])[-1]}")
             failed += 1
             continue
+        if name.startswith("topk"):  # the indices too
+            want_i = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(["i"], feeds)[0]
+            got_i = np.load(os.path.join(work, name, "i.npy"))
+            if got_i.shape != want_i.shape or not np.array_equal(got_i, want_i):
+                print(f"FAIL {name}: indices differ from onnxruntime's")
+                failed += 1
+                continue
         got = np.load(os.path.join(work, name, "y.npy"))
         np.seterr(invalid="ignore")  # inf - inf in the error figures of the Where case
         ok = got.shape == want.shape and np.allclose(got, want, rtol=RTOL, atol=ATOL, equal_nan=True)
