@@ -125,6 +125,9 @@ struct Executor::Impl {
   std::vector<TensorInfo> inputs, outputs;
   std::vector<int> input_ids, output_ids;
   std::vector<int> root;  // storage of each tensor (aliases share their input's)
+  // Bytes into its root's storage where a tensor starts: a part of a Split that is a
+  // contiguous range of its input (SplitIsView) is a view, not a copy.
+  std::vector<int64_t> view_bytes;
   AlignedBuffer arena;
   int64_t arena_bytes = 0, unplanned_bytes = 0, scratch_bytes = 0;
   std::vector<int64_t> offset;  // per root tensor, in bytes; -1 when not in the arena
@@ -150,7 +153,8 @@ struct Executor::Impl {
     const Tensor& t = graph.tensors[static_cast<size_t>(r)];
     if (t.constant) return const_cast<float*>(t.f32.data());
     if (offset[static_cast<size_t>(r)] < 0) return nullptr;  // never read or written
-    return reinterpret_cast<float*>(reinterpret_cast<char*>(arena.get()) + offset[static_cast<size_t>(r)]);
+    return reinterpret_cast<float*>(reinterpret_cast<char*>(arena.get()) + offset[static_cast<size_t>(r)] +
+                                    view_bytes[static_cast<size_t>(tensor)]);
   }
 };
 
@@ -302,6 +306,69 @@ bool FuseConvEpilogue(const Graph& g, const TaskUse& use, PlannedStep* step) {
     step->residual = ActivationLayout{"epi.residual", g.tensors[static_cast<size_t>(use.residual)].shape, 0, 0, 0};
   }
   f.unpack = UnpackWithEpilogue(g, *step);
+  return true;
+}
+
+int64_t NormalizedAxis(const Node& n, const std::vector<int64_t>& shape) {
+  const int64_t axis = n.Int("axis", 0);
+  return axis < 0 ? axis + static_cast<int64_t>(shape.size()) : axis;
+}
+
+int64_t Product(const std::vector<int64_t>& v, size_t from) {
+  int64_t p = 1;
+  for (size_t i = from; i < v.size(); ++i) p *= v[i];
+  return p;
+}
+
+// A Split whose parts are contiguous ranges of its run-time input (every axis before
+// the split axis has size 1: NCHW channels at batch 1): its outputs are views.
+bool SplitIsView(const Graph& g, const Node& n, const std::vector<int>& root) {
+  if (n.op != "Split") return false;
+  const Tensor& x = g.tensors[static_cast<size_t>(root[static_cast<size_t>(n.inputs[0])])];
+  if (x.constant) return false;
+  const std::vector<int64_t>& shape = g.tensors[static_cast<size_t>(n.inputs[0])].shape;
+  const int64_t axis = NormalizedAxis(n, shape);
+  for (int64_t d = 0; d < axis; ++d) {
+    if (shape[static_cast<size_t>(d)] != 1) return false;
+  }
+  return true;
+}
+
+// A Concat whose parts are contiguous ranges of its output (every axis before the
+// concat axis has size 1) and whose inputs are each the whole storage of a run-time
+// tensor written by a kernel (not a graph input, a constant, a view, or used twice
+// here): the inputs' storage (and everything sharing it) moves into the output's,
+// so their producers write into place and no copy runs (DenseNet's growing blocks,
+// Inception's branches). Returns false, changing nothing, when it does not apply.
+bool ConcatIntoViews(const Graph& g, const Node& n, const std::vector<bool>& is_input, std::vector<int>* root,
+                     std::vector<int64_t>* view_bytes) {
+  const int out = n.outputs[0];
+  const std::vector<int64_t>& shape = g.tensors[static_cast<size_t>(out)].shape;
+  const int64_t axis = NormalizedAxis(n, shape);
+  for (int64_t d = 0; d < axis; ++d) {
+    if (shape[static_cast<size_t>(d)] != 1) return false;
+  }
+  if ((*root)[static_cast<size_t>(out)] != out) return false;
+  std::set<int> roots;
+  for (int t : n.inputs) {
+    const int r = (*root)[static_cast<size_t>(t)];
+    const Tensor& rt = g.tensors[static_cast<size_t>(r)];
+    if (rt.constant || is_input[static_cast<size_t>(r)] || (*view_bytes)[static_cast<size_t>(t)] != 0 ||
+        rt.NumElements() != g.tensors[static_cast<size_t>(t)].NumElements() || r == out || !roots.insert(r).second) {
+      return false;
+    }
+  }
+  const int64_t inner = Product(shape, static_cast<size_t>(axis) + 1);
+  int64_t at = 0;
+  for (int t : n.inputs) {
+    const int r = (*root)[static_cast<size_t>(t)];
+    for (size_t u = 0; u < root->size(); ++u) {
+      if ((*root)[u] != r) continue;
+      (*root)[u] = out;
+      (*view_bytes)[u] += at * inner * 4;
+    }
+    at += g.tensors[static_cast<size_t>(t)].shape[static_cast<size_t>(axis)];
+  }
   return true;
 }
 
@@ -672,7 +739,10 @@ absl::StatusOr<int> PropagateBlockedLayouts(const Graph& g, const Target& target
     if (t < 0 || is_output[static_cast<size_t>(t)]) continue;
     // A reshape of the tensor shares its storage: it must stay NCHW.
     bool ok = true;
-    for (int c : consumers[static_cast<size_t>(t)]) ok &= !IsAliasOp(g.nodes[static_cast<size_t>(c)].op);
+    for (int c : consumers[static_cast<size_t>(t)]) {
+      const std::string& op = g.nodes[static_cast<size_t>(c)].op;
+      ok &= !IsAliasOp(op) && op != "Split" && op != "Concat";  // views, or kernels reading NCHW
+    }
     HandOver h;
     h.producer = a;
     for (const auto& [s, i] : bound[t]) {
@@ -877,6 +947,9 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
   }
 
   impl->root.resize(g.tensors.size());
+  impl->view_bytes.assign(g.tensors.size(), 0);
+  std::vector<bool> is_input(g.tensors.size(), false);
+  for (int t : g.inputs) is_input[static_cast<size_t>(t)] = true;
   for (size_t i = 0; i < g.tensors.size(); ++i) impl->root[i] = static_cast<int>(i);
   std::vector<PlannedStep> planned;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -906,6 +979,20 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     }
     if (IsAliasOp(n.op)) {
       impl->root[static_cast<size_t>(n.outputs[0])] = impl->root[static_cast<size_t>(n.inputs[0])];
+      impl->view_bytes[static_cast<size_t>(n.outputs[0])] = impl->view_bytes[static_cast<size_t>(n.inputs[0])];
+      continue;
+    }
+    if (n.op == "Concat" && ConcatIntoViews(g, n, is_input, &impl->root, &impl->view_bytes)) continue;
+    if (SplitIsView(g, n, impl->root)) {  // each part a range of the input (ShuffleNet's channel split)
+      const std::vector<int64_t>& shape = g.tensors[static_cast<size_t>(n.inputs[0])].shape;
+      const size_t axis = static_cast<size_t>(NormalizedAxis(n, shape));
+      int64_t at = 0;
+      for (int out : n.outputs) {
+        impl->root[static_cast<size_t>(out)] = impl->root[static_cast<size_t>(n.inputs[0])];
+        impl->view_bytes[static_cast<size_t>(out)] =
+            impl->view_bytes[static_cast<size_t>(n.inputs[0])] + at * Product(shape, axis + 1) * 4;
+        at += g.tensors[static_cast<size_t>(out)].shape[axis];
+      }
       continue;
     }
     ASSIGN_OR_RETURN(NodeKernel k, GenerateNodeKernel(g, node, lanes));

@@ -450,6 +450,35 @@ TEST(ExecutorTest, RunTimeInt64IndicesIntoAGather) {
   }
 }
 
+// At batch 1 a channel Split's parts and a channel Concat's inputs are ranges of one
+// buffer: no copy runs, and the values are those of the copies.
+TEST(ExecutorTest, ChannelSplitAndConcatAreViews) {
+  Graph g;
+  g.opset = 17;
+  const int x = AddTensor(&g, "x", {1, 6, 4}), a = AddTensor(&g, "a", {1, 2, 4}), b = AddTensor(&g, "b", {1, 4, 4});
+  const int ra = AddTensor(&g, "ra", {1, 2, 4}), rb = AddTensor(&g, "rb", {1, 4, 4});
+  const int y = AddTensor(&g, "y", {1, 6, 4});
+  Node split{"split", "Split", {x}, {a, b}, {}};
+  split.attrs["axis"].ints = {1};
+  split.attrs["split"].ints = {2, 4};
+  g.nodes.push_back(split);
+  g.nodes.push_back(Node{"relu_a", "Relu", {a}, {ra}, {}});
+  g.nodes.push_back(Node{"neg_b", "Neg", {b}, {rb}, {}});
+  Node concat{"concat", "Concat", {rb, ra}, {y}, {}};
+  concat.attrs["axis"].ints = {1};
+  g.nodes.push_back(concat);
+  g.inputs = {x};
+  g.outputs = {y};
+  absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(g, TestTarget());
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_THAT((*e)->steps(), ::testing::ElementsAre("Relu", "Neg"));
+  const std::vector<float> in = Random(24, 9);
+  std::vector<float> out(24);
+  ASSERT_TRUE((*e)->Run({in.data()}, {out.data()}).ok());
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(out[static_cast<size_t>(i)], -in[static_cast<size_t>(8 + i)]);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(out[static_cast<size_t>(16 + i)], std::max(in[static_cast<size_t>(i)], 0.0f));
+}
+
 TEST(ExecutorTest, NpyRoundTripAndBadFiles) {
   const std::string dir = ::testing::TempDir();
   const std::string path = dir + "/a.npy";
