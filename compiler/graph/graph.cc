@@ -302,6 +302,7 @@ class Importer {
       graph_.outputs.push_back(id);
     }
     LowerEinsums();
+    FoldPadsIntoConvs();
     FoldBatchNorms();
     SplitGroupedConvs();
     RemoveDeadNodes();
@@ -2060,6 +2061,48 @@ class Importer {
   // Conv -> BatchNormalization, the conv's output used by nothing else and every
   // parameter constant: the BN's scale and shift go into the conv's weight and bias,
   // and the BN node disappears (what an unoptimized export leaves for the importer).
+  // Pad (constant 0, spatial axes only, growing) -> 2-D Conv, the padded tensor read
+  // by that conv alone, as TensorFlow exports SAME padding: the pads join the conv's
+  // when the sum is the same on every side (what the conv templates take; uneven
+  // pads would leave the template for the direct kernel, slower than the copy).
+  void FoldPadsIntoConvs() {
+    std::vector<int> uses(graph_.tensors.size(), 0);
+    for (const Node& n : graph_.nodes) {
+      for (int in : n.inputs) {
+        if (in >= 0) ++uses[static_cast<size_t>(in)];
+      }
+    }
+    for (int out : graph_.outputs) ++uses[static_cast<size_t>(out)];
+    std::vector<bool> removed(graph_.nodes.size(), false);
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      const Node& pad = graph_.nodes[i];
+      if (pad.op != "Pad" || pad.Text("mode", "constant") != "constant" || pad.Float("tf_value", 0) != 0.0f ||
+          uses[static_cast<size_t>(pad.outputs[0])] != 1 || T(pad.inputs[0]).shape.size() != 4) {
+        continue;
+      }
+      const std::vector<int64_t> p = pad.Ints("tf_pads");  // begin N, C, H, W; end N, C, H, W
+      if (p[0] != 0 || p[1] != 0 || p[4] != 0 || p[5] != 0 || *std::min_element(p.begin(), p.end()) < 0) continue;
+      for (size_t j = i + 1; j < graph_.nodes.size(); ++j) {
+        Node& conv = graph_.nodes[j];
+        if (conv.op != "Conv" || conv.inputs[0] != pad.outputs[0]) continue;
+        if (conv.Text("auto_pad", "NOTSET") != "NOTSET") break;
+        const std::vector<int64_t> cp = conv.Ints("pads", {0, 0, 0, 0});  // top, left, bottom, right
+        if (cp.size() != 4) break;
+        const std::vector<int64_t> sum = {cp[0] + p[2], cp[1] + p[3], cp[2] + p[6], cp[3] + p[7]};
+        if (sum[0] != sum[1] || sum[0] != sum[2] || sum[0] != sum[3]) break;
+        conv.attrs["pads"].ints = sum;
+        conv.inputs[0] = pad.inputs[0];
+        removed[i] = true;
+        break;
+      }
+    }
+    std::vector<Node> kept;
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      if (!removed[i]) kept.push_back(std::move(graph_.nodes[i]));
+    }
+    graph_.nodes = std::move(kept);
+  }
+
   void FoldBatchNorms() {
     std::vector<int> uses(graph_.tensors.size(), 0);
     for (const Node& n : graph_.nodes) {

@@ -11,7 +11,8 @@ with negative and out-of-range indices; MeanVarianceNormalization over other axe
 Pad in every mode, growing and cropping, reflecting past the edge; Expand, Tile,
 Trilu, CumSum and LpNormalization, whose node tests are not float32; ArgMax and
 ArgMin with ties; int64 token ids and an attention mask as run-time inputs; Einsum
-in the forms exporters write; TopK with ties; ScatterND with every reduction).
+in the forms exporters write; TopK with ties; ScatterND with every reduction; Pad before Conv, folded into it
+or not).
 
 A case the ONNX reference and onnxruntime disagree on must be refused by tuneforge
 (listed in EXPECT_REFUSED); a refusal anywhere else, or any mismatch, fails.
@@ -154,6 +155,20 @@ def cases():
         node = helper.make_node("ScatterND", ["x", "indices", "updates"], ["y"], reduction=reduction)
         yield (f"scatternd_{reduction}", model(node, [("x", x), ("updates", updates)], [("indices", indices)], 18),
                {"x": x, "updates": updates})
+    # Pad then Conv as TensorFlow exports SAME padding: even pads fold into the conv,
+    # uneven ones (stride 2) stay a Pad.
+    for pads, stride in [([0, 0, 1, 1, 0, 0, 1, 1], 1), ([0, 0, 0, 0, 0, 0, 1, 1], 2), ([0, 0, 2, 2, 0, 0, 2, 2], 1)]:
+        x = rng.standard_normal((1, 4, 9, 9)).astype(f32)
+        w = rng.standard_normal((8, 4, 3, 3)).astype(f32)
+        graph = helper.make_graph(
+            [helper.make_node("Pad", ["x", "pads"], ["p"], mode="constant"),
+             helper.make_node("Conv", ["p", "w"], ["y"], kernel_shape=[3, 3], strides=[stride, stride])], "padconv",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+            [numpy_helper.from_array(np.array(pads, np.int64), "pads"), numpy_helper.from_array(w, "w")])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        m.ir_version = 9
+        yield f"pad_conv_{pads[2]}{pads[6]}_s{stride}", m, {"x": x}
     for op, axis, keep, last in [("ArgMax", 1, 1, 0), ("ArgMin", -1, 0, 0), ("ArgMax", 0, 0, 1), ("ArgMin", 2, 1, 1)]:
         x = rng.integers(-3, 3, (3, 4, 5)).astype(f32)  # ties, so first and last differ
         node = helper.make_node(op, ["x"], ["y"], axis=axis, keepdims=keep, select_last_index=last)
