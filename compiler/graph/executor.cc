@@ -1325,15 +1325,19 @@ absl::StatusOr<std::vector<float>> ParseNpy(const std::string& all, const std::s
   }
   if (all.size() < header_at + header_len) return bad("truncated header");
   const std::string header = all.substr(header_at, header_len);
-  // Element size: float32, or int64/int32 converted to float32 below.
-  const size_t size = header.find("'descr': '<i8'") != std::string::npos   ? 8
-                       : header.find("'descr': '<i4'") != std::string::npos ? 5
-                       : header.find("'descr': '<f4'") != std::string::npos ||
-                               header.find("'descr': '|f4'") != std::string::npos
-                           ? 4
-                           : 0;
-  if (size == 0) return bad("dtype is not little-endian float32, int64 or int32: " + header);
-  const size_t width = size == 5 ? 4 : size;  // 5: int32 (4 bytes)
+  // float32, or int64/int32 converted to float32 below.
+  enum class Stored { kFloat32, kInt64, kInt32 };
+  Stored stored;
+  if (header.find("'descr': '<f4'") != std::string::npos || header.find("'descr': '|f4'") != std::string::npos) {
+    stored = Stored::kFloat32;
+  } else if (header.find("'descr': '<i8'") != std::string::npos) {
+    stored = Stored::kInt64;
+  } else if (header.find("'descr': '<i4'") != std::string::npos) {
+    stored = Stored::kInt32;
+  } else {
+    return bad("dtype is not little-endian float32, int64 or int32: " + header);
+  }
+  const size_t width = stored == Stored::kInt64 ? 8 : 4;
   if (header.find("'fortran_order': False") == std::string::npos) return bad("Fortran order");
   const size_t open = header.find("'shape': (");
   const size_t close = header.find(')', open);
@@ -1368,13 +1372,13 @@ absl::StatusOr<std::vector<float>> ParseNpy(const std::string& all, const std::s
   }
   std::vector<float> data(static_cast<size_t>(n));
   if (n == 0) return data;
-  if (width == 4 && size == 4) {
+  if (stored == Stored::kFloat32) {
     std::memcpy(data.data(), all.data() + data_at, static_cast<size_t>(n) * 4);
     return data;
   }
   for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
     int64_t v = 0;
-    if (width == 8) {
+    if (stored == Stored::kInt64) {
       std::memcpy(&v, all.data() + data_at + i * 8, 8);
     } else {
       int32_t w = 0;
