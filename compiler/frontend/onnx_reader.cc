@@ -192,6 +192,7 @@ const std::map<std::string, std::set<std::string>>& SupportedAttributes() {
       {"Elu", {"alpha"}},
       {"Exp", {}},
       {"Expand", {}},
+      {"DFT", {"axis", "inverse", "onesided"}},  // axis: an input from opset 20
       {"ScatterND", {"reduction"}},
       {"TopK", {"axis", "k", "largest", "sorted"}},  // k: an attribute before opset 10
       {"Einsum", {"equation"}},

@@ -1083,6 +1083,45 @@ class Importer {
       ASSIGN_OR_RETURN(EinsumPlan plan, PlanEinsum(n.Text("equation", ""), In(n, 0).shape, In(n, 1).shape));
       return std::vector<Tensor>{Like(In(n, 0), plan.out_shape)};
     }
+    if (op == "DFT") {  // along one signal axis; the last axis holds 1 (real) or 2 (real, imaginary) values
+      RETURN_IF_ERROR(Need(n, 1, 3));
+      RETURN_IF_ERROR(NeedFloat(n, 1));
+      const std::vector<int64_t>& s = In(n, 0).shape;
+      const int64_t rank = static_cast<int64_t>(s.size());
+      if (rank < 2 || (s.back() != 1 && s.back() != 2)) {
+        return absl::InvalidArgumentError(absl::StrCat("input ", ShapeText(s), " must end in 1 (real) or 2 (complex)"));
+      }
+      int64_t axis = n.Int("axis", 1);
+      if (model_.opset >= 20) {
+        axis = -2;
+        if (Has(n, 2)) {
+          ASSIGN_OR_RETURN(std::vector<int64_t> a, ConstInts(n, 2, "axis"));
+          if (a.size() != 1) return absl::InvalidArgumentError("axis must be a scalar");
+          axis = a[0];
+        }
+      }
+      axis = NormalizeAxis(axis, rank);
+      if (axis < 0 || axis > rank - 2) {
+        return absl::InvalidArgumentError(absl::StrCat("axis out of range for input ", ShapeText(s)));
+      }
+      int64_t length = s[static_cast<size_t>(axis)];
+      if (Has(n, 1)) {
+        ASSIGN_OR_RETURN(std::vector<int64_t> l, ConstInts(n, 1, "dft_length"));
+        if (l.size() != 1 || l[0] < 1) return absl::InvalidArgumentError("dft_length must be one value >= 1");
+        length = l[0];
+      }
+      if (length > 4096) return absl::InvalidArgumentError(absl::StrCat("a DFT of length ", length, " (at most 4096)"));
+      const bool inverse = n.Int("inverse", 0) != 0, onesided = n.Int("onesided", 0) != 0;
+      if (onesided && (inverse || s.back() != 1)) {
+        return absl::InvalidArgumentError("onesided is supported for the forward DFT of a real signal only");
+      }
+      std::vector<int64_t> out = s;
+      out[static_cast<size_t>(axis)] = onesided ? length / 2 + 1 : length;
+      out.back() = 2;
+      n.attrs["tf_axis"].ints = {axis};
+      n.attrs["tf_length"].ints = {length};
+      return std::vector<Tensor>{Like(In(n, 0), out)};
+    }
     if (op == "TopK") {  // values and int64 indices of the K largest (smallest) along axis, sorted
       RETURN_IF_ERROR(model_.opset >= 10 ? Need(n, 2, 2) : Need(n, 1, 1));
       RETURN_IF_ERROR(NeedFloat(n, 1));

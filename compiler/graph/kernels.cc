@@ -895,6 +895,57 @@ absl::StatusOr<NodeKernel> ScatterND(const Graph& g, const Node& n, int lanes) {
   return b.Finish(ir::Block(parts));
 }
 
+// DFT, directly: output k of each line is the sum over the line's first `length`
+// elements (zero past the input's end) times e^(-+2 pi i k n / length), from cos and
+// sin tables computed here in double; the inverse divides by length.
+absl::StatusOr<NodeKernel> Dft(const Graph& g, const Node& n) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& in = b.Shape(n.inputs[0]);
+  const std::vector<int64_t>& out = b.Shape(n.outputs[0]);
+  const size_t axis = static_cast<size_t>(n.Ints("tf_axis").at(0));
+  const int64_t length = n.Ints("tf_length").at(0);
+  const bool inverse = n.Int("inverse", 0) != 0, complex = in.back() == 2;
+  const int64_t outer = Product(in, 0, axis), inner = Product(in, axis + 1, in.size() - 1);
+  const int64_t n_in = in[axis], taps = std::min(n_in, length), k_out = out[axis];
+  std::vector<float> cos_table, sin_table;
+  const double sign = inverse ? 1.0 : -1.0, scale = inverse ? 1.0 / static_cast<double>(length) : 1.0;
+  for (int64_t k = 0; k < k_out; ++k) {
+    for (int64_t t = 0; t < taps; ++t) {
+      const double angle = 2.0 * M_PI * static_cast<double>((k * t) % length) / static_cast<double>(length);
+      cos_table.push_back(static_cast<float>(scale * std::cos(angle)));
+      sin_table.push_back(static_cast<float>(scale * sign * std::sin(angle)));
+    }
+  }
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string y = b.Param(n.outputs[0], true);
+  const std::string c = b.Constant(std::move(cos_table)), sn = b.Constant(std::move(sin_table));
+  const std::string p = b.names("p"), t = b.names("t"), re = b.names("re"), im = b.names("im");
+  // p walks (outer, k, inner).
+  Expr o = ir::Div(Var(p), IntImm(k_out * inner)), k = ir::Mod(ir::Div(Var(p), IntImm(inner)), IntImm(k_out));
+  Expr i = ir::Mod(Var(p), IntImm(inner));
+  const int64_t width = in.back();
+  Expr at = ir::Mul(ir::Add(ir::Mul(ir::Add(ir::Mul(o, IntImm(n_in)), Var(t)), IntImm(inner)), i), IntImm(width));
+  Expr a = ir::Load(x, ir::DType::kFloat32, at);
+  Expr slot = ir::Add(ir::Mul(k, IntImm(taps)), Var(t));
+  Expr cv = ir::Load(c, ir::DType::kFloat32, slot), sv = ir::Load(sn, ir::DType::kFloat32, slot);
+  // (a + i bi) (cos + i sin): re a cos - bi sin, im a sin + bi cos.
+  Expr re_term = ir::Mul(a, cv), im_term = ir::Mul(a, sv);
+  if (complex) {
+    Expr bi = ir::Load(x, ir::DType::kFloat32, ir::Add(at, IntImm(1)));
+    re_term = ir::Sub(re_term, ir::Mul(bi, sv));
+    im_term = ir::Add(im_term, ir::Mul(bi, cv));
+  }
+  Stmt sum = ir::For(t, IntImm(taps), taps, ForKind::kSerial,
+                     ir::Block({ir::Store(re, IntImm(0), ir::Add(Scalar(re), re_term)),
+                                ir::Store(im, IntImm(0), ir::Add(Scalar(im), im_term))}));
+  Stmt body = ir::Block({ir::Store(re, IntImm(0), FloatImm(0.0)), ir::Store(im, IntImm(0), FloatImm(0.0)), sum,
+                         ir::Store(y, ir::Mul(Var(p), IntImm(2)), Scalar(re)),
+                         ir::Store(y, ir::Add(ir::Mul(Var(p), IntImm(2)), IntImm(1)), Scalar(im))});
+  body = ir::Allocate(re, ir::DType::kFloat32, 1, ir::Allocate(im, ir::DType::kFloat32, 1, body));
+  const int64_t lines = outer * k_out * inner;
+  return b.Finish(ir::For(p, IntImm(lines), lines, ForKind::kParallel, body));
+}
+
 // ArgMax, ArgMin: per line along the axis, the index of its first extreme (the last
 // with select_last_index), as a whole number in the float32 storage of int64 tensors.
 absl::StatusOr<NodeKernel> ArgExtreme(const Graph& g, const Node& n) {
@@ -1970,6 +2021,7 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lane
   if (op == "ArgMax" || op == "ArgMin") return ArgExtreme(g, n);
   if (op == "GatherElements") return GatherElements(g, n, lanes);
   if (op == "TopK") return TopK(g, n);
+  if (op == "DFT") return Dft(g, n);
   if (op == "ScatterND") return ScatterND(g, n, lanes);
   if (op == "LpNormalization") return LpNormalization(g, n, lanes);
   if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") return Softmax(g, n, lanes, g.opset);

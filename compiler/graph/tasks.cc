@@ -267,7 +267,7 @@ class Extractor {
     }
     if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax" || op == "LayerNormalization" ||
         op == "InstanceNormalization" || op == "GroupNormalization" || op == "MeanVarianceNormalization" ||
-        op == "LRN" || op == "LpNormalization" || op == "CumSum" || op == "ArgMax" || op == "ArgMin" || op == "TopK" ||
+        op == "LRN" || op == "LpNormalization" || op == "CumSum" || op == "ArgMax" || op == "ArgMin" || op == "TopK" || op == "DFT" ||
         IsReduceOp(op)) {
       return "normalization/reduction";
     }

@@ -16,7 +16,7 @@ compiles for static shapes, so an input that decides an output's shape or an
 operator's layout (Resize's and Upsample's scales and sizes, OneHot's depth, Range's
 bounds, Reshape's shape, the axes of Squeeze, Unsqueeze and the reductions, Slice's
 starts, ends, axes and steps, Split's sizes, Pad's pads, value and axes, Expand's
-shape, Tile's repeats, CumSum's axis, Trilu's k, TopK's K) must be a constant, as exporters
+shape, Tile's repeats, CumSum's axis, Trilu's k, TopK's K, DFT's length and axis) must be a constant, as exporters
 write it: a test that feeds one as a graph input gets it bound to the test's value as
 an initializer first (SHAPE_INPUTS; the summary counts these tests). Prints one line per wrong or crashed test, the
 refusal reasons by frequency, and a summary line. Exit status 1 when any test is
@@ -54,7 +54,7 @@ TIMEOUT_SECONDS = 120
 SHAPE_INPUTS = {("Upsample", 1), ("Resize", 2), ("Resize", 3), ("OneHot", 1), ("Range", 0), ("Range", 1),
                 ("Range", 2), ("Reshape", 1), ("Squeeze", 1), ("Unsqueeze", 1), ("Slice", 1), ("Slice", 2),
                 ("Slice", 3), ("Slice", 4), ("Split", 1), ("Pad", 1), ("Pad", 2), ("Pad", 3), ("Expand", 1),
-                ("Tile", 1), ("CumSum", 1), ("Trilu", 1), ("TopK", 1)} | {
+                ("Tile", 1), ("CumSum", 1), ("Trilu", 1), ("TopK", 1), ("DFT", 1), ("DFT", 2)} | {
                     (f"Reduce{kind}", 1)
                     for kind in ("L1", "L2", "LogSum", "LogSumExp", "Max", "Mean", "Min", "Prod", "Sum", "SumSquare")}
 

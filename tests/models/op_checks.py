@@ -12,7 +12,7 @@ Pad in every mode, growing and cropping, reflecting past the edge; Expand, Tile,
 Trilu, CumSum and LpNormalization, whose node tests are not float32; ArgMax and
 ArgMin with ties; int64 token ids and an attention mask as run-time inputs; Einsum
 in the forms exporters write; TopK with ties; ScatterND with every reduction; Pad before Conv, folded into it
-or not).
+or not; DFT forward and inverse, real and complex, onesided, with dft_length).
 
 A case the ONNX reference and onnxruntime disagree on must be refused by tuneforge
 (listed in EXPECT_REFUSED); a refusal anywhere else, or any mismatch, fails.
@@ -169,6 +169,22 @@ def cases():
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
         m.ir_version = 9
         yield f"pad_conv_{pads[2]}{pads[6]}_s{stride}", m, {"x": x}
+    # DFT: real and complex signals, forward and inverse, onesided, dft_length
+    # padding and truncating, another axis.
+    for width, inverse, onesided, length, axis in [(1, 0, 1, 12, 1), (2, 1, 0, None, 1), (1, 0, 0, 6, 2),
+                                                   (2, 0, 0, None, 2)]:
+        x = rng.standard_normal((2, 8, 5, width)).astype(f32)
+        inputs = ["x", "length" if length else "", "axis"]
+        inits = [numpy_helper.from_array(np.array(axis, np.int64), "axis")]
+        if length:
+            inits.append(numpy_helper.from_array(np.array(length, np.int64), "length"))
+        graph = helper.make_graph(
+            [helper.make_node("DFT", inputs, ["y"], inverse=inverse, onesided=onesided)], "dft",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+        m.ir_version = 9
+        yield f"dft_c{width}_inv{inverse}_one{onesided}_len{length}_axis{axis}", m, {"x": x}
     for op, axis, keep, last in [("ArgMax", 1, 1, 0), ("ArgMin", -1, 0, 0), ("ArgMax", 0, 0, 1), ("ArgMin", 2, 1, 1)]:
         x = rng.integers(-3, 3, (3, 4, 5)).astype(f32)  # ties, so first and last differ
         node = helper.make_node(op, ["x"], ["y"], axis=axis, keepdims=keep, select_last_index=last)
