@@ -2097,14 +2097,8 @@ class Importer {
     }
   }
 
-  // Conv -> BatchNormalization, the conv's output used by nothing else and every
-  // parameter constant: the BN's scale and shift go into the conv's weight and bias,
-  // and the BN node disappears (what an unoptimized export leaves for the importer).
-  // Pad (constant 0, spatial axes only, growing) -> 2-D Conv, the padded tensor read
-  // by that conv alone, as TensorFlow exports SAME padding: the pads join the conv's
-  // when the sum is the same on every side (what the conv templates take; uneven
-  // pads would leave the template for the direct kernel, slower than the copy).
-  void FoldPadsIntoConvs() {
+  // How many nodes read each tensor, a graph output counting as one more reader.
+  std::vector<int> UseCounts() const {
     std::vector<int> uses(graph_.tensors.size(), 0);
     for (const Node& n : graph_.nodes) {
       for (int in : n.inputs) {
@@ -2112,6 +2106,15 @@ class Importer {
       }
     }
     for (int out : graph_.outputs) ++uses[static_cast<size_t>(out)];
+    return uses;
+  }
+
+  // Pad (constant 0, spatial axes only, growing) -> 2-D Conv, the padded tensor read
+  // by that conv alone, as TensorFlow exports SAME padding: the pads join the conv's
+  // when the sum is the same on every side (what the conv templates take; uneven
+  // pads would leave the template for the direct kernel, slower than the copy).
+  void FoldPadsIntoConvs() {
+    const std::vector<int> uses = UseCounts();
     std::vector<bool> removed(graph_.nodes.size(), false);
     for (size_t i = 0; i < graph_.nodes.size(); ++i) {
       const Node& pad = graph_.nodes[i];
@@ -2142,14 +2145,11 @@ class Importer {
     graph_.nodes = std::move(kept);
   }
 
+  // Conv -> BatchNormalization, the conv's output used by nothing else and every
+  // parameter constant: the BN's scale and shift go into the conv's weight and bias,
+  // and the BN node disappears (what an unoptimized export leaves for the importer).
   void FoldBatchNorms() {
-    std::vector<int> uses(graph_.tensors.size(), 0);
-    for (const Node& n : graph_.nodes) {
-      for (int in : n.inputs) {
-        if (in >= 0) ++uses[static_cast<size_t>(in)];
-      }
-    }
-    for (int out : graph_.outputs) ++uses[static_cast<size_t>(out)];
+    const std::vector<int> uses = UseCounts();
     std::vector<bool> removed(graph_.nodes.size(), false);
     for (size_t i = 0; i < graph_.nodes.size(); ++i) {
       Node& bn = graph_.nodes[i];

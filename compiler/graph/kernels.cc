@@ -497,6 +497,21 @@ Stmt RowLoop(int64_t n, int lanes, const std::function<Stmt(Expr)>& store, Names
   return ir::Block(parts);
 }
 
+// The first element of line `line` of a tensor walked as [outer, extent, inner] along
+// its middle axis (lines numbered over outer x inner; the line's elements `inner` apart).
+Expr LineStart(Expr line, int64_t extent, int64_t inner) {
+  return ir::Add(ir::Mul(ir::Div(line, IntImm(inner)), IntImm(extent * inner)), ir::Mod(line, IntImm(inner)));
+}
+
+// A run-time index into an axis of `dim` elements: negative counts from the end; the
+// index clamped into range, and whether it was in range (a kernel cannot fail: out
+// of range reads the clamped element and stores NaN instead).
+std::pair<Expr, Expr> WrapIndex(Expr raw, int64_t dim) {
+  Expr wrapped = ir::Select(ir::LT(raw, IntImm(0)), ir::Add(raw, IntImm(dim)), raw);
+  Expr i = ir::Max(ir::Min(wrapped, IntImm(dim - 1)), IntImm(0));
+  return {i, ir::EQ(i, wrapped)};
+}
+
 absl::StatusOr<NodeKernel> Pad(const Graph& g, const Node& n, int lanes);
 
 absl::StatusOr<NodeKernel> DataMovement(const Graph& g, const Node& n, int lanes) {
@@ -596,9 +611,7 @@ absl::StatusOr<NodeKernel> DataMovement(const Graph& g, const Node& n, int lanes
     const std::string y = b.Param(n.outputs[0], true);
     const std::string p = b.names("p");
     Expr raw = ir::ToInt(ir::Load(idx, ir::DType::kFloat32, ir::Mod(Var(p), IntImm(count))));
-    Expr wrapped = ir::Select(ir::LT(raw, IntImm(0)), ir::Add(raw, IntImm(dim)), raw);
-    Expr i = ir::Max(ir::Min(wrapped, IntImm(dim - 1)), IntImm(0));
-    Expr in_range = ir::EQ(i, wrapped);
+    auto [i, in_range] = WrapIndex(raw, dim);
     Expr from = ir::Mul(ir::Add(ir::Mul(ir::Div(Var(p), IntImm(count)), IntImm(dim)), i), IntImm(inner));
     Stmt row = RowLoop(
         inner, lanes,
@@ -702,12 +715,9 @@ absl::StatusOr<NodeKernel> Pad(const Graph& g, const Node& n, int lanes) {
   };
   const int64_t rows = Product(out, 0, rank - 1);
   const std::string p = b.names("p");
+  const std::vector<Expr> o = ir::Unflatten(Var(p), std::vector<int64_t>(out.begin(), out.end() - 1));
   Expr base = IntImm(0);
-  int64_t inner = 1;
-  for (size_t d = rank - 1; d-- > 0;) {
-    base = ir::Add(base, ir::Mul(source(d, ir::Mod(ir::Div(Var(p), IntImm(inner)), IntImm(out[d]))), IntImm(is[d])));
-    inner *= out[d];
-  }
+  for (size_t d = 0; d + 1 < rank; ++d) base = ir::Add(base, ir::Mul(source(d, o[d]), IntImm(is[d])));
   const int64_t last = out[rank - 1];
   Stmt row = RowLoop(
       last, lanes,
@@ -753,8 +763,7 @@ absl::StatusOr<NodeKernel> CumSum(const Graph& g, const Node& n) {
   const std::string x = b.Param(n.inputs[0]);
   const std::string y = b.Param(n.outputs[0], true);
   const std::string line = b.names("line"), j = b.names("j"), sum = b.names("sum");
-  Expr base = ir::Add(ir::Mul(ir::Div(Var(line), IntImm(inner)), IntImm(extent * inner)),
-                      ir::Mod(Var(line), IntImm(inner)));
+  Expr base = LineStart(Var(line), extent, inner);
   Expr step = reverse ? ir::Sub(IntImm(extent - 1), Var(j)) : Var(j);
   Expr at = ir::Add(base, ir::Mul(step, IntImm(inner)));
   Expr loaded = ir::Load(x, ir::DType::kFloat32, at);
@@ -781,25 +790,19 @@ absl::StatusOr<NodeKernel> GatherElements(const Graph& g, const Node& n, int lan
   const std::vector<int64_t> is = RowMajorStrides(in);
   const int64_t rows = Product(out, 0, rank - 1), last = out[rank - 1], dim = in[axis];
   const std::string p = b.names("p");
-  std::vector<Expr> o(rank);
-  int64_t inner = 1;
-  for (size_t d = rank - 1; d-- > 0;) {
-    o[d] = ir::Mod(ir::Div(Var(p), IntImm(inner)), IntImm(out[d]));
-    inner *= out[d];
-  }
+  const std::vector<Expr> o = ir::Unflatten(Var(p), std::vector<int64_t>(out.begin(), out.end() - 1));
   Stmt row = RowLoop(
       last, lanes,
       [&](Expr j) {
         std::vector<Expr> at = o;
-        at[rank - 1] = j;
+        at.push_back(j);
         Expr flat = ir::Add(ir::Mul(Var(p), IntImm(last)), j);
         Expr raw = ir::ToInt(ir::Load(idx, ir::DType::kFloat32, flat));
-        Expr wrapped = ir::Select(ir::LT(raw, IntImm(0)), ir::Add(raw, IntImm(dim)), raw);
-        Expr i = ir::Max(ir::Min(wrapped, IntImm(dim - 1)), IntImm(0));
+        auto [i, in_range] = WrapIndex(raw, dim);
         Expr from = IntImm(0);
         for (size_t d = 0; d < rank; ++d) from = ir::Add(from, ir::Mul(d == axis ? i : at[d], IntImm(is[d])));
         return ir::Store(y, flat,
-                         ir::Select(ir::EQ(i, wrapped), ir::Load(x, ir::DType::kFloat32, from),
+                         ir::Select(in_range, ir::Load(x, ir::DType::kFloat32, from),
                                     FloatImm(std::numeric_limits<double>::quiet_NaN())));
       },
       b.names);
@@ -822,8 +825,7 @@ absl::StatusOr<NodeKernel> TopK(const Graph& g, const Node& n) {
   const std::string line = b.names("line"), pick = b.names("pick"), j = b.names("j");
   const std::string pv = b.names("pv"), pj = b.names("pj"), bv = b.names("bv"), bj = b.names("bj"),
                     found = b.names("found"), jf = b.names("jf");
-  Expr in_base = ir::Add(ir::Mul(ir::Div(Var(line), IntImm(inner)), IntImm(extent * inner)),
-                         ir::Mod(Var(line), IntImm(inner)));
+  Expr in_base = LineStart(Var(line), extent, inner);
   Expr out_base = ir::Add(ir::Mul(ir::Div(Var(line), IntImm(inner)), IntImm(k * inner)),
                           ir::Mod(Var(line), IntImm(inner)));
   Expr v = ir::Load(x, ir::DType::kFloat32, ir::Add(in_base, ir::Mul(Var(j), IntImm(inner))));
@@ -958,8 +960,7 @@ absl::StatusOr<NodeKernel> ArgExtreme(const Graph& g, const Node& n) {
   const std::string y = b.Param(n.outputs[0], true);
   const std::string line = b.names("line"), j = b.names("j"), best = b.names("best"), at = b.names("at"),
                     k = b.names("k");  // j as a float (the loop IR converts float to int only)
-  Expr base = ir::Add(ir::Mul(ir::Div(Var(line), IntImm(inner)), IntImm(extent * inner)),
-                      ir::Mod(Var(line), IntImm(inner)));
+  Expr base = LineStart(Var(line), extent, inner);
   Expr v = ir::Load(x, ir::DType::kFloat32, ir::Add(base, ir::Mul(Var(j), IntImm(inner))));
   // Better: strictly (the first extreme) or not worse (the last).
   Expr better = max ? (last ? ir::LE(Scalar(best), v) : ir::LT(Scalar(best), v))
@@ -986,8 +987,7 @@ absl::StatusOr<NodeKernel> LpNormalization(const Graph& g, const Node& n, int la
   const std::string x = b.Param(n.inputs[0]);
   const std::string y = b.Param(n.outputs[0], true);
   const std::string line = b.names("line"), norm = b.names("norm");
-  Expr base = ir::Add(ir::Mul(ir::Div(Var(line), IntImm(inner)), IntImm(extent * inner)),
-                      ir::Mod(Var(line), IntImm(inner)));
+  Expr base = LineStart(Var(line), extent, inner);
   auto at = [&](Expr j) { return ir::Add(base, ir::Mul(j, IntImm(inner))); };
   const int vec = inner == 1 ? lanes : 1;
   Stmt reduce = RowReduce(
