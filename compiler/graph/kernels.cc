@@ -611,8 +611,11 @@ absl::StatusOr<NodeKernel> DataMovement(const Graph& g, const Node& n, int lanes
     const std::string y = b.Param(n.outputs[0], true);
     const std::string p = b.names("p");
     Expr raw = ir::ToInt(ir::Load(idx, ir::DType::kFloat32, ir::Mod(Var(p), IntImm(count))));
-    auto [i, in_range] = WrapIndex(raw, dim);
-    Expr from = ir::Mul(ir::Add(ir::Mul(ir::Div(Var(p), IntImm(count)), IntImm(dim)), i), IntImm(inner));
+    // Not a structured binding: lambdas cannot capture those before C++20 (clang).
+    const std::pair<Expr, Expr> wrapped = WrapIndex(raw, dim);
+    const Expr in_range = wrapped.second;
+    Expr from = ir::Mul(ir::Add(ir::Mul(ir::Div(Var(p), IntImm(count)), IntImm(dim)), wrapped.first),
+                        IntImm(inner));
     Stmt row = RowLoop(
         inner, lanes,
         [&](Expr j) {
