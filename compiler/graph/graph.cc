@@ -302,6 +302,7 @@ class Importer {
       graph_.outputs.push_back(id);
     }
     LowerEinsums();
+    SumsOfTwoAsAdds();
     FoldPadsIntoConvs();
     FoldBatchNorms();
     SplitGroupedConvs();
@@ -2107,6 +2108,15 @@ class Importer {
     }
     for (int out : graph_.outputs) ++uses[static_cast<size_t>(out)];
     return uses;
+  }
+
+  // Sum of two float tensors is Add (the same broadcast, the same arithmetic): as Add
+  // it is what the executor fuses into a conv's epilogue (the residual of ResNet-50 v1
+  // as the model zoo exported it) or into an elementwise chain.
+  void SumsOfTwoAsAdds() {
+    for (Node& n : graph_.nodes) {
+      if (n.op == "Sum" && n.inputs.size() == 2 && T(n.outputs[0]).dtype == DType::kFloat32) n.op = "Add";
+    }
   }
 
   // Pad (constant 0, spatial axes only, growing) -> 2-D Conv, the padded tensor read
