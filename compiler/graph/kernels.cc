@@ -1225,34 +1225,52 @@ absl::StatusOr<NodeKernel> Reduce(const Graph& g, const Node& n, int lanes, cons
 }
 
 // LRN over NCHW...: y = x / (bias + alpha / size * sum of x^2 over the `size`
-// channels around c) ^ beta, the power as exp(beta * log(.)) (the base is >= bias > 0).
-absl::StatusOr<NodeKernel> Lrn(const Graph& g, const Node& n) {
+// channels around c) ^ beta. Parallel over (n, c) rows, vectorized along the row;
+// the window's channels are unrolled, each read at its channel clamped into range
+// and counted only when inside (so no branch in the vector loop). The power is
+// 1 / (sqrt(base) * sqrt(sqrt(base))) for beta 0.75 (AlexNet's, GoogLeNet's), else
+// exp(-beta * log(base)) (the base is >= bias > 0).
+absl::StatusOr<NodeKernel> Lrn(const Graph& g, const Node& n, int lanes) {
   Builder b(g, n.op);
   const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
   const int64_t size = n.Int("size", 0);
   const float alpha = n.Float("alpha", 1e-4f), beta = n.Float("beta", 0.75f), bias = n.Float("bias", 1.0f);
   if (size < 1) return Unsupported(n, "size < 1");
+  if (size > 64) return Unsupported(n, "size > 64");
   if (!(bias > 0.0f) || alpha < 0.0f) return Unsupported(n, "bias <= 0 or alpha < 0");
-  const int64_t C = shape[1], inner = Product(shape, 2), before = (size - 1) / 2, window = size;
+  const int64_t C = shape[1], inner = Product(shape, 2), before = (size - 1) / 2;
   const std::string x = b.Param(n.inputs[0]);
   const std::string y = b.Param(n.outputs[0], true);
-  const std::string p = b.names("p"), w = b.names("w"), sum = b.names("sum");
-  // p runs over (n, c, spatial); the window's channel is c - before + w.
-  const std::vector<Expr> idx = ir::Unflatten(Var(p), {shape[0], C, inner});
-  Expr c2 = ir::Sub(ir::Add(idx[1], Var(w)), IntImm(before));
-  Expr inside = ir::And(ir::LE(IntImm(0), c2), ir::LT(c2, IntImm(C)));
-  Expr at = ir::Add(ir::Mul(ir::Add(ir::Mul(idx[0], IntImm(C)), c2), IntImm(inner)), idx[2]);
-  Expr v = ir::Load(x, ir::DType::kFloat32, at);
-  Stmt accumulate = ir::For(w, IntImm(window), window, ForKind::kSerial,
-                            ir::IfThenElse(inside, ir::Store(sum, IntImm(0), ir::Add(Scalar(sum), ir::Mul(v, v)))));
-  Expr base = ir::Add(FloatImm(bias), ir::Mul(FloatImm(alpha / static_cast<double>(size)), Scalar(sum)));
-  Expr out = ir::Div(ir::Load(x, ir::DType::kFloat32, Var(p)),
-                     ir::Call("exp", ir::Mul(FloatImm(beta), ir::Call("log", base))));
-  Stmt body = ir::Allocate(sum, ir::DType::kFloat32, 1,
-                           ir::Block({ir::Store(sum, IntImm(0), FloatImm(0.0)), accumulate,
-                                      ir::Store(y, Var(p), out)}));
-  const int64_t total = Product(shape);
-  return b.Finish(ir::For(p, IntImm(total), total, ForKind::kParallel, body));
+  const std::string r = b.names("r");
+  Expr c = ir::Mod(Var(r), IntImm(C));
+  Expr row_start = ir::Mul(Var(r), IntImm(inner));
+  Stmt row = RowLoop(
+      inner, lanes,
+      [&](Expr j) {
+        Expr sum = FloatImm(0.0);
+        for (int64_t w = 0; w < size; ++w) {
+          const int64_t offset = w - before;  // channel c + offset
+          Expr c2 = ir::Add(c, IntImm(offset));
+          Expr clamped = ir::Min(ir::Max(c2, IntImm(0)), IntImm(C - 1));
+          Expr v = ir::Load(x, ir::DType::kFloat32,
+                            ir::Add(ir::Mul(ir::Add(ir::Sub(Var(r), c), clamped), IntImm(inner)), j));
+          Expr inside = ir::And(ir::LE(IntImm(0), c2), ir::LT(c2, IntImm(C)));
+          sum = ir::Add(sum, offset == 0 ? ir::Mul(v, v) : ir::Select(inside, ir::Mul(v, v), FloatImm(0.0)));
+        }
+        Expr base = ir::Add(FloatImm(bias), ir::Mul(FloatImm(alpha / static_cast<double>(size)), sum));
+        Expr xv = ir::Load(x, ir::DType::kFloat32, ir::Add(row_start, j));
+        Expr out;
+        if (beta == 0.75f) {
+          Expr root = ir::Call("sqrt", base);
+          out = ir::Div(xv, ir::Mul(root, ir::Call("sqrt", root)));
+        } else {
+          out = ir::Mul(xv, ir::Call("exp", ir::Mul(FloatImm(-static_cast<double>(beta)), ir::Call("log", base))));
+        }
+        return ir::Store(y, ir::Add(row_start, j), out);
+      },
+      b.names);
+  const int64_t rows = shape[0] * C;
+  return b.Finish(ir::For(r, IntImm(rows), rows, ForKind::kParallel, row));
 }
 
 // MaxPool / AveragePool / LpPool over N x C x spatial (1 to 3 spatial dimensions),
@@ -2031,7 +2049,7 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lane
   if (op == "LayerNormalization" || op == "InstanceNormalization" || op == "GroupNormalization") {
     return LayerNorm(g, n, lanes);
   }
-  if (op == "LRN") return Lrn(g, n);
+  if (op == "LRN") return Lrn(g, n, lanes);
   if (IsReduceOp(op)) {
     std::vector<int64_t> axes = n.Ints("axes");
     if (n.inputs.size() > 1 && n.inputs[1] >= 0) axes = T(g, n.inputs[1]).i64;

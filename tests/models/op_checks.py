@@ -9,7 +9,8 @@ reflection folds more than once; Resize down and up by non-integer factors with
 sizes; comparisons feeding Where with infinities in the branch not taken; OneHot
 with negative and out-of-range indices; MeanVarianceNormalization over other axes;
 Pad in every mode, growing and cropping, reflecting past the edge; Expand, Tile,
-Trilu, CumSum and LpNormalization, whose node tests are not float32; ArgMax and
+Trilu, CumSum and LpNormalization, whose node tests are not float32; LRN with windows
+wider than the channels and other betas; ArgMax and
 ArgMin with ties; int64 token ids and an attention mask as run-time inputs; Einsum
 in the forms exporters write; TopK with ties; ScatterND with every reduction; Pad before Conv, folded into it
 or not; DFT forward and inverse, real and complex, onesided, with dft_length).
@@ -118,6 +119,13 @@ def cases():
         x = rng.standard_normal((2, 6, 9)).astype(f32)
         node = helper.make_node("LpNormalization", ["x"], ["y"], axis=axis, p=p_norm)
         yield f"lpnormalization_axis{axis}_p{p_norm}", model(node, [("x", x)], [], 13), {"x": x}
+    # LRN: windows wider than the channels near the edges (onnxruntime takes odd sizes
+    # only), the beta of
+    # AlexNet (0.75, square roots) and others (exp/log), rows not a vector multiple.
+    for size, beta, bias, c in [(5, 0.75, 2.0, 7), (3, 0.5, 1.0, 3), (7, 1.3, 0.5, 9), (1, 0.75, 1.0, 2)]:
+        x = (3 * rng.standard_normal((2, c, 5, 3))).astype(f32)
+        node = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=0.3, beta=beta, bias=bias)
+        yield f"lrn_size{size}_beta{beta}_c{c}", model(node, [("x", x)], [], 13), {"x": x}
     # Einsum as exporters write it: attention's scores and context, a linear layer
     # against a weight, an outer product, transposed outputs, the implicit form.
     for eq, sa, sb, weight in [("bhid,bhjd->bhij", (2, 3, 5, 4), (2, 3, 6, 4), False),
