@@ -65,6 +65,33 @@ TEST(Conv2dTemplateTest, NaiveAndHeuristicsMatchTheReference) {
   }
 }
 
+// The default schedule (the first heuristic) on AVX2: Winograd where a 3x3 stride-1
+// convolution's rows split into whole output tiles, two channel vectors for a 1x1
+// convolution, otherwise the direct tile whose accumulators (at most 10 of AVX2's
+// 16 registers) do the most useful work; each computes the reference's answer.
+TEST(Conv2dTemplateTest, DefaultSchedulesOnAvx2) {
+  struct Case {
+    const char* text;
+    const char* algorithm;
+    int64_t oc_vecs, ow_reg;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"conv2d N=1 C=16 H=8 W=8 K=32 R=3 S=3 stride=1 pad=1", "winograd_f43", 4, 2},
+           {"conv2d N=1 C=16 H=6 W=6 K=32 R=3 S=3 stride=1 pad=1", "winograd_f23", 4, 3},
+           {"conv2d N=1 C=16 H=7 W=14 K=32 R=1 S=1 stride=1 pad=0", "direct", 2, 5},
+           {"conv2d N=1 C=8 H=9 W=13 K=24 R=5 S=5 stride=1 pad=2", "direct", 3, 3},
+           {"conv2d N=1 C=8 H=7 W=7 K=16 R=3 S=3 stride=1 pad=1", "direct", 1, 7}}) {
+    TuningTask task = Conv(c.text);
+    const Template* tmpl = *FindTemplate(task);
+    const Config first = tmpl->Heuristics(task, Avx2TestTarget()).front();
+    EXPECT_EQ(first.Str("algorithm", "direct"), c.algorithm) << c.text << " " << first.ToJson();
+    EXPECT_EQ(first.Int("oc_vecs"), c.oc_vecs) << c.text << " " << first.ToJson();
+    EXPECT_EQ(first.Int("ow_reg"), c.ow_reg) << c.text << " " << first.ToJson();
+    ExpectInterpretedCorrect(task, first);
+    if (HasFatalFailure()) return;
+  }
+}
+
 TEST(Conv2dTemplateTest, RandomConfigsInterpreted) {
   std::mt19937_64 rng(9);
   for (int i = 0; i < 16; ++i) {
