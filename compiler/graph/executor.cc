@@ -314,12 +314,6 @@ int64_t NormalizedAxis(const Node& n, const std::vector<int64_t>& shape) {
   return axis < 0 ? axis + static_cast<int64_t>(shape.size()) : axis;
 }
 
-int64_t Product(const std::vector<int64_t>& v, size_t from) {
-  int64_t p = 1;
-  for (size_t i = from; i < v.size(); ++i) p *= v[i];
-  return p;
-}
-
 // A Split whose parts are contiguous ranges of its run-time input (every axis before
 // the split axis has size 1: NCHW channels at batch 1): its outputs are views.
 bool SplitIsView(const Graph& g, const Node& n, const std::vector<int>& root) {

@@ -25,6 +25,13 @@ namespace tuneforge::graph {
 enum class DType { kFloat32, kInt64, kBool };
 const char* DTypeName(DType t);
 
+// The product of v[from, to): an element count of a shape or of some of its axes.
+inline int64_t Product(const std::vector<int64_t>& v, size_t from = 0, size_t to = SIZE_MAX) {
+  int64_t p = 1;
+  for (size_t i = from; i < v.size() && i < to; ++i) p *= v[i];
+  return p;
+}
+
 struct Tensor {
   std::string name;
   DType dtype = DType::kFloat32;

@@ -39,12 +39,6 @@ std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& shape) {
   return s;
 }
 
-int64_t Product(const std::vector<int64_t>& v, size_t from = 0, size_t to = SIZE_MAX) {
-  int64_t p = 1;
-  for (size_t i = from; i < std::min(to, v.size()); ++i) p *= v[i];
-  return p;
-}
-
 // The view of a tensor of `shape` broadcast (numpy rules) to `out`.
 View Broadcast(const std::string& buffer, const std::vector<int64_t>& shape,
                const std::vector<int64_t>& out) {

@@ -509,11 +509,11 @@ Config Conv2dTemplate::Naive(const TuningTask& task, const Target& target) const
 std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Target& target) const {
   const ConvShape d = ShapeOf(task, depthwise_);
   ConfigSpace space = Space(task, target);
-  std::vector<Config> out;
-  auto add = [&](Config c) {
-    if (space.Check(c).ok() && std::find(out.begin(), out.end(), c) == out.end())
-      out.push_back(std::move(c));
+  // Appends c to *to when the space takes it and *to does not hold it yet.
+  auto add_to = [&](std::vector<Config>* to, Config c) {
+    if (space.Check(c).ok() && std::find(to->begin(), to->end(), c) == to->end()) to->push_back(std::move(c));
   };
+  std::vector<Config> out;
   int64_t lanes = 1;
   for (int64_t v : {4, 8, 16})
     if (v <= target.MaxF32Lanes() && d.k % v == 0) lanes = v;
@@ -549,7 +549,7 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
             c["unroll_ci"] = std::min<int64_t>(x, 4);
             c["reduce_order"] = reduce;
           }
-          add(Config(c));
+          add_to(&out, Config(c));
         }
       }
     }
@@ -571,7 +571,7 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
       Config c(json{{"ic_block", x}, {"vec_lanes", lanes}, {"oc_vecs", 2}, {"ow_reg", t},
                     {"unroll_ci", std::min<int64_t>(x, 4)}, {"reduce_order", "crs"},
                     {"outer_order", outer}, {"parallel", target.num_threads > 1 ? 1 : 0}});
-      if (space.Check(c).ok()) first.push_back(std::move(c));
+      add_to(&first, std::move(c));
     }
   }
   // Any other direct convolution: the channel block of 1-4 vectors and the row tile
@@ -607,10 +607,6 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
   // pixels. Per output-channel block, the register tile of whole output tiles that
   // uses the most accumulators (ties: the wider channel block); both GEMM orders.
   std::vector<Config> winograd_configs;
-  auto add_winograd = [&](Config c) {
-    if (space.Check(c).ok() && std::find(winograd_configs.begin(), winograd_configs.end(), c) == winograd_configs.end())
-      winograd_configs.push_back(std::move(c));
-  };
   for (const char* algorithm : {"winograd_f43", "winograd_f23"}) {
     const int64_t m = winograd::OutputTile(algorithm);
     if (!winograd::Applies(d.r, d.s, d.stride, d.oh, d.ow, m)) continue;
@@ -626,7 +622,7 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
                      [](const auto& a, const auto& b) { return a.first * a.second > b.first * b.second; });
     for (const auto& [vecs, t] : tiles) {
       for (const char* outer : {"koh", "ohk"}) {
-        add_winograd(Config(json{{"algorithm", algorithm}, {"tile_rows", 1}, {"ic_block", x}, {"vec_lanes", lanes},
+        add_to(&winograd_configs, Config(json{{"algorithm", algorithm}, {"tile_rows", 1}, {"ic_block", x}, {"vec_lanes", lanes},
                                  {"oc_vecs", vecs}, {"ow_reg", t}, {"unroll_ci", std::min<int64_t>(x, 4)},
                                  {"reduce_order", "crs"}, {"outer_order", outer},
                                  {"parallel", target.num_threads > 1 ? 1 : 0}}));
@@ -636,14 +632,11 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
   // The rest alternate direct and Winograd, so a search that measures only the first
   // few heuristics meets both algorithms.
   std::vector<Config> mixed = first;
-  auto append = [&](const Config& c) {
-    if (space.Check(c).ok() && std::find(mixed.begin(), mixed.end(), c) == mixed.end()) mixed.push_back(c);
-  };
-  if (!winograd_configs.empty()) append(winograd_configs[0]);
-  if (direct_first) append(*direct_first);
+  if (!winograd_configs.empty()) add_to(&mixed, winograd_configs[0]);
+  if (direct_first) add_to(&mixed, *direct_first);
   for (size_t i = 0; i < std::max(out.size(), winograd_configs.size()); ++i) {
-    if (i < winograd_configs.size()) append(winograd_configs[i]);
-    if (i < out.size()) append(out[i]);
+    if (i < winograd_configs.size()) add_to(&mixed, winograd_configs[i]);
+    if (i < out.size()) add_to(&mixed, out[i]);
   }
   return mixed;
 }
