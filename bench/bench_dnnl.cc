@@ -25,7 +25,10 @@ class DnnlConvImpl : public DnnlConv {
                       r = task.Param("R"), s = task.Param("S"), stride = task.Param("stride"),
                       pad = task.Param("pad"), oh = task.ConvOutH(), ow = task.ConvOutW();
     memory::dims src_dims = {n, c, h, w}, dst_dims = {n, k, oh, ow};
-    memory::dims wei_dims = depthwise ? memory::dims{c, 1, 1, r, s} : memory::dims{k, c, r, s};
+    // Grouped (depthwise: C groups of one channel): goihw, G x K/G x C/G x R x S.
+    const memory::dim groups = depthwise ? c : task.Param("groups");
+    memory::dims wei_dims =
+        groups > 1 ? memory::dims{groups, k / groups, c / groups, r, s} : memory::dims{k, c, r, s};
     memory::dims strides = {stride, stride}, padding = {pad, pad};
     // The right padding that gives exactly OH x OW (oneDNN checks the arithmetic).
     memory::dims padding_r = {(oh - 1) * stride + r - h - pad, (ow - 1) * stride + s - w - pad};
@@ -41,7 +44,7 @@ class DnnlConvImpl : public DnnlConv {
     conv_ = dnnl::convolution_forward(pd);
 
     memory user_src({src_dims, dt::f32, tag::nchw}, engine_, const_cast<float*>(input));
-    memory user_wei({wei_dims, dt::f32, depthwise ? tag::goihw : tag::oihw}, engine_,
+    memory user_wei({wei_dims, dt::f32, groups > 1 ? tag::goihw : tag::oihw}, engine_,
                     const_cast<float*>(filter));
     user_dst_ = memory({dst_dims, dt::f32, tag::nchw}, engine_, output);
     src_ = memory(pd.src_desc(), engine_);

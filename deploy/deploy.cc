@@ -75,6 +75,12 @@ std::string OpDoc(const TuningTask& task) {
            "// the kernel's panel layout inside every call (a scratch buffer)";
   }
   if (op == "conv2d") {
+    if (task.Param("groups") > 1) {
+      return "O[N][K][OH][OW] = sum over c < C/G, r, s of I[N][g*C/G + c][H][W] (zero-padded by pad,\n"
+             "// stride) * F[K][C/G][R][S], g = k / (K/G) the output channel's group; float32, NCHW /\n"
+             "// OIHW. The blocked layouts the kernel computes in are made (and the output\n"
+             "// unblocked) inside every call, in scratch buffers";
+    }
     return "O[N][K][OH][OW] = sum over c, r, s of I[N][C][H][W] (zero-padded by pad, stride)\n"
            "// * F[K][C][R][S]; float32, NCHW / OIHW. The blocked layouts the kernel computes\n"
            "// in are made (and the output unblocked) inside every call, in scratch buffers";

@@ -305,7 +305,6 @@ class Importer {
     SumsOfTwoAsAdds();
     FoldPadsIntoConvs();
     FoldBatchNorms();
-    SplitGroupedConvs();
     RemoveDeadNodes();
     return std::move(graph_);
   }
@@ -2249,12 +2248,6 @@ class Importer {
     return true;
   }
 
-  // A grouped convolution that is not depthwise (ShuffleNet's, ResNeXt's, AlexNet's
-  // group 2) becomes Split -> one Conv per group -> Concat, so that each group is a
-  // conv2d tuning task (the same task `group` times) instead of the generic direct
-  // kernel. Only where each group's convolution is one the conv2d template takes
-  // (2-D, symmetric padding, equal strides, no dilation) and the weights (and bias)
-  // are constants; the Concat writes the original output tensor.
   // Einsum -> Transpose, view, MatMul, view, Transpose (EinsumPlan); a transpose of a
   // constant (a weight) is done here, one that changes nothing is left out.
   void LowerEinsums() {
@@ -2315,71 +2308,6 @@ class Importer {
       }
     }
     graph_.nodes = std::move(nodes);
-  }
-
-  void SplitGroupedConvs() {
-    std::vector<Node> nodes;
-    for (Node& n : graph_.nodes) {
-      const int64_t group = n.op == "Conv" ? n.Int("group", 1) : 1;
-      if (group <= 1 || !SplittableGroupedConv(n, group)) {
-        nodes.push_back(std::move(n));
-        continue;
-      }
-      const Tensor x = T(n.inputs[0]), w = T(n.inputs[1]), y = T(n.outputs[0]);
-      const bool has_bias = n.inputs.size() > 2 && n.inputs[2] >= 0;
-      const int64_t cg = x.shape[1] / group, kg = w.shape[0] / group;
-      const int64_t per_filter = w.NumElements() / w.shape[0];
-      Node split{n.name + "/split", "Split", {n.inputs[0]}, {}, {}};
-      split.attrs["axis"].ints = {1};
-      split.attrs["split"].ints = std::vector<int64_t>(static_cast<size_t>(group), cg);
-      Node concat{n.name + "/concat", "Concat", {}, {n.outputs[0]}, {}};
-      concat.attrs["axis"].ints = {1};
-      std::vector<Node> convs;
-      for (int64_t g = 0; g < group; ++g) {
-        Tensor part = Like(x, {x.shape[0], cg, x.shape[2], x.shape[3]});
-        part.name = absl::StrCat(n.name, "/group", g, "/x");
-        split.outputs.push_back(Add(std::move(part)));
-        Tensor wg = Like(w, {kg, w.shape[1], w.shape[2], w.shape[3]});
-        wg.name = absl::StrCat(w.name, "/group", g);
-        wg.constant = true;
-        wg.f32.assign(w.f32.begin() + g * kg * per_filter, w.f32.begin() + (g + 1) * kg * per_filter);
-        Node conv = n;
-        conv.name = absl::StrCat(n.name, "/group", g);
-        conv.attrs["group"].ints = {1};
-        conv.inputs[0] = split.outputs.back();
-        conv.inputs[1] = Add(std::move(wg));
-        if (has_bias) {
-          const Tensor& bias = T(n.inputs[2]);
-          Tensor bg = Like(bias, {kg});
-          bg.name = absl::StrCat(bias.name, "/group", g);
-          bg.constant = true;
-          bg.f32.assign(bias.f32.begin() + g * kg, bias.f32.begin() + (g + 1) * kg);
-          conv.inputs[2] = Add(std::move(bg));
-        }
-        Tensor out = Like(y, {y.shape[0], kg, y.shape[2], y.shape[3]});
-        out.name = absl::StrCat(n.name, "/group", g, "/y");
-        conv.outputs = {Add(std::move(out))};
-        concat.inputs.push_back(conv.outputs[0]);
-        convs.push_back(std::move(conv));
-      }
-      nodes.push_back(std::move(split));
-      for (Node& c : convs) nodes.push_back(std::move(c));
-      nodes.push_back(std::move(concat));
-    }
-    graph_.nodes = std::move(nodes);
-  }
-
-  bool SplittableGroupedConv(const Node& n, int64_t group) const {
-    const Tensor& x = T(n.inputs[0]);
-    const Tensor& w = T(n.inputs[1]);
-    if (x.shape.size() != 4 || !w.constant || w.shape[1] * group != x.shape[1]) return false;
-    if (group == x.shape[1] && w.shape[0] == x.shape[1]) return false;  // depthwise: its own template
-    if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !T(n.inputs[2]).constant) return false;
-    const std::vector<int64_t> pads = n.Ints("pads", {0, 0, 0, 0});
-    const std::vector<int64_t> strides = n.Ints("strides", {1, 1});
-    const std::vector<int64_t> dilations = n.Ints("dilations", {1, 1});
-    return pads.size() == 4 && pads[0] == pads[1] && pads[0] == pads[2] && pads[0] == pads[3] &&
-           strides.size() == 2 && strides[0] == strides[1] && dilations == std::vector<int64_t>{1, 1};
   }
 
   // Nodes none of whose outputs reach a graph output.

@@ -229,10 +229,10 @@ TEST(TaskExtractionTest, ConvolutionsNoTemplateTakesAreLeftOversWithTheReason) {
   EXPECT_EQ(t->leftovers[0].reason, "Conv with asymmetric padding: no template");
 }
 
-TEST(TaskExtractionTest, GroupedConvolutionsSplitIntoOneConvTaskPerGroup) {
-  // resblock's conv1 made grouped (group 2: weight [8, 4, 3, 3]): Split, two
-  // convolutions of 4 channels (one conv2d task of weight 2, each with its bias
-  // slice) and a Concat into the original output; the depthwise conv stays whole.
+TEST(TaskExtractionTest, GroupedConvolutionsAreOneConvTaskWithGroups) {
+  // resblock's conv1 made grouped (group 2: weight [8, 4, 3, 3]): one conv2d task
+  // with groups=2 (its bias and ReLU fused as an ungrouped one's); the depthwise conv
+  // stays depthwise.
   onnx::ModelProto proto;
   std::ifstream in(kModels + "/resblock.onnx", std::ios::binary);
   ASSERT_TRUE(proto.ParseFromIstream(&in));
@@ -256,19 +256,16 @@ TEST(TaskExtractionTest, GroupedConvolutionsSplitIntoOneConvTaskPerGroup) {
   absl::StatusOr<Graph> g = Import(path);
   std::filesystem::remove(path);
   ASSERT_TRUE(g.ok()) << g.status();
-  EXPECT_EQ(Ops(*g), (std::vector<std::string>{"Split", "Conv", "Conv", "Concat", "Relu", "Conv", "Add", "Relu",
-                                               "Conv", "Clip"}));
-  const Node& second = g->nodes[2];
-  EXPECT_EQ(second.Int("group", 0), 1);
-  EXPECT_EQ(g->tensors[static_cast<size_t>(second.inputs[1])].shape, (std::vector<int64_t>{4, 4, 3, 3}));
-  EXPECT_EQ(g->tensors[static_cast<size_t>(second.inputs[2])].shape, (std::vector<int64_t>{4}));
+  EXPECT_EQ(Ops(*g), (std::vector<std::string>{"Conv", "Relu", "Conv", "Add", "Relu", "Conv", "Clip"}));
+  EXPECT_EQ(g->nodes[0].Int("group", 0), 2);
   absl::StatusOr<TaskTable> t = ExtractTasks(*g);
   ASSERT_TRUE(t.ok()) << t.status();
   bool found = false;
   for (const ExtractedTask& task : t->tasks) {
-    if (task.task == "conv2d N=1 C=4 H=8 W=8 K=4 R=3 S=3 stride=1 pad=1 dtype=float32") {
+    if (task.task == "conv2d N=1 C=8 H=8 W=8 K=8 R=3 S=3 stride=1 pad=1 groups=2 dtype=float32") {
       found = true;
-      EXPECT_EQ(task.weight, 2);
+      EXPECT_EQ(task.weight, 1);
+      EXPECT_EQ(task.unfused_epilogue, "bias+relu");  // fused at run time as for G = 1
     }
   }
   EXPECT_TRUE(found);

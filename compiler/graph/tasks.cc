@@ -215,8 +215,9 @@ class Extractor {
       why = "dilation";
     }
     const int64_t group = n.Int("group", 1);
+    // Depthwise (one channel per group, multiplier 1) has a template of its own;
+    // other groupings are conv2d's `groups`.
     const bool depthwise = group > 1 && group == x.shape[1] && w.shape[0] == x.shape[1];
-    if (why.empty() && group != 1 && !depthwise) why = "grouped convolution (not depthwise)";
     if (!why.empty()) {
       Leave(node, "Conv with " + why + ": no template", flops);
       return absl::OkStatus();
@@ -255,7 +256,8 @@ class Extractor {
                                  w.shape[3], " stride=", strides[0], " pad=", pads[0])
                   : absl::StrCat("conv2d N=", x.shape[0], " C=", x.shape[1], " H=", x.shape[2],
                                  " W=", x.shape[3], " K=", w.shape[0], " R=", w.shape[2],
-                                 " S=", w.shape[3], " stride=", strides[0], " pad=", pads[0]);
+                                 " S=", w.shape[3], " stride=", strides[0], " pad=", pads[0],
+                                 group > 1 ? absl::StrCat(" groups=", group) : "");
     return AddTask(text, nodes, epilogue, use);
   }
 

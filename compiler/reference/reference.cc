@@ -11,9 +11,9 @@ Tolerance ToleranceFor(const TuningTask& task) {
   // batch_matmul: each matrix is a matmul of the same K.
   if (task.op() == "matmul" || task.op() == "batch_matmul" || task.op() == "dense")
     return {4e-6 * task.Param("K") + 1e-5, 1e-4};
-  // A convolution output is a sum of C*R*S (depthwise: R*S) products.
+  // A convolution output is a sum of C/G*R*S (depthwise: R*S) products.
   if (task.op() == "conv2d")
-    return {4e-6 * task.Param("C") * task.Param("R") * task.Param("S") + 1e-5, 1e-4};
+    return {4e-6 * (task.Param("C") / task.Param("groups")) * task.Param("R") * task.Param("S") + 1e-5, 1e-4};
   if (task.op() == "depthwise_conv2d")
     return {4e-6 * task.Param("R") * task.Param("S") + 1e-5, 1e-4};
   TF_CHECK(false, "no tolerance for op ", task.op());
@@ -31,8 +31,9 @@ std::vector<std::vector<float>> MakeInputs(const TuningTask& task, uint64_t seed
     sizes = {task.Param("M") * task.Param("K"), task.Param("K") * task.Param("N")};
     if (task.Param("bias")) sizes.push_back(task.Param("N"));
   } else if (task.op() == "conv2d" || task.op() == "depthwise_conv2d") {
-    // I (NCHW), then F (OIHW; depthwise: C x R x S).
-    const int64_t k = task.op() == "conv2d" ? task.Param("K") * task.Param("C") : task.Param("C");
+    // I (NCHW), then F (OIHW, I = C/G; depthwise: C x R x S).
+    const int64_t k =
+        task.op() == "conv2d" ? task.Param("K") * (task.Param("C") / task.Param("groups")) : task.Param("C");
     sizes = {task.Param("N") * task.Param("C") * task.Param("H") * task.Param("W"),
              k * task.Param("R") * task.Param("S")};
   }
@@ -64,7 +65,8 @@ std::vector<float> Matmul(const std::vector<float>& a, const std::vector<float>&
   return c;
 }
 
-// Direct convolution in double, NCHW / OIHW; depthwise when `depthwise` (then K == C
+// Direct convolution in double, NCHW / OIHW, grouped: output channel k reads the C/G
+// input channels of its group k / (K/G). Depthwise when `depthwise` (then K == C == G
 // and output channel k reads only input channel k).
 std::vector<float> Conv2d(const TuningTask& t, const std::vector<float>& in,
                           const std::vector<float>& filter, bool depthwise) {
@@ -72,13 +74,14 @@ std::vector<float> Conv2d(const TuningTask& t, const std::vector<float>& in,
   const int64_t k = depthwise ? c : t.Param("K"), r = t.Param("R"), s = t.Param("S");
   const int64_t stride = t.Param("stride"), pad = t.Param("pad");
   const int64_t oh = t.ConvOutH(), ow = t.ConvOutW();
+  const int64_t groups = depthwise ? c : t.Param("groups"), cg = c / groups, kg = k / groups;
   std::vector<float> out(n * k * oh * ow);
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t ko = 0; ko < k; ++ko) {
       for (int64_t y = 0; y < oh; ++y) {
         for (int64_t x = 0; x < ow; ++x) {
           double sum = 0;
-          const int64_t c_begin = depthwise ? ko : 0, c_end = depthwise ? ko + 1 : c;
+          const int64_t c_begin = ko / kg * cg, c_end = c_begin + cg;
           for (int64_t ci = c_begin; ci < c_end; ++ci) {
             for (int64_t ry = 0; ry < r; ++ry) {
               const int64_t iy = y * stride + ry - pad;
@@ -86,8 +89,7 @@ std::vector<float> Conv2d(const TuningTask& t, const std::vector<float>& in,
               for (int64_t sx = 0; sx < s; ++sx) {
                 const int64_t ix = x * stride + sx - pad;
                 if (ix < 0 || ix >= w) continue;
-                const double f = depthwise ? filter[(ko * r + ry) * s + sx]
-                                           : filter[((ko * c + ci) * r + ry) * s + sx];
+                const double f = filter[((ko * cg + ci - c_begin) * r + ry) * s + sx];
                 sum += static_cast<double>(in[((b * c + ci) * h + iy) * w + ix]) * f;
               }
             }

@@ -13,21 +13,25 @@ namespace tuneforge {
 
 const std::vector<OpInfo>& KnownOps() {
   static const std::vector<OpInfo> ops = {
-      {"matmul", {"M", "N", "K"}, "C[M,N] = A[M,K] * B[K,N], row-major", {}},
+      {"matmul", {"M", "N", "K"}, "C[M,N] = A[M,K] * B[K,N], row-major", {}, {}},
       {"batch_matmul", {"B", "M", "N", "K"},
-       "C[b,M,N] = A[b,M,K] * B[b,K,N] for b < B, row-major, batch outermost", {}},
+       "C[b,M,N] = A[b,M,K] * B[b,K,N] for b < B, row-major, batch outermost", {}, {}},
       {"dense", {"M", "N", "K", "bias", "relu"},
        "inference layer Y[M,N] = act(X[M,K] * W[K,N] (+ b[N])), W and b constant; "
        "bias=0|1, relu=0|1",
-       {{"bias", {0, 1}}, {"relu", {0, 1}}}},
-      {"conv2d", {"N", "C", "H", "W", "K", "R", "S", "stride", "pad"},
-       "inference convolution O[N,K,OH,OW] = sum_c,r,s I[N,C,H,W] * F[K,C,R,S], NCHW/OIHW, "
-       "groups 1, dilation 1, zero padding pad on every side; OH = (H+2pad-R)/stride+1",
-       {{"pad", {0, 64}}, {"stride", {1, 64}}}},
+       {{"bias", {0, 1}}, {"relu", {0, 1}}},
+       {}},
+      {"conv2d", {"N", "C", "H", "W", "K", "R", "S", "stride", "pad", "groups"},
+       "inference convolution O[N,K,OH,OW] = sum_c,r,s I[N,g*C/G+c,H,W] * F[K,C/G,R,S] "
+       "(g = k / (K/G): the output channel's group), NCHW/OIHW, dilation 1, zero padding pad on "
+       "every side; OH = (H+2pad-R)/stride+1; groups G (default 1) divides C and K",
+       {{"pad", {0, 64}}, {"stride", {1, 64}}},
+       {{"groups", 1}}},
       {"depthwise_conv2d", {"N", "C", "H", "W", "R", "S", "stride", "pad"},
        "depthwise convolution O[N,C,OH,OW] = sum_r,s I[N,C,H,W] * F[C,R,S] (channel "
        "multiplier 1), NCHW, zero padding pad on every side",
-       {{"pad", {0, 64}}, {"stride", {1, 64}}}},
+       {{"pad", {0, 64}}, {"stride", {1, 64}}},
+       {}},
   };
   return ops;
 }
@@ -48,7 +52,8 @@ std::string OpNames() {
 
 std::string Usage(const OpInfo& op) {
   std::string s = op.name;
-  for (const std::string& p : op.params) s += " " + p + "=<int>";
+  for (const std::string& p : op.params)
+    s += op.defaults.count(p) ? " [" + p + "=<int>]" : " " + p + "=<int>";
   return s + " [dtype=float32]";
 }
 
@@ -57,7 +62,9 @@ std::string Usage(const OpInfo& op) {
 int64_t TuningTask::Param(const std::string& name) const {
   for (const auto& [k, v] : params_)
     if (k == name) return v;
-  TF_CHECK(false, "task ", op_, " has no parameter ", name);
+  const OpInfo* info = FindOp(op_);
+  TF_CHECK(info && info->defaults.count(name), "task ", op_, " has no parameter ", name);
+  return info->defaults.at(name);
 }
 
 std::string TuningTask::CanonicalText() const {
@@ -91,8 +98,8 @@ double TuningTask::Flops() const {
   // The epilogue (bias add, ReLU) is not counted: GFLOP/s compare with sgemm's.
   if (op_ == "dense") return 2.0 * Param("M") * Param("N") * Param("K");
   if (op_ == "conv2d") {
-    return 2.0 * Param("N") * Param("K") * ConvOutH() * ConvOutW() * Param("C") * Param("R") *
-           Param("S");
+    return 2.0 * Param("N") * Param("K") * ConvOutH() * ConvOutW() * (Param("C") / Param("groups")) *
+           Param("R") * Param("S");
   }
   if (op_ == "depthwise_conv2d")
     return 2.0 * Param("N") * Param("C") * ConvOutH() * ConvOutW() * Param("R") * Param("S");
@@ -114,7 +121,7 @@ int64_t TuningTask::BufferBytes() const {
   }
   if (op_ == "conv2d") {
     int64_t n = Param("N"), c = Param("C"), k = Param("K");
-    return 4 * (n * c * Param("H") * Param("W") + k * c * Param("R") * Param("S") +
+    return 4 * (n * c * Param("H") * Param("W") + k * (c / Param("groups")) * Param("R") * Param("S") +
                 n * k * ConvOutH() * ConvOutW());
   }
   if (op_ == "depthwise_conv2d") {
@@ -167,6 +174,8 @@ absl::StatusOr<TuningTask> MakeTask(const std::string& op,
   task.dtype_ = dtype;
   for (const std::string& p : info->params) {
     auto it = given.find(p);
+    auto optional = info->defaults.find(p);
+    if (optional != info->defaults.end() && (it == given.end() || it->second == optional->second)) continue;
     if (it == given.end()) {
       return absl::InvalidArgumentError("missing parameter " + p + " (usage: " + Usage(*info) + ")");
     }
@@ -174,6 +183,14 @@ absl::StatusOr<TuningTask> MakeTask(const std::string& op,
   }
   if (op == "conv2d" || op == "depthwise_conv2d") {
     const int64_t pad = task.Param("pad");
+    if (op == "conv2d") {
+      const int64_t groups = task.Param("groups");
+      if (task.Param("C") % groups != 0 || task.Param("K") % groups != 0) {
+        return absl::InvalidArgumentError("groups=" + std::to_string(groups) + " must divide both C=" +
+                                          std::to_string(task.Param("C")) + " and K=" +
+                                          std::to_string(task.Param("K")));
+      }
+    }
     if (task.Param("H") + 2 * pad < task.Param("R") || task.Param("W") + 2 * pad < task.Param("S")) {
       return absl::InvalidArgumentError("the " + std::to_string(task.Param("R")) + "x" +
                                         std::to_string(task.Param("S")) +

@@ -22,6 +22,10 @@ struct OpInfo {
   std::string summary;              // one line for --help and errors
   // Allowed range of a parameter when it is not [1, kMaxDim] (flags 0|1, padding).
   std::map<std::string, std::pair<int64_t, int64_t>> ranges;
+  // Parameters that may be left out, with the value they then have. A task whose
+  // value is the default leaves it out of its canonical text, so adding an optional
+  // parameter to an op keeps the workload keys of the tasks already stored.
+  std::map<std::string, int64_t> defaults;
 };
 const std::vector<OpInfo>& KnownOps();
 
@@ -34,7 +38,8 @@ class TuningTask {
  public:
   const std::string& op() const { return op_; }
   const std::string& dtype() const { return dtype_; }
-  // Value of a parameter; TF_CHECKs that the op has it.
+  // Value of a parameter (an optional one's default when left out); TF_CHECKs that
+  // the op has it.
   int64_t Param(const std::string& name) const;
   const std::vector<std::pair<std::string, int64_t>>& params() const { return params_; }
 

@@ -15,18 +15,21 @@ using nlohmann::json;
 
 namespace {
 
-// Shape of a convolution task, with the depthwise case folded in (K == C).
+// Shape of a convolution task, with the depthwise case folded in (K == C; its g is 1,
+// the depthwise kernel being a computation of its own).
 struct ConvShape {
-  int64_t n, c, h, w, k, r, s, stride, pad, oh, ow;
+  int64_t n, c, h, w, k, r, s, stride, pad, oh, ow, g;
   int64_t hp() const { return h + 2 * pad; }
   int64_t wp() const { return w + 2 * pad; }
+  int64_t cg() const { return c / g; }  // input channels of a group
+  int64_t kg() const { return k / g; }  // output channels of a group
 };
 
 ConvShape ShapeOf(const TuningTask& t, bool depthwise) {
-  return ConvShape{t.Param("N"), t.Param("C"),      t.Param("H"),
-                   t.Param("W"), depthwise ? t.Param("C") : t.Param("K"),
-                   t.Param("R"), t.Param("S"),      t.Param("stride"),
-                   t.Param("pad"), t.ConvOutH(),    t.ConvOutW()};
+  return ConvShape{t.Param("N"),   t.Param("C"),   t.Param("H"),      t.Param("W"),
+                   depthwise ? t.Param("C") : t.Param("K"),        t.Param("R"),
+                   t.Param("S"),   t.Param("stride"), t.Param("pad"), t.ConvOutH(),
+                   t.ConvOutW(),   depthwise ? 1 : t.Param("groups")};
 }
 
 // Register budget of the accumulator tile (AVX-512 has 32 vector registers; the tile
@@ -71,7 +74,6 @@ ir::Stmt InputPrepackStmt(const ConvShape& d, int64_t x) {
 // Both parts: activations, and the weights F -> F.blocked.
 ir::Stmt PrepackStmt(const ConvShape& d, int64_t x, int64_t y, bool depthwise) {
   using namespace ir;  // NOLINT
-  const int64_t cb = d.c / x;
   Expr c = Add(Mul(V("p.cb"), IntImm(x)), V("p.ci"));
   Expr k = Add(Mul(V("p.kb"), IntImm(y)), V("p.ko"));
   Stmt copy_f;
@@ -82,12 +84,14 @@ ir::Stmt PrepackStmt(const ConvShape& d, int64_t x, int64_t y, bool depthwise) {
                          Load("F", DType::kFloat32,
                               Flat({k, V("p.r"), V("p.s")}, {d.k, d.r, d.s}))));
   } else {
+    // F is [K, C/G, R, S]: the blocks of a group's input channels.
+    const int64_t cbg = d.cg() / x;
     copy_f = Loops(
-        {{"p.kb", d.k / y}, {"p.cb", cb}, {"p.r", d.r}, {"p.s", d.s}, {"p.ci", x}, {"p.ko", y}},
+        {{"p.kb", d.k / y}, {"p.cb", cbg}, {"p.r", d.r}, {"p.s", d.s}, {"p.ci", x}, {"p.ko", y}},
         Store("F.blocked",
               Flat({V("p.kb"), V("p.cb"), V("p.r"), V("p.s"), V("p.ci"), V("p.ko")},
-                   {d.k / y, cb, d.r, d.s, x, y}),
-              Load("F", DType::kFloat32, Flat({k, c, V("p.r"), V("p.s")}, {d.k, d.c, d.r, d.s}))));
+                   {d.k / y, cbg, d.r, d.s, x, y}),
+              Load("F", DType::kFloat32, Flat({k, c, V("p.r"), V("p.s")}, {d.k, d.cg(), d.r, d.s}))));
   }
   return Block({InputPrepackStmt(d, x), copy_f});
 }
@@ -117,7 +121,8 @@ ComputeDef ConvCompute(const ConvShape& d, int64_t x, int64_t y, bool depthwise,
   using namespace ir;  // NOLINT
   ComputeDef def;
   def.name = depthwise ? "depthwise_conv2d" : "conv2d";
-  const int64_t cb = d.c / x, kb = d.k / y;
+  // cb: the input-channel blocks of a group (of the whole input when G = 1).
+  const int64_t cb = d.cg() / x, kb = d.k / y;
   auto internal = [](std::string name, std::vector<int64_t> shape) {
     BufferParam p{std::move(name), DType::kFloat32, std::move(shape), false};
     p.is_internal = true;
@@ -127,9 +132,9 @@ ComputeDef ConvCompute(const ConvShape& d, int64_t x, int64_t y, bool depthwise,
       BufferParam{"I", DType::kFloat32, {d.n, d.c, d.h, d.w}, false},
       BufferParam{"F", DType::kFloat32,
                   depthwise ? std::vector<int64_t>{d.c, d.r, d.s}
-                            : std::vector<int64_t>{d.k, d.c, d.r, d.s},
+                            : std::vector<int64_t>{d.k, d.cg(), d.r, d.s},
                   false},
-      internal("I.blocked", {d.n, cb, d.hp(), d.wp(), x}),
+      internal("I.blocked", {d.n, d.c / x, d.hp(), d.wp(), x}),
       internal("F.blocked", depthwise ? std::vector<int64_t>{kb, d.r, d.s, y}
                                       : std::vector<int64_t>{kb, cb, d.r, d.s, x, y}),
       internal("O.blocked", {d.n, kb, d.oh, d.ow, y}),
@@ -155,7 +160,10 @@ ComputeDef ConvCompute(const ConvShape& d, int64_t x, int64_t y, bool depthwise,
     in_index = Flat({V("n"), V("kb"), ih, iw, ko}, {d.n, kb, d.hp(), d.wp(), y});
     f_index = Flat({V("kb"), V("r"), V("s"), ko}, {kb, d.r, d.s, y});
   } else {
-    in_index = Flat({V("n"), V("cb"), ih, iw, V("ci")}, {d.n, cb, d.hp(), d.wp(), x});
+    // Grouped: output block kb is in group kb / (K/G/y), whose input blocks start at
+    // that times C/G/x (x divides C/G, y divides K/G: no block spans two groups).
+    const Expr in_block = d.g > 1 ? Add(Mul(Div(V("kb"), IntImm(d.kg() / y)), IntImm(cb)), V("cb")) : V("cb");
+    in_index = Flat({V("n"), in_block, ih, iw, V("ci")}, {d.n, d.c / x, d.hp(), d.wp(), x});
     f_index = Flat({V("kb"), V("cb"), V("r"), V("s"), V("ci"), ko}, {kb, cb, d.r, d.s, x, y});
   }
   // Only the output's name matters to lowering; the kernel writes the blocked output.
@@ -408,8 +416,8 @@ ConfigSpace Conv2dTemplate::Space(const TuningTask& task, const Target& target) 
   const int64_t max_lanes = target.MaxF32Lanes();
   std::vector<Knob> knobs;
   if (!depthwise_) {
-    knobs.push_back({"ic_block", Filter({2, 4, 8, 16, 32, 64}, [&](int64_t v) { return d.c % v == 0; }),
-                     "input channels per block (x of NCHW[x]c); divides C"});
+    knobs.push_back({"ic_block", Filter({2, 4, 8, 16, 32, 64}, [&](int64_t v) { return d.cg() % v == 0; }),
+                     "input channels per block (x of NCHW[x]c); divides C (grouped: C/groups)"});
   }
   knobs.push_back({"vec_lanes", Filter({4, 8, 16}, [&](int64_t v) { return v <= max_lanes; }),
                    "float32 lanes per vector (1 = scalar)"});
@@ -438,7 +446,7 @@ ConfigSpace Conv2dTemplate::Space(const TuningTask& task, const Target& target) 
     std::vector<json> algorithms = {"direct"}, rows = {1};
     for (const char* a : {"winograd_f23", "winograd_f43"}) {
       const int64_t m = winograd::OutputTile(a);
-      if (!winograd::Applies(d.r, d.s, d.stride, d.oh, d.ow, m)) continue;
+      if (d.g > 1 || !winograd::Applies(d.r, d.s, d.stride, d.oh, d.ow, m)) continue;
       algorithms.push_back(a);
       for (int64_t r : {2, 4, 7})
         if ((d.oh / m) % r == 0 && std::find(rows.begin(), rows.end(), json(r)) == rows.end()) rows.push_back(r);
@@ -455,9 +463,9 @@ ConfigSpace Conv2dTemplate::Space(const TuningTask& task, const Target& target) 
   const bool depthwise = depthwise_;
   ConfigSpace space(std::move(knobs), [d, depthwise](const Config& c) -> absl::Status {
     const int64_t block = c.Int("vec_lanes") * c.Int("oc_vecs");
-    if (d.k % block != 0)
+    if (d.kg() % block != 0)
       return absl::InvalidArgumentError(std::string("oc_vecs * vec_lanes must divide ") +
-                                        (depthwise ? "C" : "K"));
+                                        (depthwise ? "C" : d.g > 1 ? "K/groups" : "K"));
     if (c.Int("ow_reg") * c.Int("oc_vecs") > kMaxAccumulatorVectors)
       return absl::InvalidArgumentError("register tile needs more than " +
                                         std::to_string(kMaxAccumulatorVectors) + " registers");
@@ -469,6 +477,7 @@ ConfigSpace Conv2dTemplate::Space(const TuningTask& task, const Target& target) 
       const int64_t m = winograd::OutputTile(Algorithm(c)), rows = c.Int("tile_rows", 1);
       if (m == 0 && rows != 1) return absl::InvalidArgumentError("tile_rows is a Winograd knob (direct: 1)");
       if (m > 0) {
+        if (d.g > 1) return absl::InvalidArgumentError("Winograd computes ungrouped convolutions only");
         if (!winograd::Applies(d.r, d.s, d.stride, d.oh, d.ow, m))
           return absl::InvalidArgumentError(Algorithm(c) + " needs a 3x3 stride-1 convolution with OH and OW "
                                             "multiples of " + std::to_string(m));
@@ -516,16 +525,16 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
   std::vector<Config> out;
   int64_t lanes = 1;
   for (int64_t v : {4, 8, 16})
-    if (v <= target.MaxF32Lanes() && d.k % v == 0) lanes = v;
+    if (v <= target.MaxF32Lanes() && d.kg() % v == 0) lanes = v;
   int64_t x = 1;
   for (int64_t v : {2, 4, 8, 16})
-    if (d.c % v == 0) x = v;
+    if (d.cg() % v == 0) x = v;
   // Accumulators the target's registers hold, with room for the filter vectors and a
   // broadcast: 24 of 32 (AVX-512, NEON, RVV), 12 of 16 (AVX2). The space allows up to
   // kMaxAccumulatorVectors everywhere; these are the configs worth trying first.
   const int64_t accumulators = std::min<int64_t>(kMaxAccumulatorVectors, target.VectorRegisters() * 3 / 4);
   for (int64_t vecs : {1, 2, 4}) {
-    if (d.k % (lanes * vecs) != 0) continue;
+    if (d.kg() % (lanes * vecs) != 0) continue;
     // Row tiles: least padding waste first, then the most pixels.
     std::vector<int64_t> tiles;
     for (int64_t t : {2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 28})
@@ -563,7 +572,7 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
   // spilling. Measured on a Zen 3 (2 threads, ResNet-50's 1x1 shapes at 14..56
   // pixels): oc_vecs 2 x ow_reg 5 at 0.74-0.79 ms against 1.06-1.11 ms for the
   // direct order's first (1 x 7), the tail tile of a row included.
-  if (d.r == 1 && d.s == 1 && d.k % (lanes * 2) == 0) {
+  if (d.r == 1 && d.s == 1 && d.kg() % (lanes * 2) == 0) {
     int64_t t = 1;
     for (int64_t v : {2, 3, 4, 5, 6, 7, 8, 12})
       if (v <= d.ow && 2 * v <= accumulators - 2) t = v;
@@ -584,7 +593,7 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
     double best_score = 0;
     int64_t best_vecs = 1, best_t = 1, best_loss = 0;
     for (int64_t vecs : {1, 2, 3, 4}) {
-      if (d.k % (lanes * vecs) != 0) continue;
+      if (d.kg() % (lanes * vecs) != 0) continue;
       for (int64_t t : {2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 28}) {
         if (t > d.ow || vecs * t > accumulators - 2) continue;
         const int64_t covered = (d.ow + t - 1) / t * t;
@@ -612,7 +621,7 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
     if (!winograd::Applies(d.r, d.s, d.stride, d.oh, d.ow, m)) continue;
     std::vector<std::pair<int64_t, int64_t>> tiles;  // (oc_vecs, ow_reg)
     for (int64_t vecs : {4, 2, 1}) {
-      if (d.k % (lanes * vecs) != 0) continue;
+      if (d.kg() % (lanes * vecs) != 0) continue;
       int64_t t = 1;
       for (int64_t v = 1; v * vecs <= accumulators; ++v)
         if ((d.ow / m) % v == 0) t = v;

@@ -235,6 +235,7 @@ TEST(Conv2dTemplateTest, WritesIntoAReadersBlockedLayout) {
   for (const char* text : {"conv2d N=1 C=16 H=7 W=9 K=64 R=3 S=3 stride=1 pad=1",
                            "conv2d N=1 C=16 H=8 W=12 K=32 R=3 S=3 stride=1 pad=1",  // Winograd too
                            "conv2d N=1 C=8 H=8 W=8 K=32 R=1 S=1 stride=2 pad=0",
+                           "conv2d N=1 C=16 H=7 W=9 K=64 R=3 S=3 stride=1 pad=1 groups=2",
                            "depthwise_conv2d N=1 C=32 H=9 W=7 R=3 S=3 stride=1 pad=1"}) {
     TuningTask task = Conv(text);
     const auto* tmpl = static_cast<const Conv2dTemplate*>(*FindTemplate(task));
@@ -487,6 +488,62 @@ TEST(Conv2dTemplateTest, HeuristicTilesFitTheTargetsRegisters) {
   }
 }
 
+// The reference's grouped convolution is the ungrouped one with a block-diagonal
+// filter (zero between a group's output channels and other groups' inputs).
+TEST(Conv2dTemplateTest, GroupedReferenceIsBlockDiagonal) {
+  const TuningTask grouped = Conv("conv2d N=2 C=6 H=5 W=4 K=9 R=3 S=2 stride=1 pad=1 groups=3");
+  const TuningTask whole = Conv("conv2d N=2 C=6 H=5 W=4 K=9 R=3 S=2 stride=1 pad=1");
+  auto inputs = MakeInputs(grouped, 5);
+  ASSERT_EQ(inputs[1].size(), 9u * 2 * 3 * 2);
+  std::vector<float> full(9 * 6 * 3 * 2, 0.0f);
+  for (int64_t k = 0; k < 9; ++k)
+    for (int64_t c = 0; c < 2; ++c)
+      for (int64_t rs = 0; rs < 6; ++rs)
+        full[static_cast<size_t>((k * 6 + k / 3 * 2 + c) * 6 + rs)] = inputs[1][static_cast<size_t>((k * 2 + c) * 6 + rs)];
+  auto want = ReferenceOutput(whole, {inputs[0], full});
+  auto got = ReferenceOutput(grouped, inputs);
+  ASSERT_TRUE(want.ok() && got.ok());
+  ASSERT_EQ(got->size(), want->size());
+  for (size_t i = 0; i < got->size(); ++i) EXPECT_FLOAT_EQ((*got)[i], (*want)[i]) << i;
+}
+
+// Grouped convolutions: naive, every heuristic and random configs computed by one
+// kernel over all groups match the reference; blocks never span a group, and
+// Winograd is not offered.
+TEST(Conv2dTemplateTest, GroupedConvolutions) {
+  std::mt19937_64 rng(21);
+  for (const char* text : {"conv2d N=1 C=12 H=7 W=9 K=24 R=1 S=1 stride=1 pad=0 groups=3",
+                           "conv2d N=1 C=16 H=8 W=8 K=32 R=3 S=3 stride=1 pad=1 groups=2",
+                           "conv2d N=2 C=60 H=6 W=6 K=60 R=1 S=1 stride=1 pad=0 groups=3",
+                           "conv2d N=1 C=32 H=9 W=9 K=64 R=3 S=3 stride=2 pad=1 groups=4"}) {
+    TuningTask task = Conv(text);
+    const Template* tmpl = *FindTemplate(task);
+    const int64_t cg = task.Param("C") / task.Param("groups"), kg = task.Param("K") / task.Param("groups");
+    ExpectInterpretedCorrect(task, tmpl->Naive(task, Avx512TestTarget()));
+    std::vector<Config> h = tmpl->Heuristics(task, Avx512TestTarget());
+    ASSERT_FALSE(h.empty()) << text;
+    for (const Config& c : h) {
+      EXPECT_EQ(c.Str("algorithm", "direct"), "direct") << text;
+      EXPECT_EQ(cg % c.Int("ic_block"), 0) << text << " " << c.ToJson();
+      EXPECT_EQ(kg % (c.Int("vec_lanes") * c.Int("oc_vecs")), 0) << text << " " << c.ToJson();
+    }
+    for (size_t i = 0; i < h.size(); i += 2) ExpectInterpretedCorrect(task, h[i]);
+    ConfigSpace space = tmpl->Space(task, Avx512TestTarget());
+    for (int i = 0; i < 6; ++i) {
+      auto config = space.Sample(rng);
+      ASSERT_TRUE(config.ok()) << text;
+      ExpectInterpretedCorrect(task, *config);
+    }
+    if (HasFatalFailure()) return;
+  }
+  // Winograd refused by name for a grouped 3x3.
+  TuningTask task = Conv("conv2d N=1 C=16 H=8 W=8 K=32 R=3 S=3 stride=1 pad=1 groups=2");
+  Config winograd(nlohmann::json{{"algorithm", "winograd_f23"}, {"tile_rows", 1}, {"ic_block", 8}, {"vec_lanes", 16},
+                                 {"oc_vecs", 1}, {"ow_reg", 2}, {"unroll_ci", 4}, {"reduce_order", "crs"},
+                                 {"outer_order", "koh"}, {"parallel", 0}});
+  EXPECT_FALSE((*FindTemplate(task))->Space(task, Avx512TestTarget()).Check(winograd).ok());
+}
+
 TEST(Conv2dTemplateTest, TaskValidation) {
   EXPECT_FALSE(ParseTask("conv2d N=1 C=8 H=2 W=2 K=8 R=5 S=5 stride=1 pad=0").ok());
   EXPECT_TRUE(ParseTask("conv2d N=1 C=8 H=2 W=2 K=8 R=5 S=5 stride=1 pad=2").ok());
@@ -498,6 +555,22 @@ TEST(Conv2dTemplateTest, TaskValidation) {
   EXPECT_DOUBLE_EQ(t.Flops(), 2.0 * 64 * 56 * 56 * 64 * 9);
   TuningTask d = Conv("depthwise_conv2d N=1 C=96 H=56 W=56 R=3 S=3 stride=2 pad=1");
   EXPECT_EQ(d.ConvOutW(), 28);
+  // groups: left out of the canonical text (and the workload key) when 1.
+  EXPECT_EQ(t.Param("groups"), 1);
+  TuningTask one = Conv("conv2d N=1 C=64 H=56 W=56 K=64 R=3 S=3 stride=1 pad=1 groups=1");
+  EXPECT_EQ(one.CanonicalText(), t.CanonicalText());
+  EXPECT_EQ(one.WorkloadKey(), t.WorkloadKey());
+  TuningTask g = Conv("conv2d N=1 C=64 H=56 W=56 K=64 R=3 S=3 stride=1 pad=1 groups=4");
+  EXPECT_EQ(g.CanonicalText(), "conv2d N=1 C=64 H=56 W=56 K=64 R=3 S=3 stride=1 pad=1 groups=4 dtype=float32");
+  EXPECT_DOUBLE_EQ(g.Flops(), t.Flops() / 4);
+  auto round_trip = TaskFromJson(g.ToJson());
+  ASSERT_TRUE(round_trip.ok()) << round_trip.status();
+  EXPECT_EQ(round_trip->WorkloadKey(), g.WorkloadKey());
+  auto uneven = ParseTask("conv2d N=1 C=8 H=8 W=8 K=12 R=3 S=3 stride=1 pad=1 groups=3");
+  ASSERT_FALSE(uneven.ok());
+  EXPECT_NE(uneven.status().message().find("groups=3 must divide both C=8 and K=12"), std::string::npos);
+  EXPECT_FALSE(ParseTask("conv2d N=1 C=8 H=8 W=8 K=8 R=3 S=3 stride=1 pad=1 groups=0").ok());
+  EXPECT_FALSE(ParseTask("depthwise_conv2d N=1 C=8 H=8 W=8 R=3 S=3 stride=1 pad=1 groups=2").ok());
 }
 
 }  // namespace

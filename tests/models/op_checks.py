@@ -12,7 +12,7 @@ Pad in every mode, growing and cropping, reflecting past the edge; Expand, Tile,
 Trilu, CumSum and LpNormalization, whose node tests are not float32; LRN with windows
 wider than the channels and other betas; ArgMax and
 ArgMin with ties; int64 token ids and an attention mask as run-time inputs; Einsum
-in the forms exporters write; TopK with ties; ScatterND with every reduction; Pad before Conv, folded into it
+in the forms exporters write; grouped convolutions chained with their epilogues; TopK with ties; ScatterND with every reduction; Pad before Conv, folded into it
 or not; DFT forward and inverse, real and complex, onesided, with dft_length).
 
 A case the ONNX reference and onnxruntime disagree on must be refused by tuneforge
@@ -177,6 +177,29 @@ def cases():
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
         m.ir_version = 9
         yield f"pad_conv_{pads[2]}{pads[6]}_s{stride}", m, {"x": x}
+    # Grouped convolutions (conv2d tasks with groups): ShuffleNet's 1x1 with 20
+    # channels per group, ResNeXt's 3x3 with 4, a strided one, AlexNet's group 2 with a
+    # 5x5 window; each with a bias, a residual Add and a ReLU the kernel fuses, and a
+    # grouped convolution reading its output in the blocked layout.
+    for c, k, group, r, stride in [(60, 60, 3, 1, 1), (32, 32, 8, 3, 1), (48, 48, 4, 3, 2), (16, 32, 2, 5, 1)]:
+        x = rng.standard_normal((1, c, 9, 9)).astype(f32)
+        w1 = rng.standard_normal((k, c // group, r, r)).astype(f32) * 0.2
+        b1 = rng.standard_normal((k,)).astype(f32)
+        w2 = rng.standard_normal((k, k // group, 1, 1)).astype(f32) * 0.2
+        conv1 = helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], group=group, pads=[r // 2] * 4,
+                                 strides=[stride, stride])
+        relu1 = helper.make_node("Relu", ["c1"], ["h"])
+        conv2 = helper.make_node("Conv", ["h", "w2"], ["c2"], group=group)
+        add = helper.make_node("Add", ["c2", "h"], ["s"])
+        relu2 = helper.make_node("Relu", ["s"], ["y"])
+        graph = helper.make_graph(
+            [conv1, relu1, conv2, add, relu2], "grouped",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+            [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"), numpy_helper.from_array(w2, "w2")])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        m.ir_version = 9
+        yield f"grouped_conv_c{c}_g{group}_r{r}_s{stride}", m, {"x": x}
     # DFT: real and complex signals, forward and inverse, onesided, dft_length
     # padding and truncating, another axis.
     for width, inverse, onesided, length, axis in [(1, 0, 1, 12, 1), (2, 1, 0, None, 1), (1, 0, 0, 6, 2),
