@@ -421,7 +421,12 @@ ConfigSpace Conv2dTemplate::Space(const TuningTask& task, const Target& target) 
   }
   knobs.push_back({"vec_lanes", Filter({4, 8, 16}, [&](int64_t v) { return v <= max_lanes; }),
                    "float32 lanes per vector (1 = scalar)"});
-  knobs.push_back({"oc_vecs", {1, 2, 3, 4},
+  // Five vectors where a channel block of five can divide the channels (grouped
+  // convolutions of 20, 40, 80 channels per group: ShuffleNet's), whose blocks could
+  // otherwise hold only one vector.
+  std::vector<json> oc_vecs = {1, 2, 3, 4};
+  if (d.kg() % 20 == 0) oc_vecs.push_back(5);
+  knobs.push_back({"oc_vecs", oc_vecs,
                    depthwise_ ? "vectors per channel block (block = oc_vecs * vec_lanes divides C)"
                               : "vectors per output-channel block (block y = oc_vecs * vec_lanes "
                                 "divides K)"});

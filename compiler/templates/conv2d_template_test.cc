@@ -536,6 +536,21 @@ TEST(Conv2dTemplateTest, GroupedConvolutions) {
     }
     if (HasFatalFailure()) return;
   }
+  // Five-vector channel blocks exist where K/G is a multiple of 20 (ShuffleNet's 20,
+  // 40 and 80 channels per group), and only there.
+  auto oc_vecs = [](const std::string& text) {
+    TuningTask t = Conv(text);
+    const ConfigSpace space = (*FindTemplate(t))->Space(t, Avx512TestTarget());
+    for (const Knob& k : space.knobs())
+      if (k.name == "oc_vecs") return k.values.size();
+    return size_t{0};
+  };
+  EXPECT_EQ(oc_vecs("conv2d N=1 C=480 H=14 W=14 K=120 R=1 S=1 stride=1 pad=0 groups=3"), 5u);
+  EXPECT_EQ(oc_vecs("conv2d N=1 C=64 H=14 W=14 K=64 R=1 S=1 stride=1 pad=0"), 4u);
+  ExpectInterpretedCorrect(Conv("conv2d N=1 C=6 H=5 W=9 K=60 R=1 S=1 stride=1 pad=0 groups=3"),
+                           Config(nlohmann::json{{"ic_block", 2}, {"vec_lanes", 4}, {"oc_vecs", 5}, {"ow_reg", 4},
+                                                 {"unroll_ci", 2}, {"reduce_order", "crs"}, {"outer_order", "ohk"},
+                                                 {"parallel", 0}}));
   // Winograd refused by name for a grouped 3x3.
   TuningTask task = Conv("conv2d N=1 C=16 H=8 W=8 K=32 R=3 S=3 stride=1 pad=1 groups=2");
   Config winograd(nlohmann::json{{"algorithm", "winograd_f23"}, {"tile_rows", 1}, {"ic_block", 8}, {"vec_lanes", 16},
