@@ -32,6 +32,11 @@ ConvShape ShapeOf(const TuningTask& t, bool depthwise) {
                    t.ConvOutW(),   depthwise ? 1 : t.Param("groups")};
 }
 
+// Weights beyond this many bytes come from memory in a model (they exceed a core's
+// share of the caches between two uses); the executor's default for streaming them
+// (ExecutorOptions::prefetch_weight_bytes) is the same.
+constexpr int64_t kStreamedWeightBytes = int64_t{1} << 20;
+
 // Register budget of the accumulator tile (AVX-512 has 32 vector registers; the tile
 // also needs the filter vectors and a broadcast).
 constexpr int64_t kMaxAccumulatorVectors = 24;
@@ -519,7 +524,8 @@ Config Conv2dTemplate::Naive(const TuningTask& task, const Target& target) const
 // row tiles that divide OW with as many pixels as the registers hold; both reduction
 // orders and both outer orders; parallel when the target has threads. First (the
 // default schedule of an untuned model): a two-vector tile for 1x1 convolutions,
-// Winograd for 3x3 stride-1 ones where the output tiles fit.
+// Winograd for 3x3 stride-1 ones where the output tiles fit (on AVX-512 only when
+// the weights fit in the caches: see below).
 std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Target& target) const {
   const ConvShape d = ShapeOf(task, depthwise_);
   ConfigSpace space = Space(task, target);
@@ -581,7 +587,15 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
     int64_t t = 1;
     for (int64_t v : {2, 3, 4, 5, 6, 7, 8, 12})
       if (v <= d.ow && 2 * v <= accumulators - 2) t = v;
-    for (const char* outer : {"ohk", "koh"}) {
+    // The loop outside streams its data once, the one inside re-reads its own per
+    // outer step: output rows outside (ohk) re-read all the weights per row, channel
+    // blocks outside (koh) re-read the input per block. So the smaller of the two goes
+    // inside. Measured on a Xeon (AVX-512, 2 threads): C=512 K=2048 at 7x7 (4 MB of
+    // weights, 100 KB of input) 0.34 ms koh against 0.66 ms ohk.
+    const bool weights_larger = d.k * d.cg() > d.n * d.c * d.h * d.w;
+    const std::vector<const char*> orders =
+        weights_larger ? std::vector<const char*>{"koh", "ohk"} : std::vector<const char*>{"ohk", "koh"};
+    for (const char* outer : orders) {
       Config c(json{{"ic_block", x}, {"vec_lanes", lanes}, {"oc_vecs", 2}, {"ow_reg", t},
                     {"unroll_ci", std::min<int64_t>(x, 4)}, {"reduce_order", "crs"},
                     {"outer_order", outer}, {"parallel", target.num_threads > 1 ? 1 : 0}});
@@ -645,7 +659,25 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
   }
   // The rest alternate direct and Winograd, so a search that measures only the first
   // few heuristics meets both algorithms.
+  //
+  // Winograd's GEMM at one transform point uses each transformed weight once per
+  // output tile, and its transformed weights are 16/9 (F(2,3)) or 4x (F(4,3)) the
+  // direct kernel's; in a model they come from memory once per inference, while the
+  // direct kernel uses each weight at every output pixel and streams them as it
+  // computes (InstantiateStreamingWeights). So where the weights exceed
+  // kStreamedWeightBytes and the image has few tiles (at most 64) the direct kernel
+  // goes first, if its tile is wide enough to compete (AVX-512's 32 registers).
+  // Measured on a Xeon (AVX-512, 2 threads, in ResNet-50 and VGG-16 at 224, ms per
+  // layer, Winograd -> direct): 256 channels at 14x14 (49 F(2,3) tiles) 0.99 ->
+  // 0.70, 512 at 14x14 8.2 -> 2.9, 512 at 28x28 (49 F(4,3) tiles) 10.7 -> 10.1;
+  // but 256 at 56x56 (196 tiles) 4.7 -> 10.1 and 128 at 28x28 with 0.6 MB of
+  // weights stay Winograd's. Alone, weights in cache, Winograd wins them all.
   std::vector<Config> mixed = first;
+  if (direct_first && !winograd_configs.empty() && target.MaxF32Lanes() >= 16) {
+    const int64_t m = winograd::OutputTile(winograd_configs[0].Str("algorithm"));
+    const bool weights_streamed = d.k * d.cg() * d.r * d.s * 4 > kStreamedWeightBytes;
+    if (weights_streamed && (d.oh / m) * (d.ow / m) <= 64) add_to(&mixed, *direct_first);
+  }
   if (!winograd_configs.empty()) add_to(&mixed, winograd_configs[0]);
   if (direct_first) add_to(&mixed, *direct_first);
   for (size_t i = 0; i < std::max(out.size(), winograd_configs.size()); ++i) {

@@ -67,29 +67,51 @@ TEST(Conv2dTemplateTest, NaiveAndHeuristicsMatchTheReference) {
 
 // The default schedule (the first heuristic) on AVX2: Winograd where a 3x3 stride-1
 // convolution's rows split into whole output tiles, two channel vectors for a 1x1
-// convolution, otherwise the direct tile whose accumulators (at most 10 of AVX2's
-// 16 registers) do the most useful work; each computes the reference's answer.
+// convolution (output rows outside unless the weights outweigh the input),
+// otherwise the direct tile whose accumulators (at most 10 of AVX2's 16 registers)
+// do the most useful work; each computes the reference's answer.
 TEST(Conv2dTemplateTest, DefaultSchedulesOnAvx2) {
   struct Case {
     const char* text;
     const char* algorithm;
     int64_t oc_vecs, ow_reg;
+    const char* outer;
   };
   for (const Case& c : std::vector<Case>{
-           {"conv2d N=1 C=16 H=8 W=8 K=32 R=3 S=3 stride=1 pad=1", "winograd_f43", 4, 2},
-           {"conv2d N=1 C=16 H=6 W=6 K=32 R=3 S=3 stride=1 pad=1", "winograd_f23", 4, 3},
-           {"conv2d N=1 C=16 H=7 W=14 K=32 R=1 S=1 stride=1 pad=0", "direct", 2, 5},
-           {"conv2d N=1 C=8 H=9 W=13 K=24 R=5 S=5 stride=1 pad=2", "direct", 3, 3},
-           {"conv2d N=1 C=8 H=7 W=7 K=16 R=3 S=3 stride=1 pad=1", "direct", 1, 7}}) {
+           {"conv2d N=1 C=16 H=8 W=8 K=32 R=3 S=3 stride=1 pad=1", "winograd_f43", 4, 2, "koh"},
+           {"conv2d N=1 C=16 H=6 W=6 K=32 R=3 S=3 stride=1 pad=1", "winograd_f23", 4, 3, "koh"},
+           {"conv2d N=1 C=16 H=7 W=14 K=32 R=1 S=1 stride=1 pad=0", "direct", 2, 5, "ohk"},
+           {"conv2d N=1 C=64 H=3 W=3 K=64 R=1 S=1 stride=1 pad=0", "direct", 2, 3, "koh"},
+           {"conv2d N=1 C=8 H=9 W=13 K=24 R=5 S=5 stride=1 pad=2", "direct", 3, 3, "koh"},
+           {"conv2d N=1 C=8 H=7 W=7 K=16 R=3 S=3 stride=1 pad=1", "direct", 1, 7, "koh"}}) {
     TuningTask task = Conv(c.text);
     const Template* tmpl = *FindTemplate(task);
     const Config first = tmpl->Heuristics(task, Avx2TestTarget()).front();
     EXPECT_EQ(first.Str("algorithm", "direct"), c.algorithm) << c.text << " " << first.ToJson();
     EXPECT_EQ(first.Int("oc_vecs"), c.oc_vecs) << c.text << " " << first.ToJson();
     EXPECT_EQ(first.Int("ow_reg"), c.ow_reg) << c.text << " " << first.ToJson();
+    EXPECT_EQ(first.Str("outer_order"), c.outer) << c.text << " " << first.ToJson();
     ExpectInterpretedCorrect(task, first);
     if (HasFatalFailure()) return;
   }
+}
+
+// On AVX-512 a 3x3 convolution with more than 1 MB of weights on an image of at
+// most 64 Winograd tiles starts direct (its weights stream from memory in a model,
+// Winograd's are larger and used once per tile); smaller ones, larger images and
+// AVX2 keep Winograd first.
+TEST(Conv2dTemplateTest, DefaultAlgorithmByWeightSize) {
+  auto first = [](const char* text, const Target& target) {
+    TuningTask task = Conv(text);
+    return (*FindTemplate(task))->Heuristics(task, target).front().Str("algorithm", "direct");
+  };
+  const char* large = "conv2d N=1 C=256 H=14 W=14 K=256 R=3 S=3 stride=1 pad=1";  // 2.4 MB
+  const char* small = "conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1";  // 0.6 MB
+  EXPECT_EQ(first(large, Avx512TestTarget()), "direct");
+  EXPECT_EQ(first(large, Avx2TestTarget()), "winograd_f23");
+  EXPECT_EQ(first(small, Avx512TestTarget()), "winograd_f43");
+  EXPECT_EQ(first("conv2d N=1 C=256 H=56 W=56 K=256 R=3 S=3 stride=1 pad=1", Avx512TestTarget()), "winograd_f43");
+  EXPECT_EQ(first("conv2d N=1 C=512 H=28 W=28 K=512 R=3 S=3 stride=1 pad=1", Avx512TestTarget()), "direct");
 }
 
 TEST(Conv2dTemplateTest, RandomConfigsInterpreted) {
