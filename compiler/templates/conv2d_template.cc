@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <tuple>
 
 #include "compiler/schedule/schedule.h"
 #include "compiler/templates/conv2d_winograd.h"
@@ -577,58 +578,82 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
   if (depthwise_) return out;
   std::vector<Config> first;  // the default schedule and its next of kin
   std::optional<Config> direct_first;
+  // The row tile of `vecs` channel vectors whose accumulators (at most
+  // accumulators - 2) do the most useful work, counting the columns a row's last tile
+  // computes past OW as lost; near ties (within 5%) go to the tile with less loss.
+  // Returns {score, t, loss}.
+  auto best_tile = [&](int64_t vecs) {
+    double best_score = 0;
+    int64_t best_t = 1, best_loss = 0;
+    for (int64_t t : {2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 28}) {
+      if (t > d.ow || vecs * t > accumulators - 2) continue;
+      const int64_t covered = (d.ow + t - 1) / t * t;
+      const double score = static_cast<double>(vecs * t * d.ow) / static_cast<double>(covered);
+      const int64_t loss = covered - d.ow;
+      if (score > best_score * 1.05 || (score > best_score * 0.95 && loss < best_loss)) {
+        best_score = score;
+        best_t = t;
+        best_loss = loss;
+      }
+    }
+    return std::tuple<double, int64_t, int64_t>{best_score, best_t, best_loss};
+  };
+  // The parallel loop is the outer one: channel blocks outside (koh) need enough of
+  // them to share among the threads (K=16 has one block: a single thread would do
+  // the whole layer), else output rows go outside (ohk).
+  const int64_t threads = std::max(1, target.num_threads);
+  auto outer_for = [&](int64_t vecs, bool prefer_koh) {
+    const int64_t blocks = d.k / (lanes * vecs);
+    if (blocks < 2 * threads && d.oh > blocks) return "ohk";
+    if (d.oh < 2 * threads && blocks > d.oh) return "koh";
+    return prefer_koh ? "koh" : "ohk";
+  };
   // A 1x1 convolution is a GEMM over pixels: two vectors of output channels halve
-  // the broadcasts per FMA against one, and a tile of at most accumulators - 2
-  // vectors leaves AVX2 room for both filter vectors and the broadcast without
-  // spilling. Measured on a Zen 3 (2 threads, ResNet-50's 1x1 shapes at 14..56
-  // pixels): oc_vecs 2 x ow_reg 5 at 0.74-0.79 ms against 1.06-1.11 ms for the
-  // direct order's first (1 x 7), the tail tile of a row included.
-  if (d.r == 1 && d.s == 1 && d.kg() % (lanes * 2) == 0) {
-    int64_t t = 1;
-    for (int64_t v : {2, 3, 4, 5, 6, 7, 8, 12})
-      if (v <= d.ow && 2 * v <= accumulators - 2) t = v;
+  // the broadcasts per FMA against one (three where two do not divide K/G: 48
+  // channels; else one), and a tile of at most accumulators - 2 vectors leaves room
+  // for the filter vectors and the broadcast without spilling. Measured on a Zen 3
+  // (2 threads, ResNet-50's 1x1 shapes at 14..56 pixels): oc_vecs 2 x ow_reg 5 at
+  // 0.74-0.79 ms against 1.06-1.11 ms for one vector x 7.
+  if (d.r == 1 && d.s == 1) {
+    int64_t vecs = 1;
+    for (int64_t v : {3, 2})
+      if (d.kg() % (lanes * v) == 0) vecs = v;
+    const int64_t t = std::get<1>(best_tile(vecs));
     // The loop outside streams its data once, the one inside re-reads its own per
     // outer step: output rows outside (ohk) re-read all the weights per row, channel
     // blocks outside (koh) re-read the input per block. So the smaller of the two goes
     // inside. Measured on a Xeon (AVX-512, 2 threads): C=512 K=2048 at 7x7 (4 MB of
     // weights, 100 KB of input) 0.34 ms koh against 0.66 ms ohk.
     const bool weights_larger = d.k * d.cg() > d.n * d.c * d.h * d.w;
-    const std::vector<const char*> orders =
-        weights_larger ? std::vector<const char*>{"koh", "ohk"} : std::vector<const char*>{"ohk", "koh"};
-    for (const char* outer : orders) {
-      Config c(json{{"ic_block", x}, {"vec_lanes", lanes}, {"oc_vecs", 2}, {"ow_reg", t},
+    const std::string outer = outer_for(vecs, weights_larger);
+    for (const std::string& o : {outer, std::string(outer == "koh" ? "ohk" : "koh")}) {
+      Config c(json{{"ic_block", x}, {"vec_lanes", lanes}, {"oc_vecs", vecs}, {"ow_reg", t},
                     {"unroll_ci", std::min<int64_t>(x, 4)}, {"reduce_order", "crs"},
-                    {"outer_order", outer}, {"parallel", target.num_threads > 1 ? 1 : 0}});
+                    {"outer_order", o}, {"parallel", target.num_threads > 1 ? 1 : 0}});
       add_to(&first, std::move(c));
     }
   }
-  // Any other direct convolution: the channel block of 1-4 vectors and the row tile
-  // whose accumulators (at most accumulators - 2) do the most useful work, counting
-  // the columns a row's last tile computes past OW as lost; near ties (within 5%) go
-  // to the tile with less loss. Measured on a Zen 3 (AlexNet's, ZFNet's and
-  // SqueezeNet's 3x3, 5x5 and 7x7 shapes): 2-3 vectors x 3-5 pixels at 1.2-2.7x the
-  // one-vector tiles.
+  // Any other direct convolution: the channel block of 1-4 vectors and row tile
+  // whose accumulators do the most useful work (best_tile). Measured on a Zen 3
+  // (AlexNet's, ZFNet's and SqueezeNet's 3x3, 5x5 and 7x7 shapes): 2-3 vectors x 3-5
+  // pixels at 1.2-2.7x the one-vector tiles.
   if (!(d.r == 1 && d.s == 1)) {
     double best_score = 0;
     int64_t best_vecs = 1, best_t = 1, best_loss = 0;
     for (int64_t vecs : {1, 2, 3, 4}) {
       if (d.kg() % (lanes * vecs) != 0) continue;
-      for (int64_t t : {2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 28}) {
-        if (t > d.ow || vecs * t > accumulators - 2) continue;
-        const int64_t covered = (d.ow + t - 1) / t * t;
-        const double score = static_cast<double>(vecs * t * d.ow) / static_cast<double>(covered);
-        const int64_t loss = covered - d.ow;
-        if (score > best_score * 1.05 || (score > best_score * 0.95 && loss < best_loss)) {
-          best_score = score;
-          best_vecs = vecs;
-          best_t = t;
-          best_loss = loss;
-        }
+      const auto [score, t, loss] = best_tile(vecs);
+      if (score > best_score * 1.05 || (score > best_score * 0.95 && loss < best_loss)) {
+        best_score = score;
+        best_vecs = vecs;
+        best_t = t;
+        best_loss = loss;
       }
     }
     direct_first = Config(json{{"ic_block", x}, {"vec_lanes", lanes}, {"oc_vecs", best_vecs}, {"ow_reg", best_t},
                                {"unroll_ci", std::min<int64_t>(x, 4)}, {"reduce_order", "crs"},
-                               {"outer_order", "koh"}, {"parallel", target.num_threads > 1 ? 1 : 0}});
+                               {"outer_order", outer_for(best_vecs, true)},
+                               {"parallel", target.num_threads > 1 ? 1 : 0}});
   }
   // Winograd (F(4,3) before F(2,3)) where it applies: 2.5-4x the direct kernel's
   // speed on a Zen 3 for ResNet-50's and SqueezeNet's 3x3 convolutions at 13..56

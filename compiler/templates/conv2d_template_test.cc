@@ -67,7 +67,9 @@ TEST(Conv2dTemplateTest, NaiveAndHeuristicsMatchTheReference) {
 
 // The default schedule (the first heuristic) on AVX2: Winograd where a 3x3 stride-1
 // convolution's rows split into whole output tiles, two channel vectors for a 1x1
-// convolution (output rows outside unless the weights outweigh the input),
+// convolution (output rows outside unless the weights outweigh the input and there
+// are channel blocks enough for the threads; three vectors or one where two do not
+// divide K),
 // otherwise the direct tile whose accumulators (at most 10 of AVX2's 16 registers)
 // do the most useful work; each computes the reference's answer.
 TEST(Conv2dTemplateTest, DefaultSchedulesOnAvx2) {
@@ -82,8 +84,12 @@ TEST(Conv2dTemplateTest, DefaultSchedulesOnAvx2) {
            {"conv2d N=1 C=16 H=6 W=6 K=32 R=3 S=3 stride=1 pad=1", "winograd_f23", 4, 3, "koh"},
            {"conv2d N=1 C=16 H=7 W=14 K=32 R=1 S=1 stride=1 pad=0", "direct", 2, 5, "ohk"},
            {"conv2d N=1 C=64 H=3 W=3 K=64 R=1 S=1 stride=1 pad=0", "direct", 2, 3, "koh"},
-           {"conv2d N=1 C=8 H=9 W=13 K=24 R=5 S=5 stride=1 pad=2", "direct", 3, 3, "koh"},
-           {"conv2d N=1 C=8 H=7 W=7 K=16 R=3 S=3 stride=1 pad=1", "direct", 1, 7, "koh"}}) {
+           // One output-channel block: rows outside, so both threads have work.
+           {"conv2d N=1 C=8 H=9 W=13 K=24 R=5 S=5 stride=1 pad=2", "direct", 3, 3, "ohk"},
+           {"conv2d N=1 C=8 H=7 W=7 K=16 R=3 S=3 stride=1 pad=1", "direct", 1, 7, "ohk"},
+           {"conv2d N=1 C=8 H=7 W=7 K=64 R=3 S=3 stride=1 pad=1", "direct", 1, 7, "koh"},
+           {"conv2d N=1 C=32 H=9 W=9 K=16 R=1 S=1 stride=1 pad=0", "direct", 2, 5, "ohk"},
+           {"conv2d N=1 C=32 H=6 W=6 K=24 R=1 S=1 stride=1 pad=0", "direct", 3, 3, "ohk"}}) {
     TuningTask task = Conv(c.text);
     const Template* tmpl = *FindTemplate(task);
     const Config first = tmpl->Heuristics(task, Avx2TestTarget()).front();
