@@ -197,10 +197,19 @@ void SplitLayoutTransforms(const Graph& g, PlannedStep* step) {
     }
   }
   std::vector<ir::Stmt> once, each;
+  // The prepack's statements, nested blocks flattened (a conv's input part is a
+  // block of its own: the zero border, then the copy of the interior), so that each
+  // is judged alone: the border's zeroing reads nothing and runs once, the copy
+  // runs every time on the thread pool.
   std::vector<ir::Stmt> prepack;
-  if (f.prepack) {
-    prepack = f.prepack->kind == ir::StmtKind::kBlock ? f.prepack->stmts : std::vector<ir::Stmt>{f.prepack};
-  }
+  std::function<void(const ir::Stmt&)> flatten = [&](const ir::Stmt& s) {
+    if (s->kind != ir::StmtKind::kBlock) {
+      prepack.push_back(s);
+      return;
+    }
+    for (const ir::Stmt& inner : s->stmts) flatten(inner);
+  };
+  if (f.prepack) flatten(f.prepack);
   for (const ir::Stmt& s : prepack) {
     bool reads_activation = false;
     for (const std::string& b : codegen::CollectUsedNames(s).buffers) reads_activation |= dynamic.count(b) > 0;
