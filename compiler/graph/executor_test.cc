@@ -222,6 +222,51 @@ TEST(ExecutorTest, GroupNormalizationPerGroupAndPerChannel) {
   }
 }
 
+// A padded convolution whose input comes from a leftover operator (Sigmoid) copies
+// that input into its blocked layout every run and zeroes the border once, at load:
+// run three times on different inputs, each output matches a scalar reference.
+TEST(ExecutorTest, PaddedConvAfterALeftoverKeepsItsBorderAcrossRuns) {
+  Graph g;
+  g.opset = 13;
+  const int x = AddTensor(&g, "x", {1, 8, 6, 7}), s = AddTensor(&g, "s", {1, 8, 6, 7});
+  const int w = AddTensor(&g, "w", {16, 8, 3, 3}), y = AddTensor(&g, "y", {1, 16, 6, 7});
+  g.tensors[static_cast<size_t>(w)].constant = true;
+  g.tensors[static_cast<size_t>(w)].f32 = Random(16 * 8 * 9, 31);
+  Attribute pads, strides;
+  pads.ints = {1, 1, 1, 1};
+  strides.ints = {1, 1};
+  g.nodes.push_back(Node{"sigmoid", "Sigmoid", {x}, {s}, {}});
+  g.nodes.push_back(Node{"conv", "Conv", {s, w}, {y}, {{"pads", pads}, {"strides", strides}}});
+  g.inputs = {x};
+  g.outputs = {y};
+  absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(g, TestTarget());
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ((*e)->default_tasks(), 1);
+  const std::vector<float>& wf = g.tensors[static_cast<size_t>(w)].f32;
+  for (uint32_t seed : {41u, 42u, 43u}) {
+    const std::vector<float> vx = Random(8 * 42, seed, -4, 4);
+    std::vector<float> out(16 * 42);
+    ASSERT_TRUE((*e)->Run({vx.data()}, {out.data()}).ok());
+    for (int k = 0; k < 16; ++k) {
+      for (int h = 0; h < 6; ++h) {
+        for (int col = 0; col < 7; ++col) {
+          double want = 0;
+          for (int c = 0; c < 8; ++c)
+            for (int r = 0; r < 3; ++r)
+              for (int q = 0; q < 3; ++q) {
+                const int ih = h + r - 1, iw = col + q - 1;
+                if (ih < 0 || ih >= 6 || iw < 0 || iw >= 7) continue;
+                const double sig = 1.0 / (1.0 + std::exp(-static_cast<double>(vx[static_cast<size_t>((c * 6 + ih) * 7 + iw)])));
+                want += sig * wf[static_cast<size_t>(((k * 8 + c) * 3 + r) * 3 + q)];
+              }
+          ASSERT_NEAR(out[static_cast<size_t>((k * 6 + h) * 7 + col)], want, 1e-4)
+              << "seed " << seed << " at " << k << "," << h << "," << col;
+        }
+      }
+    }
+  }
+}
+
 TEST(ExecutorTest, ElementwiseChainsFuseIntoOneKernel) {
   // Gelu as exporters write it: x * (erf(x / c) + 1), x read twice, constants scalars.
   Graph g;
