@@ -230,6 +230,34 @@ TEST(KernelCorrectnessTest, WinogradConvolutions) {
   EXPECT_EQ(checked, 18);
 }
 
+// Grouped convolutions built by LLVM (one kernel over every group): ShuffleNet's 1x1
+// with 20 and 40 channels per group, ResNeXt's 3x3 with 4, a strided 3x3; the
+// default schedule and random configs, on 1 and 2 threads.
+TEST(KernelCorrectnessTest, GroupedConvolutions) {
+  Target target = DetectHostTarget("test");
+  std::mt19937_64 rng(37);
+  for (const char* text : {"conv2d N=1 C=60 H=14 W=14 K=60 R=1 S=1 stride=1 pad=0 groups=3",
+                           "conv2d N=1 C=120 H=7 W=7 K=120 R=1 S=1 stride=1 pad=0 groups=3",
+                           "conv2d N=1 C=64 H=12 W=12 K=64 R=3 S=3 stride=1 pad=1 groups=16",
+                           "conv2d N=2 C=32 H=9 W=11 K=64 R=3 S=3 stride=2 pad=1 groups=2"}) {
+    auto task = ParseTask(text);
+    ASSERT_TRUE(task.ok()) << task.status();
+    const Template* tmpl = *FindTemplate(*task);
+    const ConfigSpace space = tmpl->Space(*task, target);
+    std::vector<Config> configs = {tmpl->Heuristics(*task, target).front()};
+    for (int i = 0; i < 4; ++i) {
+      auto config = space.Sample(rng);
+      ASSERT_TRUE(config.ok());
+      configs.push_back(*config);
+    }
+    for (size_t i = 0; i < configs.size(); ++i) {
+      target.num_threads = 1 + static_cast<int>(i % 2);
+      ExpectCorrect(*task, target, configs[i], static_cast<int>(i), 2);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
 TEST(KernelCorrectnessTest, OddAndSmallShapes) {
   CheckRandomPairs(220, {1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 33, 48, 64, 65}, 11);
 }
