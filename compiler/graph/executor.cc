@@ -393,8 +393,7 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
   const auto* conv_template = dynamic_cast<const Conv2dTemplate*>(tmpl);
   const bool streams_weights =
       conv_template && task.op() == "conv2d" && options.prefetch_weight_bytes > 0 &&
-      task.Param("K") * (task.Param("C") / task.Param("groups")) * task.Param("R") * task.Param("S") * 4 >=
-          options.prefetch_weight_bytes;
+      task.ConvFilterElements() * 4 >= options.prefetch_weight_bytes;
   // A dense layer absorbs the elementwise chain after it (Gelu): the chain's other
   // inputs become parameters, loaded at the element's broadcast index.
   std::vector<int> chain_inputs;

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "compiler/graph/graph.h"
 #include "compiler/target/target.h"
+#include "compiler/templates/conv2d_template.h"
 #include "compiler/templates/template.h"
 
 namespace tuneforge::graph {
@@ -31,7 +32,7 @@ struct ExecutorOptions {
   ScheduleFn schedule;  // null: default schedules everywhere
   // Convolutions whose packed weights take at least this many bytes prefetch the next
   // output-channel block's weights as they compute (0: none).
-  int64_t prefetch_weight_bytes = int64_t{1} << 20;
+  int64_t prefetch_weight_bytes = kStreamedWeightBytes;
   // The machine the executor's own kernels are built for when `target` is another
   // one (`deploy --model --target aarch64`): kernels are scheduled and laid out for
   // `target`, built for `run_on` and run here only to prepack the constants Export

@@ -32,10 +32,7 @@ std::vector<std::vector<float>> MakeInputs(const TuningTask& task, uint64_t seed
     if (task.Param("bias")) sizes.push_back(task.Param("N"));
   } else if (task.op() == "conv2d" || task.op() == "depthwise_conv2d") {
     // I (NCHW), then F (OIHW, I = C/G; depthwise: C x R x S).
-    const int64_t k =
-        task.op() == "conv2d" ? task.Param("K") * (task.Param("C") / task.Param("groups")) : task.Param("C");
-    sizes = {task.Param("N") * task.Param("C") * task.Param("H") * task.Param("W"),
-             k * task.Param("R") * task.Param("S")};
+    sizes = {task.Param("N") * task.Param("C") * task.Param("H") * task.Param("W"), task.ConvFilterElements()};
   }
   TF_CHECK(!sizes.empty(), "no inputs for op ", task.op());
   std::vector<std::vector<float>> inputs;

@@ -90,6 +90,11 @@ int64_t TuningTask::ConvOutW() const {
   return (Param("W") + 2 * Param("pad") - Param("S")) / Param("stride") + 1;
 }
 
+int64_t TuningTask::ConvFilterElements() const {
+  const int64_t rs = Param("R") * Param("S");
+  return op_ == "depthwise_conv2d" ? Param("C") * rs : Param("K") * (Param("C") / Param("groups")) * rs;
+}
+
 std::string TuningTask::WorkloadKey() const { return op_ + "-" + HashHex(CanonicalText()); }
 
 double TuningTask::Flops() const {
@@ -121,12 +126,12 @@ int64_t TuningTask::BufferBytes() const {
   }
   if (op_ == "conv2d") {
     int64_t n = Param("N"), c = Param("C"), k = Param("K");
-    return 4 * (n * c * Param("H") * Param("W") + k * (c / Param("groups")) * Param("R") * Param("S") +
+    return 4 * (n * c * Param("H") * Param("W") + ConvFilterElements() +
                 n * k * ConvOutH() * ConvOutW());
   }
   if (op_ == "depthwise_conv2d") {
     int64_t n = Param("N"), c = Param("C");
-    return 4 * (n * c * Param("H") * Param("W") + c * Param("R") * Param("S") +
+    return 4 * (n * c * Param("H") * Param("W") + ConvFilterElements() +
                 n * c * ConvOutH() * ConvOutW());
   }
   TF_CHECK(false, "no buffer size for op ", op_);

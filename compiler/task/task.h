@@ -51,6 +51,8 @@ class TuningTask {
   // conv2d / depthwise_conv2d: output height and width.
   int64_t ConvOutH() const;
   int64_t ConvOutW() const;
+  // conv2d / depthwise_conv2d: elements of the filter (K x C/G x R x S; C x R x S).
+  int64_t ConvFilterElements() const;
 
  private:
   friend absl::StatusOr<TuningTask> MakeTask(const std::string&, std::vector<std::pair<std::string, int64_t>>, const std::string&);

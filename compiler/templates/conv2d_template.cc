@@ -33,11 +33,6 @@ ConvShape ShapeOf(const TuningTask& t, bool depthwise) {
                    t.ConvOutW(),   depthwise ? 1 : t.Param("groups")};
 }
 
-// Weights beyond this many bytes come from memory in a model (they exceed a core's
-// share of the caches between two uses); the executor's default for streaming them
-// (ExecutorOptions::prefetch_weight_bytes) is the same.
-constexpr int64_t kStreamedWeightBytes = int64_t{1} << 20;
-
 // Register budget of the accumulator tile (AVX-512 has 32 vector registers; the tile
 // also needs the filter vectors and a broadcast).
 constexpr int64_t kMaxAccumulatorVectors = 24;

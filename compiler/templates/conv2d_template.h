@@ -48,6 +48,11 @@ struct ConvOutputSpec {
       epilogue;
 };
 
+// Weights beyond this many bytes come from memory in a model (they exceed a core's
+// share of the caches between two uses): the default schedule prefers the direct
+// kernel for them, and the executor streams them by default.
+inline constexpr int64_t kStreamedWeightBytes = int64_t{1} << 20;
+
 class Conv2dTemplate : public Template {
  public:
   explicit Conv2dTemplate(bool depthwise) : depthwise_(depthwise) {}
