@@ -233,9 +233,11 @@ absl::StatusOr<int> Run(const std::string& path, const std::map<std::string, std
   if (ec) return absl::PermissionDeniedError("cannot create " + out_dir + ": " + ec.message());
   std::printf("model:    %s on %s, %d threads\n", path.c_str(), target.cpu.c_str(), target.num_threads);
   std::printf("compiled: %zu kernels in %.2f s; tasks: %d tuned (db), %d default schedule; "
-              "%d conv inputs (%d written by the producing kernel) and %d residuals handed over blocked\n",
+              "%d conv inputs (%d written by the producing kernel) and %d residuals handed over blocked; "
+              "%d elementwise chains computed in a conv's input copy\n",
               exec->kernels().size(), exec->compile_seconds(), exec->tuned_tasks(), exec->default_tasks(),
-              exec->cancelled_layout_pairs(), exec->direct_writes(), exec->blocked_residuals());
+              exec->cancelled_layout_pairs(), exec->direct_writes(), exec->blocked_residuals(),
+              exec->fused_prologues());
   std::printf("memory:   %.1f KiB of intermediate tensors (%.1f KiB without the plan), %.1f KiB scratch\n",
               exec->arena_bytes() / 1024.0, exec->unplanned_bytes() / 1024.0, exec->scratch_bytes() / 1024.0);
   std::printf("run:      %.3f ms (the first run, cold)\n", ms);

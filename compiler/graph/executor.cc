@@ -116,6 +116,7 @@ struct PlannedStep {
   std::optional<TuningTask> task;
   std::optional<Config> config;
   bool streams_weights = false;
+  bool prologue = false;  // its input copy computes an elementwise chain (FuseConvPrologue)
 };
 
 }  // namespace
@@ -145,7 +146,8 @@ struct Executor::Impl {
   std::vector<Step> steps;
   std::vector<ExecutorKernel> kernels;
   double compile_seconds = 0;
-  int tuned = 0, defaults = 0, cancelled_pairs = 0, blocked_residuals = 0, direct_writes = 0;
+  int tuned = 0, defaults = 0, cancelled_pairs = 0, blocked_residuals = 0, direct_writes = 0,
+      fused_prologues = 0;
 
   // Where a tensor lives (kernels take non-const pointers; they never write constants).
   float* Pointer(int tensor) const {
@@ -172,6 +174,7 @@ int Executor::default_tasks() const { return impl_->defaults; }
 int Executor::cancelled_layout_pairs() const { return impl_->cancelled_pairs; }
 int Executor::blocked_residuals() const { return impl_->blocked_residuals; }
 int Executor::direct_writes() const { return impl_->direct_writes; }
+int Executor::fused_prologues() const { return impl_->fused_prologues; }
 
 namespace {
 
@@ -576,6 +579,86 @@ ActivationLayout BlockedInputLayout(const PlannedStep& p, const std::string& buf
   return layout;
 }
 
+// The operators of an elementwise chain, "Mul+Add+Relu".
+std::string ChainOps(const Graph& g, const std::vector<int>& chain) {
+  std::string ops;
+  for (int c : chain) ops += (ops.empty() ? "" : "+") + g.nodes[static_cast<size_t>(c)].op;
+  return ops;
+}
+
+// A conv step computing `chain` — the elementwise nodes whose output is its input and
+// nothing else's — while it copies that input into its blocked, zero-bordered layout:
+// "I" is bound to the chain's input of the same shape, the chain's other inputs
+// (per-channel scale and shift, a scalar, a [N, C, 1, 1] gate) become parameters
+// loaded at their broadcast index, and the copy stores the chain's value. The border
+// stays zero, as the convolution's padding of the chain's output must. False, the
+// step unchanged, when the step does not copy its input in one statement or no
+// run-time chain input has the input's shape.
+absl::StatusOr<bool> FuseConvPrologue(const Graph& g, const std::vector<int>& chain, PlannedStep* p) {
+  using ir::Add;
+  using ir::IntImm;
+  using ir::Mul;
+  using ir::Var;
+  ir::LoweredFunc& f = p->func;
+  const size_t in = ParamIndex(f, "I"), bi = ParamIndex(f, "I.blocked");
+  if (!p->is_conv || in >= f.params.size() || bi >= f.params.size() || f.params[bi].shape.size() != 5 ||
+      f.params[in].shape.size() != 4 || CountTopLevel(f.body, "I") != 1) {
+    return false;
+  }
+  const std::vector<int64_t> dims = f.params[in].shape;  // N, C, H, W
+  const std::vector<int> inputs = ChainInputs(g, chain);
+  int main = -1;
+  for (int t : inputs) {
+    const Tensor& tensor = g.tensors[static_cast<size_t>(t)];
+    if (tensor.shape.size() > dims.size()) return false;
+    if (main < 0 && !tensor.constant && tensor.dtype == DType::kFloat32 && tensor.shape == dims) main = t;
+  }
+  if (main < 0) return false;
+  const ActivationLayout dst = BlockedInputLayout(*p, "I.blocked");
+  const ir::Expr n = Var("pro.n"), cb = Var("pro.cb"), h = Var("pro.h"), w = Var("pro.w"), ci = Var("pro.ci");
+  const std::vector<ir::Expr> at = {n, Add(Mul(cb, IntImm(dst.block)), ci), h, w};
+  ASSIGN_OR_RETURN(ir::Expr value, ChainValue(g, chain, [&](int t) -> ir::Expr {
+    // t broadcast to the input's shape: the dimensions it has of size > 1.
+    const std::vector<int64_t>& ts = g.tensors[static_cast<size_t>(t)].shape;
+    const size_t lead = dims.size() - ts.size();
+    ir::Expr index = IntImm(0);
+    int64_t stride = 1;
+    for (size_t d = dims.size(); d-- > lead;) {
+      if (ts[d - lead] == 1) continue;
+      index = Add(index, Mul(at[d], IntImm(stride)));
+      stride *= ts[d - lead];
+    }
+    return ir::Load(t == main ? "I" : absl::StrCat("pro.t", t), ir::DType::kFloat32, index);
+  }));
+  p->tensors[in] = main;
+  p->prologue = true;
+  for (int t : inputs) {
+    if (t == main) continue;
+    const Tensor& tensor = g.tensors[static_cast<size_t>(t)];
+    f.params.push_back(ir::BufferParam{absl::StrCat("pro.t", t), ir::DType::kFloat32, tensor.shape, false});
+    p->tensors.push_back(t);
+    p->owned_data.emplace_back();
+    p->owned_elements.push_back(0);
+  }
+  ir::Stmt copy = ir::For("pro.ci", IntImm(dst.block), dst.block,
+                          dst.block >= 4 ? ir::ForKind::kVectorized : ir::ForKind::kSerial,
+                          ir::Store("I.blocked", dst.Index(n, Mul(cb, IntImm(dst.block)), ci, h, w), value));
+  copy = ir::For("pro.w", IntImm(dims[3]), dims[3], ir::ForKind::kSerial, copy);
+  // The parallel loop: channel blocks when there are enough of them, else rows.
+  const int64_t blocks = dims[1] / dst.block;
+  if (blocks >= 4) {
+    copy = ir::For("pro.h", IntImm(dims[2]), dims[2], ir::ForKind::kSerial, copy);
+    copy = ir::For("pro.cb", IntImm(blocks), blocks, ir::ForKind::kParallel, copy);
+  } else {
+    copy = ir::For("pro.cb", IntImm(blocks), blocks, ir::ForKind::kSerial, copy);
+    copy = ir::For("pro.h", IntImm(dims[2]), dims[2], ir::ForKind::kParallel, copy);
+  }
+  f.body = ReplaceTopLevel(f.body, "I", ir::For("pro.n", IntImm(dims[0]), dims[0], ir::ForKind::kSerial, copy));
+  p->source = ChainOps(g, chain) + " -> " + p->source;
+  f.name = f.name.substr(0, f.name.rfind('_')) + "_" + HashHex(ir::ToString(f)).substr(0, 8);
+  return true;
+}
+
 // The copy of conv step `a`'s blocked output (N, K/y, OH, OW, y) into `dst`, a
 // reader's blocked input, with a's epilogue applied on the way. The channels go in
 // runs of the largest size every layout involved (output, destination, residual)
@@ -724,10 +807,11 @@ absl::StatusOr<int> PropagateBlockedLayouts(const Graph& g, const Target& target
       if (steps[s].tensors[i] >= 0) bound[steps[s].tensors[i]].push_back({s, i});
     }
   }
-  // A conv step whose only use of its input is the copy into its blocked input.
+  // A conv step whose only use of its input is the copy into its blocked input (and
+  // no prologue: its copy computes a chain from the tensor).
   auto blocks_its_input = [](const PlannedStep& p) {
     const size_t bi = ParamIndex(p.func, "I.blocked");
-    return p.is_conv && bi < p.func.params.size() && p.func.params[bi].shape.size() == 5 &&
+    return p.is_conv && !p.prologue && bi < p.func.params.size() && p.func.params[bi].shape.size() == 5 &&
            CountTopLevel(p.func.body, "I") == 1;
   };
   std::vector<HandOver> plan;
@@ -949,6 +1033,25 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     chain_ending_at.erase(chain);
   }
 
+  // A convolution whose input only an elementwise chain writes (DenseNet's BatchNorm
+  // and ReLU before every conv) computes the chain while it copies its input into the
+  // blocked layout (FuseConvPrologue); where it cannot, the chain runs as its own
+  // kernel just before it.
+  std::map<const TaskUse*, std::vector<int>> prologue;
+  for (const TaskUse& use : table.uses) {
+    const size_t x = static_cast<size_t>(use.data);
+    if (g.nodes[static_cast<size_t>(use.anchor)].op != "Conv" || is_output[x] || consumers[x].size() != 1 ||
+        consumers[x][0] != use.anchor) {
+      continue;
+    }
+    auto chain = std::find_if(chain_ending_at.begin(), chain_ending_at.end(), [&](const auto& c) {
+      return g.nodes[static_cast<size_t>(c.first)].outputs[0] == use.data;
+    });
+    if (chain == chain_ending_at.end()) continue;
+    prologue[&use] = chain->second;
+    chain_ending_at.erase(chain);
+  }
+
   impl->root.resize(g.tensors.size());
   impl->view_bytes.assign(g.tensors.size(), 0);
   std::vector<bool> is_input(g.tensors.size(), false);
@@ -967,6 +1070,15 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
       if (chain != absorbed.end()) {
         for (int c : chain->second) step.source += "+" + g.nodes[static_cast<size_t>(c)].op;
       }
+      if (auto pro = prologue.find(it->second); pro != prologue.end()) {
+        ASSIGN_OR_RETURN(const bool fused, FuseConvPrologue(g, pro->second, &step));
+        if (fused) {
+          ++impl->fused_prologues;
+        } else {
+          ASSIGN_OR_RETURN(NodeKernel k, GenerateElementwiseKernel(g, pro->second, lanes));
+          planned.push_back(FromNodeKernel(std::move(k), ChainOps(g, pro->second)));
+        }
+      }
       ++(tuned ? impl->tuned : impl->defaults);
       planned.push_back(std::move(step));
     }
@@ -975,9 +1087,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
       auto it = chain_ending_at.find(node);
       if (it == chain_ending_at.end()) continue;  // runs with the chain's last node
       ASSIGN_OR_RETURN(NodeKernel k, GenerateElementwiseKernel(g, it->second, lanes));
-      std::string ops;
-      for (int c : it->second) ops += (ops.empty() ? "" : "+") + g.nodes[static_cast<size_t>(c)].op;
-      planned.push_back(FromNodeKernel(std::move(k), ops));
+      planned.push_back(FromNodeKernel(std::move(k), ChainOps(g, it->second)));
       continue;
     }
     if (IsAliasOp(n.op)) {

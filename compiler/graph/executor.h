@@ -126,6 +126,10 @@ class Executor {
   // Of the handed-over inputs, those the producing kernel writes from its register
   // tile (no blocked output, no copy).
   int direct_writes() const;
+  // Convolutions that compute the elementwise chain before them (DenseNet's
+  // BatchNorm and ReLU) while copying their input into the blocked layout: the
+  // chain's output is never written.
+  int fused_prologues() const;
   // The model as data (see ExportedModel). Call before any Run: kernels may write
   // their scratch buffers, which the blob would then carry along.
   absl::StatusOr<ExportedModel> Export() const;

@@ -267,6 +267,83 @@ TEST(ExecutorTest, PaddedConvAfterALeftoverKeepsItsBorderAcrossRuns) {
   }
 }
 
+// DenseNet's pre-activation before a conv, and a squeeze-excitation gate: x scaled and
+// shifted per channel, multiplied by a run-time [1, C, 1, 1] gate, ReLU, then a padded
+// 3x3 conv. The chain runs inside the conv's copy of its input into the blocked layout
+// (one kernel, the chain's output never written); when the chain's output is also a
+// graph output it stays a kernel of its own. Both match a scalar reference.
+TEST(ExecutorTest, ConvsComputeTheElementwiseChainBeforeThem) {
+  for (const bool chain_is_output : {false, true}) {
+    Graph g;
+    g.opset = 13;
+    const int64_t c = 16, hh = 5, ww = 6, k = 8;
+    const int x = AddTensor(&g, "x", {1, c, hh, ww}), gate = AddTensor(&g, "gate", {1, c, 1, 1});
+    auto constant = [&](const std::string& name, std::vector<int64_t> shape, uint32_t seed) {
+      const int t = AddTensor(&g, name, std::move(shape));
+      g.tensors[static_cast<size_t>(t)].constant = true;
+      g.tensors[static_cast<size_t>(t)].f32 = Random(g.tensors[static_cast<size_t>(t)].NumElements(), seed);
+      return t;
+    };
+    const int scale = constant("scale", {c, 1, 1}, 51), shift = constant("shift", {1, c, 1, 1}, 52);
+    const int w = constant("w", {k, c, 3, 3}, 53);
+    const int a = AddTensor(&g, "a", {1, c, hh, ww}), b = AddTensor(&g, "b", {1, c, hh, ww});
+    const int d = AddTensor(&g, "d", {1, c, hh, ww}), r = AddTensor(&g, "r", {1, c, hh, ww});
+    const int y = AddTensor(&g, "y", {1, k, hh, ww});
+    Attribute pads;
+    pads.ints = {1, 1, 1, 1};
+    g.nodes.push_back(Node{"mul", "Mul", {x, scale}, {a}, {}});
+    g.nodes.push_back(Node{"add", "Add", {a, shift}, {b}, {}});
+    g.nodes.push_back(Node{"gate", "Mul", {gate, b}, {d}, {}});
+    g.nodes.push_back(Node{"relu", "Relu", {d}, {r}, {}});
+    g.nodes.push_back(Node{"conv", "Conv", {r, w}, {y}, {{"pads", pads}}});
+    g.inputs = {x, gate};
+    g.outputs = {y};
+    if (chain_is_output) g.outputs.push_back(r);
+    absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(g, TestTarget());
+    ASSERT_TRUE(e.ok()) << e.status();
+    EXPECT_EQ((*e)->fused_prologues(), chain_is_output ? 0 : 1);
+    ASSERT_EQ((*e)->kernels().size(), chain_is_output ? 2u : 1u);
+    if (!chain_is_output) {
+      EXPECT_THAT((*e)->kernels()[0].source, HasSubstr("Mul+Add+Mul+Relu -> default conv2d"));
+    }
+    const std::vector<float>& sc = g.tensors[static_cast<size_t>(scale)].f32;
+    const std::vector<float>& sh = g.tensors[static_cast<size_t>(shift)].f32;
+    const std::vector<float>& wf = g.tensors[static_cast<size_t>(w)].f32;
+    for (uint32_t seed : {61u, 62u}) {
+      const std::vector<float> vx = Random(c * hh * ww, seed), vg = Random(c, seed + 10);
+      std::vector<float> out(static_cast<size_t>(k * hh * ww)), chain(static_cast<size_t>(c * hh * ww));
+      std::vector<float*> outs = {out.data()};
+      if (chain_is_output) outs.push_back(chain.data());
+      ASSERT_TRUE((*e)->Run({vx.data(), vg.data()}, outs).ok());
+      auto pre = [&](int64_t ch, int64_t i, int64_t j) {
+        const size_t at = static_cast<size_t>((ch * hh + i) * ww + j);
+        return std::max(0.0, (static_cast<double>(vx[at]) * sc[static_cast<size_t>(ch)] + sh[static_cast<size_t>(ch)]) *
+                                 vg[static_cast<size_t>(ch)]);
+      };
+      for (int64_t o = 0; o < k; ++o) {
+        for (int64_t i = 0; i < hh; ++i) {
+          for (int64_t j = 0; j < ww; ++j) {
+            double want = 0;
+            for (int64_t ch = 0; ch < c; ++ch)
+              for (int64_t p = 0; p < 3; ++p)
+                for (int64_t q = 0; q < 3; ++q) {
+                  const int64_t ih = i + p - 1, iw = j + q - 1;
+                  if (ih < 0 || ih >= hh || iw < 0 || iw >= ww) continue;
+                  want += pre(ch, ih, iw) * wf[static_cast<size_t>(((o * c + ch) * 3 + p) * 3 + q)];
+                }
+            ASSERT_NEAR(out[static_cast<size_t>((o * hh + i) * ww + j)], want, 1e-3)
+                << "seed " << seed << " at " << o << "," << i << "," << j;
+          }
+        }
+      }
+      if (chain_is_output) {
+        for (int64_t ch = 0; ch < c; ++ch)
+          ASSERT_NEAR(chain[static_cast<size_t>(ch * hh * ww)], pre(ch, 0, 0), 1e-5) << ch;
+      }
+    }
+  }
+}
+
 TEST(ExecutorTest, ElementwiseChainsFuseIntoOneKernel) {
   // Gelu as exporters write it: x * (erf(x / c) + 1), x read twice, constants scalars.
   Graph g;
