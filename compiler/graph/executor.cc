@@ -660,10 +660,11 @@ absl::StatusOr<bool> FuseConvPrologue(const Graph& g, const std::vector<int>& ch
 }
 
 // The copy of conv step `a`'s blocked output (N, K/y, OH, OW, y) into `dst`, a
-// reader's blocked input, with a's epilogue applied on the way. The channels go in
-// runs of the largest size every layout involved (output, destination, residual)
-// blocks by, one vector each.
-ir::Stmt HandOverCopy(const Graph& g, const PlannedStep& a, const ActivationLayout& dst) {
+// reader's blocked input, its channels from `channel_offset` on (a part of a concat;
+// 0 otherwise), with a's epilogue applied on the way. The channels go in runs of the
+// largest size every layout involved (output, destination, residual) blocks by, one
+// vector each.
+ir::Stmt HandOverCopy(const Graph& g, const PlannedStep& a, const ActivationLayout& dst, int64_t channel_offset = 0) {
   using ir::Add;
   using ir::IntImm;
   using ir::Mul;
@@ -671,16 +672,17 @@ ir::Stmt HandOverCopy(const Graph& g, const PlannedStep& a, const ActivationLayo
   const ir::LoweredFunc& f = a.func;
   int64_t lanes = std::gcd(f.params[ParamIndex(f, "O.blocked")].shape[4], dst.block);
   if (a.residual.block > 0) lanes = std::gcd(lanes, a.residual.block);
-  const std::vector<int64_t>& os = dst.dims;  // the producer's output: N, K, OH, OW (pooled)
+  const std::vector<int64_t>& os = f.params[ParamIndex(f, "O")].shape;  // the producer's N, K, OH, OW (pooled)
   const ir::Expr n = Var("ho.n"), cb = Var("ho.cb"), h = Var("ho.h"), w = Var("ho.w"), co = Var("ho.co"),
                  cl = Var("ho.cl");
   const ir::Expr base = Add(Mul(cb, IntImm(dst.block)), Mul(co, IntImm(lanes)));
   ir::Stmt copy = ir::For("ho.cl", IntImm(lanes), lanes, lanes >= 4 ? ir::ForKind::kVectorized : ir::ForKind::kSerial,
-                          ir::Store(dst.buffer, dst.Index(n, base, cl, h, w), ConvOutputValue(g, a, n, base, cl, h, w)));
+                          ir::Store(dst.buffer, dst.Index(n, Add(base, IntImm(channel_offset)), cl, h, w),
+                                    ConvOutputValue(g, a, n, base, cl, h, w)));
   copy = ir::For("ho.co", IntImm(dst.block / lanes), dst.block / lanes, ir::ForKind::kSerial, copy);
   copy = ir::For("ho.w", IntImm(os[3]), os[3], ir::ForKind::kSerial, copy);
   // The parallel loop: channel blocks when there are enough of them, else rows.
-  const int64_t blocks = dst.dims[1] / dst.block;
+  const int64_t blocks = os[1] / dst.block;
   if (blocks >= 4) {
     copy = ir::For("ho.h", IntImm(os[2]), os[2], ir::ForKind::kSerial, copy);
     copy = ir::For("ho.cb", IntImm(blocks), blocks, ir::ForKind::kParallel, copy);
@@ -890,6 +892,98 @@ absl::StatusOr<int> PropagateBlockedLayouts(const Graph& g, const Target& target
     }
   }
   return removed;
+}
+
+// Concatenations handed over blocked. A channel Concat whose parts are views of its
+// output (ConcatIntoViews), each part written by a convolution's step and read by
+// nothing else, and whose output only convolutions read, as their input (a fire
+// module of SqueezeNet: the 1x1 and 3x3 expand layers concatenated into the next
+// squeeze layer's input): each part's producer writes its channels, epilogue
+// applied, straight into each reader's blocked input at the part's channel offset,
+// and the readers skip their copy. The NCHW concatenation is never written. Every
+// part's offset and channel count must be whole blocks of every reader. Returns the
+// readers' inputs so handed over.
+int HandOverConcats(const Graph& g, const std::vector<std::vector<int>>& consumers, const std::vector<bool>& is_output,
+                    const std::vector<int>& root, std::vector<PlannedStep>* planned) {
+  std::vector<PlannedStep>& steps = *planned;
+  int handed = 0;
+  for (size_t c = 0; c < g.nodes.size(); ++c) {
+    const Node& cat = g.nodes[c];
+    if (cat.op != "Concat" || cat.outputs.size() != 1) continue;
+    const int out = cat.outputs[0];
+    const std::vector<int64_t>& shape = g.tensors[static_cast<size_t>(out)].shape;
+    if (shape.size() != 4 || NormalizedAxis(cat, shape) != 1 || is_output[static_cast<size_t>(out)] ||
+        root[static_cast<size_t>(out)] != out) {
+      continue;
+    }
+    // The parts: (producing step, channel offset).
+    std::vector<std::pair<size_t, int64_t>> parts;
+    int64_t at = 0;
+    bool ok = true;
+    for (int t : cat.inputs) {
+      size_t a = steps.size();
+      for (size_t s = 0; s < steps.size(); ++s) {
+        const size_t o = ParamIndex(steps[s].func, "O");
+        if (o < steps[s].func.params.size() && steps[s].tensors[o] == t) a = s;
+      }
+      ok &= root[static_cast<size_t>(t)] == out && !is_output[static_cast<size_t>(t)] &&
+            consumers[static_cast<size_t>(t)] == std::vector<int>{static_cast<int>(c)} && a < steps.size();
+      if (!ok) break;
+      const PlannedStep& A = steps[a];
+      ok &= A.is_conv && A.use && A.residual.buffer.empty() &&
+            ParamIndex(A.func, "O.blocked") < A.func.params.size() && CountTopLevel(A.func.body, "O") == 1;
+      parts.push_back({a, at});
+      at += g.tensors[static_cast<size_t>(t)].shape[1];
+    }
+    if (!ok || parts.empty()) continue;
+    // The readers: conv steps copying the concatenation into their blocked input.
+    std::vector<size_t> readers;
+    for (size_t s = 0; s < steps.size() && ok; ++s) {
+      const PlannedStep& p = steps[s];
+      for (size_t i = 0; i < p.tensors.size(); ++i) {
+        if (p.tensors[i] < 0 || root[static_cast<size_t>(p.tensors[i])] != out) continue;
+        const bool writes_a_part = p.func.params[i].name == "O" &&
+                                   std::any_of(parts.begin(), parts.end(), [&](const auto& q) { return q.first == s; });
+        if (writes_a_part) continue;
+        const size_t bi = ParamIndex(p.func, "I.blocked");
+        // The concatenation itself, or an alias of it (Dropout, Identity) of its shape.
+        ok &= g.tensors[static_cast<size_t>(p.tensors[i])].shape == shape && p.func.params[i].name == "I" &&
+              p.is_conv && !p.prologue &&
+              bi < p.func.params.size() && p.func.params[bi].shape.size() == 5 &&
+              CountTopLevel(p.func.body, "I") == 1 && s > parts.back().first;
+        if (ok) readers.push_back(s);
+      }
+    }
+    if (!ok || readers.empty()) continue;
+    for (size_t r : readers) {
+      const int64_t block = BlockedInputLayout(steps[r], "").block;
+      for (size_t k = 0; k < parts.size(); ++k) {
+        const int64_t channels = g.tensors[static_cast<size_t>(cat.inputs[k])].shape[1];
+        ok &= parts[k].second % block == 0 && channels % block == 0;
+      }
+    }
+    if (!ok) continue;
+    for (const auto& [a, offset] : parts) {
+      PlannedStep& A = steps[a];
+      std::vector<ir::Stmt> body = WithoutTopLevel(A.func.body, "O");
+      for (size_t r = 0; r < readers.size(); ++r) {
+        const ActivationLayout dst = BlockedInputLayout(steps[readers[r]], absl::StrCat("cat", r, ".I.blocked"));
+        BorrowBlockedInput(&A, dst, readers[r]);
+        body.push_back(HandOverCopy(g, A, dst, offset));
+      }
+      A.func.body = ir::Block(body);
+      EraseParam(&A, ParamIndex(A.func, "O"));
+      A.func.name = A.func.name.substr(0, A.func.name.rfind('_')) + "_" + HashHex(ir::ToString(A.func)).substr(0, 8);
+    }
+    for (size_t r : readers) {
+      PlannedStep& B = steps[r];
+      B.func.body = ir::Block(WithoutTopLevel(B.func.body, "I"));
+      EraseParam(&B, ParamIndex(B.func, "I"));
+      B.func.name = B.func.name.substr(0, B.func.name.rfind('_')) + "_" + HashHex(ir::ToString(B.func)).substr(0, 8);
+      ++handed;
+    }
+  }
+  return handed;
 }
 
 // Builds the distinct functions (by entry symbol) on `threads` threads.
@@ -1117,6 +1211,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
   for (PlannedStep& p : planned) p.borrow.resize(p.func.params.size(), {-1, ""});
   ASSIGN_OR_RETURN(impl->cancelled_pairs, PropagateBlockedLayouts(g, target, consumers, is_output, &planned,
                                                                   &impl->blocked_residuals, &impl->direct_writes));
+  impl->cancelled_pairs += HandOverConcats(g, consumers, is_output, impl->root, &planned);
 
   // Lifetimes of the run-time tensors' storage, in steps; the memory plan.
   const int64_t num_steps = static_cast<int64_t>(planned.size());

@@ -601,6 +601,102 @@ TEST(ExecutorTest, ChannelSplitAndConcatAreViews) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(out[static_cast<size_t>(16 + i)], std::max(in[static_cast<size_t>(i)], 0.0f));
 }
 
+// A scalar NCHW convolution (batch 1, stride 1, `pad` on every side), ReLU after
+// when `relu`.
+std::vector<double> ConvReference(const std::vector<double>& in, int64_t c, int64_t h, int64_t w,
+                                      const std::vector<float>& f, const std::vector<float>& bias, int64_t k,
+                                      int64_t r, int64_t pad, bool relu) {
+  std::vector<double> out(static_cast<size_t>(k * h * w));
+  for (int64_t o = 0; o < k; ++o)
+    for (int64_t i = 0; i < h; ++i)
+      for (int64_t j = 0; j < w; ++j) {
+        double sum = bias.empty() ? 0.0 : bias[static_cast<size_t>(o)];
+        for (int64_t ch = 0; ch < c; ++ch)
+          for (int64_t p = 0; p < r; ++p)
+            for (int64_t q = 0; q < r; ++q) {
+              const int64_t ih = i + p - pad, iw = j + q - pad;
+              if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+              sum += in[static_cast<size_t>((ch * h + ih) * w + iw)] *
+                     f[static_cast<size_t>(((o * c + ch) * r + p) * r + q)];
+            }
+        out[static_cast<size_t>((o * h + i) * w + j)] = relu ? std::max(sum, 0.0) : sum;
+      }
+  return out;
+}
+
+// A fire module (SqueezeNet): a 1x1 squeeze conv read by a 1x1 and a 3x3 expand conv,
+// their outputs concatenated (through a Dropout) into the next conv's input. The
+// expand convs write their channels straight into the reader's blocked input at their
+// offsets (the concatenation is never written); when a MaxPool reads the
+// concatenation too, it stays NCHW. Both match a scalar reference.
+TEST(ExecutorTest, ConcatenatedConvOutputsAreHandedOverBlocked) {
+  for (const bool pool_reads_it : {false, true}) {
+    Graph g;
+    g.opset = 13;
+    const int64_t c = 16, h = 6, w = 7, e1 = 32, e3 = 16, k = 16;
+    auto constant = [&](const std::string& name, std::vector<int64_t> shape, uint32_t seed) {
+      const int t = AddTensor(&g, name, std::move(shape));
+      g.tensors[static_cast<size_t>(t)].constant = true;
+      g.tensors[static_cast<size_t>(t)].f32 = Random(g.tensors[static_cast<size_t>(t)].NumElements(), seed, -0.5f, 0.5f);
+      return t;
+    };
+    const int x = AddTensor(&g, "x", {1, c, h, w});
+    const int ws = constant("ws", {c, c, 1, 1}, 71), w1 = constant("w1", {e1, c, 1, 1}, 72);
+    const int b1 = constant("b1", {e1}, 73), w3 = constant("w3", {e3, c, 3, 3}, 74);
+    const int wk = constant("wk", {k, e1 + e3, 1, 1}, 75);
+    const int s0 = AddTensor(&g, "s0", {1, c, h, w}), s = AddTensor(&g, "s", {1, c, h, w});
+    const int a0 = AddTensor(&g, "a0", {1, e1, h, w}), a = AddTensor(&g, "a", {1, e1, h, w});
+    const int b0 = AddTensor(&g, "b0", {1, e3, h, w}), b = AddTensor(&g, "b", {1, e3, h, w});
+    const int cat = AddTensor(&g, "cat", {1, e1 + e3, h, w}), drop = AddTensor(&g, "drop", {1, e1 + e3, h, w});
+    const int y = AddTensor(&g, "y", {1, k, h, w}), pooled = AddTensor(&g, "pooled", {1, e1 + e3, h - 1, w - 1});
+    Attribute pads, axis, kernel;
+    pads.ints = {1, 1, 1, 1};
+    axis.ints = {1};
+    kernel.ints = {2, 2};
+    g.nodes.push_back(Node{"squeeze", "Conv", {x, ws}, {s0}, {}});
+    g.nodes.push_back(Node{"squeeze_relu", "Relu", {s0}, {s}, {}});
+    g.nodes.push_back(Node{"expand1", "Conv", {s, w1, b1}, {a0}, {}});
+    g.nodes.push_back(Node{"expand1_relu", "Relu", {a0}, {a}, {}});
+    g.nodes.push_back(Node{"expand3", "Conv", {s, w3}, {b0}, {{"pads", pads}}});
+    g.nodes.push_back(Node{"expand3_relu", "Relu", {b0}, {b}, {}});
+    g.nodes.push_back(Node{"concat", "Concat", {a, b}, {cat}, {{"axis", axis}}});
+    g.nodes.push_back(Node{"dropout", "Dropout", {cat}, {drop}, {}});
+    g.nodes.push_back(Node{"next", "Conv", {drop, wk}, {y}, {}});
+    g.inputs = {x};
+    g.outputs = {y};
+    if (pool_reads_it) {
+      g.nodes.push_back(Node{"pool", "MaxPool", {cat}, {pooled}, {{"kernel_shape", kernel}}});
+      g.outputs.push_back(pooled);
+    }
+    absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(g, TestTarget());
+    ASSERT_TRUE(e.ok()) << e.status();
+    // The squeeze output to both expand convs; the concatenation to the next conv.
+    EXPECT_EQ((*e)->cancelled_layout_pairs(), pool_reads_it ? 2 : 3);
+    auto f32 = [&](int t) { return g.tensors[static_cast<size_t>(t)].f32; };
+    for (uint32_t seed : {81u, 82u}) {
+      const std::vector<float> vx = Random(c * h * w, seed);
+      std::vector<float> out(static_cast<size_t>(k * h * w)), pool_out(static_cast<size_t>((e1 + e3) * (h - 1) * (w - 1)));
+      std::vector<float*> outs = {out.data()};
+      if (pool_reads_it) outs.push_back(pool_out.data());
+      ASSERT_TRUE((*e)->Run({vx.data()}, outs).ok());
+      const std::vector<double> sq =
+          ConvReference(std::vector<double>(vx.begin(), vx.end()), c, h, w, f32(ws), {}, c, 1, 0, true);
+      std::vector<double> both = ConvReference(sq, c, h, w, f32(w1), f32(b1), e1, 1, 0, true);
+      const std::vector<double> third = ConvReference(sq, c, h, w, f32(w3), {}, e3, 3, 1, true);
+      both.insert(both.end(), third.begin(), third.end());
+      const std::vector<double> want = ConvReference(both, e1 + e3, h, w, f32(wk), {}, k, 1, 0, false);
+      for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], want[i], 1e-3) << "seed " << seed << " at " << i;
+      if (pool_reads_it) {
+        for (int64_t ch = 0; ch < e1 + e3; ++ch) {
+          const double m = std::max({both[static_cast<size_t>(ch * h * w)], both[static_cast<size_t>(ch * h * w + 1)],
+                                     both[static_cast<size_t>(ch * h * w + w)], both[static_cast<size_t>(ch * h * w + w + 1)]});
+          ASSERT_NEAR(pool_out[static_cast<size_t>(ch * (h - 1) * (w - 1))], m, 1e-4) << ch;
+        }
+      }
+    }
+  }
+}
+
 TEST(ExecutorTest, NpyRoundTripAndBadFiles) {
   const std::string dir = ::testing::TempDir();
   const std::string path = dir + "/a.npy";
