@@ -120,6 +120,22 @@ TEST(Conv2dTemplateTest, DefaultAlgorithmByWeightSize) {
   EXPECT_EQ(first("conv2d N=1 C=512 H=28 W=28 K=512 R=3 S=3 stride=1 pad=1", Avx512TestTarget()), "direct");
 }
 
+// A 1x1 conv whose channels do not fill the machine's vectors (a classifier's 1000
+// on AVX-512: 8 lanes) starts with five vectors per block; where they fill them, or
+// on AVX2, with two or three.
+TEST(Conv2dTemplateTest, DefaultBlockOfNarrowVectors) {
+  auto first = [](const char* text, const Target& target) {
+    TuningTask task = Conv(text);
+    const Config c = (*FindTemplate(task))->Heuristics(task, target).front();
+    return std::make_pair(c.Int("vec_lanes"), c.Int("oc_vecs"));
+  };
+  const char* classifier = "conv2d N=1 C=512 H=13 W=13 K=1000 R=1 S=1 stride=1 pad=0";
+  EXPECT_EQ(first(classifier, Avx512TestTarget()), std::make_pair(int64_t{8}, int64_t{5}));
+  EXPECT_EQ(first(classifier, Avx2TestTarget()), std::make_pair(int64_t{8}, int64_t{1}));
+  EXPECT_EQ(first("conv2d N=1 C=512 H=13 W=13 K=1024 R=1 S=1 stride=1 pad=0", Avx512TestTarget()),
+            std::make_pair(int64_t{16}, int64_t{2}));
+}
+
 TEST(Conv2dTemplateTest, RandomConfigsInterpreted) {
   std::mt19937_64 rng(9);
   for (int i = 0; i < 16; ++i) {
