@@ -586,15 +586,27 @@ std::string ChainOps(const Graph& g, const std::vector<int>& chain) {
   return ops;
 }
 
-// A conv step computing `chain` — the elementwise nodes whose output is its input and
-// nothing else's — while it copies that input into its blocked, zero-bordered layout:
-// "I" is bound to the chain's input of the same shape, the chain's other inputs
-// (per-channel scale and shift, a scalar, a [N, C, 1, 1] gate) become parameters
-// loaded at their broadcast index, and the copy stores the chain's value. The border
-// stays zero, as the convolution's padding of the chain's output must. False, the
-// step unchanged, when the step does not copy its input in one statement or no
-// run-time chain input has the input's shape.
-absl::StatusOr<bool> FuseConvPrologue(const Graph& g, const std::vector<int>& chain, PlannedStep* p) {
+// What a convolution computes in the copy of its input into the blocked layout
+// (FuseConvPrologue): an elementwise chain whose output is its input and nothing
+// else's, or a channel shuffle (Reshape to [N, g, C/g, H, W], Transpose
+// [0, 2, 1, 3, 4], Reshape back: ShuffleNet's) of `source`.
+struct ConvPrologue {
+  std::vector<int> chain;       // the elementwise nodes, or empty
+  int source = -1;              // with an empty chain: the shuffle's input
+  int64_t shuffle_groups = 0;   // g of the shuffle
+  int shuffle_node = -1;        // its Transpose
+};
+
+// A conv step computing `pro` while it copies its input into its blocked,
+// zero-bordered layout: "I" is bound to the chain's input of the same shape (the
+// shuffle's input), the chain's other inputs (per-channel scale and shift, a scalar,
+// a [N, C, 1, 1] gate) become parameters loaded at their broadcast index, and the
+// copy stores the chain's value (input channel c of a shuffle reads channel
+// (c mod g) * C/g + c / g of the source). The border stays zero, as the
+// convolution's padding of the chain's output must. False, the step unchanged, when
+// the step does not copy its input in one statement or no run-time chain input has
+// the input's shape.
+absl::StatusOr<bool> FuseConvPrologue(const Graph& g, const ConvPrologue& pro, PlannedStep* p) {
   using ir::Add;
   using ir::IntImm;
   using ir::Mul;
@@ -606,7 +618,7 @@ absl::StatusOr<bool> FuseConvPrologue(const Graph& g, const std::vector<int>& ch
     return false;
   }
   const std::vector<int64_t> dims = f.params[in].shape;  // N, C, H, W
-  const std::vector<int> inputs = ChainInputs(g, chain);
+  const std::vector<int> inputs = pro.chain.empty() ? std::vector<int>{pro.source} : ChainInputs(g, pro.chain);
   int main = -1;
   for (int t : inputs) {
     const Tensor& tensor = g.tensors[static_cast<size_t>(t)];
@@ -617,8 +629,8 @@ absl::StatusOr<bool> FuseConvPrologue(const Graph& g, const std::vector<int>& ch
   const ActivationLayout dst = BlockedInputLayout(*p, "I.blocked");
   const ir::Expr n = Var("pro.n"), cb = Var("pro.cb"), h = Var("pro.h"), w = Var("pro.w"), ci = Var("pro.ci");
   const std::vector<ir::Expr> at = {n, Add(Mul(cb, IntImm(dst.block)), ci), h, w};
-  ASSIGN_OR_RETURN(ir::Expr value, ChainValue(g, chain, [&](int t) -> ir::Expr {
-    // t broadcast to the input's shape: the dimensions it has of size > 1.
+  // t broadcast to the input's shape: the dimensions it has of size > 1.
+  auto load = [&](int t) -> ir::Expr {
     const std::vector<int64_t>& ts = g.tensors[static_cast<size_t>(t)].shape;
     const size_t lead = dims.size() - ts.size();
     ir::Expr index = IntImm(0);
@@ -629,7 +641,29 @@ absl::StatusOr<bool> FuseConvPrologue(const Graph& g, const std::vector<int>& ch
       stride *= ts[d - lead];
     }
     return ir::Load(t == main ? "I" : absl::StrCat("pro.t", t), ir::DType::kFloat32, index);
-  }));
+  };
+  ir::Expr value;
+  ir::Stmt shuffle_copy;
+  if (pro.chain.empty()) {
+    // Over the source's channels, a of each group and b within it, rows contiguous:
+    // source channel a * C/g + b is input channel b * g + a.
+    const int64_t groups = pro.shuffle_groups;
+    if (groups < 1 || dims[1] % groups != 0) return absl::InternalError("a channel shuffle without groups");
+    const int64_t per = dims[1] / groups;
+    const ir::Expr a = Var("pro.a"), b = Var("pro.b");
+    const ir::Expr from = Add(Mul(Add(Mul(Add(Mul(n, IntImm(dims[1])), Add(Mul(a, IntImm(per)), b)), IntImm(dims[2])), h),
+                                  IntImm(dims[3])),
+                              w);
+    ir::Stmt copy = ir::Store("I.blocked", dst.Index(n, Add(Mul(b, IntImm(groups)), a), IntImm(0), h, w),
+                              ir::Load("I", ir::DType::kFloat32, from));
+    copy = ir::For("pro.w", IntImm(dims[3]), dims[3], ir::ForKind::kSerial, copy);
+    copy = ir::For("pro.h", IntImm(dims[2]), dims[2], ir::ForKind::kSerial, copy);
+    copy = ir::For("pro.a", IntImm(groups), groups, ir::ForKind::kSerial, copy);
+    copy = ir::For("pro.b", IntImm(per), per, per > 1 ? ir::ForKind::kParallel : ir::ForKind::kSerial, copy);
+    shuffle_copy = ir::For("pro.n", IntImm(dims[0]), dims[0], ir::ForKind::kSerial, copy);
+  } else {
+    ASSIGN_OR_RETURN(value, ChainValue(g, pro.chain, load));
+  }
   p->tensors[in] = main;
   p->prologue = true;
   for (int t : inputs) {
@@ -640,21 +674,25 @@ absl::StatusOr<bool> FuseConvPrologue(const Graph& g, const std::vector<int>& ch
     p->owned_data.emplace_back();
     p->owned_elements.push_back(0);
   }
-  ir::Stmt copy = ir::For("pro.ci", IntImm(dst.block), dst.block,
-                          dst.block >= 4 ? ir::ForKind::kVectorized : ir::ForKind::kSerial,
-                          ir::Store("I.blocked", dst.Index(n, Mul(cb, IntImm(dst.block)), ci, h, w), value));
-  copy = ir::For("pro.w", IntImm(dims[3]), dims[3], ir::ForKind::kSerial, copy);
-  // The parallel loop: channel blocks when there are enough of them, else rows.
-  const int64_t blocks = dims[1] / dst.block;
-  if (blocks >= 4) {
-    copy = ir::For("pro.h", IntImm(dims[2]), dims[2], ir::ForKind::kSerial, copy);
-    copy = ir::For("pro.cb", IntImm(blocks), blocks, ir::ForKind::kParallel, copy);
+  if (shuffle_copy) {
+    f.body = ReplaceTopLevel(f.body, "I", shuffle_copy);
   } else {
-    copy = ir::For("pro.cb", IntImm(blocks), blocks, ir::ForKind::kSerial, copy);
-    copy = ir::For("pro.h", IntImm(dims[2]), dims[2], ir::ForKind::kParallel, copy);
+    ir::Stmt copy = ir::For("pro.ci", IntImm(dst.block), dst.block,
+                            dst.block >= 4 ? ir::ForKind::kVectorized : ir::ForKind::kSerial,
+                            ir::Store("I.blocked", dst.Index(n, Mul(cb, IntImm(dst.block)), ci, h, w), value));
+    copy = ir::For("pro.w", IntImm(dims[3]), dims[3], ir::ForKind::kSerial, copy);
+    // The parallel loop: channel blocks when there are enough of them, else rows.
+    const int64_t blocks = dims[1] / dst.block;
+    if (blocks >= 4) {
+      copy = ir::For("pro.h", IntImm(dims[2]), dims[2], ir::ForKind::kSerial, copy);
+      copy = ir::For("pro.cb", IntImm(blocks), blocks, ir::ForKind::kParallel, copy);
+    } else {
+      copy = ir::For("pro.cb", IntImm(blocks), blocks, ir::ForKind::kSerial, copy);
+      copy = ir::For("pro.h", IntImm(dims[2]), dims[2], ir::ForKind::kParallel, copy);
+    }
+    f.body = ReplaceTopLevel(f.body, "I", ir::For("pro.n", IntImm(dims[0]), dims[0], ir::ForKind::kSerial, copy));
   }
-  f.body = ReplaceTopLevel(f.body, "I", ir::For("pro.n", IntImm(dims[0]), dims[0], ir::ForKind::kSerial, copy));
-  p->source = ChainOps(g, chain) + " -> " + p->source;
+  p->source = (pro.chain.empty() ? std::string("channel shuffle") : ChainOps(g, pro.chain)) + " -> " + p->source;
   f.name = f.name.substr(0, f.name.rfind('_')) + "_" + HashHex(ir::ToString(f)).substr(0, 8);
   return true;
 }
@@ -1128,22 +1166,50 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
   }
 
   // A convolution whose input only an elementwise chain writes (DenseNet's BatchNorm
-  // and ReLU before every conv) computes the chain while it copies its input into the
-  // blocked layout (FuseConvPrologue); where it cannot, the chain runs as its own
+  // and ReLU before every conv) or only a channel shuffle (ShuffleNet's, before its
+  // depthwise convs) computes it while it copies its input into the blocked layout
+  // (FuseConvPrologue); where it cannot, the chain or the Transpose runs as its own
   // kernel just before it.
-  std::map<const TaskUse*, std::vector<int>> prologue;
+  std::vector<int> producer(g.tensors.size(), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (int t : g.nodes[i].outputs)
+      if (t >= 0) producer[static_cast<size_t>(t)] = static_cast<int>(i);
+  }
+  // The node writing t when only `reader` reads t, -1 otherwise.
+  auto sole_producer = [&](int t, int reader) {
+    const size_t u = static_cast<size_t>(t);
+    return !is_output[u] && consumers[u] == std::vector<int>{reader} ? producer[u] : -1;
+  };
+  std::map<const TaskUse*, ConvPrologue> prologue;
+  std::set<int> shuffles;  // Transpose nodes a conv's copy computes
   for (const TaskUse& use : table.uses) {
-    const size_t x = static_cast<size_t>(use.data);
-    if (g.nodes[static_cast<size_t>(use.anchor)].op != "Conv" || is_output[x] || consumers[x].size() != 1 ||
-        consumers[x][0] != use.anchor) {
-      continue;
-    }
+    if (g.nodes[static_cast<size_t>(use.anchor)].op != "Conv" || sole_producer(use.data, use.anchor) < 0) continue;
     auto chain = std::find_if(chain_ending_at.begin(), chain_ending_at.end(), [&](const auto& c) {
       return g.nodes[static_cast<size_t>(c.first)].outputs[0] == use.data;
     });
-    if (chain == chain_ending_at.end()) continue;
-    prologue[&use] = chain->second;
-    chain_ending_at.erase(chain);
+    if (chain != chain_ending_at.end()) {
+      prologue[&use] = ConvPrologue{chain->second};
+      chain_ending_at.erase(chain);
+      continue;
+    }
+    // Reshape [N, C, H, W] -> [N, g, C/g, H, W], Transpose [0, 2, 1, 3, 4], Reshape back.
+    const int back = sole_producer(use.data, use.anchor);
+    if (g.nodes[static_cast<size_t>(back)].op != "Reshape") continue;
+    const int transpose = sole_producer(g.nodes[static_cast<size_t>(back)].inputs[0], back);
+    if (transpose < 0 || covered[static_cast<size_t>(transpose)]) continue;
+    const Node& tr = g.nodes[static_cast<size_t>(transpose)];
+    if (tr.op != "Transpose" || tr.Ints("perm") != std::vector<int64_t>{0, 2, 1, 3, 4}) continue;
+    const int split = sole_producer(tr.inputs[0], transpose);
+    if (split < 0 || g.nodes[static_cast<size_t>(split)].op != "Reshape") continue;
+    const int source = g.nodes[static_cast<size_t>(split)].inputs[0];
+    const std::vector<int64_t>& xs = g.tensors[static_cast<size_t>(source)].shape;
+    const std::vector<int64_t>& ss = g.tensors[static_cast<size_t>(tr.inputs[0])].shape;
+    if (xs.size() != 4 || ss.size() != 5 || xs != g.tensors[static_cast<size_t>(use.data)].shape || ss[0] != xs[0] ||
+        ss[1] * ss[2] != xs[1] || ss[3] != xs[2] || ss[4] != xs[3]) {
+      continue;
+    }
+    prologue[&use] = ConvPrologue{{}, source, ss[1], transpose};
+    shuffles.insert(transpose);
   }
 
   impl->root.resize(g.tensors.size());
@@ -1166,17 +1232,22 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
       }
       if (auto pro = prologue.find(it->second); pro != prologue.end()) {
         ASSIGN_OR_RETURN(const bool fused, FuseConvPrologue(g, pro->second, &step));
+        const std::vector<int>& chain_nodes = pro->second.chain;
         if (fused) {
           ++impl->fused_prologues;
+        } else if (!chain_nodes.empty()) {
+          ASSIGN_OR_RETURN(NodeKernel k, GenerateElementwiseKernel(g, chain_nodes, lanes));
+          planned.push_back(FromNodeKernel(std::move(k), ChainOps(g, chain_nodes)));
         } else {
-          ASSIGN_OR_RETURN(NodeKernel k, GenerateElementwiseKernel(g, pro->second, lanes));
-          planned.push_back(FromNodeKernel(std::move(k), ChainOps(g, pro->second)));
+          ASSIGN_OR_RETURN(NodeKernel k, GenerateNodeKernel(g, pro->second.shuffle_node, lanes));
+          planned.push_back(FromNodeKernel(std::move(k), "Transpose"));
+          planned.back().node = pro->second.shuffle_node;
         }
       }
       ++(tuned ? impl->tuned : impl->defaults);
       planned.push_back(std::move(step));
     }
-    if (covered[i]) continue;
+    if (covered[i] || shuffles.count(node)) continue;
     if (in_chain[i]) {
       auto it = chain_ending_at.find(node);
       if (it == chain_ending_at.end()) continue;  // runs with the chain's last node

@@ -344,6 +344,77 @@ TEST(ExecutorTest, ConvsComputeTheElementwiseChainBeforeThem) {
   }
 }
 
+// ShuffleNet's channel shuffle (Reshape to [1, g, C/g, H, W], Transpose [0, 2, 1, 3,
+// 4], Reshape back) before a depthwise conv: the conv's copy of its input reads the
+// shuffled channels (no Transpose kernel); when the shuffle's output is also a graph
+// output the Transpose stays. Both match a scalar reference.
+TEST(ExecutorTest, ConvsReadAChannelShuffleInPlace) {
+  for (const bool shuffled_is_output : {false, true}) {
+    Graph g;
+    g.opset = 13;
+    const int64_t groups = 3, c = 48, h = 5, w = 6;
+    auto shape_constant = [&](const std::string& name, std::vector<int64_t> values) {
+      const int t = AddTensor(&g, name, {static_cast<int64_t>(values.size())});
+      g.tensors[static_cast<size_t>(t)].dtype = DType::kInt64;
+      g.tensors[static_cast<size_t>(t)].constant = true;
+      g.tensors[static_cast<size_t>(t)].i64 = std::move(values);
+      return t;
+    };
+    const int x = AddTensor(&g, "x", {1, c, h, w}), r = AddTensor(&g, "r", {1, c, h, w});
+    const int split_shape = shape_constant("split_shape", {1, groups, c / groups, h, w});
+    const int back_shape = shape_constant("back_shape", {1, c, h, w});
+    const int five = AddTensor(&g, "five", {1, groups, c / groups, h, w});
+    const int swapped = AddTensor(&g, "swapped", {1, c / groups, groups, h, w});
+    const int shuffled = AddTensor(&g, "shuffled", {1, c, h, w}), y = AddTensor(&g, "y", {1, c, h, w});
+    const int f = AddTensor(&g, "f", {c, 1, 3, 3});
+    g.tensors[static_cast<size_t>(f)].constant = true;
+    g.tensors[static_cast<size_t>(f)].f32 = Random(c * 9, 91);
+    Attribute perm, pads, group;
+    perm.ints = {0, 2, 1, 3, 4};
+    pads.ints = {1, 1, 1, 1};
+    group.ints = {c};
+    g.nodes.push_back(Node{"relu", "Relu", {x}, {r}, {}});
+    g.nodes.push_back(Node{"split", "Reshape", {r, split_shape}, {five}, {}});
+    g.nodes.push_back(Node{"transpose", "Transpose", {five}, {swapped}, {{"perm", perm}}});
+    g.nodes.push_back(Node{"back", "Reshape", {swapped, back_shape}, {shuffled}, {}});
+    g.nodes.push_back(Node{"dw", "Conv", {shuffled, f}, {y}, {{"pads", pads}, {"group", group}}});
+    g.inputs = {x};
+    g.outputs = {y};
+    if (shuffled_is_output) g.outputs.push_back(shuffled);
+    absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(g, TestTarget());
+    ASSERT_TRUE(e.ok()) << e.status();
+    EXPECT_EQ((*e)->fused_prologues(), shuffled_is_output ? 0 : 1);
+    EXPECT_EQ((*e)->kernels().size(), shuffled_is_output ? 3u : 2u);  // Relu, (Transpose,) the conv
+    const std::vector<float>& wf = g.tensors[static_cast<size_t>(f)].f32;
+    const std::vector<float> vx = Random(c * h * w, 92);
+    std::vector<float> out(static_cast<size_t>(c * h * w)), sh(out.size());
+    std::vector<float*> outs = {out.data()};
+    if (shuffled_is_output) outs.push_back(sh.data());
+    ASSERT_TRUE((*e)->Run({vx.data()}, outs).ok());
+    // Channel ch of the shuffle is channel (ch % g) * C/g + ch / g of the input.
+    auto in = [&](int64_t ch, int64_t i, int64_t j) {
+      const int64_t src = (ch % groups) * (c / groups) + ch / groups;
+      return std::max(0.0f, vx[static_cast<size_t>((src * h + i) * w + j)]);
+    };
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t i = 0; i < h; ++i) {
+        for (int64_t j = 0; j < w; ++j) {
+          double want = 0;
+          for (int64_t p = 0; p < 3; ++p)
+            for (int64_t q = 0; q < 3; ++q) {
+              const int64_t ih = i + p - 1, iw = j + q - 1;
+              if (ih >= 0 && ih < h && iw >= 0 && iw < w) want += in(ch, ih, iw) * wf[static_cast<size_t>((ch * 3 + p) * 3 + q)];
+            }
+          ASSERT_NEAR(out[static_cast<size_t>((ch * h + i) * w + j)], want, 1e-4) << ch << "," << i << "," << j;
+          if (shuffled_is_output) {
+            ASSERT_EQ(sh[static_cast<size_t>((ch * h + i) * w + j)], in(ch, i, j));
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(ExecutorTest, ElementwiseChainsFuseIntoOneKernel) {
   // Gelu as exporters write it: x * (erf(x / c) + 1), x read twice, constants scalars.
   Graph g;
