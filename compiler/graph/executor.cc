@@ -974,6 +974,8 @@ int HandOverConcats(const Graph& g, const std::vector<std::vector<int>>& consume
       at += g.tensors[static_cast<size_t>(t)].shape[1];
     }
     if (!ok || parts.empty()) continue;
+    size_t last_part = 0;
+    for (const auto& part : parts) last_part = std::max(last_part, part.first);
     // The readers: conv steps copying the concatenation into their blocked input.
     std::vector<size_t> readers;
     for (size_t s = 0; s < steps.size() && ok; ++s) {
@@ -988,7 +990,7 @@ int HandOverConcats(const Graph& g, const std::vector<std::vector<int>>& consume
         ok &= g.tensors[static_cast<size_t>(p.tensors[i])].shape == shape && p.func.params[i].name == "I" &&
               p.is_conv && !p.prologue &&
               bi < p.func.params.size() && p.func.params[bi].shape.size() == 5 &&
-              CountTopLevel(p.func.body, "I") == 1 && s > parts.back().first;
+              CountTopLevel(p.func.body, "I") == 1 && s > last_part;
         if (ok) readers.push_back(s);
       }
     }
