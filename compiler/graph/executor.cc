@@ -950,10 +950,11 @@ int HandOverConcats(const Graph& g, const std::vector<std::vector<int>>& consume
     if (cat.op != "Concat" || cat.outputs.size() != 1) continue;
     const int out = cat.outputs[0];
     const std::vector<int64_t>& shape = g.tensors[static_cast<size_t>(out)].shape;
-    if (shape.size() != 4 || NormalizedAxis(cat, shape) != 1 || is_output[static_cast<size_t>(out)] ||
-        root[static_cast<size_t>(out)] != out) {
-      continue;
-    }
+    if (shape.size() != 4 || NormalizedAxis(cat, shape) != 1 || root[static_cast<size_t>(out)] != out) continue;
+    // No graph output may share its storage (the concatenation itself, an alias of it).
+    bool read_out = false;
+    for (size_t u = 0; u < root.size(); ++u) read_out |= root[u] == out && is_output[u];
+    if (read_out) continue;
     // The parts: (producing step, channel offset).
     std::vector<std::pair<size_t, int64_t>> parts;
     int64_t at = 0;

@@ -699,9 +699,11 @@ std::vector<double> ConvReference(const std::vector<double>& in, int64_t c, int6
 // their outputs concatenated (through a Dropout) into the next conv's input. The
 // expand convs write their channels straight into the reader's blocked input at their
 // offsets (the concatenation is never written); when a MaxPool reads the
-// concatenation too, it stays NCHW. Both match a scalar reference.
+// concatenation too, or an alias of it (Identity) is a graph output, it stays NCHW.
+// All match a scalar reference.
 TEST(ExecutorTest, ConcatenatedConvOutputsAreHandedOverBlocked) {
-  for (const bool pool_reads_it : {false, true}) {
+  for (const std::string also : {"", "pool", "identity"}) {
+    const bool pool_reads_it = also == "pool", alias_is_output = also == "identity";
     Graph g;
     g.opset = 13;
     const int64_t c = 16, h = 6, w = 7, e1 = 32, e3 = 16, k = 16;
@@ -739,16 +741,23 @@ TEST(ExecutorTest, ConcatenatedConvOutputsAreHandedOverBlocked) {
       g.nodes.push_back(Node{"pool", "MaxPool", {cat}, {pooled}, {{"kernel_shape", kernel}}});
       g.outputs.push_back(pooled);
     }
+    const int same = AddTensor(&g, "same", {1, e1 + e3, h, w});
+    if (alias_is_output) {
+      g.nodes.push_back(Node{"identity", "Identity", {cat}, {same}, {}});
+      g.outputs.push_back(same);
+    }
     absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(g, TestTarget());
     ASSERT_TRUE(e.ok()) << e.status();
     // The squeeze output to both expand convs; the concatenation to the next conv.
-    EXPECT_EQ((*e)->cancelled_layout_pairs(), pool_reads_it ? 2 : 3);
+    EXPECT_EQ((*e)->cancelled_layout_pairs(), also.empty() ? 3 : 2);
     auto f32 = [&](int t) { return g.tensors[static_cast<size_t>(t)].f32; };
     for (uint32_t seed : {81u, 82u}) {
       const std::vector<float> vx = Random(c * h * w, seed);
       std::vector<float> out(static_cast<size_t>(k * h * w)), pool_out(static_cast<size_t>((e1 + e3) * (h - 1) * (w - 1)));
       std::vector<float*> outs = {out.data()};
+      std::vector<float> cat_out(static_cast<size_t>((e1 + e3) * h * w));
       if (pool_reads_it) outs.push_back(pool_out.data());
+      if (alias_is_output) outs.push_back(cat_out.data());
       ASSERT_TRUE((*e)->Run({vx.data()}, outs).ok());
       const std::vector<double> sq =
           ConvReference(std::vector<double>(vx.begin(), vx.end()), c, h, w, f32(ws), {}, c, 1, 0, true);
@@ -757,6 +766,9 @@ TEST(ExecutorTest, ConcatenatedConvOutputsAreHandedOverBlocked) {
       both.insert(both.end(), third.begin(), third.end());
       const std::vector<double> want = ConvReference(both, e1 + e3, h, w, f32(wk), {}, k, 1, 0, false);
       for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], want[i], 1e-3) << "seed " << seed << " at " << i;
+      if (alias_is_output) {
+        for (size_t i = 0; i < cat_out.size(); ++i) ASSERT_NEAR(cat_out[i], both[i], 1e-4) << "concat at " << i;
+      }
       if (pool_reads_it) {
         for (int64_t ch = 0; ch < e1 + e3; ++ch) {
           const double m = std::max({both[static_cast<size_t>(ch * h * w)], both[static_cast<size_t>(ch * h * w + 1)],
