@@ -296,6 +296,40 @@ ir::Stmt UnpackWithEpilogue(const Graph& g, const PlannedStep& step) {
   return ParallelOuter(body);
 }
 
+// A run-time parameter `name` of `p` bound to graph tensor `tensor` (its shape).
+void AddTensorParam(const Graph& g, PlannedStep* p, const std::string& name, int tensor) {
+  p->func.params.push_back(
+      ir::BufferParam{name, ir::DType::kFloat32, g.tensors[static_cast<size_t>(tensor)].shape, false});
+  p->tensors.push_back(tensor);
+  p->owned_data.emplace_back();
+  p->owned_elements.push_back(0);
+}
+
+// A step's function renamed after what it now computes (its body changed), so that
+// steps sharing a name share a kernel: "<name>_<hash of the function>".
+void Rename(ir::LoweredFunc* f) {
+  f->name = f->name.substr(0, f->name.rfind('_')) + "_" + HashHex(ir::ToString(*f)).substr(0, 8);
+}
+
+// The loops around a copy of one pixel's `block` channels over an [N, C, H, W]
+// activation, variables `<prefix>n`, `cb`, `h`, `w`: output rows and columns,
+// channel blocks, the batch; the parallel loop is the channel blocks when there are
+// enough of them, else the rows.
+ir::Stmt ChannelBlockNest(const std::string& prefix, const std::vector<int64_t>& dims, int64_t block,
+                          ir::Stmt pixel) {
+  using ir::IntImm;
+  ir::Stmt copy = ir::For(prefix + "w", IntImm(dims[3]), dims[3], ir::ForKind::kSerial, std::move(pixel));
+  const int64_t blocks = dims[1] / block;
+  if (blocks >= 4) {
+    copy = ir::For(prefix + "h", IntImm(dims[2]), dims[2], ir::ForKind::kSerial, copy);
+    copy = ir::For(prefix + "cb", IntImm(blocks), blocks, ir::ForKind::kParallel, copy);
+  } else {
+    copy = ir::For(prefix + "cb", IntImm(blocks), blocks, ir::ForKind::kSerial, copy);
+    copy = ir::For(prefix + "h", IntImm(dims[2]), dims[2], ir::ForKind::kParallel, copy);
+  }
+  return ir::For(prefix + "n", IntImm(dims[0]), dims[0], ir::ForKind::kSerial, copy);
+}
+
 // A convolution's epilogue (bias, residual, relu/clip) fused into its output's
 // unpack (the blocked layout back to NCHW), which runs once per element anyway: the
 // task's kernel stays the tuned one and no separate pass over the output is made.
@@ -305,16 +339,9 @@ bool FuseConvEpilogue(const Graph& g, const TaskUse& use, PlannedStep* step) {
   if (!f.unpack || f.params.empty() || ParamIndex(f, "O.blocked") >= f.params.size()) return false;
   const ir::BufferParam& out = f.params.back();
   if (!out.is_output || out.shape.size() != 4) return false;
-  auto add_input = [&](const std::string& name, int tensor) {
-    const Tensor& t = g.tensors[static_cast<size_t>(tensor)];
-    f.params.push_back(ir::BufferParam{name, ir::DType::kFloat32, t.shape, false});
-    step->tensors.push_back(tensor);
-    step->owned_data.emplace_back();
-    step->owned_elements.push_back(0);
-  };
-  if (use.bias >= 0) add_input("epi.bias", use.bias);
+  if (use.bias >= 0) AddTensorParam(g, step, "epi.bias", use.bias);
   if (use.residual >= 0) {
-    add_input("epi.residual", use.residual);
+    AddTensorParam(g, step, "epi.residual", use.residual);
     step->residual = ActivationLayout{"epi.residual", g.tensors[static_cast<size_t>(use.residual)].shape, 0, 0, 0};
   }
   f.unpack = UnpackWithEpilogue(g, *step);
@@ -667,33 +694,18 @@ absl::StatusOr<bool> FuseConvPrologue(const Graph& g, const ConvPrologue& pro, P
   p->tensors[in] = main;
   p->prologue = true;
   for (int t : inputs) {
-    if (t == main) continue;
-    const Tensor& tensor = g.tensors[static_cast<size_t>(t)];
-    f.params.push_back(ir::BufferParam{absl::StrCat("pro.t", t), ir::DType::kFloat32, tensor.shape, false});
-    p->tensors.push_back(t);
-    p->owned_data.emplace_back();
-    p->owned_elements.push_back(0);
+    if (t != main) AddTensorParam(g, p, absl::StrCat("pro.t", t), t);
   }
   if (shuffle_copy) {
     f.body = ReplaceTopLevel(f.body, "I", shuffle_copy);
   } else {
-    ir::Stmt copy = ir::For("pro.ci", IntImm(dst.block), dst.block,
-                            dst.block >= 4 ? ir::ForKind::kVectorized : ir::ForKind::kSerial,
-                            ir::Store("I.blocked", dst.Index(n, Mul(cb, IntImm(dst.block)), ci, h, w), value));
-    copy = ir::For("pro.w", IntImm(dims[3]), dims[3], ir::ForKind::kSerial, copy);
-    // The parallel loop: channel blocks when there are enough of them, else rows.
-    const int64_t blocks = dims[1] / dst.block;
-    if (blocks >= 4) {
-      copy = ir::For("pro.h", IntImm(dims[2]), dims[2], ir::ForKind::kSerial, copy);
-      copy = ir::For("pro.cb", IntImm(blocks), blocks, ir::ForKind::kParallel, copy);
-    } else {
-      copy = ir::For("pro.cb", IntImm(blocks), blocks, ir::ForKind::kSerial, copy);
-      copy = ir::For("pro.h", IntImm(dims[2]), dims[2], ir::ForKind::kParallel, copy);
-    }
-    f.body = ReplaceTopLevel(f.body, "I", ir::For("pro.n", IntImm(dims[0]), dims[0], ir::ForKind::kSerial, copy));
+    const ir::Stmt pixel = ir::For(
+        "pro.ci", IntImm(dst.block), dst.block, dst.block >= 4 ? ir::ForKind::kVectorized : ir::ForKind::kSerial,
+        ir::Store("I.blocked", dst.Index(n, Mul(cb, IntImm(dst.block)), ci, h, w), value));
+    f.body = ReplaceTopLevel(f.body, "I", ChannelBlockNest("pro.", dims, dst.block, pixel));
   }
   p->source = (pro.chain.empty() ? std::string("channel shuffle") : ChainOps(g, pro.chain)) + " -> " + p->source;
-  f.name = f.name.substr(0, f.name.rfind('_')) + "_" + HashHex(ir::ToString(f)).substr(0, 8);
+  Rename(&f);
   return true;
 }
 
@@ -718,17 +730,7 @@ ir::Stmt HandOverCopy(const Graph& g, const PlannedStep& a, const ActivationLayo
                           ir::Store(dst.buffer, dst.Index(n, Add(base, IntImm(channel_offset)), cl, h, w),
                                     ConvOutputValue(g, a, n, base, cl, h, w)));
   copy = ir::For("ho.co", IntImm(dst.block / lanes), dst.block / lanes, ir::ForKind::kSerial, copy);
-  copy = ir::For("ho.w", IntImm(os[3]), os[3], ir::ForKind::kSerial, copy);
-  // The parallel loop: channel blocks when there are enough of them, else rows.
-  const int64_t blocks = os[1] / dst.block;
-  if (blocks >= 4) {
-    copy = ir::For("ho.h", IntImm(os[2]), os[2], ir::ForKind::kSerial, copy);
-    copy = ir::For("ho.cb", IntImm(blocks), blocks, ir::ForKind::kParallel, copy);
-  } else {
-    copy = ir::For("ho.cb", IntImm(blocks), blocks, ir::ForKind::kSerial, copy);
-    copy = ir::For("ho.h", IntImm(os[2]), os[2], ir::ForKind::kParallel, copy);
-  }
-  return ir::For("ho.n", IntImm(os[0]), os[0], ir::ForKind::kSerial, copy);
+  return ChannelBlockNest("ho.", os, dst.block, copy);
 }
 
 // A max-pool whose input only a convolution's step writes and only the pool reads
@@ -926,7 +928,7 @@ absl::StatusOr<int> PropagateBlockedLayouts(const Graph& g, const Target& target
   }
   for (PlannedStep& p : steps) {
     if (p.is_conv) {
-      p.func.name = p.func.name.substr(0, p.func.name.rfind('_')) + "_" + HashHex(ir::ToString(p.func)).substr(0, 8);
+      Rename(&p.func);
     }
   }
   return removed;
@@ -1014,13 +1016,13 @@ int HandOverConcats(const Graph& g, const std::vector<std::vector<int>>& consume
       }
       A.func.body = ir::Block(body);
       EraseParam(&A, ParamIndex(A.func, "O"));
-      A.func.name = A.func.name.substr(0, A.func.name.rfind('_')) + "_" + HashHex(ir::ToString(A.func)).substr(0, 8);
+      Rename(&A.func);
     }
     for (size_t r : readers) {
       PlannedStep& B = steps[r];
       B.func.body = ir::Block(WithoutTopLevel(B.func.body, "I"));
       EraseParam(&B, ParamIndex(B.func, "I"));
-      B.func.name = B.func.name.substr(0, B.func.name.rfind('_')) + "_" + HashHex(ir::ToString(B.func)).substr(0, 8);
+      Rename(&B.func);
       ++handed;
     }
   }
