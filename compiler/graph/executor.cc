@@ -28,6 +28,7 @@
 #include "compiler/support/hash.h"
 #include "compiler/templates/conv2d_template.h"
 #include "compiler/templates/dense_template.h"
+#include "compiler/templates/matmul_template.h"
 #include "compiler/support/status.h"
 
 namespace tuneforge::graph {
@@ -274,7 +275,8 @@ ir::Expr ConvOutputValue(const Graph& g, const PlannedStep& step, ir::Expr n, ir
 }
 
 // A conv step's unpack: its output in NCHW "O" (ConvOutputValue of each element),
-// over the channel blocks in parallel.
+// over the channel blocks in parallel, rows inside a block (as the template's
+// UnpackStmt).
 ir::Stmt UnpackWithEpilogue(const Graph& g, const PlannedStep& step) {
   using ir::Add;
   using ir::IntImm;
@@ -283,7 +285,7 @@ ir::Stmt UnpackWithEpilogue(const Graph& g, const PlannedStep& step) {
   const std::vector<int64_t>& o = f.params[ParamIndex(f, "O")].shape;  // N, K, OH, OW (pooled)
   const int64_t y = f.params[ParamIndex(f, "O.blocked")].shape[4];
   const std::vector<std::pair<std::string, int64_t>> loops = {
-      {"u.n", o[0]}, {"u.kb", o[1] / y}, {"u.ko", y}, {"u.oh", o[2]}, {"u.ow", o[3]}};
+      {"u.n", o[0]}, {"u.kb", o[1] / y}, {"u.oh", o[2]}, {"u.ko", y}, {"u.ow", o[3]}};
   std::map<std::string, ir::Expr> v;
   for (const auto& [name, extent] : loops) v[name] = extent > 1 ? ir::Var(name) : IntImm(0);
   const ir::Expr c = Add(Mul(v["u.kb"], IntImm(y)), v["u.ko"]);
@@ -466,6 +468,32 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
     };
     func = dense->InstantiateWithEpilogue(task, target, *config, extra);
     RETURN_IF_ERROR(chain_error);
+  } else if (use.conv_as_gemm) {
+    // A pointwise conv as a matmul per group: its epilogue (bias and residual per
+    // output channel b * M + i, relu or clip) in the write-back.
+    const auto* matmul = dynamic_cast<const MatmulTemplate*>(tmpl);
+    if (!matmul) return absl::InternalError("a conv as a matmul needs the matmul template");
+    const int64_t rows = task.Param("M"), pixels = task.Param("N");
+    GemmEpilogue extra;
+    for (const auto& [name, t] : {std::pair<const char*, int>{"epi.bias", use.bias}, {"epi.residual", use.residual}}) {
+      if (t < 0) continue;
+      extra.inputs.push_back(
+          ir::BufferParam{name, ir::DType::kFloat32, g.tensors[static_cast<size_t>(t)].shape, false});
+      chain_inputs.push_back(t);
+    }
+    if (!extra.inputs.empty() || !use.activation.empty()) {
+      extra.fn = [&](ir::Expr value, ir::Expr b, ir::Expr i, ir::Expr j) {
+        const ir::Expr channel = ir::Add(ir::Mul(b, ir::IntImm(rows)), i);
+        std::vector<ir::Expr> addends;
+        if (use.bias >= 0) addends.push_back(ir::Load("epi.bias", ir::DType::kFloat32, channel));
+        if (use.residual >= 0) {
+          addends.push_back(ir::Load("epi.residual", ir::DType::kFloat32,
+                                     ir::Add(ir::Mul(channel, ir::IntImm(pixels)), j)));
+        }
+        return EpilogueExpr(g, use, value, addends);
+      };
+    }
+    func = matmul->InstantiateWithEpilogue(task, target, *config, extra);
   } else if (streams_weights) {
     // In a model the weights come from memory: large ones stream in while the kernel
     // computes.
@@ -479,7 +507,7 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
   }
   PlannedStep step;
   step.func = std::move(*func);
-  step.is_conv = g.nodes[static_cast<size_t>(use.anchor)].op == "Conv";
+  step.is_conv = g.nodes[static_cast<size_t>(use.anchor)].op == "Conv" && !use.conv_as_gemm;
   step.use = &use;
   if (conv_template && step.is_conv) {
     step.conv_template = conv_template;
@@ -489,13 +517,15 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
   }
   step.source = absl::StrCat(*tuned ? "tuned " : "default ", task.CanonicalText());
   const Node& anchor = g.nodes[static_cast<size_t>(use.anchor)];
-  std::vector<int> operands = {use.data, use.weight};
+  // A conv as a matmul: A is the weights, B the input.
+  std::vector<int> operands = use.conv_as_gemm ? std::vector<int>{use.weight, use.data}
+                                               : std::vector<int>{use.data, use.weight};
   if (task.op() == "dense" && task.Param("bias") == 1) operands.push_back(use.bias);
   operands.insert(operands.end(), chain_inputs.begin(), chain_inputs.end());
   // The template writes what the last absorbed node would: a conv's epilogue fuses
   // into its unpack, dense's chain into its write-back.
   const bool conv_epilogue =
-      anchor.op == "Conv" && (use.bias >= 0 || use.residual >= 0 || !use.activation.empty());
+      anchor.op == "Conv" && !use.conv_as_gemm && (use.bias >= 0 || use.residual >= 0 || !use.activation.empty());
   const int output = chain ? g.nodes[static_cast<size_t>(chain->back())].outputs[0] : use.output;
   size_t next = 0;
   for (const ir::BufferParam& p : step.func.params) {
@@ -1529,6 +1559,20 @@ absl::Status Executor::RunProfiled(const std::vector<const float*>& inputs, cons
     std::memcpy(outputs[i], from, static_cast<size_t>(m.outputs[i].NumElements()) * 4);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<double> Executor::TimeStepHot(size_t s, int reps) {
+  Impl& m = *impl_;
+  if (s >= m.steps.size() || reps < 1) return absl::InvalidArgumentError(absl::StrCat("no step ", s));
+  Impl::Step& step = m.steps[s];
+  std::vector<double> ms;
+  for (int i = 0; i < reps + 1; ++i) {  // the first run warms the cache
+    const auto start = std::chrono::steady_clock::now();
+    if (step.module->Run(step.buffers.data()) != 0) return absl::InternalError("kernel " + step.name + " failed");
+    if (i > 0) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
+  return ms[ms.size() / 2];
 }
 
 RunBuffers SeededRunBuffers(const Executor& exec, uint32_t seed) {

@@ -107,6 +107,11 @@ class Executor {
   // step's milliseconds to `step_ms` (sized to steps()) .
   absl::Status RunProfiled(const std::vector<const float*>& inputs, const std::vector<float*>& outputs,
                            std::vector<double>* step_ms);
+  // Step `s` alone, `reps` times back to back, after a Run: the median milliseconds
+  // of one run with its data hot in cache (what a kernel measured alone sees). The
+  // arena is left as the repeats leave it (a step that updates in place repeats its
+  // update): Run again before reading outputs.
+  absl::StatusOr<double> TimeStepHot(size_t s, int reps);
   // What each step runs: the kernel's source ("default conv2d ...", "Softmax", ...).
   std::vector<std::string> steps() const;
 

@@ -344,6 +344,86 @@ TEST(ExecutorTest, ConvsComputeTheElementwiseChainBeforeThem) {
   }
 }
 
+// Pointwise convs whose output channels per group are not a multiple of 16 run as a
+// matmul per group on the NCHW tensors (ShuffleNet's 60 channels, 20 per group):
+// grouped with bias, residual and ReLU, and ungrouped with a Clip (a tail of
+// pixels: 5 x 7). Both match a scalar reference; a 1x1 conv of 32 channels stays a
+// conv.
+TEST(ExecutorTest, PointwiseConvsOfOddWidthRunAsMatmuls) {
+  struct Case {
+    int64_t c, k, groups;
+    bool bias, residual;
+    std::string activation;
+  };
+  for (const Case& cs : std::vector<Case>{{12, 60, 3, true, true, "relu"},
+                                          {8, 24, 1, false, false, "clip"},
+                                          {8, 32, 1, true, false, ""}}) {
+    Graph g;
+    g.opset = 13;
+    const int64_t hh = 5, ww = 7, cg = cs.c / cs.groups, kg = cs.k / cs.groups;
+    auto constant = [&](const std::string& name, std::vector<int64_t> shape, uint32_t seed) {
+      const int t = AddTensor(&g, name, std::move(shape));
+      g.tensors[static_cast<size_t>(t)].constant = true;
+      g.tensors[static_cast<size_t>(t)].f32 = Random(g.tensors[static_cast<size_t>(t)].NumElements(), seed);
+      return t;
+    };
+    const int x = AddTensor(&g, "x", {1, cs.c, hh, ww}), res = AddTensor(&g, "res", {1, cs.k, hh, ww});
+    const int w = constant("w", {cs.k, cg, 1, 1}, 71), b = constant("b", {cs.k}, 72);
+    const int lo = constant("lo", {}, 73), hi = constant("hi", {}, 74);
+    g.tensors[static_cast<size_t>(lo)].f32 = {-0.5f};
+    g.tensors[static_cast<size_t>(hi)].f32 = {1.5f};
+    int y = AddTensor(&g, "conv", {1, cs.k, hh, ww});
+    Attribute group;
+    group.ints = {cs.groups};
+    std::vector<int> conv_in = {x, w};
+    if (cs.bias) conv_in.push_back(b);
+    g.nodes.push_back(Node{"conv", "Conv", conv_in, {y}, {{"group", group}}});
+    if (cs.residual) {
+      const int sum = AddTensor(&g, "sum", {1, cs.k, hh, ww});
+      g.nodes.push_back(Node{"add", "Add", {y, res}, {sum}, {}});
+      y = sum;
+    }
+    if (!cs.activation.empty()) {
+      const int act = AddTensor(&g, "act", {1, cs.k, hh, ww});
+      g.nodes.push_back(cs.activation == "relu" ? Node{"relu", "Relu", {y}, {act}, {}}
+                                                : Node{"clip", "Clip", {y, lo, hi}, {act}, {}});
+      y = act;
+    }
+    g.inputs = {x};
+    if (cs.residual) g.inputs.push_back(res);
+    g.outputs = {y};
+    absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(g, TestTarget());
+    ASSERT_TRUE(e.ok()) << e.status();
+    ASSERT_EQ((*e)->kernels().size(), 1u);
+    const std::string want_task =
+        cs.k % 16 == 0 ? "default conv2d" : cs.groups > 1 ? "default batch_matmul B=3 M=20 N=35 K=4" : "default matmul M=24 N=35 K=8";
+    EXPECT_THAT((*e)->kernels()[0].source, HasSubstr(want_task));
+    const std::vector<float>& wf = g.tensors[static_cast<size_t>(w)].f32;
+    const std::vector<float>& bf = g.tensors[static_cast<size_t>(b)].f32;
+    for (uint32_t seed : {81u, 82u}) {
+      const std::vector<float> vx = Random(cs.c * hh * ww, seed), vr = Random(cs.k * hh * ww, seed + 5);
+      std::vector<float> out(static_cast<size_t>(cs.k * hh * ww));
+      std::vector<const float*> ins = {vx.data()};
+      if (cs.residual) ins.push_back(vr.data());
+      ASSERT_TRUE((*e)->Run(ins, {out.data()}).ok());
+      for (int64_t o = 0; o < cs.k; ++o) {
+        for (int64_t p = 0; p < hh * ww; ++p) {
+          double want = cs.bias ? bf[static_cast<size_t>(o)] : 0.0;
+          for (int64_t ch = 0; ch < cg; ++ch) {
+            want += static_cast<double>(vx[static_cast<size_t>((o / kg * cg + ch) * hh * ww + p)]) *
+                    wf[static_cast<size_t>(o * cg + ch)];
+          }
+          if (cs.residual) want += vr[static_cast<size_t>(o * hh * ww + p)];
+          if (cs.activation == "relu") want = std::max(want, 0.0);
+          if (cs.activation == "clip") want = std::min(std::max(want, -0.5), 1.5);
+          ASSERT_NEAR(out[static_cast<size_t>(o * hh * ww + p)], want, 1e-4)
+              << cs.k << " channels, seed " << seed << " at " << o << "," << p;
+        }
+      }
+    }
+  }
+}
+
 // ShuffleNet's channel shuffle (Reshape to [1, g, C/g, H, W], Transpose [0, 2, 1, 3,
 // 4], Reshape back) before a depthwise conv: the conv's copy of its input reads the
 // shuffled channels (no Transpose kernel); when the shuffle's output is also a graph

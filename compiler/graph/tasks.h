@@ -37,6 +37,9 @@ struct TaskUse {
   int residual = -1;       // an activation added after a conv
   std::string activation;  // "", "relu" or "clip" (node `clip_node`'s bounds)
   int clip_node = -1;
+  // A 1x1 convolution computed as a (batch) matmul on NCHW (ExtractTasks: Conv):
+  // A = its weights [G, K/G, C/G], B = its input [G, C/G, H*W], C = its output.
+  bool conv_as_gemm = false;
   int anchor_output = -1;  // what the anchor alone computes
   int output = -1;         // what the last absorbed node writes
 };

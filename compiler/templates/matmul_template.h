@@ -13,6 +13,9 @@
 // handled by lowering (min() extents and versioned full tiles).
 #pragma once
 
+#include <functional>
+#include <vector>
+
 #include "compiler/schedule/compute.h"
 #include "compiler/schedule/schedule.h"
 #include "compiler/templates/template.h"
@@ -76,6 +79,14 @@ ir::Stmt PackANest(const GemmBuffers& names, int64_t batch, int64_t m, int64_t k
 // same panel), past the buffer it is a harmless hint. distance 0: `body` unchanged.
 ir::Stmt AddGemmPrefetch(const ir::Stmt& body, const std::string& b_buffer, int64_t distance);
 
+// Elementwise work a matmul's write-back applies to each result (a 1x1 convolution
+// computed as one: bias, residual, relu): `fn` maps the sum at (batch b, row i,
+// column j) to what is stored, reading `inputs` (parameters before C's).
+struct GemmEpilogue {
+  std::vector<ir::BufferParam> inputs;
+  std::function<ir::Expr(ir::Expr value, ir::Expr b, ir::Expr i, ir::Expr j)> fn;
+};
+
 class MatmulTemplate : public Template {
  public:
   explicit MatmulTemplate(bool batched = false) : batched_(batched) {}
@@ -91,10 +102,13 @@ class MatmulTemplate : public Template {
   // compiled. (The packing nests stay: they run inside the timed entry.)
   absl::StatusOr<ir::LoweredFunc> InstantiateKernel(const TuningTask& task, const Target& target,
                                                     const Config& config) const override;
+  // Instantiate with `extra` applied to every result as it is stored.
+  absl::StatusOr<ir::LoweredFunc> InstantiateWithEpilogue(const TuningTask& task, const Target& target,
+                                                          const Config& config, const GemmEpilogue& extra) const;
 
  private:
   absl::StatusOr<ir::LoweredFunc> Build(const TuningTask& task, const Target& target, const Config& config,
-                                        bool kernel_only) const;
+                                        const GemmEpilogue& extra, bool kernel_only) const;
 
   bool batched_;
 };
