@@ -142,7 +142,13 @@ absl::StatusOr<int> Inspect(const std::string& path, const frontend::DimBindings
   std::printf("\n%-58s %6s %9s %6s  %s\n", "task", "weight", "GFLOP", "share", "covers");
   for (const graph::ExtractedTask& t : table.tasks) {
     std::string covers = absl::StrJoin(t.nodes, ",");
-    if (!t.unfused_epilogue.empty()) absl::StrAppend(&covers, " (", t.unfused_epilogue, " in the output's unpack, not in the tuned kernel)");
+    if (!t.unfused_epilogue.empty()) {
+      // A conv's epilogue runs in its output's unpack; a pointwise conv computed as a
+      // matmul applies it as the matmul stores its results.
+      const bool as_matmul = t.op == "matmul" || t.op == "batch_matmul";
+      absl::StrAppend(&covers, " (", t.unfused_epilogue,
+                      as_matmul ? " in the matmul's write-back" : " in the output's unpack", ", not in the tuned kernel)");
+    }
     std::printf("%-58s %6d %9.4g %5.1f%%  %s\n", t.task.c_str(), t.weight, t.flops / 1e9,
                 100.0 * t.flops * t.weight / table.total_flops, covers.c_str());
   }

@@ -15,6 +15,14 @@
 namespace tuneforge {
 namespace {
 
+std::vector<float> RandomVector(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
 TuningTask Task(int64_t m, int64_t n, int64_t k) {
   auto t = MakeTask("matmul", {{"M", m}, {"N", n}, {"K", k}}, "float32");
   TF_CHECK(t.ok());
@@ -376,6 +384,61 @@ TEST(MatmulTemplateTest, FusesTheTileLoopsWhenThatBalancesTheThreads) {
   auto f = tmpl.Instantiate(Task(1024, 1024, 256), one, config("ijk"));
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(ir::ToString(*f).find("ij.o"), std::string::npos);
+}
+
+// A short matrix per batch (a pointwise conv as a matmul per group: 40 rows of 196
+// pixels, three groups) on two threads: the first heuristic's cache tiles leave
+// both threads work (64 x 192 tiles gave one thread one tile and the other a
+// 4-column tail: 0.067 ms against 0.038 on a Zen 4).
+TEST(BatchMatmulTemplateTest, HeuristicsKeepTwoThreadsBusyOnShortMatrices) {
+  auto task = MakeTask("batch_matmul", {{"B", 3}, {"M", 40}, {"N", 196}, {"K", 160}}, "float32");
+  ASSERT_TRUE(task.ok());
+  MatmulTemplate tmpl(/*batched=*/true);
+  Target two = Avx512TestTarget();
+  two.num_threads = 2;
+  const Config first = tmpl.Heuristics(*task, two).front();
+  EXPECT_EQ(first.Int("tile_i_blocks"), 1) << first.ToJson();
+  EXPECT_GE(std::max(GemmBusyShare(first, 40, 196, 2, false), GemmBusyShare(first, 40, 196, 2, true)), 0.7)
+      << first.ToJson();
+}
+
+// The epilogue a pointwise conv computed as a matmul brings (a bias per output
+// channel b * M + i, a residual, relu) is applied to every result, tails included.
+TEST(BatchMatmulTemplateTest, EpilogueAppliesToEveryResult) {
+  const int64_t b = 3, m = 5, n = 19, k = 7;
+  auto task = MakeTask("batch_matmul", {{"B", b}, {"M", m}, {"N", n}, {"K", k}}, "float32");
+  ASSERT_TRUE(task.ok());
+  MatmulTemplate tmpl(/*batched=*/true);
+  GemmEpilogue extra;
+  extra.inputs = {ir::BufferParam{"bias", ir::DType::kFloat32, {b * m}, false},
+                  ir::BufferParam{"res", ir::DType::kFloat32, {b * m * n}, false}};
+  extra.fn = [&](ir::Expr value, ir::Expr bb, ir::Expr i, ir::Expr j) {
+    const ir::Expr row = ir::Add(ir::Mul(bb, ir::IntImm(m)), i);
+    return ir::Max(ir::Add(ir::Add(value, ir::Load("bias", ir::DType::kFloat32, row)),
+                           ir::Load("res", ir::DType::kFloat32, ir::Add(ir::Mul(row, ir::IntImm(n)), j))),
+                   ir::FloatImm(0.0));
+  };
+  std::mt19937_64 rng(5);
+  const std::vector<float> bias = RandomVector(b * m, 1), res = RandomVector(b * m * n, 2);
+  for (int trial = 0; trial < 20; ++trial) {
+    Target target = Avx512TestTarget();
+    target.num_threads = 1 + trial % 2;
+    auto config = tmpl.Space(*task, target).Sample(rng);
+    ASSERT_TRUE(config.ok());
+    auto f = tmpl.InstantiateWithEpilogue(*task, target, *config, extra);
+    ASSERT_TRUE(f.ok()) << config->ToJson() << ": " << f.status();
+    auto inputs = MakeInputs(*task, trial);
+    auto expected = ReferenceOutput(*task, inputs);
+    ASSERT_TRUE(expected.ok());
+    std::map<std::string, std::vector<float>> buffers{{"A", inputs[0]}, {"B", inputs[1]}, {"bias", bias},
+                                                      {"res", res}, {"C", std::vector<float>(b * m * n, std::nanf(""))}};
+    absl::Status st = ir::Interpret(*f, &buffers);
+    ASSERT_TRUE(st.ok()) << st << "\n" << ir::ToString(*f);
+    for (int64_t e = 0; e < b * m * n; ++e) {
+      const float want = std::max(0.0f, (*expected)[e] + bias[e / n] + res[e]);
+      ASSERT_NEAR(buffers["C"][e], want, 1e-4 + 1e-4 * std::fabs(want)) << config->ToJson() << " index " << e;
+    }
+  }
 }
 
 // What the cost model lowers (InstantiateKernel) is Instantiate's kernel, packing nests
