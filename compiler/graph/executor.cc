@@ -276,7 +276,10 @@ ir::Expr ConvOutputValue(const Graph& g, const PlannedStep& step, ir::Expr n, ir
 
 // A conv step's unpack: its output in NCHW "O" (ConvOutputValue of each element),
 // over the channel blocks in parallel, rows inside a block (as the template's
-// UnpackStmt).
+// UnpackStmt). The channel goes in as block base u.kb * y and lane u.ko where the
+// residual's layout allows (NCHW, or blocks of a multiple of y), so that the blocked
+// index needs no division by y (with kb * y + ko, LLVM cannot tell that the quotient
+// is kb: ShuffleNet's 240 x 28 x 28 unpack 0.15 -> 0.10 ms).
 ir::Stmt UnpackWithEpilogue(const Graph& g, const PlannedStep& step) {
   using ir::Add;
   using ir::IntImm;
@@ -291,7 +294,10 @@ ir::Stmt UnpackWithEpilogue(const Graph& g, const PlannedStep& step) {
   const ir::Expr c = Add(Mul(v["u.kb"], IntImm(y)), v["u.ko"]);
   ir::Stmt body = ir::Store(
       "O", Add(Mul(Add(Mul(Add(Mul(v["u.n"], IntImm(o[1])), c), IntImm(o[2])), v["u.oh"]), IntImm(o[3])), v["u.ow"]),
-      ConvOutputValue(g, step, v["u.n"], c, IntImm(0), v["u.oh"], v["u.ow"]));
+      // Lane u.ko may not cross a block of the residual's layout.
+      step.residual.buffer.empty() || step.residual.block % y == 0
+          ? ConvOutputValue(g, step, v["u.n"], Mul(v["u.kb"], IntImm(y)), v["u.ko"], v["u.oh"], v["u.ow"])
+          : ConvOutputValue(g, step, v["u.n"], c, IntImm(0), v["u.oh"], v["u.ow"]));
   for (auto it = loops.rbegin(); it != loops.rend(); ++it) {
     if (it->second > 1) body = ir::For(it->first, IntImm(it->second), it->second, ir::ForKind::kSerial, body);
   }
