@@ -86,6 +86,35 @@ TEST(ParallelForTest, FreeParticipantsTakeTheRemainingBlocks) {
   EXPECT_EQ(h.others.load(), 3);
 }
 
+// Each participant runs its own share of the blocks first, in order: with 4 indices
+// on 2 threads the caller owns 0 and 1, the worker 2 and 3. Index 2 waits until 0 and
+// 1 have run, so the worker cannot reach the caller's share before the caller has run
+// it: both run on the calling thread (blocks dealt from one shared counter let the
+// worker take index 1 while the caller ran index 0).
+struct OwnShare {
+  std::thread::id thread[4];
+  std::atomic<int> done{0};
+};
+
+void RecordAndHoldTwo(int64_t i, void* closure) {
+  auto* o = static_cast<OwnShare*>(closure);
+  o->thread[i] = std::this_thread::get_id();
+  if (i == 2) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (o->done.load() < 2 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+  }
+  if (i < 2) o->done.fetch_add(1);
+}
+
+TEST(ParallelForTest, EachParticipantRunsItsOwnShareFirst) {
+  for (int round = 0; round < 20; ++round) {
+    OwnShare o;
+    tf_parallel_for(4, 2, RecordAndHoldTwo, &o);
+    EXPECT_EQ(o.thread[0], std::this_thread::get_id()) << round;
+    EXPECT_EQ(o.thread[1], std::this_thread::get_id()) << round;
+  }
+}
+
 TEST(ParallelForTest, NonPositiveThreadCountRunsSerially) {
   Recorder r(10);
   tf_parallel_for(10, 0, RecordIndex, &r);

@@ -3,12 +3,17 @@
 // One process-wide pool of worker threads, created lazily and kept for the life of
 // the process (never destroyed, so no static-destruction order problem when a kernel
 // runs during exit). A call runs [0, n) on min(n, num_threads) participants (the
-// calling thread and workers), which take contiguous blocks of iterations from a
-// shared counter until none is left: about 4 blocks per participant, one iteration
-// per block for short loops. Dealing out blocks as participants finish balances loops
-// whose iterations differ (a GEMM's last cache tile holds the shape's tail: 200 rows
-// in tiles of 96 were 2 tiles on one thread and 8 rows on the other when the range
-// was cut into equal halves). Workers and the waiting caller spin briefly before blocking, because a
+// calling thread and workers) in contiguous blocks of iterations: about 4 blocks per
+// participant, one iteration per block for short loops. Participant p owns the p-th
+// share of the blocks and runs them first, in order; when its share is done it takes
+// the blocks other participants have not started yet. Owning a share keeps each
+// thread on the same part of the data from one parallel loop to the next (a model's
+// steps: a layer's output rows are read by the next layer on the core that wrote
+// them; ShuffleNet's run 3-16% faster on a 2-core Zen 4, minima of 40 runs, than with
+// blocks dealt from one shared counter to whoever asked first). Taking the others'
+// blocks at the end still balances loops whose iterations differ (a GEMM's last cache
+// tile holds the shape's tail: 200 rows in tiles of 96 were 2 tiles on one thread
+// and 8 rows on the other when the range was cut into equal halves). Workers and the waiting caller spin briefly before blocking, because a
 // tuning run calls the same kernel back to back and wake-up latency would otherwise
 // dominate small kernels.
 //
@@ -94,24 +99,36 @@ bool SpinUntil(Pred done) {
   }
 }
 
-// One parallel loop as its participants see it: blocks of `grain` iterations taken
-// from `next` until it passes `n`.
+// One parallel loop as its participants see it: blocks of `grain` iterations;
+// participant p's share is blocks [first[p], first[p + 1]), of which the next not
+// started is next[p].
 struct LoopShare {
   ParallelBody fn = nullptr;
   void* closure = nullptr;
   int64_t n = 0;
   int64_t grain = 1;
-  alignas(64) std::atomic<int64_t> next{0};
+  int64_t participants = 1;
+  int64_t first[kMaxThreads + 1] = {};
+  struct alignas(64) Counter {
+    std::atomic<int64_t> value{0};
+  };
+  Counter next[kMaxThreads];
 };
 
-// Runs blocks of the loop until none is left.
-inline void RunShare(LoopShare* share) {
+// Runs blocks of participant `owner`'s share until none is left.
+inline void RunBlocksOf(LoopShare* share, int64_t owner) {
+  const int64_t last = share->first[owner + 1];
   for (;;) {
-    const int64_t begin = share->next.fetch_add(share->grain, std::memory_order_relaxed);
-    if (begin >= share->n) return;
-    const int64_t end = std::min(share->n, begin + share->grain);
+    const int64_t block = share->next[owner].value.fetch_add(1, std::memory_order_relaxed);
+    if (block >= last) return;
+    const int64_t begin = block * share->grain, end = std::min(share->n, begin + share->grain);
     for (int64_t i = begin; i < end; ++i) share->fn(i, share->closure);
   }
+}
+
+// Participant `me`'s part of the loop: its own share, then what is left of the others'.
+inline void RunShare(LoopShare* share, int64_t me) {
+  for (int64_t k = 0; k < share->participants; ++k) RunBlocksOf(share, (me + k) % share->participants);
 }
 
 class ThreadPool {
@@ -137,15 +154,18 @@ class ThreadPool {
     share_.closure = closure;
     share_.n = n;
     share_.grain = std::max<int64_t>(1, n / (participants * kBlocksPerParticipant));
-    share_.next.store(0, std::memory_order_relaxed);
+    share_.participants = participants;
+    const int64_t blocks = (n + share_.grain - 1) / share_.grain;
+    for (int64_t p = 0; p <= participants; ++p) share_.first[p] = blocks * p / participants;
+    for (int64_t p = 0; p < participants; ++p) share_.next[p].value.store(share_.first[p], std::memory_order_relaxed);
 
     remaining_.store(participants - 1, std::memory_order_relaxed);
     for (int64_t c = 1; c < participants; ++c) {
-      workers_[c - 1]->Assign(&share_, &remaining_, &done_mutex_, &done_cv_);
+      workers_[c - 1]->Assign(&share_, c, &remaining_, &done_mutex_, &done_cv_);
     }
 
     t_inside_parallel_for = true;
-    RunShare(&share_);
+    RunShare(&share_, 0);
     t_inside_parallel_for = false;
 
     auto all_done = [this] { return remaining_.load(std::memory_order_acquire) == 0; };
@@ -164,9 +184,11 @@ class ThreadPool {
     // `cpu` >= 0: the worker pins itself to it before its first task.
     explicit Worker(int cpu) : cpu_(cpu), thread_([this] { Loop(); }) { thread_.detach(); }
 
-    void Assign(LoopShare* share, std::atomic<int64_t>* remaining, std::mutex* done_mutex,
+    // `me`: the worker's participant number in the call (the caller is 0).
+    void Assign(LoopShare* share, int64_t me, std::atomic<int64_t>* remaining, std::mutex* done_mutex,
                 std::condition_variable* done_cv) {
       share_ = share;
+      me_ = me;
       remaining_ = remaining;
       done_mutex_ = done_mutex;
       done_cv_ = done_cv;
@@ -191,7 +213,7 @@ class ThreadPool {
           cv_.wait(lock, has_task);
         }
         seen = generation_.load(std::memory_order_acquire);
-        RunShare(share_);
+        RunShare(share_, me_);
         // Copy before the decrement: afterwards the dispatcher may reuse this worker.
         std::mutex* done_mutex = done_mutex_;
         std::condition_variable* done_cv = done_cv_;
@@ -208,6 +230,7 @@ class ThreadPool {
     std::condition_variable cv_;
     alignas(64) std::atomic<uint64_t> generation_{0};
     LoopShare* share_ = nullptr;
+    int64_t me_ = 0;
     std::atomic<int64_t>* remaining_ = nullptr;
     std::mutex* done_mutex_ = nullptr;
     std::condition_variable* done_cv_ = nullptr;
