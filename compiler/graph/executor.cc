@@ -530,8 +530,7 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
   operands.insert(operands.end(), chain_inputs.begin(), chain_inputs.end());
   // The template writes what the last absorbed node would: a conv's epilogue fuses
   // into its unpack, dense's chain into its write-back.
-  const bool conv_epilogue =
-      anchor.op == "Conv" && !use.conv_as_gemm && (use.bias >= 0 || use.residual >= 0 || !use.activation.empty());
+  const bool conv_epilogue = step.is_conv && (use.bias >= 0 || use.residual >= 0 || !use.activation.empty());
   const int output = chain ? g.nodes[static_cast<size_t>(chain->back())].outputs[0] : use.output;
   size_t next = 0;
   for (const ir::BufferParam& p : step.func.params) {
