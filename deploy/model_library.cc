@@ -179,16 +179,16 @@ std::string Glue(const ModelDeployOptions& o, const graph::ExportedModel& m, uin
     << "  g_error.clear();\n"
     << "  if (!m || (kNumInputs && !inputs) || (kNumOutputs && !outputs)) { g_error = \"null model, inputs or outputs\"; return -1; }\n"
     << "  for (int i = 0; i < kNumInputs; ++i) {\n"
-    << "    if (!inputs[i]) { g_error = std::string(\"input \") + kInputs[i].name + \" is null\"; return -1; }\n"
+    << "    if (!inputs[i] && kInputs[i].elements > 0) { g_error = std::string(\"input \") + kInputs[i].name + \" is null\"; return -1; }\n"
     << "    void* to = Where(m, kInputs[i].where);\n"
-    << "    if (to) memcpy(to, inputs[i], (size_t)kInputs[i].elements * 4);\n  }\n"
+    << "    if (to && kInputs[i].elements > 0) memcpy(to, inputs[i], (size_t)kInputs[i].elements * 4);\n  }\n"
     << "  for (int s = 0; s < kNumSteps; ++s) {\n"
     << "    const Step& step = kSteps[s];\n"
     << "    if (kKernels[step.kernel](m->args + step.first_arg) != 0) {\n"
     << "      g_error = \"step \" + std::to_string(s) + \" failed\";\n      return -1;\n    }\n  }\n"
     << "  for (int i = 0; i < kNumOutputs; ++i) {\n"
-    << "    if (!outputs[i]) { g_error = std::string(\"output \") + kOutputs[i].name + \" is null\"; return -1; }\n"
-    << "    memcpy(outputs[i], Where(m, kOutputs[i].where), (size_t)kOutputs[i].elements * 4);\n  }\n"
+    << "    if (!outputs[i] && kOutputs[i].elements > 0) { g_error = std::string(\"output \") + kOutputs[i].name + \" is null\"; return -1; }\n"
+    << "    if (kOutputs[i].elements > 0) memcpy(outputs[i], Where(m, kOutputs[i].where), (size_t)kOutputs[i].elements * 4);\n  }\n"
     << "  return 0;\n}\n\n";
   for (const char* what : {"input", "output"}) {
     const std::string W = std::string(what) == "input" ? "Input" : "Output";

@@ -193,6 +193,7 @@ const std::map<std::string, std::set<std::string>>& SupportedAttributes() {
       {"Exp", {}},
       {"Expand", {}},
       {"DFT", {"axis", "inverse", "onesided"}},  // axis: an input from opset 20
+      {"Det", {}},
       {"ScatterND", {"reduction"}},
       {"TopK", {"axis", "k", "largest", "sorted"}},  // k: an attribute before opset 10
       {"Einsum", {"equation"}},
@@ -449,9 +450,7 @@ absl::Status CheckSupported(const OnnxModel& model) {
           (__builtin_mul_overflow(elements, dim.dim_value(), &elements) || elements > kMaxInputElements)) {
         return Bad(model.path, absl::StrCat(what, " has more than ", kMaxInputElements, " elements"));
       }
-      if (dim.has_dim_value() && dim.dim_value() == 0) {
-        return Bad(model.path, absl::StrCat(what, " dimension ", d, " is 0: empty tensors are not supported"));
-      }
+      if (dim.has_dim_value() && dim.dim_value() == 0) continue;  // empty: see the graph importer
       if (!dim.has_dim_value() || dim.dim_value() < 1) {
         return Bad(model.path,
                    absl::StrCat(what, " dimension ", d, " is ",

@@ -1503,6 +1503,10 @@ absl::StatusOr<ExportedModel> Executor::Export() const {
   }
   for (size_t i = 0; i < m.outputs.size(); ++i) {
     float* p = m.Pointer(m.output_ids[i]);
+    if (m.outputs[i].NumElements() == 0) {  // an empty output: nothing to copy (kNull)
+      out.outputs.push_back({m.outputs[i].name, m.outputs[i].shape, ExportedArg{}});
+      continue;
+    }
     if (!p) return absl::InternalError("output " + m.outputs[i].name + " is never computed");
     const Tensor& root = m.graph.tensors[static_cast<size_t>(m.root[static_cast<size_t>(m.output_ids[i])])];
     ASSIGN_OR_RETURN(ExportedArg a, where(p, root.constant ? root.NumElements() * 4 : 0));
@@ -1559,6 +1563,7 @@ absl::Status Executor::RunProfiled(const std::vector<const float*>& inputs, cons
     }
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
+    if (m.outputs[i].NumElements() == 0) continue;  // an empty output has no values
     const float* from = m.Pointer(m.output_ids[i]);
     if (!from) return absl::InternalError("output " + m.outputs[i].name + " was never computed");
     std::memcpy(outputs[i], from, static_cast<size_t>(m.outputs[i].NumElements()) * 4);

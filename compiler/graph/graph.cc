@@ -282,7 +282,11 @@ class Importer {
       t.dtype = v.type().tensor_type().elem_type() == onnx::TensorProto::INT64 ? DType::kInt64
                                                                                : DType::kFloat32;
       for (const auto& d : v.type().tensor_type().shape().dim()) t.shape.push_back(d.dim_value());
+      // An empty input (a zero dimension) has no values: a constant with no data, so
+      // that what is computed from it is known at import (ImportNode).
+      t.constant = t.NumElements() == 0;
       graph_.inputs.push_back(Add(std::move(t)));
+      if (T(graph_.inputs.back()).constant) empty_values_.insert(graph_.inputs.back());
     }
     for (int i = 0; i < g.node_size(); ++i) {
       absl::Status s = ImportNode(g.node(i), i);
@@ -316,6 +320,11 @@ class Importer {
   }
   Tensor& T(int id) { return graph_.tensors[static_cast<size_t>(id)]; }
   const Tensor& T(int id) const { return graph_.tensors[static_cast<size_t>(id)]; }
+
+  // The empty graph inputs and node outputs (constants with no data). An empty
+  // initializer is not one of them: exporters write those for an optional input
+  // left out (Resize's roi), which the operators read as absent.
+  std::set<int> empty_values_;
 
   absl::Status ImportNode(const onnx::NodeProto& p, int index) {
     pending_constant_.reset();
@@ -351,11 +360,11 @@ class Importer {
       return absl::InvalidArgumentError(
           absl::StrCat(p.output_size(), " outputs given, ", outs.size(), " supported"));
     }
-    for (const Tensor& t : outs) {
-      if (!t.constant && std::find(t.shape.begin(), t.shape.end(), 0) != t.shape.end()) {
-        return absl::InvalidArgumentError(absl::StrCat("an output of shape ", ShapeText(t.shape),
-                                                       " is empty: empty tensors are not supported"));
-      }
+    // An empty output (a zero dimension) has no values to compute: it is a constant
+    // with no data, whatever the inputs (a Slice past the end, a Split into parts of
+    // size 0).
+    for (Tensor& t : outs) {
+      if (t.NumElements() == 0) t.constant = true;
     }
     bool all_constant = true;
     for (int i = 0; i < p.output_size(); ++i) {
@@ -378,10 +387,30 @@ class Importer {
       if (graph_.Find(p.output(i)) >= 0) {
         return absl::InvalidArgumentError(absl::StrCat("output '", p.output(i), "' is defined twice"));
       }
+      const bool empty = outs[static_cast<size_t>(i)].NumElements() == 0;
       node.outputs.push_back(Add(std::move(outs[static_cast<size_t>(i)])));
+      if (empty) empty_values_.insert(node.outputs.back());
     }
     // A node whose outputs are all known now is folded away: its outputs are constants.
     if (!all_constant) {
+      // Kernels are not written for empty operands; a node whose result depends on
+      // run-time values and reads an empty tensor (a Concat with an empty part) is
+      // refused rather than run.
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        if (node.inputs[i] >= 0 && empty_values_.count(node.inputs[i])) {
+          return absl::UnimplementedError(absl::StrCat(
+              "input ", i, " ('", T(node.inputs[i]).name, "') is empty (shape ", ShapeText(T(node.inputs[i]).shape),
+              ") and the result depends on run-time values: not supported (an empty tensor is "
+              "supported where the result is known at import: a reduction over it, an empty output)"));
+        }
+      }
+      for (size_t i = 0; i < node.outputs.size(); ++i) {
+        if (T(node.outputs[i]).NumElements() == 0) {
+          return absl::UnimplementedError(absl::StrCat(
+              "output ", i, " ('", T(node.outputs[i]).name, "') is empty (shape ", ShapeText(T(node.outputs[i]).shape),
+              ") while another output is computed at run time: not supported"));
+        }
+      }
       RETURN_IF_ERROR(CheckRunTimeInts(node));
       graph_.nodes.push_back(std::move(node));
     }
@@ -1013,9 +1042,8 @@ class Importer {
       }
       std::vector<int64_t> s;
       for (size_t d = 0; d < repeats.size(); ++d) {
-        if (repeats[d] < 1) {
-          return absl::InvalidArgumentError(absl::StrCat("repeats ", ShapeText(repeats),
-                                                         ": each must be >= 1 (empty tensors are not supported)"));
+        if (repeats[d] < 0) {
+          return absl::InvalidArgumentError(absl::StrCat("repeats ", ShapeText(repeats), ": each must be >= 0"));
         }
         s.push_back(x.shape[d] * repeats[d]);
       }
@@ -1082,6 +1110,20 @@ class Importer {
       RETURN_IF_ERROR(NeedFloat(n));
       ASSIGN_OR_RETURN(EinsumPlan plan, PlanEinsum(n.Text("equation", ""), In(n, 0).shape, In(n, 1).shape));
       return std::vector<Tensor>{Like(In(n, 0), plan.out_shape)};
+    }
+    if (op == "Det") {  // the determinant of each square matrix in the last two axes
+      RETURN_IF_ERROR(Need(n, 1, 1));
+      RETURN_IF_ERROR(NeedFloat(n));
+      const std::vector<int64_t>& s = In(n, 0).shape;
+      if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("input of shape ", ShapeText(s), " is not a batch of square matrices [..., M, M]"));
+      }
+      if (s.back() > kMaxDetSize) {
+        return absl::UnimplementedError(
+            absl::StrCat("a determinant of a ", s.back(), " x ", s.back(), " matrix (at most ", kMaxDetSize, ")"));
+      }
+      return std::vector<Tensor>{Like(In(n, 0), std::vector<int64_t>(s.begin(), s.end() - 2))};
     }
     if (op == "DFT") {  // along one signal axis; the last axis holds 1 (real) or 2 (real, imaginary) values
       RETURN_IF_ERROR(Need(n, 1, 3));
@@ -1422,7 +1464,26 @@ class Importer {
           out.push_back(1);
         }
       }
-      return std::vector<Tensor>{Like(In(n, 0), out)};
+      Tensor result = Like(In(n, 0), out);
+      if (In(n, 0).NumElements() == 0 && result.NumElements() > 0) {
+        // A reduction over an empty set: each result is the reduction's identity, as
+        // the ONNX operators define it (opset 18): 0 for the sums, 1 for the product,
+        // -inf for the max and the logs of a sum, +inf for the min. The mean of
+        // nothing is 0 / 0: onnxruntime answers 0, the ONNX reference NaN.
+        if (op == "ReduceMean") {
+          return absl::UnimplementedError(absl::StrCat(
+              "ReduceMean over an empty axis (input shape ", ShapeText(s),
+              ") is 0 / 0, which onnxruntime and the ONNX reference answer differently: not supported"));
+        }
+        const float inf = std::numeric_limits<float>::infinity();
+        float identity = 0.0f;
+        if (op == "ReduceProd") identity = 1.0f;
+        if (op == "ReduceMax" || op == "ReduceLogSum" || op == "ReduceLogSumExp") identity = -inf;
+        if (op == "ReduceMin") identity = inf;
+        result.constant = true;
+        result.f32.assign(static_cast<size_t>(result.NumElements()), identity);
+      }
+      return std::vector<Tensor>{std::move(result)};
     }
     return absl::InvalidArgumentError("operator has no shape inference");  // CheckSupported lists all
   }
@@ -1749,6 +1810,7 @@ class Importer {
     DType to = DType::kFloat32;
     if (like) {
       to = In(n, 1).dtype;
+      n.inputs.resize(1);  // only its type is read (it may be empty)
     } else {
       const int64_t code = n.Int("to", -1);
       if (code == onnx::TensorProto::FLOAT) {

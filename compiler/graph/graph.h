@@ -82,6 +82,9 @@ bool IsUnaryElementwiseOp(const std::string& op);
 // ReduceSum, ReduceMean, ReduceMax, ... (one float input, axes as an attribute or a
 // constant second input, keepdims).
 bool IsReduceOp(const std::string& op);
+
+// The largest matrix Det takes: the kernel eliminates in a local copy of M * M floats.
+constexpr int64_t kMaxDetSize = 64;
 // Less, Greater, LessOrEqual, GreaterOrEqual, Equal (two inputs of one type, a bool
 // result) and Not, And, Or, Xor (bool inputs): elementwise with broadcasting.
 bool IsComparisonOrLogicOp(const std::string& op);

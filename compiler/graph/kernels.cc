@@ -894,6 +894,70 @@ absl::StatusOr<NodeKernel> ScatterND(const Graph& g, const Node& n, int lanes) {
   return b.Finish(ir::Block(parts));
 }
 
+// Det: per matrix (in parallel), Gaussian elimination with partial pivoting in a local
+// copy: at column k the row with the largest magnitude from k down is swapped up (the
+// sign flips when it is another row), the determinant takes the pivot, and the rows
+// below subtract their multiple of it. A zero pivot (a singular matrix) makes the
+// determinant 0 and its multipliers 0, so no NaN comes from 0 / 0.
+absl::StatusOr<NodeKernel> Det(const Graph& g, const Node& n) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& shape = b.Shape(n.inputs[0]);
+  const int64_t m = shape.back();
+  const int64_t batch = Product(shape, 0, shape.size() - 2);
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string y = b.Param(n.outputs[0], true);
+  const std::string mat = b.names("mat"), bi = b.names("bi"), i = b.names("i"), j = b.names("j"),
+                    k = b.names("k"), r = b.names("r"), det = b.names("det"), piv = b.names("piv"),
+                    best = b.names("best"), row = b.names("row"), kf = b.names("kf"), tmp = b.names("tmp");
+  auto at = [&](Expr rr, Expr cc) { return ir::Add(ir::Mul(rr, IntImm(m)), cc); };
+  auto a = [&](Expr rr, Expr cc) { return ir::Load(mat, ir::DType::kFloat32, at(rr, cc)); };
+  const Expr K = Var(k);
+  const Expr below = ir::Add(ir::Add(K, IntImm(1)), Var(r));  // row k + 1 + r
+  const Expr rows_below = ir::Sub(IntImm(m - 1), K);
+  const Expr right = ir::Add(K, Var(j));  // column k + j
+  const Expr cols_right = ir::Sub(IntImm(m), K);
+  // The pivot: the first row from k down with the largest magnitude in column k
+  // (row numbers as floats: `row` counts along, `piv` keeps the pick).
+  const Expr candidate = ir::Call("abs", a(below, K));
+  const Stmt search = ir::Block({
+      ir::Store(piv, IntImm(0), ir::Select(ir::LT(Scalar(best), candidate), Scalar(row), Scalar(piv))),
+      ir::Store(best, IntImm(0), ir::Max(Scalar(best), candidate)),
+      ir::Store(row, IntImm(0), ir::Add(Scalar(row), FloatImm(1.0)))});
+  const Expr p = ir::ToInt(Scalar(piv));
+  const Stmt swap = ir::For(j, IntImm(m), m, ForKind::kSerial,
+                            ir::Block({ir::Store(tmp, IntImm(0), a(K, Var(j))),
+                                       ir::Store(mat, at(K, Var(j)), a(p, Var(j))),
+                                       ir::Store(mat, at(p, Var(j)), Scalar(tmp))}));
+  const Expr pivot = a(K, K);
+  const Stmt eliminate = ir::For(
+      r, rows_below, m, ForKind::kSerial,
+      ir::Block({ir::Store(tmp, IntImm(0),
+                           ir::Select(ir::EQ(pivot, FloatImm(0.0)), FloatImm(0.0), ir::Div(a(below, K), pivot))),
+                 ir::For(j, cols_right, m, ForKind::kSerial,
+                         ir::Store(mat, at(below, right), ir::Sub(a(below, right), ir::Mul(Scalar(tmp), a(K, right)))))}));
+  const Stmt column = ir::Block({
+      ir::Store(piv, IntImm(0), Scalar(kf)),
+      ir::Store(best, IntImm(0), ir::Call("abs", pivot)),
+      ir::Store(row, IntImm(0), ir::Add(Scalar(kf), FloatImm(1.0))),
+      ir::For(r, rows_below, m, ForKind::kSerial, search),
+      swap,
+      ir::Store(det, IntImm(0),
+                ir::Mul(Scalar(det), ir::Mul(ir::Select(ir::EQ(Scalar(piv), Scalar(kf)), FloatImm(1.0), FloatImm(-1.0)),
+                                             pivot))),
+      eliminate,
+      ir::Store(kf, IntImm(0), ir::Add(Scalar(kf), FloatImm(1.0)))});
+  const Expr base = ir::Mul(Var(bi), IntImm(m * m));
+  Stmt body = ir::Block({
+      ir::For(i, IntImm(m * m), m * m, ForKind::kSerial,
+              ir::Store(mat, Var(i), ir::Load(x, ir::DType::kFloat32, ir::Add(base, Var(i))))),
+      ir::Store(det, IntImm(0), FloatImm(1.0)), ir::Store(kf, IntImm(0), FloatImm(0.0)),
+      ir::For(k, IntImm(m), m, ForKind::kSerial, column),
+      ir::Store(y, Var(bi), Scalar(det))});
+  for (const std::string& local : {det, piv, best, row, kf, tmp}) body = ir::Allocate(local, ir::DType::kFloat32, 1, body);
+  body = ir::Allocate(mat, ir::DType::kFloat32, m * m, body);
+  return b.Finish(ir::For(bi, IntImm(batch), batch, ForKind::kParallel, body));
+}
+
 // DFT, directly: output k of each line is the sum over the line's first `length`
 // elements (zero past the input's end) times e^(-+2 pi i k n / length), from cos and
 // sin tables computed here in double; the inverse divides by length.
@@ -2037,6 +2101,7 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lane
   if (op == "GatherElements") return GatherElements(g, n, lanes);
   if (op == "TopK") return TopK(g, n);
   if (op == "DFT") return Dft(g, n);
+  if (op == "Det") return Det(g, n);
   if (op == "ScatterND") return ScatterND(g, n, lanes);
   if (op == "LpNormalization") return LpNormalization(g, n, lanes);
   if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") return Softmax(g, n, lanes, g.opset);

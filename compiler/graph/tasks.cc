@@ -288,7 +288,7 @@ class Extractor {
     }
     if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax" || op == "LayerNormalization" ||
         op == "InstanceNormalization" || op == "GroupNormalization" || op == "MeanVarianceNormalization" ||
-        op == "LRN" || op == "LpNormalization" || op == "CumSum" || op == "ArgMax" || op == "ArgMin" || op == "TopK" || op == "DFT" ||
+        op == "LRN" || op == "LpNormalization" || op == "CumSum" || op == "ArgMax" || op == "ArgMin" || op == "TopK" || op == "DFT" || op == "Det" ||
         IsReduceOp(op)) {
       return "normalization/reduction";
     }
