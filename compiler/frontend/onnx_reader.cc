@@ -194,6 +194,7 @@ const std::map<std::string, std::set<std::string>>& SupportedAttributes() {
       {"Expand", {}},
       {"DFT", {"axis", "inverse", "onesided"}},  // axis: an input from opset 20
       {"Det", {}},
+      {"DeformConv", {"dilations", "group", "kernel_shape", "offset_group", "pads", "strides"}},
       {"ScatterND", {"reduction"}},
       {"TopK", {"axis", "k", "largest", "sorted"}},  // k: an attribute before opset 10
       {"Einsum", {"equation"}},

@@ -1111,6 +1111,44 @@ class Importer {
       ASSIGN_OR_RETURN(EinsumPlan plan, PlanEinsum(n.Text("equation", ""), In(n, 0).shape, In(n, 1).shape));
       return std::vector<Tensor>{Like(In(n, 0), plan.out_shape)};
     }
+    if (op == "DeformConv") {  // 2-D: X, W, offset, optional B and mask
+      RETURN_IF_ERROR(Need(n, 3, 5));
+      RETURN_IF_ERROR(NeedFloat(n));
+      const std::vector<int64_t>& x = In(n, 0).shape;
+      const std::vector<int64_t>& w = In(n, 1).shape;
+      if (x.size() != 4 || w.size() != 4) {
+        return absl::UnimplementedError(absl::StrCat("DeformConv over input ", ShapeText(x), " and weights ",
+                                                     ShapeText(w), " (2-D only: N x C x H x W)"));
+      }
+      const int64_t group = n.Int("group", 1), offset_group = n.Int("offset_group", 1);
+      if (group < 1 || offset_group < 1 || x[1] % group != 0 || x[1] % offset_group != 0 || w[0] % group != 0 ||
+          w[1] * group != x[1]) {
+        return absl::InvalidArgumentError(absl::StrCat("input ", ShapeText(x), ", weights ", ShapeText(w), ", group ",
+                                                       group, " and offset_group ", offset_group, " do not agree"));
+      }
+      std::vector<int64_t> kernel = n.Ints("kernel_shape", {w[2], w[3]});
+      if (kernel != std::vector<int64_t>{w[2], w[3]}) {
+        return absl::InvalidArgumentError(absl::StrCat("kernel_shape ", ShapeText(kernel), " is not the weights' ",
+                                                       ShapeText({w[2], w[3]})));
+      }
+      std::vector<int64_t> pads, spatial;
+      RETURN_IF_ERROR(SpatialOut(n, {x[2], x[3]}, kernel, false, &pads, &spatial));
+      if (n.Text("auto_pad", "NOTSET") != "NOTSET") return absl::InvalidArgumentError("DeformConv has no auto_pad");
+      n.attrs["pads"].ints = pads;
+      const std::vector<int64_t> offsets = {x[0], offset_group * 2 * w[2] * w[3], spatial[0], spatial[1]};
+      if (In(n, 2).shape != offsets) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("offset ", ShapeText(In(n, 2).shape), " is not ", ShapeText(offsets)));
+      }
+      if (Has(n, 3) && In(n, 3).shape != std::vector<int64_t>{w[0]}) {
+        return absl::InvalidArgumentError(absl::StrCat("B ", ShapeText(In(n, 3).shape), " is not [", w[0], "]"));
+      }
+      const std::vector<int64_t> masks = {x[0], offset_group * w[2] * w[3], spatial[0], spatial[1]};
+      if (Has(n, 4) && In(n, 4).shape != masks) {
+        return absl::InvalidArgumentError(absl::StrCat("mask ", ShapeText(In(n, 4).shape), " is not ", ShapeText(masks)));
+      }
+      return std::vector<Tensor>{Like(In(n, 0), {x[0], w[0], spatial[0], spatial[1]})};
+    }
     if (op == "Det") {  // the determinant of each square matrix in the last two axes
       RETURN_IF_ERROR(Need(n, 1, 1));
       RETURN_IF_ERROR(NeedFloat(n));
@@ -1695,10 +1733,7 @@ class Importer {
     }
     const std::string transform = legacy ? "asymmetric" : n.Text("coordinate_transformation_mode", "half_pixel");
     static const std::set<std::string> kTransforms = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
-                                                      "align_corners", "asymmetric"};
-    if (transform == "tf_crop_and_resize") {
-      return absl::InvalidArgumentError("coordinate_transformation_mode 'tf_crop_and_resize' is not supported");
-    }
+                                                      "align_corners", "asymmetric", "tf_crop_and_resize"};
     if (!kTransforms.count(transform)) {
       return absl::InvalidArgumentError(absl::StrCat("attribute coordinate_transformation_mode '", transform,
                                                      "' is unknown"));
@@ -1761,6 +1796,47 @@ class Importer {
           scale[d] = common;
           shape[d] = static_cast<int64_t>(common * static_cast<double>(x.shape[d]) + 0.5);
           if (shape[d] < 1) return absl::InvalidArgumentError(absl::StrCat("axis ", d, " resizes to 0 elements"));
+        }
+      }
+    }
+    if (transform == "tf_crop_and_resize") {
+      // The region of interest: per axis in `axes`, a start and an end as fractions
+      // of the input (all starts, then all ends); tf_roi holds them for every axis
+      // (0 and 1 for the axes not resized).
+      if (!Has(n, 1) || !In(n, 1).constant || In(n, 1).dtype != DType::kFloat32) {
+        return absl::InvalidArgumentError(
+            "coordinate_transformation_mode 'tf_crop_and_resize' needs roi (input 1) as a constant float32 tensor");
+      }
+      const std::vector<float>& roi = In(n, 1).f32;
+      if (roi.size() != 2 * axes.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("roi has ", roi.size(), " values for ", axes.size(), " axes (a start and an end each)"));
+      }
+      std::vector<float> full(2 * rank, 0.0f);
+      for (size_t d = 0; d < rank; ++d) full[rank + d] = 1.0f;
+      for (size_t i = 0; i < axes.size(); ++i) {
+        if (!std::isfinite(roi[i]) || !std::isfinite(roi[axes.size() + i])) {
+          return absl::InvalidArgumentError("roi holds a value that is not finite");
+        }
+        full[static_cast<size_t>(axes[i])] = roi[i];
+        full[rank + static_cast<size_t>(axes[i])] = roi[axes.size() + i];
+      }
+      n.attrs["tf_roi"].floats = full;
+      // onnxruntime and the ONNX reference agree on the linear form with whole output
+      // widths only: nearest rounds a tie differently, cubic and a fractional width
+      // (scale x input not a whole number) map the coordinates differently.
+      if (mode != "linear" || n.Int("antialias", 0) != 0) {
+        return absl::UnimplementedError(absl::StrCat(
+            "coordinate_transformation_mode 'tf_crop_and_resize' with mode '", mode,
+            n.Int("antialias", 0) != 0 ? "' and antialias" : "'",
+            " is not supported (linear only: onnxruntime and the ONNX reference differ on the others)"));
+      }
+      for (int64_t a : axes) {
+        const size_t d = static_cast<size_t>(a);
+        if (scale[d] * static_cast<double>(x.shape[d]) != static_cast<double>(shape[d])) {
+          return absl::UnimplementedError(absl::StrCat(
+              "coordinate_transformation_mode 'tf_crop_and_resize' with scale ", scale[d], " on axis ", d, " of ",
+              x.shape[d], " elements (not a whole output width) is not supported: give sizes"));
         }
       }
     }

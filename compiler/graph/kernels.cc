@@ -958,6 +958,90 @@ absl::StatusOr<NodeKernel> Det(const Graph& g, const Node& n) {
   return b.Finish(ir::For(bi, IntImm(batch), batch, ForKind::kParallel, body));
 }
 
+// DeformConv (2-D), directly: output (n, k, oh, ow) is B[k] plus, over its group's
+// input channels c and the kernel taps (i, j), W[k, c, i, j] times the tap's mask
+// times the input of channel c sampled bilinearly at (oh * stride - pad + i * dilation
+// + its offset's dy, the same for x), corners outside the image counting 0 (the
+// ONNX reference's GridSample with align_corners in pixel units). Offsets and masks
+// are per offset group: (n, (g * kh + i) * kw + j, 2 values (dy, dx) for offsets).
+absl::StatusOr<NodeKernel> DeformConv(const Graph& g, const Node& n) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& in = b.Shape(n.inputs[0]);
+  const std::vector<int64_t>& wt = b.Shape(n.inputs[1]);
+  const std::vector<int64_t>& out = b.Shape(n.outputs[0]);
+  const int64_t C = in[1], H = in[2], W = in[3], K = out[1], OH = out[2], OW = out[3];
+  const int64_t KH = wt[2], KW = wt[3], CG = wt[1];
+  const int64_t groups = n.Int("group", 1), offset_groups = n.Int("offset_group", 1);
+  const std::vector<int64_t> strides = n.Ints("strides", {1, 1}), dilations = n.Ints("dilations", {1, 1}),
+                             pads = n.Ints("pads", {0, 0, 0, 0});
+  const bool has_bias = n.inputs.size() > 3 && n.inputs[3] >= 0, has_mask = n.inputs.size() > 4 && n.inputs[4] >= 0;
+  const std::string x = b.Param(n.inputs[0]), w = b.Param(n.inputs[1]), off = b.Param(n.inputs[2]);
+  const std::string bias = has_bias ? b.Param(n.inputs[3]) : "", mask = has_mask ? b.Param(n.inputs[4]) : "";
+  const std::string y = b.Param(n.outputs[0], true);
+  const std::string nk = b.names("nk"), oh = b.names("oh"), ow = b.names("ow"), c = b.names("c"),
+                    i = b.names("i"), j = b.names("j"), acc = b.names("acc");
+  const Expr batch = ir::Div(Var(nk), IntImm(K)), k = ir::Mod(Var(nk), IntImm(K));
+  const Expr channel = ir::Add(ir::Mul(ir::Div(k, IntImm(K / groups)), IntImm(CG)), Var(c));  // input channel
+  const Expr og = ir::Div(channel, IntImm(C / offset_groups));
+  const Expr tap = ir::Add(ir::Mul(ir::Add(ir::Mul(og, IntImm(KH)), Var(i)), IntImm(KW)), Var(j));
+  const Expr pixel = ir::Add(ir::Mul(Var(oh), IntImm(OW)), Var(ow));
+  auto offset_at = [&](int64_t which) {  // dy (0) or dx (1) of this tap
+    Expr ch = ir::Add(ir::Mul(batch, IntImm(offset_groups * KH * KW * 2)), ir::Add(ir::Mul(tap, IntImm(2)), IntImm(which)));
+    return ir::Load(off, ir::DType::kFloat32, ir::Add(ir::Mul(ch, IntImm(OH * OW)), pixel));
+  };
+  // Each tap's sample position before its offset, in pixels, from tables (the loop IR
+  // has no int-to-float conversion): base_y[oh * KH + i], base_x[ow * KW + j].
+  std::vector<float> base_y, base_x;
+  for (int64_t o = 0; o < OH; ++o) {
+    for (int64_t t = 0; t < KH; ++t) base_y.push_back(static_cast<float>(o * strides[0] - pads[0] + t * dilations[0]));
+  }
+  for (int64_t o = 0; o < OW; ++o) {
+    for (int64_t t = 0; t < KW; ++t) base_x.push_back(static_cast<float>(o * strides[1] - pads[1] + t * dilations[1]));
+  }
+  const std::string by = b.Constant(std::move(base_y)), bx = b.Constant(std::move(base_x));
+  const Expr sy = ir::Add(ir::Load(by, ir::DType::kFloat32, ir::Add(ir::Mul(Var(oh), IntImm(KH)), Var(i))), offset_at(0));
+  const Expr sx = ir::Add(ir::Load(bx, ir::DType::kFloat32, ir::Add(ir::Mul(Var(ow), IntImm(KW)), Var(j))), offset_at(1));
+  const std::string fy = b.names("fy"), fx = b.names("fx");  // the sample position, stored once
+  const Expr y0 = ir::Call("floor", Scalar(fy)), x0 = ir::Call("floor", Scalar(fx));
+  const Expr ly = ir::Sub(Scalar(fy), y0), lx = ir::Sub(Scalar(fx), x0);
+  const Expr plane = ir::Mul(ir::Add(ir::Mul(batch, IntImm(C)), channel), IntImm(H * W));
+  Expr sample;
+  for (int64_t a = 0; a < 2; ++a) {
+    for (int64_t e = 0; e < 2; ++e) {
+      const Expr yy = ir::Add(y0, FloatImm(static_cast<double>(a))), xx = ir::Add(x0, FloatImm(static_cast<double>(e)));
+      const Expr inside = ir::And(ir::And(ir::LE(FloatImm(0.0), yy), ir::LE(yy, FloatImm(static_cast<double>(H - 1)))),
+                                  ir::And(ir::LE(FloatImm(0.0), xx), ir::LE(xx, FloatImm(static_cast<double>(W - 1)))));
+      auto clamp = [](Expr v, int64_t hi) {
+        return ir::ToInt(ir::Min(ir::Max(v, FloatImm(0.0)), FloatImm(static_cast<double>(hi))));
+      };
+      const Expr at = ir::Add(plane, ir::Add(ir::Mul(clamp(yy, H - 1), IntImm(W)), clamp(xx, W - 1)));
+      const Expr weight = ir::Mul(a ? ly : ir::Sub(FloatImm(1.0), ly), e ? lx : ir::Sub(FloatImm(1.0), lx));
+      const Expr term = ir::Select(inside, ir::Mul(weight, ir::Load(x, ir::DType::kFloat32, at)), FloatImm(0.0));
+      sample = sample ? ir::Add(sample, term) : term;
+    }
+  }
+  Expr value = ir::Mul(ir::Load(w, ir::DType::kFloat32,
+                                ir::Add(ir::Mul(ir::Add(ir::Mul(ir::Add(ir::Mul(k, IntImm(CG)), Var(c)), IntImm(KH)), Var(i)),
+                                                IntImm(KW)),
+                                        Var(j))),
+                       sample);
+  if (has_mask) {
+    const Expr ch = ir::Add(ir::Mul(batch, IntImm(offset_groups * KH * KW)), tap);
+    value = ir::Mul(value, ir::Load(mask, ir::DType::kFloat32, ir::Add(ir::Mul(ch, IntImm(OH * OW)), pixel)));
+  }
+  const Stmt per_tap = ir::Block({ir::Store(fy, IntImm(0), sy), ir::Store(fx, IntImm(0), sx),
+                                  ir::Store(acc, IntImm(0), ir::Add(Scalar(acc), value))});
+  Stmt taps = ir::For(c, IntImm(CG), CG, ForKind::kSerial,
+                      ir::For(i, IntImm(KH), KH, ForKind::kSerial, ir::For(j, IntImm(KW), KW, ForKind::kSerial, per_tap)));
+  taps = ir::Allocate(fy, ir::DType::kFloat32, 1, ir::Allocate(fx, ir::DType::kFloat32, 1, taps));
+  const Stmt element = ir::Block({
+      ir::Store(acc, IntImm(0), has_bias ? ir::Load(bias, ir::DType::kFloat32, k) : FloatImm(0.0)), taps,
+      ir::Store(y, ir::Add(ir::Mul(Var(nk), IntImm(OH * OW)), pixel), Scalar(acc))});
+  Stmt body = ir::For(oh, IntImm(OH), OH, ForKind::kSerial,
+                      ir::For(ow, IntImm(OW), OW, ForKind::kSerial, ir::Allocate(acc, ir::DType::kFloat32, 1, element)));
+  return b.Finish(ir::For(nk, IntImm(in[0] * K), in[0] * K, ForKind::kParallel, body));
+}
+
 // DFT, directly: output k of each line is the sum over the line's first `length`
 // elements (zero past the input's end) times e^(-+2 pi i k n / length), from cos and
 // sin tables computed here in double; the inverse divides by length.
@@ -1664,9 +1748,13 @@ struct ResizeAxis {
   int64_t taps = 1;
   bool identity = true;  // output element o is input element o
   std::vector<float> idx, w;
+  // tf_crop_and_resize: 1 where output element o maps outside the input (its value is
+  // then extrapolation_value); empty when none does.
+  std::vector<float> outside;
 };
 
-ResizeAxis ResizeTaps(const Node& n, int64_t in_len, int64_t out_len, double scale) {
+// `axis`: which axis of the input (for tf_crop_and_resize's region of interest).
+ResizeAxis ResizeTaps(const Node& n, size_t axis, int64_t in_len, int64_t out_len, double scale) {
   auto text = [&](const char* key) { return n.attrs.at(key).text; };
   const std::string mode = text("mode"), transform = text("coordinate_transformation_mode"),
                     nearest = text("nearest_mode");
@@ -1674,10 +1762,23 @@ ResizeAxis ResizeTaps(const Node& n, int64_t in_len, int64_t out_len, double sca
   const double a = n.Float("cubic_coeff_a", -0.75f);
   const double L = static_cast<double>(in_len), out_width = scale * L;
   std::vector<std::vector<std::pair<int64_t, double>>> rows;
+  std::vector<float> outside(static_cast<size_t>(out_len), 0.0f);
+  bool any_outside = false;
   for (int64_t o = 0; o < out_len; ++o) {
     const double od = static_cast<double>(o);
     double x = 0;
-    if (transform == "align_corners") {
+    if (transform == "tf_crop_and_resize") {
+      const std::vector<float>& roi = n.attrs.at("tf_roi").floats;
+      const double start = roi[axis], end = roi[roi.size() / 2 + axis];
+      x = out_width == 1 ? (end - start) * (L - 1) / 2 : od * (end - start) * (L - 1) / (out_width - 1);
+      x += start * (L - 1);
+      if (x < 0 || x > L - 1) {  // outside: no taps, the value is extrapolation_value
+        outside[static_cast<size_t>(o)] = 1.0f;
+        any_outside = true;
+        rows.emplace_back();
+        continue;
+      }
+    } else if (transform == "align_corners") {
       x = out_width == 1 ? 0.0 : od * (L - 1) / (out_width - 1);
     } else if (transform == "asymmetric") {
       x = od / scale;
@@ -1745,22 +1846,23 @@ ResizeAxis ResizeTaps(const Node& n, int64_t in_len, int64_t out_len, double sca
     }
     rows.push_back(std::move(row));
   }
-  ResizeAxis axis;
-  axis.identity = in_len == out_len;
-  axis.taps = 1;
+  ResizeAxis taps;
+  taps.identity = in_len == out_len;
+  taps.taps = 1;
   for (int64_t o = 0; o < out_len; ++o) {
     const auto& row = rows[static_cast<size_t>(o)];
-    axis.taps = std::max<int64_t>(axis.taps, static_cast<int64_t>(row.size()));
-    axis.identity &= row.size() == 1 && row[0].first == o && row[0].second == 1.0;
+    taps.taps = std::max<int64_t>(taps.taps, static_cast<int64_t>(row.size()));
+    taps.identity &= row.size() == 1 && row[0].first == o && row[0].second == 1.0;
   }
   for (const auto& row : rows) {
-    for (int64_t t = 0; t < axis.taps; ++t) {
+    for (int64_t t = 0; t < taps.taps; ++t) {
       const bool used = t < static_cast<int64_t>(row.size());
-      axis.idx.push_back(used ? static_cast<float>(row[static_cast<size_t>(t)].first) : 0.0f);
-      axis.w.push_back(used ? static_cast<float>(row[static_cast<size_t>(t)].second) : 0.0f);
+      taps.idx.push_back(used ? static_cast<float>(row[static_cast<size_t>(t)].first) : 0.0f);
+      taps.w.push_back(used ? static_cast<float>(row[static_cast<size_t>(t)].second) : 0.0f);
     }
   }
-  return axis;
+  if (any_outside) taps.outside = std::move(outside);
+  return taps;
 }
 
 // Resize: each output element the weighted sum of its taps' input elements, the
@@ -1780,14 +1882,15 @@ absl::StatusOr<NodeKernel> Resize(const Graph& g, const Node& n, int lanes) {
   std::vector<ResizeAxis> axes;
   int64_t terms = 1;
   for (size_t d = 0; d < rank; ++d) {
-    axes.push_back(ResizeTaps(n, in[d], out[d], scale[d]));
+    axes.push_back(ResizeTaps(n, d, in[d], out[d], scale[d]));
     terms *= axes.back().identity ? 1 : axes.back().taps;
   }
   if (terms > 4096) return Unsupported(n, absl::StrCat("a resize of ", terms, " taps per output element"));
   const std::string x = b.Param(n.inputs[0]);
   const std::string y = b.Param(n.outputs[0], true);
-  std::vector<std::string> idx_table(rank), w_table(rank);
+  std::vector<std::string> idx_table(rank), w_table(rank), outside_table(rank);
   for (size_t d = 0; d < rank; ++d) {
+    if (!axes[d].outside.empty()) outside_table[d] = b.Constant(axes[d].outside);
     if (axes[d].identity) continue;
     idx_table[d] = b.Constant(axes[d].idx);
     bool all_one = true;
@@ -1832,6 +1935,14 @@ absl::StatusOr<NodeKernel> Resize(const Graph& g, const Node& n, int lanes) {
           if (weight) term = ir::Mul(weight, term);
           sum = sum ? ir::Add(sum, term) : term;
         }
+        // tf_crop_and_resize: extrapolation_value where any axis maps outside the input.
+        Expr outside;
+        for (size_t d = 0; d < rank; ++d) {
+          if (outside_table[d].empty()) continue;
+          Expr flag = ir::Load(outside_table[d], ir::DType::kFloat32, at[d]);
+          outside = outside ? ir::Add(outside, flag) : flag;
+        }
+        if (outside) sum = ir::Select(ir::LT(FloatImm(0.5), outside), FloatImm(n.Float("extrapolation_value", 0.0f)), sum);
         Expr flat = ir::Add(ir::Mul(Var(p), IntImm(last)), j);
         return ir::Store(y, flat, sum);
       },
@@ -2102,6 +2213,7 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lane
   if (op == "TopK") return TopK(g, n);
   if (op == "DFT") return Dft(g, n);
   if (op == "Det") return Det(g, n);
+  if (op == "DeformConv") return DeformConv(g, n);
   if (op == "ScatterND") return ScatterND(g, n, lanes);
   if (op == "LpNormalization") return LpNormalization(g, n, lanes);
   if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") return Softmax(g, n, lanes, g.opset);

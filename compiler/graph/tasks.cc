@@ -282,6 +282,7 @@ class Extractor {
 
   static std::string NonAnchorReason(const std::string& op) {
     if (op == "ConvTranspose") return "transposed convolution (no template yet)";
+    if (op == "DeformConv") return "deformable convolution (direct, no template yet)";
     if (op == "MaxPool" || op == "AveragePool" || op == "LpPool" || op == "GlobalAveragePool" ||
         op == "GlobalMaxPool") {
       return "pooling";

@@ -49,9 +49,10 @@ TIMEOUT_SECONDS = 120
 
 # (operator, input index) -> the inputs whose values decide output shapes, bound as
 # constants. Resize-10 and Upsample-9 take scales as input 1; Resize-11+ takes
-# roi, scales, sizes as inputs 1-3 (roi only matters to tf_crop_and_resize);
+# roi, scales, sizes as inputs 1-3 (roi only matters to tf_crop_and_resize, whose
+# kernel tables are computed from it);
 # OneHot's depth; Range's start, limit and delta.
-SHAPE_INPUTS = {("Upsample", 1), ("Resize", 2), ("Resize", 3), ("OneHot", 1), ("Range", 0), ("Range", 1),
+SHAPE_INPUTS = {("Upsample", 1), ("Resize", 1), ("Resize", 2), ("Resize", 3), ("OneHot", 1), ("Range", 0), ("Range", 1),
                 ("Range", 2), ("Reshape", 1), ("Squeeze", 1), ("Unsqueeze", 1), ("Slice", 1), ("Slice", 2),
                 ("Slice", 3), ("Slice", 4), ("Split", 1), ("Pad", 1), ("Pad", 2), ("Pad", 3), ("Expand", 1),
                 ("Tile", 1), ("CumSum", 1), ("Trilu", 1), ("TopK", 1), ("DFT", 1), ("DFT", 2)} | {

@@ -15,7 +15,8 @@ ArgMin with ties; int64 token ids and an attention mask as run-time inputs; Eins
 in the forms exporters write; grouped convolutions chained with their epilogues; TopK with ties; ScatterND with every reduction; Pad before Conv, folded into it
 or not; DFT forward and inverse, real and complex, onesided, with dft_length; reductions
 over an empty axis, an empty Slice flowing to an output; Det with pivoting, singular
-matrices and batches).
+matrices and batches; Resize's tf_crop_and_resize with a region reaching outside; DeformConv with groups,
+offset groups, strides, dilations and offsets past the image).
 
 Where onnxruntime fails on a case (ReduceMax over an empty axis), the ONNX
 reference's answer is the one to match. A case the ONNX reference and onnxruntime
@@ -266,6 +267,50 @@ def cases():
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 9
     yield "less_where", m, {"a": a, "b": b}
+    # tf_crop_and_resize: a region of interest reaching outside the input on both
+    # sides (extrapolation_value there), every mode, sizes and scales, a 1-element axis.
+    img = rng.standard_normal((1, 2, 6, 7)).astype(f32)
+    # Linear only: onnxruntime and the reference differ on nearest (ties), cubic and
+    # fractional output widths, which tuneforge refuses (EXPECT_REFUSED).
+    for name, mode, roi, sizes, scales in (
+            ("resize_crop_linear_outside", "linear", [0, 0, -0.2, 0.1, 1, 1, 1.3, 0.9], [1, 2, 5, 8], None),
+            ("resize_crop_linear_one", "linear", [0, 0, 0.4, 0.2, 1, 1, 0.6, 0.7], [1, 2, 1, 3], None),
+            ("resize_crop_linear_scales", "linear", [0, 0, 0.1, 0.3, 1, 1, 0.9, 0.8], None, [1, 1, 1.5, 2]),
+            ("resize_crop_linear_fraction", "linear", [0, 0, 0.1, 0.3, 1, 1, 0.9, 0.8], None, [1, 1, 1.5, 0.5]),
+            ("resize_crop_nearest", "nearest", [0, 0, 0.1, -0.3, 1, 1, 0.8, 1.2], [1, 2, 9, 4], None),
+            ("resize_crop_cubic", "cubic", [0, 0, 0.25, 0.0, 1, 1, 0.75, 1.0], [1, 2, 9, 3], None)):
+        inits = [("roi", np.array(roi, f32)), ("scales", np.array(scales or [], f32))]
+        names = ["x", "roi", "scales"]
+        if sizes:
+            inits.append(("sizes", np.array(sizes, np.int64)))
+            names.append("sizes")
+        node = helper.make_node("Resize", names, ["y"], mode=mode, coordinate_transformation_mode="tf_crop_and_resize",
+                                extrapolation_value=7.0)
+        yield name, model(node, [("x", img)], inits, 13), {"x": img}
+    # DeformConv: groups and offset groups, stride, dilation, uneven pads, offsets
+    # reaching past the image (zero there), with and without mask and bias.
+    for name, (c, k, group, ogroup, ks, stride, dil, pads, extra) in {
+            "deformconv_groups": (4, 6, 2, 2, (3, 3), (1, 1), (1, 1), [1, 1, 1, 1], True),
+            "deformconv_strided": (3, 4, 1, 1, (2, 3), (2, 1), (1, 2), [0, 1, 1, 0], False),
+            "deformconv_offset_groups": (6, 2, 1, 3, (3, 2), (1, 2), (2, 1), [2, 0, 1, 1], True)}.items():
+        xh, xw = 7, 8
+        oh = (xh + pads[0] + pads[2] - ((ks[0] - 1) * dil[0] + 1)) // stride[0] + 1
+        ow = (xw + pads[1] + pads[3] - ((ks[1] - 1) * dil[1] + 1)) // stride[1] + 1
+        x = rng.standard_normal((2, c, xh, xw)).astype(f32)
+        wt = rng.standard_normal((k, c // group, *ks)).astype(f32)
+        offset = (rng.standard_normal((2, ogroup * 2 * ks[0] * ks[1], oh, ow)) * 2.5).astype(f32)
+        names, feeds = ["x", "w", "offset"], {"x": x, "offset": offset}
+        inputs = [("x", x), ("offset", offset)]
+        inits = [("w", wt)]
+        if extra:
+            inits.append(("b", rng.standard_normal((k,)).astype(f32)))
+            mask = rng.uniform(0, 1, (2, ogroup * ks[0] * ks[1], oh, ow)).astype(f32)
+            inputs.append(("mask", mask))
+            feeds["mask"] = mask
+            names += ["b", "mask"]
+        node = helper.make_node("DeformConv", names, ["y"], group=group, offset_group=ogroup, kernel_shape=list(ks),
+                                strides=list(stride), dilations=list(dil), pads=pads)
+        yield name, model(node, inputs, inits, 19), feeds
     # Det: pivoting (a zero on the diagonal), a singular matrix, a batch, 1 x 1.
     swap = np.array([[0, 2, 1], [3, 1, 0], [1, 0, 4]], f32)
     singular = rng.standard_normal((4, 4)).astype(f32)
@@ -302,6 +347,7 @@ EXPECT_REFUSED = {f"gridsample_cubic_{p}_{a}" for p in ("border", "reflection") 
 # A kernel reading an empty tensor beside run-time data: not written for it. The
 # mean over an empty axis: onnxruntime 0, the reference NaN.
 EXPECT_REFUSED |= {"concat_empty_part", "reducemean_empty_keep0", "reducemean_empty_keep1"}
+EXPECT_REFUSED |= {"resize_crop_linear_fraction", "resize_crop_nearest", "resize_crop_cubic"}
 
 
 def main():
