@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Runs an ONNX model with `tuneforge model run` and with onnxruntime on the same
 seeded inputs, and checks that every output matches within rtol 1e-3 / atol 1e-4
-(issue 17's bound). Exit status 0 when all match, 1 otherwise.
+(issue 17's bound) and that the largest error is at most 1e-3 of the output's
+largest magnitude (issue 64's: atol alone would pass a softmax over 1000 classes,
+whose values are near 1e-3, with 10% errors). Exit status 0 when all match, 1
+otherwise.
 
   check_run.py TUNEFORGE MODEL.onnx WORKDIR [--threads N] [--seed S] [--db F]
                [--deploy EXAMPLE.c] [--dim NAME=N,...]
@@ -25,6 +28,7 @@ import onnxruntime as ort
 
 RTOL = 1e-3
 ATOL = 1e-4
+SCALED = 1e-3  # max |error| / max |onnxruntime's output|
 
 
 def main():
@@ -167,8 +171,14 @@ def compare(outputs, names, expected, what):
         bound = ATOL + RTOL * np.abs(want.astype(np.float64))
         worst = float(np.max(err - bound)) if err.size else -1.0
         bad = int(np.count_nonzero(err > bound))
-        print(f"{name}: shape {list(want.shape)}, max |error| {float(err.max()):.3g}, "
-              f"{bad} of {err.size} outside rtol {RTOL} / atol {ATOL}")
+        scale = float(np.max(np.abs(want))) if want.size else 0.0
+        scaled = float(err.max()) / scale if err.size and scale > 0 else 0.0
+        print(f"{name}: shape {list(want.shape)}, max |error| {float(err.max()) if err.size else 0.0:.3g} "
+              f"({scaled:.2g} of the largest |value|), {bad} of {err.size} outside rtol {RTOL} / atol {ATOL}")
+        if scaled > SCALED:
+            print(f"FAIL {name}: the largest error is {scaled:.3g} of the output's largest magnitude "
+                  f"(at most {SCALED})")
+            ok = False
         if bad or not np.all(np.isfinite(got)):
             i = int(np.argmax(err - bound))
             print(f"FAIL {name}: element {i}: {got.flat[i]!r} vs onnxruntime {want.flat[i]!r} "

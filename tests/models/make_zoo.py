@@ -11,6 +11,9 @@ transformer decoder block as PyTorch exports it at opset 17 with dynamic axes.
   zfnet.onnx        ZFNet-512: AlexNet's layout with a 7x7 stride-2 first conv
   googlenet.onnx    GoogLeNet / Inception v1 (BVLC): LRN, inception modules, 7x7
                     AveragePool, Dropout
+  inception_v2.onnx BN-Inception (Caffe2 export, opset 8, IR 3): Conv-BN-Relu
+                    everywhere, 5x5 as two 3x3, average-pool branches, stride-2
+                    modules with a max-pool pass-through
   densenet121.onnx  DenseNet-121: dense blocks (Concat of every layer), BN-ReLU-Conv
                     order (BatchNormalization that follows no convolution)
   shufflenet.onnx   ShuffleNet v1 (g=3): grouped 1x1 convolutions, channel shuffle
@@ -230,6 +233,48 @@ def googlenet(rng, size):
     return finish(b, "googlenet", [1, 3, size, size], [1, 1000], 9, 4)
 
 
+def inception_v2(rng, size):
+    """BN-Inception (Inception v2) as the zoo's Caffe2 export wrote it (opset 8, IR 3):
+    every convolution followed by BatchNormalization and Relu, 5x5 branches as two
+    3x3, average-pool branches, stride-2 modules with a max-pool pass-through, ceil
+    mode pools as explicit end padding."""
+    b = Zoo(rng)
+    h = b.conv_bn("x", 3, 64, 7, 2)
+    h, s = b.pool_ceil(h, out_size(size, 7, 2, 3), 3, 2)
+    h = b.conv_bn(b.conv_bn(h, 64, 64, 1), 64, 192, 3)
+    h, s = b.pool_ceil(h, s, 3, 2)
+    cin = 192
+
+    def module(h, cin, s, c1, c3r, c3, d3r, d3, pool, cp):
+        """pool: 'avg' or 'max' with a 1x1 projection of cp channels, or 'pass' (a
+        stride-2 module: no 1x1 branch, the 3x3s and the max pool at stride 2)."""
+        stride = 2 if pool == "pass" else 1
+        parts = [b.conv_bn(h, cin, c1, 1)] if c1 else []
+        parts.append(b.conv_bn(b.conv_bn(h, cin, c3r, 1), c3r, c3, 3, stride))
+        parts.append(b.conv_bn(b.conv_bn(b.conv_bn(h, cin, d3r, 1), d3r, d3, 3), d3, d3, 3, stride))
+        if pool == "pass":
+            p, s = b.pool_ceil(h, s, 3, 2)
+            parts.append(p)
+            width = c3 + d3 + cin
+        else:
+            op = "AveragePool" if pool == "avg" else "MaxPool"
+            p = b.pool(op, h, 3, 1, 1, **({"count_include_pad": 1} if pool == "avg" else {}))
+            parts.append(b.conv_bn(p, cin, cp, 1))
+            width = c1 + c3 + d3 + cp
+        return b.node("Concat", parts, "concat", axis=1), width, s
+
+    for cfg in [(64, 64, 64, 64, 96, "avg", 32), (64, 64, 96, 64, 96, "avg", 64), (0, 128, 160, 64, 96, "pass", 0),
+                (224, 64, 96, 96, 128, "avg", 128), (192, 96, 128, 96, 128, "avg", 128),
+                (160, 128, 160, 128, 160, "avg", 128), (96, 128, 192, 160, 192, "avg", 128),
+                (0, 128, 192, 192, 256, "pass", 0), (352, 192, 320, 160, 224, "avg", 128),
+                (352, 192, 320, 192, 224, "max", 128)]:
+        h, cin, s = module(h, cin, s, *cfg)
+    h = b.node("AveragePool", [h], "avgpool", kernel_shape=[s, s], strides=[1, 1])
+    h = b.dense(b.flatten(h), cin, 1000, relu=False)
+    b.node("Softmax", [h], "softmax", axis=1)
+    return finish(b, "inception_v2", [1, 3, size, size], [1, 1000], 8, 3)
+
+
 def densenet121(rng, size):
     b = Zoo(rng)
     h = b.pool("MaxPool", b.conv_bn("x", 3, 64, 7, 2), 3, 2, 1)
@@ -431,6 +476,7 @@ MODELS = {
     "bert_encoder2": lambda rng, size: bert_encoder(rng, layers=2),  # the tests' two-layer cut
     "bert_tokens": lambda rng, size: bert_tokens(rng),
     "bert_tokens2": lambda rng, size: bert_tokens(rng, layers=2),
+    "inception_v2": inception_v2,
 }
 
 
