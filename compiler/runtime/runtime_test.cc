@@ -189,6 +189,20 @@ TEST(ParallelForTest, ForkJoinLatency) {
   std::printf("fork-join latency (2 threads): %.2f us per call\n", seconds / kCalls * 1e6);
 }
 
+// A short loop whose caller runs every block before the sleeping worker wakes
+// returns without it (the worker's place is retired); the worker wakes late, into the
+// next call. Every index of both loops must run exactly once.
+TEST(ParallelForTest, LoopsFinishedWithoutALateWorkerRunEveryIndexOnce) {
+  for (int round = 0; round < 200; ++round) {
+    if (round % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));  // the worker blocks
+    Recorder short_loop(2), long_loop(64);
+    tf_parallel_for(2, 2, RecordIndex, &short_loop);
+    tf_parallel_for(64, 2, RecordIndex, &long_loop);
+    for (int64_t i = 0; i < 2; ++i) ASSERT_EQ(short_loop.count[i].load(), 1) << round << " " << i;
+    for (int64_t i = 0; i < 64; ++i) ASSERT_EQ(long_loop.count[i].load(), 1) << round << " " << i;
+  }
+}
+
 TEST(ParallelForTest, WorkersSurviveIdlePeriods) {
   // After the spin phase the workers block; the next call must still wake them.
   std::atomic<int64_t> sum{0};
