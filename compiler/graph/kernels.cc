@@ -1421,7 +1421,90 @@ absl::StatusOr<NodeKernel> Lrn(const Graph& g, const Node& n, int lanes) {
 // the end padding is refused with count_include_pad: the ONNX reference counts its
 // taps beyond the padding, onnxruntime and PyTorch do not, so either answer would be
 // wrong for someone.
-absl::StatusOr<NodeKernel> Pool(const Graph& g, const Node& n) {
+// MaxPool and AveragePool over 2 spatial dimensions: per (n, c) plane and output row,
+// the columns whose windows lie inside the image horizontally run vectorized along the
+// row (every tap a load at the column's offset; a tap's row outside the image is left
+// out by a select on the row alone), the few border columns one at a time with the
+// column checked too. No branch per tap (Pool's general form tests every tap). A
+// 3x3 stride-1 average pool over 256 x 28 x 28 alone, minimum of 200 runs at 2
+// threads on Zen 4: 0.243 -> 0.114 ms (onnxruntime 0.073). Strided pools (3x3
+// stride 2) gain nothing yet: their vector loads would be gathers, so they run a
+// column at a time (0.29-0.34 ms against onnxruntime's 0.13 on 64 x 112 x 112).
+absl::StatusOr<NodeKernel> Pool2d(const Graph& g, const Node& n, int lanes) {
+  Builder b(g, n.op);
+  const std::vector<int64_t>& in = b.Shape(n.inputs[0]);
+  const std::vector<int64_t>& out = b.Shape(n.outputs[0]);
+  const std::vector<int64_t> k = n.Ints("kernel_shape");
+  const std::vector<int64_t> st = n.Ints("strides", {1, 1});
+  const std::vector<int64_t> dil = n.Ints("dilations", {1, 1});
+  const std::vector<int64_t> pads = n.Ints("pads", {0, 0, 0, 0});
+  const bool is_max = n.op == "MaxPool", include_pad = n.Int("count_include_pad", 0) != 0;
+  const int64_t H = in[2], W = in[3], OH = out[2], OW = out[3];
+  const std::string x = b.Param(n.inputs[0]);
+  const std::string y = b.Param(n.outputs[0], true);
+  const std::string row = b.names("nc"), oh = b.names("oh");
+  // Columns [lo, hi) have every tap inside the image horizontally.
+  const int64_t lo = std::min(OW, (pads[1] + st[1] - 1) / st[1]);
+  const int64_t last_start = W - 1 - (k[1] - 1) * dil[1] + pads[1];  // the largest column start * stride may reach
+  const int64_t hi = std::max(lo, last_start < 0 ? int64_t{0} : std::min(OW, last_start / st[1] + 1));
+  auto value = [&](Expr ow, bool interior) {
+    Expr result, count;
+    for (int64_t rh = 0; rh < k[0]; ++rh) {
+      Expr ih = ir::Add(ir::Mul(Var(oh), IntImm(st[0])), IntImm(rh * dil[0] - pads[0]));
+      Expr valid_h = ir::And(ir::LE(IntImm(0), ih), ir::LT(ih, IntImm(H)));
+      Expr ihc = ir::Min(ir::Max(ih, IntImm(0)), IntImm(H - 1));
+      for (int64_t rw = 0; rw < k[1]; ++rw) {
+        Expr iw = ir::Add(ir::Mul(ow, IntImm(st[1])), IntImm(rw * dil[1] - pads[1]));
+        Expr valid = valid_h;
+        if (!interior) {
+          valid = ir::And(valid, ir::And(ir::LE(IntImm(0), iw), ir::LT(iw, IntImm(W))));
+          iw = ir::Min(ir::Max(iw, IntImm(0)), IntImm(W - 1));
+        }
+        Expr v = ir::Load(x, ir::DType::kFloat32,
+                          ir::Add(ir::Mul(ir::Add(ir::Mul(Var(row), IntImm(H)), ihc), IntImm(W)), iw));
+        if (is_max) {
+          // Max(a, b) is a < b ? b : a: NaN taps are passed over as Pool's general form
+          // does (the running maximum starts at -inf, never NaN), and each
+          // sub-expression is used once, so the expression stays a tree.
+          const Expr minus_inf = FloatImm(-std::numeric_limits<double>::infinity());
+          result = ir::Max(result ? result : minus_inf, ir::Select(valid, v, minus_inf));
+        } else {
+          Expr term = ir::Select(valid, v, FloatImm(0.0));
+          result = result ? ir::Add(result, term) : term;
+          Expr one = ir::Select(valid, FloatImm(1.0), FloatImm(0.0));
+          count = count ? ir::Add(count, one) : one;
+        }
+      }
+    }
+    if (!is_max) result = ir::Div(result, include_pad ? FloatImm(static_cast<double>(k[0] * k[1])) : count);
+    return ir::Store(y, ir::Add(ir::Mul(ir::Add(ir::Mul(Var(row), IntImm(OH)), Var(oh)), IntImm(OW)), ow), result);
+  };
+  std::vector<Stmt> columns;
+  const std::string left = b.names("owl"), right = b.names("owr");
+  if (lo > 0) columns.push_back(ir::For(left, IntImm(lo), lo, ForKind::kSerial, value(Var(left), false)));
+  if (hi > lo) {
+    // A strided window start would make every vector load a gather: such rows run
+    // one column at a time (still without a branch per tap). Stride-1 rows run in
+    // vectors, the last one overlapping the one before instead of a scalar tail (a
+    // column's value does not depend on which vector computes it): a 28-wide row is
+    // two vectors of 16, not one and 10 single columns.
+    const int64_t n = hi - lo, vec = st[1] == 1 && lanes > 1 && n >= lanes ? lanes : 1;
+    const std::string jo = b.names("jo"), ji = b.names("ji");
+    const int64_t chunks = (n + vec - 1) / vec;
+    // Chunk c starts at min(c * vec, n - vec): the last one moved back to fit.
+    Expr start = vec == 1 ? Var(jo) : ir::Min(ir::Mul(Var(jo), IntImm(vec)), IntImm(n - vec));
+    columns.push_back(ir::For(jo, IntImm(chunks), chunks, ForKind::kSerial,
+                              ir::For(ji, IntImm(vec), vec, vec > 1 ? ForKind::kVectorized : ForKind::kSerial,
+                                      value(ir::Add(ir::Add(IntImm(lo), start), Var(ji)), true))));
+  }
+  if (OW > hi) {
+    columns.push_back(ir::For(right, IntImm(OW - hi), OW - hi, ForKind::kSerial, value(ir::Add(IntImm(hi), Var(right)), false)));
+  }
+  Stmt body = ir::For(oh, IntImm(OH), OH, ForKind::kSerial, ir::Block(columns));
+  return b.Finish(ir::For(row, IntImm(in[0] * in[1]), in[0] * in[1], ForKind::kParallel, body));
+}
+
+absl::StatusOr<NodeKernel> Pool(const Graph& g, const Node& n, int lanes) {
   Builder b(g, n.op);
   const std::vector<int64_t>& in = b.Shape(n.inputs[0]);
   const std::vector<int64_t>& out = b.Shape(n.outputs[0]);
@@ -1434,6 +1517,15 @@ absl::StatusOr<NodeKernel> Pool(const Graph& g, const Node& n) {
   if (n.Int("storage_order", 0) != 0) return Unsupported(n, "storage_order 1");
   const bool is_max = n.op == "MaxPool", is_lp = n.op == "LpPool";
   const bool include_pad = n.Int("count_include_pad", 0) != 0;
+  if (dims == 2 && !is_lp) {
+    for (size_t d = 0; d < dims; ++d) {
+      if (n.op == "AveragePool" && include_pad &&
+          (out[d + 2] - 1) * st[d] - pads[d] + (k[d] - 1) * dil[d] >= in[d + 2] + pads[d + dims]) {
+        return Unsupported(n, "count_include_pad with a window past the end padding (ceil_mode)");
+      }
+    }
+    return Pool2d(g, n, lanes);
+  }
   const int64_t p = n.Int("p", 2);
   if (is_lp && p < 1) return Unsupported(n, "p < 1");
   const std::string x = b.Param(n.inputs[0]);
@@ -2235,7 +2327,7 @@ absl::StatusOr<NodeKernel> GenerateNodeKernel(const Graph& g, int node, int lane
     for (size_t d = 2; d < T(g, n.inputs[0]).shape.size(); ++d) spatial.push_back(static_cast<int64_t>(d));
     return Reduce(g, n, lanes, op == "GlobalMaxPool" ? "ReduceMax" : "ReduceMean", spatial);
   }
-  if (op == "MaxPool" || op == "AveragePool" || op == "LpPool") return Pool(g, n);
+  if (op == "MaxPool" || op == "AveragePool" || op == "LpPool") return Pool(g, n, lanes);
   if (op == "Conv") return DirectConv(g, n);
   if (op == "ConvTranspose") return ConvTranspose(g, n);
   if (op == "GridSample") return GridSample(g, n);
