@@ -1421,15 +1421,24 @@ absl::StatusOr<NodeKernel> Lrn(const Graph& g, const Node& n, int lanes) {
 // the end padding is refused with count_include_pad: the ONNX reference counts its
 // taps beyond the padding, onnxruntime and PyTorch do not, so either answer would be
 // wrong for someone.
-// MaxPool and AveragePool over 2 spatial dimensions: per (n, c) plane and output row,
-// the columns whose windows lie inside the image horizontally run vectorized along the
-// row (every tap a load at the column's offset; a tap's row outside the image is left
-// out by a select on the row alone), the few border columns one at a time with the
-// column checked too. No branch per tap (Pool's general form tests every tap). A
-// 3x3 stride-1 average pool over 256 x 28 x 28 alone, minimum of 200 runs at 2
-// threads on Zen 4: 0.243 -> 0.114 ms (onnxruntime 0.073). Strided pools (3x3
-// stride 2) gain nothing yet: their vector loads would be gathers, so they run a
-// column at a time (0.29-0.34 ms against onnxruntime's 0.13 on 64 x 112 x 112).
+// MaxPool and AveragePool over 2 spatial dimensions, separably: per (n, c) plane and
+// output row, a vertical pass reduces the window's input rows into a row buffer t
+// (every input column, in vectors along the row: a window row outside the image is
+// left out by a select on the row alone), then a horizontal pass reduces t's columns.
+// At stride 1 the horizontal pass writes the output; at other strides it writes every
+// window start into a second row buffer at stride 1 and the output takes every
+// stride-th (vector loads at stride 2 would be gathers). Columns whose window lies
+// inside the image run in vectors, the last overlapping the one before instead of a
+// scalar tail; border columns one at a time with the column checked. Max and sum are
+// both separable; AveragePool without count_include_pad divides by the taps inside
+// (rows inside x columns inside). Alone on Zen 4 (minima of 200 runs, 2 threads, the
+// graph input's copy included): a 3x3 stride-1 average pool over 256 x 28 x 28
+// 0.243 ms with a branch per tap -> 0.10 (onnxruntime 0.06-0.07); a 3x3 stride-2
+// MaxPool over 64 x 112 x 112 0.29-0.34 -> 0.17 (onnxruntime 0.10-0.13); repeated
+// alone inside Inception v2, that MaxPool 0.17-0.3 -> 0.055 ms.
+// Pool2d keeps a row of the input (and one of window starts) on the stack.
+constexpr int64_t kMaxPoolRow = 8192;
+
 absl::StatusOr<NodeKernel> Pool2d(const Graph& g, const Node& n, int lanes) {
   Builder b(g, n.op);
   const std::vector<int64_t>& in = b.Shape(n.inputs[0]);
@@ -1442,65 +1451,97 @@ absl::StatusOr<NodeKernel> Pool2d(const Graph& g, const Node& n, int lanes) {
   const int64_t H = in[2], W = in[3], OH = out[2], OW = out[3];
   const std::string x = b.Param(n.inputs[0]);
   const std::string y = b.Param(n.outputs[0], true);
-  const std::string row = b.names("nc"), oh = b.names("oh");
-  // Columns [lo, hi) have every tap inside the image horizontally.
-  const int64_t lo = std::min(OW, (pads[1] + st[1] - 1) / st[1]);
-  const int64_t last_start = W - 1 - (k[1] - 1) * dil[1] + pads[1];  // the largest column start * stride may reach
-  const int64_t hi = std::max(lo, last_start < 0 ? int64_t{0} : std::min(OW, last_start / st[1] + 1));
-  auto value = [&](Expr ow, bool interior) {
-    Expr result, count;
+  const std::string row = b.names("nc"), oh = b.names("oh"), t = b.names("t"), u = b.names("u");
+  const Expr minus_inf = FloatImm(-std::numeric_limits<double>::infinity());
+  // Max(a, b) is a < b ? b : a: a NaN tap is passed over (the running maximum starts
+  // at -inf and a NaN never becomes it), as Pool's general form does.
+  auto combine = [&](Expr acc, Expr valid, Expr v) {
+    if (is_max) return ir::Max(acc ? acc : minus_inf, ir::Select(valid, v, minus_inf));
+    Expr term = ir::Select(valid, v, FloatImm(0.0));
+    return acc ? ir::Add(acc, term) : term;
+  };
+  // A loop over [first, last) of a row: vectors where `vector_ok`, the last one
+  // overlapping the one before; `body(column, vectorized)`.
+  auto row_loop = [&](int64_t first, int64_t last, bool vector_ok, const std::function<Stmt(Expr)>& body) -> Stmt {
+    const int64_t count = last - first;
+    if (count <= 0) return ir::Block({});
+    const int64_t vec = vector_ok && lanes > 1 && count >= lanes ? lanes : 1;
+    const std::string jo = b.names("jo"), ji = b.names("ji");
+    const int64_t chunks = (count + vec - 1) / vec;
+    Expr begin = vec == 1 ? Var(jo) : ir::Min(ir::Mul(Var(jo), IntImm(vec)), IntImm(count - vec));
+    return ir::For(jo, IntImm(chunks), chunks, ForKind::kSerial,
+                   ir::For(ji, IntImm(vec), vec, vec > 1 ? ForKind::kVectorized : ForKind::kSerial,
+                           body(ir::Add(ir::Add(IntImm(first), begin), Var(ji)))));
+  };
+  // Vertical: t[iw] over the window's rows inside the image; the rows inside, counted.
+  Expr rows_inside;
+  auto vertical = [&](Expr iw) {
+    Expr acc;
     for (int64_t rh = 0; rh < k[0]; ++rh) {
       Expr ih = ir::Add(ir::Mul(Var(oh), IntImm(st[0])), IntImm(rh * dil[0] - pads[0]));
-      Expr valid_h = ir::And(ir::LE(IntImm(0), ih), ir::LT(ih, IntImm(H)));
+      Expr valid = ir::And(ir::LE(IntImm(0), ih), ir::LT(ih, IntImm(H)));
       Expr ihc = ir::Min(ir::Max(ih, IntImm(0)), IntImm(H - 1));
-      for (int64_t rw = 0; rw < k[1]; ++rw) {
-        Expr iw = ir::Add(ir::Mul(ow, IntImm(st[1])), IntImm(rw * dil[1] - pads[1]));
-        Expr valid = valid_h;
-        if (!interior) {
-          valid = ir::And(valid, ir::And(ir::LE(IntImm(0), iw), ir::LT(iw, IntImm(W))));
-          iw = ir::Min(ir::Max(iw, IntImm(0)), IntImm(W - 1));
-        }
-        Expr v = ir::Load(x, ir::DType::kFloat32,
-                          ir::Add(ir::Mul(ir::Add(ir::Mul(Var(row), IntImm(H)), ihc), IntImm(W)), iw));
-        if (is_max) {
-          // Max(a, b) is a < b ? b : a: NaN taps are passed over as Pool's general form
-          // does (the running maximum starts at -inf, never NaN), and each
-          // sub-expression is used once, so the expression stays a tree.
-          const Expr minus_inf = FloatImm(-std::numeric_limits<double>::infinity());
-          result = ir::Max(result ? result : minus_inf, ir::Select(valid, v, minus_inf));
-        } else {
-          Expr term = ir::Select(valid, v, FloatImm(0.0));
-          result = result ? ir::Add(result, term) : term;
-          Expr one = ir::Select(valid, FloatImm(1.0), FloatImm(0.0));
-          count = count ? ir::Add(count, one) : one;
-        }
-      }
+      acc = combine(acc, valid, ir::Load(x, ir::DType::kFloat32,
+                                          ir::Add(ir::Mul(ir::Add(ir::Mul(Var(row), IntImm(H)), ihc), IntImm(W)), iw)));
     }
-    if (!is_max) result = ir::Div(result, include_pad ? FloatImm(static_cast<double>(k[0] * k[1])) : count);
-    return ir::Store(y, ir::Add(ir::Mul(ir::Add(ir::Mul(Var(row), IntImm(OH)), Var(oh)), IntImm(OW)), ow), result);
+    return ir::Store(t, iw, acc);
   };
-  std::vector<Stmt> columns;
-  const std::string left = b.names("owl"), right = b.names("owr");
-  if (lo > 0) columns.push_back(ir::For(left, IntImm(lo), lo, ForKind::kSerial, value(Var(left), false)));
-  if (hi > lo) {
-    // A strided window start would make every vector load a gather: such rows run
-    // one column at a time (still without a branch per tap). Stride-1 rows run in
-    // vectors, the last one overlapping the one before instead of a scalar tail (a
-    // column's value does not depend on which vector computes it): a 28-wide row is
-    // two vectors of 16, not one and 10 single columns.
-    const int64_t n = hi - lo, vec = st[1] == 1 && lanes > 1 && n >= lanes ? lanes : 1;
-    const std::string jo = b.names("jo"), ji = b.names("ji");
-    const int64_t chunks = (n + vec - 1) / vec;
-    // Chunk c starts at min(c * vec, n - vec): the last one moved back to fit.
-    Expr start = vec == 1 ? Var(jo) : ir::Min(ir::Mul(Var(jo), IntImm(vec)), IntImm(n - vec));
-    columns.push_back(ir::For(jo, IntImm(chunks), chunks, ForKind::kSerial,
-                              ir::For(ji, IntImm(vec), vec, vec > 1 ? ForKind::kVectorized : ForKind::kSerial,
-                                      value(ir::Add(ir::Add(IntImm(lo), start), Var(ji)), true))));
+  for (int64_t rh = 0; rh < k[0]; ++rh) {
+    Expr ih = ir::Add(ir::Mul(Var(oh), IntImm(st[0])), IntImm(rh * dil[0] - pads[0]));
+    Expr one = ir::Select(ir::And(ir::LE(IntImm(0), ih), ir::LT(ih, IntImm(H))), FloatImm(1.0), FloatImm(0.0));
+    rows_inside = rows_inside ? ir::Add(rows_inside, one) : one;
   }
-  if (OW > hi) {
-    columns.push_back(ir::For(right, IntImm(OW - hi), OW - hi, ForKind::kSerial, value(ir::Add(IntImm(hi), Var(right)), false)));
+  // Horizontal, over window start s (the input column of its first tap plus the pad):
+  // the reduction of t over the window's columns inside the image.
+  auto horizontal = [&](Expr start, bool interior) {
+    Expr acc, columns_inside;
+    for (int64_t rw = 0; rw < k[1]; ++rw) {
+      Expr iw = ir::Add(start, IntImm(rw * dil[1] - pads[1]));
+      Expr valid = ir::EQ(IntImm(0), IntImm(0));
+      if (!interior) {
+        valid = ir::And(ir::LE(IntImm(0), iw), ir::LT(iw, IntImm(W)));
+        iw = ir::Min(ir::Max(iw, IntImm(0)), IntImm(W - 1));
+      }
+      acc = combine(acc, valid, ir::Load(t, ir::DType::kFloat32, iw));
+      Expr one = ir::Select(valid, FloatImm(1.0), FloatImm(0.0));
+      columns_inside = columns_inside ? ir::Add(columns_inside, one) : one;
+    }
+    if (is_max) return acc;
+    if (include_pad) return ir::Div(acc, FloatImm(static_cast<double>(k[0] * k[1])));
+    return ir::Div(acc, ir::Mul(rows_inside, interior ? FloatImm(static_cast<double>(k[1])) : columns_inside));
+  };
+  // Window starts s whose taps all lie inside the image: pad <= s <= W - 1 + pad - (k - 1) dilation.
+  const int64_t starts = (OW - 1) * st[1] + 1;  // window starts at stride 1, 0 .. (OW - 1) * stride
+  const int64_t lo = std::min(starts, pads[1]);
+  const int64_t hi = std::max(lo, std::min(starts, W + pads[1] - (k[1] - 1) * dil[1]));
+  const Expr out_row = ir::Mul(ir::Add(ir::Mul(Var(row), IntImm(OH)), Var(oh)), IntImm(OW));
+  std::vector<Stmt> steps = {row_loop(0, W, true, vertical)};
+  auto write = [&](const std::string& buffer, bool to_output) {
+    return [&, buffer, to_output](int64_t first, int64_t last, bool interior) {
+      return row_loop(first, last, interior, [&, buffer, to_output, interior](Expr s_) {
+        Expr value = horizontal(s_, interior);
+        return ir::Store(buffer, to_output ? ir::Add(out_row, s_) : s_, value);
+      });
+    };
+  };
+  if (st[1] == 1) {
+    auto store = write(y, true);
+    steps.push_back(store(0, lo, false));
+    steps.push_back(store(lo, hi, true));
+    steps.push_back(store(hi, starts, false));
+  } else {
+    auto store = write(u, false);
+    steps.push_back(store(0, lo, false));
+    steps.push_back(store(lo, hi, true));
+    steps.push_back(store(hi, starts, false));
+    const std::string ow = b.names("ow");
+    steps.push_back(ir::For(ow, IntImm(OW), OW, ForKind::kSerial,
+                            ir::Store(y, ir::Add(out_row, Var(ow)),
+                                      ir::Load(u, ir::DType::kFloat32, ir::Mul(Var(ow), IntImm(st[1]))))));
   }
-  Stmt body = ir::For(oh, IntImm(OH), OH, ForKind::kSerial, ir::Block(columns));
+  Stmt body = ir::For(oh, IntImm(OH), OH, ForKind::kSerial, ir::Block(steps));
+  body = ir::Allocate(t, ir::DType::kFloat32, W, body);
+  if (st[1] != 1) body = ir::Allocate(u, ir::DType::kFloat32, starts, body);
   return b.Finish(ir::For(row, IntImm(in[0] * in[1]), in[0] * in[1], ForKind::kParallel, body));
 }
 
@@ -1524,7 +1565,7 @@ absl::StatusOr<NodeKernel> Pool(const Graph& g, const Node& n, int lanes) {
         return Unsupported(n, "count_include_pad with a window past the end padding (ceil_mode)");
       }
     }
-    return Pool2d(g, n, lanes);
+    if (in[3] <= kMaxPoolRow && (out[3] - 1) * st[1] + 1 <= kMaxPoolRow) return Pool2d(g, n, lanes);
   }
   const int64_t p = n.Int("p", 2);
   if (is_lp && p < 1) return Unsupported(n, "p < 1");
