@@ -1132,8 +1132,7 @@ class Importer {
                                                        ShapeText({w[2], w[3]})));
       }
       std::vector<int64_t> pads, spatial;
-      RETURN_IF_ERROR(SpatialOut(n, {x[2], x[3]}, kernel, false, &pads, &spatial));
-      if (n.Text("auto_pad", "NOTSET") != "NOTSET") return absl::InvalidArgumentError("DeformConv has no auto_pad");
+      RETURN_IF_ERROR(SpatialOut(n, {x[2], x[3]}, kernel, false, &pads, &spatial));  // no auto_pad (reader)
       n.attrs["pads"].ints = pads;
       const std::vector<int64_t> offsets = {x[0], offset_group * 2 * w[2] * w[3], spatial[0], spatial[1]};
       if (In(n, 2).shape != offsets) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -1516,24 +1517,16 @@ absl::StatusOr<NodeKernel> Pool2d(const Graph& g, const Node& n, int lanes) {
   const int64_t hi = std::max(lo, std::min(starts, W + pads[1] - (k[1] - 1) * dil[1]));
   const Expr out_row = ir::Mul(ir::Add(ir::Mul(Var(row), IntImm(OH)), Var(oh)), IntImm(OW));
   std::vector<Stmt> steps = {row_loop(0, W, true, vertical)};
-  auto write = [&](const std::string& buffer, bool to_output) {
-    return [&, buffer, to_output](int64_t first, int64_t last, bool interior) {
-      return row_loop(first, last, interior, [&, buffer, to_output, interior](Expr s_) {
-        Expr value = horizontal(s_, interior);
-        return ir::Store(buffer, to_output ? ir::Add(out_row, s_) : s_, value);
-      });
-    };
-  };
-  if (st[1] == 1) {
-    auto store = write(y, true);
-    steps.push_back(store(0, lo, false));
-    steps.push_back(store(lo, hi, true));
-    steps.push_back(store(hi, starts, false));
-  } else {
-    auto store = write(u, false);
-    steps.push_back(store(0, lo, false));
-    steps.push_back(store(lo, hi, true));
-    steps.push_back(store(hi, starts, false));
+  // At stride 1 window start s is output column s; otherwise s goes into u.
+  const bool direct = st[1] == 1;
+  for (auto [first, last, interior] : {std::tuple<int64_t, int64_t, bool>{0, lo, false}, {lo, hi, true},
+                                       {hi, starts, false}}) {
+    steps.push_back(row_loop(first, last, interior, [&, interior = interior](Expr start) {
+      return direct ? ir::Store(y, ir::Add(out_row, start), horizontal(start, interior))
+                    : ir::Store(u, start, horizontal(start, interior));
+    }));
+  }
+  if (!direct) {
     const std::string ow = b.names("ow");
     steps.push_back(ir::For(ow, IntImm(OW), OW, ForKind::kSerial,
                             ir::Store(y, ir::Add(out_row, Var(ow)),
@@ -1558,14 +1551,14 @@ absl::StatusOr<NodeKernel> Pool(const Graph& g, const Node& n, int lanes) {
   if (n.Int("storage_order", 0) != 0) return Unsupported(n, "storage_order 1");
   const bool is_max = n.op == "MaxPool", is_lp = n.op == "LpPool";
   const bool include_pad = n.Int("count_include_pad", 0) != 0;
-  if (dims == 2 && !is_lp) {
-    for (size_t d = 0; d < dims; ++d) {
-      if (n.op == "AveragePool" && include_pad &&
-          (out[d + 2] - 1) * st[d] - pads[d] + (k[d] - 1) * dil[d] >= in[d + 2] + pads[d + dims]) {
-        return Unsupported(n, "count_include_pad with a window past the end padding (ceil_mode)");
-      }
+  for (size_t d = 0; d < dims; ++d) {
+    if (n.op == "AveragePool" && include_pad &&
+        (out[d + 2] - 1) * st[d] - pads[d] + (k[d] - 1) * dil[d] >= in[d + 2] + pads[d + dims]) {
+      return Unsupported(n, "count_include_pad with a window past the end padding (ceil_mode)");
     }
-    if (in[3] <= kMaxPoolRow && (out[3] - 1) * st[1] + 1 <= kMaxPoolRow) return Pool2d(g, n, lanes);
+  }
+  if (dims == 2 && !is_lp && in[3] <= kMaxPoolRow && (out[3] - 1) * st[1] + 1 <= kMaxPoolRow) {
+    return Pool2d(g, n, lanes);
   }
   const int64_t p = n.Int("p", 2);
   if (is_lp && p < 1) return Unsupported(n, "p < 1");
@@ -1581,10 +1574,6 @@ absl::StatusOr<NodeKernel> Pool(const Graph& g, const Node& n, int lanes) {
   int64_t window = 1;
   for (size_t d = 0; d < dims; ++d) {
     const int64_t extent = in[d + 2];
-    if (n.op == "AveragePool" && include_pad &&
-        (out[d + 2] - 1) * st[d] - pads[d] + (k[d] - 1) * dil[d] >= extent + pads[d + dims]) {
-      return Unsupported(n, "count_include_pad with a window past the end padding (ceil_mode)");
-    }
     Expr i = ir::Add(ir::Sub(ir::Mul(Var(o[d]), IntImm(st[d])), IntImm(pads[d])), ir::Mul(Var(r[d]), IntImm(dil[d])));
     Expr here = ir::And(ir::LE(IntImm(0), i), ir::LT(i, IntImm(extent)));
     inside = inside ? ir::And(inside, here) : here;
