@@ -327,6 +327,11 @@ class Importer {
   std::set<int> empty_values_;
 
   absl::Status ImportNode(const onnx::NodeProto& p, int index) {
+    if (p.op_type() == "BatchNormalization") {
+      for (const onnx::AttributeProto& a : p.attribute()) {
+        if (a.name() == "training_mode" && a.i() != 0) return ImportTrainingBatchNorm(p, index);
+      }
+    }
     pending_constant_.reset();
     split_outputs_ = p.output_size();
     Node node;
@@ -413,6 +418,111 @@ class Importer {
       }
       RETURN_IF_ERROR(CheckRunTimeInts(node));
       graph_.nodes.push_back(std::move(node));
+    }
+    return absl::OkStatus();
+  }
+
+  // BatchNormalization with training_mode=1 (opset 14+): normalized by the batch's
+  // own statistics, as an exporter leaves a model saved in training mode. Imported
+  // as the nodes of its definition (the ONNX reference's formula):
+  //   mean = ReduceMean(x) and var = ReduceMean((x - mean)^2) over every axis but 1,
+  //   Y = (x - mean) / sqrt(var + epsilon) * scale + B,
+  //   running_mean = input_mean * momentum + mean * (1 - momentum), running_var alike.
+  absl::Status ImportTrainingBatchNorm(const onnx::NodeProto& p, int index) {
+    if (p.input_size() != 5) return absl::InvalidArgumentError("5 inputs needed");
+    if (p.output_size() != 1 && p.output_size() != 3) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "training_mode=1 with ", p.output_size(), " outputs: 1 (Y) or 3 (Y, running_mean, running_var) supported"));
+    }
+    float epsilon = 1e-5f, momentum = 0.9f;
+    for (const onnx::AttributeProto& a : p.attribute()) {
+      if (a.name() == "epsilon") {
+        epsilon = a.f();
+      } else if (a.name() == "momentum") {
+        momentum = a.f();
+      } else if (a.name() != "training_mode") {
+        return absl::InvalidArgumentError(absl::StrCat("attribute ", a.name(), " is not supported"));
+      }
+    }
+    std::vector<int> ids;
+    for (const std::string& in : p.input()) {
+      const int id = in.empty() ? -1 : graph_.Find(in);
+      if (id < 0) return absl::InvalidArgumentError(absl::StrCat("input '", in, "' is not defined"));
+      if (T(id).dtype != DType::kFloat32) return absl::InvalidArgumentError("float32 inputs only");
+      ids.push_back(id);
+    }
+    const std::vector<int64_t> x = T(ids[0]).shape;
+    if (x.size() < 2) return absl::InvalidArgumentError("input must be N x C x ...");
+    for (size_t i = 1; i < 5; ++i) {
+      if (T(ids[i]).shape != std::vector<int64_t>{x[1]}) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("input ", i, " must have shape [", x[1], "], got ", ShapeText(T(ids[i]).shape)));
+      }
+    }
+    const std::string stem = absl::StrCat(p.output(0), "/batch_norm_training/");
+    int step = 0;
+    auto node = [&](const std::string& op, std::vector<std::string> inputs, std::string output) {
+      onnx::NodeProto n;
+      n.set_name(absl::StrCat(stem, step++));
+      n.set_op_type(op);
+      for (std::string& in : inputs) n.add_input(std::move(in));
+      n.add_output(output.empty() ? absl::StrCat(stem, "t", step) : std::move(output));
+      return n;
+    };
+    auto constant = [&](std::vector<float> floats, std::vector<int64_t> ints, std::vector<int64_t> dims) {
+      onnx::NodeProto n = node("Constant", {}, "");
+      onnx::AttributeProto* a = n.add_attribute();
+      a->set_name("value");
+      a->set_type(onnx::AttributeProto::TENSOR);
+      onnx::TensorProto* t = a->mutable_t();
+      for (int64_t d : dims) t->add_dims(d);
+      t->set_data_type(ints.empty() ? onnx::TensorProto::FLOAT : onnx::TensorProto::INT64);
+      for (float f : floats) t->add_float_data(f);
+      for (int64_t i : ints) t->add_int64_data(i);
+      return n;
+    };
+    auto mean_over_batch = [&](const std::string& in) {
+      onnx::NodeProto n = node("ReduceMean", {in}, "");
+      onnx::AttributeProto* a = n.add_attribute();
+      a->set_name("axes");
+      a->set_type(onnx::AttributeProto::INTS);
+      for (size_t d = 0; d < x.size(); ++d) {
+        if (d != 1) a->add_ints(static_cast<int64_t>(d));
+      }
+      return n;
+    };
+    std::vector<onnx::NodeProto> nodes;
+    auto emit = [&](onnx::NodeProto n) {
+      nodes.push_back(std::move(n));
+      return nodes.back().output(0);
+    };
+    std::vector<int64_t> per_channel(x.size() - 1, 1);  // [C, 1, ...]: broadcasts over N x C x ...
+    per_channel[0] = x[1];
+    const std::string x_name = p.input(0);
+    const std::string mean = emit(mean_over_batch(x_name));
+    const std::string centred = emit(node("Sub", {x_name, mean}, ""));
+    const std::string var = emit(mean_over_batch(emit(node("Mul", {centred, centred}, ""))));
+    const std::string eps = emit(constant({epsilon}, {}, {}));
+    const std::string inv_std = emit(node("Sqrt", {emit(node("Add", {var, eps}, ""))}, ""));
+    const std::string normalized = emit(node("Div", {centred, inv_std}, ""));
+    const std::string shape = emit(constant({}, per_channel, {static_cast<int64_t>(per_channel.size())}));
+    const std::string scale = emit(node("Reshape", {p.input(1), shape}, ""));
+    const std::string bias = emit(node("Reshape", {p.input(2), shape}, ""));
+    emit(node("Add", {emit(node("Mul", {normalized, scale}, "")), bias}, p.output(0)));
+    if (p.output_size() == 3) {
+      const std::string channels = emit(constant({}, {x[1]}, {1}));
+      const std::string keep = emit(constant({momentum}, {}, {}));
+      const std::string take = emit(constant({1.0f - momentum}, {}, {}));
+      for (int k = 0; k < 2; ++k) {
+        if (p.output(1 + k).empty()) continue;
+        const std::string batch = emit(node("Reshape", {k == 0 ? mean : var, channels}, ""));
+        const std::string old_part = emit(node("Mul", {p.input(3 + k), keep}, ""));
+        emit(node("Add", {old_part, emit(node("Mul", {batch, take}, ""))}, p.output(1 + k)));
+      }
+    }
+    for (const onnx::NodeProto& n : nodes) {
+      absl::Status s = ImportNode(n, index);
+      if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("in its expansion (", n.op_type(), "): ", s.message()));
     }
     return absl::OkStatus();
   }
@@ -777,10 +887,7 @@ class Importer {
       return std::vector<Tensor>{Like(In(n, 0), s)};
     }
     if (op == "BatchNormalization") {
-      RETURN_IF_ERROR(Need(n, 5, 5));
-      if (n.Int("training_mode", 0) != 0) {
-        return absl::InvalidArgumentError("attribute training_mode=1 is not supported (inference only)");
-      }
+      RETURN_IF_ERROR(Need(n, 5, 5));  // training_mode=1 is imported by ImportTrainingBatchNorm
       if (n.Int("spatial", 1) != 1) {
         return absl::InvalidArgumentError("attribute spatial=0 (statistics per element, opset < 9) is not supported");
       }

@@ -313,6 +313,16 @@ def cases():
         node = helper.make_node("DeformConv", names, ["y"], group=group, offset_group=ogroup, kernel_shape=list(ks),
                                 strides=list(stride), dilations=list(dil), pads=pads)
         yield name, model(node, inputs, inits, 19), feeds
+    # BatchNormalization in training mode: the batch's own statistics (the node
+    # tests check the running mean and variance outputs), ranks 3 and 5.
+    for name, shape in (("batchnorm_training_rank3", (3, 4, 9)), ("batchnorm_training_rank5", (2, 3, 4, 5, 3))):
+        x = (rng.standard_normal(shape) * 3 + 1).astype(f32)
+        c = shape[1]
+        inits = [("scale", rng.standard_normal((c,)).astype(f32)), ("bias", rng.standard_normal((c,)).astype(f32)),
+                 ("mean", rng.standard_normal((c,)).astype(f32)), ("var", rng.uniform(0.5, 2, (c,)).astype(f32))]
+        node = helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y"], epsilon=1e-3,
+                                momentum=0.7, training_mode=1)
+        yield name, model(node, [("x", x)], inits, 15), {"x": x}
     # 2-D MaxPool and AveragePool: border columns and interior ones (vectorized),
     # strides, dilations, uneven pads, ceil mode, count_include_pad, rows narrower
     # than a vector, and a NaN in a window.
