@@ -244,8 +244,10 @@ absl::StatusOr<int> Run(const std::string& path, const std::map<std::string, std
               exec->kernels().size(), exec->compile_seconds(), exec->tuned_tasks(), exec->default_tasks(),
               exec->cancelled_layout_pairs(), exec->direct_writes(), exec->blocked_residuals(),
               exec->fused_prologues());
-  std::printf("memory:   %.1f KiB of intermediate tensors (%.1f KiB without the plan), %.1f KiB scratch\n",
-              exec->arena_bytes() / 1024.0, exec->unplanned_bytes() / 1024.0, exec->scratch_bytes() / 1024.0);
+  std::printf("memory:   %.1f KiB planned for intermediate tensors and transient buffers (%.1f KiB without the "
+              "plan), %.1f KiB scratch of the kernels' own\n",
+              exec->arena_bytes() / 1024.0, (exec->unplanned_bytes() + exec->transient_bytes()) / 1024.0,
+              exec->scratch_bytes() / 1024.0);
   std::printf("run:      %.3f ms (the first run, cold)\n", ms);
   for (size_t i = 0; i < outputs.size(); ++i) {
     const graph::TensorInfo& out = exec->outputs()[i];

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -131,7 +132,8 @@ struct Executor::Impl {
   // contiguous range of its input (SplitIsView) is a view, not a copy.
   std::vector<int64_t> view_bytes;
   AlignedBuffer arena;
-  int64_t arena_bytes = 0, unplanned_bytes = 0, scratch_bytes = 0;
+  int64_t arena_bytes = 0, unplanned_bytes = 0, scratch_bytes = 0, transient_bytes = 0;
+  bool poison_arena = false;  // ExecutorOptions::poison_arena
   std::vector<int64_t> offset;  // per root tensor, in bytes; -1 when not in the arena
   std::vector<AlignedBuffer> owned;
   std::vector<std::unique_ptr<runtime::LoadedModule>> modules;
@@ -168,6 +170,7 @@ const std::vector<TensorInfo>& Executor::outputs() const { return impl_->outputs
 int64_t Executor::arena_bytes() const { return impl_->arena_bytes; }
 int64_t Executor::unplanned_bytes() const { return impl_->unplanned_bytes; }
 int64_t Executor::scratch_bytes() const { return impl_->scratch_bytes; }
+int64_t Executor::transient_bytes() const { return impl_->transient_bytes; }
 double Executor::compile_seconds() const { return impl_->compile_seconds; }
 const std::vector<ExecutorKernel>& Executor::kernels() const { return impl_->kernels; }
 int Executor::tuned_tasks() const { return impl_->tuned; }
@@ -1098,6 +1101,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
   const auto start = std::chrono::steady_clock::now();
   auto impl = std::make_unique<Impl>();
   impl->graph = graph;
+  impl->poison_arena = options.poison_arena;
   Graph& g = impl->graph;
   const int lanes = target.MaxF32Lanes();
   for (int t : g.inputs) {
@@ -1339,36 +1343,80 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
   }
   for (int t : g.outputs) touch(t, num_steps);
   impl->offset.assign(g.tensors.size(), -1);
-  std::vector<int> order;
+  // What the plan places: the root tensors, and the steps' transient buffers — owned
+  // buffers that no prepack fills and that hold no data (a conv's blocked output, which
+  // its kernel writes before reading every run), alive over the steps that use them
+  // (their owner and the steps that borrow them). Sharing memory with other steps, a
+  // transient buffer is a recently written one instead of one of its own that went
+  // cold since the last inference. What a prepack fills (packed weights, a blocked
+  // input's zero border) keeps memory of its own.
+  struct Item {
+    int64_t bytes, first, last;
+    int tensor;               // >= 0: a root tensor; -1: a step's transient buffer
+    bool own_memory = false;  // a borrower's prepack fills it: not transient after all
+  };
+  std::vector<Item> items;
   for (size_t r = 0; r < g.tensors.size(); ++r) {
     if (last[r] >= 0 && !g.tensors[r].constant && impl->root[r] == static_cast<int>(r)) {
-      order.push_back(static_cast<int>(r));
-      impl->unplanned_bytes += AlignUp(g.tensors[r].NumElements() * 4);
+      items.push_back({AlignUp(g.tensors[r].NumElements() * 4), first[r], last[r], static_cast<int>(r), false});
+      impl->unplanned_bytes += items.back().bytes;
     }
   }
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
-    return g.tensors[static_cast<size_t>(a)].NumElements() > g.tensors[static_cast<size_t>(b)].NumElements();
-  });
-  std::vector<int> placed;
-  for (int r : order) {
-    const int64_t size = AlignUp(g.tensors[static_cast<size_t>(r)].NumElements() * 4);
-    // The lowest offset that overlaps no placed tensor alive at the same time.
+  std::map<std::pair<size_t, std::string>, size_t> transient;  // (owner step, param name) -> item
+  for (size_t s = 0; s < planned.size(); ++s) {
+    const PlannedStep& p = planned[s];
+    const std::set<std::string> filled =
+        p.func.prepack ? codegen::CollectUsedNames(p.func.prepack).buffers : std::set<std::string>();
+    for (size_t i = 0; i < p.func.params.size(); ++i) {
+      if (p.tensors[i] >= 0 || p.borrow[i].first >= 0 || !p.owned_data[i].empty() ||
+          filled.count(p.func.params[i].name)) {
+        continue;
+      }
+      transient[{s, p.func.params[i].name}] = items.size();
+      const int64_t at = static_cast<int64_t>(s);
+      items.push_back({AlignUp(std::max<int64_t>(p.owned_elements[i], 1) * 4), at, at, -1, false});
+    }
+  }
+  for (size_t s = 0; s < planned.size(); ++s) {  // a borrower's prepack must not fill it either
+    const PlannedStep& p = planned[s];
+    const std::set<std::string> filled =
+        p.func.prepack ? codegen::CollectUsedNames(p.func.prepack).buffers : std::set<std::string>();
+    for (size_t i = 0; i < p.func.params.size(); ++i) {
+      if (p.borrow[i].first < 0) continue;
+      auto it = transient.find({static_cast<size_t>(p.borrow[i].first), p.borrow[i].second});
+      if (it == transient.end()) continue;
+      Item& item = items[it->second];
+      item.own_memory |= filled.count(p.func.params[i].name) > 0;
+      item.first = std::min(item.first, static_cast<int64_t>(s));
+      item.last = std::max(item.last, static_cast<int64_t>(s));
+    }
+  }
+  std::vector<size_t> order;
+  for (size_t k = 0; k < items.size(); ++k) {
+    if (!items[k].own_memory) order.push_back(k);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return items[a].bytes > items[b].bytes; });
+  std::vector<int64_t> item_offset(items.size(), -1);
+  std::vector<size_t> placed;
+  for (size_t k : order) {
+    const Item& item = items[k];
+    // The lowest offset that overlaps nothing placed alive at the same time.
     std::vector<std::pair<int64_t, int64_t>> busy;
-    for (int p : placed) {
-      const size_t pr = static_cast<size_t>(p), rr = static_cast<size_t>(r);
-      if (first[pr] <= last[rr] && first[rr] <= last[pr]) {
-        busy.push_back({impl->offset[pr], impl->offset[pr] + AlignUp(g.tensors[pr].NumElements() * 4)});
+    for (size_t q : placed) {
+      if (items[q].first <= item.last && item.first <= items[q].last) {
+        busy.push_back({item_offset[q], item_offset[q] + items[q].bytes});
       }
     }
     std::sort(busy.begin(), busy.end());
     int64_t at = 0;
     for (const auto& [lo, hi] : busy) {
-      if (at + size <= lo) break;
+      if (at + item.bytes <= lo) break;
       at = std::max(at, hi);
     }
-    impl->offset[static_cast<size_t>(r)] = at;
-    impl->arena_bytes = std::max(impl->arena_bytes, at + size);
-    placed.push_back(r);
+    item_offset[k] = at;
+    impl->arena_bytes = std::max(impl->arena_bytes, at + item.bytes);
+    placed.push_back(k);
+    if (item.tensor >= 0) impl->offset[static_cast<size_t>(item.tensor)] = at;
   }
   impl->arena = Allocate(impl->arena_bytes / 4);
 
@@ -1381,6 +1429,13 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     PlannedStep& p = planned[s];
     for (size_t i = 0; i < p.func.params.size(); ++i) {
       if (p.tensors[i] >= 0 || p.borrow[i].first >= 0) continue;
+      auto planned_at = transient.find({s, p.func.params[i].name});
+      if (planned_at != transient.end() && item_offset[planned_at->second] >= 0) {
+        owned_by[s][p.func.params[i].name] = reinterpret_cast<float*>(
+            reinterpret_cast<char*>(impl->arena.get()) + item_offset[planned_at->second]);
+        impl->transient_bytes += items[planned_at->second].bytes;
+        continue;
+      }
       AlignedBuffer b = Allocate(p.owned_elements[i]);
       impl->buffer_bytes[b.get()] = AlignUp(std::max<int64_t>(p.owned_elements[i], 1) * 4);
       if (!p.owned_data[i].empty()) {
@@ -1532,6 +1587,10 @@ absl::Status Executor::RunProfiled(const std::vector<const float*>& inputs, cons
   if (inputs.size() != m.inputs.size() || outputs.size() != m.outputs.size()) {
     return absl::InvalidArgumentError(absl::StrCat("the model takes ", m.inputs.size(), " inputs and ",
                                                    m.outputs.size(), " outputs"));
+  }
+  if (m.poison_arena) {
+    float* arena = m.arena.get();
+    std::fill(arena, arena + m.arena_bytes / 4, std::numeric_limits<float>::quiet_NaN());
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TensorInfo& info = m.inputs[i];

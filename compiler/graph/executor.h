@@ -38,6 +38,10 @@ struct ExecutorOptions {
   // `target`, built for `run_on` and run here only to prepack the constants Export
   // writes; Export's kernels are then built for `target` by the caller. Unset: target.
   std::optional<Target> run_on;
+  // Tests: every run first fills the memory plan's arena (intermediate tensors and
+  // the steps' transient buffers) with NaN, so that a kernel reading what it did not
+  // write in this run shows in the output.
+  bool poison_arena = false;
 };
 
 // One kernel of the model, for reports.
@@ -115,9 +119,10 @@ class Executor {
   // What each step runs: the kernel's source ("default conv2d ...", "Softmax", ...).
   std::vector<std::string> steps() const;
 
-  int64_t arena_bytes() const;     // the memory plan's peak for intermediate tensors
+  int64_t arena_bytes() const;     // the memory plan's peak: intermediate tensors, transient buffers
+  int64_t transient_bytes() const; // the steps' transient buffers placed in the arena (unplanned)
   int64_t unplanned_bytes() const; // what a buffer per tensor would take instead
-  int64_t scratch_bytes() const;   // templates' internal buffers (packed weights, ...)
+  int64_t scratch_bytes() const;   // templates' internal buffers of their own (packed weights, ...)
   double compile_seconds() const;
   const std::vector<ExecutorKernel>& kernels() const;
   int tuned_tasks() const;         // task occurrences running a caller-given schedule

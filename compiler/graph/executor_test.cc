@@ -537,7 +537,8 @@ TEST(ExecutorTest, ModelRunsRepeatablyAndThePlanReusesMemory) {
   absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(*g, TestTarget());
   ASSERT_TRUE(e.ok()) << e.status();
   Executor& exec = **e;
-  EXPECT_LT(exec.arena_bytes(), exec.unplanned_bytes());
+  EXPECT_LT(exec.arena_bytes(), exec.unplanned_bytes() + exec.transient_bytes());
+  EXPECT_GT(exec.transient_bytes(), 0);  // the convs' blocked outputs share the arena
   EXPECT_EQ(exec.default_tasks(), 3);
   // conv1 -> relu -> conv2 and conv2 (+residual, relu) -> the depthwise conv: both
   // pairs hand over the blocked layout directly.
@@ -594,6 +595,7 @@ TEST(ExecutorTest, BlockedHandOversAndWeightPrefetchKeepResNet18sOutput) {
     std::mt19937_64 rng(seed);
     ExecutorOptions options;
     options.prefetch_weight_bytes = 256 << 10;
+    options.poison_arena = true;  // no kernel reads a transient buffer before writing it
     options.schedule = [&](const TuningTask& task, const Template& tmpl) -> absl::StatusOr<std::optional<Config>> {
       absl::StatusOr<Config> c = tmpl.Space(task, target).Sample(rng);
       if (!c.ok()) return c.status();
@@ -634,6 +636,7 @@ TEST(ExecutorTest, WinogradLayersKeepResNet18sOutput) {
   const std::vector<float>& expected = r.expected;
   int winograd = 0;
   ExecutorOptions options;
+  options.poison_arena = true;
   options.schedule = [&](const TuningTask& task, const Template& tmpl) -> absl::StatusOr<std::optional<Config>> {
     for (const Config& c : tmpl.Heuristics(task, target)) {
       if (c.values().value("algorithm", "direct") != "direct") {
