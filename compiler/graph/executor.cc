@@ -190,9 +190,9 @@ ir::Stmt ParallelOuter(const ir::Stmt& s) {
 }
 
 // A template's layout transforms in a model: the prepack statements that read only
-// constants (packed weights, the zero border of a padded input) run once at load;
-// those that read activations (the input's copy into its blocked layout) and the
-// output's unpack join the kernel's body, run every time, in parallel.
+// constants (packed weights) run once at load; those that read activations (the
+// input's copy into its blocked layout, and its zero border) and the output's unpack
+// join the kernel's body, run every time, in parallel.
 void SplitLayoutTransforms(const Graph& g, PlannedStep* step) {
   ir::LoweredFunc& f = step->func;
   if (!f.prepack && !f.unpack) return;
@@ -206,8 +206,8 @@ void SplitLayoutTransforms(const Graph& g, PlannedStep* step) {
   std::vector<ir::Stmt> once, each;
   // The prepack's statements, nested blocks flattened (a conv's input part is a
   // block of its own: the zero border, then the copy of the interior), so that each
-  // is judged alone: the border's zeroing reads nothing and runs once, the copy
-  // runs every time on the thread pool.
+  // is judged alone: the weights' packing runs once, the border and the copy run
+  // every time on the thread pool.
   std::vector<ir::Stmt> prepack;
   std::function<void(const ir::Stmt&)> flatten = [&](const ir::Stmt& s) {
     if (s->kind != ir::StmtKind::kBlock) {
@@ -217,10 +217,20 @@ void SplitLayoutTransforms(const Graph& g, PlannedStep* step) {
     for (const ir::Stmt& inner : s->stmts) flatten(inner);
   };
   if (f.prepack) flatten(f.prepack);
+  // A statement runs every time when it reads an activation, or when it uses only
+  // buffers such statements use (the zero border of a blocked input, whose memory
+  // the plan shares between steps: written whenever its interior is).
+  std::set<std::string> copied;
   for (const ir::Stmt& s : prepack) {
+    const std::set<std::string> used = codegen::CollectUsedNames(s).buffers;
     bool reads_activation = false;
-    for (const std::string& b : codegen::CollectUsedNames(s).buffers) reads_activation |= dynamic.count(b) > 0;
-    if (reads_activation) {
+    for (const std::string& b : used) reads_activation |= dynamic.count(b) > 0;
+    if (reads_activation) copied.insert(used.begin(), used.end());
+  }
+  for (const ir::Stmt& s : prepack) {
+    bool runs_each_time = true;
+    for (const std::string& b : codegen::CollectUsedNames(s).buffers) runs_each_time &= copied.count(b) > 0;
+    if (runs_each_time) {
       each.push_back(ParallelOuter(s));
     } else {
       once.push_back(s);

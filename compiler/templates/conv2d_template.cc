@@ -53,23 +53,35 @@ std::string Algorithm(const Config& c) { return c.Str("algorithm", "direct"); }
 
 // The layout transforms (see conv2d_template.h). x: input-channel block; y: output-
 // channel block (depthwise: x == y, one block size). The activation part, I ->
-// I.blocked with the zero border, is shared with the Winograd kernels.
+// I.blocked with its zero border, is shared with the Winograd kernels.
 ir::Stmt InputPrepackStmt(const ConvShape& d, int64_t x) {
   using namespace ir;  // NOLINT: the expression builders read like math here.
   const int64_t cb = d.c / x;
-  const int64_t blocked_size = d.n * cb * d.hp() * d.wp() * x;
-  // Zero everything (the border), then copy the interior.
-  Stmt zero = For("p.z", IntImm(blocked_size), blocked_size, ForKind::kSerial,
-                  Store("I.blocked", V("p.z"), FloatImm(0.0)));
+  const std::vector<int64_t> dims = {d.n, cb, d.hp(), d.wp(), x};
+  // The border's zeros (rows above and below, then the columns left and right of the
+  // image), written every time the interior is: in a model the blocked input's memory
+  // is shared with other steps between runs (the executor's memory plan).
+  std::vector<Stmt> parts;
+  auto zero = [&](int64_t h0, int64_t rows, int64_t w0, int64_t cols) {
+    if (rows <= 0 || cols <= 0) return;
+    parts.push_back(Loops({{"p.n", d.n}, {"p.cb", cb}, {"p.zh", rows}, {"p.zw", cols}, {"p.zi", x}},
+                          Store("I.blocked",
+                                Flat({V("p.n"), V("p.cb"), Add(V("p.zh"), IntImm(h0)), Add(V("p.zw"), IntImm(w0)),
+                                      V("p.zi")},
+                                     dims),
+                                FloatImm(0.0))));
+  };
+  zero(0, d.pad, 0, d.wp());
+  zero(d.pad + d.h, d.hp() - d.pad - d.h, 0, d.wp());
+  zero(d.pad, d.h, 0, d.pad);
+  zero(d.pad, d.h, d.pad + d.w, d.wp() - d.pad - d.w);
   Expr c = Add(Mul(V("p.cb"), IntImm(x)), V("p.ci"));
-  Stmt copy_in = Loops(
+  parts.push_back(Loops(
       {{"p.n", d.n}, {"p.cb", cb}, {"p.h", d.h}, {"p.w", d.w}, {"p.ci", x}},
       Store("I.blocked",
-            Flat({V("p.n"), V("p.cb"), Add(V("p.h"), IntImm(d.pad)), Add(V("p.w"), IntImm(d.pad)),
-                  V("p.ci")},
-                 {d.n, cb, d.hp(), d.wp(), x}),
-            Load("I", DType::kFloat32, Flat({V("p.n"), c, V("p.h"), V("p.w")}, {d.n, d.c, d.h, d.w}))));
-  return Block({zero, copy_in});
+            Flat({V("p.n"), V("p.cb"), Add(V("p.h"), IntImm(d.pad)), Add(V("p.w"), IntImm(d.pad)), V("p.ci")}, dims),
+            Load("I", DType::kFloat32, Flat({V("p.n"), c, V("p.h"), V("p.w")}, {d.n, d.c, d.h, d.w})))));
+  return Block(parts);
 }
 
 // Both parts: activations, and the weights F -> F.blocked.
