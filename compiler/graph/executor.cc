@@ -121,6 +121,114 @@ struct PlannedStep {
   bool prologue = false;  // its input copy computes an elementwise chain (FuseConvPrologue)
 };
 
+// The memory plan: an offset in one arena for every run-time tensor's storage (its
+// root) and every step's transient buffer, from their lifetimes in steps.
+struct ArenaPlan {
+  std::vector<int64_t> tensor_offset;  // per root tensor, in bytes; -1 when not in the arena
+  // (owner step, parameter name) -> (offset, bytes) of a transient buffer
+  std::map<std::pair<size_t, std::string>, std::pair<int64_t, int64_t>> transient;
+  int64_t arena_bytes = 0, unplanned_bytes = 0;  // unplanned: one buffer per tensor
+};
+
+ArenaPlan PlanArena(const Graph& g, const std::vector<int>& root, const std::vector<PlannedStep>& planned) {
+  // Lifetimes of the run-time tensors' storage, in steps (-1: the inputs, copied in
+  // before the first step; num_steps: the outputs, read after the last).
+  const int64_t num_steps = static_cast<int64_t>(planned.size());
+  std::vector<int64_t> first(g.tensors.size(), INT64_MAX), last(g.tensors.size(), -1);
+  auto touch = [&](int t, int64_t step) {
+    const size_t r = static_cast<size_t>(root[static_cast<size_t>(t)]);
+    first[r] = std::min(first[r], step);
+    last[r] = std::max(last[r], step);
+  };
+  for (int t : g.inputs) touch(t, -1);
+  for (int64_t s = 0; s < num_steps; ++s) {
+    for (int t : planned[static_cast<size_t>(s)].tensors)
+      if (t >= 0) touch(t, s);
+  }
+  for (int t : g.outputs) touch(t, num_steps);
+  ArenaPlan plan;
+  plan.tensor_offset.assign(g.tensors.size(), -1);
+  // What the plan places: the root tensors, and the steps' transient buffers — owned
+  // buffers that no prepack fills and that hold no data (a conv's blocked input and
+  // output, which its input copy and kernel write before they are read, every run),
+  // alive over the steps that use them (their owner and the steps that borrow them).
+  // Sharing memory with other steps, a transient buffer is a recently written one
+  // instead of one of its own that went cold since the last inference. What a prepack
+  // fills (packed weights) keeps memory of its own.
+  struct Item {
+    int64_t bytes, first, last;
+    int tensor;               // >= 0: a root tensor; -1: a step's transient buffer
+    bool own_memory = false;  // a borrower's prepack fills it: not transient after all
+  };
+  std::vector<Item> items;
+  for (size_t r = 0; r < g.tensors.size(); ++r) {
+    if (last[r] >= 0 && !g.tensors[r].constant && root[r] == static_cast<int>(r)) {
+      items.push_back({AlignUp(g.tensors[r].NumElements() * 4), first[r], last[r], static_cast<int>(r), false});
+      plan.unplanned_bytes += items.back().bytes;
+    }
+  }
+  std::map<std::pair<size_t, std::string>, size_t> transient;  // (owner step, param name) -> item
+  for (size_t s = 0; s < planned.size(); ++s) {
+    const PlannedStep& p = planned[s];
+    const std::set<std::string> filled =
+        p.func.prepack ? codegen::CollectUsedNames(p.func.prepack).buffers : std::set<std::string>();
+    for (size_t i = 0; i < p.func.params.size(); ++i) {
+      if (p.tensors[i] >= 0 || p.borrow[i].first >= 0 || !p.owned_data[i].empty() ||
+          filled.count(p.func.params[i].name)) {
+        continue;
+      }
+      transient[{s, p.func.params[i].name}] = items.size();
+      const int64_t at = static_cast<int64_t>(s);
+      items.push_back({AlignUp(std::max<int64_t>(p.owned_elements[i], 1) * 4), at, at, -1, false});
+    }
+  }
+  for (size_t s = 0; s < planned.size(); ++s) {  // a borrower's prepack must not fill it either
+    const PlannedStep& p = planned[s];
+    const std::set<std::string> filled =
+        p.func.prepack ? codegen::CollectUsedNames(p.func.prepack).buffers : std::set<std::string>();
+    for (size_t i = 0; i < p.func.params.size(); ++i) {
+      if (p.borrow[i].first < 0) continue;
+      auto it = transient.find({static_cast<size_t>(p.borrow[i].first), p.borrow[i].second});
+      if (it == transient.end()) continue;
+      Item& item = items[it->second];
+      item.own_memory |= filled.count(p.func.params[i].name) > 0;
+      item.first = std::min(item.first, static_cast<int64_t>(s));
+      item.last = std::max(item.last, static_cast<int64_t>(s));
+    }
+  }
+  std::vector<size_t> order;
+  for (size_t k = 0; k < items.size(); ++k) {
+    if (!items[k].own_memory) order.push_back(k);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return items[a].bytes > items[b].bytes; });
+  std::vector<int64_t> item_offset(items.size(), -1);
+  std::vector<size_t> placed;
+  for (size_t k : order) {
+    const Item& item = items[k];
+    // The lowest offset that overlaps nothing placed alive at the same time.
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (size_t q : placed) {
+      if (items[q].first <= item.last && item.first <= items[q].last) {
+        busy.push_back({item_offset[q], item_offset[q] + items[q].bytes});
+      }
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t at = 0;
+    for (const auto& [lo, hi] : busy) {
+      if (at + item.bytes <= lo) break;
+      at = std::max(at, hi);
+    }
+    item_offset[k] = at;
+    plan.arena_bytes = std::max(plan.arena_bytes, at + item.bytes);
+    placed.push_back(k);
+    if (item.tensor >= 0) plan.tensor_offset[static_cast<size_t>(item.tensor)] = at;
+  }
+  for (const auto& [key, k] : transient) {
+    if (item_offset[k] >= 0) plan.transient[key] = {item_offset[k], items[k].bytes};
+  }
+  return plan;
+}
+
 }  // namespace
 
 struct Executor::Impl {
@@ -1338,96 +1446,10 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
                                                                   &impl->blocked_residuals, &impl->direct_writes));
   impl->cancelled_pairs += HandOverConcats(g, consumers, is_output, impl->root, &planned);
 
-  // Lifetimes of the run-time tensors' storage, in steps; the memory plan.
-  const int64_t num_steps = static_cast<int64_t>(planned.size());
-  std::vector<int64_t> first(g.tensors.size(), INT64_MAX), last(g.tensors.size(), -1);
-  auto touch = [&](int t, int64_t step) {
-    const size_t r = static_cast<size_t>(impl->root[static_cast<size_t>(t)]);
-    first[r] = std::min(first[r], step);
-    last[r] = std::max(last[r], step);
-  };
-  for (int t : g.inputs) touch(t, -1);
-  for (int64_t s = 0; s < num_steps; ++s) {
-    for (int t : planned[static_cast<size_t>(s)].tensors)
-      if (t >= 0) touch(t, s);
-  }
-  for (int t : g.outputs) touch(t, num_steps);
-  impl->offset.assign(g.tensors.size(), -1);
-  // What the plan places: the root tensors, and the steps' transient buffers — owned
-  // buffers that no prepack fills and that hold no data (a conv's blocked output, which
-  // its kernel writes before reading every run), alive over the steps that use them
-  // (their owner and the steps that borrow them). Sharing memory with other steps, a
-  // transient buffer is a recently written one instead of one of its own that went
-  // cold since the last inference. What a prepack fills (packed weights, a blocked
-  // input's zero border) keeps memory of its own.
-  struct Item {
-    int64_t bytes, first, last;
-    int tensor;               // >= 0: a root tensor; -1: a step's transient buffer
-    bool own_memory = false;  // a borrower's prepack fills it: not transient after all
-  };
-  std::vector<Item> items;
-  for (size_t r = 0; r < g.tensors.size(); ++r) {
-    if (last[r] >= 0 && !g.tensors[r].constant && impl->root[r] == static_cast<int>(r)) {
-      items.push_back({AlignUp(g.tensors[r].NumElements() * 4), first[r], last[r], static_cast<int>(r), false});
-      impl->unplanned_bytes += items.back().bytes;
-    }
-  }
-  std::map<std::pair<size_t, std::string>, size_t> transient;  // (owner step, param name) -> item
-  for (size_t s = 0; s < planned.size(); ++s) {
-    const PlannedStep& p = planned[s];
-    const std::set<std::string> filled =
-        p.func.prepack ? codegen::CollectUsedNames(p.func.prepack).buffers : std::set<std::string>();
-    for (size_t i = 0; i < p.func.params.size(); ++i) {
-      if (p.tensors[i] >= 0 || p.borrow[i].first >= 0 || !p.owned_data[i].empty() ||
-          filled.count(p.func.params[i].name)) {
-        continue;
-      }
-      transient[{s, p.func.params[i].name}] = items.size();
-      const int64_t at = static_cast<int64_t>(s);
-      items.push_back({AlignUp(std::max<int64_t>(p.owned_elements[i], 1) * 4), at, at, -1, false});
-    }
-  }
-  for (size_t s = 0; s < planned.size(); ++s) {  // a borrower's prepack must not fill it either
-    const PlannedStep& p = planned[s];
-    const std::set<std::string> filled =
-        p.func.prepack ? codegen::CollectUsedNames(p.func.prepack).buffers : std::set<std::string>();
-    for (size_t i = 0; i < p.func.params.size(); ++i) {
-      if (p.borrow[i].first < 0) continue;
-      auto it = transient.find({static_cast<size_t>(p.borrow[i].first), p.borrow[i].second});
-      if (it == transient.end()) continue;
-      Item& item = items[it->second];
-      item.own_memory |= filled.count(p.func.params[i].name) > 0;
-      item.first = std::min(item.first, static_cast<int64_t>(s));
-      item.last = std::max(item.last, static_cast<int64_t>(s));
-    }
-  }
-  std::vector<size_t> order;
-  for (size_t k = 0; k < items.size(); ++k) {
-    if (!items[k].own_memory) order.push_back(k);
-  }
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return items[a].bytes > items[b].bytes; });
-  std::vector<int64_t> item_offset(items.size(), -1);
-  std::vector<size_t> placed;
-  for (size_t k : order) {
-    const Item& item = items[k];
-    // The lowest offset that overlaps nothing placed alive at the same time.
-    std::vector<std::pair<int64_t, int64_t>> busy;
-    for (size_t q : placed) {
-      if (items[q].first <= item.last && item.first <= items[q].last) {
-        busy.push_back({item_offset[q], item_offset[q] + items[q].bytes});
-      }
-    }
-    std::sort(busy.begin(), busy.end());
-    int64_t at = 0;
-    for (const auto& [lo, hi] : busy) {
-      if (at + item.bytes <= lo) break;
-      at = std::max(at, hi);
-    }
-    item_offset[k] = at;
-    impl->arena_bytes = std::max(impl->arena_bytes, at + item.bytes);
-    placed.push_back(k);
-    if (item.tensor >= 0) impl->offset[static_cast<size_t>(item.tensor)] = at;
-  }
+  const ArenaPlan plan = PlanArena(g, impl->root, planned);
+  impl->offset = plan.tensor_offset;
+  impl->arena_bytes = plan.arena_bytes;
+  impl->unplanned_bytes = plan.unplanned_bytes;
   impl->arena = Allocate(impl->arena_bytes / 4);
 
   ASSIGN_OR_RETURN(auto built, BuildAll(planned, options.run_on ? *options.run_on : target,
@@ -1439,11 +1461,11 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     PlannedStep& p = planned[s];
     for (size_t i = 0; i < p.func.params.size(); ++i) {
       if (p.tensors[i] >= 0 || p.borrow[i].first >= 0) continue;
-      auto planned_at = transient.find({s, p.func.params[i].name});
-      if (planned_at != transient.end() && item_offset[planned_at->second] >= 0) {
-        owned_by[s][p.func.params[i].name] = reinterpret_cast<float*>(
-            reinterpret_cast<char*>(impl->arena.get()) + item_offset[planned_at->second]);
-        impl->transient_bytes += items[planned_at->second].bytes;
+      auto planned_at = plan.transient.find({s, p.func.params[i].name});
+      if (planned_at != plan.transient.end()) {
+        owned_by[s][p.func.params[i].name] =
+            reinterpret_cast<float*>(reinterpret_cast<char*>(impl->arena.get()) + planned_at->second.first);
+        impl->transient_bytes += planned_at->second.second;
         continue;
       }
       AlignedBuffer b = Allocate(p.owned_elements[i]);
