@@ -318,7 +318,11 @@ absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args) {
     }
     const Timing& best_ours = tuned ? t_tuned : t_untuned;
     const double ratio = ort.median() / best_ours.median();
-    auto engine = [](const Timing& t) { return nlohmann::json{{"median_ms", t.median()}, {"min_ms", t.min()}}; };
+    // Every sample too, in the order taken (rounds one after another): a shared
+    // host's bursts show as runs of slow samples.
+    auto engine = [](const Timing& t) {
+      return nlohmann::json{{"median_ms", t.median()}, {"min_ms", t.min()}, {"samples_ms", t.samples_ms}};
+    };
     nlohmann::json engines = {{"untuned", engine(t_untuned)}, {"onnxruntime", engine(ort)}};
     if (example.ok()) engines["library"] = engine(library);
     engines["onnxruntime"]["version"] = version;
