@@ -167,14 +167,17 @@ ArenaPlan PlanArena(const Graph& g, const std::vector<int>& root, const std::vec
       plan.unplanned_bytes += items.back().bytes;
     }
   }
+  // Per step, the buffers its prepack (what runs once, at load) uses.
+  std::vector<std::set<std::string>> filled(planned.size());
+  for (size_t s = 0; s < planned.size(); ++s) {
+    if (planned[s].func.prepack) filled[s] = codegen::CollectUsedNames(planned[s].func.prepack).buffers;
+  }
   std::map<std::pair<size_t, std::string>, size_t> transient;  // (owner step, param name) -> item
   for (size_t s = 0; s < planned.size(); ++s) {
     const PlannedStep& p = planned[s];
-    const std::set<std::string> filled =
-        p.func.prepack ? codegen::CollectUsedNames(p.func.prepack).buffers : std::set<std::string>();
     for (size_t i = 0; i < p.func.params.size(); ++i) {
       if (p.tensors[i] >= 0 || p.borrow[i].first >= 0 || !p.owned_data[i].empty() ||
-          filled.count(p.func.params[i].name)) {
+          filled[s].count(p.func.params[i].name)) {
         continue;
       }
       transient[{s, p.func.params[i].name}] = items.size();
@@ -184,14 +187,12 @@ ArenaPlan PlanArena(const Graph& g, const std::vector<int>& root, const std::vec
   }
   for (size_t s = 0; s < planned.size(); ++s) {  // a borrower's prepack must not fill it either
     const PlannedStep& p = planned[s];
-    const std::set<std::string> filled =
-        p.func.prepack ? codegen::CollectUsedNames(p.func.prepack).buffers : std::set<std::string>();
     for (size_t i = 0; i < p.func.params.size(); ++i) {
       if (p.borrow[i].first < 0) continue;
       auto it = transient.find({static_cast<size_t>(p.borrow[i].first), p.borrow[i].second});
       if (it == transient.end()) continue;
       Item& item = items[it->second];
-      item.own_memory |= filled.count(p.func.params[i].name) > 0;
+      item.own_memory |= filled[s].count(p.func.params[i].name) > 0;
       item.first = std::min(item.first, static_cast<int64_t>(s));
       item.last = std::max(item.last, static_cast<int64_t>(s));
     }
