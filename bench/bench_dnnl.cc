@@ -1,3 +1,4 @@
+// oneDNN's conv2d and depthwise primitives for `bench kernels` (built only with oneDNN).
 #include "bench/bench_dnnl.h"
 
 #include <omp.h>

@@ -1,3 +1,4 @@
+// TuningClient (job submit/watch/cancel over gRPC) and the embedded default farm.
 #include "cli/client.h"
 
 #include <grpcpp/grpcpp.h>

@@ -1,3 +1,4 @@
+// Flags: the command line's --name value parsing and typed, range-checked getters.
 #include "cli/flags.h"
 
 #include "absl/strings/numbers.h"

@@ -1,3 +1,4 @@
+// Tests of feature extraction from lowered loop IR and configs.
 #include "compiler/target/test_target.h"
 #include "costmodel/features.h"
 

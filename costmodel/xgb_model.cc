@@ -1,3 +1,4 @@
+// XgbModel: training, prediction and serialization through XGBoost's C API.
 #include "costmodel/xgb_model.h"
 
 #include <xgboost/c_api.h>

@@ -1,3 +1,4 @@
+// Tests of the XGBoost wrapper: training, ranking, save/load.
 #include "costmodel/xgb_model.h"
 
 #include <gtest/gtest.h>

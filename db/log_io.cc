@@ -1,3 +1,4 @@
+// The tuning log's JSON-lines reader and writer (tuneforge and AutoTVM formats).
 #include "db/log_io.h"
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// TuningRecord and its content id (128-bit FNV over the canonical fields).
 #include "db/record.h"
 
 #include <algorithm>

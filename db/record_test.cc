@@ -1,3 +1,4 @@
+// Tests of the tuning log's domain types and content ids.
 #include "db/record.h"
 
 #include <cmath>

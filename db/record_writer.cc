@@ -1,3 +1,4 @@
+// RecordWriter: rows <-> records and the one place a record is written.
 #include "db/record_writer.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// The SQLite schema and its migrations.
 #include "db/schema.h"
 
 #include "compiler/support/status.h"

@@ -1,3 +1,4 @@
+// RAII helpers over SQLite's C API: statements, transactions, errors.
 #include "db/sqlite_util.h"
 
 #include <sqlite3.h>

@@ -1,3 +1,4 @@
+// `deploy`: the db's best schedules built into a kernel library with provenance.
 #include "deploy/deploy.h"
 
 #include <cctype>

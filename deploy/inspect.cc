@@ -1,3 +1,4 @@
+// `deploy inspect`: a library's provenance read back, its kernels benchmarked.
 #include "deploy/inspect.h"
 
 #include <dlfcn.h>

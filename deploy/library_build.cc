@@ -1,3 +1,4 @@
+// Building a deployed library's files (objects, header, archive, shared object).
 #include "deploy/library_build.h"
 
 #include <cctype>

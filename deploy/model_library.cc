@@ -1,3 +1,4 @@
+// `deploy --model`: a whole model as a C library (kernels, steps, constant blob).
 #include "deploy/model_library.h"
 
 #include <cstring>

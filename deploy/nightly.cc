@@ -1,3 +1,4 @@
+// The nightly job: its spec file, the tuning runs and the deploy at the end.
 #include "deploy/nightly.h"
 
 #include <yaml-cpp/yaml.h>

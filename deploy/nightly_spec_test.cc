@@ -1,3 +1,4 @@
+// Tests of the nightly job's spec file: the shipped example and bad specs.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

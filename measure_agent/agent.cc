@@ -1,3 +1,4 @@
+// tuneforge-agent's session: register, lease, measure, report, reconnect.
 #include "measure_agent/agent.h"
 
 #include <grpcpp/grpcpp.h>

@@ -1,3 +1,4 @@
+// The agent machine's capabilities (CPU, ISA, caches, launcher) for Register.
 #include "measure_agent/capabilities.h"
 
 #include <sched.h>

@@ -1,3 +1,4 @@
+// Tests of the agent machine's capabilities as sent with Register.
 #include "measure_agent/capabilities.h"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// seccomp and rlimit confinement of the sandbox child before it loads a kernel.
 #include "measure_agent/confine.h"
 
 #include <fcntl.h>

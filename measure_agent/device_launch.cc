@@ -1,3 +1,4 @@
+// Measuring through a launcher: the device runner under qemu-user or ssh.
 #include "measure_agent/device_launch.h"
 
 #include <sys/wait.h>

@@ -1,3 +1,4 @@
+// tuneforge-agent's command line.
 #include "measure_agent/flags.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Tests of tuneforge-agent's command line: every flag's checks and errors.
 #include "measure_agent/flags.h"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// CPU pinning and the quiet check around a measurement.
 #include "measure_agent/quiet.h"
 
 #include <sched.h>

@@ -1,3 +1,4 @@
+// Tests of CPU pinning and the quiet check around a measurement.
 #include "measure_agent/quiet.h"
 
 #include <gmock/gmock.h>

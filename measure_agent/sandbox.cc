@@ -1,3 +1,4 @@
+// The sandbox child: one MeasureRequest run in a confined process.
 #include "measure_agent/sandbox.h"
 
 #include <dlfcn.h>

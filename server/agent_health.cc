@@ -1,3 +1,4 @@
+// AgentHealth: golden-kernel checks and quarantine of agents.
 #include "server/agent_health.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// AgentRegistry: connected agents by DeviceKey and their leased requests.
 #include "server/agent_registry.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// AgentRunner: MeasureInputs -> MeasureRequests dispatched to agents, results back.
 #include "server/agent_runner.h"
 
 #include <chrono>

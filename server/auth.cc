@@ -1,3 +1,4 @@
+// TokenAuth: the token file, roles and the gRPC auth check.
 #include "server/auth.h"
 
 #include "compiler/support/files.h"

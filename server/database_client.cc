@@ -1,3 +1,4 @@
+// DatabaseClient: the tuning log over the server's DatabaseService.
 #include "server/database_client.h"
 
 #include <grpcpp/grpcpp.h>

@@ -1,3 +1,4 @@
+// DatabaseService: the shared tuning log's gRPC handlers.
 #include "server/database_service.h"
 
 #include <string>

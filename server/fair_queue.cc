@@ -1,3 +1,4 @@
+// FairQueue: waiting MeasureRequests by DeviceKey, round-robin over jobs.
 #include "server/fair_queue.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// JobManager: jobs' lifecycle, priorities, tuning loops, persistence and resume.
 #include "server/job_manager.h"
 
 #include <sys/resource.h>

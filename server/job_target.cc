@@ -1,3 +1,4 @@
+// A job's Target from the agents that will measure it.
 #include "server/job_target.h"
 
 #include <algorithm>

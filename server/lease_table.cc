@@ -1,3 +1,4 @@
+// LeaseTable: which agent holds which MeasureRequest, until when.
 #include "server/lease_table.h"
 
 #include <algorithm>

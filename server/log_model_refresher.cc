@@ -1,3 +1,4 @@
+// LogModelRefresher: keeps the db's log models fresh in the background.
 #include "server/log_model_refresher.h"
 
 #include <sys/resource.h>

@@ -1,3 +1,4 @@
+// Observability: the server's /metrics and /healthz listener.
 #include "server/observability.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Server: the gRPC server, its services and their lifecycle.
 #include "server/server.h"
 
 #include <grpcpp/grpcpp.h>

@@ -1,3 +1,4 @@
+// tuneforge-server's command line and config file.
 #include "server/server_config.h"
 
 #include <yaml-cpp/yaml.h>

@@ -1,3 +1,4 @@
+// The TuningService and AgentService gRPC handlers (proto <-> domain).
 #include "server/services.h"
 
 #include <chrono>

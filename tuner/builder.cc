@@ -1,3 +1,4 @@
+// Builder: candidates compiled to artifacts on a thread pool.
 #include "tuner/builder.h"
 
 #include <atomic>

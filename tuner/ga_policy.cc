@@ -1,3 +1,4 @@
+// GeneticPolicy: a genetic algorithm over the config space.
 #include "tuner/ga_policy.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Log models: a cost model per (op, target) trained on the whole db.
 #include "tuner/log_model.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Offline evaluation of the cost model on held-out records (bench search).
 #include "tuner/model_eval.h"
 
 #include <algorithm>

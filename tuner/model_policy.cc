@@ -1,3 +1,4 @@
+// ModelPolicy: the XGBoost-guided search (proposals, retraining, priors).
 #include "tuner/model_policy.h"
 
 #include <algorithm>

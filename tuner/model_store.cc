@@ -1,3 +1,4 @@
+// ModelStore: trained cost models kept between jobs (directory or db).
 #include "tuner/model_store.h"
 
 #include <unistd.h>

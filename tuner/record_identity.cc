@@ -1,3 +1,4 @@
+// Checks that an imported record is what it says (task, target, config).
 #include "tuner/record_identity.h"
 
 #include <cmath>

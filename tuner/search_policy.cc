@@ -1,3 +1,4 @@
+// Search policies by name: model, random, grid, ga.
 #include "tuner/search_policy.h"
 
 #include <numeric>

@@ -1,3 +1,4 @@
+// TuningLoop: propose, build, measure, record, for one task on one target.
 #include "tuner/tuning_loop.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Tests of the tuning loop with a fake runner and real builds.
 #include "tuner/tuning_loop.h"
 
 #include <gtest/gtest.h>

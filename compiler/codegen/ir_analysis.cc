@@ -1,3 +1,4 @@
+// Loop-IR analyses for codegen: dependences, linear strides, used names, vectorizability.
 #include "compiler/codegen/ir_analysis.h"
 
 namespace tuneforge::codegen {

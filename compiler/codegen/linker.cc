@@ -1,3 +1,4 @@
+// Object file -> shared object: the system linker invoked for host and cross targets.
 #include "compiler/codegen/linker.h"
 
 #include "compiler/support/files.h"

@@ -1,3 +1,4 @@
+// ONNX files: reading, IR/opset checks, symbolic dimensions bound, support checks.
 #include "compiler/frontend/onnx_reader.h"
 
 #include <algorithm>

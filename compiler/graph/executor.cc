@@ -1,3 +1,4 @@
+// Executor: a model's steps planned, compiled, laid out in one arena and run.
 #include "compiler/graph/executor.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// ONNX -> Graph: every operator's importer, constant folding and shape inference.
 #include "compiler/graph/graph.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Loop-IR kernels of the operators that are not tuning tasks (elementwise, pooling, ...).
 #include "compiler/graph/kernels.h"
 
 #include <cmath>

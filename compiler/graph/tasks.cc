@@ -1,3 +1,4 @@
+// Task extraction: the graph's conv/matmul/dense anchors and their fused epilogues.
 #include "compiler/graph/tasks.h"
 
 #include <map>

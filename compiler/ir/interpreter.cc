@@ -1,3 +1,4 @@
+// A reference interpreter of the loop IR (tests check codegen against it).
 #include "compiler/ir/interpreter.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Loop-IR expression and statement constructors, with constant folding.
 #include "compiler/ir/ir.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Tests of the loop IR: construction, printing, mutation and interpretation.
 #include "compiler/ir/ir.h"
 
 #include <gtest/gtest.h>

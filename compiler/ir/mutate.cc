@@ -1,3 +1,4 @@
+// Loop-IR rewrites: substitution, generic post-order rewriting, index helpers.
 #include "compiler/ir/ir.h"
 
 #include <map>

@@ -1,3 +1,4 @@
+// Naive reference outputs of every task, the tuner's correctness check.
 #include "compiler/reference/reference.h"
 
 #include <algorithm>

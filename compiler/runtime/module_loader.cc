@@ -1,3 +1,4 @@
+// Loading kernel shared objects into this process (dlopen) and finding their entries.
 #include "compiler/runtime/module_loader.h"
 
 #include <dlfcn.h>

@@ -1,3 +1,4 @@
+// Tests of the kernel runtime: the parallel-for pool, timing and module loading.
 #include "compiler/runtime/runtime.h"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// The measurement protocol: repeats, min_repeat_ms, spread checks, cache flushing.
 #include "compiler/runtime/timing.h"
 
 #include <algorithm>

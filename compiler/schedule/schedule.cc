@@ -1,3 +1,4 @@
+// Schedule primitives (split, reorder, vectorize, parallel, ...) and lowering to loops.
 #include "compiler/schedule/schedule.h"
 
 #include <algorithm>

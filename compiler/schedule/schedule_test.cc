@@ -1,3 +1,4 @@
+// Tests of the schedule primitives and their lowering.
 #include "compiler/schedule/schedule.h"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// jemalloc as the binaries' allocator, and its settings.
 #include "compiler/support/allocator.h"
 
 #include <jemalloc/jemalloc.h>

@@ -1,3 +1,4 @@
+// Files and temporary directories: whole-file read/write, TempDir.
 #include "compiler/support/files.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// FNV-1a content hashes for workload keys and artifact integrity.
 #include "compiler/support/hash.h"
 
 #include <cstdio>

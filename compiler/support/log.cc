@@ -1,3 +1,4 @@
+// TF_LOG: the log sink, levels and the line format.
 #include "compiler/support/log.h"
 
 #include <atomic>

@@ -1,3 +1,4 @@
+// gRPC TLS credentials from PEM files (server, agent and client flags).
 #include "compiler/support/rpc_credentials.h"
 
 #include <arpa/inet.h>

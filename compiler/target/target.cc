@@ -1,3 +1,4 @@
+// Target: parsing target strings, host detection (CPU, ISA, caches) and keys.
 #include "compiler/target/target.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// TuningTask: operators' parameters, validation, canonical text and FLOPs.
 #include "compiler/task/task.h"
 
 #include <map>

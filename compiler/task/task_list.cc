@@ -1,3 +1,4 @@
+// Tasks files: one weighted task per line, parsed and checked.
 #include "compiler/task/task_list.h"
 
 #include <cmath>

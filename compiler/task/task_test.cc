@@ -1,3 +1,4 @@
+// Tests of TuningTask parsing, validation and canonical text.
 #include "compiler/task/task.h"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// ConfigSpace and Config: knobs, JSON, validity checks and sampling.
 #include "compiler/templates/config_space.h"
 
 #include <sstream>

@@ -1,3 +1,4 @@
+// conv2d_cpu: the direct NCHW[x]c convolution template and its knobs.
 #include "compiler/templates/conv2d_template.h"
 
 #include <algorithm>

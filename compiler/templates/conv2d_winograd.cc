@@ -1,3 +1,4 @@
+// conv2d_winograd: Winograd F(m x m, 3 x 3) transforms and batched GEMM.
 #include "compiler/templates/conv2d_winograd.h"
 
 #include <functional>

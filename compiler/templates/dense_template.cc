@@ -1,3 +1,4 @@
+// dense_cpu: the fully connected template (packed weights, fused epilogues).
 #include "compiler/templates/dense_template.h"
 
 #include <algorithm>

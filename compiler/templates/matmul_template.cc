@@ -1,3 +1,4 @@
+// matmul_cpu and batch_matmul: the GEMM templates and their knobs.
 #include "compiler/templates/matmul_template.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Tests of the matmul template: every config against the reference.
 #include "compiler/target/test_target.h"
 #include "compiler/templates/matmul_template.h"
 #include "compiler/support/status.h"

@@ -1,3 +1,4 @@
+// The template registry: which template serves which task.
 #include "compiler/support/hash.h"
 #include "compiler/templates/conv2d_template.h"
 #include "compiler/templates/dense_template.h"

@@ -1,3 +1,4 @@
+// Test helper: MeasureRequests for the test kernels.
 #include "measure_agent/testing/kernel_request.h"
 
 #include <cstdio>

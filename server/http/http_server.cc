@@ -1,3 +1,4 @@
+// A small HTTP/1.1 server on Boost.Asio (metrics and health endpoints).
 #include "server/http/http_server.h"
 
 #include <boost/asio.hpp>

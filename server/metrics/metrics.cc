@@ -1,3 +1,4 @@
+// The metrics registry and its Prometheus text rendering.
 #include "server/metrics/metrics.h"
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// Tests of the metrics registry and its Prometheus text format.
 #include "server/metrics/metrics.h"
 
 #include <gtest/gtest.h>
