@@ -1,3 +1,4 @@
+// `tune --model`: loading a model, timing leftovers and the model's run, the scheduler's rounds.
 #include "cli/model_tuning.h"
 
 #include <unistd.h>
@@ -6,9 +7,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/best_schedule.h"
 #include "compiler/graph/executor.h"
 #include "compiler/support/stats.h"
 #include "compiler/support/status.h"
@@ -91,6 +96,61 @@ absl::StatusOr<LeftoverTime> MeasureLeftovers(const graph::Graph& graph, int thr
   return out;
 }
 
+absl::StatusOr<InRunTime> MeasureInRun(const LoadedModel& model, const std::string& db_path, int threads) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Database> db, OpenDbReadOnly(db_path));
+  Target target = DetectHostTarget("local");
+  target.num_threads = threads;
+  graph::ExecutorOptions eo;
+  eo.schedule = BestRecordSchedule(db.get(), &target);
+  ASSIGN_OR_RETURN(std::unique_ptr<graph::Executor> exec, graph::Executor::Create(model.graph, target, eo));
+  graph::RunBuffers io = graph::SeededRunBuffers(*exec, 1);
+  for (int i = 0; i < 2; ++i) RETURN_IF_ERROR(exec->Run(io.input_ptrs, io.output_ptrs));  // warm-up
+
+  // Each step's task, by its source ("tuned <task>" / "default <task>").
+  const std::vector<graph::ExtractedTask>& tasks = model.table.tasks;
+  std::map<std::string, int> task_index;
+  for (size_t i = 0; i < tasks.size(); ++i) task_index[tasks[i].task] = static_cast<int>(i);
+  std::vector<int> step_task;
+  for (const std::string& source : exec->steps()) {
+    int t = -1;
+    if (IsTaskStep(source)) {
+      auto it = task_index.find(source.substr(source.find(' ') + 1));
+      if (it != task_index.end()) t = it->second;
+    }
+    step_task.push_back(t);
+  }
+
+  // Whole runs as `bench model` times them, then profiled runs for the split; each
+  // at least 5 runs and about a second (a shared host's slow spells last about that).
+  auto enough = [](size_t n, std::chrono::steady_clock::time_point start) {
+    return n >= 5 && (n >= 200 || std::chrono::steady_clock::now() - start >= std::chrono::seconds(1));
+  };
+  InRunTime out;
+  out.compile_seconds = exec->compile_seconds();
+  std::vector<double> whole_ms;
+  for (auto start = std::chrono::steady_clock::now(); !enough(whole_ms.size(), start);) {
+    const auto t0 = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(exec->Run(io.input_ptrs, io.output_ptrs));
+    whole_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::vector<std::vector<double>> task_ms(tasks.size());
+  std::vector<double> leftover_ms;
+  for (auto start = std::chrono::steady_clock::now(); !enough(leftover_ms.size(), start);) {
+    std::vector<double> step_ms(step_task.size(), 0.0);
+    RETURN_IF_ERROR(exec->RunProfiled(io.input_ptrs, io.output_ptrs, &step_ms));
+    std::vector<double> per_task(tasks.size(), 0.0);
+    double leftover = 0;
+    for (size_t s = 0; s < step_ms.size(); ++s) (step_task[s] >= 0 ? per_task[step_task[s]] : leftover) += step_ms[s];
+    for (size_t t = 0; t < tasks.size(); ++t) task_ms[t].push_back(per_task[t]);
+    leftover_ms.push_back(leftover);
+  }
+  out.runs = static_cast<int>(whole_ms.size());
+  out.model_seconds = MedianOr(whole_ms, 0) * 1e-3;
+  out.leftover_seconds = MedianOr(leftover_ms, 0) * 1e-3;
+  for (size_t t = 0; t < tasks.size(); ++t) out.task_seconds.push_back(MedianOr(task_ms[t], 0) * 1e-3);
+  return out;
+}
+
 absl::Status TuneModel(const LoadedModel& model, const LeftoverTime& leftovers,
                        const ModelTuningOptions& options, const RoundJobFn& run_round) {
   const std::vector<graph::ExtractedTask>& tasks = model.table.tasks;
@@ -111,31 +171,83 @@ absl::Status TuneModel(const LoadedModel& model, const LeftoverTime& leftovers,
   std::vector<std::optional<v1::BestResult>> best(tasks.size());
   const bool live = !options.json && isatty(STDERR_FILENO);
 
-  auto estimated = [&] { return scheduler.Objective() + leftovers.leftover_seconds; };
+  // The leftovers as last measured: untuned at first, then in the tuned model's run.
+  double leftover_seconds = leftovers.leftover_seconds;
+  bool calibrated = false;
+  auto estimated = [&] { return scheduler.Objective() + leftover_seconds; };
+
+  // The model run here with the db's best schedules: each task's in-run factor and
+  // the leftovers from the run (see ModelTuningOptions::local_db). A failure to build
+  // or run leaves the estimate as it was, and says so.
+  std::vector<std::string> warnings;
+  auto measure_in_run = [&](const char* when) -> std::optional<InRunTime> {
+    absl::StatusOr<InRunTime> m = MeasureInRun(model, options.local_db, leftovers.threads);
+    if (!m.ok()) {
+      warnings.push_back(absl::StrCat("the model run ", when, " failed (the estimate keeps the factors it had): ",
+                                      m.status().message()));
+      if (!options.json) std::fprintf(stderr, "warning: %s\n", warnings.back().c_str());
+      return std::nullopt;
+    }
+    return *m;
+  };
+  auto calibrate = [&](const InRunTime& m) {
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      const double alone = tasks[i].weight * scheduler.best()[i];
+      if (m.task_seconds[i] > 0 && std::isfinite(alone) && alone > 0)
+        scheduler.SetInRunFactor(static_cast<int>(i), m.task_seconds[i] / alone);
+    }
+    leftover_seconds = m.leftover_seconds;
+    calibrated = true;
+  };
+  auto in_run_event = [&](const char* when, const InRunTime& m) {
+    if (options.json) {
+      nlohmann::json factors = nlohmann::json::array();
+      for (size_t i = 0; i < tasks.size(); ++i) factors.push_back(scheduler.in_run_factor(static_cast<int>(i)));
+      std::printf("%s\n", nlohmann::json{{"event", "in_run"},
+                                         {"when", when},
+                                         {"spent", scheduler.spent()},
+                                         {"measured_seconds", m.model_seconds},
+                                         {"runs", m.runs},
+                                         {"compile_seconds", m.compile_seconds},
+                                         {"leftover_seconds", m.leftover_seconds},
+                                         {"in_run_factors", factors},
+                                         {"estimated_seconds", estimated()}}
+                                .dump()
+                                .c_str());
+      std::fflush(stdout);
+    } else {
+      std::fprintf(stderr, "model run here %s: %s (median of %d runs); estimate now %s\n", when,
+                   FormatSeconds(m.model_seconds).c_str(), m.runs, FormatSeconds(estimated()).c_str());
+    }
+  };
   auto table_lines = [&] {
     std::vector<std::string> lines;
     const double total = estimated();
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%3s  %-48s %6s %7s %10s %8s %6s", "#", "task", "weight", "trials",
-                  "best", "GFLOP/s", "share");
+    std::snprintf(buf, sizeof buf, "%3s  %-48s %6s %7s %10s %8s %6s %6s", "#", "task", "weight", "trials",
+                  "best", "GFLOP/s", "in run", "share");
     lines.push_back(buf);
     for (size_t i = 0; i < tasks.size(); ++i) {
       const double b = scheduler.best()[i];
       const bool has = std::isfinite(b);
-      std::snprintf(buf, sizeof buf, "%3zu  %-48s %6d %7d %10s %8s %6s%s", i + 1,
+      const double factor = scheduler.in_run_factor(static_cast<int>(i));
+      std::snprintf(buf, sizeof buf, "%3zu  %-48s %6d %7d %10s %8s %6s %6s%s", i + 1,
                     Shorten(tasks[i].task, 48).c_str(), tasks[i].weight, scheduler.trials()[i],
                     FormatSeconds(b).c_str(),
                     has ? absl::StrCat(static_cast<int>(tasks[i].flops / b * 1e-9)).c_str() : "-",
+                    calibrated ? absl::StrFormat("%.2fx", factor).c_str() : "-",
                     has && std::isfinite(total)
-                        ? absl::StrCat(static_cast<int>(100 * tasks[i].weight * b / total + 0.5), "%").c_str()
+                        ? absl::StrCat(static_cast<int>(100 * tasks[i].weight * factor * b / total + 0.5), "%")
+                              .c_str()
                         : "-",
                     scheduler.flat(static_cast<int>(i)) ? "  flat" : "");
       lines.push_back(buf);
     }
-    std::snprintf(buf, sizeof buf, "     %-48s %6s %7s %10s %8s %6s", "leftovers (untuned, measured here)", "", "",
-                  FormatSeconds(leftovers.leftover_seconds).c_str(), "",
+    std::snprintf(buf, sizeof buf, "     %-48s %6s %7s %10s %8s %6s %6s",
+                  calibrated ? "leftovers (in the model's run here)" : "leftovers (untuned, measured here)", "", "",
+                  FormatSeconds(leftover_seconds).c_str(), "", "",
                   std::isfinite(total)
-                      ? absl::StrCat(static_cast<int>(100 * leftovers.leftover_seconds / total + 0.5), "%").c_str()
+                      ? absl::StrCat(static_cast<int>(100 * leftover_seconds / total + 0.5), "%").c_str()
                       : "-");
     lines.push_back(buf);
     return lines;
@@ -143,7 +255,8 @@ absl::Status TuneModel(const LoadedModel& model, const LeftoverTime& leftovers,
   auto task_json = [&](size_t i) {
     nlohmann::json t = {{"task", tasks[i].task},       {"op", tasks[i].op},
                         {"weight", tasks[i].weight},   {"flops", tasks[i].flops},
-                        {"trials", scheduler.trials()[i]}, {"flat", scheduler.flat(static_cast<int>(i))}};
+                        {"trials", scheduler.trials()[i]}, {"flat", scheduler.flat(static_cast<int>(i))},
+                        {"in_run_factor", scheduler.in_run_factor(static_cast<int>(i))}};
     if (std::isfinite(scheduler.best()[i])) t["best_seconds"] = scheduler.best()[i];
     if (best[i]) t["config"] = nlohmann::json::parse(best[i]->config_json(), nullptr, false);
     return t;
@@ -175,6 +288,7 @@ absl::Status TuneModel(const LoadedModel& model, const LeftoverTime& leftovers,
 
   int round = 0, new_trials = 0, drawn = 0;
   double after_warmup = NAN;
+  bool half_checked = false;
   int trials = 0;
   for (int i; (i = scheduler.Next(&trials)) >= 0; ++round) {
     const int known = scheduler.trials()[i];
@@ -197,7 +311,24 @@ absl::Status TuneModel(const LoadedModel& model, const LeftoverTime& leftovers,
     scheduler.Update(i, spent, best[i] ? best[i]->seconds() : INFINITY);
     bool warm = true;
     for (size_t t = 0; t < tasks.size(); ++t) warm &= scheduler.rounds(static_cast<int>(t)) > 0;
-    if (warm && std::isnan(after_warmup)) after_warmup = estimated();
+    if (warm && std::isnan(after_warmup)) {
+      if (!options.local_db.empty() && std::isfinite(scheduler.Objective())) {
+        if (std::optional<InRunTime> m = measure_in_run("after the warm-up")) {
+          calibrate(*m);
+          in_run_event("after the warm-up", *m);
+          drawn = 0;
+        }
+      }
+      after_warmup = estimated();
+    } else if (!options.local_db.empty() && !half_checked && 2 * scheduler.spent() >= options.trials &&
+               std::isfinite(scheduler.Objective())) {
+      half_checked = true;
+      if (std::optional<InRunTime> m = measure_in_run("at half the budget")) {
+        calibrate(*m);
+        in_run_event("at half the budget", *m);
+        drawn = 0;
+      }
+    }
 
     if (options.json) {
       nlohmann::json ev = {{"event", "round"},
@@ -232,7 +363,15 @@ absl::Status TuneModel(const LoadedModel& model, const LeftoverTime& leftovers,
     }
   }
   const std::string stop_reason = scheduler.spent() >= options.trials ? "budget spent" : "every task flat";
+  // The estimate the budget was spent by, then the check: the model as it runs with
+  // the schedules found (which also leaves the factors as they are now).
   const double est = estimated();
+  std::optional<InRunTime> final_run;
+  if (!options.local_db.empty() && std::isfinite(scheduler.Objective())) {
+    final_run = measure_in_run("at the end");
+    if (final_run) calibrate(*final_run);
+  }
+  const double measured = final_run ? final_run->model_seconds : NAN;
   if (options.json) {
     nlohmann::json tj = nlohmann::json::array();
     for (size_t i = 0; i < tasks.size(); ++i) tj.push_back(task_json(i));
@@ -243,20 +382,34 @@ absl::Status TuneModel(const LoadedModel& model, const LeftoverTime& leftovers,
                            {"new_trials", new_trials},
                            {"stop_reason", stop_reason},
                            {"estimated_seconds", std::isfinite(est) ? nlohmann::json(est) : nlohmann::json()},
-                           {"leftover_seconds", leftovers.leftover_seconds},
-                           {"untuned_seconds", leftovers.untuned_seconds}};
+                           {"leftover_seconds", leftover_seconds},
+                           {"untuned_seconds", leftovers.untuned_seconds},
+                           {"warnings", warnings}};
     if (!std::isnan(after_warmup) && std::isfinite(after_warmup)) done["after_warmup_seconds"] = after_warmup;
+    if (final_run) {
+      done["measured_seconds"] = measured;
+      done["measured_runs"] = final_run->runs;
+      if (std::isfinite(est)) done["estimate_over_measured"] = est / measured;
+    }
     std::printf("%s\n", done.dump().c_str());
     return absl::OkStatus();
   }
   for (const std::string& l : table_lines()) std::printf("%s\n", l.c_str());
-  std::printf("estimated:   %s end to end (tasks as measured by the agents + leftovers)",
-              FormatSeconds(est).c_str());
+  std::printf("estimated:   %s end to end (%s)", FormatSeconds(est).c_str(),
+              options.local_db.empty() ? "tasks as measured alone by the agents + leftovers; the agents are not "
+                                         "this machine, so no run here checks it"
+                                       : "tasks as measured by the agents x their in-run factors + leftovers");
   if (std::isfinite(after_warmup)) std::printf("; %s after the warm-up rounds", FormatSeconds(after_warmup).c_str());
+  if (final_run) {
+    std::printf("\nmeasured:    %s (the model with these schedules run here, median of %d runs); "
+                "estimate/measured %.2f",
+                FormatSeconds(measured).c_str(), final_run->runs, est / measured);
+  }
   std::printf("\nuntuned:     %s (the executor with default schedules, measured here)\n",
               FormatSeconds(leftovers.untuned_seconds).c_str());
   std::printf("trials:      %d of %lld (%d new in this run) in %d rounds; %s\n", scheduler.spent(),
               static_cast<long long>(options.trials), new_trials, round, stop_reason.c_str());
+  for (const std::string& w : warnings) std::printf("warning:     %s\n", w.c_str());
   return absl::OkStatus();
 }
 

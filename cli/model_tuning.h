@@ -43,8 +43,25 @@ struct LeftoverTime {
 };
 absl::StatusOr<LeftoverTime> MeasureLeftovers(const graph::Graph& graph, int threads);
 
+// The model as it runs here with a db's best schedules (the default schedule where a
+// task has no record): what `bench model --db` runs.
+struct InRunTime {
+  std::vector<double> task_seconds;  // per task of the table: its steps per inference (0: none ran)
+  double leftover_seconds = 0;       // the steps that are not a task's kernel
+  double model_seconds = 0;          // median of whole runs
+  int runs = 0;
+  double compile_seconds = 0;
+};
+absl::StatusOr<InRunTime> MeasureInRun(const LoadedModel& model, const std::string& db_path, int threads);
+
 struct ModelTuningOptions {
   std::string model_path;
+  // The embedded default's db when its agent is this machine. The model is then built
+  // and run here with the db's best schedules after the warm-up rounds, at half the
+  // budget and at the end: each task's in-run factor (TaskScheduler::SetInRunFactor)
+  // and the leftovers come from the run, and the end reports the measured latency
+  // beside the estimate. Empty (agents elsewhere): the estimate alone.
+  std::string local_db;
   int64_t trials = 0;
   int64_t round_trials = 32;
   int flat_rounds = 3;

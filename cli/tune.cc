@@ -287,6 +287,9 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     mo.round_robin = scheduler_name == "round-robin";
     mo.seed = static_cast<uint64_t>(seed);
     mo.json = json;
+    // The embedded default's local agent measures on this machine for its own target:
+    // the tuned model can be run here to check the estimate.
+    if (address_was_embedded && agent_args.empty() && flags.Get("target").empty()) mo.local_db = db_path;
     RETURN_IF_ERROR(TuneModel(*model, leftovers, mo, [&](const std::string& task, int64_t n, uint64_t s) {
       return run_job(task, n, s, /*count_earlier=*/true, /*quiet=*/true);
     }));

@@ -189,7 +189,24 @@ TEST_F(CliTest, TuneModelSharesTheBudgetAndResumesFromTheDb) {
     EXPECT_EQ(events.front()["event"], "start");
     EXPECT_EQ(events.front()["tasks"].size(), 2u);
     EXPECT_EQ(events.back()["event"], "done");
-    EXPECT_EQ(events.back()["rounds"].get<size_t>(), events.size() - 2);
+    size_t rounds = 0, in_runs = 0;
+    for (const nlohmann::json& e : events) {
+      rounds += e["event"] == "round";
+      if (e["event"] != "in_run") continue;
+      // The local agent is this machine: the model ran here with the db's schedules,
+      // and each task's factor is its kernels' time there over its best alone.
+      ++in_runs;
+      EXPECT_GT(e["measured_seconds"].get<double>(), 0) << e;
+      EXPECT_EQ(e["in_run_factors"].size(), 2u) << e;
+      for (const nlohmann::json& f : e["in_run_factors"]) EXPECT_GT(f.get<double>(), 0) << e;
+    }
+    EXPECT_EQ(events.back()["rounds"].get<size_t>(), rounds);
+    EXPECT_GE(in_runs, 1u);  // after the warm-up (and at half the budget)
+    EXPECT_GT(events.back()["measured_seconds"].get<double>(), 0) << events.back();
+    EXPECT_NEAR(events.back()["estimate_over_measured"].get<double>(),
+                events.back()["estimated_seconds"].get<double>() / events.back()["measured_seconds"].get<double>(),
+                1e-9);
+    EXPECT_TRUE(events.back()["warnings"].empty()) << events.back();
     return events.back();
   };
   nlohmann::json first = tune("24");

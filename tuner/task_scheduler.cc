@@ -1,3 +1,4 @@
+// TaskScheduler: one trial budget over a model's tasks by expected gain.
 #include "tuner/task_scheduler.h"
 
 #include <algorithm>
@@ -21,6 +22,7 @@ TaskScheduler::TaskScheduler(std::vector<SchedulerTask> tasks, TaskSchedulerOpti
       options_(options),
       trials_(tasks_.size(), 0),
       best_(tasks_.size(), INFINITY),
+      in_run_factor_(tasks_.size(), 1.0),
       history_(tasks_.size()),
       history_trials_(tasks_.size()) {
   TF_CHECK(!tasks_.empty());
@@ -81,7 +83,7 @@ double TaskScheduler::ExpectedGain(int i) const {
       next = std::min(next, options_.beta * t.flops / sibling_throughput);
   }
   const double forward = next - best;
-  const double grad = t.weight * (options_.alpha * backward + (1 - options_.alpha) * forward);
+  const double grad = t.weight * in_run_factor_[i] * (options_.alpha * backward + (1 - options_.alpha) * forward);
   return -grad;
 }
 
@@ -117,8 +119,14 @@ void TaskScheduler::Update(int task, int trials_spent, double best_seconds) {
 
 double TaskScheduler::Objective() const {
   double f = 0;
-  for (size_t i = 0; i < tasks_.size(); ++i) f += tasks_[i].weight * best_[i];
+  for (size_t i = 0; i < tasks_.size(); ++i) f += tasks_[i].weight * in_run_factor_[i] * best_[i];
   return f;
+}
+
+void TaskScheduler::SetInRunFactor(int task, double factor) {
+  TF_CHECK(task >= 0 && task < static_cast<int>(tasks_.size()));
+  TF_CHECK(factor > 0 && std::isfinite(factor));
+  in_run_factor_[task] = factor;
 }
 
 }  // namespace tuneforge

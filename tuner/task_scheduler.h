@@ -3,12 +3,15 @@
 // gradient-based task scheduler of the Ansor paper (Zheng et al., OSDI 2020, sec. 6).
 // The objective is the estimated end-to-end latency
 //
-//     f = sum_i weight_i * best_latency_i   (+ the untuned leftovers, a constant here)
+//     f = sum_i weight_i * factor_i * best_latency_i   (+ the leftovers, a constant here)
+//
+// factor_i (SetInRunFactor; 1 until set) is what task i's kernels cost in the model as
+// it runs over what they cost measured alone, so f estimates the model as it runs.
 //
 // and each round (`round_trials` trials) goes to the task whose estimated decrease of
 // f over one round is the largest:
 //
-//     gain_i = -weight_i * (alpha * backward_i + (1 - alpha) * forward_i)
+//     gain_i = -weight_i * factor_i * (alpha * backward_i + (1 - alpha) * forward_i)
 //     backward_i = change of best_i over the last `backward_window` rounds, per round
 //                  (0 until the task has that many rounds)
 //     forward_i  = min(best_i - best_i / rounds_i,        optimistic: latency keeps
@@ -75,6 +78,12 @@ class TaskScheduler {
   // +inf before its warm-up round. Exposed for tests and progress tables.
   double ExpectedGain(int task) const;
   double Objective() const;  // weighted sum of best latencies (+inf if any task has none)
+  // A task's in-run factor: what its kernels take in the model as it runs (cold
+  // caches between kernels, layouts handed over, fused epilogues) over weight x its
+  // best latency measured alone. Objective and gains weigh the task by weight x
+  // factor from then on; 1 until set. `factor` must be positive and finite.
+  void SetInRunFactor(int task, double factor);
+  double in_run_factor(int task) const { return in_run_factor_[task]; }
   bool flat(int task) const;
   bool all_flat() const;
   const std::vector<int>& trials() const { return trials_; }
@@ -89,6 +98,7 @@ class TaskScheduler {
   TaskSchedulerOptions options_;
   std::vector<int> trials_;
   std::vector<double> best_;
+  std::vector<double> in_run_factor_;
   // Per task and round: the best latency and the task's trials after the round.
   std::vector<std::vector<double>> history_;
   std::vector<std::vector<int>> history_trials_;

@@ -1,3 +1,4 @@
+// Tests of the task scheduler: gains, warm-up, flat tasks, in-run factors.
 #include "tuner/task_scheduler.h"
 
 #include <gtest/gtest.h>
@@ -43,6 +44,28 @@ TEST(TaskSchedulerTest, FavoursTheTaskWithLargerExpectedGain) {
   // Better than round-robin (160 trials each) on the job's objective.
   double round_robin = 2.0 * Curve(0, 160) + 1.0 * Curve(1, 160);
   EXPECT_LT(s.Objective(), round_robin);
+}
+
+// Two tasks alike alone, one of them three times as slow in the model as it runs
+// (its kernels cold there): the objective counts it three times, and the rounds
+// after the warm-up go to it.
+TEST(TaskSchedulerTest, InRunFactorWeighsTheTaskAsTheModelRunsIt) {
+  TaskSchedulerOptions o;
+  o.total_trials = 160;
+  o.round_trials = 16;
+  TaskScheduler s({1.0, 1.0}, o);
+  int trials = 0;
+  for (int i = 0; i < 2; ++i) {
+    const int t = s.Next(&trials);
+    s.Update(t, trials, Curve(0, s.trials()[t] + trials));
+  }
+  EXPECT_DOUBLE_EQ(s.Objective(), 2 * Curve(0, 16));
+  s.SetInRunFactor(1, 3.0);
+  EXPECT_DOUBLE_EQ(s.in_run_factor(1), 3.0);
+  EXPECT_DOUBLE_EQ(s.Objective(), 4 * Curve(0, 16));
+  EXPECT_DOUBLE_EQ(s.ExpectedGain(1), 3 * s.ExpectedGain(0));
+  for (int t; (t = s.Next(&trials)) >= 0;) s.Update(t, trials, Curve(0, s.trials()[t] + trials));
+  EXPECT_GT(s.trials()[1], s.trials()[0]);
 }
 
 TEST(TaskSchedulerTest, WarmUpVisitsEveryTaskFirst) {
