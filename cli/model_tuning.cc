@@ -106,7 +106,9 @@ absl::StatusOr<InRunTime> MeasureInRun(const LoadedModel& model, const std::stri
   graph::RunBuffers io = graph::SeededRunBuffers(*exec, 1);
   for (int i = 0; i < 2; ++i) RETURN_IF_ERROR(exec->Run(io.input_ptrs, io.output_ptrs));  // warm-up
 
-  // Each step's task, by its source ("tuned <task>" / "default <task>").
+  InRunTime out;
+  // Each step's task, by its source ("tuned <task>" / "default <task>", with
+  // "+<op>" when the step also runs a fused operator, e.g. ResNet's stem "+MaxPool").
   const std::vector<graph::ExtractedTask>& tasks = model.table.tasks;
   std::map<std::string, int> task_index;
   for (size_t i = 0; i < tasks.size(); ++i) task_index[tasks[i].task] = static_cast<int>(i);
@@ -114,8 +116,11 @@ absl::StatusOr<InRunTime> MeasureInRun(const LoadedModel& model, const std::stri
   for (const std::string& source : exec->steps()) {
     int t = -1;
     if (IsTaskStep(source)) {
-      auto it = task_index.find(source.substr(source.find(' ') + 1));
+      std::string text = source.substr(source.find(' ') + 1);
+      text = text.substr(0, text.find('+'));
+      auto it = task_index.find(text);
       if (it != task_index.end()) t = it->second;
+      else ++out.unmatched_task_steps;
     }
     step_task.push_back(t);
   }
@@ -125,7 +130,6 @@ absl::StatusOr<InRunTime> MeasureInRun(const LoadedModel& model, const std::stri
   auto enough = [](size_t n, std::chrono::steady_clock::time_point start) {
     return n >= 5 && (n >= 200 || std::chrono::steady_clock::now() - start >= std::chrono::seconds(1));
   };
-  InRunTime out;
   out.compile_seconds = exec->compile_seconds();
   std::vector<double> whole_ms;
   for (auto start = std::chrono::steady_clock::now(); !enough(whole_ms.size(), start);) {
@@ -187,6 +191,11 @@ absl::Status TuneModel(const LoadedModel& model, const LeftoverTime& leftovers,
                                       m.status().message()));
       if (!options.json) std::fprintf(stderr, "warning: %s\n", warnings.back().c_str());
       return std::nullopt;
+    }
+    if (m->unmatched_task_steps > 0) {
+      warnings.push_back(absl::StrCat(m->unmatched_task_steps, " kernel step(s) of the model run ", when,
+                                      " matched no task; their time counts as leftovers"));
+      if (!options.json) std::fprintf(stderr, "warning: %s\n", warnings.back().c_str());
     }
     return *m;
   };

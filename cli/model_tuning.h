@@ -51,6 +51,7 @@ struct InRunTime {
   double model_seconds = 0;          // median of whole runs
   int runs = 0;
   double compile_seconds = 0;
+  int unmatched_task_steps = 0;      // a task's kernel whose task is not in the table (counted as leftover)
 };
 absl::StatusOr<InRunTime> MeasureInRun(const LoadedModel& model, const std::string& db_path, int threads);
 
