@@ -1,5 +1,5 @@
 // `tuneforge bench <subcommand>`: the benchmarks, each running its baseline in the
-// same process and printing the ratio (BENCHMARKS.md). They are subcommands of the
+// same process and printing the ratio (docs/history/benchmarks-2026-11.md). They are subcommands of the
 // CLI (cli/main.cc) and return its exit codes; they live here, apart from the client
 // commands, because they alone link the vendor libraries (OpenBLAS, oneDNN).
 #pragma once

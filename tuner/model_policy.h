@@ -148,7 +148,7 @@ struct ModelPolicyOptions {
   // trials to 95% of the best known: matmul 256^3 26 -> 4, matmul 128x768x192 39 -> 6,
   // the ops suite's conv2d and dense within a trial; ResNet-18's conv2d tasks 28 -> 17
   // on 64->64 3x3, 1-2 -> 3-6 on four others (docs/search.md "Warm start from the
-  // shared log", BENCHMARKS.md).
+  // shared log", docs/history/benchmarks-2026-11.md).
   bool transfer_with_log_model = true;
   // Cold exploration by the model's uncertainty (no log model, at most
   // `ensemble_max_rows` training rows): `ensemble` - 1 more models, each trained on a

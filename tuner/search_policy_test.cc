@@ -48,7 +48,7 @@ double SyntheticSeconds(const TuningTask& task, const Config& c, bool* failed) {
   double acc = c.Str("accumulate") == "registers" ? 1.0 : 0.5;
   double order = c.Str("loop_order") == "ikj" ? 0.8 : 1.0;
   // Software prefetch and packing A cost a little on this machine, as they do on the
-  // Zen 5 host (BENCHMARKS.md, session 9: prefetch 0.78-0.98x, pack_a 0.93-1.07x).
+  // Zen 5 host (docs/history/benchmarks-2026-11.md, session 9: prefetch 0.78-0.98x, pack_a 0.93-1.07x).
   auto knob = [&](const char* name) { return c.values().contains(name) ? c.Int(name) : 0; };
   double prefetch = knob("prefetch_k") ? 0.85 : 1.0;
   double pack_a = knob("pack_a") ? 0.97 : 1.0;

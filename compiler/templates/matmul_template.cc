@@ -279,7 +279,7 @@ ConfigSpace GemmSpace(int64_t m, int64_t n, int64_t k, const Target& target, con
       pack,
   };
   // Software prefetch and packed A (session 9) are offered only below AVX-512: on the
-  // Zen 5 host neither gained (prefetch 0.78-0.98x, pack_a 0.93-1.07x, BENCHMARKS.md)
+  // Zen 5 host neither gained (prefetch 0.78-0.98x, pack_a 0.93-1.07x, docs/history/benchmarks-2026-11.md)
   // and two more knobs that do not pay cost the model search its lead over random
   // (SearchPolicyTest.ModelBeatsRandomOnSyntheticCost: median 1.43x -> 1.0x). With 16
   // registers (AVX2, NEON) the tiles are smaller and A's rows more streams per FMA.
