@@ -17,7 +17,7 @@
 #include "compiler/support/stats.h"
 #include "compiler/support/status.h"
 #include "db/database.h"
-#include "db/log_io.h"
+#include "db/tuning_log_format.h"
 #include "nlohmann/json.hpp"
 #include "bench/bench.h"
 #include "cli/flags.h"

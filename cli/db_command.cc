@@ -474,9 +474,12 @@ absl::StatusOr<int> TrainModel(const Flags& flags) {
     for (const LogModelInfo& i : r.trained) trained.push_back(nlohmann::json::parse(i.ToJson()));
     std::printf("%s\n", nlohmann::json({{"trained", trained}, {"skipped", r.skipped}}).dump().c_str());
   } else {
-    for (const LogModelInfo& i : r.trained)
+    for (const LogModelInfo& i : r.trained) {
       std::printf("trained %s: %lld records of %d tasks in %.2f s (trees %d deep)\n", i.key.c_str(),
                   static_cast<long long>(i.records), i.tasks, i.train_seconds, i.max_depth);
+      for (const auto& [reason, count] : i.dropped)
+        std::printf("  left out: %lld records (%s)\n", static_cast<long long>(count), reason.c_str());
+    }
     for (const std::string& s : r.skipped) std::printf("skipped %s\n", s.c_str());
   }
   // Nothing trained where something was asked for (not up-to-date skips): an error.

@@ -1,5 +1,5 @@
 // `tuneforge db export | import | merge`: move tuning logs between files, databases
-// and servers. The formats and their guarantees are in db/log_io.h and docs/db.md.
+// and servers. The formats and their guarantees are in db/tuning_log_format.h and docs/db.md.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -8,7 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "compiler/support/status.h"
 #include "compiler/task/task.h"
-#include "db/log_io.h"
+#include "db/tuning_log_format.h"
 #include "cli/db_command.h"
 #include "tuner/record_identity.h"
 

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <csignal>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -108,6 +109,182 @@ nlohmann::json BestJson(const v1::BestResult& b) {
           {"record_id", b.record_id()}};
 }
 
+
+// The jobs' spec from the flags, checked: search policy and its options, batch,
+// measurement options, priority, owner. The caller sets task, trials, seed, device
+// key and target.
+absl::StatusOr<v1::JobSpec> JobSpecFromFlags(const Flags& flags) {
+  v1::JobSpec spec;
+  const std::string policy = flags.Get("policy", "model");
+  const std::vector<std::string>& names = SearchPolicyNames();
+  if (std::find(names.begin(), names.end(), policy) == names.end())
+    return absl::InvalidArgumentError("unknown --policy '" + policy + "' (available: model, random, grid, ga)");
+  spec.set_policy(policy);
+  if (flags.Has("model-early-batch")) {
+    if (policy != "model") return absl::InvalidArgumentError("--model-early-batch is for --policy model");
+    ASSIGN_OR_RETURN(int64_t n, flags.GetInt("model-early-batch", 2, 0, JobManager::kMaxBatch));
+    spec.set_model_early_batch(static_cast<int>(n));
+  }
+  ASSIGN_OR_RETURN(int64_t early_stop, flags.GetInt("early-stop", 0, 0, JobManager::kMaxTrials));
+  spec.set_early_stop(static_cast<int>(early_stop));
+  ASSIGN_OR_RETURN(int64_t batch, flags.GetInt("batch", 0, 1, JobManager::kMaxBatch));
+  spec.set_batch_size(static_cast<int>(batch));
+  ASSIGN_OR_RETURN(int64_t timeout_ms, flags.GetInt("timeout-ms", 10000, 100, 3600000));
+  ASSIGN_OR_RETURN(int64_t max_repeat,
+                   flags.GetInt("max-repeat", MeasureOptions().max_repeat, 1, JobManager::kMaxRepeat));
+  ASSIGN_OR_RETURN(int64_t max_spread_pct,
+                   flags.GetInt("max-spread-pct", static_cast<int64_t>(MeasureOptions().max_spread * 100 + 0.5),
+                                1, 100));
+  spec.mutable_measure()->set_timeout_ms(static_cast<int>(timeout_ms));
+  spec.mutable_measure()->set_max_repeat(static_cast<int>(max_repeat));
+  spec.mutable_measure()->set_max_spread(static_cast<double>(max_spread_pct) / 100);
+  spec.mutable_measure()->set_flush_cache(flags.Has("flush-cache"));
+  ASSIGN_OR_RETURN(int64_t priority, flags.GetInt("priority", JobManager::kDefaultPriority,
+                                                  JobManager::kMinPriority, JobManager::kMaxPriority));
+  spec.set_priority(static_cast<int>(priority));
+  spec.set_no_heuristics(flags.Has("no-heuristics"));
+  const char* user = getenv("USER");
+  spec.set_owner(user ? user : "");
+  return spec;
+}
+
+// The --tasks rounds: the TaskScheduler picks a task by expected gain, a job tunes it
+// for one round. Later rounds of a task start from its records in the db (the model
+// policy trains on them and never re-measures a config).
+struct TaskRounds {
+  std::vector<int> trials;
+  std::vector<std::optional<v1::BestResult>> best;
+  int spent = 0, rounds = 0;
+  double objective = INFINITY;
+};
+using RunJobFn = std::function<absl::StatusOr<v1::JobStatus>(const std::string&, int64_t, uint64_t)>;
+
+absl::StatusOr<TaskRounds> RunTaskRounds(const std::vector<ScheduledTask>& tasks, int trials, int round_trials,
+                                         uint64_t seed, bool json, const RunJobFn& run_job) {
+  std::vector<double> weights;
+  for (const ScheduledTask& t : tasks) weights.push_back(t.weight);
+  TaskSchedulerOptions so;
+  so.total_trials = trials;
+  so.round_trials = round_trials;
+  TaskScheduler scheduler(weights, so);
+  TaskRounds out;
+  out.best.resize(tasks.size());
+  int round_trials_now = 0, round = 0;
+  for (int i; (i = scheduler.Next(&round_trials_now)) >= 0; ++round) {
+    ASSIGN_OR_RETURN(v1::JobStatus done, run_job(tasks[i].task_text, round_trials_now, seed + round));
+    std::optional<v1::BestResult>& best = out.best[i];
+    if (done.has_best() && done.best().seconds() > 0 && (!best || done.best().seconds() < best->seconds()))
+      best = done.best();
+    scheduler.Update(i, done.trials_done(), best ? best->seconds() : INFINITY);
+    if (!json)
+      std::fprintf(stderr, "round %d: %s, %d trials; objective %.4g ms\n", round + 1, tasks[i].task_text.c_str(),
+                   done.trials_done(), scheduler.Objective() * 1e3);
+  }
+  out.trials = scheduler.trials();
+  out.spent = scheduler.spent();
+  out.rounds = round;
+  out.objective = scheduler.Objective();
+  return out;
+}
+
+// `db_path`: the embedded default's file ("" with --server).
+void PrintTaskRounds(const std::vector<ScheduledTask>& tasks, const TaskRounds& r, bool json,
+                     const std::string& db_path) {
+  nlohmann::json out_tasks = nlohmann::json::array();
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    nlohmann::json t = {{"task", tasks[i].task_text}, {"weight", tasks[i].weight}, {"trials", r.trials[i]}};
+    if (r.best[i]) t["best"] = BestJson(*r.best[i]);
+    out_tasks.push_back(t);
+    if (!json)
+      std::printf("%-50s weight %-4g %5d trials  %s\n", tasks[i].task_text.c_str(), tasks[i].weight, r.trials[i],
+                  r.best[i] ? (std::to_string(r.best[i]->gflops()) + " GFLOP/s").c_str() : "no result");
+  }
+  if (json) {
+    nlohmann::json out = {{"tasks", out_tasks}, {"trials", r.spent}, {"rounds", r.rounds},
+                          {"objective_seconds", std::isfinite(r.objective) ? r.objective : -1}};
+    if (!db_path.empty()) out["db"] = db_path;
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::printf("objective:   %.4g ms (weighted sum of best latencies), %d trials in %d rounds\n",
+                r.objective * 1e3, r.spent, r.rounds);
+  }
+}
+
+// The strongest vendor library on the job's task, timed on this machine (the vendor
+// ops only); nullopt, with a warning on stderr, when it cannot be timed.
+std::optional<VendorSpeed> VendorForJob(const v1::JobStatus& last, bool json) {
+  static const std::set<std::string> kVendorOps = {"matmul", "batch_matmul", "dense", "conv2d",
+                                                   "depthwise_conv2d"};
+  if (last.best().seconds() <= 0) return std::nullopt;
+  absl::StatusOr<TuningTask> task = ParseTask(last.task());
+  if (!task.ok() || !kVendorOps.count(task->op())) return std::nullopt;
+  if (!json) std::fprintf(stderr, "timing the vendor libraries on the same task...\n");
+  absl::StatusOr<VendorSpeed> v = StrongestVendor(*task, last.target().num_threads());
+  if (!v.ok()) {
+    std::fprintf(stderr, "warning: could not time the vendor libraries: %s\n",
+                 std::string(v.status().message()).c_str());
+    return std::nullopt;
+  }
+  return *v;
+}
+
+// One job's result: JSON, or the summary lines. `db_path`: as PrintTaskRounds.
+void PrintJobResult(const v1::JobStatus& last, const std::optional<VendorSpeed>& vendor, bool json,
+                    const std::string& db_path) {
+  const double speedup = last.has_baseline() && last.baseline().seconds() > 0
+                             ? last.baseline().seconds() / last.best().seconds()
+                             : 0;
+  const double per_second = last.elapsed_seconds() > 0 ? last.trials_done() / last.elapsed_seconds() : 0;
+  if (json) {
+    nlohmann::json out = {
+        {"job_id", last.job_id()},
+        {"task", last.task()},
+        {"target", {{"triple", last.target().triple()}, {"cpu", last.target().cpu()},
+                    {"num_threads", last.target().num_threads()},
+                    {"device_key", last.target().device_key()}}},
+        {"trials", last.trials_done()},
+        {"records", last.records()},
+        {"errors", last.errors()},
+        {"best", BestJson(last.best())},
+        {"elapsed_seconds", last.elapsed_seconds()},
+        {"trials_per_second", per_second},
+        {"median_build_seconds", last.median_build_seconds()},
+        {"warnings", std::vector<std::string>(last.warnings().begin(), last.warnings().end())},
+        {"last_event", last.last_event()},  // e.g. how the finalists were re-measured
+    };
+    if (last.has_baseline()) out["baseline"] = BestJson(last.baseline());
+    if (speedup > 0) out["speedup_over_baseline"] = speedup;
+    if (vendor) {
+      out["vendor"] = {{"name", vendor->name}, {"gflops", vendor->gflops},
+                       {"tuned_over_vendor", last.best().gflops() / vendor->gflops},
+                       {"all", nlohmann::json::object()}};
+      for (const auto& [name, g] : vendor->all) out["vendor"]["all"][name] = g;
+    }
+    if (!db_path.empty()) out["db"] = db_path;
+    std::printf("%s\n", out.dump().c_str());
+    return;
+  }
+  std::printf("task:        %s\n", last.task().c_str());
+  std::printf("target:      %s -mcpu=%s, %d threads, device key %s\n", last.target().triple().c_str(),
+              last.target().cpu().c_str(), last.target().num_threads(), last.target().device_key().c_str());
+  std::printf("best config: %s\n", last.best().config_json().c_str());
+  PrintBest("best:       ", last.best());
+  if (last.has_baseline()) {
+    PrintBest("untuned:    ", last.baseline());
+    std::printf("speedup:     %.1fx over the untuned loop nest\n", speedup);
+  }
+  if (vendor) {
+    std::printf("vendor:      %.2f GFLOP/s, %s (the strongest of %zu, same machine, after tuning);"
+                " tuned/vendor %.2fx\n",
+                vendor->gflops, vendor->name.c_str(), vendor->all.size(), last.best().gflops() / vendor->gflops);
+  }
+  std::printf("trials:      %d (%d failed), %d records, %.1f s, %.2f trials/s, median build %.0f ms\n",
+              last.trials_done(), last.errors(), last.records(), last.elapsed_seconds(), per_second,
+              last.median_build_seconds() * 1e3);
+  if (!db_path.empty()) std::printf("db:          %s\n", db_path.c_str());
+  for (const std::string& w : last.warnings()) std::printf("warning:     %s\n", w.c_str());
+}
+
 }  // namespace
 
 absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
@@ -146,7 +323,6 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   const bool multi = flags.Has("tasks");
   ASSIGN_OR_RETURN(int64_t trials, flags.GetInt("trials", 200, 1, JobManager::kMaxTrials));
   ASSIGN_OR_RETURN(int64_t round_trials, flags.GetInt("round-trials", 32, 1, JobManager::kMaxTrials));
-  ASSIGN_OR_RETURN(int64_t early_stop, flags.GetInt("early-stop", 0, 0, JobManager::kMaxTrials));
   ASSIGN_OR_RETURN(int64_t flat_rounds, flags.GetInt("flat-rounds", 3, 0, 1000));
   if (flags.Has("flat-rounds") && !model)
     return absl::InvalidArgumentError("--flat-rounds is for --model");
@@ -154,30 +330,9 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   if (scheduler_name != "gradient" && scheduler_name != "round-robin")
     return absl::InvalidArgumentError("--scheduler must be gradient or round-robin, got '" + scheduler_name + "'");
   if (flags.Has("scheduler") && !model) return absl::InvalidArgumentError("--scheduler is for --model");
-  std::string policy = flags.Get("policy", "model");
-  {
-    const std::vector<std::string>& names = SearchPolicyNames();
-    if (std::find(names.begin(), names.end(), policy) == names.end())
-      return absl::InvalidArgumentError("unknown --policy '" + policy +
-                                        "' (available: model, random, grid, ga)");
-  }
-  std::optional<int> model_early_batch;
-  if (flags.Has("model-early-batch")) {
-    if (policy != "model") return absl::InvalidArgumentError("--model-early-batch is for --policy model");
-    ASSIGN_OR_RETURN(int64_t n, flags.GetInt("model-early-batch", 2, 0, JobManager::kMaxBatch));
-    model_early_batch = static_cast<int>(n);
-  }
+  // Everything of the jobs' spec but the task, trials, seed, device and target.
+  ASSIGN_OR_RETURN(const v1::JobSpec spec_flags, JobSpecFromFlags(flags));
   ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 1, 0, INT64_MAX));
-  ASSIGN_OR_RETURN(int64_t batch, flags.GetInt("batch", 0, 1, JobManager::kMaxBatch));
-  ASSIGN_OR_RETURN(int64_t timeout_ms, flags.GetInt("timeout-ms", 10000, 100, 3600000));
-  ASSIGN_OR_RETURN(int64_t max_repeat,
-                   flags.GetInt("max-repeat", MeasureOptions().max_repeat, 1, JobManager::kMaxRepeat));
-  ASSIGN_OR_RETURN(int64_t max_spread_pct,
-                   flags.GetInt("max-spread-pct",
-                                static_cast<int64_t>(MeasureOptions().max_spread * 100 + 0.5), 1, 100));
-  ASSIGN_OR_RETURN(int64_t priority,
-                   flags.GetInt("priority", JobManager::kDefaultPriority, JobManager::kMinPriority,
-                                JobManager::kMaxPriority));
   bool json = flags.Has("json");
   bool verbose = flags.Has("verbose");
   std::string device_key = flags.Get("device-key", "local");
@@ -228,28 +383,16 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   std::signal(SIGINT, OnInterrupt);
   auto run_job = [&](const std::string& task_text, int64_t job_trials, uint64_t job_seed,
                      bool count_earlier = false, bool quiet = false) -> absl::StatusOr<v1::JobStatus> {
-    v1::JobSpec spec;
+    v1::JobSpec spec = spec_flags;
     spec.set_task(task_text);
     spec.set_trials(static_cast<int>(job_trials));
     spec.set_device_key(device_key);
     spec.set_seed(job_seed);
-    spec.set_batch_size(static_cast<int>(batch));
     spec.set_target(target_text);
-    spec.set_policy(policy);
-    spec.set_early_stop(static_cast<int>(early_stop));
-    if (model_early_batch) spec.set_model_early_batch(*model_early_batch);
-    spec.set_no_heuristics(flags.Has("no-heuristics"));
-    spec.set_priority(static_cast<int>(priority));
     spec.set_count_earlier(count_earlier);
-    spec.mutable_measure()->set_timeout_ms(static_cast<int>(timeout_ms));
-    spec.mutable_measure()->set_max_repeat(static_cast<int>(max_repeat));
-    spec.mutable_measure()->set_max_spread(static_cast<double>(max_spread_pct) / 100);
-    spec.mutable_measure()->set_flush_cache(flags.Has("flush-cache"));
-    const char* user = getenv("USER");
-    spec.set_owner(user ? user : "");
     ASSIGN_OR_RETURN(const std::string job_id, client->Submit(spec));
     if (!json && !quiet) std::fprintf(stderr, "job %s: %s, %lld trials, %s search\n", job_id.c_str(),
-                            task_text.c_str(), static_cast<long long>(job_trials), policy.c_str());
+                            task_text.c_str(), static_cast<long long>(job_trials), spec.policy().c_str());
 
     std::atomic<bool> watching{true};
     std::thread canceller([&] {
@@ -302,134 +445,29 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   }
 
   if (multi) {
-    // Rounds: the TaskScheduler picks a task by expected gain, a job tunes it for one
-    // round. Later rounds of a task start from its records in the db (the model policy
-    // trains on them and never re-measures a config).
-    std::vector<double> weights;
-    for (const ScheduledTask& t : tasks) weights.push_back(t.weight);
-    TaskSchedulerOptions so;
-    so.total_trials = static_cast<int>(trials);
-    so.round_trials = static_cast<int>(round_trials);
-    TaskScheduler scheduler(weights, so);
-    std::vector<std::optional<v1::BestResult>> best(tasks.size());
-    int round_trials_now = 0, round = 0;
-    for (int i; (i = scheduler.Next(&round_trials_now)) >= 0; ++round) {
-      ASSIGN_OR_RETURN(v1::JobStatus done,
-                       run_job(tasks[i].task_text, round_trials_now, static_cast<uint64_t>(seed) + round));
-      if (done.has_best() && done.best().seconds() > 0 &&
-          (!best[i] || done.best().seconds() < best[i]->seconds()))
-        best[i] = done.best();
-      scheduler.Update(i, done.trials_done(), best[i] ? best[i]->seconds() : INFINITY);
-      if (!json)
-        std::fprintf(stderr, "round %d: %s, %d trials; objective %.4g ms\n", round + 1,
-                     tasks[i].task_text.c_str(), done.trials_done(), scheduler.Objective() * 1e3);
-    }
+    ASSIGN_OR_RETURN(TaskRounds r, RunTaskRounds(tasks, static_cast<int>(trials), static_cast<int>(round_trials),
+                                                 static_cast<uint64_t>(seed), json,
+                                                 [&](const std::string& task, int64_t n, uint64_t s) {
+                                                   return run_job(task, n, s);
+                                                 }));
     farm.reset();  // stop the local agent and the embedded server
-    nlohmann::json out_tasks = nlohmann::json::array();
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      nlohmann::json t = {{"task", tasks[i].task_text}, {"weight", tasks[i].weight},
-                          {"trials", scheduler.trials()[i]}};
-      if (best[i]) t["best"] = BestJson(*best[i]);
-      out_tasks.push_back(t);
-      if (!json)
-        std::printf("%-50s weight %-4g %5d trials  %s\n", tasks[i].task_text.c_str(),
-                    tasks[i].weight, scheduler.trials()[i],
-                    best[i] ? (std::to_string(best[i]->gflops()) + " GFLOP/s").c_str() : "no result");
-    }
-    double objective = scheduler.Objective();
-    if (json) {
-      nlohmann::json out = {{"tasks", out_tasks}, {"trials", scheduler.spent()}, {"rounds", round},
-                            {"objective_seconds", std::isfinite(objective) ? objective : -1}};
-      if (address_was_embedded) out["db"] = db_path;
-      std::printf("%s\n", out.dump().c_str());
-    } else {
-      std::printf("objective:   %.4g ms (weighted sum of best latencies), %d trials in %d rounds\n",
-                  objective * 1e3, scheduler.spent(), round);
-    }
+    PrintTaskRounds(tasks, r, json, address_was_embedded ? db_path : "");
     return 0;
   }
 
   ASSIGN_OR_RETURN(v1::JobStatus last, run_job(tasks[0].task_text, trials, static_cast<uint64_t>(seed)));
-  const std::string job_id = last.job_id();
   farm.reset();  // stop the local agent and the embedded server
 
   // The strongest vendor on the same task, timed here once the agent has stopped:
-  // only for the embedded default, whose agent measured on this machine.
-  std::optional<VendorSpeed> vendor;
-  // Not for another architecture's device: the vendors run on this machine.
+  // only for the embedded default, whose agent measured on this machine; not for
+  // another architecture's device (the vendors run on this machine).
   const bool want_vendor = !foreign_device && (flags.Has("vendor") || (!json && !flags.Has("no-vendor")));
   if (want_vendor && !address_was_embedded && flags.Has("vendor"))
     std::fprintf(stderr, "note: --vendor times the vendor on this machine; with --server the agents are "
                          "elsewhere, so it is skipped\n");
-  if (want_vendor && address_was_embedded && last.best().seconds() > 0) {
-    static const std::set<std::string> kVendorOps = {"matmul", "batch_matmul", "dense", "conv2d",
-                                                     "depthwise_conv2d"};
-    ASSIGN_OR_RETURN(TuningTask task, ParseTask(last.task()));
-    if (kVendorOps.count(task.op())) {
-      if (!json) std::fprintf(stderr, "timing the vendor libraries on the same task...\n");
-      absl::StatusOr<VendorSpeed> v = StrongestVendor(task, last.target().num_threads());
-      if (v.ok()) {
-        vendor = *v;
-      } else {
-        std::fprintf(stderr, "warning: could not time the vendor libraries: %s\n",
-                     std::string(v.status().message()).c_str());
-      }
-    }
-  }
-
-  double speedup = last.has_baseline() && last.baseline().seconds() > 0
-                       ? last.baseline().seconds() / last.best().seconds()
-                       : 0;
-  double per_second = last.elapsed_seconds() > 0 ? last.trials_done() / last.elapsed_seconds() : 0;
-  if (json) {
-    nlohmann::json out = {
-        {"job_id", job_id},
-        {"task", last.task()},
-        {"target", {{"triple", last.target().triple()}, {"cpu", last.target().cpu()},
-                    {"num_threads", last.target().num_threads()},
-                    {"device_key", last.target().device_key()}}},
-        {"trials", last.trials_done()},
-        {"records", last.records()},
-        {"errors", last.errors()},
-        {"best", BestJson(last.best())},
-        {"elapsed_seconds", last.elapsed_seconds()},
-        {"trials_per_second", per_second},
-        {"median_build_seconds", last.median_build_seconds()},
-        {"warnings", std::vector<std::string>(last.warnings().begin(), last.warnings().end())},
-        {"last_event", last.last_event()},  // e.g. how the finalists were re-measured
-    };
-    if (last.has_baseline()) out["baseline"] = BestJson(last.baseline());
-    if (speedup > 0) out["speedup_over_baseline"] = speedup;
-    if (vendor) {
-      out["vendor"] = {{"name", vendor->name}, {"gflops", vendor->gflops},
-                       {"tuned_over_vendor", last.best().gflops() / vendor->gflops},
-                       {"all", nlohmann::json::object()}};
-      for (const auto& [name, g] : vendor->all) out["vendor"]["all"][name] = g;
-    }
-    if (address_was_embedded) out["db"] = db_path;
-    std::printf("%s\n", out.dump().c_str());
-    return 0;
-  }
-  std::printf("task:        %s\n", last.task().c_str());
-  std::printf("target:      %s -mcpu=%s, %d threads, device key %s\n", last.target().triple().c_str(),
-              last.target().cpu().c_str(), last.target().num_threads(),
-              last.target().device_key().c_str());
-  std::printf("best config: %s\n", last.best().config_json().c_str());
-  PrintBest("best:       ", last.best());
-  if (last.has_baseline()) {
-    PrintBest("untuned:    ", last.baseline());
-    std::printf("speedup:     %.1fx over the untuned loop nest\n", speedup);
-  }
-  if (vendor) {
-    std::printf("vendor:      %.2f GFLOP/s, %s (the strongest of %zu, same machine, after tuning);"
-                " tuned/vendor %.2fx\n",
-                vendor->gflops, vendor->name.c_str(), vendor->all.size(), last.best().gflops() / vendor->gflops);
-  }
-  std::printf("trials:      %d (%d failed), %d records, %.1f s, %.2f trials/s, median build %.0f ms\n",
-              last.trials_done(), last.errors(), last.records(), last.elapsed_seconds(), per_second,
-              last.median_build_seconds() * 1e3);
-  if (address_was_embedded) std::printf("db:          %s\n", db_path.c_str());
-  for (const std::string& w : last.warnings()) std::printf("warning:     %s\n", w.c_str());
+  std::optional<VendorSpeed> vendor;
+  if (want_vendor && address_was_embedded) vendor = VendorForJob(last, json);
+  PrintJobResult(last, vendor, json, address_was_embedded ? db_path : "");
   return 0;
 }
 

@@ -1,5 +1,5 @@
 // Tests of feature extraction from lowered loop IR and configs.
-#include "compiler/target/test_target.h"
+#include "compiler/target/testing/test_target.h"
 #include "costmodel/features.h"
 
 #include <gtest/gtest.h>

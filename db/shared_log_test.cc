@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/support/unprivileged_child.h"
 #include "db/database.h"
-#include "db/log_io.h"
 #include "db/schema.h"
+#include "db/tuning_log_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -34,6 +34,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "nlohmann/json.hpp"
 #include "compiler/runtime/runtime.h"
@@ -1252,8 +1253,9 @@ MeasureResult Sandbox::Run(const MeasureRequest& request) const {
 }
 
 int RunSandboxChild(const std::string& dir, bool pin_threads) {
-  // Before the first parallel loop creates the pool's workers.
-  if (pin_threads) runtime::PinThreads(AllowedCpus());
+  // Before the first parallel loop creates the pool's workers. Asked for and not done,
+  // the measurement fails and says why: a record says "pinned" only when it was.
+  const bool pinned = !pin_threads || runtime::PinThreads(AllowedCpus());
   absl::StatusOr<std::string> bytes = ReadFile(dir + "/" + kRequestFile);
   MeasureRequest request;
   if (!bytes.ok() || !request.ParseFromString(*bytes)) {
@@ -1265,6 +1267,11 @@ int RunSandboxChild(const std::string& dir, bool pin_threads) {
   if (!flusher.ok()) {
     Reply(false, absl::StrCat("cannot allocate the ", runtime::kFlushBytes >> 20,
                               " MiB cache-flush buffer"));
+    return 0;
+  }
+  if (!pinned) {
+    Reply(false, absl::StrCat("sandbox: cannot pin the kernel's threads to CPUs ",
+                              absl::StrJoin(AllowedCpus(), ","), " (the affinity call was refused)"));
     return 0;
   }
   LoadedKernel kernel;

@@ -447,5 +447,37 @@ TEST_F(RegistryTest, CancelEndsAWaitForAgentsThatLeft) {
   }
 }
 
+// No unchecked measurement: with a peak bound, an input whose config the server
+// cannot read (so it cannot bound the result's speed) is not dispatched; its result
+// says why, and a readable one next to it is measured as usual.
+TEST_F(RegistryTest, InputTheServerCannotBoundIsNotMeasured) {
+  AgentRegistry reg(Options());
+  std::string a = Agent(reg);
+  std::atomic<bool> cancel{false};
+  AgentRunner runner(&reg, "k", "job-1", nullptr, &cancel, 1, /*peak_gflops=*/1000);
+  std::vector<MeasureInput> inputs(2);
+  for (MeasureInput& in : inputs) {
+    in.task_text = "matmul M=8 N=8 K=8 dtype=float32";
+    in.artifact = std::make_shared<Artifact>();
+    in.expected = std::make_shared<ExpectedOutput>();
+  }
+  inputs[0].config_json = "{not a config";
+  inputs[1].config_json = "{}";
+  std::vector<MeasureResult> results;
+  std::thread job([&] { results = runner.Measure(inputs); });
+  std::string taken;
+  for (int i = 0; i < 200 && taken.empty(); ++i) {
+    taken = Take(reg, a);
+    if (taken.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(taken, "job-1/r2");  // the readable one; r1 was never dispatched
+  cancel = true;
+  job.join();
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].error, MeasureErrorKind::kInvalidConfig);
+  EXPECT_NE(results[0].error_message.find("cannot bound its plausible speed"), std::string::npos)
+      << results[0].error_message;
+}
+
 }  // namespace
 }  // namespace tuneforge

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 
+#include "compiler/support/status.h"
 #include "compiler/task/task.h"
 #include "compiler/templates/template.h"
 
@@ -99,18 +100,16 @@ v1::MeasureRequest MeasureRequestFor(const MeasureInput& in, const std::string& 
   return r;
 }
 
-double AgentRunner::MinPlausibleSeconds(const MeasureInput& in) {
-  if (peak_gflops_ <= 0) return 0;
+absl::StatusOr<double> AgentRunner::MinPlausibleSeconds(const MeasureInput& in) {
+  if (peak_gflops_ <= 0) return 0.0;
   if (in.task_text != bound_task_) {  // a job measures one task: parsed once
     bound_parsed_ = ParseTask(in.task_text);
     bound_task_ = in.task_text;
   }
-  if (!bound_parsed_.ok()) return 0;
-  double flops = bound_parsed_->Flops();
-  absl::StatusOr<const Template*> tmpl = FindTemplate(*bound_parsed_);
-  absl::StatusOr<Config> config = Config::FromJson(in.config_json);
-  if (tmpl.ok() && config.ok()) flops = (*tmpl)->Flops(*bound_parsed_, *config);
-  return flops / (peak_gflops_ * 1e9);
+  if (!bound_parsed_.ok()) return bound_parsed_.status();
+  ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(*bound_parsed_));
+  ASSIGN_OR_RETURN(Config config, Config::FromJson(in.config_json));
+  return (*tmpl).Flops(*bound_parsed_, config) / (peak_gflops_ * 1e9);
 }
 
 std::vector<MeasureResult> AgentRunner::Measure(const std::vector<MeasureInput>& inputs) {
@@ -136,10 +135,19 @@ std::vector<MeasureResult> AgentRunner::Measure(const std::vector<MeasureInput>&
         if (++shared->done == shared->results.size()) shared->cv.notify_all();
       }
     };
+    absl::StatusOr<double> min_seconds = MinPlausibleSeconds(inputs[i]);
+    if (!min_seconds.ok()) {
+      v1::MeasureResult refused;
+      refused.set_request_id(id);
+      refused.set_error(v1::INVALID_CONFIG);
+      refused.set_error_message("not measured: the server cannot bound its plausible speed: " +
+                                std::string(min_seconds.status().message()));
+      done(refused);
+      continue;
+    }
     bool waited = false;
-    const double min_seconds = MinPlausibleSeconds(inputs[i]);
     while (!registry_->Dispatch(device_key_, request, done, request_prefix_, weight_,
-                                min_seconds)) {
+                                *min_seconds)) {
       if (cancel_ && cancel_->load()) {
         v1::MeasureResult lost;
         lost.set_request_id(id);

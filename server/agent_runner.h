@@ -48,7 +48,9 @@ class AgentRunner : public Runner {
   int64_t next_request_ = 1;
   // The fastest a correct run of the input's kernel can be at peak_gflops_ (0 = no
   // bound): its template's FLOPs for the config (Winograd does fewer than the task).
-  double MinPlausibleSeconds(const MeasureInput& in);
+  // An error when the task, its template or the config cannot be read: the input is
+  // then not measured (its result says why) rather than measured unchecked.
+  absl::StatusOr<double> MinPlausibleSeconds(const MeasureInput& in);
   std::string bound_task_;
   absl::StatusOr<TuningTask> bound_parsed_ = absl::UnknownError("no task yet");
 };

@@ -8,7 +8,7 @@
 
 #include "compiler/support/rpc_credentials.h"
 #include "compiler/support/status.h"
-#include "db/log_io.h"
+#include "db/tuning_log_format.h"
 #include "server/server.h"
 #include "tuneforge/v1/database.grpc.pb.h"
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "db/log_io.h"
-#include "server/services.h"
+#include "db/tuning_log_format.h"
+#include "server/grpc_status.h"
 #include "tuner/record_identity.h"
 
 namespace tuneforge {

@@ -10,7 +10,7 @@
 namespace tuneforge {
 
 // Who calls: the principal's name and whether it has the admin role (whose uploads
-// the db trusts; see db/log_io.h Uploader).
+// the db trusts; see db/tuning_log_format.h Uploader).
 struct DatabaseCaller {
   std::string name;
   bool admin = true;  // without an authorizer every caller is (an open server)

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "db/log_io.h"
+#include "db/tuning_log_format.h"
 #include "gtest/gtest.h"
 #include "server/database_client.h"
 #include "tuner/tuning_loop.h"

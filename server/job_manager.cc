@@ -15,6 +15,7 @@
 #include "compiler/support/clock.h"
 #include "compiler/support/files.h"
 #include "compiler/support/log.h"
+#include "compiler/support/status.h"
 #include "compiler/support/thread_name.h"
 #include "compiler/task/task.h"
 #include "google/protobuf/util/json_util.h"
@@ -148,7 +149,7 @@ void JobManager::LowerThreadPriority() {
   }
 }
 
-void JobManager::Persist(const v1::JobStatus& status) {
+void JobManager::Persist(Job* job, const v1::JobStatus& status) {
   JobRow row;
   row.id = status.job_id();
   row.owner = status.spec().owner();
@@ -160,7 +161,17 @@ void JobManager::Persist(const v1::JobStatus& status) {
   row.updated_unix_us = NowUnixUs();
   row.created_unix_us = row.updated_unix_us;  // kept from the first write (PutJob)
   absl::Status st = db_->PutJob(row);
-  if (!st.ok()) TF_LOG(Error) << "could not store job " << row.id << ": " << st;
+  if (st.ok()) return;
+  TF_LOG(Error) << "could not store job " << row.id << ": " << st;
+  const std::string kind = "job state not stored in the db";
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::string& w : job->server_warnings)
+    if (w.rfind(kind, 0) == 0) return;
+  job->server_warnings.push_back(kind + " (a server restart would not resume it as it is): " +
+                                 std::string(st.message()));
+  job->status.add_warnings(job->server_warnings.back());
+  ++job->version;
+  cv_.notify_all();
 }
 
 void JobManager::Update(Job* job, const std::function<void(v1::JobStatus*)>& change) {
@@ -176,13 +187,18 @@ void JobManager::Update(Job* job, const std::function<void(v1::JobStatus*)>& cha
     snapshot = job->status;
     cv_.notify_all();
   }
-  if (state_changed) Persist(snapshot);
+  if (state_changed) Persist(job, snapshot);
 }
 
 void JobManager::RunJob(Job* job, v1::JobSpec spec) {
   SetThreadName("tf-job " + job->status.job_id());
   LowerThreadPriority();
-  Persist(job->status);
+  v1::JobStatus first;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    first = job->status;
+  }
+  Persist(job, first);
   TuningTask task = *ParseTask(spec.task());
   // The target comes from the agents of the job's key (server/job_target.h); until one
   // that can run it is connected the job waits and says why.
@@ -281,6 +297,7 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
           s->set_last_event(p.last_event);
           s->clear_warnings();
           for (const std::string& w : p.warnings) s->add_warnings(w);
+          for (const std::string& w : job->server_warnings) s->add_warnings(w);
           if (p.best) SetBest(*p.best, s->mutable_best());
           if (p.baseline) SetBest(*p.baseline, s->mutable_baseline());
           s->set_earlier_trials(p.earlier_trials);
@@ -353,11 +370,11 @@ absl::Status JobManager::Watch(const std::string& job_id,
   }
 }
 
-int JobManager::ResumeStoredJobs() {
+absl::StatusOr<int> JobManager::ResumeStoredJobs() {
   absl::StatusOr<std::vector<JobRow>> rows = db_->ListJobs();
   if (!rows.ok()) {
-    TF_LOG(Error) << "cannot list stored jobs: " << rows.status();
-    return 0;
+    return absl::Status(rows.status().code(),
+                        "cannot list the stored jobs to resume them: " + std::string(rows.status().message()));
   }
   int resumed = 0;
   for (const JobRow& row : *rows) {
@@ -367,6 +384,11 @@ int JobManager::ResumeStoredJobs() {
     if (!google::protobuf::util::JsonStringToMessage(row.spec_json, &spec).ok() ||
         !(task = ParseTask(spec.task())).ok()) {
       TF_LOG(Error) << "stored job " << row.id << " has an unreadable spec; not resumed";
+      JobRow failed = row;
+      failed.state = "failed";
+      failed.message = "not resumed after a server restart: its stored spec does not read";
+      failed.updated_unix_us = NowUnixUs();
+      RETURN_IF_ERROR(db_->PutJob(failed));
       continue;
     }
     int recorded = 0;

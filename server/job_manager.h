@@ -43,7 +43,9 @@ class JobManager {
   // Restarts the jobs the db says were queued or running when a previous server
   // stopped (crash, kill -9), under their ids. A resumed job only runs the trials it
   // still owes; configs already in the db are never measured again. Returns how many.
-  int ResumeStoredJobs();
+  // An error when the stored jobs cannot be listed (the db is unusable); a stored job
+  // whose spec no longer reads is marked failed with the reason, not left "running".
+  absl::StatusOr<int> ResumeStoredJobs();
 
   // Limits on user input.
   static constexpr int kMaxTrials = 100000;
@@ -62,10 +64,14 @@ class JobManager {
     std::thread thread;
     std::chrono::steady_clock::time_point started;
     int resumed_trials = 0;     // trials recorded before a server restart
+    // The server's own warnings about the job (its state could not be stored), kept
+    // beside the tuning loop's in status.warnings.
+    std::vector<std::string> server_warnings;  // GUARDED_BY(mu_)
   };
   void RunJob(Job* job, v1::JobSpec spec);
   void Update(Job* job, const std::function<void(v1::JobStatus*)>& change);
-  void Persist(const v1::JobStatus& status);
+  // Writes the job's row; a failure is logged and becomes one of the job's warnings.
+  void Persist(Job* job, const v1::JobStatus& status);
   static constexpr int kJobThreadNice = 10;
   static void LowerThreadPriority();
 

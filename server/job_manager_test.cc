@@ -51,5 +51,33 @@ TEST(JobManagerTest, SubmitRefusesBadMeasureOptions) {
   }
 }
 
+// No silent resume failure: a stored running job whose spec no longer reads is marked
+// failed with the reason (not left "running" in `jobs list` forever), and nothing
+// starts for it.
+TEST(JobManagerTest, UnreadableStoredJobIsMarkedFailed) {
+  absl::StatusOr<TempDir> dir = TempDir::Create("tf_jobs_resume");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  DatabaseOptions options;
+  options.path = dir->File("jobs.db");
+  auto db = Database::Open(options);
+  ASSERT_TRUE(db.ok()) << db.status();
+  JobRow row;
+  row.id = "j-broken";
+  row.spec_json = "{\"task\": \"conv9d M=1\"}";
+  row.state = "running";
+  row.created_unix_us = row.updated_unix_us = 1;
+  ASSERT_TRUE((*db)->PutJob(row).ok());
+  AgentRegistry registry;
+  JobManager jobs(db->get(), &registry, nullptr);
+  absl::StatusOr<int> resumed = jobs.ResumeStoredJobs();
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(*resumed, 0);
+  EXPECT_TRUE(jobs.List().empty());
+  absl::StatusOr<JobRow> stored = (*db)->GetJob("j-broken");
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->state, "failed");
+  EXPECT_NE(stored->message.find("not resumed after a server restart"), std::string::npos) << stored->message;
+}
+
 }  // namespace
 }  // namespace tuneforge

@@ -47,7 +47,8 @@ void LogModelRefresher::Loop() {
     } else {
       for (const LogModelInfo& i : r->trained)
         TF_LOG(Info) << "log model " << i.key << " retrained: " << i.records << " records of "
-                     << i.tasks << " tasks in " << i.train_seconds << " s";
+                     << i.tasks << " tasks in " << i.train_seconds << " s; " << i.dropped_total()
+                     << " left out (" << i.ToJson() << ")";
     }
     lock.lock();
   }

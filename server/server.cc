@@ -13,10 +13,12 @@
 #include "compiler/support/status.h"
 #include "db/database.h"
 #include "server/agent_registry.h"
+#include "server/agent_service.h"
 #include "server/database_service.h"
+#include "server/farm_service.h"
 #include "server/job_manager.h"
 #include "server/observability.h"
-#include "server/services.h"
+#include "server/tuning_service.h"
 #include "tuner/builder.h"
 
 namespace tuneforge {
@@ -126,7 +128,8 @@ class ServerImpl : public Server {
       return absl::UnavailableError("could not listen on " + options.listen +
                                     " (address in use or not local?)");
     }
-    jobs_->ResumeStoredJobs();
+    absl::StatusOr<int> resumed = jobs_->ResumeStoredJobs();
+    if (!resumed.ok()) return resumed.status();
     observability_->SetServing(true);
     if (observability_->port()) {
       TF_LOG(Info) << "metrics on http://" << options.metrics_listen.substr(0, options.metrics_listen.rfind(':'))

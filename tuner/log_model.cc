@@ -26,8 +26,15 @@ std::string LogModelInfo::ToJson() const {
                         {"log_records", log_records},
                         {"train_seconds", train_seconds},
                         {"trained_unix_us", trained_unix_us},
-                        {"max_depth", max_depth}}
+                        {"max_depth", max_depth},
+                        {"dropped", dropped}}
       .dump();
+}
+
+int64_t LogModelInfo::dropped_total() const {
+  int64_t n = 0;
+  for (const auto& [reason, count] : dropped) n += count;
+  return n;
 }
 
 absl::StatusOr<LogModelInfo> LogModelInfo::FromJson(const std::string& text) {
@@ -46,6 +53,7 @@ absl::StatusOr<LogModelInfo> LogModelInfo::FromJson(const std::string& text) {
     i.train_seconds = j.at("train_seconds").get<double>();
     i.trained_unix_us = j.at("trained_unix_us").get<int64_t>();
     i.max_depth = j.value("max_depth", 0);
+    if (j.contains("dropped")) i.dropped = j.at("dropped").get<std::map<std::string, int64_t>>();
   } catch (const nlohmann::json::exception& e) {
     return absl::DataLossError(std::string("log model info: ") + e.what());
   }
@@ -69,6 +77,7 @@ absl::StatusOr<std::string> TrainLogModel(const Template& tmpl, const Target& ta
     std::vector<double> throughput;
   };
   std::map<std::string, Group> groups;
+  std::map<std::string, int64_t> dropped;
   int64_t used = 0;
   for (auto it = records.rbegin(); it != records.rend() && used < options.max_records; ++it) {
     const TuningRecord& r = *it;
@@ -79,14 +88,23 @@ absl::StatusOr<std::string> TrainLogModel(const Template& tmpl, const Target& ta
     Group& g = groups[r.workload.key];
     if (!g.task) {
       absl::StatusOr<TuningTask> task = ParseTask(r.workload.task_text);
-      if (!task.ok()) continue;
+      if (!task.ok()) {
+        ++dropped["task does not parse"];
+        continue;
+      }
       g.task = *std::move(task);
       g.extractor.emplace(tmpl.Space(*g.task, target), target, options.features);
     }
     absl::StatusOr<Config> config = Config::FromJson(r.config_json);
-    if (!config.ok()) continue;
+    if (!config.ok()) {
+      ++dropped["config does not parse"];
+      continue;
+    }
     absl::StatusOr<ir::LoweredFunc> func = tmpl.InstantiateKernel(*g.task, target, *config);
-    if (!func.ok()) continue;
+    if (!func.ok()) {
+      ++dropped["config does not build"];
+      continue;
+    }
     g.rows.push_back(g.extractor->Extract(*func, *config));
     g.throughput.push_back(RecordThroughput(r));
     ++used;
@@ -96,10 +114,14 @@ absl::StatusOr<std::string> TrainLogModel(const Template& tmpl, const Target& ta
   std::vector<unsigned> sizes;
   int tasks = 0;
   for (auto& [key, g] : groups) {
-    if (g.rows.size() < 2) continue;  // one record ranks nothing
+    if (g.rows.size() < 2) {  // one record ranks nothing
+      dropped["alone in its workload"] += static_cast<int64_t>(g.rows.size());
+      continue;
+    }
     if (!rows.empty() && g.rows[0].size() != rows[0].size()) {
       TF_LOG(Warning) << "log model: " << g.task->CanonicalText()
                       << " has a different knob set; left out";
+      dropped["another knob set"] += static_cast<int64_t>(g.rows.size());
       continue;
     }
     rows.insert(rows.end(), g.rows.begin(), g.rows.end());
@@ -131,6 +153,8 @@ absl::StatusOr<std::string> TrainLogModel(const Template& tmpl, const Target& ta
     info->tasks = tasks;
     info->train_seconds = SecondsSince(start);
     info->max_depth = params.max_depth;
+    for (const auto& [reason, count] : dropped)
+      if (count > 0) info->dropped[reason] = count;
     info->trained_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count();

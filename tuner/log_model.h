@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,11 @@ struct LogModelInfo {
   double train_seconds = 0;
   int64_t trained_unix_us = 0;
   int max_depth = 0;  // the trees' depth (LogModelDepth); 0 in infos written before it
+  // Records of the template and target that were left out, by reason ("task does not
+  // parse", "config does not parse", "config does not build", "another knob set",
+  // "alone in its workload"); empty when none (and in infos written before it).
+  std::map<std::string, int64_t> dropped;
+  int64_t dropped_total() const;
 
   std::string ToJson() const;
   static absl::StatusOr<LogModelInfo> FromJson(const std::string& text);

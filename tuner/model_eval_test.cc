@@ -3,7 +3,7 @@
 // search, measured on the 2-core znver4 development machine (the best time of each
 // config; null = failed). Training and the held-out split are deterministic, so these
 // are assertions on fixed numbers, not on timing or luck.
-#include "compiler/target/test_target.h"
+#include "compiler/target/testing/test_target.h"
 #include "tuner/model_eval.h"
 
 #include <gtest/gtest.h>
@@ -380,6 +380,30 @@ TEST(ModelEvalTest, GuidedSearchOnRecordedStridedConvolutionsBeatsRandomWidely) 
 
 TEST(ModelEvalTest, RanksHeldOutRecordedStridedConvolutions) {
   ExpectHeldOutAccuracyOnPools("conv2d_strided_pool_records.jsonl", kConvStrided56, kConvStrided28, 0.88);
+}
+
+// No silent drop: the records a log model leaves out are counted by reason in its
+// info (kept in the db beside the model; `db train-model` prints them).
+TEST(LogModelTest, CountsTheRecordsItLeavesOut) {
+  PolicyContext mm = ContextFor("matmul M=256 N=256 K=256");
+  std::vector<TuningRecord> records = LoadRecords(mm.target);
+  ASSERT_GE(records.size(), 3u);
+  records[0].config_json = "{not json";
+  TuningRecord lone = records[1];  // the same task under a workload of its own
+  lone.workload.key = "lone-workload";
+  records.push_back(lone);
+  records[2].workload.task_text = "matmul M=8 N=8";
+  records[2].workload.key = "broken-workload";
+  LogModelInfo info;
+  ASSERT_TRUE(TrainLogModel(*mm.tmpl, mm.target, records, LogModelOptions{}, &info).ok());
+  EXPECT_EQ(info.dropped["config does not parse"], 1);
+  EXPECT_EQ(info.dropped["task does not parse"], 1);
+  EXPECT_GE(info.dropped["alone in its workload"], 1);
+  // Every record is either trained on or counted.
+  EXPECT_EQ(info.records + info.dropped_total(), static_cast<int64_t>(records.size()));
+  absl::StatusOr<LogModelInfo> back = LogModelInfo::FromJson(info.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->dropped, info.dropped);
 }
 
 // The log model's trees are 8 deep where the features hold the knobs (conv2d: the

@@ -76,6 +76,19 @@ ModelPolicy::ModelPolicy(const PolicyContext& context, ModelPolicyOptions option
   prior_index_ = {index("vector_lanes_over_max"),       index("has_parallel"),
                   index("parallel_extent_over_cores"),  index("parallel_balance"),
                   index("accumulators_over_registers"), index("register_tile_over_registers")};
+  if (options_.prior_pool > 0 || options_.prior_margin > 0) {
+    // A term whose feature this layout lacks counts 0: the prior is weaker than its
+    // design, and the job says so.
+    std::vector<std::string> missing;
+    for (const char* name : {"vector_lanes_over_max", "has_parallel", "parallel_extent_over_cores",
+                             "parallel_balance", "accumulators_over_registers", "register_tile_over_registers"})
+      if (index(name) < 0) missing.push_back(name);
+    if (!missing.empty()) {
+      std::string list;
+      for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
+      notices_.push_back("hardware prior incomplete, its terms of missing features count 0: " + list);
+    }
+  }
   if (!context_.model_store) return;
   // The log model first: when there is one, the last job's model (trained on another
   // task) has nothing to add to it.
@@ -85,7 +98,13 @@ ModelPolicy::ModelPolicy(const PolicyContext& context, ModelPolicyOptions option
                             std::pair{OwnModelKey(), &model_}}) {
     if (prior_.trained()) break;
     auto bytes = context_.model_store->Load(key);
-    if (!bytes.ok() || !bytes->has_value()) continue;
+    if (!bytes.ok()) {
+      TF_LOG(Warning) << "cannot read stored cost model " << key << ": " << bytes.status();
+      notices_.push_back("stored cost model unreadable, this job starts without it: " + key + ": " +
+                         std::string(bytes.status().message()));
+      continue;
+    }
+    if (!bytes->has_value()) continue;
     // Loaded into a scratch model first: one of another feature length is not taken.
     costmodel::XgbModel scratch(model->params());
     absl::Status st = scratch.LoadFromBytes(**bytes);
@@ -96,8 +115,11 @@ ModelPolicy::ModelPolicy(const PolicyContext& context, ModelPolicyOptions option
       *model = std::move(scratch);
       // The last job's model was trained on top of the hardware prior (OwnModelKey).
       hardware_margin_ = model == &model_ && options_.prior_margin > 0;
-    } else
+    } else {
       TF_LOG(Warning) << "ignoring stored cost model " << key << ": " << st;
+      notices_.push_back("stored cost model ignored, this job starts without it: " + key + ": " +
+                         std::string(st.message()));
+    }
   }
 }
 
@@ -239,7 +261,10 @@ absl::Status ModelPolicy::Retrain() {
         bytes.ok()
             ? context_.model_store->Save(OwnModelKey(), *bytes)
             : bytes.status();
-    if (!saved.ok()) TF_LOG(Warning) << "could not save the cost model: " << saved;
+    if (!saved.ok()) {
+      TF_LOG(Warning) << "could not save the cost model: " << saved;
+      notices_.push_back("cost model not saved, the next job starts without it: " + std::string(saved.message()));
+    }
   }
   return absl::OkStatus();
 }
@@ -529,7 +554,12 @@ std::vector<Config> ModelPolicy::StructuralPicks(
         if (c.ok() && has_value(*c) && !visited_.count(c->ToJson())) drawn.push_back(*std::move(c));
       }
       absl::StatusOr<std::vector<float>> scores = Score(drawn);
-      if (!scores.ok()) continue;
+      if (!scores.ok()) {
+        // The quota of this value goes unfilled in this batch; the job says so.
+        notices_.push_back("cost model scoring failed for the structural quota (" + k.name +
+                           " values unfilled this batch): " + std::string(scores.status().message()));
+        continue;
+      }
       const std::vector<size_t> order = BestScoredFirst(*scores);
       for (size_t i = 0; i < order.size() && out.size() < want; ++i)
         if (std::isfinite((*scores)[order[i]])) take(drawn[order[i]]);

@@ -37,6 +37,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "costmodel/features.h"
@@ -177,6 +178,7 @@ class ModelPolicy : public SearchPolicy {
   std::vector<Config> Propose(int n) override;
   std::string last_proposer() const override { return proposer_; }
   std::string last_failure() const override { return failure_; }
+  std::vector<std::string> TakeNotices() override { return std::exchange(notices_, {}); }
   void Observe(const std::vector<TuningRecord>& records) override;
   void ObserveOtherTasks(const std::vector<TuningRecord>& records) override;
   // With a log model only when `transfer_with_log_model` (the log model was trained on
@@ -260,6 +262,7 @@ class ModelPolicy : public SearchPolicy {
   std::set<std::string> visited_;
   std::string proposer_ = "model";  // see SearchPolicy::last_proposer
   std::string failure_;             // see SearchPolicy::last_failure
+  std::vector<std::string> notices_;  // see SearchPolicy::TakeNotices
   // Own task: best throughput (FLOP/s) per config; 0 = failed.
   std::map<std::string, double> own_;
   // Measured configs (own and other tasks') per structural knob value ("knob=value").

@@ -51,6 +51,10 @@ class SearchPolicy {
   // ..." ("" when nothing failed). A model not trained yet is by design, not a failure.
   // The tuning loop puts it in the job's status; it is never only a log line.
   virtual std::string last_failure() const { return ""; }
+  // Failures that are not about one Propose call (a stored cost model that could not
+  // be loaded or saved), each returned once; the tuning loop adds them to the job's
+  // warnings like last_failure.
+  virtual std::vector<std::string> TakeNotices() { return {}; }
 };
 
 // Everything a policy may need to know about what it searches.

@@ -1,6 +1,6 @@
 // Search policies on a synthetic cost function: no builds, no measurements, so these
 // run in seconds and are deterministic for their seeds.
-#include "compiler/target/test_target.h"
+#include "compiler/target/testing/test_target.h"
 #include "tuner/search_policy.h"
 
 #include <gtest/gtest.h>
@@ -177,6 +177,25 @@ TEST(SearchPolicyTest, ModelSaysWhenItFallsBackToRandom) {
       EXPECT_EQ(policy.last_failure(), "");
     }
   }
+}
+
+// No silent fallback: a hardware prior whose features are not in the layout (the
+// register tile's, switched off) says which terms count 0; with them, no notice.
+TEST(SearchPolicyTest, HardwarePriorSaysWhichFeaturesItLacks) {
+  PolicyContext ctx = Context("matmul M=128 N=128 K=128", 5);
+  ModelPolicyOptions full;
+  EXPECT_TRUE(ModelPolicy(ctx, full).TakeNotices().empty());
+  ModelPolicyOptions no_tile;
+  no_tile.features.register_tile = false;
+  ModelPolicy policy(ctx, no_tile);
+  std::vector<std::string> notices = policy.TakeNotices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_NE(notices[0].find("hardware prior incomplete"), std::string::npos) << notices[0];
+  EXPECT_NE(notices[0].find("register_tile_over_registers"), std::string::npos) << notices[0];
+  EXPECT_TRUE(policy.TakeNotices().empty());  // each once
+  no_tile.prior_pool = 0;
+  no_tile.prior_margin = 0;  // no prior: nothing missing
+  EXPECT_TRUE(ModelPolicy(ctx, no_tile).TakeNotices().empty());
 }
 
 // A model trained on direct convolutions only has never seen the Winograd knob vary:

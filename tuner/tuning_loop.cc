@@ -484,15 +484,7 @@ absl::StatusOr<TuningProgress> TuningLoop::Run(const ProgressCallback& on_progre
                                           " (heuristic configs " + std::to_string(end) + "/" +
                                               std::to_string(warm.size()) + ")"));
   }
-  while (!stopped && progress_.trials_done < options_.trials) {
-    if (cancel && cancel->load()) return absl::CancelledError("job cancelled");
-    int n = std::min(batch, options_.trials - progress_.trials_done);
-    std::vector<Config> configs = policy->Propose(n);
-    // A policy that could not work as designed says so in the job's status (and each
-    // record names what really proposed it), never only in a log line.
-    // One warning per kind of failure (the text before the first ':'; the details,
-    // e.g. a library's timestamps, differ from batch to batch), first line only.
-    std::string failure = policy->last_failure();
+  auto warn = [&](std::string failure) {
     failure = failure.substr(0, failure.find('\n'));
     const std::string kind = failure.substr(0, failure.find(':'));
     if (!failure.empty() &&
@@ -501,12 +493,24 @@ absl::StatusOr<TuningProgress> TuningLoop::Run(const ProgressCallback& on_progre
       progress_.warnings.push_back(failure);
       report("warning: " + failure);
     }
+  };
+  while (!stopped && progress_.trials_done < options_.trials) {
+    if (cancel && cancel->load()) return absl::CancelledError("job cancelled");
+    int n = std::min(batch, options_.trials - progress_.trials_done);
+    std::vector<Config> configs = policy->Propose(n);
+    // A policy that could not work as designed says so in the job's status (and each
+    // record names what really proposed it), never only in a log line.
+    // One warning per kind of failure (the text before the first ':'; the details,
+    // e.g. a library's timestamps, differ from batch to batch), first line only.
+    warn(policy->last_failure());
+    for (std::string& notice : policy->TakeNotices()) warn(std::move(notice));
     if (configs.empty()) {
       report("search space exhausted after " + std::to_string(progress_.trials_done) + " trials");
       break;
     }
     ASSIGN_OR_RETURN(stopped, trial_batch(std::move(configs), policy->last_proposer(), ""));
   }
+  for (std::string& notice : policy->TakeNotices()) warn(std::move(notice));  // a job that never proposed
   if (cancel && cancel->load()) return absl::CancelledError("job cancelled");
   RETURN_IF_ERROR(Remeasure(cancel));
   if (on_progress_) on_progress_(progress_);

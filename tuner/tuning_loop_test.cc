@@ -11,7 +11,7 @@
 #include <set>
 
 #include "compiler/codegen/build.h"
-#include "compiler/target/test_target.h"
+#include "compiler/target/testing/test_target.h"
 #include "compiler/templates/config_space.h"
 #include "compiler/templates/template.h"
 #include "tuner/model_policy.h"
@@ -387,6 +387,45 @@ TEST_F(TuningLoopTest, PolicyFailureIsInTheStatusAndEveryRecordsProvenance) {
   EXPECT_EQ(by["remeasure"], 2 * options.remeasure_rounds);
   EXPECT_EQ(by.count("model"), 0u);
   EXPECT_EQ(by.count(""), 0u);
+}
+
+// A model store that holds something that is not a model and refuses to save.
+class BrokenModelStore : public ModelStore {
+ public:
+  absl::StatusOr<std::optional<std::string>> Load(const std::string&) override {
+    return std::optional<std::string>("not an XGBoost model");
+  }
+  absl::Status Save(const std::string&, const std::string&) override {
+    return absl::UnavailableError("disk full");
+  }
+};
+
+// No silent fallback: a stored cost model that cannot be loaded, and one that cannot
+// be saved for the next job, are warnings of the job, once each.
+TEST_F(TuningLoopTest, StoredModelLoadAndSaveFailuresAreJobWarnings) {
+  TuningTask task = *ParseTask("matmul M=48 N=48 K=48");
+  Target target = DetectHostTarget("test-store");
+  BrokenModelStore store;
+  ModelPolicyOptions po;
+  po.min_records = 4;
+  PolicyContext context{task, target, *FindTemplate(task), 3, &store, {}};
+  ModelPolicy policy(context, po);
+  TuningOptions options;
+  options.trials = 16;
+  options.batch_size = 4;
+  options.policy_override = &policy;
+  Builder builder(2);
+  FakeRunner runner;
+  TuningLoop loop(task, target, options, db_.get(), &builder, &runner);
+  auto progress = loop.Run(nullptr);
+  ASSERT_TRUE(progress.ok()) << progress.status();
+  int ignored = 0, not_saved = 0;
+  for (const std::string& w : progress->warnings) {
+    ignored += w.rfind("stored cost model ignored", 0) == 0;
+    not_saved += w.rfind("cost model not saved", 0) == 0 && w.find("disk full") != std::string::npos;
+  }
+  EXPECT_EQ(ignored, 1) << testing::PrintToString(progress->warnings);
+  EXPECT_EQ(not_saved, 1) << testing::PrintToString(progress->warnings);
 }
 
 TEST_F(TuningLoopTest, CancelStopsTheLoop) {

@@ -1214,20 +1214,13 @@ absl::StatusOr<std::map<std::string, Artifact>> BuildAll(const std::vector<Plann
   return built;
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, const Target& target,
-                                                           const ExecutorOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  auto impl = std::make_unique<Impl>();
-  impl->graph = graph;
-  impl->poison_arena = options.poison_arena;
-  Graph& g = impl->graph;
-  const int lanes = target.MaxF32Lanes();
+// The model's inputs as Run takes them. An int64 input that indexes Gathers directly
+// is bounded by their smallest indexed dimension.
+std::vector<TensorInfo> DescribeInputs(const Graph& g) {
+  std::vector<TensorInfo> out;
   for (int t : g.inputs) {
     const Tensor& x = g.tensors[static_cast<size_t>(t)];
     TensorInfo info{x.name, x.shape, x.dtype, 0};
-    // An int64 input that indexes Gathers directly: their smallest dimension bounds it.
     for (const Node& n : g.nodes) {
       if (n.op == "Gather" && n.inputs[1] == t) {
         const std::vector<int64_t>& data = g.tensors[static_cast<size_t>(n.inputs[0])].shape;
@@ -1237,57 +1230,79 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
         info.index_bound = info.index_bound == 0 ? dim : std::min(info.index_bound, dim);
       }
     }
-    impl->inputs.push_back(std::move(info));
-    impl->input_ids.push_back(t);
+    out.push_back(std::move(info));
   }
-  for (int t : g.outputs) {
-    const Tensor& x = g.tensors[static_cast<size_t>(t)];
-    impl->outputs.push_back({x.name, x.shape, x.dtype, 0});
-    impl->output_ids.push_back(t);
-  }
-  for (Tensor& t : g.tensors) {
-    // Bool masks are float32 0 and 1 in memory (graph.h), int64 tensors computed at
-    // run time whole numbers in float32; int64 constants that kernels read get that
-    // form here, when their values fit (a kernel reading one that does not is refused
-    // below).
+  return out;
+}
+
+// Bool masks are float32 0 and 1 in memory (graph.h), int64 tensors computed at run
+// time whole numbers in float32; int64 constants that kernels read get that form
+// here, when their values fit (a kernel reading one that does not is refused when its
+// step is bound). A bool graph input or output is refused.
+absl::Status PrepareRunTimeTensors(Graph* g) {
+  for (Tensor& t : g->tensors) {
     if (t.dtype != DType::kInt64 || !t.constant || !t.f32.empty()) continue;
     bool fits = true;
     for (int64_t v : t.i64) fits &= v >= -kMaxRunTimeInt && v <= kMaxRunTimeInt;
     if (fits) t.f32.assign(t.i64.begin(), t.i64.end());
   }
-  for (const std::vector<int>* ends : {&g.inputs, &g.outputs}) {
+  for (const std::vector<int>* ends : {&g->inputs, &g->outputs}) {
     for (int id : *ends) {
-      const Tensor& t = g.tensors[static_cast<size_t>(id)];
+      const Tensor& t = g->tensors[static_cast<size_t>(id)];
       if (t.dtype == DType::kBool) {
-        return absl::UnimplementedError(absl::StrCat("graph ", ends == &g.inputs ? "input" : "output", " '",
+        return absl::UnimplementedError(absl::StrCat("graph ", ends == &g->inputs ? "input" : "output", " '",
                                                      t.name, "' is bool; the model's inputs and outputs must be "
                                                      "float32 or int64"));
       }
     }
   }
+  return absl::OkStatus();
+}
 
-  ASSIGN_OR_RETURN(TaskTable table, ExtractTasks(g));
+// Which nodes run in which kernel: each task occurrence where the last node it
+// absorbs stood, chains of elementwise nodes fused into one kernel, a dense layer
+// absorbing the chain after it, a conv computing the chain or channel shuffle before
+// it while it copies its input (FuseConvPrologue). The TaskUse pointers point into
+// `table`, which must outlive the plan.
+struct FusionPlan {
+  std::map<int, const TaskUse*> task_at;         // node -> the task occurrence run there
+  std::vector<bool> covered;                     // per node: inside a task occurrence
+  std::vector<std::vector<int>> consumers;       // per tensor: the nodes reading it
+  std::vector<bool> is_output;                   // per tensor: a graph output
+  std::map<int, std::vector<int>> chain_ending_at;  // last node -> an elementwise chain
+  std::vector<bool> in_chain;                    // per node: in some chain
+  std::map<const TaskUse*, std::vector<int>> absorbed;  // dense -> the chain it computes
+  std::map<const TaskUse*, ConvPrologue> prologue;      // conv -> what its input copy computes
+  std::set<int> shuffles;                        // Transpose nodes a conv's copy computes
+};
+
+FusionPlan PlanFusion(const Graph& g, const TaskTable& table) {
+  FusionPlan f;
   // Each task occurrence runs where the last node it absorbs stood: every operand of
   // its epilogue (a residual computed later in the graph) is ready there, and the
   // anchor's own output feeds nothing else.
-  std::map<int, const TaskUse*> task_at;
-  std::vector<bool> covered(g.nodes.size(), false);
+  std::map<int, const TaskUse*>& task_at = f.task_at;
+  std::vector<bool>& covered = f.covered;
+  covered.assign(g.nodes.size(), false);
   for (const TaskUse& use : table.uses) {
     task_at[use.nodes.back()] = &use;
     for (int n : use.nodes) covered[static_cast<size_t>(n)] = true;
   }
 
   // Chains of elementwise nodes fuse into one kernel, run where the chain ends.
-  std::vector<std::vector<int>> consumers(g.tensors.size());
+  std::vector<std::vector<int>>& consumers = f.consumers;
+  consumers.resize(g.tensors.size());
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     for (int t : g.nodes[i].inputs) {
       if (t >= 0) consumers[static_cast<size_t>(t)].push_back(static_cast<int>(i));
     }
   }
-  std::vector<bool> is_output(g.tensors.size(), false);
+  std::vector<bool>& is_output = f.is_output;
+  is_output.assign(g.tensors.size(), false);
   for (int t : g.outputs) is_output[static_cast<size_t>(t)] = true;
-  std::map<int, std::vector<int>> chain_ending_at;
-  std::vector<bool> in_chain(g.nodes.size(), false);
+  std::map<int, std::vector<int>>& chain_ending_at = f.chain_ending_at;
+  std::vector<bool>& in_chain = f.in_chain;
+  in_chain.assign(g.nodes.size(), false);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (covered[i] || in_chain[i] || !IsElementwiseOp(g.nodes[i].op)) continue;
     std::vector<int> chain = {static_cast<int>(i)};
@@ -1308,7 +1323,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
 
   // A dense layer whose output only an elementwise chain reads absorbs the chain
   // (it then runs where the chain ends).
-  std::map<const TaskUse*, std::vector<int>> absorbed;
+  std::map<const TaskUse*, std::vector<int>>& absorbed = f.absorbed;
   for (const TaskUse& use : table.uses) {
     const std::string& op = table.tasks[static_cast<size_t>(use.task)].op;
     const size_t t = static_cast<size_t>(use.output);
@@ -1344,8 +1359,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     const size_t u = static_cast<size_t>(t);
     return !is_output[u] && consumers[u] == std::vector<int>{reader} ? producer[u] : -1;
   };
-  std::map<const TaskUse*, ConvPrologue> prologue;
-  std::set<int> shuffles;  // Transpose nodes a conv's copy computes
+  std::map<const TaskUse*, ConvPrologue>& prologue = f.prologue;
+  std::set<int>& shuffles = f.shuffles;
   for (const TaskUse& use : table.uses) {
     if (g.nodes[static_cast<size_t>(use.anchor)].op != "Conv" || sole_producer(use.data, use.anchor) < 0) continue;
     auto chain = std::find_if(chain_ending_at.begin(), chain_ending_at.end(), [&](const auto& c) {
@@ -1375,6 +1390,39 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     prologue[&use] = ConvPrologue{{}, source, ss[1], transpose};
     shuffles.insert(transpose);
   }
+  return f;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, const Target& target,
+                                                           const ExecutorOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  auto impl = std::make_unique<Impl>();
+  impl->graph = graph;
+  impl->poison_arena = options.poison_arena;
+  Graph& g = impl->graph;
+  const int lanes = target.MaxF32Lanes();
+  impl->inputs = DescribeInputs(g);
+  impl->input_ids = g.inputs;
+  for (int t : g.outputs) {
+    const Tensor& x = g.tensors[static_cast<size_t>(t)];
+    impl->outputs.push_back({x.name, x.shape, x.dtype, 0});
+  }
+  impl->output_ids = g.outputs;
+  RETURN_IF_ERROR(PrepareRunTimeTensors(&g));
+
+  ASSIGN_OR_RETURN(TaskTable table, ExtractTasks(g));
+  const FusionPlan fusion = PlanFusion(g, table);
+  const std::map<int, const TaskUse*>& task_at = fusion.task_at;
+  const std::vector<bool>& covered = fusion.covered;
+  const std::vector<std::vector<int>>& consumers = fusion.consumers;
+  const std::vector<bool>& is_output = fusion.is_output;
+  const std::map<int, std::vector<int>>& chain_ending_at = fusion.chain_ending_at;
+  const std::vector<bool>& in_chain = fusion.in_chain;
+  const std::map<const TaskUse*, std::vector<int>>& absorbed = fusion.absorbed;
+  const std::map<const TaskUse*, ConvPrologue>& prologue = fusion.prologue;
+  const std::set<int>& shuffles = fusion.shuffles;
 
   impl->root.resize(g.tensors.size());
   impl->view_bytes.assign(g.tensors.size(), 0);

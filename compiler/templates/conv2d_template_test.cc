@@ -1,7 +1,7 @@
 // conv2d_cpu and depthwise_conv2d_cpu without LLVM: prepack (layouts, padding), the
 // blocked kernel and unpack, run by the interpreter, must match the reference.
-#include "compiler/target/test_target.h"
-#include "compiler/templates/test_interpret.h"
+#include "compiler/target/testing/test_target.h"
+#include "compiler/templates/testing/interpret.h"
 #include "compiler/templates/conv2d_template.h"
 #include "compiler/templates/conv2d_winograd.h"
 

@@ -1,8 +1,8 @@
 // dense_cpu without LLVM: the lowered IR, run by the interpreter (prepack first), must
 // match the reference for every way the epilogue can be placed: fused into a complete
 // register tile, into the last k-step of an incomplete one, or a separate pass.
-#include "compiler/target/test_target.h"
-#include "compiler/templates/test_interpret.h"
+#include "compiler/target/testing/test_target.h"
+#include "compiler/templates/testing/interpret.h"
 #include "compiler/templates/dense_template.h"
 
 #include <gtest/gtest.h>

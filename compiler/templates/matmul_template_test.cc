@@ -1,5 +1,5 @@
 // Tests of the matmul template: every config against the reference.
-#include "compiler/target/test_target.h"
+#include "compiler/target/testing/test_target.h"
 #include "compiler/templates/matmul_template.h"
 #include "compiler/support/status.h"
 
@@ -11,7 +11,7 @@
 
 #include "compiler/ir/interpreter.h"
 #include "compiler/reference/reference.h"
-#include "compiler/templates/test_interpret.h"
+#include "compiler/templates/testing/interpret.h"
 
 namespace tuneforge {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "db/log_io.h"
+#include "db/tuning_log_format.h"
 #include "tuner/record_identity.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,5 +1,5 @@
 // The tuning log's JSON-lines reader and writer (tuneforge and AutoTVM formats).
-#include "db/log_io.h"
+#include "db/tuning_log_format.h"
 
 #include <cmath>
 #include <condition_variable>

@@ -1,87 +1,14 @@
-// The TuningService and AgentService gRPC handlers (proto <-> domain).
-#include "server/services.h"
+// AgentService's handlers: registration and the agent's lease/result stream.
+#include "server/agent_service.h"
 
-#include <chrono>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-
-#include "compiler/codegen/build.h"
-#include "compiler/support/files.h"
 #include "compiler/support/log.h"
 #include "compiler/support/thread_name.h"
-#include "server/job_target.h"
 
 namespace tuneforge {
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  grpc::StatusCode code = grpc::StatusCode::UNKNOWN;
-  switch (s.code()) {
-    case absl::StatusCode::kInvalidArgument: code = grpc::StatusCode::INVALID_ARGUMENT; break;
-    case absl::StatusCode::kNotFound: code = grpc::StatusCode::NOT_FOUND; break;
-    case absl::StatusCode::kFailedPrecondition: code = grpc::StatusCode::FAILED_PRECONDITION; break;
-    case absl::StatusCode::kCancelled: code = grpc::StatusCode::CANCELLED; break;
-    case absl::StatusCode::kUnavailable: code = grpc::StatusCode::UNAVAILABLE; break;
-    default: code = grpc::StatusCode::INTERNAL; break;
-  }
-  return grpc::Status(code, std::string(s.message()));
-}
-
-grpc::Status TuningServiceImpl::OwnJob(const Principal& who, const std::string& job_id,
-                                       v1::JobStatus* status) {
-  absl::StatusOr<v1::JobStatus> s = jobs_->Get(job_id);
-  if (!s.ok()) return ToGrpc(s.status());
-  if (auth_ && who.role != Role::kAdmin && s->spec().owner() != who.name) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, "no job " + job_id);
-  }
-  *status = *s;
-  return grpc::Status::OK;
-}
-
-grpc::Status TuningServiceImpl::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
-                                          v1::SubmitJobResponse* resp) {
-  Principal who;
-  grpc::Status st = Authorize(auth_, ctx, {Role::kUser, Role::kAdmin}, &who);
-  if (!st.ok()) return st;
-  v1::JobSpec spec = req->spec();
-  if (auth_) spec.set_owner(who.name);  // the token, not the request, says who owns it
-  absl::StatusOr<std::string> id = jobs_->Submit(spec);
-  if (!id.ok()) return ToGrpc(id.status());
-  resp->set_job_id(*id);
-  return grpc::Status::OK;
-}
-
-grpc::Status TuningServiceImpl::WatchJob(grpc::ServerContext* ctx, const v1::JobRequest* req,
-                                         grpc::ServerWriter<v1::JobStatus>* writer) {
-  Principal who;
-  v1::JobStatus ignored;
-  grpc::Status st = Authorize(auth_, ctx, {Role::kUser, Role::kAdmin}, &who);
-  if (st.ok()) st = OwnJob(who, req->job_id(), &ignored);
-  if (!st.ok()) return st;
-  return ToGrpc(jobs_->Watch(req->job_id(), [&](const v1::JobStatus& s) {
-    return !ctx->IsCancelled() && writer->Write(s);
-  }));
-}
-
-grpc::Status TuningServiceImpl::GetJob(grpc::ServerContext* ctx, const v1::JobRequest* req,
-                                       v1::JobStatus* resp) {
-  Principal who;
-  grpc::Status st = Authorize(auth_, ctx, {Role::kUser, Role::kAdmin}, &who);
-  return st.ok() ? OwnJob(who, req->job_id(), resp) : st;
-}
-
-grpc::Status TuningServiceImpl::CancelJob(grpc::ServerContext* ctx, const v1::JobRequest* req,
-                                          v1::JobStatus* resp) {
-  Principal who;
-  grpc::Status st = Authorize(auth_, ctx, {Role::kUser, Role::kAdmin}, &who);
-  if (st.ok()) st = OwnJob(who, req->job_id(), resp);
-  if (!st.ok()) return st;
-  absl::StatusOr<v1::JobStatus> s = jobs_->Cancel(req->job_id());
-  if (!s.ok()) return ToGrpc(s.status());
-  *resp = *s;
-  return grpc::Status::OK;
-}
 
 grpc::Status AgentServiceImpl::AuthorizeAgent(grpc::ServerContext* ctx,
                                               std::string* identity) const {
@@ -204,61 +131,6 @@ grpc::Status AgentServiceImpl::Connect(
   reader.join();
   registry_->Disconnect(agent_id);
   TF_LOG(Info) << "agent " << agent_id << " disconnected";
-  return grpc::Status::OK;
-}
-
-}  // namespace tuneforge
-
-namespace tuneforge {
-
-grpc::Status FarmServiceImpl::Status(grpc::ServerContext* ctx, const v1::FarmStatusRequest*,
-                                     v1::FarmStatus* resp) {
-  Principal who;
-  grpc::Status st = Authorize(auth_, ctx, {Role::kUser, Role::kAdmin}, &who);
-  if (!st.ok()) return st;
-  const Target host = DetectHostTarget("");
-  const std::string host_model = CpuModelOfCpuInfo(ReadFile("/proc/cpuinfo").value_or(""));
-  for (const AgentInfo& a : registry_->Agents()) {
-    v1::AgentStatus* out = resp->add_agents();
-    out->set_launcher(a.capabilities.launcher());
-    JobTarget t = ResolveJobTarget(a.device_key, "", {a.capabilities}, host, host_model);
-    if (t.ready) out->set_target(t.target.ToString());
-    out->set_agent_id(a.id);
-    out->set_device_key(a.device_key);
-    out->set_state(a.State());
-    out->set_hostname(a.capabilities.hostname());
-    out->set_cpu_model(a.capabilities.cpu_model());
-    out->set_triple(a.capabilities.triple());
-    out->set_cores(a.capabilities.cores());
-    out->set_in_flight(a.in_flight);
-    out->set_measurements(a.measurements);
-    out->set_errors(a.errors);
-    out->set_last_heartbeat_unix_ms(a.last_heartbeat_unix_ms);
-    out->set_state_reason(a.state_reason);
-    out->set_workers(a.workers);
-    out->set_golden_seconds(a.golden_seconds);
-    out->set_lease_expiries(a.lease_expiries);
-  }
-  AgentRegistry::Counters counters = registry_->Stats();
-  resp->set_queued_requests(counters.queued);
-  resp->set_leases(counters.leased);
-  resp->set_redispatches(counters.redispatches);
-  resp->set_dropped_results(counters.dropped_results);
-  for (const v1::JobStatus& j : jobs_->List()) {
-    if (auth_ && who.role != Role::kAdmin && j.spec().owner() != who.name) continue;
-    v1::JobSummary* out = resp->add_jobs();
-    out->set_job_id(j.job_id());
-    out->set_owner(j.spec().owner());
-    out->set_task(j.task());
-    out->set_state(v1::JobState_Name(j.state()));
-    out->set_trials_done(j.trials_done());
-    out->set_trials(j.spec().trials());
-    out->set_trials_per_second(j.elapsed_seconds() > 0 ? j.trials_done() / j.elapsed_seconds() : 0);
-    out->set_best_gflops(j.best().gflops());
-    *out->mutable_warnings() = j.warnings();
-    out->set_message(j.message());
-    out->set_priority(j.spec().priority());
-  }
   return grpc::Status::OK;
 }
 

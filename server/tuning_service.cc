@@ -1,0 +1,65 @@
+// TuningService's handlers: jobs submitted, watched, read and cancelled.
+#include "server/tuning_service.h"
+
+#include <string>
+
+#include "server/grpc_status.h"
+
+namespace tuneforge {
+
+grpc::Status TuningServiceImpl::OwnJob(const Principal& who, const std::string& job_id,
+                                       v1::JobStatus* status) {
+  absl::StatusOr<v1::JobStatus> s = jobs_->Get(job_id);
+  if (!s.ok()) return ToGrpc(s.status());
+  if (auth_ && who.role != Role::kAdmin && s->spec().owner() != who.name) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "no job " + job_id);
+  }
+  *status = *s;
+  return grpc::Status::OK;
+}
+
+grpc::Status TuningServiceImpl::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
+                                          v1::SubmitJobResponse* resp) {
+  Principal who;
+  grpc::Status st = Authorize(auth_, ctx, {Role::kUser, Role::kAdmin}, &who);
+  if (!st.ok()) return st;
+  v1::JobSpec spec = req->spec();
+  if (auth_) spec.set_owner(who.name);  // the token, not the request, says who owns it
+  absl::StatusOr<std::string> id = jobs_->Submit(spec);
+  if (!id.ok()) return ToGrpc(id.status());
+  resp->set_job_id(*id);
+  return grpc::Status::OK;
+}
+
+grpc::Status TuningServiceImpl::WatchJob(grpc::ServerContext* ctx, const v1::JobRequest* req,
+                                         grpc::ServerWriter<v1::JobStatus>* writer) {
+  Principal who;
+  v1::JobStatus ignored;
+  grpc::Status st = Authorize(auth_, ctx, {Role::kUser, Role::kAdmin}, &who);
+  if (st.ok()) st = OwnJob(who, req->job_id(), &ignored);
+  if (!st.ok()) return st;
+  return ToGrpc(jobs_->Watch(req->job_id(), [&](const v1::JobStatus& s) {
+    return !ctx->IsCancelled() && writer->Write(s);
+  }));
+}
+
+grpc::Status TuningServiceImpl::GetJob(grpc::ServerContext* ctx, const v1::JobRequest* req,
+                                       v1::JobStatus* resp) {
+  Principal who;
+  grpc::Status st = Authorize(auth_, ctx, {Role::kUser, Role::kAdmin}, &who);
+  return st.ok() ? OwnJob(who, req->job_id(), resp) : st;
+}
+
+grpc::Status TuningServiceImpl::CancelJob(grpc::ServerContext* ctx, const v1::JobRequest* req,
+                                          v1::JobStatus* resp) {
+  Principal who;
+  grpc::Status st = Authorize(auth_, ctx, {Role::kUser, Role::kAdmin}, &who);
+  if (st.ok()) st = OwnJob(who, req->job_id(), resp);
+  if (!st.ok()) return st;
+  absl::StatusOr<v1::JobStatus> s = jobs_->Cancel(req->job_id());
+  if (!s.ok()) return ToGrpc(s.status());
+  *resp = *s;
+  return grpc::Status::OK;
+}
+
+}  // namespace tuneforge
