@@ -11,17 +11,23 @@ cd "$(dirname "$0")"
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=$(nproc)
 
+# build [TARGET...]: every target by default; the demo builds only what it runs.
 build() {
   scripts/install-deps
   scripts/install-python-deps
   cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
     -DTUNEFORGE_PYTHON="$PWD/${TUNEFORGE_VENV:-.venv}/bin/python" >/dev/null
-  cmake --build "$BUILD_DIR" -j"$JOBS"
+  if [ $# -gt 0 ]; then
+    cmake --build "$BUILD_DIR" -j"$JOBS" --target "$@"
+  else
+    cmake --build "$BUILD_DIR" -j"$JOBS"
+  fi
 }
 
 case "${1:-}" in
   demo)
-    build
+    # The CLI (with the embedded server) and the agent it starts; no tests.
+    build tuneforge tuneforge-agent
     exec "$BUILD_DIR/bin/tuneforge" tune --task "matmul M=512 N=512 K=512" --trials 200 \
       --db tuneforge.db
     ;;

@@ -604,31 +604,7 @@ class Importer {
 
   absl::StatusOr<std::vector<Tensor>> Infer(Node& n) {
     const std::string& op = n.op;
-    if (op == "Constant") {
-      if (pending_constant_.has_value()) {
-        Tensor t = std::move(*pending_constant_);
-        pending_constant_.reset();
-        return std::vector<Tensor>{std::move(t)};
-      }
-      auto it = n.attrs.find("value_float");
-      auto its = n.attrs.find("value_floats");
-      auto iti = n.attrs.find("value_int");
-      auto itis = n.attrs.find("value_ints");
-      Tensor t;
-      t.constant = true;
-      if (it != n.attrs.end() || its != n.attrs.end()) {
-        t.f32 = (it != n.attrs.end() ? it : its)->second.floats;
-        if (its != n.attrs.end()) t.shape = {static_cast<int64_t>(t.f32.size())};
-      } else if (iti != n.attrs.end() || itis != n.attrs.end()) {
-        t.dtype = DType::kInt64;
-        t.i64 = (iti != n.attrs.end() ? iti : itis)->second.ints;
-        if (itis != n.attrs.end()) t.shape = {static_cast<int64_t>(t.i64.size())};
-      } else {
-        return absl::InvalidArgumentError(
-            "only the value, value_float(s) and value_int(s) attributes are supported");
-      }
-      return std::vector<Tensor>{std::move(t)};
-    }
+    if (op == "Constant") return InferConstant(n);
     if (op == "Identity") {
       RETURN_IF_ERROR(Need(n, 1, 1));
       Tensor t = In(n, 0);
@@ -674,34 +650,7 @@ class Importer {
       }
       return std::vector<Tensor>{Like(In(n, 0), shape)};
     }
-    if (op == "Sum" || op == "Max" || op == "Min" || op == "Mean") {
-      if (n.inputs.empty()) return absl::InvalidArgumentError("takes 1 or more inputs, got 0");
-      RETURN_IF_ERROR(Need(n, n.inputs.size(), n.inputs.size()));
-      const bool ints = In(n, 0).dtype == DType::kInt64 && (op == "Max" || op == "Min");
-      bool constant = true;
-      for (size_t i = 0; i < n.inputs.size(); ++i) {
-        if (ints && In(n, i).dtype != DType::kInt64) return absl::InvalidArgumentError("inputs of different types");
-        constant &= In(n, i).constant;
-      }
-      if (!ints) RETURN_IF_ERROR(NeedFloat(n));
-      std::vector<int64_t> shape = In(n, 0).shape;
-      for (size_t i = 1; i < n.inputs.size(); ++i) {
-        ASSIGN_OR_RETURN(shape, Broadcast(shape, In(n, i).shape));
-      }
-      Tensor out = Like(In(n, 0), shape);
-      if (ints && constant) {  // shape arithmetic
-        std::vector<const Tensor*> ins;
-        for (size_t i = 0; i < n.inputs.size(); ++i) ins.push_back(&In(n, i));
-        FoldElementwise(ins, &out, [&](const std::vector<size_t>& at) {
-          int64_t v = ins[0]->i64[at[0]];
-          for (size_t i = 1; i < ins.size(); ++i) {
-            v = op == "Max" ? std::max(v, ins[i]->i64[at[i]]) : std::min(v, ins[i]->i64[at[i]]);
-          }
-          out.i64.push_back(v);
-        });
-      }
-      return std::vector<Tensor>{std::move(out)};
-    }
+    if (op == "Sum" || op == "Max" || op == "Min" || op == "Mean") return InferSum(n);
     if (op == "Dropout") {  // inference: the identity
       RETURN_IF_ERROR(Need(n, 1, 3));
       RETURN_IF_ERROR(NeedFloat(n, 1));
@@ -733,63 +682,8 @@ class Importer {
       t.i64 = {In(n, 0).NumElements()};
       return std::vector<Tensor>{std::move(t)};
     }
-    if (op == "ConstantOfShape") {
-      RETURN_IF_ERROR(Need(n, 1, 1));
-      ASSIGN_OR_RETURN(std::vector<int64_t> shape, ConstInts(n, 0, "shape"));
-      Tensor t;
-      t.constant = true;
-      t.shape = shape;
-      for (int64_t d : shape) {
-        if (d < 0) return absl::InvalidArgumentError("shape has a negative dimension");
-      }
-      if (pending_constant_.has_value()) {  // the `value` attribute: one element
-        if (pending_constant_->NumElements() != 1) {
-          return absl::InvalidArgumentError("attribute value must have one element");
-        }
-        t.dtype = pending_constant_->dtype;
-      }
-      const int64_t count = t.NumElements();
-      if (count > (int64_t{1} << 28)) return absl::InvalidArgumentError("the constant is too large to fold");
-      if (t.dtype == DType::kFloat32) {
-        t.f32.assign(static_cast<size_t>(count), pending_constant_ ? pending_constant_->f32[0] : 0.0f);
-      } else {
-        t.i64.assign(static_cast<size_t>(count), pending_constant_->i64[0]);
-      }
-      pending_constant_.reset();
-      return std::vector<Tensor>{std::move(t)};
-    }
-    if (op == "Mod") {
-      RETURN_IF_ERROR(Need(n, 2, 2));
-      const bool fmod = n.Int("fmod", 0) != 0;
-      if (In(n, 0).dtype != In(n, 1).dtype) return absl::InvalidArgumentError("inputs of different types");
-      if (In(n, 0).dtype == DType::kFloat32 && !fmod && model_.opset < 28) {
-        return absl::InvalidArgumentError("float Mod needs attribute fmod=1 before opset 28");
-      }
-      ASSIGN_OR_RETURN(std::vector<int64_t> shape, Broadcast(In(n, 0).shape, In(n, 1).shape));
-      Tensor out = Like(In(n, 0), shape);
-      if (In(n, 0).constant && In(n, 1).constant) {
-        const Tensor& a = In(n, 0);
-        const Tensor& b = In(n, 1);
-        bool zero = false;
-        FoldElementwise({&a, &b}, &out, [&](const std::vector<size_t>& at) {
-          if (out.dtype == DType::kFloat32) {
-            float r = std::fmod(a.f32[at[0]], b.f32[at[1]]);
-            if (!fmod && r != 0 && ((r < 0) != (b.f32[at[1]] < 0))) r += b.f32[at[1]];
-            out.f32.push_back(r);
-            return;
-          }
-          const int64_t x = a.i64[at[0]], y = b.i64[at[1]];
-          zero |= y == 0;
-          int64_t r = y == 0 ? 0 : x % y;
-          if (!fmod && r != 0 && ((r < 0) != (y < 0))) r += y;  // the divisor's sign, as Python's %
-          out.i64.push_back(r);
-        });
-        if (zero) return absl::InvalidArgumentError("integer Mod by zero");
-      } else if (In(n, 0).dtype != DType::kFloat32) {
-        return absl::InvalidArgumentError("integer Mod is only folded (both inputs constant)");
-      }
-      return std::vector<Tensor>{std::move(out)};
-    }
+    if (op == "ConstantOfShape") return InferConstantOfShape(n);
+    if (op == "Mod") return InferMod(n);
     if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow") {
       RETURN_IF_ERROR(Need(n, 2, 2));
       ASSIGN_OR_RETURN(std::vector<int64_t> shape, Broadcast(In(n, 0).shape, In(n, 1).shape));
@@ -800,45 +694,8 @@ class Importer {
       if (In(n, 0).constant && In(n, 1).constant) FoldBinary(op, In(n, 0), In(n, 1), &out);
       return std::vector<Tensor>{std::move(out)};
     }
-    if (op == "MatMul") {
-      RETURN_IF_ERROR(Need(n, 2, 2));
-      std::vector<int64_t> a = In(n, 0).shape, b = In(n, 1).shape;
-      if (a.empty() || b.empty()) return absl::InvalidArgumentError("scalar operands");
-      const bool a1 = a.size() == 1, b1 = b.size() == 1;
-      if (a1) a.insert(a.begin(), 1);
-      if (b1) b.push_back(1);
-      if (a.back() != b[b.size() - 2]) {
-        return absl::InvalidArgumentError(absl::StrCat("inner dimensions differ: ", ShapeText(In(n, 0).shape),
-                                                       " x ", ShapeText(In(n, 1).shape)));
-      }
-      ASSIGN_OR_RETURN(std::vector<int64_t> batch,
-                       Broadcast(std::vector<int64_t>(a.begin(), a.end() - 2),
-                                 std::vector<int64_t>(b.begin(), b.end() - 2)));
-      if (!a1) batch.push_back(a[a.size() - 2]);
-      if (!b1) batch.push_back(b.back());
-      return std::vector<Tensor>{Like(In(n, 0), batch)};
-    }
-    if (op == "Gemm") {
-      RETURN_IF_ERROR(Need(n, 2, 3));
-      const auto& a = In(n, 0).shape;
-      const auto& b = In(n, 1).shape;
-      if (a.size() != 2 || b.size() != 2) return absl::InvalidArgumentError("A and B must be 2-D");
-      const bool ta = n.Int("transA", 0) != 0, tb = n.Int("transB", 0) != 0;
-      int64_t m = ta ? a[1] : a[0], k = ta ? a[0] : a[1];
-      int64_t kb = tb ? b[1] : b[0], nn = tb ? b[0] : b[1];
-      if (k != kb) {
-        return absl::InvalidArgumentError(absl::StrCat("inner dimensions differ: A ", ShapeText(a),
-                                                       " (transA ", ta, "), B ", ShapeText(b),
-                                                       " (transB ", tb, ")"));
-      }
-      if (Has(n, 2)) {
-        ASSIGN_OR_RETURN(std::vector<int64_t> c, Broadcast(In(n, 2).shape, {m, nn}));
-        if (c != std::vector<int64_t>{m, nn}) {
-          return absl::InvalidArgumentError("C does not broadcast to the output");
-        }
-      }
-      return std::vector<Tensor>{Like(In(n, 0), {m, nn})};
-    }
+    if (op == "MatMul") return InferMatMul(n);
+    if (op == "Gemm") return InferGemm(n);
     if (op == "Conv") return InferConv(n);
     if (op == "ConvTranspose") return InferConvTranspose(n);
     if (op == "MaxPool" || op == "AveragePool" || op == "LpPool") return InferPool(n);
@@ -857,29 +714,7 @@ class Importer {
       RETURN_IF_ERROR(NeedPerChannel(n, 1, 3));
       return std::vector<Tensor>{Like(In(n, 0), x)};
     }
-    if (op == "GroupNormalization") {  // scale and bias per group before opset 21, per channel since
-      RETURN_IF_ERROR(Need(n, 3, 3));
-      RETURN_IF_ERROR(NeedFloat(n));
-      const auto& x = In(n, 0).shape;
-      if (x.size() < 3) return absl::InvalidArgumentError("input must be N x C x spatial");
-      const int64_t groups = n.Int("num_groups", 0);
-      if (groups < 1 || x[1] % groups != 0) {
-        return absl::InvalidArgumentError(absl::StrCat("attribute num_groups ", groups, " does not divide the ",
-                                                       x[1], " channels"));
-      }
-      if (n.Int("stash_type", 1) != 1) {
-        return absl::InvalidArgumentError("attribute stash_type other than 1 (float32) is not supported");
-      }
-      const int64_t per = model_.opset >= 21 ? x[1] : groups;
-      for (size_t i = 1; i < 3; ++i) {
-        if (In(n, i).shape != std::vector<int64_t>{per}) {
-          return absl::InvalidArgumentError(absl::StrCat("input ", i, " must have shape [", per, "] (one value per ",
-                                                         model_.opset >= 21 ? "channel" : "group", " at opset ",
-                                                         model_.opset, ")"));
-        }
-      }
-      return std::vector<Tensor>{Like(In(n, 0), x)};
-    }
+    if (op == "GroupNormalization") return InferGroupNormalization(n);
     if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
       RETURN_IF_ERROR(Need(n, 1, 1));
       std::vector<int64_t> s = In(n, 0).shape;
@@ -907,355 +742,27 @@ class Importer {
       for (int64_t i = 0; i < rank; ++i) (i < axis ? outer : inner) *= s[static_cast<size_t>(i)];
       return Reshaped(In(n, 0), {outer, inner});
     }
-    if (op == "Reshape") {
-      RETURN_IF_ERROR(Need(n, 2, 2));
-      ASSIGN_OR_RETURN(std::vector<int64_t> want, ConstInts(n, 1, "shape"));
-      const Tensor& x = In(n, 0);
-      const bool allowzero = n.Int("allowzero", 0) != 0;
-      int64_t known = 1;
-      int infer = -1;
-      for (size_t i = 0; i < want.size(); ++i) {
-        if (want[i] == 0 && !allowzero) {
-          if (i >= x.shape.size()) return absl::InvalidArgumentError("shape copies a missing dimension");
-          want[i] = x.shape[i];
-        }
-        if (want[i] == -1) {
-          if (infer >= 0) return absl::InvalidArgumentError("shape has two -1 dimensions");
-          infer = static_cast<int>(i);
-          continue;
-        }
-        if (want[i] < 0) return absl::InvalidArgumentError("shape has a negative dimension");
-        known *= want[i];
-      }
-      if (infer >= 0) {
-        if (known == 0 || x.NumElements() % known != 0) {
-          return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", ShapeText(x.shape), " to ",
-                                                         ShapeText(want)));
-        }
-        want[static_cast<size_t>(infer)] = x.NumElements() / known;
-        known *= want[static_cast<size_t>(infer)];
-      }
-      if (known != x.NumElements()) {
-        return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", ShapeText(x.shape), " (",
-                                                       x.NumElements(), " elements) to ",
-                                                       ShapeText(want)));
-      }
-      return Reshaped(x, want);
-    }
-    if (op == "Squeeze" || op == "Unsqueeze") {
-      RETURN_IF_ERROR(Need(n, 1, 2));
-      std::vector<int64_t> axes = n.Ints("axes");
-      if (Has(n, 1)) {
-        ASSIGN_OR_RETURN(axes, ConstInts(n, 1, "axes"));
-      }
-      const Tensor& x = In(n, 0);
-      std::vector<int64_t> s = x.shape;
-      if (op == "Squeeze") {
-        const int64_t rank = static_cast<int64_t>(s.size());
-        std::set<int64_t> drop;
-        for (int64_t a : axes) drop.insert(NormalizeAxis(a, rank));
-        std::vector<int64_t> out;
-        for (int64_t i = 0; i < rank; ++i) {
-          const bool squeeze = axes.empty() ? s[static_cast<size_t>(i)] == 1 : drop.count(i) > 0;
-          if (squeeze && s[static_cast<size_t>(i)] != 1) {
-            return absl::InvalidArgumentError(absl::StrCat("cannot squeeze dimension ", i, " of size ",
-                                                           s[static_cast<size_t>(i)]));
-          }
-          if (!squeeze) out.push_back(s[static_cast<size_t>(i)]);
-        }
-        return Reshaped(x, out);
-      }
-      const int64_t rank = static_cast<int64_t>(s.size() + axes.size());
-      std::vector<int64_t> sorted;
-      for (int64_t a : axes) sorted.push_back(NormalizeAxis(a, rank));
-      std::sort(sorted.begin(), sorted.end());
-      for (int64_t a : sorted) {
-        if (a < 0 || a > static_cast<int64_t>(s.size())) {
-          return absl::InvalidArgumentError("attribute axes out of range");
-        }
-        s.insert(s.begin() + a, 1);
-      }
-      return Reshaped(x, s);
-    }
+    if (op == "Reshape") return InferReshape(n);
+    if (op == "Squeeze" || op == "Unsqueeze") return InferSqueeze(n);
     if (op == "Resize" || op == "Upsample") return InferResize(n);
-    if (op == "Range") {  // folded: its bounds must be constants (the output's length is their function)
-      RETURN_IF_ERROR(Need(n, 3, 3));
-      for (size_t i = 0; i < 3; ++i) {
-        if (!In(n, i).constant || In(n, i).NumElements() != 1 || In(n, i).dtype != In(n, 0).dtype ||
-            In(n, i).dtype == DType::kBool) {
-          return absl::InvalidArgumentError("start, limit and delta must be constant scalars of one type "
-                                            "(the output's length depends on them)");
-        }
-      }
-      Tensor out = Like(In(n, 0), {});
-      out.constant = true;
-      const bool ints = In(n, 0).dtype == DType::kInt64;
-      auto value = [&](size_t i) {
-        return ints ? static_cast<double>(In(n, i).i64[0]) : static_cast<double>(In(n, i).f32[0]);
-      };
-      const double start = value(0), limit = value(1), delta = value(2);
-      if (delta == 0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta)) {
-        return absl::InvalidArgumentError("delta must be nonzero and the bounds finite");
-      }
-      const double count = std::max(0.0, std::ceil((limit - start) / delta));
-      if (count > (1 << 24)) return absl::InvalidArgumentError("the range is too long to fold");
-      out.shape = {static_cast<int64_t>(count)};
-      for (int64_t i = 0; i < out.shape[0]; ++i) {
-        if (ints) {
-          out.i64.push_back(In(n, 0).i64[0] + i * In(n, 2).i64[0]);
-        } else {
-          out.f32.push_back(static_cast<float>(start + static_cast<double>(i) * delta));
-        }
-      }
-      return std::vector<Tensor>{std::move(out)};
-    }
-    if (op == "OneHot") {
-      RETURN_IF_ERROR(Need(n, 3, 3));
-      const Tensor& depth = In(n, 1);
-      if (!depth.constant || depth.NumElements() != 1 || depth.dtype == DType::kBool) {
-        return absl::InvalidArgumentError("depth must be a constant scalar (the output's shape depends on it)");
-      }
-      const double d = depth.dtype == DType::kInt64 ? static_cast<double>(depth.i64[0]) : depth.f32[0];
-      if (!(d >= 1 && d <= (1 << 24)) || d != std::floor(d)) {
-        return absl::InvalidArgumentError(absl::StrCat("depth ", d, " is not a whole number in 1..2^24"));
-      }
-      if (In(n, 0).dtype != DType::kFloat32 || In(n, 2).dtype != DType::kFloat32 || In(n, 2).NumElements() != 2) {
-        return absl::InvalidArgumentError("indices must be float32 and values two float32 [off, on]");
-      }
-      const int64_t rank = static_cast<int64_t>(In(n, 0).shape.size());
-      const int64_t axis = NormalizeAxis(n.Int("axis", -1), rank + 1);
-      if (axis < 0 || axis > rank) return absl::InvalidArgumentError("attribute axis out of range");
-      std::vector<int64_t> shape = In(n, 0).shape;
-      shape.insert(shape.begin() + axis, static_cast<int64_t>(d));
-      n.attrs["axis"].ints = {axis};
-      n.attrs["tf_depth"].ints = {static_cast<int64_t>(d)};
-      return std::vector<Tensor>{Like(In(n, 2), shape)};
-    }
-    if (op == "MeanVarianceNormalization") {
-      RETURN_IF_ERROR(Need(n, 1, 1));
-      RETURN_IF_ERROR(NeedFloat(n));
-      const int64_t rank = static_cast<int64_t>(In(n, 0).shape.size());
-      std::vector<int64_t> axes = n.Ints("axes", {0, 2, 3});
-      for (int64_t& a : axes) {
-        a = NormalizeAxis(a, rank);
-        if (a < 0 || a >= rank) return absl::InvalidArgumentError("attribute axes out of range");
-      }
-      std::sort(axes.begin(), axes.end());
-      if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) {
-        return absl::InvalidArgumentError("attribute axes repeats an axis");
-      }
-      n.attrs["axes"].ints = axes;
-      return std::vector<Tensor>{Like(In(n, 0), In(n, 0).shape)};
-    }
-    if (op == "GridSample") {  // X [N, C, spatial...], grid [N, out spatial..., spatial rank]
-      RETURN_IF_ERROR(Need(n, 2, 2));
-      RETURN_IF_ERROR(NeedFloat(n));
-      const auto& x = In(n, 0).shape;
-      const auto& grid = In(n, 1).shape;
-      if (x.size() < 3 || x.size() > 5 || grid.size() != x.size() || grid[0] != x[0] ||
-          grid.back() != static_cast<int64_t>(x.size()) - 2) {
-        return absl::InvalidArgumentError(absl::StrCat("X ", ShapeText(x), " and grid ", ShapeText(grid),
-                                                       " do not fit (grid is N x output spatial x ",
-                                                       x.size() - 2, ")"));
-      }
-      std::string mode = n.Text("mode", model_.opset >= 20 ? "linear" : "bilinear");
-      if (mode == "bilinear") mode = "linear";  // opset 16's names
-      if (mode == "bicubic") mode = "cubic";
-      if (mode != "nearest" && mode != "linear" && mode != "cubic") {
-        return absl::InvalidArgumentError(absl::StrCat("attribute mode '", mode, "' is unknown"));
-      }
-      const std::string padding = n.Text("padding_mode", "zeros");
-      if (padding != "zeros" && padding != "border" && padding != "reflection") {
-        return absl::InvalidArgumentError(absl::StrCat("attribute padding_mode '", padding, "' is unknown"));
-      }
-      if (mode == "cubic" && padding != "zeros") {
-        // The ONNX reference moves the coordinate inside first, PyTorch (and
-        // onnxruntime) bound each of the 16 taps: their answers differ.
-        return absl::InvalidArgumentError(absl::StrCat("mode cubic with padding_mode ", padding,
-                                                       " is not supported (the ONNX reference and PyTorch differ)"));
-      }
-      n.attrs["mode"].text = mode;
-      n.attrs["padding_mode"].text = padding;
-      std::vector<int64_t> shape = {x[0], x[1]};
-      shape.insert(shape.end(), grid.begin() + 1, grid.end() - 1);
-      return std::vector<Tensor>{Like(In(n, 0), shape)};
-    }
-    if (op == "DepthToSpace" || op == "SpaceToDepth") {
-      RETURN_IF_ERROR(Need(n, 1, 1));
-      const auto& x = In(n, 0).shape;
-      const int64_t b = n.Int("blocksize", 0);
-      if (x.size() != 4) return absl::InvalidArgumentError("input must be 4-D (N, C, H, W)");
-      if (b < 1) return absl::InvalidArgumentError("attribute blocksize must be >= 1");
-      const std::string mode = n.Text("mode", "DCR");
-      if (mode != "DCR" && mode != "CRD") {
-        return absl::InvalidArgumentError(absl::StrCat("attribute mode '", mode, "' is not DCR or CRD"));
-      }
-      if (op == "SpaceToDepth" && (x[2] % b != 0 || x[3] % b != 0)) {
-        return absl::InvalidArgumentError(absl::StrCat("H and W of ", ShapeText(x), " are not multiples of ", b));
-      }
-      if (op == "DepthToSpace" && x[1] % (b * b) != 0) {
-        return absl::InvalidArgumentError(absl::StrCat("C of ", ShapeText(x), " is not a multiple of ", b * b));
-      }
-      const std::vector<int64_t> shape = op == "DepthToSpace"
-                                             ? std::vector<int64_t>{x[0], x[1] / (b * b), x[2] * b, x[3] * b}
-                                             : std::vector<int64_t>{x[0], x[1] * b * b, x[2] / b, x[3] / b};
-      return std::vector<Tensor>{Like(In(n, 0), shape)};
-    }
-    if (op == "Transpose") {
-      RETURN_IF_ERROR(Need(n, 1, 1));
-      const Tensor& x = In(n, 0);
-      std::vector<int64_t> perm = n.Ints("perm");
-      if (perm.empty()) {
-        for (size_t i = x.shape.size(); i-- > 0;) perm.push_back(static_cast<int64_t>(i));
-      }
-      std::vector<int64_t> check = perm;
-      std::sort(check.begin(), check.end());
-      for (size_t i = 0; i < check.size(); ++i) {
-        if (check.size() != x.shape.size() || check[i] != static_cast<int64_t>(i)) {
-          return absl::InvalidArgumentError(absl::StrCat("attribute perm ", ShapeText(perm),
-                                                         " is not a permutation of ", x.shape.size(),
-                                                         " axes"));
-        }
-      }
-      std::vector<int64_t> s;
-      for (int64_t p : perm) s.push_back(x.shape[static_cast<size_t>(p)]);
-      Tensor out = Like(x, s);
-      if (x.constant) FoldTranspose(x, perm, &out);
-      return std::vector<Tensor>{std::move(out)};
-    }
+    if (op == "Range") return InferRange(n);
+    if (op == "OneHot") return InferOneHot(n);
+    if (op == "MeanVarianceNormalization") return InferMeanVarianceNormalization(n);
+    if (op == "GridSample") return InferGridSample(n);
+    if (op == "DepthToSpace" || op == "SpaceToDepth") return InferDepthToSpace(n);
+    if (op == "Transpose") return InferTranspose(n);
     if (op == "Pad") return InferPad(n);
-    if (op == "Expand") {  // x broadcast (both ways, as numpy) against a constant shape
-      RETURN_IF_ERROR(Need(n, 2, 2));
-      const Tensor& x = In(n, 0);
-      ASSIGN_OR_RETURN(std::vector<int64_t> shape, ConstInts(n, 1, "shape"));
-      ASSIGN_OR_RETURN(std::vector<int64_t> s, Broadcast(x.shape, shape));
-      Tensor out = Like(x, s);
-      if (x.constant) {
-        const std::vector<int64_t> strides = BroadcastStrides(x.shape, s);
-        FoldMap(x, &out, [&](const std::vector<int64_t>& o) {
-          int64_t src = 0;
-          for (size_t d = 0; d < o.size(); ++d) src += o[d] * strides[d];
-          return src;
-        });
-      }
-      return std::vector<Tensor>{std::move(out)};
-    }
-    if (op == "Tile") {
-      RETURN_IF_ERROR(Need(n, 2, 2));
-      const Tensor& x = In(n, 0);
-      ASSIGN_OR_RETURN(std::vector<int64_t> repeats, ConstInts(n, 1, "repeats"));
-      if (repeats.size() != x.shape.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("repeats ", ShapeText(repeats), " has ", repeats.size(),
-                                                       " values for an input of rank ", x.shape.size()));
-      }
-      std::vector<int64_t> s;
-      for (size_t d = 0; d < repeats.size(); ++d) {
-        if (repeats[d] < 0) {
-          return absl::InvalidArgumentError(absl::StrCat("repeats ", ShapeText(repeats), ": each must be >= 0"));
-        }
-        s.push_back(x.shape[d] * repeats[d]);
-      }
-      n.attrs["tf_repeats"].ints = repeats;
-      Tensor out = Like(x, s);
-      if (x.constant) {
-        const std::vector<int64_t> strides = BroadcastStrides(x.shape, x.shape);
-        FoldMap(x, &out, [&](const std::vector<int64_t>& o) {
-          int64_t src = 0;
-          for (size_t d = 0; d < o.size(); ++d) src += o[d] % x.shape[d] * strides[d];
-          return src;
-        });
-      }
-      return std::vector<Tensor>{std::move(out)};
-    }
-    if (op == "Trilu") {  // zero above (upper = 0) or below (upper = 1) diagonal k of the last two axes
-      RETURN_IF_ERROR(Need(n, 1, 2));
-      const Tensor& x = In(n, 0);
-      if (x.shape.size() < 2) return absl::InvalidArgumentError("the input must have rank >= 2");
-      int64_t k = 0;
-      if (Has(n, 1)) {
-        ASSIGN_OR_RETURN(std::vector<int64_t> kv, ConstInts(n, 1, "k"));
-        if (kv.size() != 1) return absl::InvalidArgumentError("k must be a scalar");
-        k = kv[0];
-      }
-      const int64_t upper = n.Int("upper", 1);
-      if (upper != 0 && upper != 1) return absl::InvalidArgumentError("attribute upper must be 0 or 1");
-      n.attrs["tf_k"].ints = {k};
-      Tensor out = Like(x, x.shape);
-      if (x.constant) {  // masks (a causal attention mask from ConstantOfShape)
-        const int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
-        out.constant = true;
-        for (int64_t i = 0; i < x.NumElements(); ++i) {
-          const int64_t r = i / cols % rows, c = i % cols;
-          const bool keep = upper ? c - r >= k : c - r <= k;
-          if (x.dtype == DType::kInt64) {
-            out.i64.push_back(keep ? x.i64[static_cast<size_t>(i)] : 0);
-          } else {
-            out.f32.push_back(keep ? x.f32[static_cast<size_t>(i)] : 0.0f);
-          }
-        }
-      }
-      return std::vector<Tensor>{std::move(out)};
-    }
-    if (op == "CumSum") {
-      RETURN_IF_ERROR(Need(n, 2, 2));
-      RETURN_IF_ERROR(NeedFloat(n, 1));
-      const Tensor& x = In(n, 0);
-      ASSIGN_OR_RETURN(std::vector<int64_t> axis, ConstInts(n, 1, "axis"));
-      const int64_t rank = static_cast<int64_t>(x.shape.size());
-      if (axis.size() != 1 || NormalizeAxis(axis[0], rank) < 0 || NormalizeAxis(axis[0], rank) >= rank) {
-        return absl::InvalidArgumentError(absl::StrCat("axis must be one value in [", -rank, ", ", rank, ")"));
-      }
-      for (const char* flag : {"exclusive", "reverse"}) {
-        if (n.Int(flag, 0) != 0 && n.Int(flag, 0) != 1) {
-          return absl::InvalidArgumentError(absl::StrCat("attribute ", flag, " must be 0 or 1"));
-        }
-      }
-      n.attrs["tf_axis"].ints = {NormalizeAxis(axis[0], rank)};
-      return std::vector<Tensor>{Like(x, x.shape)};
-    }
+    if (op == "Expand") return InferExpand(n);
+    if (op == "Tile") return InferTile(n);
+    if (op == "Trilu") return InferTrilu(n);
+    if (op == "CumSum") return InferCumSum(n);
     if (op == "Einsum") {
       RETURN_IF_ERROR(Need(n, 2, 2));
       RETURN_IF_ERROR(NeedFloat(n));
       ASSIGN_OR_RETURN(EinsumPlan plan, PlanEinsum(n.Text("equation", ""), In(n, 0).shape, In(n, 1).shape));
       return std::vector<Tensor>{Like(In(n, 0), plan.out_shape)};
     }
-    if (op == "DeformConv") {  // 2-D: X, W, offset, optional B and mask
-      RETURN_IF_ERROR(Need(n, 3, 5));
-      RETURN_IF_ERROR(NeedFloat(n));
-      const std::vector<int64_t>& x = In(n, 0).shape;
-      const std::vector<int64_t>& w = In(n, 1).shape;
-      if (x.size() != 4 || w.size() != 4) {
-        return absl::UnimplementedError(absl::StrCat("DeformConv over input ", ShapeText(x), " and weights ",
-                                                     ShapeText(w), " (2-D only: N x C x H x W)"));
-      }
-      const int64_t group = n.Int("group", 1), offset_group = n.Int("offset_group", 1);
-      if (group < 1 || offset_group < 1 || x[1] % group != 0 || x[1] % offset_group != 0 || w[0] % group != 0 ||
-          w[1] * group != x[1]) {
-        return absl::InvalidArgumentError(absl::StrCat("input ", ShapeText(x), ", weights ", ShapeText(w), ", group ",
-                                                       group, " and offset_group ", offset_group, " do not agree"));
-      }
-      std::vector<int64_t> kernel = n.Ints("kernel_shape", {w[2], w[3]});
-      if (kernel != std::vector<int64_t>{w[2], w[3]}) {
-        return absl::InvalidArgumentError(absl::StrCat("kernel_shape ", ShapeText(kernel), " is not the weights' ",
-                                                       ShapeText({w[2], w[3]})));
-      }
-      std::vector<int64_t> pads, spatial;
-      RETURN_IF_ERROR(SpatialOut(n, {x[2], x[3]}, kernel, false, &pads, &spatial));  // no auto_pad (reader)
-      n.attrs["pads"].ints = pads;
-      const std::vector<int64_t> offsets = {x[0], offset_group * 2 * w[2] * w[3], spatial[0], spatial[1]};
-      if (In(n, 2).shape != offsets) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("offset ", ShapeText(In(n, 2).shape), " is not ", ShapeText(offsets)));
-      }
-      if (Has(n, 3) && In(n, 3).shape != std::vector<int64_t>{w[0]}) {
-        return absl::InvalidArgumentError(absl::StrCat("B ", ShapeText(In(n, 3).shape), " is not [", w[0], "]"));
-      }
-      const std::vector<int64_t> masks = {x[0], offset_group * w[2] * w[3], spatial[0], spatial[1]};
-      if (Has(n, 4) && In(n, 4).shape != masks) {
-        return absl::InvalidArgumentError(absl::StrCat("mask ", ShapeText(In(n, 4).shape), " is not ", ShapeText(masks)));
-      }
-      return std::vector<Tensor>{Like(In(n, 0), {x[0], w[0], spatial[0], spatial[1]})};
-    }
+    if (op == "DeformConv") return InferDeformConv(n);
     if (op == "Det") {  // the determinant of each square matrix in the last two axes
       RETURN_IF_ERROR(Need(n, 1, 1));
       RETURN_IF_ERROR(NeedFloat(n));
@@ -1270,172 +777,11 @@ class Importer {
       }
       return std::vector<Tensor>{Like(In(n, 0), std::vector<int64_t>(s.begin(), s.end() - 2))};
     }
-    if (op == "DFT") {  // along one signal axis; the last axis holds 1 (real) or 2 (real, imaginary) values
-      RETURN_IF_ERROR(Need(n, 1, 3));
-      RETURN_IF_ERROR(NeedFloat(n, 1));
-      const std::vector<int64_t>& s = In(n, 0).shape;
-      const int64_t rank = static_cast<int64_t>(s.size());
-      if (rank < 2 || (s.back() != 1 && s.back() != 2)) {
-        return absl::InvalidArgumentError(absl::StrCat("input ", ShapeText(s), " must end in 1 (real) or 2 (complex)"));
-      }
-      int64_t axis = n.Int("axis", 1);
-      if (model_.opset >= 20) {
-        axis = -2;
-        if (Has(n, 2)) {
-          ASSIGN_OR_RETURN(std::vector<int64_t> a, ConstInts(n, 2, "axis"));
-          if (a.size() != 1) return absl::InvalidArgumentError("axis must be a scalar");
-          axis = a[0];
-        }
-      }
-      axis = NormalizeAxis(axis, rank);
-      if (axis < 0 || axis > rank - 2) {
-        return absl::InvalidArgumentError(absl::StrCat("axis out of range for input ", ShapeText(s)));
-      }
-      int64_t length = s[static_cast<size_t>(axis)];
-      if (Has(n, 1)) {
-        ASSIGN_OR_RETURN(std::vector<int64_t> l, ConstInts(n, 1, "dft_length"));
-        if (l.size() != 1 || l[0] < 1) return absl::InvalidArgumentError("dft_length must be one value >= 1");
-        length = l[0];
-      }
-      if (length > 4096) return absl::InvalidArgumentError(absl::StrCat("a DFT of length ", length, " (at most 4096)"));
-      const bool inverse = n.Int("inverse", 0) != 0, onesided = n.Int("onesided", 0) != 0;
-      if (onesided && (inverse || s.back() != 1)) {
-        return absl::InvalidArgumentError("onesided is supported for the forward DFT of a real signal only");
-      }
-      std::vector<int64_t> out = s;
-      out[static_cast<size_t>(axis)] = onesided ? length / 2 + 1 : length;
-      out.back() = 2;
-      n.attrs["tf_axis"].ints = {axis};
-      n.attrs["tf_length"].ints = {length};
-      return std::vector<Tensor>{Like(In(n, 0), out)};
-    }
-    if (op == "TopK") {  // values and int64 indices of the K largest (smallest) along axis, sorted
-      RETURN_IF_ERROR(model_.opset >= 10 ? Need(n, 2, 2) : Need(n, 1, 1));
-      RETURN_IF_ERROR(NeedFloat(n, 1));
-      const std::vector<int64_t>& s = In(n, 0).shape;
-      const int64_t rank = static_cast<int64_t>(s.size());
-      const int64_t axis = NormalizeAxis(n.Int("axis", -1), rank);
-      if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
-      int64_t k = n.Int("k", -1);
-      if (model_.opset >= 10) {
-        ASSIGN_OR_RETURN(std::vector<int64_t> kv, ConstInts(n, 1, "K"));
-        if (kv.size() != 1) return absl::InvalidArgumentError("K must hold one value");
-        k = kv[0];
-      }
-      if (k < 1 || k > s[static_cast<size_t>(axis)]) {
-        return absl::InvalidArgumentError(absl::StrCat("K = ", k, " is not in [1, ", s[static_cast<size_t>(axis)],
-                                                       "] (empty outputs are not supported)"));
-      }
-      for (const char* flag : {"largest", "sorted"}) {
-        if (n.Int(flag, 1) != 0 && n.Int(flag, 1) != 1) {
-          return absl::InvalidArgumentError(absl::StrCat("attribute ", flag, " must be 0 or 1"));
-        }
-      }
-      std::vector<int64_t> out = s;
-      out[static_cast<size_t>(axis)] = k;
-      n.attrs["tf_axis"].ints = {axis};
-      n.attrs["tf_k"].ints = {k};
-      Tensor indices = Like(In(n, 0), out);
-      indices.dtype = DType::kInt64;
-      return std::vector<Tensor>{Like(In(n, 0), out), std::move(indices)};
-    }
-    if (op == "ScatterND") {  // data with the slices `indices` name replaced by (or combined with) updates
-      RETURN_IF_ERROR(Need(n, 3, 3));
-      const Tensor& x = In(n, 0);
-      const Tensor& idx = In(n, 1);
-      const Tensor& upd = In(n, 2);
-      if (x.dtype != upd.dtype) return absl::InvalidArgumentError("data and updates differ in type");
-      if (!idx.constant || idx.dtype != DType::kInt64 || idx.shape.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "indices '", idx.name, "' must be a constant int64 tensor (run-time indices are not supported)"));
-      }
-      const std::string reduction = n.Text("reduction", "none");
-      if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" &&
-          reduction != "min") {
-        return absl::InvalidArgumentError(absl::StrCat("reduction '", reduction, "' is not one of none, add, mul, "
-                                                       "max, min"));
-      }
-      const int64_t q = idx.shape.back(), r = static_cast<int64_t>(x.shape.size());
-      if (q < 1 || q > r) return absl::InvalidArgumentError(absl::StrCat("indices' last dimension ", q, " is not in [1, ", r, "]"));
-      std::vector<int64_t> want(idx.shape.begin(), idx.shape.end() - 1);
-      want.insert(want.end(), x.shape.begin() + q, x.shape.end());
-      if (upd.shape != want) {
-        return absl::InvalidArgumentError(absl::StrCat("updates ", ShapeText(upd.shape), " must have shape ",
-                                                       ShapeText(want)));
-      }
-      std::set<std::vector<int64_t>> seen;
-      for (size_t t = 0; t + static_cast<size_t>(q) <= idx.i64.size(); t += static_cast<size_t>(q)) {
-        std::vector<int64_t> at(idx.i64.begin() + static_cast<std::ptrdiff_t>(t),
-                                idx.i64.begin() + static_cast<std::ptrdiff_t>(t) + q);
-        for (size_t d = 0; d < at.size(); ++d) {
-          const int64_t dim = x.shape[d];
-          if (at[d] < -dim || at[d] >= dim) {
-            return absl::InvalidArgumentError(absl::StrCat("index ", at[d], " out of range for dimension ", dim));
-          }
-          if (at[d] < 0) at[d] += dim;
-        }
-        if (!seen.insert(at).second && reduction == "none") {
-          return absl::InvalidArgumentError("indices name one slice twice (reduction none: the result is undefined)");
-        }
-      }
-      if (x.constant && upd.constant) {
-        return absl::InvalidArgumentError("data and updates are both constants: not supported");
-      }
-      return std::vector<Tensor>{Like(x, x.shape)};
-    }
-    if (op == "GatherElements") {  // y[i][j][k] = x[i][idx[i][j][k]][k] (axis 1), y shaped as idx
-      RETURN_IF_ERROR(Need(n, 2, 2));
-      const Tensor& x = In(n, 0);
-      const Tensor& idx = In(n, 1);
-      if (idx.dtype != DType::kInt64) return absl::InvalidArgumentError("indices must be an int64 tensor");
-      const int64_t rank = static_cast<int64_t>(x.shape.size());
-      const int64_t axis = NormalizeAxis(n.Int("axis", 0), rank);
-      if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
-      if (idx.shape.size() != x.shape.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("indices ", ShapeText(idx.shape), " and data ",
-                                                       ShapeText(x.shape), " differ in rank"));
-      }
-      for (int64_t d = 0; d < rank; ++d) {
-        if (d != axis && idx.shape[static_cast<size_t>(d)] > x.shape[static_cast<size_t>(d)]) {
-          return absl::InvalidArgumentError(absl::StrCat("indices ", ShapeText(idx.shape), " exceed data ",
-                                                         ShapeText(x.shape), " on axis ", d));
-        }
-      }
-      if (idx.constant) {
-        const int64_t dim = x.shape[static_cast<size_t>(axis)];
-        for (int64_t i : idx.i64) {
-          if (i < -dim || i >= dim) {
-            return absl::InvalidArgumentError(absl::StrCat("index ", i, " out of range for dimension ", dim));
-          }
-        }
-      }
-      n.attrs["tf_axis"].ints = {axis};
-      return std::vector<Tensor>{Like(x, idx.shape)};
-    }
-    if (op == "ArgMax" || op == "ArgMin") {  // int64 indices of the first (or last) extreme along axis
-      RETURN_IF_ERROR(Need(n, 1, 1));
-      RETURN_IF_ERROR(NeedFloat(n));
-      const std::vector<int64_t>& s = In(n, 0).shape;
-      const int64_t rank = static_cast<int64_t>(s.size());
-      const int64_t axis = NormalizeAxis(n.Int("axis", 0), rank);
-      if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
-      for (const char* flag : {"keepdims", "select_last_index"}) {
-        const int64_t v = n.Int(flag, std::string(flag) == "keepdims" ? 1 : 0);
-        if (v != 0 && v != 1) return absl::InvalidArgumentError(absl::StrCat("attribute ", flag, " must be 0 or 1"));
-      }
-      std::vector<int64_t> out;
-      for (int64_t d = 0; d < rank; ++d) {
-        if (d != axis) {
-          out.push_back(s[static_cast<size_t>(d)]);
-        } else if (n.Int("keepdims", 1) != 0) {
-          out.push_back(1);
-        }
-      }
-      n.attrs["tf_axis"].ints = {axis};
-      Tensor t = Like(In(n, 0), out);
-      t.dtype = DType::kInt64;
-      return std::vector<Tensor>{std::move(t)};
-    }
+    if (op == "DFT") return InferDFT(n);
+    if (op == "TopK") return InferTopK(n);
+    if (op == "ScatterND") return InferScatterND(n);
+    if (op == "GatherElements") return InferGatherElements(n);
+    if (op == "ArgMax" || op == "ArgMin") return InferArgMax(n);
     if (op == "LpNormalization") {
       RETURN_IF_ERROR(Need(n, 1, 1));
       RETURN_IF_ERROR(NeedFloat(n));
@@ -1446,108 +792,10 @@ class Importer {
       n.attrs["tf_axis"].ints = {axis};
       return std::vector<Tensor>{Like(In(n, 0), In(n, 0).shape)};
     }
-    if (op == "Concat") {
-      if (n.inputs.empty()) return absl::InvalidArgumentError("no inputs");
-      const Tensor& first = In(n, 0);
-      const int64_t rank = static_cast<int64_t>(first.shape.size());
-      const int64_t axis = NormalizeAxis(n.Int("axis", 0), rank);
-      if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
-      std::vector<int64_t> s = first.shape;
-      s[static_cast<size_t>(axis)] = 0;
-      bool constant = true;
-      for (size_t i = 0; i < n.inputs.size(); ++i) {
-        const Tensor& t = In(n, i);
-        for (int64_t d = 0; d < rank; ++d) {
-          if (t.shape.size() != first.shape.size() ||
-              (d != axis && t.shape[static_cast<size_t>(d)] != first.shape[static_cast<size_t>(d)])) {
-            return absl::InvalidArgumentError(absl::StrCat("input ", i, " ", ShapeText(t.shape),
-                                                           " does not match input 0 ",
-                                                           ShapeText(first.shape), " off axis ", axis));
-          }
-        }
-        s[static_cast<size_t>(axis)] += t.shape[static_cast<size_t>(axis)];
-        constant &= t.constant;
-      }
-      Tensor out = Like(first, s);
-      if (constant && axis == 0) {  // shape vectors: the case exported graphs fold
-        out.constant = true;
-        for (size_t i = 0; i < n.inputs.size(); ++i) {
-          out.f32.insert(out.f32.end(), In(n, i).f32.begin(), In(n, i).f32.end());
-          out.i64.insert(out.i64.end(), In(n, i).i64.begin(), In(n, i).i64.end());
-        }
-      }
-      return std::vector<Tensor>{std::move(out)};
-    }
-    if (op == "Gather") {
-      RETURN_IF_ERROR(Need(n, 2, 2));
-      const Tensor& x = In(n, 0);
-      const Tensor& idx = In(n, 1);
-      if (idx.dtype != DType::kInt64) return absl::InvalidArgumentError("indices must be an int64 tensor");
-      const int64_t rank = static_cast<int64_t>(x.shape.size());
-      const int64_t axis = NormalizeAxis(n.Int("axis", 0), rank);
-      if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
-      const int64_t dim = x.shape[static_cast<size_t>(axis)];
-      // Indices computed at run time (token ids into an embedding) are checked as
-      // the model's inputs when they are one, and clamped into range otherwise.
-      for (int64_t i : idx.i64) {
-        if (i < -dim || i >= dim) {
-          return absl::InvalidArgumentError(absl::StrCat("index ", i, " out of range for dimension ", dim));
-        }
-      }
-      std::vector<int64_t> s(x.shape.begin(), x.shape.begin() + axis);
-      s.insert(s.end(), idx.shape.begin(), idx.shape.end());
-      s.insert(s.end(), x.shape.begin() + axis + 1, x.shape.end());
-      Tensor out = Like(x, s);
-      if (x.constant && rank == 1) {  // picking from a shape vector
-        out.constant = true;
-        for (int64_t i : idx.i64) {
-          const size_t j = static_cast<size_t>(i < 0 ? i + dim : i);
-          if (x.dtype == DType::kInt64) {
-            out.i64.push_back(x.i64[j]);
-          } else {
-            out.f32.push_back(x.f32[j]);
-          }
-        }
-      }
-      return std::vector<Tensor>{std::move(out)};
-    }
+    if (op == "Concat") return InferConcat(n);
+    if (op == "Gather") return InferGather(n);
     if (op == "Slice") return InferSlice(n);
-    if (op == "Split") {
-      RETURN_IF_ERROR(Need(n, 1, 2));
-      const Tensor& x = In(n, 0);
-      const int64_t rank = static_cast<int64_t>(x.shape.size());
-      const int64_t axis = NormalizeAxis(n.Int("axis", 0), rank);
-      if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
-      const int64_t dim = x.shape[static_cast<size_t>(axis)];
-      std::vector<int64_t> sizes = n.Ints("split");
-      if (Has(n, 1)) {
-        ASSIGN_OR_RETURN(sizes, ConstInts(n, 1, "split"));
-      }
-      if (sizes.empty()) {
-        // Opset 18's num_outputs: parts of ceil(dim / parts), the last one smaller.
-        // Before it, the parts must be equal.
-        const bool uneven = n.attrs.count("num_outputs") > 0;
-        const int64_t parts = n.Int("num_outputs", split_outputs_);
-        const int64_t chunk = parts < 1 ? 0 : (dim + parts - 1) / parts;
-        if (parts < 1 || (uneven ? dim - (parts - 1) * chunk < 1 : dim % parts != 0)) {
-          return absl::InvalidArgumentError(absl::StrCat("cannot split ", dim, " into ", parts,
-                                                         uneven ? " parts" : " equal parts"));
-        }
-        sizes.assign(static_cast<size_t>(parts), chunk);
-        sizes.back() = dim - (parts - 1) * chunk;
-      }
-      if (std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) != dim) {
-        return absl::InvalidArgumentError(absl::StrCat("split sizes ", ShapeText(sizes),
-                                                       " do not add up to ", dim));
-      }
-      std::vector<Tensor> outs;
-      for (int64_t size : sizes) {
-        std::vector<int64_t> s = x.shape;
-        s[static_cast<size_t>(axis)] = size;
-        outs.push_back(Like(x, s));
-      }
-      return outs;
-    }
+    if (op == "Split") return InferSplit(n);
     if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") {
       RETURN_IF_ERROR(Need(n, 1, 1));
       RETURN_IF_ERROR(NeedFloat(n));
@@ -1556,27 +804,7 @@ class Importer {
       if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
       return std::vector<Tensor>{Like(In(n, 0), In(n, 0).shape)};
     }
-    if (op == "LayerNormalization") {
-      RETURN_IF_ERROR(Need(n, 2, 3));
-      const auto& s = In(n, 0).shape;
-      const int64_t rank = static_cast<int64_t>(s.size());
-      const int64_t axis = NormalizeAxis(n.Int("axis", -1), rank);
-      if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
-      const std::vector<int64_t> normalized(s.begin() + axis, s.end());
-      for (size_t i = 1; i < n.inputs.size(); ++i) {
-        if (Has(n, i)) {
-          ASSIGN_OR_RETURN(std::vector<int64_t> b, Broadcast(In(n, i).shape, normalized));
-          if (b != normalized) {
-            return absl::InvalidArgumentError(absl::StrCat("input ", i, " ", ShapeText(In(n, i).shape),
-                                                           " does not broadcast to ",
-                                                           ShapeText(normalized)));
-          }
-        }
-      }
-      std::vector<int64_t> stats = s;
-      for (int64_t i = axis; i < rank; ++i) stats[static_cast<size_t>(i)] = 1;
-      return std::vector<Tensor>{Like(In(n, 0), s), Like(In(n, 0), stats), Like(In(n, 0), stats)};
-    }
+    if (op == "LayerNormalization") return InferLayerNormalization(n);
     if (IsReduceOp(op)) {
       RETURN_IF_ERROR(Need(n, 1, 2));
       RETURN_IF_ERROR(NeedFloat(n, 1));
@@ -1632,6 +860,855 @@ class Importer {
     }
     return absl::InvalidArgumentError("operator has no shape inference");  // CheckSupported lists all
   }
+
+  absl::StatusOr<std::vector<Tensor>> InferConstant(Node& n) {
+    if (pending_constant_.has_value()) {
+      Tensor t = std::move(*pending_constant_);
+      pending_constant_.reset();
+      return std::vector<Tensor>{std::move(t)};
+    }
+    auto it = n.attrs.find("value_float");
+    auto its = n.attrs.find("value_floats");
+    auto iti = n.attrs.find("value_int");
+    auto itis = n.attrs.find("value_ints");
+    Tensor t;
+    t.constant = true;
+    if (it != n.attrs.end() || its != n.attrs.end()) {
+      t.f32 = (it != n.attrs.end() ? it : its)->second.floats;
+      if (its != n.attrs.end()) t.shape = {static_cast<int64_t>(t.f32.size())};
+    } else if (iti != n.attrs.end() || itis != n.attrs.end()) {
+      t.dtype = DType::kInt64;
+      t.i64 = (iti != n.attrs.end() ? iti : itis)->second.ints;
+      if (itis != n.attrs.end()) t.shape = {static_cast<int64_t>(t.i64.size())};
+    } else {
+      return absl::InvalidArgumentError(
+          "only the value, value_float(s) and value_int(s) attributes are supported");
+    }
+    return std::vector<Tensor>{std::move(t)};
+  }
+
+  // Sum, Max, Min, Mean.
+  absl::StatusOr<std::vector<Tensor>> InferSum(Node& n) {
+    const std::string& op = n.op;
+    if (n.inputs.empty()) return absl::InvalidArgumentError("takes 1 or more inputs, got 0");
+    RETURN_IF_ERROR(Need(n, n.inputs.size(), n.inputs.size()));
+    const bool ints = In(n, 0).dtype == DType::kInt64 && (op == "Max" || op == "Min");
+    bool constant = true;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (ints && In(n, i).dtype != DType::kInt64) return absl::InvalidArgumentError("inputs of different types");
+      constant &= In(n, i).constant;
+    }
+    if (!ints) RETURN_IF_ERROR(NeedFloat(n));
+    std::vector<int64_t> shape = In(n, 0).shape;
+    for (size_t i = 1; i < n.inputs.size(); ++i) {
+      ASSIGN_OR_RETURN(shape, Broadcast(shape, In(n, i).shape));
+    }
+    Tensor out = Like(In(n, 0), shape);
+    if (ints && constant) {  // shape arithmetic
+      std::vector<const Tensor*> ins;
+      for (size_t i = 0; i < n.inputs.size(); ++i) ins.push_back(&In(n, i));
+      FoldElementwise(ins, &out, [&](const std::vector<size_t>& at) {
+        int64_t v = ins[0]->i64[at[0]];
+        for (size_t i = 1; i < ins.size(); ++i) {
+          v = op == "Max" ? std::max(v, ins[i]->i64[at[i]]) : std::min(v, ins[i]->i64[at[i]]);
+        }
+        out.i64.push_back(v);
+      });
+    }
+    return std::vector<Tensor>{std::move(out)};
+  }
+
+  absl::StatusOr<std::vector<Tensor>> InferConstantOfShape(Node& n) {
+    RETURN_IF_ERROR(Need(n, 1, 1));
+    ASSIGN_OR_RETURN(std::vector<int64_t> shape, ConstInts(n, 0, "shape"));
+    Tensor t;
+    t.constant = true;
+    t.shape = shape;
+    for (int64_t d : shape) {
+      if (d < 0) return absl::InvalidArgumentError("shape has a negative dimension");
+    }
+    if (pending_constant_.has_value()) {  // the `value` attribute: one element
+      if (pending_constant_->NumElements() != 1) {
+        return absl::InvalidArgumentError("attribute value must have one element");
+      }
+      t.dtype = pending_constant_->dtype;
+    }
+    const int64_t count = t.NumElements();
+    if (count > (int64_t{1} << 28)) return absl::InvalidArgumentError("the constant is too large to fold");
+    if (t.dtype == DType::kFloat32) {
+      t.f32.assign(static_cast<size_t>(count), pending_constant_ ? pending_constant_->f32[0] : 0.0f);
+    } else {
+      t.i64.assign(static_cast<size_t>(count), pending_constant_->i64[0]);
+    }
+    pending_constant_.reset();
+    return std::vector<Tensor>{std::move(t)};
+  }
+
+  absl::StatusOr<std::vector<Tensor>> InferMod(Node& n) {
+    RETURN_IF_ERROR(Need(n, 2, 2));
+    const bool fmod = n.Int("fmod", 0) != 0;
+    if (In(n, 0).dtype != In(n, 1).dtype) return absl::InvalidArgumentError("inputs of different types");
+    if (In(n, 0).dtype == DType::kFloat32 && !fmod && model_.opset < 28) {
+      return absl::InvalidArgumentError("float Mod needs attribute fmod=1 before opset 28");
+    }
+    ASSIGN_OR_RETURN(std::vector<int64_t> shape, Broadcast(In(n, 0).shape, In(n, 1).shape));
+    Tensor out = Like(In(n, 0), shape);
+    if (In(n, 0).constant && In(n, 1).constant) {
+      const Tensor& a = In(n, 0);
+      const Tensor& b = In(n, 1);
+      bool zero = false;
+      FoldElementwise({&a, &b}, &out, [&](const std::vector<size_t>& at) {
+        if (out.dtype == DType::kFloat32) {
+          float r = std::fmod(a.f32[at[0]], b.f32[at[1]]);
+          if (!fmod && r != 0 && ((r < 0) != (b.f32[at[1]] < 0))) r += b.f32[at[1]];
+          out.f32.push_back(r);
+          return;
+        }
+        const int64_t x = a.i64[at[0]], y = b.i64[at[1]];
+        zero |= y == 0;
+        int64_t r = y == 0 ? 0 : x % y;
+        if (!fmod && r != 0 && ((r < 0) != (y < 0))) r += y;  // the divisor's sign, as Python's %
+        out.i64.push_back(r);
+      });
+      if (zero) return absl::InvalidArgumentError("integer Mod by zero");
+    } else if (In(n, 0).dtype != DType::kFloat32) {
+      return absl::InvalidArgumentError("integer Mod is only folded (both inputs constant)");
+    }
+    return std::vector<Tensor>{std::move(out)};
+  }
+
+  absl::StatusOr<std::vector<Tensor>> InferMatMul(Node& n) {
+    RETURN_IF_ERROR(Need(n, 2, 2));
+    std::vector<int64_t> a = In(n, 0).shape, b = In(n, 1).shape;
+    if (a.empty() || b.empty()) return absl::InvalidArgumentError("scalar operands");
+    const bool a1 = a.size() == 1, b1 = b.size() == 1;
+    if (a1) a.insert(a.begin(), 1);
+    if (b1) b.push_back(1);
+    if (a.back() != b[b.size() - 2]) {
+      return absl::InvalidArgumentError(absl::StrCat("inner dimensions differ: ", ShapeText(In(n, 0).shape),
+                                                     " x ", ShapeText(In(n, 1).shape)));
+    }
+    ASSIGN_OR_RETURN(std::vector<int64_t> batch,
+                     Broadcast(std::vector<int64_t>(a.begin(), a.end() - 2),
+                               std::vector<int64_t>(b.begin(), b.end() - 2)));
+    if (!a1) batch.push_back(a[a.size() - 2]);
+    if (!b1) batch.push_back(b.back());
+    return std::vector<Tensor>{Like(In(n, 0), batch)};
+  }
+
+  absl::StatusOr<std::vector<Tensor>> InferGemm(Node& n) {
+    RETURN_IF_ERROR(Need(n, 2, 3));
+    const auto& a = In(n, 0).shape;
+    const auto& b = In(n, 1).shape;
+    if (a.size() != 2 || b.size() != 2) return absl::InvalidArgumentError("A and B must be 2-D");
+    const bool ta = n.Int("transA", 0) != 0, tb = n.Int("transB", 0) != 0;
+    int64_t m = ta ? a[1] : a[0], k = ta ? a[0] : a[1];
+    int64_t kb = tb ? b[1] : b[0], nn = tb ? b[0] : b[1];
+    if (k != kb) {
+      return absl::InvalidArgumentError(absl::StrCat("inner dimensions differ: A ", ShapeText(a),
+                                                     " (transA ", ta, "), B ", ShapeText(b),
+                                                     " (transB ", tb, ")"));
+    }
+    if (Has(n, 2)) {
+      ASSIGN_OR_RETURN(std::vector<int64_t> c, Broadcast(In(n, 2).shape, {m, nn}));
+      if (c != std::vector<int64_t>{m, nn}) {
+        return absl::InvalidArgumentError("C does not broadcast to the output");
+      }
+    }
+    return std::vector<Tensor>{Like(In(n, 0), {m, nn})};
+  }
+
+  // scale and bias per group before opset 21, per channel since
+  absl::StatusOr<std::vector<Tensor>> InferGroupNormalization(Node& n) {
+    RETURN_IF_ERROR(Need(n, 3, 3));
+    RETURN_IF_ERROR(NeedFloat(n));
+    const auto& x = In(n, 0).shape;
+    if (x.size() < 3) return absl::InvalidArgumentError("input must be N x C x spatial");
+    const int64_t groups = n.Int("num_groups", 0);
+    if (groups < 1 || x[1] % groups != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("attribute num_groups ", groups, " does not divide the ",
+                                                     x[1], " channels"));
+    }
+    if (n.Int("stash_type", 1) != 1) {
+      return absl::InvalidArgumentError("attribute stash_type other than 1 (float32) is not supported");
+    }
+    const int64_t per = model_.opset >= 21 ? x[1] : groups;
+    for (size_t i = 1; i < 3; ++i) {
+      if (In(n, i).shape != std::vector<int64_t>{per}) {
+        return absl::InvalidArgumentError(absl::StrCat("input ", i, " must have shape [", per, "] (one value per ",
+                                                       model_.opset >= 21 ? "channel" : "group", " at opset ",
+                                                       model_.opset, ")"));
+      }
+    }
+    return std::vector<Tensor>{Like(In(n, 0), x)};
+  }
+
+  absl::StatusOr<std::vector<Tensor>> InferReshape(Node& n) {
+    RETURN_IF_ERROR(Need(n, 2, 2));
+    ASSIGN_OR_RETURN(std::vector<int64_t> want, ConstInts(n, 1, "shape"));
+    const Tensor& x = In(n, 0);
+    const bool allowzero = n.Int("allowzero", 0) != 0;
+    int64_t known = 1;
+    int infer = -1;
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (want[i] == 0 && !allowzero) {
+        if (i >= x.shape.size()) return absl::InvalidArgumentError("shape copies a missing dimension");
+        want[i] = x.shape[i];
+      }
+      if (want[i] == -1) {
+        if (infer >= 0) return absl::InvalidArgumentError("shape has two -1 dimensions");
+        infer = static_cast<int>(i);
+        continue;
+      }
+      if (want[i] < 0) return absl::InvalidArgumentError("shape has a negative dimension");
+      known *= want[i];
+    }
+    if (infer >= 0) {
+      if (known == 0 || x.NumElements() % known != 0) {
+        return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", ShapeText(x.shape), " to ",
+                                                       ShapeText(want)));
+      }
+      want[static_cast<size_t>(infer)] = x.NumElements() / known;
+      known *= want[static_cast<size_t>(infer)];
+    }
+    if (known != x.NumElements()) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", ShapeText(x.shape), " (",
+                                                     x.NumElements(), " elements) to ",
+                                                     ShapeText(want)));
+    }
+    return Reshaped(x, want);
+  }
+
+  // Squeeze, Unsqueeze.
+  absl::StatusOr<std::vector<Tensor>> InferSqueeze(Node& n) {
+    const std::string& op = n.op;
+    RETURN_IF_ERROR(Need(n, 1, 2));
+    std::vector<int64_t> axes = n.Ints("axes");
+    if (Has(n, 1)) {
+      ASSIGN_OR_RETURN(axes, ConstInts(n, 1, "axes"));
+    }
+    const Tensor& x = In(n, 0);
+    std::vector<int64_t> s = x.shape;
+    if (op == "Squeeze") {
+      const int64_t rank = static_cast<int64_t>(s.size());
+      std::set<int64_t> drop;
+      for (int64_t a : axes) drop.insert(NormalizeAxis(a, rank));
+      std::vector<int64_t> out;
+      for (int64_t i = 0; i < rank; ++i) {
+        const bool squeeze = axes.empty() ? s[static_cast<size_t>(i)] == 1 : drop.count(i) > 0;
+        if (squeeze && s[static_cast<size_t>(i)] != 1) {
+          return absl::InvalidArgumentError(absl::StrCat("cannot squeeze dimension ", i, " of size ",
+                                                         s[static_cast<size_t>(i)]));
+        }
+        if (!squeeze) out.push_back(s[static_cast<size_t>(i)]);
+      }
+      return Reshaped(x, out);
+    }
+    const int64_t rank = static_cast<int64_t>(s.size() + axes.size());
+    std::vector<int64_t> sorted;
+    for (int64_t a : axes) sorted.push_back(NormalizeAxis(a, rank));
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t a : sorted) {
+      if (a < 0 || a > static_cast<int64_t>(s.size())) {
+        return absl::InvalidArgumentError("attribute axes out of range");
+      }
+      s.insert(s.begin() + a, 1);
+    }
+    return Reshaped(x, s);
+  }
+
+  // folded: its bounds must be constants (the output's length is their function)
+  absl::StatusOr<std::vector<Tensor>> InferRange(Node& n) {
+    RETURN_IF_ERROR(Need(n, 3, 3));
+    for (size_t i = 0; i < 3; ++i) {
+      if (!In(n, i).constant || In(n, i).NumElements() != 1 || In(n, i).dtype != In(n, 0).dtype ||
+          In(n, i).dtype == DType::kBool) {
+        return absl::InvalidArgumentError("start, limit and delta must be constant scalars of one type "
+                                          "(the output's length depends on them)");
+      }
+    }
+    Tensor out = Like(In(n, 0), {});
+    out.constant = true;
+    const bool ints = In(n, 0).dtype == DType::kInt64;
+    auto value = [&](size_t i) {
+      return ints ? static_cast<double>(In(n, i).i64[0]) : static_cast<double>(In(n, i).f32[0]);
+    };
+    const double start = value(0), limit = value(1), delta = value(2);
+    if (delta == 0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta)) {
+      return absl::InvalidArgumentError("delta must be nonzero and the bounds finite");
+    }
+    const double count = std::max(0.0, std::ceil((limit - start) / delta));
+    if (count > (1 << 24)) return absl::InvalidArgumentError("the range is too long to fold");
+    out.shape = {static_cast<int64_t>(count)};
+    for (int64_t i = 0; i < out.shape[0]; ++i) {
+      if (ints) {
+        out.i64.push_back(In(n, 0).i64[0] + i * In(n, 2).i64[0]);
+      } else {
+        out.f32.push_back(static_cast<float>(start + static_cast<double>(i) * delta));
+      }
+    }
+    return std::vector<Tensor>{std::move(out)};
+  }
+
+  absl::StatusOr<std::vector<Tensor>> InferOneHot(Node& n) {
+    RETURN_IF_ERROR(Need(n, 3, 3));
+    const Tensor& depth = In(n, 1);
+    if (!depth.constant || depth.NumElements() != 1 || depth.dtype == DType::kBool) {
+      return absl::InvalidArgumentError("depth must be a constant scalar (the output's shape depends on it)");
+    }
+    const double d = depth.dtype == DType::kInt64 ? static_cast<double>(depth.i64[0]) : depth.f32[0];
+    if (!(d >= 1 && d <= (1 << 24)) || d != std::floor(d)) {
+      return absl::InvalidArgumentError(absl::StrCat("depth ", d, " is not a whole number in 1..2^24"));
+    }
+    if (In(n, 0).dtype != DType::kFloat32 || In(n, 2).dtype != DType::kFloat32 || In(n, 2).NumElements() != 2) {
+      return absl::InvalidArgumentError("indices must be float32 and values two float32 [off, on]");
+    }
+    const int64_t rank = static_cast<int64_t>(In(n, 0).shape.size());
+    const int64_t axis = NormalizeAxis(n.Int("axis", -1), rank + 1);
+    if (axis < 0 || axis > rank) return absl::InvalidArgumentError("attribute axis out of range");
+    std::vector<int64_t> shape = In(n, 0).shape;
+    shape.insert(shape.begin() + axis, static_cast<int64_t>(d));
+    n.attrs["axis"].ints = {axis};
+    n.attrs["tf_depth"].ints = {static_cast<int64_t>(d)};
+    return std::vector<Tensor>{Like(In(n, 2), shape)};
+  }
+
+  absl::StatusOr<std::vector<Tensor>> InferMeanVarianceNormalization(Node& n) {
+    RETURN_IF_ERROR(Need(n, 1, 1));
+    RETURN_IF_ERROR(NeedFloat(n));
+    const int64_t rank = static_cast<int64_t>(In(n, 0).shape.size());
+    std::vector<int64_t> axes = n.Ints("axes", {0, 2, 3});
+    for (int64_t& a : axes) {
+      a = NormalizeAxis(a, rank);
+      if (a < 0 || a >= rank) return absl::InvalidArgumentError("attribute axes out of range");
+    }
+    std::sort(axes.begin(), axes.end());
+    if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) {
+      return absl::InvalidArgumentError("attribute axes repeats an axis");
+    }
+    n.attrs["axes"].ints = axes;
+    return std::vector<Tensor>{Like(In(n, 0), In(n, 0).shape)};
+  }
+
+  // X [N, C, spatial...], grid [N, out spatial..., spatial rank]
+  absl::StatusOr<std::vector<Tensor>> InferGridSample(Node& n) {
+    RETURN_IF_ERROR(Need(n, 2, 2));
+    RETURN_IF_ERROR(NeedFloat(n));
+    const auto& x = In(n, 0).shape;
+    const auto& grid = In(n, 1).shape;
+    if (x.size() < 3 || x.size() > 5 || grid.size() != x.size() || grid[0] != x[0] ||
+        grid.back() != static_cast<int64_t>(x.size()) - 2) {
+      return absl::InvalidArgumentError(absl::StrCat("X ", ShapeText(x), " and grid ", ShapeText(grid),
+                                                     " do not fit (grid is N x output spatial x ",
+                                                     x.size() - 2, ")"));
+    }
+    std::string mode = n.Text("mode", model_.opset >= 20 ? "linear" : "bilinear");
+    if (mode == "bilinear") mode = "linear";  // opset 16's names
+    if (mode == "bicubic") mode = "cubic";
+    if (mode != "nearest" && mode != "linear" && mode != "cubic") {
+      return absl::InvalidArgumentError(absl::StrCat("attribute mode '", mode, "' is unknown"));
+    }
+    const std::string padding = n.Text("padding_mode", "zeros");
+    if (padding != "zeros" && padding != "border" && padding != "reflection") {
+      return absl::InvalidArgumentError(absl::StrCat("attribute padding_mode '", padding, "' is unknown"));
+    }
+    if (mode == "cubic" && padding != "zeros") {
+      // The ONNX reference moves the coordinate inside first, PyTorch (and
+      // onnxruntime) bound each of the 16 taps: their answers differ.
+      return absl::InvalidArgumentError(absl::StrCat("mode cubic with padding_mode ", padding,
+                                                     " is not supported (the ONNX reference and PyTorch differ)"));
+    }
+    n.attrs["mode"].text = mode;
+    n.attrs["padding_mode"].text = padding;
+    std::vector<int64_t> shape = {x[0], x[1]};
+    shape.insert(shape.end(), grid.begin() + 1, grid.end() - 1);
+    return std::vector<Tensor>{Like(In(n, 0), shape)};
+  }
+
+  // DepthToSpace, SpaceToDepth.
+  absl::StatusOr<std::vector<Tensor>> InferDepthToSpace(Node& n) {
+    const std::string& op = n.op;
+    RETURN_IF_ERROR(Need(n, 1, 1));
+    const auto& x = In(n, 0).shape;
+    const int64_t b = n.Int("blocksize", 0);
+    if (x.size() != 4) return absl::InvalidArgumentError("input must be 4-D (N, C, H, W)");
+    if (b < 1) return absl::InvalidArgumentError("attribute blocksize must be >= 1");
+    const std::string mode = n.Text("mode", "DCR");
+    if (mode != "DCR" && mode != "CRD") {
+      return absl::InvalidArgumentError(absl::StrCat("attribute mode '", mode, "' is not DCR or CRD"));
+    }
+    if (op == "SpaceToDepth" && (x[2] % b != 0 || x[3] % b != 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("H and W of ", ShapeText(x), " are not multiples of ", b));
+    }
+    if (op == "DepthToSpace" && x[1] % (b * b) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("C of ", ShapeText(x), " is not a multiple of ", b * b));
+    }
+    const std::vector<int64_t> shape = op == "DepthToSpace"
+                                           ? std::vector<int64_t>{x[0], x[1] / (b * b), x[2] * b, x[3] * b}
+                                           : std::vector<int64_t>{x[0], x[1] * b * b, x[2] / b, x[3] / b};
+    return std::vector<Tensor>{Like(In(n, 0), shape)};
+  }
+
+  absl::StatusOr<std::vector<Tensor>> InferTranspose(Node& n) {
+    RETURN_IF_ERROR(Need(n, 1, 1));
+    const Tensor& x = In(n, 0);
+    std::vector<int64_t> perm = n.Ints("perm");
+    if (perm.empty()) {
+      for (size_t i = x.shape.size(); i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+    }
+    std::vector<int64_t> check = perm;
+    std::sort(check.begin(), check.end());
+    for (size_t i = 0; i < check.size(); ++i) {
+      if (check.size() != x.shape.size() || check[i] != static_cast<int64_t>(i)) {
+        return absl::InvalidArgumentError(absl::StrCat("attribute perm ", ShapeText(perm),
+                                                       " is not a permutation of ", x.shape.size(),
+                                                       " axes"));
+      }
+    }
+    std::vector<int64_t> s;
+    for (int64_t p : perm) s.push_back(x.shape[static_cast<size_t>(p)]);
+    Tensor out = Like(x, s);
+    if (x.constant) FoldTranspose(x, perm, &out);
+    return std::vector<Tensor>{std::move(out)};
+  }
+
+  // x broadcast (both ways, as numpy) against a constant shape
+  absl::StatusOr<std::vector<Tensor>> InferExpand(Node& n) {
+    RETURN_IF_ERROR(Need(n, 2, 2));
+    const Tensor& x = In(n, 0);
+    ASSIGN_OR_RETURN(std::vector<int64_t> shape, ConstInts(n, 1, "shape"));
+    ASSIGN_OR_RETURN(std::vector<int64_t> s, Broadcast(x.shape, shape));
+    Tensor out = Like(x, s);
+    if (x.constant) {
+      const std::vector<int64_t> strides = BroadcastStrides(x.shape, s);
+      FoldMap(x, &out, [&](const std::vector<int64_t>& o) {
+        int64_t src = 0;
+        for (size_t d = 0; d < o.size(); ++d) src += o[d] * strides[d];
+        return src;
+      });
+    }
+    return std::vector<Tensor>{std::move(out)};
+  }
+
+  absl::StatusOr<std::vector<Tensor>> InferTile(Node& n) {
+    RETURN_IF_ERROR(Need(n, 2, 2));
+    const Tensor& x = In(n, 0);
+    ASSIGN_OR_RETURN(std::vector<int64_t> repeats, ConstInts(n, 1, "repeats"));
+    if (repeats.size() != x.shape.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("repeats ", ShapeText(repeats), " has ", repeats.size(),
+                                                     " values for an input of rank ", x.shape.size()));
+    }
+    std::vector<int64_t> s;
+    for (size_t d = 0; d < repeats.size(); ++d) {
+      if (repeats[d] < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("repeats ", ShapeText(repeats), ": each must be >= 0"));
+      }
+      s.push_back(x.shape[d] * repeats[d]);
+    }
+    n.attrs["tf_repeats"].ints = repeats;
+    Tensor out = Like(x, s);
+    if (x.constant) {
+      const std::vector<int64_t> strides = BroadcastStrides(x.shape, x.shape);
+      FoldMap(x, &out, [&](const std::vector<int64_t>& o) {
+        int64_t src = 0;
+        for (size_t d = 0; d < o.size(); ++d) src += o[d] % x.shape[d] * strides[d];
+        return src;
+      });
+    }
+    return std::vector<Tensor>{std::move(out)};
+  }
+
+  // zero above (upper = 0) or below (upper = 1) diagonal k of the last two axes
+  absl::StatusOr<std::vector<Tensor>> InferTrilu(Node& n) {
+    RETURN_IF_ERROR(Need(n, 1, 2));
+    const Tensor& x = In(n, 0);
+    if (x.shape.size() < 2) return absl::InvalidArgumentError("the input must have rank >= 2");
+    int64_t k = 0;
+    if (Has(n, 1)) {
+      ASSIGN_OR_RETURN(std::vector<int64_t> kv, ConstInts(n, 1, "k"));
+      if (kv.size() != 1) return absl::InvalidArgumentError("k must be a scalar");
+      k = kv[0];
+    }
+    const int64_t upper = n.Int("upper", 1);
+    if (upper != 0 && upper != 1) return absl::InvalidArgumentError("attribute upper must be 0 or 1");
+    n.attrs["tf_k"].ints = {k};
+    Tensor out = Like(x, x.shape);
+    if (x.constant) {  // masks (a causal attention mask from ConstantOfShape)
+      const int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
+      out.constant = true;
+      for (int64_t i = 0; i < x.NumElements(); ++i) {
+        const int64_t r = i / cols % rows, c = i % cols;
+        const bool keep = upper ? c - r >= k : c - r <= k;
+        if (x.dtype == DType::kInt64) {
+          out.i64.push_back(keep ? x.i64[static_cast<size_t>(i)] : 0);
+        } else {
+          out.f32.push_back(keep ? x.f32[static_cast<size_t>(i)] : 0.0f);
+        }
+      }
+    }
+    return std::vector<Tensor>{std::move(out)};
+  }
+
+  absl::StatusOr<std::vector<Tensor>> InferCumSum(Node& n) {
+    RETURN_IF_ERROR(Need(n, 2, 2));
+    RETURN_IF_ERROR(NeedFloat(n, 1));
+    const Tensor& x = In(n, 0);
+    ASSIGN_OR_RETURN(std::vector<int64_t> axis, ConstInts(n, 1, "axis"));
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    if (axis.size() != 1 || NormalizeAxis(axis[0], rank) < 0 || NormalizeAxis(axis[0], rank) >= rank) {
+      return absl::InvalidArgumentError(absl::StrCat("axis must be one value in [", -rank, ", ", rank, ")"));
+    }
+    for (const char* flag : {"exclusive", "reverse"}) {
+      if (n.Int(flag, 0) != 0 && n.Int(flag, 0) != 1) {
+        return absl::InvalidArgumentError(absl::StrCat("attribute ", flag, " must be 0 or 1"));
+      }
+    }
+    n.attrs["tf_axis"].ints = {NormalizeAxis(axis[0], rank)};
+    return std::vector<Tensor>{Like(x, x.shape)};
+  }
+
+  // 2-D: X, W, offset, optional B and mask
+  absl::StatusOr<std::vector<Tensor>> InferDeformConv(Node& n) {
+    RETURN_IF_ERROR(Need(n, 3, 5));
+    RETURN_IF_ERROR(NeedFloat(n));
+    const std::vector<int64_t>& x = In(n, 0).shape;
+    const std::vector<int64_t>& w = In(n, 1).shape;
+    if (x.size() != 4 || w.size() != 4) {
+      return absl::UnimplementedError(absl::StrCat("DeformConv over input ", ShapeText(x), " and weights ",
+                                                   ShapeText(w), " (2-D only: N x C x H x W)"));
+    }
+    const int64_t group = n.Int("group", 1), offset_group = n.Int("offset_group", 1);
+    if (group < 1 || offset_group < 1 || x[1] % group != 0 || x[1] % offset_group != 0 || w[0] % group != 0 ||
+        w[1] * group != x[1]) {
+      return absl::InvalidArgumentError(absl::StrCat("input ", ShapeText(x), ", weights ", ShapeText(w), ", group ",
+                                                     group, " and offset_group ", offset_group, " do not agree"));
+    }
+    std::vector<int64_t> kernel = n.Ints("kernel_shape", {w[2], w[3]});
+    if (kernel != std::vector<int64_t>{w[2], w[3]}) {
+      return absl::InvalidArgumentError(absl::StrCat("kernel_shape ", ShapeText(kernel), " is not the weights' ",
+                                                     ShapeText({w[2], w[3]})));
+    }
+    std::vector<int64_t> pads, spatial;
+    RETURN_IF_ERROR(SpatialOut(n, {x[2], x[3]}, kernel, false, &pads, &spatial));  // no auto_pad (reader)
+    n.attrs["pads"].ints = pads;
+    const std::vector<int64_t> offsets = {x[0], offset_group * 2 * w[2] * w[3], spatial[0], spatial[1]};
+    if (In(n, 2).shape != offsets) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("offset ", ShapeText(In(n, 2).shape), " is not ", ShapeText(offsets)));
+    }
+    if (Has(n, 3) && In(n, 3).shape != std::vector<int64_t>{w[0]}) {
+      return absl::InvalidArgumentError(absl::StrCat("B ", ShapeText(In(n, 3).shape), " is not [", w[0], "]"));
+    }
+    const std::vector<int64_t> masks = {x[0], offset_group * w[2] * w[3], spatial[0], spatial[1]};
+    if (Has(n, 4) && In(n, 4).shape != masks) {
+      return absl::InvalidArgumentError(absl::StrCat("mask ", ShapeText(In(n, 4).shape), " is not ", ShapeText(masks)));
+    }
+    return std::vector<Tensor>{Like(In(n, 0), {x[0], w[0], spatial[0], spatial[1]})};
+  }
+
+  // along one signal axis; the last axis holds 1 (real) or 2 (real, imaginary) values
+  absl::StatusOr<std::vector<Tensor>> InferDFT(Node& n) {
+    RETURN_IF_ERROR(Need(n, 1, 3));
+    RETURN_IF_ERROR(NeedFloat(n, 1));
+    const std::vector<int64_t>& s = In(n, 0).shape;
+    const int64_t rank = static_cast<int64_t>(s.size());
+    if (rank < 2 || (s.back() != 1 && s.back() != 2)) {
+      return absl::InvalidArgumentError(absl::StrCat("input ", ShapeText(s), " must end in 1 (real) or 2 (complex)"));
+    }
+    int64_t axis = n.Int("axis", 1);
+    if (model_.opset >= 20) {
+      axis = -2;
+      if (Has(n, 2)) {
+        ASSIGN_OR_RETURN(std::vector<int64_t> a, ConstInts(n, 2, "axis"));
+        if (a.size() != 1) return absl::InvalidArgumentError("axis must be a scalar");
+        axis = a[0];
+      }
+    }
+    axis = NormalizeAxis(axis, rank);
+    if (axis < 0 || axis > rank - 2) {
+      return absl::InvalidArgumentError(absl::StrCat("axis out of range for input ", ShapeText(s)));
+    }
+    int64_t length = s[static_cast<size_t>(axis)];
+    if (Has(n, 1)) {
+      ASSIGN_OR_RETURN(std::vector<int64_t> l, ConstInts(n, 1, "dft_length"));
+      if (l.size() != 1 || l[0] < 1) return absl::InvalidArgumentError("dft_length must be one value >= 1");
+      length = l[0];
+    }
+    if (length > 4096) return absl::InvalidArgumentError(absl::StrCat("a DFT of length ", length, " (at most 4096)"));
+    const bool inverse = n.Int("inverse", 0) != 0, onesided = n.Int("onesided", 0) != 0;
+    if (onesided && (inverse || s.back() != 1)) {
+      return absl::InvalidArgumentError("onesided is supported for the forward DFT of a real signal only");
+    }
+    std::vector<int64_t> out = s;
+    out[static_cast<size_t>(axis)] = onesided ? length / 2 + 1 : length;
+    out.back() = 2;
+    n.attrs["tf_axis"].ints = {axis};
+    n.attrs["tf_length"].ints = {length};
+    return std::vector<Tensor>{Like(In(n, 0), out)};
+  }
+
+  // values and int64 indices of the K largest (smallest) along axis, sorted
+  absl::StatusOr<std::vector<Tensor>> InferTopK(Node& n) {
+    RETURN_IF_ERROR(model_.opset >= 10 ? Need(n, 2, 2) : Need(n, 1, 1));
+    RETURN_IF_ERROR(NeedFloat(n, 1));
+    const std::vector<int64_t>& s = In(n, 0).shape;
+    const int64_t rank = static_cast<int64_t>(s.size());
+    const int64_t axis = NormalizeAxis(n.Int("axis", -1), rank);
+    if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
+    int64_t k = n.Int("k", -1);
+    if (model_.opset >= 10) {
+      ASSIGN_OR_RETURN(std::vector<int64_t> kv, ConstInts(n, 1, "K"));
+      if (kv.size() != 1) return absl::InvalidArgumentError("K must hold one value");
+      k = kv[0];
+    }
+    if (k < 1 || k > s[static_cast<size_t>(axis)]) {
+      return absl::InvalidArgumentError(absl::StrCat("K = ", k, " is not in [1, ", s[static_cast<size_t>(axis)],
+                                                     "] (empty outputs are not supported)"));
+    }
+    for (const char* flag : {"largest", "sorted"}) {
+      if (n.Int(flag, 1) != 0 && n.Int(flag, 1) != 1) {
+        return absl::InvalidArgumentError(absl::StrCat("attribute ", flag, " must be 0 or 1"));
+      }
+    }
+    std::vector<int64_t> out = s;
+    out[static_cast<size_t>(axis)] = k;
+    n.attrs["tf_axis"].ints = {axis};
+    n.attrs["tf_k"].ints = {k};
+    Tensor indices = Like(In(n, 0), out);
+    indices.dtype = DType::kInt64;
+    return std::vector<Tensor>{Like(In(n, 0), out), std::move(indices)};
+  }
+
+  // data with the slices `indices` name replaced by (or combined with) updates
+  absl::StatusOr<std::vector<Tensor>> InferScatterND(Node& n) {
+    RETURN_IF_ERROR(Need(n, 3, 3));
+    const Tensor& x = In(n, 0);
+    const Tensor& idx = In(n, 1);
+    const Tensor& upd = In(n, 2);
+    if (x.dtype != upd.dtype) return absl::InvalidArgumentError("data and updates differ in type");
+    if (!idx.constant || idx.dtype != DType::kInt64 || idx.shape.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "indices '", idx.name, "' must be a constant int64 tensor (run-time indices are not supported)"));
+    }
+    const std::string reduction = n.Text("reduction", "none");
+    if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" &&
+        reduction != "min") {
+      return absl::InvalidArgumentError(absl::StrCat("reduction '", reduction, "' is not one of none, add, mul, "
+                                                     "max, min"));
+    }
+    const int64_t q = idx.shape.back(), r = static_cast<int64_t>(x.shape.size());
+    if (q < 1 || q > r) return absl::InvalidArgumentError(absl::StrCat("indices' last dimension ", q, " is not in [1, ", r, "]"));
+    std::vector<int64_t> want(idx.shape.begin(), idx.shape.end() - 1);
+    want.insert(want.end(), x.shape.begin() + q, x.shape.end());
+    if (upd.shape != want) {
+      return absl::InvalidArgumentError(absl::StrCat("updates ", ShapeText(upd.shape), " must have shape ",
+                                                     ShapeText(want)));
+    }
+    std::set<std::vector<int64_t>> seen;
+    for (size_t t = 0; t + static_cast<size_t>(q) <= idx.i64.size(); t += static_cast<size_t>(q)) {
+      std::vector<int64_t> at(idx.i64.begin() + static_cast<std::ptrdiff_t>(t),
+                              idx.i64.begin() + static_cast<std::ptrdiff_t>(t) + q);
+      for (size_t d = 0; d < at.size(); ++d) {
+        const int64_t dim = x.shape[d];
+        if (at[d] < -dim || at[d] >= dim) {
+          return absl::InvalidArgumentError(absl::StrCat("index ", at[d], " out of range for dimension ", dim));
+        }
+        if (at[d] < 0) at[d] += dim;
+      }
+      if (!seen.insert(at).second && reduction == "none") {
+        return absl::InvalidArgumentError("indices name one slice twice (reduction none: the result is undefined)");
+      }
+    }
+    if (x.constant && upd.constant) {
+      return absl::InvalidArgumentError("data and updates are both constants: not supported");
+    }
+    return std::vector<Tensor>{Like(x, x.shape)};
+  }
+
+  // y[i][j][k] = x[i][idx[i][j][k]][k] (axis 1), y shaped as idx
+  absl::StatusOr<std::vector<Tensor>> InferGatherElements(Node& n) {
+    RETURN_IF_ERROR(Need(n, 2, 2));
+    const Tensor& x = In(n, 0);
+    const Tensor& idx = In(n, 1);
+    if (idx.dtype != DType::kInt64) return absl::InvalidArgumentError("indices must be an int64 tensor");
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    const int64_t axis = NormalizeAxis(n.Int("axis", 0), rank);
+    if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
+    if (idx.shape.size() != x.shape.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("indices ", ShapeText(idx.shape), " and data ",
+                                                     ShapeText(x.shape), " differ in rank"));
+    }
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d != axis && idx.shape[static_cast<size_t>(d)] > x.shape[static_cast<size_t>(d)]) {
+        return absl::InvalidArgumentError(absl::StrCat("indices ", ShapeText(idx.shape), " exceed data ",
+                                                       ShapeText(x.shape), " on axis ", d));
+      }
+    }
+    if (idx.constant) {
+      const int64_t dim = x.shape[static_cast<size_t>(axis)];
+      for (int64_t i : idx.i64) {
+        if (i < -dim || i >= dim) {
+          return absl::InvalidArgumentError(absl::StrCat("index ", i, " out of range for dimension ", dim));
+        }
+      }
+    }
+    n.attrs["tf_axis"].ints = {axis};
+    return std::vector<Tensor>{Like(x, idx.shape)};
+  }
+
+  // ArgMax, ArgMin.
+  // int64 indices of the first (or last) extreme along axis
+  absl::StatusOr<std::vector<Tensor>> InferArgMax(Node& n) {
+    RETURN_IF_ERROR(Need(n, 1, 1));
+    RETURN_IF_ERROR(NeedFloat(n));
+    const std::vector<int64_t>& s = In(n, 0).shape;
+    const int64_t rank = static_cast<int64_t>(s.size());
+    const int64_t axis = NormalizeAxis(n.Int("axis", 0), rank);
+    if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
+    for (const char* flag : {"keepdims", "select_last_index"}) {
+      const int64_t v = n.Int(flag, std::string(flag) == "keepdims" ? 1 : 0);
+      if (v != 0 && v != 1) return absl::InvalidArgumentError(absl::StrCat("attribute ", flag, " must be 0 or 1"));
+    }
+    std::vector<int64_t> out;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d != axis) {
+        out.push_back(s[static_cast<size_t>(d)]);
+      } else if (n.Int("keepdims", 1) != 0) {
+        out.push_back(1);
+      }
+    }
+    n.attrs["tf_axis"].ints = {axis};
+    Tensor t = Like(In(n, 0), out);
+    t.dtype = DType::kInt64;
+    return std::vector<Tensor>{std::move(t)};
+  }
+
+  absl::StatusOr<std::vector<Tensor>> InferConcat(Node& n) {
+    if (n.inputs.empty()) return absl::InvalidArgumentError("no inputs");
+    const Tensor& first = In(n, 0);
+    const int64_t rank = static_cast<int64_t>(first.shape.size());
+    const int64_t axis = NormalizeAxis(n.Int("axis", 0), rank);
+    if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
+    std::vector<int64_t> s = first.shape;
+    s[static_cast<size_t>(axis)] = 0;
+    bool constant = true;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const Tensor& t = In(n, i);
+      for (int64_t d = 0; d < rank; ++d) {
+        if (t.shape.size() != first.shape.size() ||
+            (d != axis && t.shape[static_cast<size_t>(d)] != first.shape[static_cast<size_t>(d)])) {
+          return absl::InvalidArgumentError(absl::StrCat("input ", i, " ", ShapeText(t.shape),
+                                                         " does not match input 0 ",
+                                                         ShapeText(first.shape), " off axis ", axis));
+        }
+      }
+      s[static_cast<size_t>(axis)] += t.shape[static_cast<size_t>(axis)];
+      constant &= t.constant;
+    }
+    Tensor out = Like(first, s);
+    if (constant && axis == 0) {  // shape vectors: the case exported graphs fold
+      out.constant = true;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        out.f32.insert(out.f32.end(), In(n, i).f32.begin(), In(n, i).f32.end());
+        out.i64.insert(out.i64.end(), In(n, i).i64.begin(), In(n, i).i64.end());
+      }
+    }
+    return std::vector<Tensor>{std::move(out)};
+  }
+
+  absl::StatusOr<std::vector<Tensor>> InferGather(Node& n) {
+    RETURN_IF_ERROR(Need(n, 2, 2));
+    const Tensor& x = In(n, 0);
+    const Tensor& idx = In(n, 1);
+    if (idx.dtype != DType::kInt64) return absl::InvalidArgumentError("indices must be an int64 tensor");
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    const int64_t axis = NormalizeAxis(n.Int("axis", 0), rank);
+    if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
+    const int64_t dim = x.shape[static_cast<size_t>(axis)];
+    // Indices computed at run time (token ids into an embedding) are checked as
+    // the model's inputs when they are one, and clamped into range otherwise.
+    for (int64_t i : idx.i64) {
+      if (i < -dim || i >= dim) {
+        return absl::InvalidArgumentError(absl::StrCat("index ", i, " out of range for dimension ", dim));
+      }
+    }
+    std::vector<int64_t> s(x.shape.begin(), x.shape.begin() + axis);
+    s.insert(s.end(), idx.shape.begin(), idx.shape.end());
+    s.insert(s.end(), x.shape.begin() + axis + 1, x.shape.end());
+    Tensor out = Like(x, s);
+    if (x.constant && rank == 1) {  // picking from a shape vector
+      out.constant = true;
+      for (int64_t i : idx.i64) {
+        const size_t j = static_cast<size_t>(i < 0 ? i + dim : i);
+        if (x.dtype == DType::kInt64) {
+          out.i64.push_back(x.i64[j]);
+        } else {
+          out.f32.push_back(x.f32[j]);
+        }
+      }
+    }
+    return std::vector<Tensor>{std::move(out)};
+  }
+
+  absl::StatusOr<std::vector<Tensor>> InferSplit(Node& n) {
+    RETURN_IF_ERROR(Need(n, 1, 2));
+    const Tensor& x = In(n, 0);
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    const int64_t axis = NormalizeAxis(n.Int("axis", 0), rank);
+    if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
+    const int64_t dim = x.shape[static_cast<size_t>(axis)];
+    std::vector<int64_t> sizes = n.Ints("split");
+    if (Has(n, 1)) {
+      ASSIGN_OR_RETURN(sizes, ConstInts(n, 1, "split"));
+    }
+    if (sizes.empty()) {
+      // Opset 18's num_outputs: parts of ceil(dim / parts), the last one smaller.
+      // Before it, the parts must be equal.
+      const bool uneven = n.attrs.count("num_outputs") > 0;
+      const int64_t parts = n.Int("num_outputs", split_outputs_);
+      const int64_t chunk = parts < 1 ? 0 : (dim + parts - 1) / parts;
+      if (parts < 1 || (uneven ? dim - (parts - 1) * chunk < 1 : dim % parts != 0)) {
+        return absl::InvalidArgumentError(absl::StrCat("cannot split ", dim, " into ", parts,
+                                                       uneven ? " parts" : " equal parts"));
+      }
+      sizes.assign(static_cast<size_t>(parts), chunk);
+      sizes.back() = dim - (parts - 1) * chunk;
+    }
+    if (std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) != dim) {
+      return absl::InvalidArgumentError(absl::StrCat("split sizes ", ShapeText(sizes),
+                                                     " do not add up to ", dim));
+    }
+    std::vector<Tensor> outs;
+    for (int64_t size : sizes) {
+      std::vector<int64_t> s = x.shape;
+      s[static_cast<size_t>(axis)] = size;
+      outs.push_back(Like(x, s));
+    }
+    return outs;
+  }
+
+  absl::StatusOr<std::vector<Tensor>> InferLayerNormalization(Node& n) {
+    RETURN_IF_ERROR(Need(n, 2, 3));
+    const auto& s = In(n, 0).shape;
+    const int64_t rank = static_cast<int64_t>(s.size());
+    const int64_t axis = NormalizeAxis(n.Int("axis", -1), rank);
+    if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("attribute axis out of range");
+    const std::vector<int64_t> normalized(s.begin() + axis, s.end());
+    for (size_t i = 1; i < n.inputs.size(); ++i) {
+      if (Has(n, i)) {
+        ASSIGN_OR_RETURN(std::vector<int64_t> b, Broadcast(In(n, i).shape, normalized));
+        if (b != normalized) {
+          return absl::InvalidArgumentError(absl::StrCat("input ", i, " ", ShapeText(In(n, i).shape),
+                                                         " does not broadcast to ",
+                                                         ShapeText(normalized)));
+        }
+      }
+    }
+    std::vector<int64_t> stats = s;
+    for (int64_t i = axis; i < rank; ++i) stats[static_cast<size_t>(i)] = 1;
+    return std::vector<Tensor>{Like(In(n, 0), s), Like(In(n, 0), stats), Like(In(n, 0), stats)};
+  }
+
 
   // Same data, new shape: a constant stays one.
   static absl::StatusOr<std::vector<Tensor>> Reshaped(const Tensor& x, std::vector<int64_t> shape) {
