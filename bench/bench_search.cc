@@ -83,7 +83,7 @@ constexpr const char* kUsage =
     "  --trials  budget per run (default: the suite's)\n"
     "  --case    a task instead of the suite's cases, or several separated by ';'\n"
     "            (run as a suite's cases; transfer runs need two of one op)\n"
-    "  --plot    SVG of best-so-far GFLOP/s vs trials (default bench_search.svg)\n"
+    "  --plot    write an SVG of best-so-far GFLOP/s vs trials to this file (default: none)\n"
     "  --random-trials N  budget of the random policy's runs (default: --trials; the\n"
     "            ops suite: 3x --trials, so random's trials to 95% are measured, not cut\n"
     "            off at the model's budget, and model at T vs random at 3T can be read)\n"
@@ -1381,6 +1381,152 @@ absl::StatusOr<std::vector<TuningRecord>> OtherShapesInLog(Database& log, const 
 
 }  // namespace
 
+// A suite's cases and its defaults.
+struct SuiteCases {
+  std::vector<std::string> cases;
+  int trials = 128, seeds = 3;
+  int random_factor = 1;  // the random policy's budget as a multiple of the trials
+};
+
+absl::StatusOr<SuiteCases> CasesOfSuite(const std::string& suite) {
+  SuiteCases c;
+  if (suite == "quick") {  // small shapes of the issue's two matmul families
+    c.cases = {"matmul M=256 N=256 K=256", "matmul M=128 N=768 K=192"};
+    c.trials = 64;
+    c.seeds = 2;
+  } else if (suite == "small") {
+    c.cases = {"matmul M=256 N=256 K=256", "matmul M=512 N=512 K=512"};
+  } else if (suite == "issue") {
+    c.cases = {"matmul M=1024 N=1024 K=1024", "matmul M=512 N=3072 K=768"};
+    c.trials = 512;
+  } else if (suite == "ops") {  // issue 20's operators: two shapes each, same target
+    c.cases = {"matmul M=256 N=256 K=256", "matmul M=128 N=768 K=192",
+             "conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1",
+             "conv2d N=1 C=256 H=14 W=14 K=256 R=3 S=3 stride=1 pad=1",
+             "dense M=128 N=768 K=768 bias=1 relu=0", "dense M=128 N=3072 K=768 bias=1 relu=1"};
+    c.trials = 64;
+    c.seeds = 5;
+    c.random_factor = 3;
+  } else if (suite == "matmul") {  // warm start from a log of four other shapes, not one
+    c.cases = {"matmul M=256 N=256 K=256", "matmul M=128 N=768 K=192", "matmul M=64 N=1024 K=256",
+             "matmul M=256 N=512 K=128", "matmul M=192 N=192 K=384"};
+    c.trials = 64;
+    c.seeds = 5;
+    c.random_factor = 3;
+  } else if (suite == "conv") {  // the ops suite's two convolutions alone
+    c.cases = {"conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1",
+             "conv2d N=1 C=256 H=14 W=14 K=256 R=3 S=3 stride=1 pad=1"};
+    c.trials = 64;
+    c.seeds = 5;
+  } else if (suite == "strided") {  // ResNet-18's 3x3 stride-2 layers (direct only)
+    c.cases = {"conv2d N=1 C=64 H=56 W=56 K=128 R=3 S=3 stride=2 pad=1",
+             "conv2d N=1 C=128 H=28 W=28 K=256 R=3 S=3 stride=2 pad=1"};
+    c.trials = 64;
+    c.seeds = 5;
+    c.random_factor = 3;
+  } else if (suite == "smoke") {
+    c.cases = {"matmul M=64 N=64 K=64", "matmul M=32 N=96 K=48"};
+    c.trials = 32;
+    c.seeds = 2;
+  } else {
+    return absl::InvalidArgumentError("unknown --suite '" + suite +
+                                      "' (quick, small, issue, ops, matmul, conv, strided, smoke)");
+  }
+  return c;
+}
+
+// One case's JSON: the policies' curves, trials to 90% and 95% of the bars, and the
+// search issue's goals for it ("goals_met").
+nlohmann::json CaseJson(const CaseResult& c, int64_t trials, int64_t random_trials) {
+  const std::vector<int> checkpoints = {32, 64, 128, 192, 256, 512};
+  auto budget_of = [&](const std::string& policy) { return policy == "random" ? random_trials : trials; };
+nlohmann::json jc = {{"task", c.task},
+                       {"best_known_gflops", c.best_known},
+                       {"best_known_random_trials", c.best_known_trials},
+                       {"best_known_cached_gflops", c.best_known_cached},
+                       {"best_measured_gflops", c.best_measured},
+                       {"retimed", c.retimed},
+                       {"reference_random_trials", c.reference_trials},
+                       {"reference_random_best_gflops", c.reference_best},
+                       {"transfer_records", c.transfer_records},
+                       {"stored_measurements", c.stored_measurements},
+                       {"log_model_note", c.log_model_note},
+                       {"log_model_max_depth", c.log_model_max_depth},
+                       {"model", c.model_eval}};
+  for (const auto& [policy, curves] : c.curves) {
+    const int64_t budget = budget_of(policy);
+    nlohmann::json jp = {{"budget", budget}, {"curves", curves}};
+    for (int t : checkpoints)
+      if (t <= budget) jp["best_gflops_at"][std::to_string(t)] = MedianAt(curves, t);
+    for (double frac : {0.90, 0.95}) {
+      std::vector<double> v;
+      int missed = 0;
+      for (const Curve& cv : curves) {
+        int n = TrialsToReach(cv, frac * c.best_known);
+        if (n == 0)
+          ++missed, n = static_cast<int>(budget) + 1;  // counts as "more than the budget"
+        v.push_back(n);
+      }
+      std::string key = frac > 0.92 ? "trials_to_95" : "trials_to_90";
+      jp[key] = {{"median", MedianOr(v, 0)}, {"per_seed", v}, {"not_reached", missed}};
+    }
+    std::vector<double> v;
+    for (const Curve& cv : curves) {
+      int n = TrialsToReach(cv, 0.95 * c.best_measured);
+      v.push_back(n == 0 ? static_cast<double>(budget) + 1 : n);
+    }
+    jp["trials_to_95_of_best_measured"] = {{"median", MedianOr(v, 0)}, {"per_seed", v}};
+    // Before re-timing: the cached numbers' curves against the cached bar.
+    const std::vector<Curve>& cached = c.cached_curves.at(policy);
+    v.clear();
+    for (const Curve& cv : cached) {
+      int n = TrialsToReach(cv, 0.95 * c.best_known_cached);
+      v.push_back(n == 0 ? static_cast<double>(budget) + 1 : n);
+    }
+    jp["cached_curves"] = cached;
+    jp["trials_to_95_cached"] = {{"median", MedianOr(v, 0)}, {"per_seed", v}};
+    jc["policies"][policy] = jp;
+  }
+  // The issue's goals as ratios of median trials-to-95% (budget + 1 when not reached,
+  // so a ratio involving an unreached run is a bound, not a measurement).
+  auto to95 = [&](const char* p) {
+    return jc["policies"].contains(p) ? jc["policies"][p]["trials_to_95"]["median"].get<double>()
+                                      : 0.0;
+  };
+  if (to95("model") > 0) jc["random_over_model_trials_to_95"] = to95("random") / to95("model");
+  // Whether random's median is a bound (more than half its runs missed 95%).
+  jc["random_trials_to_95_is_bound"] = to95("random") > static_cast<double>(random_trials);
+  for (const char* p : {"model", "model+transfer", "model+log"})
+    if (jc["policies"].contains(p))
+      jc["policies"][p]["trials_to_95"]["is_bound"] = to95(p) > static_cast<double>(trials);
+  // The cold goal "model at T trials >= random at 3T", when random ran that long.
+  if (random_trials >= 3 * trials && jc["policies"].contains("model")) {
+    jc["model_at_budget"] = MedianAt(c.curves.at("model"), trials);
+    jc["random_at_3x_budget"] = MedianAt(c.curves.at("random"), 3 * trials);
+  }
+  if (to95("model+transfer") > 0)
+    jc["scratch_over_transfer_trials_to_95"] = to95("model") / to95("model+transfer");
+  if (to95("model+log") > 0)
+    jc["random_over_log_trials_to_95"] = to95("random") / to95("model+log");
+  // Issue 20's goals for this case (a policy whose median run missed 95% misses them).
+  auto within = [&](const char* p, const char* key, double ratio) {
+    return jc.contains(key) && !jc["policies"][p]["trials_to_95"]["is_bound"].get<bool>() &&
+           jc[key].get<double>() >= ratio;
+  };
+  nlohmann::json met = nlohmann::json::object();
+  if (jc.contains("random_over_model_trials_to_95"))
+    met["cold_trials_to_95"] = within("model", "random_over_model_trials_to_95", 3);
+  if (jc.contains("model_at_budget"))
+    met["cold_model_at_budget"] =
+        jc["model_at_budget"].get<double>() >= jc["random_at_3x_budget"].get<double>();
+  if (jc.contains("random_over_log_trials_to_95"))
+    met["warm_trials_to_95"] = within("model+log", "random_over_log_trials_to_95", 6);
+  if (c.model_eval.contains("rank:pairwise") && c.model_eval["rank:pairwise"].contains("pairwise_accuracy"))
+    met["accuracy"] = c.model_eval["rank:pairwise"]["pairwise_accuracy"].get<double>() >= 0.88;
+  jc["goals_met"] = met;
+  return jc;
+}
+
 absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"suite", "seeds", "trials", "case", "plot", "eval-db", "splits", "simulate", "bar-rank", "variant",
                                               "reference-trials", "random-trials", "measurements", "model", "log",
@@ -1407,51 +1553,10 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                   simulate_options, flags.Get("variant"), flags.Has("json"));
   }
   std::string suite = flags.Get("suite", "quick");
-  std::vector<std::string> cases;
-  int default_trials = 128, default_seeds = 3;
-  int random_factor = 1;  // the random policy's budget as a multiple of --trials
-  if (suite == "quick") {  // small shapes of the issue's two matmul families
-    cases = {"matmul M=256 N=256 K=256", "matmul M=128 N=768 K=192"};
-    default_trials = 64;
-    default_seeds = 2;
-  } else if (suite == "small") {
-    cases = {"matmul M=256 N=256 K=256", "matmul M=512 N=512 K=512"};
-  } else if (suite == "issue") {
-    cases = {"matmul M=1024 N=1024 K=1024", "matmul M=512 N=3072 K=768"};
-    default_trials = 512;
-  } else if (suite == "ops") {  // issue 20's operators: two shapes each, same target
-    cases = {"matmul M=256 N=256 K=256", "matmul M=128 N=768 K=192",
-             "conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1",
-             "conv2d N=1 C=256 H=14 W=14 K=256 R=3 S=3 stride=1 pad=1",
-             "dense M=128 N=768 K=768 bias=1 relu=0", "dense M=128 N=3072 K=768 bias=1 relu=1"};
-    default_trials = 64;
-    default_seeds = 5;
-    random_factor = 3;
-  } else if (suite == "matmul") {  // warm start from a log of four other shapes, not one
-    cases = {"matmul M=256 N=256 K=256", "matmul M=128 N=768 K=192", "matmul M=64 N=1024 K=256",
-             "matmul M=256 N=512 K=128", "matmul M=192 N=192 K=384"};
-    default_trials = 64;
-    default_seeds = 5;
-    random_factor = 3;
-  } else if (suite == "conv") {  // the ops suite's two convolutions alone
-    cases = {"conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1",
-             "conv2d N=1 C=256 H=14 W=14 K=256 R=3 S=3 stride=1 pad=1"};
-    default_trials = 64;
-    default_seeds = 5;
-  } else if (suite == "strided") {  // ResNet-18's 3x3 stride-2 layers (direct only)
-    cases = {"conv2d N=1 C=64 H=56 W=56 K=128 R=3 S=3 stride=2 pad=1",
-             "conv2d N=1 C=128 H=28 W=28 K=256 R=3 S=3 stride=2 pad=1"};
-    default_trials = 64;
-    default_seeds = 5;
-    random_factor = 3;
-  } else if (suite == "smoke") {
-    cases = {"matmul M=64 N=64 K=64", "matmul M=32 N=96 K=48"};
-    default_trials = 32;
-    default_seeds = 2;
-  } else {
-    return absl::InvalidArgumentError("unknown --suite '" + suite +
-                                      "' (quick, small, issue, ops, matmul, conv, strided, smoke)");
-  }
+  ASSIGN_OR_RETURN(SuiteCases of_suite, CasesOfSuite(suite));
+  std::vector<std::string> cases = of_suite.cases;
+  int default_trials = of_suite.trials, default_seeds = of_suite.seeds;
+  int random_factor = of_suite.random_factor;  // the random policy's budget as a multiple of --trials
   if (flags.Has("model")) {
     if (flags.Has("case") || flags.Has("suite"))
       return absl::InvalidArgumentError("--model takes the model's tasks: not with --case or --suite");
@@ -1492,7 +1597,9 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(auto level_range, PercentRange(flags, "retime-level-range"));
   ASSIGN_OR_RETURN(auto reach_range, PercentRange(flags, "retime-reach-range"));
   bool json = flags.Has("json");
-  std::string plot = flags.Get("plot", "bench_search.svg");
+  // No plot unless asked for, and then where asked: never into the working directory
+  // by default (a repository checkout's root).
+  std::string plot = flags.Get("plot", "");
 
   Target target = DetectHostTarget("bench");
   Variant model_variant;
@@ -1603,94 +1710,10 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
                         {"note", kNote},
                         {"cases", nlohmann::json::array()}};
   const std::vector<int> checkpoints = {32, 64, 128, 192, 256, 512};
-  auto budget_of = [&](const std::string& policy) { return policy == "random" ? random_trials : trials; };
   const int64_t max_budget = std::max(trials, random_trials);
   for (const CaseResult& c : results) {
-    nlohmann::json jc = {{"task", c.task},
-                         {"best_known_gflops", c.best_known},
-                         {"best_known_random_trials", c.best_known_trials},
-                         {"best_known_cached_gflops", c.best_known_cached},
-                         {"best_measured_gflops", c.best_measured},
-                         {"retimed", c.retimed},
-                         {"reference_random_trials", c.reference_trials},
-                         {"reference_random_best_gflops", c.reference_best},
-                         {"transfer_records", c.transfer_records},
-                         {"stored_measurements", c.stored_measurements},
-                         {"log_model_note", c.log_model_note},
-                         {"log_model_max_depth", c.log_model_max_depth},
-                         {"model", c.model_eval}};
-    for (const auto& [policy, curves] : c.curves) {
-      const int64_t budget = budget_of(policy);
-      nlohmann::json jp = {{"budget", budget}, {"curves", curves}};
-      for (int t : checkpoints)
-        if (t <= budget) jp["best_gflops_at"][std::to_string(t)] = MedianAt(curves, t);
-      for (double frac : {0.90, 0.95}) {
-        std::vector<double> v;
-        int missed = 0;
-        for (const Curve& cv : curves) {
-          int n = TrialsToReach(cv, frac * c.best_known);
-          if (n == 0)
-            ++missed, n = static_cast<int>(budget) + 1;  // counts as "more than the budget"
-          v.push_back(n);
-        }
-        std::string key = frac > 0.92 ? "trials_to_95" : "trials_to_90";
-        jp[key] = {{"median", MedianOr(v, 0)}, {"per_seed", v}, {"not_reached", missed}};
-      }
-      std::vector<double> v;
-      for (const Curve& cv : curves) {
-        int n = TrialsToReach(cv, 0.95 * c.best_measured);
-        v.push_back(n == 0 ? static_cast<double>(budget) + 1 : n);
-      }
-      jp["trials_to_95_of_best_measured"] = {{"median", MedianOr(v, 0)}, {"per_seed", v}};
-      // Before re-timing: the cached numbers' curves against the cached bar.
-      const std::vector<Curve>& cached = c.cached_curves.at(policy);
-      v.clear();
-      for (const Curve& cv : cached) {
-        int n = TrialsToReach(cv, 0.95 * c.best_known_cached);
-        v.push_back(n == 0 ? static_cast<double>(budget) + 1 : n);
-      }
-      jp["cached_curves"] = cached;
-      jp["trials_to_95_cached"] = {{"median", MedianOr(v, 0)}, {"per_seed", v}};
-      jc["policies"][policy] = jp;
-    }
-    // The issue's goals as ratios of median trials-to-95% (budget + 1 when not reached,
-    // so a ratio involving an unreached run is a bound, not a measurement).
-    auto to95 = [&](const char* p) {
-      return jc["policies"].contains(p) ? jc["policies"][p]["trials_to_95"]["median"].get<double>()
-                                        : 0.0;
-    };
-    if (to95("model") > 0) jc["random_over_model_trials_to_95"] = to95("random") / to95("model");
-    // Whether random's median is a bound (more than half its runs missed 95%).
-    jc["random_trials_to_95_is_bound"] = to95("random") > static_cast<double>(random_trials);
-    for (const char* p : {"model", "model+transfer", "model+log"})
-      if (jc["policies"].contains(p))
-        jc["policies"][p]["trials_to_95"]["is_bound"] = to95(p) > static_cast<double>(trials);
-    // The cold goal "model at T trials >= random at 3T", when random ran that long.
-    if (random_trials >= 3 * trials && jc["policies"].contains("model")) {
-      jc["model_at_budget"] = MedianAt(c.curves.at("model"), trials);
-      jc["random_at_3x_budget"] = MedianAt(c.curves.at("random"), 3 * trials);
-    }
-    if (to95("model+transfer") > 0)
-      jc["scratch_over_transfer_trials_to_95"] = to95("model") / to95("model+transfer");
-    if (to95("model+log") > 0)
-      jc["random_over_log_trials_to_95"] = to95("random") / to95("model+log");
-    // Issue 20's goals for this case (a policy whose median run missed 95% misses them).
-    auto within = [&](const char* p, const char* key, double ratio) {
-      return jc.contains(key) && !jc["policies"][p]["trials_to_95"]["is_bound"].get<bool>() &&
-             jc[key].get<double>() >= ratio;
-    };
-    nlohmann::json met = nlohmann::json::object();
-    if (jc.contains("random_over_model_trials_to_95"))
-      met["cold_trials_to_95"] = within("model", "random_over_model_trials_to_95", 3);
-    if (jc.contains("model_at_budget"))
-      met["cold_model_at_budget"] =
-          jc["model_at_budget"].get<double>() >= jc["random_at_3x_budget"].get<double>();
-    if (jc.contains("random_over_log_trials_to_95"))
-      met["warm_trials_to_95"] = within("model+log", "random_over_log_trials_to_95", 6);
-    if (c.model_eval.contains("rank:pairwise") && c.model_eval["rank:pairwise"].contains("pairwise_accuracy"))
-      met["accuracy"] = c.model_eval["rank:pairwise"]["pairwise_accuracy"].get<double>() >= 0.88;
-    jc["goals_met"] = met;
-    for (const auto& [goal, ok] : met.items()) {
+    nlohmann::json jc = CaseJson(c, trials, random_trials);
+    for (const auto& [goal, ok] : jc["goals_met"].items()) {
       nlohmann::json& n = out["goals_met"][goal];
       if (n.is_null()) n = {{"cases", 0}, {"met", 0}};
       n["cases"] = n["cases"].get<int>() + 1;
