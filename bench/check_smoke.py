@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Runs a bench subcommand at its smoke size and checks what its JSON means, not only
+that it exited 0: the counts add up, percentiles are ordered, ratios are the ratios of
+the figures they come from. Figures themselves are not asserted (a busy machine moves
+them); a report that is inconsistent with itself fails.
+
+usage: check_smoke.py farm|db|model TUNEFORGE [bench arguments...]
+"""
+import json
+import math
+import subprocess
+import sys
+
+
+def fail(why):
+    print("check_smoke: " + why, file=sys.stderr)
+    sys.exit(1)
+
+
+def check(cond, why):
+    if not cond:
+        fail(why)
+
+
+def positive(report, *keys):
+    for k in keys:
+        v = report.get(k)
+        check(isinstance(v, (int, float)) and math.isfinite(v) and v > 0, f"{k} is {v!r}, not a positive number")
+
+
+def ordered(report, *keys):
+    values = [report[k] for k in keys]
+    check(values == sorted(values), "not ordered: " + ", ".join(f"{k}={report[k]}" for k in keys))
+
+
+def check_farm(r, args):
+    check(r["failed_jobs"] == 0, f"{r['failed_jobs']} failed jobs")
+    trials = int(args[args.index("--measurements") + 1]) if "--measurements" in args else r["trials"]
+    check(r["trials"] == trials, f"trials {r['trials']}, asked for {trials}")
+    # Every measurement is a record; re-measured finalists add to the trials.
+    check(r["records"] == r["measurements"], f"records {r['records']} != measurements {r['measurements']}")
+    check(r["measurements"] >= r["trials"], f"measurements {r['measurements']} < trials {r['trials']}")
+    check(r["leases"] >= r["measurements"], f"leases {r['leases']} < measurements {r['measurements']}")
+    positive(r, "measurements_per_second", "wall_seconds", "server_cpu_seconds")
+    ordered(r, "dispatch_overhead_p50_ms", "dispatch_overhead_p99_ms", "dispatch_overhead_max_ms")
+    ordered(r, "lease_to_result_p50_ms", "lease_to_result_p99_ms")
+    # A lease lasts at least the simulated measurement.
+    check(r["lease_to_result_p50_ms"] >= r["sleep_ms"], "a lease shorter than the simulated measurement")
+
+
+def check_db(r, args):
+    records = int(args[args.index("--records") + 1])
+    check(r["records"] == records, f"records {r['records']}, asked for {records}")
+    positive(r, "insert_records_per_second", "db_insert_records_per_second", "export_seconds", "import_seconds",
+             "export_file_bytes", "db_file_bytes", "best_p50_us", "topk10_p50_us")
+    ordered(r, "best_p50_us", "best_p99_us")
+    ordered(r, "topk10_p50_us", "topk10_p99_us")
+    # The insert loop includes Database::Insert: it cannot be faster than it.
+    check(r["insert_records_per_second"] <= r["db_insert_records_per_second"] * 1.001,
+          "the whole insert loop is faster than Database::Insert alone")
+    check(abs(r["insert_records_per_second"] * r["insert_seconds"] - records) < 0.01 * records,
+          "insert rate x time is not the record count")
+
+
+def check_model(r, args):
+    runs = int(args[args.index("--runs") + 1])
+    threads = [int(t) for t in args[args.index("--threads") + 1].split(",")]
+    check([x["threads"] for x in r["results"]] == threads, f"results for threads {[x['threads'] for x in r['results']]}")
+    for x in r["results"]:
+        engines = x["engines"]
+        for name in ("untuned", "onnxruntime"):
+            check(name in engines, f"no {name} engine at {x['threads']} threads")
+        for name, e in engines.items():
+            check(len(e["samples_ms"]) == runs, f"{name}: {len(e['samples_ms'])} samples, asked for {runs}")
+            check(all(s > 0 for s in e["samples_ms"]), f"{name}: a sample is not positive")
+            check(e["min_ms"] == min(e["samples_ms"]), f"{name}: min_ms is not the samples' minimum")
+            ordered(e, "min_ms", "median_ms")
+        ours = engines["tuned"] if "tuned" in engines else engines["untuned"]
+        check(abs(x["ort_over_ours"] - engines["onnxruntime"]["median_ms"] / ours["median_ms"]) < 1e-6 * x["ort_over_ours"],
+              "ort_over_ours is not onnxruntime's median over ours")
+        check(x["kernels"] > 0 and x["default_tasks"] + x["tuned_tasks"] > 0, "no kernels or tasks")
+
+
+def main():
+    if len(sys.argv) < 3 or sys.argv[1] not in ("farm", "db", "model"):
+        fail(__doc__.strip().splitlines()[-1])
+    what, binary, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    cmd = [binary, "bench", what] + args + (["--json"] if "--json" not in args else [])
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    check(p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}")
+    try:
+        report = json.loads(p.stdout)
+    except json.JSONDecodeError as e:
+        fail(f"not JSON: {e}: {p.stdout[:200]!r}")
+    {"farm": check_farm, "db": check_db, "model": check_model}[what](report, args)
+    print(f"check_smoke: bench {what}: consistent")
+
+
+if __name__ == "__main__":
+    main()
