@@ -19,6 +19,7 @@
 #include "compiler/support/status.h"
 #include "compiler/codegen/build.h"
 #include "nlohmann/json.hpp"
+#include "tuner/task_rounds.h"
 #include "tuner/task_scheduler.h"
 
 namespace tuneforge::cli {
@@ -295,29 +296,35 @@ absl::Status TuneModel(const LoadedModel& model, const LeftoverTime& leftovers,
                  FormatSeconds(leftovers.untuned_seconds).c_str());
   }
 
-  int round = 0, new_trials = 0, drawn = 0;
+  int drawn = 0;
   double after_warmup = NAN;
   bool half_checked = false;
-  int trials = 0;
-  for (int i; (i = scheduler.Next(&trials)) >= 0; ++round) {
-    const int known = scheduler.trials()[i];
-    const double gain = scheduler.ExpectedGain(i);
-    absl::StatusOr<v1::JobStatus> job =
-        run_round(tasks[i].task, known + trials, options.seed + static_cast<uint64_t>(round));
+  // A round is one job of the task; the db's earlier configs of it count (the job's
+  // count_earlier), so the round's spent trials are what the task's total grew by.
+  auto run_job_round = [&](const RoundInfo& r) -> absl::StatusOr<RoundResult> {
+    const int i = r.task;
+    absl::StatusOr<v1::JobStatus> job = run_round(tasks[i].task, r.trials_before + r.trials, r.seed);
     if (!job.ok() && absl::IsCancelled(job.status())) return job.status();
-    int spent = trials;
+    RoundResult out;
+    out.spent = r.trials;
     if (job.ok()) {
       const int total_now = job->earlier_trials() + job->trials_done();
-      spent = std::max(0, total_now - known);
-      new_trials += job->trials_done();
+      out.spent = std::max(0, total_now - r.trials_before);
+      out.new_trials = job->trials_done();
       for (const v1::BestResult* b : {&job->best(), &job->earlier_best()}) {
         if (b->seconds() > 0 && (!best[i] || b->seconds() < best[i]->seconds())) best[i] = *b;
       }
-    } else if (!options.json) {
-      std::fprintf(stderr, "round %d: %s failed: %s\n", round + 1, tasks[i].task.c_str(),
-                   std::string(job.status().message()).c_str());
+    } else {
+      out.ok = false;
+      out.error = std::string(job.status().message());
+      if (!options.json)
+        std::fprintf(stderr, "round %d: %s failed: %s\n", r.round + 1, tasks[i].task.c_str(), out.error.c_str());
     }
-    scheduler.Update(i, spent, best[i] ? best[i]->seconds() : INFINITY);
+    out.best_seconds = best[i] ? best[i]->seconds() : INFINITY;
+    return out;
+  };
+  auto after_round = [&](const RoundInfo& r, const RoundResult& result) {
+    const int i = r.task;
     bool warm = true;
     for (size_t t = 0; t < tasks.size(); ++t) warm &= scheduler.rounds(static_cast<int>(t)) > 0;
     if (warm && std::isnan(after_warmup)) {
@@ -341,23 +348,24 @@ absl::Status TuneModel(const LoadedModel& model, const LeftoverTime& leftovers,
 
     if (options.json) {
       nlohmann::json ev = {{"event", "round"},
-                           {"round", round + 1},
+                           {"round", r.round + 1},
                            {"task_index", i},
                            {"task", tasks[i].task},
-                           {"trials", spent},
-                           {"new_trials", job.ok() ? job->trials_done() : 0},
-                           {"expected_gain_seconds", std::isfinite(gain) ? nlohmann::json(gain) : nlohmann::json()},
+                           {"trials", result.spent},
+                           {"new_trials", result.new_trials},
+                           {"expected_gain_seconds",
+                            std::isfinite(r.expected_gain) ? nlohmann::json(r.expected_gain) : nlohmann::json()},
                            {"spent", scheduler.spent()},
                            {"estimated_seconds", std::isfinite(estimated()) ? nlohmann::json(estimated()) : nlohmann::json()}};
       if (std::isfinite(scheduler.best()[i])) ev["best_seconds"] = scheduler.best()[i];
-      if (!job.ok()) ev["error"] = std::string(job.status().message());
+      if (!result.ok) ev["error"] = result.error;
       std::printf("%s\n", ev.dump().c_str());
       std::fflush(stdout);
-      continue;
+      return;
     }
     const std::string line = absl::StrCat(
-        "round ", round + 1, ": ", Shorten(tasks[i].task, 60), ", ", spent, " trials (",
-        job.ok() ? job->trials_done() : 0, " new); estimated ",
+        "round ", r.round + 1, ": ", Shorten(tasks[i].task, 60), ", ", result.spent, " trials (",
+        result.new_trials, " new); estimated ",
         std::isfinite(estimated()) ? FormatSeconds(estimated()) : "- (warm-up)",
         ", ", scheduler.spent(), "/", options.trials, " trials");
     if (live) {
@@ -370,8 +378,11 @@ absl::Status TuneModel(const LoadedModel& model, const LeftoverTime& leftovers,
     } else {
       std::fprintf(stderr, "%s\n", line.c_str());
     }
-  }
-  const std::string stop_reason = scheduler.spent() >= options.trials ? "budget spent" : "every task flat";
+  };
+  ASSIGN_OR_RETURN(const RoundsSummary rounds,
+                   RunRounds(&scheduler, static_cast<int>(options.trials), options.seed, run_job_round, after_round));
+  const int round = rounds.rounds, new_trials = rounds.new_trials;
+  const std::string& stop_reason = rounds.stop_reason;
   // The estimate the budget was spent by, then the check: the model as it runs with
   // the schedules found (which also leaves the factors as they are now).
   const double est = estimated();

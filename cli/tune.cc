@@ -32,6 +32,7 @@
 #include "server/server.h"
 #include "tuner/runner.h"
 #include "tuner/search_policy.h"
+#include "tuner/task_rounds.h"
 #include "tuner/task_scheduler.h"
 #include "tuneforge/v1/tuning.grpc.pb.h"
 
@@ -169,20 +170,26 @@ absl::StatusOr<TaskRounds> RunTaskRounds(const std::vector<ScheduledTask>& tasks
   TaskScheduler scheduler(weights, so);
   TaskRounds out;
   out.best.resize(tasks.size());
-  int round_trials_now = 0, round = 0;
-  for (int i; (i = scheduler.Next(&round_trials_now)) >= 0; ++round) {
-    ASSIGN_OR_RETURN(v1::JobStatus done, run_job(tasks[i].task_text, round_trials_now, seed + round));
-    std::optional<v1::BestResult>& best = out.best[i];
+  auto run = [&](const RoundInfo& r) -> absl::StatusOr<RoundResult> {
+    ASSIGN_OR_RETURN(v1::JobStatus done, run_job(tasks[r.task].task_text, r.trials, r.seed));
+    std::optional<v1::BestResult>& best = out.best[r.task];
     if (done.has_best() && done.best().seconds() > 0 && (!best || done.best().seconds() < best->seconds()))
       best = done.best();
-    scheduler.Update(i, done.trials_done(), best ? best->seconds() : INFINITY);
+    RoundResult result;
+    result.spent = done.trials_done();
+    result.new_trials = done.trials_done();
+    result.best_seconds = best ? best->seconds() : INFINITY;
+    return result;
+  };
+  auto after = [&](const RoundInfo& r, const RoundResult& result) {
     if (!json)
-      std::fprintf(stderr, "round %d: %s, %d trials; objective %.4g ms\n", round + 1, tasks[i].task_text.c_str(),
-                   done.trials_done(), scheduler.Objective() * 1e3);
-  }
+      std::fprintf(stderr, "round %d: %s, %d trials; objective %.4g ms\n", r.round + 1,
+                   tasks[r.task].task_text.c_str(), result.spent, scheduler.Objective() * 1e3);
+  };
+  ASSIGN_OR_RETURN(const RoundsSummary rounds, RunRounds(&scheduler, trials, seed, run, after));
   out.trials = scheduler.trials();
   out.spent = scheduler.spent();
-  out.rounds = round;
+  out.rounds = rounds.rounds;
   out.objective = scheduler.Objective();
   return out;
 }

@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "tuner/task_rounds.h"
+
 namespace tuneforge {
 namespace {
 
@@ -66,6 +68,50 @@ TEST(TaskSchedulerTest, InRunFactorWeighsTheTaskAsTheModelRunsIt) {
   EXPECT_DOUBLE_EQ(s.ExpectedGain(1), 3 * s.ExpectedGain(0));
   for (int t; (t = s.Next(&trials)) >= 0;) s.Update(t, trials, Curve(0, s.trials()[t] + trials));
   EXPECT_GT(s.trials()[1], s.trials()[0]);
+}
+
+// The driver: every round's result reaches the scheduler, seeds advance by round, a
+// failed round still spends its trials, and Cancelled ends the rounds with it.
+TEST(TaskRoundsTest, RunsRoundsUntilTheBudgetIsSpent) {
+  TaskSchedulerOptions o;
+  o.total_trials = 96;
+  o.round_trials = 16;
+  TaskScheduler s({2.0, 1.0}, o);
+  std::vector<uint64_t> seeds;
+  int failed = 0;
+  auto run = [&](const RoundInfo& r) -> absl::StatusOr<RoundResult> {
+    seeds.push_back(r.seed);
+    EXPECT_EQ(r.trials_before, s.trials()[r.task]);
+    RoundResult result;
+    result.spent = r.trials;
+    result.new_trials = r.trials;
+    if (r.round == 2) {  // a failed job: no best, the trials still count
+      result.ok = false;
+      ++failed;
+      result.best_seconds = s.best()[r.task];
+      return result;
+    }
+    result.best_seconds = Curve(r.task, r.trials_before + r.trials);
+    return result;
+  };
+  int after = 0;
+  absl::StatusOr<RoundsSummary> done =
+      RunRounds(&s, 96, 7, run, [&](const RoundInfo&, const RoundResult&) { ++after; });
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->rounds, 6);
+  EXPECT_EQ(after, 6);
+  EXPECT_EQ(failed, 1);
+  EXPECT_EQ(done->new_trials, 96);
+  EXPECT_EQ(done->stop_reason, "budget spent");
+  EXPECT_EQ(s.spent(), 96);
+  EXPECT_EQ(seeds, (std::vector<uint64_t>{7, 8, 9, 10, 11, 12}));
+
+  TaskScheduler c({1.0, 1.0}, o);
+  absl::StatusOr<RoundsSummary> cancelled = RunRounds(
+      &c, 96, 1, [](const RoundInfo&) -> absl::StatusOr<RoundResult> { return absl::CancelledError("stop"); },
+      nullptr);
+  EXPECT_TRUE(absl::IsCancelled(cancelled.status())) << cancelled.status();
+  EXPECT_EQ(c.spent(), 0);
 }
 
 TEST(TaskSchedulerTest, WarmUpVisitsEveryTaskFirst) {
