@@ -316,6 +316,12 @@ absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args) {
         RETURN_IF_ERROR(ours->Run(in_ptrs, out_ptrs));  // the repeats left the arena as they left it
       }
     }
+    for (const graph::Executor* e : {untuned.get(), tuned.get()}) {
+      if (e && e->thread_shortfall().first > 0)
+        std::fprintf(stderr, "warning: a parallel loop asked for %d threads and got %d (the system refused more): "
+                             "this row's times are not at %d threads\n",
+                     e->thread_shortfall().first, e->thread_shortfall().second, threads);
+    }
     const Timing& best_ours = tuned ? t_tuned : t_untuned;
     const double ratio = ort.median() / best_ours.median();
     // Every sample too, in the order taken (rounds one after another): a shared
@@ -329,6 +335,7 @@ absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args) {
     if (tuned) engines["tuned"] = engine(t_tuned);
     report["results"].push_back({{"threads", threads},
                                  {"compile_seconds", ours->compile_seconds()},
+                                 {"thread_shortfall", {ours->thread_shortfall().first, ours->thread_shortfall().second}},
                                  {"kernels", ours->kernels().size()},
                                  {"tuned_tasks", ours->tuned_tasks()},
                                  {"default_tasks", ours->default_tasks()},

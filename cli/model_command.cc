@@ -249,6 +249,10 @@ absl::StatusOr<int> Run(const std::string& path, const std::map<std::string, std
               exec->arena_bytes() / 1024.0, (exec->unplanned_bytes() + exec->transient_bytes()) / 1024.0,
               exec->scratch_bytes() / 1024.0);
   std::printf("run:      %.3f ms (the first run, cold)\n", ms);
+  if (const auto [asked, got] = exec->thread_shortfall(); asked > 0) {
+    std::printf("warning:  a parallel loop asked for %d threads and got %d (the system refused more); "
+                "the outputs are right, the run slower\n", asked, got);
+  }
   for (size_t i = 0; i < outputs.size(); ++i) {
     const graph::TensorInfo& out = exec->outputs()[i];
     std::string name = out.name;

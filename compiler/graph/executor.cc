@@ -26,6 +26,7 @@
 #include "compiler/graph/kernels.h"
 #include "compiler/graph/tasks.h"
 #include "compiler/runtime/module_loader.h"
+#include "compiler/runtime/runtime.h"
 #include "compiler/support/clock.h"
 #include "compiler/support/hash.h"
 #include "compiler/templates/conv2d_template.h"
@@ -259,6 +260,8 @@ struct Executor::Impl {
   std::vector<Step> steps;
   std::vector<ExecutorKernel> kernels;
   double compile_seconds = 0;
+  // The largest thread shortfall a run met (runtime: the system refused workers).
+  int shortfall_asked = 0, shortfall_got = 0;
   int tuned = 0, defaults = 0, cancelled_pairs = 0, blocked_residuals = 0, direct_writes = 0,
       fused_prologues = 0;
 
@@ -1652,6 +1655,10 @@ absl::StatusOr<ExportedModel> Executor::Export() const {
   return out;
 }
 
+std::pair<int, int> Executor::thread_shortfall() const {
+  return {impl_->shortfall_asked, impl_->shortfall_got};
+}
+
 std::vector<std::string> Executor::steps() const {
   std::vector<std::string> out;
   for (const Impl::Step& s : impl_->steps) out.push_back(s.source);
@@ -1692,6 +1699,7 @@ absl::Status Executor::RunProfiled(const std::vector<const float*>& inputs, cons
       std::memcpy(to, inputs[i], static_cast<size_t>(m.inputs[i].NumElements()) * 4);
     }
   }
+  (void)tf_take_thread_shortfall(nullptr);  // only this run's loops count
   for (size_t s = 0; s < m.steps.size(); ++s) {
     Impl::Step& step = m.steps[s];
     void** b = step.buffers.data();
@@ -1702,6 +1710,11 @@ absl::Status Executor::RunProfiled(const std::vector<const float*>& inputs, cons
     if (step_ms) {
       (*step_ms)[s] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
+  }
+  int32_t got = 0;
+  if (const int32_t asked = tf_take_thread_shortfall(&got); asked > 0 && asked - got > m.shortfall_asked - m.shortfall_got) {
+    m.shortfall_asked = asked;
+    m.shortfall_got = got;
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (m.outputs[i].NumElements() == 0) continue;  // an empty output has no values

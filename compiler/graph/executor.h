@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -124,6 +125,10 @@ class Executor {
   int64_t unplanned_bytes() const; // what a buffer per tensor would take instead
   int64_t scratch_bytes() const;   // templates' internal buffers of their own (packed weights, ...)
   double compile_seconds() const;
+  // The largest thread shortfall a run met: {threads a parallel loop asked for, threads
+  // it got} when the system refused the pool more workers (the run is correct, slower);
+  // {0, 0} when none. `model run` and `bench model` report it.
+  std::pair<int, int> thread_shortfall() const;
   const std::vector<ExecutorKernel>& kernels() const;
   int tuned_tasks() const;         // task occurrences running a caller-given schedule
   int default_tasks() const;       // ... running the template's default schedule
