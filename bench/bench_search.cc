@@ -134,7 +134,7 @@ constexpr const char* kUsage =
     "            when missing). A rerun with a changed policy measures only its new\n"
     "            configs. Default: none (everything measured in this run)\n"
     "  --variant NAME  the model policy's runs use this variant's options (the\n"
-    "            --eval-db list, and search variants such as 'crossover.3')\n"
+    "            --eval-db list, and search variants such as 'no repair')\n"
     "  --log FILE  a shared tuning log (a tuneforge db, e.g. the team's): each case's\n"
     "            model+transfer and model+log runs start from its records of the case's\n"
     "            op on this target in other shapes (each config's first record, read\n"
@@ -393,31 +393,15 @@ std::vector<Variant> EvalVariants() {
     o.xgb.subsample = 0.8;
     o.xgb.colsample_bytree = 0.8;
   });
-  add("ndcg relevance", [](ModelPolicyOptions& o) {
-    o.xgb.objective = "rank:ndcg";
-    o.label = LabelMode::kRelevance;
-  });
-  add("pairwise graded", [](ModelPolicyOptions& o) { o.label = LabelMode::kRelevance; });
   add("reg normalized", [](ModelPolicyOptions& o) { o.xgb.objective = "reg:squarederror"; });
-  add("reg log", [](ModelPolicyOptions& o) {
-    o.xgb.objective = "reg:squarederror";
-    o.label = LabelMode::kLog;
-  });
   // Search variants (same model, another search), for bench search --variant.
   auto search = [&](const std::string& name, auto&& edit) {
     add(name, edit);
     v.back().search_only = true;
   };
-  search("early eps.25", [](ModelPolicyOptions& o) { o.early_epsilon = 0.25; });
   search("log model alone", [](ModelPolicyOptions& o) { o.transfer_with_log_model = false; });
   search("no repair", [](ModelPolicyOptions& o) { o.repair_tries = 0; });
   search("repair16", [](ModelPolicyOptions& o) { o.repair_tries = 16; });
-  search("crossover.3", [](ModelPolicyOptions& o) { o.crossover = 0.3; });
-  search("crossover.5", [](ModelPolicyOptions& o) { o.crossover = 0.5; });
-  search("crossover.3 chains128", [](ModelPolicyOptions& o) {
-    o.crossover = 0.3;
-    o.chains = 128;
-  });
   search("chains128 steps48", [](ModelPolicyOptions& o) {
     o.chains = 128;
     o.steps = 48;
@@ -431,8 +415,6 @@ std::vector<Variant> EvalVariants() {
   search("early batch 1", [](ModelPolicyOptions& o) { o.early_batch = 1; });
   search("early batch min2", [](ModelPolicyOptions& o) { o.min_records = 2; });
   search("early batch rows64", [](ModelPolicyOptions& o) { o.early_batch_rows = 64; });
-  search("ranked first", [](ModelPolicyOptions& o) { o.ranked_first = true; });
-  search("covering first batch", [](ModelPolicyOptions& o) { o.covering_pool = 16; });
   search("prior pool 8 margin.5", [](ModelPolicyOptions& o) { o.prior_margin = 0.5; });
   search("prior pool 8 margin", [](ModelPolicyOptions& o) { o.prior_margin = 1; });
   search("prior pool 8 margin4", [](ModelPolicyOptions& o) { o.prior_margin = 4; });
@@ -447,18 +429,8 @@ std::vector<Variant> EvalVariants() {
   search("structural quota 8", [](ModelPolicyOptions& o) { o.structural_quota = 8; });
   search("no incumbent probes", [](ModelPolicyOptions& o) { o.incumbent_probes = 0; });
   search("incumbent probes 2", [](ModelPolicyOptions& o) { o.incumbent_probes = 2; });
-  search("probes with quota", [](ModelPolicyOptions& o) { o.probes_with_quota = true; });
-  search("probes of 2 best", [](ModelPolicyOptions& o) { o.probe_incumbents = 2; });
   search("probe quota 2", [](ModelPolicyOptions& o) { o.probe_quota = 2; });
   search("probe quota 8", [](ModelPolicyOptions& o) { o.probe_quota = 8; });
-  for (auto [name, beta] : {std::pair<const char*, double>{"ucb ensemble4", 1.0},
-                            {"ucb ensemble4 beta.5", 0.5},
-                            {"ucb ensemble4 beta2", 2.0}}) {
-    search(name, [beta = beta](ModelPolicyOptions& o) {
-      o.ensemble = 4;
-      o.ucb_beta = beta;
-    });
-  }
   return v;
 }
 
@@ -472,14 +444,13 @@ absl::StatusOr<Variant> FindVariant(const std::string& name) {
 }
 
 // The options of the log model a variant's model+log runs start from: the variant's
-// trees, labels and features (a log model of other features than the policy's would
+// trees and features (a log model of other features than the policy's would
 // not load), its depth forced where the variant says so.
 LogModelOptions LogOptionsFor(const Variant& v) {
   LogModelOptions lo;
   lo.xgb = v.options.xgb;
   if (v.log_max_depth) lo.xgb.max_depth = lo.knob_features_max_depth = *v.log_max_depth;
   if (v.log_max_records) lo.max_records = *v.log_max_records;
-  lo.label = v.options.label;
   lo.features = v.options.features;
   return lo;
 }

@@ -125,7 +125,7 @@ absl::StatusOr<std::string> TrainLogModel(const Template& tmpl, const Target& ta
       continue;
     }
     rows.insert(rows.end(), g.rows.begin(), g.rows.end());
-    AppendRankLabels(g.throughput, options.label, &labels);
+    AppendRankLabels(g.throughput, &labels);
     sizes.push_back(static_cast<unsigned>(g.rows.size()));
     ++tasks;
   }

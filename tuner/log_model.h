@@ -34,7 +34,6 @@ struct LogModelOptions {
   // (cached medians 15 -> 50 trials on 128x768x192); 6 stays for those.
   costmodel::XgbParams xgb;
   int knob_features_max_depth = 8;
-  LabelMode label = LabelMode::kNormalized;
   // The stored log models have the default features (what ModelPolicy extracts by
   // default); bench search --eval-db trains a variant's log model with its own.
   costmodel::FeatureOptions features;

@@ -42,23 +42,9 @@ double RecordThroughput(const TuningRecord& r) {
 
 // Labels are relative to the best throughput of the group, so every task's labels
 // have the same range whatever its size.
-void AppendRankLabels(const std::vector<double>& throughput, LabelMode mode,
-                      std::vector<float>* labels) {
+void AppendRankLabels(const std::vector<double>& throughput, std::vector<float>* labels) {
   double best = *std::max_element(throughput.begin(), throughput.end());
-  for (double t : throughput) {
-    double x = best > 0 ? t / best : 0;
-    switch (mode) {
-      case LabelMode::kNormalized:
-        break;
-      case LabelMode::kLog:
-        x = std::log2(1 + 100 * x);
-        break;
-      case LabelMode::kRelevance:
-        x = std::round(16 * x);
-        break;
-    }
-    labels->push_back(static_cast<float>(x));
-  }
+  for (double t : throughput) labels->push_back(static_cast<float>(best > 0 ? t / best : 0));
 }
 
 ModelPolicy::ModelPolicy(const PolicyContext& context, ModelPolicyOptions options)
@@ -210,12 +196,10 @@ absl::Status ModelPolicy::Retrain() {
   std::vector<costmodel::FeatureVector> rows;
   std::vector<float> labels;
   std::vector<unsigned> groups;
-  std::vector<double> throughput;  // per row, for the ensemble's resamples
   for (const auto& [key, g] : transfer_) {
     if (g.rows.size() < 2) continue;
     rows.insert(rows.end(), g.rows.begin(), g.rows.end());
-    throughput.insert(throughput.end(), g.throughput.begin(), g.throughput.end());
-    AppendRankLabels(g.throughput, options_.label, &labels);
+    AppendRankLabels(g.throughput, &labels);
     groups.push_back(static_cast<unsigned>(g.rows.size()));
   }
   std::vector<double> own_throughput;
@@ -227,9 +211,8 @@ absl::Status ModelPolicy::Retrain() {
     own_throughput.push_back(t);
   }
   if (!own_throughput.empty()) {
-    AppendRankLabels(own_throughput, options_.label, &labels);
+    AppendRankLabels(own_throughput, &labels);
     groups.push_back(static_cast<unsigned>(own_throughput.size()));
-    throughput.insert(throughput.end(), own_throughput.begin(), own_throughput.end());
   }
   if (static_cast<int>(rows.size()) < options_.min_records) return absl::OkStatus();
   // With a log model, the own model starts from its scores and learns the corrections.
@@ -242,14 +225,10 @@ absl::Status ModelPolicy::Retrain() {
     for (const costmodel::FeatureVector& f : rows)
       margin.push_back(static_cast<float>(options_.prior_margin) * HardwarePrior(f));
   absl::Status st = model_.Train(rows, labels, groups, margin);
-  if (st.ok()) st = TrainMembers(rows, throughput, groups);
   dirty_ = false;
   fine_tuned_ = st.ok() && prior_.trained();
   last_train_seconds_ = SecondsSince(start);
-  if (!st.ok()) {
-    members_.clear();
-    return st;
-  }
+  RETURN_IF_ERROR(st);
   TF_LOG(Debug) << "cost model trained on " << rows.size() << " rows in " << last_train_seconds_
                 << " s";
   // A fine-tuned model only corrects the log model: alone it is no job's starting
@@ -265,53 +244,6 @@ absl::Status ModelPolicy::Retrain() {
       TF_LOG(Warning) << "could not save the cost model: " << saved;
       notices_.push_back("cost model not saved, the next job starts without it: " + std::string(saved.message()));
     }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ModelPolicy::TrainMembers(const std::vector<costmodel::FeatureVector>& rows,
-                                       const std::vector<double>& throughput,
-                                       const std::vector<unsigned>& groups) {
-  members_.clear();
-  member_scale_.clear();
-  if (options_.ensemble <= 1 || prior_.trained() || hardware_margin_ ||
-      static_cast<int>(rows.size()) > options_.ensemble_max_rows)
-    return absl::OkStatus();
-  // Its own random stream: the walks' stream (rng_) stays what it is without the ensemble.
-  std::mt19937_64 rng(context_.seed * 0x9E3779B97F4A7C15ull + rows.size());
-  for (int m = 1; m < options_.ensemble; ++m) {
-    // A bootstrap resample of every rank group (rows drawn with replacement).
-    std::vector<costmodel::FeatureVector> sample;
-    std::vector<float> labels;
-    size_t begin = 0;
-    for (unsigned size : groups) {
-      std::uniform_int_distribution<size_t> pick(begin, begin + size - 1);
-      std::vector<double> t;
-      for (unsigned i = 0; i < size; ++i) {
-        const size_t r = pick(rng);
-        sample.push_back(rows[r]);
-        t.push_back(throughput[r]);
-      }
-      AppendRankLabels(t, options_.label, &labels);
-      begin += size;
-    }
-    costmodel::XgbParams params = options_.xgb;
-    params.seed += static_cast<uint64_t>(m);
-    costmodel::XgbModel member(params);
-    RETURN_IF_ERROR(member.Train(sample, labels, groups));
-    members_.push_back(std::move(member));
-  }
-  // Rank scores have no fixed scale: each model's are standardized by their mean and
-  // deviation on the training rows.
-  for (size_t m = 0; m <= members_.size(); ++m) {
-    const costmodel::XgbModel& model = m == 0 ? model_ : members_[m - 1];
-    ASSIGN_OR_RETURN(std::vector<float> p, model.Predict(rows));
-    double mean = 0, var = 0;
-    for (float x : p) mean += x;
-    mean /= static_cast<double>(p.size());
-    for (float x : p) var += (x - mean) * (x - mean);
-    const double sd = std::sqrt(var / static_cast<double>(p.size()));
-    member_scale_.emplace_back(static_cast<float>(mean), static_cast<float>(std::max(sd, 1e-6)));
   }
   return absl::OkStatus();
 }
@@ -380,87 +312,14 @@ absl::StatusOr<std::vector<float>> ModelPolicy::Score(const std::vector<Config>&
   if (prior_.trained()) {
     ASSIGN_OR_RETURN(prior, prior_.Predict(rows));
   }
-  // The ensemble (cold only): the model's standardized score + ucb_beta x the spread of
-  // all the models' standardized scores.
-  std::vector<std::vector<float>> member_scores;
-  if (use_own && !prior_.trained() && !members_.empty()) {
-    for (const costmodel::XgbModel& m : members_) {
-      ASSIGN_OR_RETURN(std::vector<float> p, m.Predict(rows));
-      member_scores.push_back(std::move(p));
-    }
-  }
   for (size_t i = 0; i < configs.size(); ++i) {
     if (row_of[i] == SIZE_MAX) continue;
     const size_t r = row_of[i];
     scores[i] = (use_own ? own[r] : 0.0f) + (prior_.trained() ? prior[r] : 0.0f);
     if (use_own && hardware_margin_)
       scores[i] += static_cast<float>(options_.prior_margin) * HardwarePrior(rows[r]);
-    if (member_scores.empty()) continue;
-    const size_t k = member_scores.size() + 1;
-    double sum = 0, sq = 0;
-    for (size_t m = 0; m < k; ++m) {
-      const float raw = m == 0 ? own[r] : member_scores[m - 1][r];
-      const double z = (raw - member_scale_[m].first) / member_scale_[m].second;
-      sum += z;
-      sq += z * z;
-    }
-    const double mean = sum / static_cast<double>(k);
-    const double sd = std::sqrt(std::max(0.0, sq / static_cast<double>(k) - mean * mean));
-    // The full model's standardized score, not the members' mean: a resample leaves
-    // out a third of the rows, and with a few dozen configs those may be the only
-    // ones of a region (the one fast Winograd config); the members say how sure it is.
-    const double own_z = (own[r] - member_scale_[0].first) / member_scale_[0].second;
-    scores[i] = static_cast<float>(own_z + options_.ucb_beta * sd);
   }
   return scores;
-}
-
-Config ModelPolicy::Crossover(const Config& c, const Config& parent) {
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    nlohmann::json values = c.values();
-    for (const Knob& k : space_.knobs())
-      if (rng_() & 1) values[k.name] = parent.values().value(k.name, values.value(k.name, nlohmann::json()));
-    Config next(std::move(values));
-    if (!(next == c) && space_.Check(next).ok()) return next;
-  }
-  return c;
-}
-
-std::vector<Config> ModelPolicy::CoveringConfigs(int n) {
-  std::vector<Config> pool;
-  std::set<std::string> drawn = visited_;
-  SampleUnvisited(space_, n * options_.covering_pool, &rng_, &drawn, &pool);
-  // (knob, value) pairs already measured or picked.
-  std::set<std::string> covered;
-  auto pairs = [&](const Config& c) {
-    std::vector<std::string> out;
-    for (const Knob& k : space_.knobs()) out.push_back(KnobValue(k, c));
-    return out;
-  };
-  for (const auto& [key, t] : own_) {
-    absl::StatusOr<Config> c = Config::FromJson(key);
-    if (c.ok())
-      for (std::string& p : pairs(*c)) covered.insert(std::move(p));
-  }
-  std::vector<std::vector<std::string>> pool_pairs;
-  for (const Config& c : pool) pool_pairs.push_back(pairs(c));
-  std::vector<Config> out;
-  std::vector<bool> taken(pool.size(), false);
-  while (static_cast<int>(out.size()) < n) {
-    int best = -1, best_new = -1;
-    for (size_t i = 0; i < pool.size(); ++i) {
-      if (taken[i]) continue;
-      int fresh = 0;
-      for (const std::string& p : pool_pairs[i]) fresh += !covered.count(p);
-      if (fresh > best_new) best = static_cast<int>(i), best_new = fresh;
-    }
-    if (best < 0) break;
-    taken[best] = true;
-    covered.insert(pool_pairs[best].begin(), pool_pairs[best].end());
-    visited_.insert(pool[best].ToJson());
-    out.push_back(pool[best]);
-  }
-  return out;
 }
 
 float ModelPolicy::HardwarePrior(const costmodel::FeatureVector& f) const {
@@ -568,27 +427,22 @@ std::vector<Config> ModelPolicy::StructuralPicks(
   return out;
 }
 
-std::vector<Config> ModelPolicy::IncumbentProbes(const std::vector<Config>& incumbents,
-                                                 int max_picks) {
+std::vector<Config> ModelPolicy::IncumbentProbes(const Config& incumbent, int max_picks) {
   std::vector<Config> out;
   if (max_picks <= 0 || prior_.trained()) return out;
-  // Their unvisited valid neighbours whose new value has fewer than probe_quota own
+  // Its unvisited valid neighbours whose new value has fewer than probe_quota own
   // measurements, the best-scored first.
   std::vector<Config> neighbours;
-  std::set<std::string> offered;
-  for (const Config& incumbent : incumbents) {
-    for (const Knob& k : space_.knobs()) {
-      for (const nlohmann::json& value : k.values) {
-        if (incumbent.values().value(k.name, nlohmann::json()) == value) continue;
-        auto counted = value_count_.find(KnobValue(k, value));
-        if (counted != value_count_.end() && counted->second >= options_.probe_quota) continue;
-        nlohmann::json values = incumbent.values();
-        values[k.name] = value;
-        Config c(std::move(values));
-        std::string key = c.ToJson();
-        if (!space_.Check(c).ok() || visited_.count(key) || !offered.insert(key).second) continue;
-        neighbours.push_back(std::move(c));
-      }
+  for (const Knob& k : space_.knobs()) {
+    for (const nlohmann::json& value : k.values) {
+      if (incumbent.values().value(k.name, nlohmann::json()) == value) continue;
+      auto counted = value_count_.find(KnobValue(k, value));
+      if (counted != value_count_.end() && counted->second >= options_.probe_quota) continue;
+      nlohmann::json values = incumbent.values();
+      values[k.name] = value;
+      Config c(std::move(values));
+      if (!space_.Check(c).ok() || visited_.count(c.ToJson())) continue;
+      neighbours.push_back(std::move(c));
     }
   }
   if (neighbours.empty()) return out;
@@ -623,8 +477,7 @@ std::vector<Config> ModelPolicy::Propose(int n) {
   if (!can_score() || !st.ok()) {
     proposer_ = "model:random";
     if (!st.ok()) return RandomConfigs(n);
-    if (options_.prior_pool > 0) return PriorConfigs(n);
-    return options_.covering_pool > 0 ? CoveringConfigs(n) : RandomConfigs(n);
+    return options_.prior_pool > 0 ? PriorConfigs(n) : RandomConfigs(n);
   }
 
   // Start points: the best measured configs, then random ones.
@@ -669,20 +522,10 @@ std::vector<Config> ModelPolicy::Propose(int n) {
     if (std::isfinite(s)) var += (s - mean) * (s - mean);
   double t0 = std::max(1e-3, std::sqrt(var / std::max(1, finite)));
   std::uniform_real_distribution<double> u(0, 1);
-  // Crossover parents: the best measured configs.
-  std::vector<Config> parents;
-  for (size_t i = 0; i < measured.size() && static_cast<int>(i) < options_.crossover_parents; ++i)
-    parents.push_back(*Config::FromJson(measured[i].second));
   for (int step = 0; step < options_.steps; ++step) {
     double temperature = t0 * (1.0 - static_cast<double>(step) / options_.steps);
     std::vector<Config> next;
-    for (const Config& c : current) {
-      // (No draw when crossover is off: the walk's random stream stays what it was.)
-      if (options_.crossover > 0 && !parents.empty() && u(rng_) < options_.crossover)
-        next.push_back(Crossover(c, parents[std::uniform_int_distribution<size_t>(0, parents.size() - 1)(rng_)]));
-      else
-        next.push_back(MutateConfig(space_, c, options_.repair_tries, &rng_));
-    }
+    for (const Config& c : current) next.push_back(MutateConfig(space_, c, options_.repair_tries, &rng_));
     absl::StatusOr<std::vector<float>> next_score = Score(next);
     if (!next_score.ok()) {
       // The walk stops early; the batch is still ranked by the model (what it scored).
@@ -713,24 +556,18 @@ std::vector<Config> ModelPolicy::Propose(int n) {
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   // A diverse batch (DiversePicker), with random configs in the exploration slots.
+  // The batch in measurement order: quota picks, the probes (only in a batch without
+  // quota picks), the ranked picks.
   std::vector<Config> out = StructuralPicks(ranked, pool, n / 2);
-  const size_t quota_picks = out.size();
-  if (!measured.empty() && (options_.probes_with_quota || out.empty())) {
-    const int probes = std::min(options_.incumbent_probes, n - static_cast<int>(out.size()));
-    std::vector<Config> incumbents;
-    for (size_t i = 0; i < measured.size() && static_cast<int>(i) < options_.probe_incumbents; ++i)
-      incumbents.push_back(*Config::FromJson(measured[i].second));
-    for (Config& c : IncumbentProbes(incumbents, probes)) out.push_back(std::move(c));
+  if (!measured.empty() && out.empty()) {
+    out = IncumbentProbes(*Config::FromJson(measured[0].second), std::min(options_.incumbent_probes, n));
   }
-  const size_t reserved = out.size();
   std::vector<const Config*> candidates;
   for (const auto& [score, key] : ranked) candidates.push_back(&pool.at(key).second);
   DiversePicker picker(space_, options_.min_knob_distance);
   auto taken = [&](size_t i) { return visited_.count(ranked[i].second) > 0; };
-  const bool early = !prior_.trained() && static_cast<int>(own_.size()) < options_.early_rows;
-  const double epsilon = early ? options_.early_epsilon : options_.epsilon;
   for (int slot = static_cast<int>(out.size()); slot < n; ++slot) {
-    bool explore = u(rng_) < epsilon;
+    bool explore = u(rng_) < options_.epsilon;
     if (!explore) {
       if (std::optional<size_t> pick = picker.Next(candidates, out, taken)) {
         visited_.insert(ranked[*pick].second);
@@ -741,12 +578,6 @@ std::vector<Config> ModelPolicy::Propose(int n) {
     std::vector<Config> r = RandomConfigs(1);
     if (r.empty()) break;
     out.push_back(std::move(r[0]));
-  }
-  if (options_.ranked_first) {
-    // Ranked picks, probes, quota picks.
-    std::rotate(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(reserved), out.end());
-    std::rotate(out.end() - static_cast<std::ptrdiff_t>(reserved),
-                out.end() - static_cast<std::ptrdiff_t>(reserved - quota_picks), out.end());
   }
   return out;
 }

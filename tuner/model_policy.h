@@ -46,42 +46,22 @@
 
 namespace tuneforge {
 
-// How a record's throughput becomes a training label (per rank group, i.e. per task).
-enum class LabelMode {
-  kNormalized,  // throughput / the group's best: in [0, 1]
-  kLog,         // log2(1 + 100 * throughput / best): spreads the slow configs apart
-  kRelevance,   // round(16 * throughput / best): integer grades for rank:ndcg
-};
-
 // FLOP/s of a record; 0 for a failed one.
 double RecordThroughput(const TuningRecord& record);
-// Appends one rank group's labels: each throughput relative to the group's best.
-void AppendRankLabels(const std::vector<double>& throughput, LabelMode mode,
-                      std::vector<float>* labels);
+// Appends one rank group's labels: each throughput relative to the group's best, in
+// [0, 1] (graded relevance, log-scaled and regression labels were tried and ranked
+// worse: docs/history/search-2026-11.md).
+void AppendRankLabels(const std::vector<double>& throughput, std::vector<float>* labels);
 
 struct ModelPolicyOptions {
   int chains = 64;                  // parallel simulated-annealing walks
   int steps = 24;                   // steps per walk and Propose
   double epsilon = 0.05;            // share of random picks (exploration)
-  // While the task has fewer than `early_rows` measured configs of its own (and no log
-  // model), the share of random picks is `early_epsilon` instead.
-  double early_epsilon = 0.05;
-  int early_rows = 64;
-  // Chance that an annealing step is a crossover (each knob from one of the
-  // `crossover_parents` best measured configs with probability 1/2) instead of a
-  // one-knob mutation.
-  double crossover = 0.0;
-  int crossover_parents = 8;
   // Draws of a second knob that may make a rejected one-knob mutation valid
   // (MutateConfig). 0: a rejected mutation draws another knob instead. Cold, 9 seeds,
   // trials to 95% of the best known: matmul 256^3 53 -> 41, dense 128x768x768 47 -> 26,
   // conv2d unchanged (docs/search.md "Repaired mutations").
   int repair_tries = 4;
-  // Before the model can rank (no log model, fewer than min_records rows), pick the
-  // random configs greedily from `covering_pool` x n random draws so that the batch
-  // covers knob values not measured yet (each knob's values over the first batches),
-  // instead of n independent draws. 0: off (plain random).
-  int covering_pool = 0;
   // The hardware prior (HardwarePrior: the target's widest vectors, a parallel loop
   // that keeps every thread busy, a register tile that fills 3/8 to 4/5 of the vector
   // registers without spilling), for cold runs (no log model). Before the model can
@@ -111,16 +91,10 @@ struct ModelPolicyOptions {
   // knobs; on matmul 256x512x128 a first batch's one config with tile_k = K (the
   // region of every top config) was slow for its other knobs, and runs never
   // measured tile_k = K again. A probe tries such a value in the best config found.
-  // 0: off.
+  // A batch with quota picks (structural_quota, which already spends up to half of it
+  // on knob values the model cannot judge yet) has no probes. 0: off.
   int incumbent_probes = 1;
   int probe_quota = 4;
-  // The neighbours of this many best measured configs compete for the probe slots.
-  int probe_incumbents = 1;
-  // false: a batch with quota picks (structural_quota, which already spends up to
-  // half of it on knob values the model cannot judge yet) has no probes. Cold, 9
-  // seeds, trials to 95%, probes in every batch -> after the quota: conv2d 128@28^2
-  // 46 -> 27, 256@14^2 25 -> 20, 64@56^2 25 -> 25 (docs/search.md "Incumbent probes").
-  bool probes_with_quota = false;
   // Configs of one batch differ in at least this many knobs while the model's ranked
   // candidates allow it (1: any two distinct configs; see Propose).
   int min_knob_distance = 2;
@@ -136,11 +110,6 @@ struct ModelPolicyOptions {
   // task use `early_batch` of them. 0: off (every Propose fills its n).
   int early_batch = 2;
   int early_batch_rows = 32;
-  // The batch's order: true puts the model's ranked picks first (best-scored first),
-  // then the incumbent probes, then the structural quota picks; false: quota picks,
-  // probes, ranked picks. The order is the measurement order on one agent, and what a
-  // budget cut in mid-batch keeps.
-  bool ranked_first = false;
   int max_transfer_records = 3000;  // newest records of other tasks used for training
   // With a log model, the task's own model is still trained on the other tasks'
   // records (up to max_transfer_records, one rank group per task) next to its own, on
@@ -151,18 +120,6 @@ struct ModelPolicyOptions {
   // on 64->64 3x3, 1-2 -> 3-6 on four others (docs/search.md "Warm start from the
   // shared log", docs/history/benchmarks-2026-11.md).
   bool transfer_with_log_model = true;
-  // Cold exploration by the model's uncertainty (no log model, at most
-  // `ensemble_max_rows` training rows): `ensemble` - 1 more models, each trained on a
-  // bootstrap resample of the rows (within each rank group), and a candidate's score
-  // is the full model's standardized score plus `ucb_beta` times the spread of all
-  // the models' standardized scores - an upper confidence bound, as tree-ensemble
-  // autotuners (ytopt) use. A model trained on a few dozen configs is sure only where
-  // they are; where the members disagree, a config may be better than any measured.
-  // ucb_beta 0 ranks as the one model does. 1: off (one model).
-  int ensemble = 1;
-  double ucb_beta = 1.0;
-  int ensemble_max_rows = 1024;
-  LabelMode label = LabelMode::kNormalized;
   // Threads that lower and extract features of uncached candidates in Score (the
   // search runs between batches, when the machine is otherwise idle).
   int scoring_threads = 2;
@@ -212,12 +169,7 @@ class ModelPolicy : public SearchPolicy {
   // Features of the own task's configs, the uncached ones computed on
   // `scoring_threads` threads; an empty vector for a config that does not lower.
   std::vector<costmodel::FeatureVector> OwnFeatures(const std::vector<Config>& configs);
-  // `c` with each knob taken from `parent` with probability 1/2; `c` when no valid
-  // distinct child is found in a few tries.
-  Config Crossover(const Config& c, const Config& parent);
   std::vector<Config> RandomConfigs(int n);
-  // RandomConfigs covering unmeasured knob values (ModelPolicyOptions::covering_pool).
-  std::vector<Config> CoveringConfigs(int n);
   // RandomConfigs ranked by the hardware prior (ModelPolicyOptions::prior_pool).
   std::vector<Config> PriorConfigs(int n);
   // The hardware prior of a feature vector (higher = expected faster), from the
@@ -232,9 +184,9 @@ class ModelPolicy : public SearchPolicy {
   std::vector<Config> StructuralPicks(const std::vector<std::pair<float, std::string>>& ranked,
                                       const ScoredPool& pool, int max_picks);
 
-  // Up to `max_picks` probes (incumbent_probes) of `incumbents`, the best measured
-  // configs, unvisited, marked visited.
-  std::vector<Config> IncumbentProbes(const std::vector<Config>& incumbents, int max_picks);
+  // Up to `max_picks` probes (incumbent_probes) of `incumbent`, the best measured
+  // config, unvisited, marked visited.
+  std::vector<Config> IncumbentProbes(const Config& incumbent, int max_picks);
 
   PolicyContext context_;
   ConfigSpace space_;
@@ -247,14 +199,6 @@ class ModelPolicy : public SearchPolicy {
   } prior_index_;
   costmodel::XgbModel model_;
   costmodel::XgbModel prior_;  // the log model; untrained when there is none
-  // The ensemble's other members (ModelPolicyOptions::ensemble), empty when off, and
-  // each model's standardization (model_ first): mean and deviation of its scores on
-  // the rows it was trained on, so that scores of separate Score calls compare.
-  std::vector<costmodel::XgbModel> members_;
-  std::vector<std::pair<float, float>> member_scale_;
-  absl::Status TrainMembers(const std::vector<costmodel::FeatureVector>& rows,
-                            const std::vector<double>& throughput,
-                            const std::vector<unsigned>& groups);
   bool fine_tuned_ = false;    // model_ was trained on top of prior_ (score = sum)
   // model_ was trained on top of the hardware prior (ModelPolicyOptions::prior_margin).
   bool hardware_margin_ = false;

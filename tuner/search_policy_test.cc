@@ -482,46 +482,24 @@ std::function<std::optional<TuningRecord>(const Config&)> DirectOnly(const Polic
   };
 }
 
-// With probes_with_quota false, a batch that has quota picks (an algorithm of conv2d
-// measured fewer than structural_quota times) has no probe: the quota already spends
-// up to half the batch on exploration. For this seed the batch after 24 direct
-// configs holds the probe when probes_with_quota is true and not when it is false.
+// A batch that has quota picks (an algorithm of conv2d measured fewer than
+// structural_quota times) has no probe: the quota already spends up to half the batch
+// on exploration. For this seed the batch after 24 direct configs holds quota picks
+// and not the probe; with the quota off, the probe.
 TEST(SearchPolicyTest, ModelLeavesProbesOutWhileTheQuotaPicks) {
   PolicyContext ctx = Context("conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1", 11);
   auto record = DirectOnly(ctx);
-  for (bool with_quota : {true, false}) {
+  for (int quota : {4, 0}) {
     ModelPolicyOptions options;
-    options.probes_with_quota = with_quota;
+    options.structural_quota = quota;
     ProbeBatch run = ProposeAfter24(ctx, options, record);
     int winograd = 0;
     for (const Config& c : run.batch) winograd += c.Str("algorithm") != "direct";
-    EXPECT_GE(winograd, 2);  // the quota picks
-    EXPECT_EQ(run.HoldsProbe(), with_quota) << run.probe.ToJson();
+    if (quota > 0) {
+      EXPECT_GE(winograd, 2);  // the quota picks
+    }
+    EXPECT_EQ(run.HoldsProbe(), quota == 0) << run.probe.ToJson();
   }
-}
-
-// ranked_first orders the same batch as ranked picks, probe, quota picks: the batch of
-// the default order (quota picks, probe, ranked picks) rotated, nothing else changed.
-TEST(SearchPolicyTest, ModelRankedFirstOnlyReordersTheBatch) {
-  PolicyContext ctx = Context("conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1", 11);
-  auto record = DirectOnly(ctx);
-  ModelPolicyOptions options;
-  options.probes_with_quota = true;
-  ProbeBatch plain = ProposeAfter24(ctx, options, record);
-  options.ranked_first = true;
-  ProbeBatch ranked = ProposeAfter24(ctx, options, record);
-  ASSERT_EQ(plain.batch.size(), 8u);
-  ASSERT_EQ(ranked.batch.size(), 8u);
-  // The default batch: the quota picks (Winograd) first, then the probe.
-  const auto probe = std::find(plain.batch.begin(), plain.batch.end(), plain.probe);
-  ASSERT_NE(probe, plain.batch.end());
-  const size_t quota = static_cast<size_t>(probe - plain.batch.begin());
-  ASSERT_GE(quota, 2u);
-  for (size_t i = 0; i < quota; ++i) EXPECT_NE(plain.batch[i].Str("algorithm"), "direct");
-  std::vector<Config> expected(plain.batch.begin() + quota + 1, plain.batch.end());
-  expected.push_back(plain.probe);
-  expected.insert(expected.end(), plain.batch.begin(), plain.batch.begin() + quota);
-  EXPECT_EQ(ranked.batch, expected);
 }
 
 // early_batch: while cold and with fewer than early_batch_rows own configs, a Propose
@@ -739,49 +717,6 @@ TEST(SearchPolicyTest, ScoringThreadsDoNotChangeScores) {
   EXPECT_GT(std::set<float>(one.begin(), one.end()).size(), 10u);  // not a constant
   EXPECT_EQ(scores(2), one);
   EXPECT_EQ(scores(3), one);
-}
-
-// The cold ensemble's score is an upper confidence bound: with the same members (the
-// bootstrap resamples do not depend on ucb_beta), beta 1 adds each candidate's spread
-// over the members to beta 0's score, the full model's standardized (so ranked as the
-// one model ranks), never scoring lower and scoring the candidates the members
-// disagree on higher; past ensemble_max_rows the policy is one model again.
-TEST(SearchPolicyTest, ModelEnsembleScoresTheModelPlusTheSpread) {
-  PolicyContext ctx = Context("matmul M=256 N=256 K=256", 5);
-  ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
-  std::mt19937_64 rng(11);
-  std::vector<TuningRecord> train;
-  for (int i = 0; i < 40; ++i) train.push_back(MakeRecord(ctx, *space.Sample(rng)));
-  std::vector<Config> candidates;
-  for (int i = 0; i < 200; ++i) candidates.push_back(*space.Sample(rng));
-  auto scores = [&](int ensemble, double beta, int max_rows) {
-    ModelPolicyOptions options;
-    options.prior_margin = 0;  // the ensemble is for a model without the hardware prior
-    options.ensemble = ensemble;
-    options.ucb_beta = beta;
-    options.ensemble_max_rows = max_rows;
-    return TrainedScores(ctx, options, train, candidates);
-  };
-  const std::vector<float> single = scores(1, 1.0, 1024);
-  const std::vector<float> base = scores(4, 0.0, 1024);  // beta 0
-  const std::vector<float> ucb = scores(4, 1.0, 1024);
-  ASSERT_EQ(base.size(), candidates.size());
-  ASSERT_EQ(ucb.size(), candidates.size());
-  int spread = 0;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    EXPECT_GE(ucb[i], base[i] - 1e-4f) << i;
-    spread += ucb[i] > base[i] + 1e-3f;
-  }
-  EXPECT_GT(spread, 100);  // the members disagree on most candidates
-  EXPECT_NE(base, single);  // standardized
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    for (size_t j = 0; j < candidates.size(); ++j) {
-      if (single[i] < single[j]) {
-        EXPECT_LE(base[i], base[j] + 1e-5f) << i << " " << j;
-      }
-    }
-  }
-  EXPECT_EQ(scores(4, 1.0, 39), single);  // 40 rows > 39: no ensemble
 }
 
 // A DirectoryModelStore in a fresh temporary directory, removed at the end, and a
