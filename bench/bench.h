@@ -16,6 +16,8 @@ namespace tuneforge::cli {
 absl::StatusOr<int> BenchCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args);  // bench kernels
 absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args);  // bench search
+// bench search --product: real tune jobs (bench/bench_search_product.cc)
+absl::StatusOr<int> BenchSearchProductCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> BenchDbCommand(const std::vector<std::string>& args);  // bench db
 absl::StatusOr<int> BenchFarmCommand(const std::vector<std::string>& args);  // bench farm
 absl::StatusOr<int> BenchModelCommand(const std::vector<std::string>& args);  // bench model

@@ -552,7 +552,7 @@ struct CaseResult {
   double tf_prepacked_gflops = 0;
   std::string untimed;         // work neither side's figure includes
   std::string policy;          // the search policy that tuned the case
-  std::string policy_failure;  // SearchPolicy::last_failure, if it ever failed
+  std::string policy_failure;  // SearchPolicy::TakeWarnings' last, if the policy ever warned
   std::string best_config;
   int measured = 0, failed = 0;
   double median_build_ms = 0;
@@ -702,7 +702,7 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
   for (int proposed = 0; proposed < trials;) {
     std::vector<Config> batch = policy->Propose(std::min(8, trials - proposed));
     if (batch.empty()) break;
-    if (!policy->last_failure().empty()) result.policy_failure = policy->last_failure();
+    for (std::string& warning : policy->TakeWarnings()) result.policy_failure = std::move(warning);
     proposed += static_cast<int>(batch.size());
     measure_batch(batch);
   }

@@ -42,6 +42,7 @@
 #include "db/database.h"
 #include "nlohmann/json.hpp"
 #include "bench/bench.h"
+#include "bench/in_process_runner.h"
 #include "cli/flags.h"
 #include "tuner/builder.h"
 #include "tuner/log_model.h"
@@ -58,6 +59,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: tuneforge bench search [--suite quick|small|issue|ops|matmul|conv|strided|smoke] [--seeds N] [--trials N]\n"
     "                              [--case TASK] [--plot FILE.svg] [--json]\n"
+    "       tuneforge bench search --product [--case TASK] [--seeds N] [--trials N] [--json]\n"
+    "                              (real tune jobs; see bench search --product --help)\n"
     "       tuneforge bench search --eval-db FILE [--case TASK] [--splits N] [--simulate S]\n"
     "                              [--bar-rank K] [--variant NAME] [--json]\n"
     "  --suite   quick (default): matmul 256^3 and 128x768x192, 64 trials, 2 seeds\n"
@@ -160,93 +163,6 @@ constexpr const char* kUsage =
     "            --variant NAME: only that cost-model variant (e.g. default)\n"
     "Kernels are built and timed in this process (warm-up, then 3 samples of >= 10 ms).\n";
 
-// Measures Artifacts in this process: loads the shared object, checks the output once
-// against the reference, then times it like the agent does (warm-up, `number` doubled
-// until a sample lasts min_repeat_ms, `repeat` samples). No sandbox: a kernel that
-// crashes takes the benchmark with it, which is acceptable for a benchmark of kernels
-// the test suite already checks.
-class InProcessRunner : public Runner {
- public:
-  InProcessRunner(const TuningTask& task, uint64_t seed) : task_(task), seed_(seed) {}
-
-  absl::Status Prepare(const Template& tmpl, const Target& target) {
-    ASSIGN_OR_RETURN(ir::LoweredFunc naive,
-                     tmpl.Instantiate(task_, target, tmpl.Naive(task_, target)));
-    for (const ir::BufferParam& p : naive.params) {
-      is_output_.push_back(p.is_output);
-      if (p.is_internal) prepacked_sizes_[is_output_.size() - 1] = p.NumElements();
-    }
-    inputs_ = MakeInputs(task_, seed_);
-    ASSIGN_OR_RETURN(expected_, ReferenceOutput(task_, inputs_));
-    tolerance_ = ToleranceFor(task_);
-    return absl::OkStatus();
-  }
-
-  std::vector<MeasureResult> Measure(const std::vector<MeasureInput>& inputs) override {
-    std::vector<MeasureResult> out;
-    for (const MeasureInput& in : inputs) out.push_back(MeasureOne(in));
-    return out;
-  }
-
- private:
-  MeasureResult MeasureOne(const MeasureInput& in) {
-    MeasureResult r;
-    std::string error;
-    auto module =
-        runtime::LoadedModule::Load(in.artifact->shared_object, in.artifact->entry_symbol, &error);
-    if (!module) {
-      r.error = MeasureErrorKind::kRuntimeError;
-      r.error_message = error;
-      return r;
-    }
-    std::vector<float> output(expected_.size(), NAN);
-    std::vector<void*> buffers;  // entry-point order; MakeInputs skips output and prepacked
-    std::vector<std::vector<float>> prepacked;
-    size_t next_input = 0;
-    for (size_t i = 0; i < is_output_.size(); ++i) {
-      if (prepacked_sizes_.count(i)) {
-        // The config's own size (Winograd's transformed weights are larger).
-        const std::vector<int64_t>& own = in.artifact->buffer_elements;
-        prepacked.emplace_back(i < own.size() ? own[i] : prepacked_sizes_[i]);
-        buffers.push_back(prepacked.back().data());
-      } else {
-        buffers.push_back(is_output_[i] ? output.data() : inputs_[next_input++].data());
-      }
-    }
-    if (module->Prepack(buffers.data()) != 0 || module->Run(buffers.data()) != 0 ||
-        module->Unpack(buffers.data()) != 0) {
-      r.error = MeasureErrorKind::kRuntimeError;
-      r.error_message = "kernel returned non-zero";
-      return r;
-    }
-    if (runtime::FirstMismatch(output.data(), expected_.data(), expected_.size(), tolerance_.atol,
-                               tolerance_.rtol) >= 0) {
-      r.error = MeasureErrorKind::kWrongAnswer;
-      return r;
-    }
-    using Clock = std::chrono::steady_clock;
-    auto time = [&](int number) {
-      auto t0 = Clock::now();
-      for (int i = 0; i < number; ++i) module->Run(buffers.data());
-      return std::chrono::duration<double>(Clock::now() - t0).count();
-    };
-    const MeasureOptions& o = in.options;
-    for (int i = 0; i < o.warmup; ++i) time(1);
-    int number = std::max(1, o.number);
-    while (time(number) * 1e3 < o.min_repeat_ms && number < (1 << 20)) number *= 2;
-    for (int i = 0; i < o.repeat; ++i) r.costs.push_back(time(number) / number);
-    return r;
-  }
-
-  TuningTask task_;
-  uint64_t seed_;
-  std::vector<bool> is_output_;
-  std::map<size_t, int64_t> prepacked_sizes_;  // param index -> elements (dense's W.packed)
-  std::vector<std::vector<float>> inputs_;
-  std::vector<float> expected_;
-  Tolerance tolerance_;
-};
-
 // Holds one model (the log model of a bench case); saves are dropped, so every seed
 // starts from the same model.
 class OneModelStore : public ModelStore {
@@ -327,7 +243,7 @@ nlohmann::json ScoringJson(const ScoringSpeed& s) {
 void PrintScoring(const ScoringSpeed& s) {
   std::printf(
       "  scoring %d fresh candidates: lower %.1f us + features %.1f us + predict %.1f us per "
-      "candidate (CPU time, 1 thread);\n  ModelPolicy::Score %.0f candidates/s on %d threads (%.1f us CPU "
+      "candidate (CPU time, 1 thread);\n  CostModel::Predict %.0f candidates/s on %d threads (%.1f us CPU "
       "per candidate)\n",
       s.candidates, s.lower_us, s.extract_us, s.predict_us, s.score_candidates_per_second,
       s.scoring_threads, s.score_cpu_us);
@@ -351,31 +267,31 @@ std::vector<Variant> EvalVariants() {
     ModelPolicyOptions o;
     edit(o);
     Variant variant{name, o, false, std::nullopt, std::nullopt};
-    if (o.xgb.max_depth != costmodel::XgbParams{}.max_depth) variant.log_max_depth = o.xgb.max_depth;
+    if (o.cost_model.xgb.max_depth != costmodel::XgbParams{}.max_depth) variant.log_max_depth = o.cost_model.xgb.max_depth;
     v.push_back(std::move(variant));
   };
   add("default", [](ModelPolicyOptions&) {});
-  add("pairwise pairs=1", [](ModelPolicyOptions& o) { o.xgb.num_pairsample = 1; });
-  add("pairwise pairs=32", [](ModelPolicyOptions& o) { o.xgb.num_pairsample = 32; });
+  add("pairwise pairs=1", [](ModelPolicyOptions& o) { o.cost_model.xgb.num_pairsample = 1; });
+  add("pairwise pairs=32", [](ModelPolicyOptions& o) { o.cost_model.xgb.num_pairsample = 32; });
   add("pairwise 200r eta.1", [](ModelPolicyOptions& o) {
-    o.xgb.rounds = 200;
-    o.xgb.eta = 0.1;
+    o.cost_model.xgb.rounds = 200;
+    o.cost_model.xgb.eta = 0.1;
   });
   add("pairwise pairs=8 200r", [](ModelPolicyOptions& o) {
-    o.xgb.num_pairsample = 8;
-    o.xgb.rounds = 200;
-    o.xgb.eta = 0.1;
+    o.cost_model.xgb.num_pairsample = 8;
+    o.cost_model.xgb.rounds = 200;
+    o.cost_model.xgb.eta = 0.1;
   });
   add("pairwise p8 200r mcw4", [](ModelPolicyOptions& o) {
-    o.xgb.num_pairsample = 8;
-    o.xgb.rounds = 200;
-    o.xgb.eta = 0.1;
-    o.xgb.min_child_weight = 4;
+    o.cost_model.xgb.num_pairsample = 8;
+    o.cost_model.xgb.rounds = 200;
+    o.cost_model.xgb.eta = 0.1;
+    o.cost_model.xgb.min_child_weight = 4;
   });
-  add("rich features", [](ModelPolicyOptions& o) { o.features.rich = true; });
+  add("rich features", [](ModelPolicyOptions& o) { o.cost_model.features.rich = true; });
   add("rich features depth8", [](ModelPolicyOptions& o) {
-    o.features.rich = true;
-    o.xgb.max_depth = 8;
+    o.cost_model.features.rich = true;
+    o.cost_model.xgb.max_depth = 8;
   });
   add("log model depth6", [](ModelPolicyOptions&) {});
   v.back().log_max_depth = 6;
@@ -383,47 +299,47 @@ std::vector<Variant> EvalVariants() {
   v.back().log_max_depth = 8;
   add("log model newest 3000", [](ModelPolicyOptions&) {});
   v.back().log_max_records = 3000;
-  add("transfer 20000", [](ModelPolicyOptions& o) { o.max_transfer_records = 20000; });
-  add("no register tile", [](ModelPolicyOptions& o) { o.features.register_tile = false; });
-  add("no knob features", [](ModelPolicyOptions& o) { o.features.knobs = costmodel::KnobFeatures::kNone; });
-  add("all knob features", [](ModelPolicyOptions& o) { o.features.knobs = costmodel::KnobFeatures::kAll; });
-  add("pairwise depth4", [](ModelPolicyOptions& o) { o.xgb.max_depth = 4; });
-  add("pairwise depth8", [](ModelPolicyOptions& o) { o.xgb.max_depth = 8; });
+  add("transfer 20000", [](ModelPolicyOptions& o) { o.cost_model.max_transfer_records = 20000; });
+  add("no register tile", [](ModelPolicyOptions& o) { o.cost_model.features.register_tile = false; });
+  add("no knob features", [](ModelPolicyOptions& o) { o.cost_model.features.knobs = costmodel::KnobFeatures::kNone; });
+  add("all knob features", [](ModelPolicyOptions& o) { o.cost_model.features.knobs = costmodel::KnobFeatures::kAll; });
+  add("pairwise depth4", [](ModelPolicyOptions& o) { o.cost_model.xgb.max_depth = 4; });
+  add("pairwise depth8", [](ModelPolicyOptions& o) { o.cost_model.xgb.max_depth = 8; });
   add("pairwise sub.8 col.8", [](ModelPolicyOptions& o) {
-    o.xgb.subsample = 0.8;
-    o.xgb.colsample_bytree = 0.8;
+    o.cost_model.xgb.subsample = 0.8;
+    o.cost_model.xgb.colsample_bytree = 0.8;
   });
-  add("reg normalized", [](ModelPolicyOptions& o) { o.xgb.objective = "reg:squarederror"; });
+  add("reg normalized", [](ModelPolicyOptions& o) { o.cost_model.xgb.objective = "reg:squarederror"; });
   // Search variants (same model, another search), for bench search --variant.
   auto search = [&](const std::string& name, auto&& edit) {
     add(name, edit);
     v.back().search_only = true;
   };
-  search("log model alone", [](ModelPolicyOptions& o) { o.transfer_with_log_model = false; });
+  search("log model alone", [](ModelPolicyOptions& o) { o.cost_model.transfer_with_log_model = false; });
   search("no repair", [](ModelPolicyOptions& o) { o.repair_tries = 0; });
   search("repair16", [](ModelPolicyOptions& o) { o.repair_tries = 16; });
   search("chains128 steps48", [](ModelPolicyOptions& o) {
     o.chains = 128;
     o.steps = 48;
   });
-  search("min records 16", [](ModelPolicyOptions& o) { o.min_records = 16; });
+  search("min records 16", [](ModelPolicyOptions& o) { o.cost_model.min_records = 16; });
   search("batches of 8", [](ModelPolicyOptions& o) {  // the default before session 40
     o.early_batch = 0;
-    o.min_records = 8;
+    o.cost_model.min_records = 8;
   });
   search("early batch 4", [](ModelPolicyOptions& o) { o.early_batch = 4; });
   search("early batch 1", [](ModelPolicyOptions& o) { o.early_batch = 1; });
-  search("early batch min2", [](ModelPolicyOptions& o) { o.min_records = 2; });
+  search("early batch min2", [](ModelPolicyOptions& o) { o.cost_model.min_records = 2; });
   search("early batch rows64", [](ModelPolicyOptions& o) { o.early_batch_rows = 64; });
-  search("prior pool 8 margin.5", [](ModelPolicyOptions& o) { o.prior_margin = 0.5; });
-  search("prior pool 8 margin", [](ModelPolicyOptions& o) { o.prior_margin = 1; });
-  search("prior pool 8 margin4", [](ModelPolicyOptions& o) { o.prior_margin = 4; });
+  search("prior pool 8 margin.5", [](ModelPolicyOptions& o) { o.cost_model.hardware_prior_weight = 0.5; });
+  search("prior pool 8 margin", [](ModelPolicyOptions& o) { o.cost_model.hardware_prior_weight = 1; });
+  search("prior pool 8 margin4", [](ModelPolicyOptions& o) { o.cost_model.hardware_prior_weight = 4; });
   search("prior pool 32", [](ModelPolicyOptions& o) { o.prior_pool = 32; });
   search("no hardware prior", [](ModelPolicyOptions& o) {  // the default before session 42
     o.prior_pool = 0;
-    o.prior_margin = 0;
+    o.cost_model.hardware_prior_weight = 0;
   });
-  search("prior pool only", [](ModelPolicyOptions& o) { o.prior_margin = 0; });
+  search("prior pool only", [](ModelPolicyOptions& o) { o.cost_model.hardware_prior_weight = 0; });
   search("prior margin only", [](ModelPolicyOptions& o) { o.prior_pool = 0; });
   search("no structural quota", [](ModelPolicyOptions& o) { o.structural_quota = 0; });
   search("structural quota 8", [](ModelPolicyOptions& o) { o.structural_quota = 8; });
@@ -448,10 +364,10 @@ absl::StatusOr<Variant> FindVariant(const std::string& name) {
 // not load), its depth forced where the variant says so.
 LogModelOptions LogOptionsFor(const Variant& v) {
   LogModelOptions lo;
-  lo.xgb = v.options.xgb;
+  lo.xgb = v.options.cost_model.xgb;
   if (v.log_max_depth) lo.xgb.max_depth = lo.knob_features_max_depth = *v.log_max_depth;
   if (v.log_max_records) lo.max_records = *v.log_max_records;
-  lo.features = v.options.features;
+  lo.features = v.options.cost_model.features;
   return lo;
 }
 
@@ -500,7 +416,7 @@ class SearchBench {
   // them in each job (model+transfer), and the log model pre-trained on them, as
   // `db train-model` builds it from a shared log without this shape (model+log; the
   // job's model is fine-tuned on them as well, as a tuning job loads them from the db,
-  // unless ModelPolicyOptions::transfer_with_log_model is off).
+  // unless CostModelOptions::transfer_with_log_model is off).
   absl::Status RunTransfer(const std::vector<TuningRecord>& others) {
     if (others.empty()) return absl::OkStatus();
     for (int seed = 1; seed <= seeds_; ++seed) {
@@ -1017,7 +933,7 @@ class SearchBench {
     nlohmann::json out = {{"records", all.size()}};
     for (const char* objective : {"rank:pairwise", "reg:squarederror"}) {
       ModelPolicyOptions o;
-      o.xgb.objective = objective;
+      o.cost_model.xgb.objective = objective;
       absl::StatusOr<HeldOutResult> r = EvaluateHeldOut(Context(1), o, all, {});
       if (!r.ok()) {
         out[objective] = {{"error", std::string(r.status().message())}};
@@ -1499,6 +1415,7 @@ nlohmann::json jc = {{"task", c.task},
 }
 
 absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
+  if (std::find(args.begin(), args.end(), "--product") != args.end()) return BenchSearchProductCommand(args);
   ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"suite", "seeds", "trials", "case", "plot", "eval-db", "splits", "simulate", "bar-rank", "variant",
                                               "reference-trials", "random-trials", "measurements", "model", "log",
                                               "label-rounds", "retime", "retime-rounds", "retime-reach",
@@ -1800,7 +1717,7 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
       const auto& sc = m["scoring"];
       std::printf(
           "  scoring %d fresh candidates: lower %.1f us + features %.1f us + predict %.1f us per "
-          "candidate (CPU time, 1 thread);\n  ModelPolicy::Score %.0f candidates/s on %d threads (%.1f us "
+          "candidate (CPU time, 1 thread);\n  CostModel::Predict %.0f candidates/s on %d threads (%.1f us "
           "CPU per candidate)\n",
           sc["candidates"].get<int>(), sc["lower_us_per_candidate"].get<double>(),
           sc["extract_us_per_candidate"].get<double>(), sc["predict_us_per_candidate"].get<double>(),

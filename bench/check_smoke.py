@@ -4,7 +4,7 @@ that it exited 0: the counts add up, percentiles are ordered, ratios are the rat
 the figures they come from. Figures themselves are not asserted (a busy machine moves
 them); a report that is inconsistent with itself fails.
 
-usage: check_smoke.py farm|db|model TUNEFORGE [bench arguments...]
+usage: check_smoke.py farm|db|model|product TUNEFORGE [bench arguments...]
 """
 import json
 import math
@@ -81,18 +81,40 @@ def check_model(r, args):
         check(x["kernels"] > 0 and x["default_tasks"] + x["tuned_tasks"] > 0, "no kernels or tasks")
 
 
+def check_product(r, args):
+    seeds = int(args[args.index("--seeds") + 1]) if "--seeds" in args else 3
+    check(len(r["cases"]) > 0, "no case")
+    for case in r["cases"]:
+        runs = case["runs"]
+        check(len(runs) == 2 * seeds, f"{case['task']}: {len(runs)} runs, expected {2 * seeds}")
+        sums = {"model": 0.0, "random": 0.0}
+        for run in runs:
+            want = r["trials"] if run["policy"] == "model" else r["random_trials"]
+            check(run["trials"] == want, f"{case['task']} {run['policy']}: {run['trials']} trials, expected {want}")
+            check(run["trials_done"] >= 1, f"{case['task']} {run['policy']}: no trial done")
+            check(run["best_config"].startswith("{"), f"{case['task']} {run['policy']}: no best config")
+            positive(run, "job_gflops", "retimed_gflops", "seconds")
+            sums[run["policy"]] += run["retimed_gflops"]
+        ratio = sums["model"] / sums["random"]
+        check(abs(case["model_over_random"] - ratio) <= 1e-9 * ratio,
+              f"{case['task']}: model_over_random {case['model_over_random']} is not {ratio}")
+    check(set(r["by_op"]) == {c["op"] for c in r["cases"]}, "by_op does not name the cases' operators")
+    positive(r, "model_over_random", "model_over_random_job")
+
+
 def main():
-    if len(sys.argv) < 3 or sys.argv[1] not in ("farm", "db", "model"):
+    if len(sys.argv) < 3 or sys.argv[1] not in ("farm", "db", "model", "product"):
         fail(__doc__.strip().splitlines()[-1])
     what, binary, args = sys.argv[1], sys.argv[2], sys.argv[3:]
-    cmd = [binary, "bench", what] + args + (["--json"] if "--json" not in args else [])
+    sub = ["search", "--product"] if what == "product" else [what]
+    cmd = [binary, "bench"] + sub + args + (["--json"] if "--json" not in args else [])
     p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
     check(p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}")
     try:
         report = json.loads(p.stdout)
     except json.JSONDecodeError as e:
         fail(f"not JSON: {e}: {p.stdout[:200]!r}")
-    {"farm": check_farm, "db": check_db, "model": check_model}[what](report, args)
+    {"farm": check_farm, "db": check_db, "model": check_model, "product": check_product}[what](report, args)
     print(f"check_smoke: bench {what}: consistent")
 
 

@@ -1,8 +1,8 @@
 // The log model: a cost model pre-trained on every record of one template and target
 // in the shared tuning log (all shapes; one rank group per workload, labels relative
 // to the workload's best), stored in the db under LogModelKey. A new task's
-// ModelPolicy ranks its first batch with it and then fine-tunes its own model on top
-// of it (tuner/model_policy.h). TenSet's finding, applied to the team's db:
+// CostModel ranks its first batch with it and then fine-tunes its own model on top
+// of it (tuner/cost_model.h). TenSet's finding, applied to the team's db:
 // a model of many shapes ranks a new shape well before it has any measurement.
 //
 // Built by `tuneforge db train-model`, refreshed by the server in the background when
@@ -19,7 +19,7 @@
 #include "compiler/target/target.h"
 #include "compiler/templates/template.h"
 #include "db/database.h"
-#include "tuner/model_policy.h"
+#include "tuner/cost_model.h"
 
 namespace tuneforge {
 

@@ -60,19 +60,19 @@ absl::StatusOr<HeldOutResult> EvaluateHeldOut(const PolicyContext& context,
   ModelPolicy policy(context, options);
   policy.ObserveOtherTasks(transfer);
   if (own_train) policy.Observe(train);
-  RETURN_IF_ERROR(policy.Retrain());
-  if (!policy.can_score())
+  RETURN_IF_ERROR(policy.cost_model().Update());
+  if (!policy.cost_model().can_predict())
     return absl::InvalidArgumentError("too few rows to train the cost model");
-  ASSIGN_OR_RETURN(std::vector<float> scores, policy.Score(test));
+  ASSIGN_OR_RETURN(std::vector<float> scores, policy.cost_model().Predict(test));
 
   HeldOutResult out;
   out.train = own_train ? static_cast<int>(n_train) : 0;
   out.test = static_cast<int>(test.size());
-  out.transfer_rows = policy.rows() - out.train;
+  out.transfer_rows = policy.cost_model().rows() - out.train;
   out.k = std::clamp(out.test / 5, 1, held_out.max_k);
   out.pairwise_accuracy = costmodel::PairwiseAccuracy(scores, labels);
   out.recall_at_k = costmodel::RecallAtK(scores, labels, out.k);
-  out.train_seconds = policy.last_train_seconds();
+  out.train_seconds = policy.cost_model().last_train_seconds();
   return out;
 }
 
@@ -154,14 +154,14 @@ absl::StatusOr<SimulatedSearch> SimulateTrialsTo95(const PolicyContext& context,
       if (!picked[o]) rest.push_back(left[o]);
     left = std::move(rest);
   };
-  if (!policy.can_score()) {
+  if (!policy.cost_model().can_predict()) {
     // No log model: the first batch at random, or, as ModelPolicy::Propose does, the
     // hardware prior's best of prior_pool x batch random draws (of the pool's configs).
     const size_t n = std::min(per_batch, left.size());
     const size_t draws = std::min(left.size(), n * static_cast<size_t>(std::max(1, options.prior_pool)));
     std::vector<Config> drawn;
     for (size_t i = 0; i < draws; ++i) drawn.push_back(configs[left[i]]);
-    take_best(options.prior_pool > 0 ? policy.HardwarePriorOf(drawn) : std::vector<float>(draws, 0.0f), n);
+    take_best(options.prior_pool > 0 ? policy.cost_model().HardwarePriorOf(drawn) : std::vector<float>(draws, 0.0f), n);
   }
   while (true) {
     std::vector<TuningRecord> measured;
@@ -172,10 +172,10 @@ absl::StatusOr<SimulatedSearch> SimulateTrialsTo95(const PolicyContext& context,
     }
     if (left.empty()) return out;
     policy.Observe(measured);
-    RETURN_IF_ERROR(policy.Retrain());
+    RETURN_IF_ERROR(policy.cost_model().Update());
     std::vector<Config> candidates;
     for (size_t i : left) candidates.push_back(configs[i]);
-    ASSIGN_OR_RETURN(std::vector<float> scores, policy.Score(candidates));
+    ASSIGN_OR_RETURN(std::vector<float> scores, policy.cost_model().Predict(candidates));
     take_best(scores, per_batch);
     if (next.empty()) return out;  // (the picker takes every config when short)
   }
@@ -187,8 +187,8 @@ absl::StatusOr<ScoringSpeed> MeasureScoringSpeed(const PolicyContext& context,
                                                  int candidates) {
   ModelPolicy policy(context, options);
   policy.Observe(records);
-  RETURN_IF_ERROR(policy.Retrain());
-  if (!policy.model().trained())
+  RETURN_IF_ERROR(policy.cost_model().Update());
+  if (!policy.cost_model().own_model().trained())
     return absl::InvalidArgumentError("too few records to train the cost model");
   ConfigSpace space = context.tmpl->Space(context.task, context.target);
   std::mt19937_64 rng(context.seed);
@@ -239,15 +239,15 @@ absl::StatusOr<ScoringSpeed> MeasureScoringSpeed(const PolicyContext& context,
   out.lower_us = lower_us / configs.size();
   out.extract_us = extract_us / configs.size();
   double c0 = thread_cpu_us();
-  ASSIGN_OR_RETURN(std::vector<float> predicted, policy.model().Predict(rows));
+  ASSIGN_OR_RETURN(std::vector<float> predicted, policy.cost_model().own_model().Predict(rows));
   out.predict_us = (thread_cpu_us() - c0) / configs.size();
   std::vector<Config> fresh = sample(candidates);
   std::clock_t cpu0 = std::clock();
   Clock::time_point t0 = Clock::now();
-  ASSIGN_OR_RETURN(std::vector<float> scores, policy.Score(fresh));
+  ASSIGN_OR_RETURN(std::vector<float> scores, policy.cost_model().Predict(fresh));
   out.score_candidates_per_second = fresh.size() / (us_since(t0) * 1e-6);
   out.score_cpu_us = 1e6 * static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC / fresh.size();
-  out.scoring_threads = options.scoring_threads;
+  out.scoring_threads = options.cost_model.scoring_threads;
   return out;
 }
 

@@ -84,7 +84,7 @@ absl::StatusOr<SimulatedSearch> SimulateTrialsTo95(const PolicyContext& context,
 
 // Where scoring time goes, on `candidates` fresh random configs of the task (none
 // cached): Template::Instantiate (schedule + lowering) and feature extraction on one
-// thread, XGBoost predict in one batch, and ModelPolicy::Score end to end (what the
+// thread, XGBoost predict in one batch, and CostModel::Predict end to end (what the
 // search pays, with the policy's scoring threads).
 struct ScoringSpeed {
   int candidates = 0;
@@ -93,7 +93,7 @@ struct ScoringSpeed {
   double lower_us = 0;
   double extract_us = 0;
   double predict_us = 0;  // one batch
-  double score_candidates_per_second = 0;  // ModelPolicy::Score on other fresh configs
+  double score_candidates_per_second = 0;  // CostModel::Predict on other fresh configs
   double score_cpu_us = 0;  // CPU time (all threads) per candidate in that Score call:
                             // on a loaded machine, wall time says more about the load
   int scoring_threads = 1;

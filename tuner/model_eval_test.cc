@@ -493,7 +493,7 @@ TEST(LogModelTest, PolicyRanksTheFirstBatchWithTheLogModel) {
   // Without a log model and without records: random proposals, a small early batch
   // (ModelPolicyOptions::early_batch); with the log model below, full batches.
   ModelPolicy cold(small, ModelPolicyOptions{});
-  EXPECT_FALSE(cold.has_prior());
+  EXPECT_FALSE(cold.cost_model().has_log_model());
   EXPECT_EQ(cold.Propose(8).size(), 2u);
   EXPECT_EQ(cold.last_proposer(), "model:random");
 
@@ -502,33 +502,33 @@ TEST(LogModelTest, PolicyRanksTheFirstBatchWithTheLogModel) {
   PolicyContext warm_ctx = small;
   warm_ctx.model_store = &store;
   ModelPolicy warm(warm_ctx, ModelPolicyOptions{});
-  ASSERT_TRUE(warm.has_prior());
+  ASSERT_TRUE(warm.cost_model().has_log_model());
   // The fine-tuned model learns its corrections from the other shapes' records too
-  // (ModelPolicyOptions::transfer_with_log_model) ...
+  // (CostModelOptions::transfer_with_log_model) ...
   EXPECT_TRUE(warm.WantsOtherTasks());
   warm.ObserveOtherTasks(all);
-  EXPECT_EQ(warm.rows(), 321);  // matmul 512^3's distinct configs; 256^3's are its own
+  EXPECT_EQ(warm.cost_model().rows(), 321);  // matmul 512^3's distinct configs; 256^3's are its own
   // ... unless told to rely on the log model alone.
   ModelPolicyOptions alone_options;
-  alone_options.transfer_with_log_model = false;
+  alone_options.cost_model.transfer_with_log_model = false;
   ModelPolicy alone(warm_ctx, alone_options);
   EXPECT_FALSE(alone.WantsOtherTasks());
   alone.ObserveOtherTasks(all);
-  EXPECT_EQ(alone.rows(), 0);
+  EXPECT_EQ(alone.cost_model().rows(), 0);
   EXPECT_EQ(alone.Propose(8).size(), 8u);
   EXPECT_EQ(alone.last_proposer(), "model");
   std::vector<Config> batch = warm.Propose(8);
   EXPECT_EQ(batch.size(), 8u);
   EXPECT_EQ(warm.last_proposer(), "model");
-  EXPECT_TRUE(warm.last_failure().empty()) << warm.last_failure();
+  EXPECT_TRUE(warm.TakeWarnings().empty());
   // With records of its own the policy fine-tunes on top of the log model; that model
   // only corrects the log model, so it is not stored as the next job's model.
   std::vector<TuningRecord> own;
   for (const TuningRecord& r : all)
     if (r.workload.key == small.task.WorkloadKey() && own.size() < 40) own.push_back(r);
   warm.Observe(own);
-  ASSERT_TRUE(warm.Retrain().ok());
-  EXPECT_TRUE(warm.model().trained());
+  ASSERT_TRUE(warm.cost_model().Update().ok());
+  EXPECT_TRUE(warm.cost_model().own_model().trained());
   EXPECT_EQ(store.blobs.size(), 1u);  // the log model only
   EXPECT_EQ(warm.Propose(8).size(), 8u);
   EXPECT_EQ(warm.last_proposer(), "model");
@@ -536,7 +536,7 @@ TEST(LogModelTest, PolicyRanksTheFirstBatchWithTheLogModel) {
   PolicyContext other = warm_ctx;
   other.target.device_key = "another-device";
   ModelPolicy elsewhere(other, ModelPolicyOptions{});
-  EXPECT_FALSE(elsewhere.has_prior());
+  EXPECT_FALSE(elsewhere.cost_model().has_log_model());
 }
 
 TEST(LogModelTest, RefreshTrainsFromTheDbAndOnlyWhenStale) {
@@ -592,7 +592,7 @@ TEST(LogModelTest, RefreshTrainsFromTheDbAndOnlyWhenStale) {
   DatabaseModelStore store(db.get());
   PolicyContext ctx = small;
   ctx.model_store = &store;
-  EXPECT_TRUE(ModelPolicy(ctx, ModelPolicyOptions{}).has_prior());
+  EXPECT_TRUE(ModelPolicy(ctx, ModelPolicyOptions{}).cost_model().has_log_model());
   db.reset();
   std::filesystem::remove_all(dir);
 }

@@ -4,7 +4,8 @@
 //   random  RandomPolicy   uniform valid configs                    (this file)
 //   grid    GridPolicy     every point once, in a scrambled order   (this file)
 //   ga      GeneticPolicy  genetic algorithm on measured configs    (tuner/ga_policy.h)
-//   model   ModelPolicy    XGBoost cost model + simulated annealing (tuner/model_policy.h)
+//   model   ModelPolicy    simulated annealing guided by the CostModel  (tuner/model_policy.h,
+//                          tuner/cost_model.h)
 #pragma once
 
 #include <functional>
@@ -47,14 +48,12 @@ class SearchPolicy {
   // provenance (TuningRecord::proposed_by): the policy's name, or "<name>:random"
   // when it proposed at random instead (e.g. a cost model not trained yet, or failing).
   virtual std::string last_proposer() const { return name(); }
-  // Why the last Propose could not work as designed, e.g. "cost model training failed:
-  // ..." ("" when nothing failed). A model not trained yet is by design, not a failure.
-  // The tuning loop puts it in the job's status; it is never only a log line.
-  virtual std::string last_failure() const { return ""; }
-  // Failures that are not about one Propose call (a stored cost model that could not
-  // be loaded or saved), each returned once; the tuning loop adds them to the job's
-  // warnings like last_failure.
-  virtual std::vector<std::string> TakeNotices() { return {}; }
+  // What could not work as designed since the last call, each said once: a Propose
+  // that fell back to random because the cost model failed to train or score (the
+  // records then say "<name>:random"), a stored cost model that could not be loaded or
+  // saved. A model not trained yet is by design, not a warning. The tuning loop puts
+  // them in the job's warnings; they are never only log lines.
+  virtual std::vector<std::string> TakeWarnings() { return {}; }
 };
 
 // Everything a policy may need to know about what it searches.

@@ -154,27 +154,29 @@ TEST(SearchPolicyTest, ModelSaysWhenItFallsBackToRandom) {
   PolicyContext ctx = Context("matmul M=128 N=128 K=128", 5);
   for (bool broken : {false, true}) {
     ModelPolicyOptions options;
-    options.min_records = 8;
+    options.cost_model.min_records = 8;
     options.early_batch = 0;  // full batches from the start
-    if (broken) options.xgb.objective = "no:such-objective";  // XGBoost refuses to train
+    if (broken) options.cost_model.xgb.objective = "no:such-objective";  // XGBoost refuses to train
     ModelPolicy policy(ctx, options);
     // Too few records: random by design, not a failure.
     std::vector<Config> first = policy.Propose(12);
     ASSERT_EQ(first.size(), 12u);
     EXPECT_EQ(policy.last_proposer(), "model:random");
-    EXPECT_EQ(policy.last_failure(), "");
+    EXPECT_TRUE(policy.TakeWarnings().empty());
     std::vector<TuningRecord> records;
     for (const Config& c : first) records.push_back(MakeRecord(ctx, c));
     policy.Observe(records);
     std::vector<Config> next = policy.Propose(4);
     EXPECT_EQ(next.size(), 4u);
+    std::vector<std::string> warnings = policy.TakeWarnings();
     if (broken) {
       EXPECT_EQ(policy.last_proposer(), "model:random");
-      EXPECT_NE(policy.last_failure().find("cost model training failed"), std::string::npos)
-          << policy.last_failure();
+      ASSERT_EQ(warnings.size(), 1u);
+      EXPECT_NE(warnings[0].find("cost model training failed"), std::string::npos) << warnings[0];
+      EXPECT_TRUE(policy.TakeWarnings().empty());  // each once
     } else {
       EXPECT_EQ(policy.last_proposer(), "model");
-      EXPECT_EQ(policy.last_failure(), "");
+      EXPECT_TRUE(warnings.empty());
     }
   }
 }
@@ -184,18 +186,18 @@ TEST(SearchPolicyTest, ModelSaysWhenItFallsBackToRandom) {
 TEST(SearchPolicyTest, HardwarePriorSaysWhichFeaturesItLacks) {
   PolicyContext ctx = Context("matmul M=128 N=128 K=128", 5);
   ModelPolicyOptions full;
-  EXPECT_TRUE(ModelPolicy(ctx, full).TakeNotices().empty());
+  EXPECT_TRUE(ModelPolicy(ctx, full).TakeWarnings().empty());
   ModelPolicyOptions no_tile;
-  no_tile.features.register_tile = false;
+  no_tile.cost_model.features.register_tile = false;
   ModelPolicy policy(ctx, no_tile);
-  std::vector<std::string> notices = policy.TakeNotices();
+  std::vector<std::string> notices = policy.TakeWarnings();
   ASSERT_EQ(notices.size(), 1u);
   EXPECT_NE(notices[0].find("hardware prior incomplete"), std::string::npos) << notices[0];
   EXPECT_NE(notices[0].find("register_tile_over_registers"), std::string::npos) << notices[0];
-  EXPECT_TRUE(policy.TakeNotices().empty());  // each once
+  EXPECT_TRUE(policy.TakeWarnings().empty());  // each once
   no_tile.prior_pool = 0;
-  no_tile.prior_margin = 0;  // no prior: nothing missing
-  EXPECT_TRUE(ModelPolicy(ctx, no_tile).TakeNotices().empty());
+  no_tile.cost_model.hardware_prior_weight = 0;  // no prior: nothing missing
+  EXPECT_TRUE(ModelPolicy(ctx, no_tile).TakeWarnings().empty());
 }
 
 // A model trained on direct convolutions only has never seen the Winograd knob vary:
@@ -424,7 +426,7 @@ Config ExpectedProbe(ModelPolicy& model, const ConfigSpace& space, int probe_quo
     }
   EXPECT_FALSE(neighbours.empty());
   if (neighbours.empty()) return incumbent;
-  std::vector<float> scores = *model.Score(neighbours);
+  std::vector<float> scores = *model.cost_model().Predict(neighbours);
   return neighbours[std::max_element(scores.begin(), scores.end()) - scores.begin()];
 }
 
@@ -509,7 +511,7 @@ TEST(SearchPolicyTest, ModelProposesSmallBatchesWhileColdAndFew) {
   PolicyContext ctx = Context("matmul M=256 N=256 K=256", 3);
   ModelPolicyOptions options;
   options.early_batch = 4;
-  options.min_records = 4;
+  options.cost_model.min_records = 4;
   options.early_batch_rows = 12;
   ModelPolicy policy(ctx, options);
   std::vector<size_t> sizes;
@@ -552,11 +554,11 @@ TEST(SearchPolicyTest, ModelProposesSmallBatchesWhileColdAndFew) {
   for (int i = 0; i < 16; ++i) others.push_back(MakeRecord(other, *other_space.Sample(rng, 1000)));
   ModelPolicy transfer(ctx, options);
   transfer.ObserveOtherTasks(others);
-  ASSERT_GT(transfer.rows(), 0);
+  ASSERT_GT(transfer.cost_model().rows(), 0);
   EXPECT_EQ(transfer.Propose(8).size(), 8u);
 }
 
-// The hardware prior (ModelPolicyOptions::prior_pool, prior_margin): it prefers the
+// The hardware prior (ModelPolicyOptions::prior_pool, CostModelOptions::hardware_prior_weight): it prefers the
 // target's widest vectors, a parallel loop, and a register tile that fills the vector
 // registers without spilling; the first configs are drawn by it, and the cold model is
 // trained on top of it.
@@ -576,7 +578,7 @@ TEST(SearchPolicyTest, ModelStartsFromTheHardwarePrior) {
   // 16 accumulators of 32 registers; narrower vectors, no parallel loop, a tile of 4
   // or of 2 accumulators each score lower.
   const std::vector<float> prior =
-      probe.HardwarePriorOf({base, with("vec_lanes", 4), with("parallel", 0),
+      probe.cost_model().HardwarePriorOf({base, with("vec_lanes", 4), with("parallel", 0),
                              with("tile_j_vecs", 1), with("tile_i_reg", 2)});
   for (size_t i = 1; i < prior.size(); ++i) EXPECT_LT(prior[i], prior[0]) << i;
 
@@ -593,32 +595,32 @@ TEST(SearchPolicyTest, ModelStartsFromTheHardwarePrior) {
     ASSERT_EQ(first.size(), 2u);
     EXPECT_EQ(with_prior.last_proposer(), "model:random");
     EXPECT_GE(KnobDistance(seeded.tmpl->Space(seeded.task, seeded.target), first[0], first[1]), 2);
-    for (float p : with_prior.HardwarePriorOf(first)) by_prior += p / 16;
-    for (float p : probe.HardwarePriorOf(plain.Propose(2))) by_chance += p / 16;
+    for (float p : with_prior.cost_model().HardwarePriorOf(first)) by_prior += p / 16;
+    for (float p : probe.cost_model().HardwarePriorOf(plain.Propose(2))) by_chance += p / 16;
   }
   std::printf("mean prior of the first two configs of 8 seeds: %.3f picked by it, %.3f at random\n",
               by_prior, by_chance);
   EXPECT_GT(by_prior, by_chance + 0.5);
 
   // Cold, the model learns on top of the prior: a score is the trees' output plus
-  // prior_margin x the prior.
+  // hardware_prior_weight x the prior.
   ModelPolicyOptions options;
-  options.prior_margin = 2;
+  options.cost_model.hardware_prior_weight = 2;
   ModelPolicy policy(ctx, options);
   ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
   std::mt19937_64 rng(5);
   std::vector<TuningRecord> records;
   for (int i = 0; i < 12; ++i) records.push_back(MakeRecord(ctx, *space.Sample(rng, 1000)));
   policy.Observe(records);
-  ASSERT_TRUE(policy.Retrain().ok());
+  ASSERT_TRUE(policy.cost_model().Update().ok());
   std::vector<Config> configs = {base, with("vec_lanes", 4), with("tile_i_reg", 2)};
-  const std::vector<float> scores = *policy.Score(configs);
-  const std::vector<float> priors = policy.HardwarePriorOf(configs);
-  costmodel::FeatureExtractor extractor(space, ctx.target, options.features);
+  const std::vector<float> scores = *policy.cost_model().Predict(configs);
+  const std::vector<float> priors = policy.cost_model().HardwarePriorOf(configs);
+  costmodel::FeatureExtractor extractor(space, ctx.target, options.cost_model.features);
   for (size_t i = 0; i < configs.size(); ++i) {
     absl::StatusOr<ir::LoweredFunc> func = ctx.tmpl->InstantiateKernel(ctx.task, ctx.target, configs[i]);
     ASSERT_TRUE(func.ok()) << func.status();
-    const float trees = (*policy.model().Predict({extractor.Extract(*func, configs[i])}))[0];
+    const float trees = (*policy.cost_model().own_model().Predict({extractor.Extract(*func, configs[i])}))[0];
     EXPECT_NEAR(scores[i], trees + 2 * priors[i], 1e-4) << i;
   }
 }
@@ -634,7 +636,7 @@ TEST(SearchPolicyTest, ModelBeatsRandomWithKnobsThatHardlyMatter) {
   // prior knows better (3/8 to 4/5 of the registers) and would lead the search away
   // from this machine's optimum. The test is about the search and the model: no prior.
   options.prior_pool = 0;
-  options.prior_margin = 0;
+  options.cost_model.hardware_prior_weight = 0;
   SyntheticRace race = RaceOnSyntheticCost(Avx2TestTarget(), options, 96);
   std::printf("AVX2 space, median best GFLOP/s after 96 trials: model %.1f, random %.1f\n",
               Median(race.model_best), Median(race.random_best));
@@ -658,7 +660,7 @@ TEST(SearchPolicyTest, ModelRanksHeldOutConfigsAndTransfers) {
     labels.push_back(r.result.error == MeasureErrorKind::kNone ? 1 / r.result.MedianCost() : 0);
   }
   auto accuracy = [&](ModelPolicy* p) {
-    auto scores = p->Score(held_out);
+    auto scores = p->cost_model().Predict(held_out);
     EXPECT_TRUE(scores.ok()) << scores.status();
     return scores.ok() ? costmodel::PairwiseAccuracy(*scores, labels) : 0.0;
   };
@@ -667,7 +669,7 @@ TEST(SearchPolicyTest, ModelRanksHeldOutConfigsAndTransfers) {
   std::vector<TuningRecord> train;
   for (int i = 0; i < 300; ++i) train.push_back(MakeRecord(ctx, *space.Sample(rng)));
   trained.Observe(train);
-  ASSERT_TRUE(trained.Retrain().ok());
+  ASSERT_TRUE(trained.cost_model().Update().ok());
   double own = accuracy(&trained);
 
   ModelPolicy transferred(ctx, ModelPolicyOptions{});
@@ -675,7 +677,7 @@ TEST(SearchPolicyTest, ModelRanksHeldOutConfigsAndTransfers) {
   for (int i = 0; i < 300; ++i)
     other_records.push_back(MakeRecord(other, *other_space.Sample(rng)));
   transferred.ObserveOtherTasks(other_records);
-  ASSERT_TRUE(transferred.Retrain().ok());
+  ASSERT_TRUE(transferred.cost_model().Update().ok());
   double transfer = accuracy(&transferred);
   std::printf("pairwise accuracy on held-out configs: trained %.3f, transferred %.3f\n", own,
               transfer);
@@ -691,8 +693,8 @@ std::vector<float> TrainedScores(const PolicyContext& ctx, const ModelPolicyOpti
                                  const std::vector<Config>& candidates) {
   ModelPolicy policy(ctx, options);
   policy.Observe(train);
-  EXPECT_TRUE(policy.Retrain().ok());
-  absl::StatusOr<std::vector<float>> out = policy.Score(candidates);
+  EXPECT_TRUE(policy.cost_model().Update().ok());
+  absl::StatusOr<std::vector<float>> out = policy.cost_model().Predict(candidates);
   EXPECT_TRUE(out.ok()) << out.status();
   return out.ok() ? *out : std::vector<float>{};
 }
@@ -708,7 +710,7 @@ TEST(SearchPolicyTest, ScoringThreadsDoNotChangeScores) {
   candidates.push_back(candidates[5]);
   auto scores = [&](int threads) {
     ModelPolicyOptions options;
-    options.scoring_threads = threads;
+    options.cost_model.scoring_threads = threads;
     return TrainedScores(ctx, options, train, candidates);
   };
   const std::vector<float> one = scores(1);
@@ -740,7 +742,7 @@ TEST(SearchPolicyTest, ModelStoreRoundTrip) {
   const PolicyContext& ctx = fx.ctx;
   // Trained on top of the hardware prior (the default): under a key of its own.
   std::string key = ModelKey(ctx.tmpl->name(), ctx.tmpl->version(), ctx.target.Key()) + "/hw2";
-  EXPECT_EQ(ModelPolicy(ctx, ModelPolicyOptions{}).OwnModelKey(), key);
+  EXPECT_EQ(ModelPolicy(ctx, ModelPolicyOptions{}).cost_model().OwnModelKey(), key);
   EXPECT_FALSE(store.Load(key)->has_value());
   ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
   std::mt19937_64 rng(1);
@@ -752,18 +754,18 @@ TEST(SearchPolicyTest, ModelStoreRoundTrip) {
     std::vector<TuningRecord> records;
     for (int i = 0; i < 50; ++i) records.push_back(MakeRecord(ctx, *space.Sample(rng)));
     p.Observe(records);
-    ASSERT_TRUE(p.Retrain().ok());
-    before = *p.Score(probe);
+    ASSERT_TRUE(p.cost_model().Update().ok());
+    before = *p.cost_model().Predict(probe);
   }
   ASSERT_TRUE(store.Load(key)->has_value());
   ModelPolicy fresh(ctx, ModelPolicyOptions{});  // loads the stored model
-  auto after = fresh.Score(probe);
+  auto after = fresh.cost_model().Predict(probe);
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(before, *after);
   // Without the prior its scores would be other ones: not loaded.
   ModelPolicyOptions no_prior;
-  no_prior.prior_margin = 0;
-  EXPECT_FALSE(ModelPolicy(ctx, no_prior).can_score());
+  no_prior.cost_model.hardware_prior_weight = 0;
+  EXPECT_FALSE(ModelPolicy(ctx, no_prior).cost_model().can_predict());
 }
 
 // A stored model of another feature layout (e.g. saved before kFeatureVersion changed,
@@ -780,15 +782,18 @@ TEST(SearchPolicyTest, StoredModelOfAnotherFeatureLengthIsIgnored) {
   }
   ASSERT_TRUE(other.Train(rows, labels).ok());
   ASSERT_EQ(other.num_features(), 7);
-  ASSERT_TRUE(fx.store.Save(ModelPolicy(ctx, ModelPolicyOptions{}).OwnModelKey(),
+  ASSERT_TRUE(fx.store.Save(ModelPolicy(ctx, ModelPolicyOptions{}).cost_model().OwnModelKey(),
                             *other.SaveToBytes()).ok());
   ModelPolicy policy(ctx, ModelPolicyOptions{});
-  EXPECT_FALSE(policy.can_score());
+  EXPECT_FALSE(policy.cost_model().can_predict());
   // It proposes at random (no model yet; a small early batch), it does not fail.
   EXPECT_EQ(policy.Propose(4).size(), 2u);
   EXPECT_EQ(policy.last_proposer(), "model:random");
-  EXPECT_EQ(policy.last_failure(), "");
+  std::vector<std::string> warnings = policy.TakeWarnings();
+  ASSERT_EQ(warnings.size(), 1u);  // the stored model of another feature length
+  EXPECT_NE(warnings[0].find("stored cost model ignored"), std::string::npos) << warnings[0];
 }
+
 
 }  // namespace
 }  // namespace tuneforge

@@ -502,15 +502,14 @@ absl::StatusOr<TuningProgress> TuningLoop::Run(const ProgressCallback& on_progre
     // record names what really proposed it), never only in a log line.
     // One warning per kind of failure (the text before the first ':'; the details,
     // e.g. a library's timestamps, differ from batch to batch), first line only.
-    warn(policy->last_failure());
-    for (std::string& notice : policy->TakeNotices()) warn(std::move(notice));
+    for (std::string& warning : policy->TakeWarnings()) warn(std::move(warning));
     if (configs.empty()) {
       report("search space exhausted after " + std::to_string(progress_.trials_done) + " trials");
       break;
     }
     ASSIGN_OR_RETURN(stopped, trial_batch(std::move(configs), policy->last_proposer(), ""));
   }
-  for (std::string& notice : policy->TakeNotices()) warn(std::move(notice));  // a job that never proposed
+  for (std::string& warning : policy->TakeWarnings()) warn(std::move(warning));  // a job that never proposed
   if (cancel && cancel->load()) return absl::CancelledError("job cancelled");
   RETURN_IF_ERROR(Remeasure(cancel));
   if (on_progress_) on_progress_(progress_);

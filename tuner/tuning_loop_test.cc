@@ -358,8 +358,8 @@ TEST_F(TuningLoopTest, PolicyFailureIsInTheStatusAndEveryRecordsProvenance) {
   TuningTask task = *ParseTask("matmul M=48 N=48 K=48");
   Target target = DetectHostTarget("test-fallback");
   ModelPolicyOptions broken;
-  broken.min_records = 4;
-  broken.xgb.objective = "no:such-objective";  // XGBoost refuses to train
+  broken.cost_model.min_records = 4;
+  broken.cost_model.xgb.objective = "no:such-objective";  // XGBoost refuses to train
   PolicyContext context{task, target, *FindTemplate(task), 3, nullptr, {}};
   ModelPolicy policy(context, broken);
   TuningOptions options;
@@ -407,7 +407,7 @@ TEST_F(TuningLoopTest, StoredModelLoadAndSaveFailuresAreJobWarnings) {
   Target target = DetectHostTarget("test-store");
   BrokenModelStore store;
   ModelPolicyOptions po;
-  po.min_records = 4;
+  po.cost_model.min_records = 4;
   PolicyContext context{task, target, *FindTemplate(task), 3, &store, {}};
   ModelPolicy policy(context, po);
   TuningOptions options;
@@ -512,7 +512,7 @@ class ObservedStore : public ModelStore {
 TEST_F(TuningLoopTest, SecondRunStartsFromTheModelStoredInTheDb) {
   TuningTask task = *ParseTask("matmul M=24 N=24 K=24");
   Target target = DetectHostTarget("test-model-store");
-  // The own model, trained on top of the hardware prior (ModelPolicy::OwnModelKey).
+  // The own model, trained on top of the hardware prior (CostModel::OwnModelKey).
   const std::string key =
       ModelKey("matmul_cpu", (*FindTemplate(task))->version(), target.Key()) + "/hw2";
   TuningOptions options;
