@@ -56,7 +56,7 @@ struct CostModelOptions {
   // prior, and a prediction is the trees' + weight x prior; 0: off. Cold, 16 cases
   // (ResNet-18's 12 tasks and the ops suite), 15 seeds, trials to 95% of the best known
   // (cached numbers), with ModelPolicyOptions::prior_pool: 0.48x the trials of neither
-  // (geometric mean) (docs/search.md "The hardware prior").
+  // (geometric mean) (docs/history/search-2026-11.md "The hardware prior").
   double hardware_prior_weight = 2;
   // Threads that lower and extract features of uncached configs in Predict (the search
   // runs between batches, when the machine is otherwise idle).

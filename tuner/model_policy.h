@@ -46,7 +46,7 @@ struct ModelPolicyOptions {
   // Draws of a second knob that may make a rejected one-knob mutation valid
   // (MutateConfig). 0: a rejected mutation draws another knob instead. Cold, 9 seeds,
   // trials to 95% of the best known: matmul 256^3 53 -> 41, dense 128x768x768 47 -> 26,
-  // conv2d unchanged (docs/search.md "Repaired mutations").
+  // conv2d unchanged (docs/history/search-2026-11.md "Repaired mutations").
   int repair_tries = 4;
   // Cold (no log model), before the cost model can predict, the random configs are the
   // hardware prior's (CostModel::HardwarePriorOf) best of `prior_pool` x n random
