@@ -18,7 +18,9 @@
 namespace tuneforge {
 namespace {
 
+using testing::AgentArgv;
 using testing::Process;
+using testing::QuietCheck;
 using testing::RunCommand;
 
 const std::string kBin = TF_BIN_DIR;
@@ -39,19 +41,10 @@ class EndToEndTest : public ::testing::Test {
 
   // Starts the server on a free port; returns "127.0.0.1:PORT".
   std::string StartServer(const std::string& db, const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv = {kBin + "/tuneforge-server", "--listen", "127.0.0.1:0", "--db", db};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    server_ = std::make_unique<Process>(argv, dir_ + "/server.out", dir_ + "/server.err");
-    for (int i = 0; i < 200; ++i) {
-      std::string out = server_->Stdout();
-      size_t p = out.find("listening on port ");
-      if (p != std::string::npos && out.find('\n', p) != std::string::npos) {
-        return "127.0.0.1:" + std::to_string(std::stoi(out.substr(p + 18)));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    ADD_FAILURE() << "server did not start: " << server_->Stderr();
-    return "";
+    testing::ServerProcess server = testing::StartServerProcess(kBin, db, dir_ + "/server", extra);
+    server_ = std::move(server.process);
+    if (server.address.empty()) ADD_FAILURE() << "server did not start: " << server_->Stderr();
+    return server.address;
   }
 
   // The db a test's server wrote, opened after the server stopped (never created).
@@ -70,9 +63,9 @@ TEST_F(EndToEndTest, ServerTwoAgentsAndCliTuneASmallMatmul) {
   const std::string db = dir_ + "/farm.db";
   std::string address = StartServer(db);
   ASSERT_FALSE(address.empty());
-  Process agent1({kBin + "/tuneforge-agent", "--server", address, "--device-key", "e2e"},
+  Process agent1(AgentArgv(kBin, address, "e2e", QuietCheck::kOff),
                  dir_ + "/agent1.out", dir_ + "/agent1.err");
-  Process agent2({kBin + "/tuneforge-agent", "--server", address, "--device-key", "e2e"},
+  Process agent2(AgentArgv(kBin, address, "e2e", QuietCheck::kOff),
                  dir_ + "/agent2.out", dir_ + "/agent2.err");
 
   const std::string task = "matmul M=64 N=48 K=33";
@@ -170,12 +163,12 @@ TEST_F(EndToEndTest, DeviceAgentsTuneForAarch64AndRiscv64UnderQemu) {
   };
   std::vector<std::unique_ptr<Process>> agents;
   agents.push_back(std::make_unique<Process>(
-      std::vector<std::string>{kBin + "/tuneforge-agent", "--server", address, "--device-key", "host"},
+      AgentArgv(kBin, address, "host", QuietCheck::kOff),
       dir_ + "/host.out", dir_ + "/host.err"));
   agents.push_back(std::make_unique<Process>(
-      std::vector<std::string>{kBin + "/tuneforge-agent", "--server", address, "--device-key", "avx2",
-                               "--device-flags",
-                               "sse,sse2,pni,ssse3,sse4_1,sse4_2,popcnt,avx,avx2,fma,f16c,bmi1,bmi2,abm,movbe,cx16,lahf_lm"},
+      AgentArgv(kBin, address, "avx2", QuietCheck::kOff,
+                {"--device-flags",
+                 "sse,sse2,pni,ssse3,sse4_1,sse4_2,popcnt,avx,avx2,fma,f16c,bmi1,bmi2,abm,movbe,cx16,lahf_lm"}),
       dir_ + "/avx2.out", dir_ + "/avx2.err"));
   // The aarch64 "board" does not see the agent's files: its launcher refuses any path
   // in the agent's directory, so the runner, kernel and inputs must be copied to the
@@ -286,7 +279,9 @@ TEST_F(EndToEndTest, EmbeddedDefaultTunesWithALocalAgent) {
   EXPECT_EQ(j["trials"], 10);
   EXPECT_EQ(j["target"]["device_key"], "local");
   EXPECT_GT(j["best"]["gflops"].get<double>(), 0.0);
-  EXPECT_GT(j["speedup_over_baseline"].get<double>(), 0.0);
+  // Tuning beats the untuned loop nest by a wide margin (~20x on Zen 4: vectors,
+  // register tiles), measured by the same agent under the same load.
+  EXPECT_GE(j["speedup_over_baseline"].get<double>(), 3.0) << r.out;
   EXPECT_TRUE(std::filesystem::exists(db));
 
   // Human output mentions the best config, GFLOP/s and the speedup.
@@ -369,7 +364,7 @@ TEST_F(EndToEndTest, JobWaitsForAgentsOfItsKeyAndCanBeCancelled) {
 TEST_F(EndToEndTest, JobWhoseTargetNoAgentMatchesWaitsAndSaysWhy) {
   std::string address = StartServer(dir_ + "/target.db");
   ASSERT_FALSE(address.empty());
-  Process agent({kBin + "/tuneforge-agent", "--server", address, "--device-key", "small"},
+  Process agent(AgentArgv(kBin, address, "small", QuietCheck::kOff),
                 dir_ + "/agent.out", dir_ + "/agent.err");
   Process cli({kBin + "/tuneforge", "tune", "--server", address, "--device-key", "small",
                "--task", "matmul M=8 N=8 K=8", "--trials", "2", "--target", "llvm -threads=64"},
@@ -414,8 +409,7 @@ TEST_F(EndToEndTest, TokensAndRolesAreCheckedOnEveryCall) {
   std::string wrong = write("wrong.token", "not-a-token-at-all-xyz\n");
   std::string address = StartServer(dir_ + "/auth.db", {"--tokens", tokens});
   ASSERT_FALSE(address.empty());
-  Process agent({kBin + "/tuneforge-agent", "--server", address, "--device-key", "k",
-                 "--token-file", agent_token},
+  Process agent(AgentArgv(kBin, address, "k", QuietCheck::kOff, {"--token-file", agent_token}),
                 dir_ + "/agent.out", dir_ + "/agent.err");
 
   const std::vector<std::string> tune = {kBin + "/tuneforge", "tune", "--server", address,
@@ -458,7 +452,7 @@ TEST_F(EndToEndTest, KilledServerRestartsAndItsJobContinuesWithoutLoss) {
   const std::string db = dir_ + "/restart.db";
   std::string address = StartServer(db);
   ASSERT_FALSE(address.empty());
-  Process agent({kBin + "/tuneforge-agent", "--server", address, "--device-key", "r"},
+  Process agent(AgentArgv(kBin, address, "r", QuietCheck::kOff),
                 dir_ + "/agent.out", dir_ + "/agent.err");
   const int kTrials = 40;
   Process cli({kBin + "/tuneforge", "tune", "--server", address, "--device-key", "r", "--task",
@@ -538,8 +532,7 @@ TEST_F(EndToEndTest, TlsServerIsVerifiedByAgentAndClient) {
   ASSERT_EQ(gen.exit_code, 0) << gen.err;
   std::string address = StartServer(dir_ + "/tls.db", {"--tls-cert", cert, "--tls-key", key});
   ASSERT_FALSE(address.empty());
-  Process agent({kBin + "/tuneforge-agent", "--server", address, "--device-key", "tls",
-                 "--tls-ca", cert},
+  Process agent(AgentArgv(kBin, address, "tls", QuietCheck::kOff, {"--tls-ca", cert}),
                 dir_ + "/agent.out", dir_ + "/agent.err");
   const std::vector<std::string> tune = {kBin + "/tuneforge", "tune", "--server", address,
                                          "--device-key", "tls", "--task", "matmul M=8 N=8 K=8",

@@ -44,31 +44,23 @@ class FarmFixture : public ::testing::Test {
 
   // Starts tuneforge-server on a free port with `extra` flags; returns its address.
   std::string StartServer(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv = {kBin + "/tuneforge-server", "--listen", "127.0.0.1:0",
-                                     "--db", db_};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    server_ = std::make_unique<Process>(argv, dir_ + "/server.out", dir_ + "/server.err");
-    for (int i = 0; i < 400; ++i) {
-      std::string out = server_->Stdout();
-      size_t p = out.find("listening on port ");
-      if (p != std::string::npos && out.find('\n', p) != std::string::npos) {
-        address_ = "127.0.0.1:" + std::to_string(std::stoi(out.substr(p + 18)));
-        farm_ = v1::FarmService::NewStub(
-            grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
-        return address_;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ServerProcess server = StartServerProcess(kBin, db_, dir_ + "/server", extra);
+    server_ = std::move(server.process);
+    if (server.address.empty()) {
+      ADD_FAILURE() << "server did not start: " << server_->Stderr();
+      return "";
     }
-    ADD_FAILURE() << "server did not start: " << server_->Stderr();
-    return "";
+    address_ = server.address;
+    farm_ = v1::FarmService::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+    return address_;
   }
 
-  // Starts an agent of `key`; its index in agents_ is returned.
-  size_t StartAgent(const std::string& key, const std::vector<std::string>& extra = {}) {
+  // Starts an agent of `key`, without the quiet check unless `quiet` says so (these
+  // tests are about the farm, not measurement quality); its index in agents_ is returned.
+  size_t StartAgent(const std::string& key, const std::vector<std::string>& extra = {},
+                    QuietCheck quiet = QuietCheck::kOff) {
     size_t n = agents_.size();
-    std::vector<std::string> argv = {kBin + "/tuneforge-agent", "--server", address_,
-                                     "--device-key", key};
-    argv.insert(argv.end(), extra.begin(), extra.end());
+    std::vector<std::string> argv = AgentArgv(kBin, address_, key, quiet, extra);
     std::string base = dir_ + "/agent" + std::to_string(n);
     agents_.push_back(std::make_unique<Process>(argv, base + ".out", base + ".err"));
     return n;

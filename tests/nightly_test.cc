@@ -11,7 +11,9 @@
 namespace tuneforge {
 namespace {
 
+using testing::AgentArgv;
 using testing::Process;
+using testing::QuietCheck;
 using testing::ReadFile;
 using testing::RunCommand;
 
@@ -87,19 +89,13 @@ TEST_F(NightlyTest, SecondRunResumesAndComparesWithTheFirst) {
 TEST_F(NightlyTest, CanaryFlagsASlowerDevice) {
   std::string spec = WriteSpec("farm");
   // Night 1 on a healthy agent.
-  Process server({kBin + "/tuneforge-server", "--listen", "127.0.0.1:0", "--db", dir_ + "/t.db"},
-                 dir_ + "/server.out", dir_ + "/server.err");
-  std::string address;
-  for (int i = 0; i < 200 && address.empty(); ++i) {
-    std::string out = server.Stdout();
-    size_t p = out.find("listening on port ");
-    if (p != std::string::npos && out.find('\n', p) != std::string::npos)
-      address = "127.0.0.1:" + std::to_string(std::stoi(out.substr(p + 18)));
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  testing::ServerProcess started = testing::StartServerProcess(kBin, dir_ + "/t.db", dir_ + "/server");
+  Process& server = *started.process;
+  const std::string address = started.address;
   ASSERT_FALSE(address.empty()) << server.Stderr();
   {
-    Process agent({kBin + "/tuneforge-agent", "--server", address, "--device-key", "farm"},
+    // The canary compares measurements of two nights: quiet-checked, as a farm's agents are.
+    Process agent(AgentArgv(kBin, address, "farm", QuietCheck::kOn),
                   dir_ + "/a1.out", dir_ + "/a1.err");
     auto night1 = RunCommand({kBin + "/tuneforge", "nightly", "run", spec, "--server", address}, dir_);
     ASSERT_EQ(night1.exit_code, 0) << night1.err;
@@ -107,8 +103,7 @@ TEST_F(NightlyTest, CanaryFlagsASlowerDevice) {
   std::this_thread::sleep_for(std::chrono::seconds(1));
   // Night 2: the device got 20x slower (the threshold is generous so that timing noise on a
   // loaded CI machine never trips night 1 or the resume test). The canary says so, and the job exits 3.
-  Process slow({kBin + "/tuneforge-agent", "--server", address, "--device-key", "farm",
-                "--test-slowdown", "20"},
+  Process slow(AgentArgv(kBin, address, "farm", QuietCheck::kOn, {"--test-slowdown", "20"}),
                dir_ + "/a2.out", dir_ + "/a2.err");
   auto night2 = RunCommand({kBin + "/tuneforge", "nightly", "run", spec, "--server", address}, dir_);
   EXPECT_EQ(night2.exit_code, 3) << night2.err;

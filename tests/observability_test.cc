@@ -16,7 +16,9 @@
 namespace tuneforge {
 namespace {
 
+using testing::AgentArgv;
 using testing::Process;
+using testing::QuietCheck;
 using testing::RunCommand;
 
 const std::string kBin = TF_BIN_DIR;
@@ -88,21 +90,12 @@ class ObservabilityTest : public ::testing::Test {
 };
 
 TEST_F(ObservabilityTest, MetricsFollowATinyTuningJob) {
-  Process server({kBin + "/tuneforge-server", "--listen", "127.0.0.1:0", "--db", dir_ + "/obs.db",
-                  "--metrics-listen", "127.0.0.1:0"},
-                 dir_ + "/server.out", dir_ + "/server.err");
-  int port = 0;
-  for (int i = 0; i < 200 && !metrics_port_; ++i) {
-    std::string out = server.Stdout();
-    size_t p = out.find("listening on port "), m = out.find("metrics on port ");
-    if (p != std::string::npos && m != std::string::npos && out.find('\n', m) != std::string::npos) {
-      port = std::stoi(out.substr(p + 18));
-      metrics_port_ = std::stoi(out.substr(m + 16));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  testing::ServerProcess started = testing::StartServerProcess(kBin, dir_ + "/obs.db", dir_ + "/server",
+                                                               {"--metrics-listen", "127.0.0.1:0"});
+  Process& server = *started.process;
+  metrics_port_ = started.metrics_port;
   ASSERT_GT(metrics_port_, 0) << server.Stderr();
-  const std::string address = "127.0.0.1:" + std::to_string(port);
+  const std::string address = started.address;
 
   http::ClientResponse health = http::Get("127.0.0.1", metrics_port_, "/healthz");
   EXPECT_EQ(health.status, 200) << health.error;
@@ -127,7 +120,7 @@ TEST_F(ObservabilityTest, MetricsFollowATinyTuningJob) {
   EXPECT_EQ(before.Get("tuneforge_jobs{state=\"SUCCEEDED\"}"), 0);
   EXPECT_EQ(before.Get("tuneforge_errors_total{kind=\"wrong_answer\"}"), 0);
 
-  Process agent({kBin + "/tuneforge-agent", "--server", address, "--device-key", "obs"},
+  Process agent(AgentArgv(kBin, address, "obs", QuietCheck::kOff),
                 dir_ + "/agent.out", dir_ + "/agent.err");
   Exposition idle = ScrapeUntil("tuneforge_agents{device_key=\"obs\",state=\"idle\"}", 1);
   ASSERT_EQ(idle.Get("tuneforge_agents{device_key=\"obs\",state=\"idle\"}"), 1) << agent.Stderr();

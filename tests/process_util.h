@@ -7,15 +7,63 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace tuneforge::testing {
+
+// How much longer than on an idle machine a test waits for a process: every timeout
+// of Process::Wait and RunCommand is multiplied by it. TUNEFORGE_TEST_TIME_SCALE
+// (a number >= 1) when set, else 1 + the 1-minute load average per CPU at the first
+// call, at most 4: on a machine busy with other work (another build, stress-ng) the
+// same test takes longer, and a timeout is a failure only when something hangs.
+inline double TimeScale() {
+  static const double scale = [] {
+    if (const char* env = std::getenv("TUNEFORGE_TEST_TIME_SCALE")) {
+      const double v = std::atof(env);
+      if (v >= 1) return v;
+    }
+    double load = 0;
+    std::ifstream("/proc/loadavg") >> load;
+    const double cpus = std::max(1u, std::thread::hardware_concurrency());
+    return std::clamp(1 + load / cpus, 1.0, 4.0);
+  }();
+  return scale;
+}
+template <typename Duration>
+std::chrono::milliseconds Scaled(Duration d) {
+  return std::chrono::milliseconds(static_cast<int64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(d).count() * TimeScale()));
+}
+
+// Whether a test's agent waits for quiet CPUs before each measurement (the agent's
+// default, --quiet-busy-pct 10, waiting up to 1 s and measuring again when disturbed).
+// A test chooses: on a loaded machine the wait is what makes a test slow, so only the
+// tests about measurement quality turn it on.
+enum class QuietCheck { kOff, kOn };
+
+// The command line of a tuneforge-agent in `bin_dir` serving `device_key` of the server
+// at `address`, with the quiet check as chosen and `extra` flags.
+inline std::vector<std::string> AgentArgv(const std::string& bin_dir, const std::string& address,
+                                          const std::string& device_key, QuietCheck quiet,
+                                          const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> argv = {bin_dir + "/tuneforge-agent", "--server", address, "--device-key",
+                                   device_key};
+  if (quiet == QuietCheck::kOff) {
+    argv.push_back("--quiet-busy-pct");
+    argv.push_back("0");
+  }
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
 
 struct CommandResult {
   int exit_code = -1;
@@ -67,9 +115,10 @@ class Process {
     pid_ = -1;
     return status_;
   }
-  // Waits up to `timeout`; returns the exit code, or -1 when still running.
+  // Waits up to `timeout` (times TimeScale()); returns the exit code, or -1 when still
+  // running.
   int Wait(std::chrono::milliseconds timeout) {
-    auto end = std::chrono::steady_clock::now() + timeout;
+    auto end = std::chrono::steady_clock::now() + Scaled(timeout);
     while (pid_ > 0) {
       if (waitpid(pid_, &status_, WNOHANG) == pid_) {
         pid_ = -1;
@@ -102,6 +151,38 @@ inline CommandResult RunCommand(const std::vector<std::string>& argv, const std:
   r.out = ReadFile(base + ".out");
   r.err = ReadFile(base + ".err");
   return r;
+}
+
+
+// A tuneforge-server child on a free loopback port: `bin_dir`'s tuneforge-server with
+// --listen 127.0.0.1:0 --db `db` and `extra` flags, its output in `out_base`.out/.err.
+// Every test that runs a server process starts it here.
+struct ServerProcess {
+  std::unique_ptr<Process> process;
+  std::string address;   // "127.0.0.1:PORT"; empty when it did not start in time
+  int metrics_port = 0;  // with --metrics-listen in `extra`
+};
+inline ServerProcess StartServerProcess(const std::string& bin_dir, const std::string& db,
+                                        const std::string& out_base,
+                                        const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> argv = {bin_dir + "/tuneforge-server", "--listen", "127.0.0.1:0", "--db", db};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  const bool metrics = std::find(extra.begin(), extra.end(), "--metrics-listen") != extra.end();
+  ServerProcess server;
+  server.process = std::make_unique<Process>(argv, out_base + ".out", out_base + ".err");
+  const auto end = std::chrono::steady_clock::now() + Scaled(std::chrono::seconds(20));
+  while (std::chrono::steady_clock::now() < end && server.process->Running()) {
+    const std::string out = server.process->Stdout();
+    const size_t p = out.find("listening on port "), m = out.find("metrics on port ");
+    const size_t last = metrics ? m : p;
+    if (p != std::string::npos && last != std::string::npos && out.find('\n', last) != std::string::npos) {
+      server.address = "127.0.0.1:" + std::to_string(std::stoi(out.substr(p + 18)));
+      if (metrics) server.metrics_port = std::stoi(out.substr(m + 16));
+      return server;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return server;
 }
 
 }  // namespace tuneforge::testing

@@ -98,15 +98,22 @@ TEST_F(SystemdUnitsTest, UnitsShipWithTlsAndTokens) {
   EXPECT_TRUE(Contains(nightly, "--tls-ca", "/etc/tuneforge/tls.crt"));
 
   // The binaries take these command lines: without the secret files they stop at the
-  // first missing one and name it (this machine has no /etc/tuneforge), not at a flag.
-  ASSERT_FALSE(std::filesystem::exists("/etc/tuneforge/tokens"));
-  auto s = RunCommand(server, dir_);
+  // first missing one and name it, not at a flag. The unit's /etc/tuneforge is
+  // replaced by an empty scratch directory, so a machine with tuneforge installed
+  // (its real /etc/tuneforge) runs the same check.
+  const std::string etc = dir_ + "/etc-tuneforge/";
+  std::filesystem::create_directories(etc);
+  auto scratch = [&](std::vector<std::string> argv) {
+    for (std::string& a : argv)
+      if (a.rfind("/etc/tuneforge/", 0) == 0) a = etc + a.substr(15);
+    return argv;
+  };
+  auto s = RunCommand(scratch(server), dir_);
   EXPECT_NE(s.exit_code, 0);
-  EXPECT_NE(s.err.find("cannot read tokens file /etc/tuneforge/tokens"), std::string::npos)
-      << s.err;
-  auto a = RunCommand(agent, dir_);
+  EXPECT_NE(s.err.find("cannot read tokens file " + etc + "tokens"), std::string::npos) << s.err;
+  auto a = RunCommand(scratch(agent), dir_);
   EXPECT_NE(a.exit_code, 0);
-  EXPECT_NE(a.err.find("cannot read secret file /etc/tuneforge/"), std::string::npos) << a.err;
+  EXPECT_NE(a.err.find("cannot read secret file " + etc), std::string::npos) << a.err;
 }
 
 TEST_F(SystemdUnitsTest, ATypoIsCaught) {

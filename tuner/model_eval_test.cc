@@ -308,7 +308,7 @@ void ExpectHeldOutAccuracyOnPools(const std::string& file, const char* task_a, c
 // Figures at the time of writing: cold 33 and 54 trials, from the other shape's records
 // 14 and 48, from a log model of it alone 12 and 22, of it and the three others 18
 // and 7 (random expects 136.5 and 187.6; the warm goal allows 22.75 and 31.3).
-TEST(ModelEvalTest, GuidedSearchOnRecordedMeasurementsBeatsRandomWidely) {
+TEST(ModelEvalTest, SimulatedSearchOnRecordedMeasurementsBeatsRandomWidely) {
   ExpectSearchBeatsRandomOnPools("matmul_pool_records.jsonl", 1500, "matmul M=256 N=256 K=256",
                                  "256^3", "matmul M=128 N=768 K=192", "128x768x192", 3, 6,
                                  "matmul_log_pool_records.jsonl");
@@ -340,7 +340,7 @@ constexpr char kConvDeep[] = "conv2d N=1 C=256 H=14 W=14 K=256 R=3 S=3 stride=1 
 constexpr char kDenseSquare[] = "dense M=128 N=768 K=768 bias=1 relu=0";
 constexpr char kDenseWide[] = "dense M=128 N=3072 K=768 bias=1 relu=1";
 
-TEST(ModelEvalTest, GuidedSearchOnRecordedConvolutionsBeatsRandomWidely) {
+TEST(ModelEvalTest, SimulatedSearchOnRecordedConvolutionsBeatsRandomWidely) {
   ExpectSearchBeatsRandomOnPools("conv2d_pool_records.jsonl", 1000, kConvLarge, "128@28^2", kConvDeep,
                                  "256@14^2", 6, 6, "conv2d_strided_pool_records.jsonl");
 }
@@ -349,7 +349,7 @@ TEST(ModelEvalTest, RanksHeldOutRecordedConvolutions) {
   ExpectHeldOutAccuracyOnPools("conv2d_pool_records.jsonl", kConvLarge, kConvDeep, 0.88);
 }
 
-TEST(ModelEvalTest, GuidedSearchOnRecordedDenseLayersBeatsRandomWidely) {
+TEST(ModelEvalTest, SimulatedSearchOnRecordedDenseLayersBeatsRandomWidely) {
   ExpectSearchBeatsRandomOnPools("dense_pool_records.jsonl", 1000, kDenseSquare, "128x768x768",
                                  kDenseWide, "128x3072x768", 3, 0);
 }
@@ -372,7 +372,7 @@ TEST(ModelEvalTest, RanksHeldOutRecordedDenseLayers) {
 constexpr char kConvStrided56[] = "conv2d N=1 C=64 H=56 W=56 K=128 R=3 S=3 stride=2 pad=1";
 constexpr char kConvStrided28[] = "conv2d N=1 C=128 H=28 W=28 K=256 R=3 S=3 stride=2 pad=1";
 
-TEST(ModelEvalTest, GuidedSearchOnRecordedStridedConvolutionsBeatsRandomWidely) {
+TEST(ModelEvalTest, SimulatedSearchOnRecordedStridedConvolutionsBeatsRandomWidely) {
   ExpectSearchBeatsRandomOnPools("conv2d_strided_pool_records.jsonl", 1000, kConvStrided56,
                                  "64->128 s2", kConvStrided28, "128->256 s2", 3, 6,
                                  "conv2d_pool_records.jsonl");

@@ -183,7 +183,7 @@ TEST(SearchPolicyTest, ModelSaysWhenItFallsBackToRandom) {
 
 // No silent fallback: a hardware prior whose features are not in the layout (the
 // register tile's, switched off) says which terms count 0; with them, no notice.
-TEST(SearchPolicyTest, HardwarePriorSaysWhichFeaturesItLacks) {
+TEST(CostModelTest, HardwarePriorSaysWhichFeaturesItLacks) {
   PolicyContext ctx = Context("matmul M=128 N=128 K=128", 5);
   ModelPolicyOptions full;
   EXPECT_TRUE(ModelPolicy(ctx, full).TakeWarnings().empty());
@@ -645,7 +645,7 @@ TEST(SearchPolicyTest, ModelBeatsRandomWithKnobsThatHardlyMatter) {
 
 // The model ranks held-out configs far better than chance (0.5), and a model trained
 // only on another shape of matmul (transfer learning) also ranks this shape's configs.
-TEST(SearchPolicyTest, ModelRanksHeldOutConfigsAndTransfers) {
+TEST(CostModelTest, ModelRanksHeldOutConfigsAndTransfers) {
   PolicyContext ctx = Context("matmul M=256 N=256 K=256", 11);
   PolicyContext other = Context("matmul M=128 N=384 K=192", 12);
   ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
@@ -699,7 +699,7 @@ std::vector<float> TrainedScores(const PolicyContext& ctx, const ModelPolicyOpti
   return out.ok() ? *out : std::vector<float>{};
 }
 
-TEST(SearchPolicyTest, ScoringThreadsDoNotChangeScores) {
+TEST(CostModelTest, ScoringThreadsDoNotChangeScores) {
   PolicyContext ctx = Context("matmul M=256 N=256 K=256", 13);
   ConfigSpace space = ctx.tmpl->Space(ctx.task, ctx.target);
   std::mt19937_64 rng(7);
@@ -736,7 +736,7 @@ struct StoreFixture {
   PolicyContext ctx;
 };
 
-TEST(SearchPolicyTest, ModelStoreRoundTrip) {
+TEST(CostModelTest, ModelStoreRoundTrip) {
   StoreFixture fx("model_store_test");
   DirectoryModelStore& store = fx.store;
   const PolicyContext& ctx = fx.ctx;
@@ -770,7 +770,7 @@ TEST(SearchPolicyTest, ModelStoreRoundTrip) {
 
 // A stored model of another feature layout (e.g. saved before kFeatureVersion changed,
 // under a key written by hand) is not loaded: scoring its rows would be wrong or fail.
-TEST(SearchPolicyTest, StoredModelOfAnotherFeatureLengthIsIgnored) {
+TEST(CostModelTest, StoredModelOfAnotherFeatureLengthIsIgnored) {
   StoreFixture fx("model_store_len");
   const PolicyContext& ctx = fx.ctx;
   costmodel::XgbModel other;
