@@ -101,10 +101,11 @@ std::string CostModel::OwnModelKey() const {
   return key + "/hw" + weight.str();
 }
 
-void CostModel::AddOwn(const Config& config, double throughput) {
-  auto it = own_.emplace(config.ToJson(), 0.0).first;
+bool CostModel::AddOwn(const Config& config, double throughput) {
+  auto [it, fresh] = own_.emplace(config.ToJson(), 0.0);
   it->second = std::max(it->second, throughput);
   dirty_ = true;
+  return fresh;
 }
 
 bool CostModel::WantsOtherTasks() const {

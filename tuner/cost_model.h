@@ -72,8 +72,9 @@ class CostModel {
   CostModel(const PolicyContext& context, CostModelOptions options);
 
   // A measured config of the task (every knob set): its throughput (FLOP/s; 0 for a
-  // failed one) becomes a row, the best of repeated measurements.
-  void AddOwn(const Config& config, double throughput);
+  // failed one) becomes a row, the best of repeated measurements. True when the config
+  // is new.
+  bool AddOwn(const Config& config, double throughput);
   // A record of another task. Taken (true) when it is of the same template, version,
   // target and operator, lowers, and the cap (max_transfer_records) is not reached.
   bool AddOtherTask(const TuningRecord& record);
@@ -96,6 +97,8 @@ class CostModel {
   // Where the own model is kept between jobs: ModelKey, followed by "/hw<weight>" when
   // it is trained on top of the hardware prior.
   std::string OwnModelKey() const;
+  // The task's measured configs (Config::ToJson of every knob) and their best throughput.
+  const std::map<std::string, double>& own_throughput() const { return own_; }
   int rows() const { return static_cast<int>(own_.size()) + other_rows_; }
   int other_task_rows() const { return other_rows_; }
   double last_train_seconds() const { return last_train_seconds_; }

@@ -56,12 +56,8 @@ void ModelPolicy::Observe(const std::vector<TuningRecord>& records) {
       continue;
     }
     const Config full = space_.WithDefaults(*c);  // a missing knob is its default
-    const std::string key = full.ToJson();
-    visited_.insert(key);
-    auto [it, fresh] = own_.emplace(key, 0.0);
-    it->second = std::max(it->second, RecordThroughput(r));
-    cost_model_.AddOwn(full, RecordThroughput(r));
-    if (fresh) {
+    visited_.insert(full.ToJson());
+    if (cost_model_.AddOwn(full, RecordThroughput(r))) {
       CountStructural(full);
       for (const Knob& k : space_.knobs()) ++value_count_[KnobValue(k, full)];
     }
@@ -88,7 +84,7 @@ std::vector<Config> ModelPolicy::PriorConfigs(int n) {
   for (size_t i : BestScoredFirst(prior)) ranked.push_back(&pool[i]);
   // Distinct from the measured configs too: this runs for the first few batches.
   std::vector<Config> near;
-  for (const auto& [key, t] : own_) {
+  for (const auto& [key, t] : cost_model_.own_throughput()) {
     absl::StatusOr<Config> c = Config::FromJson(key);
     if (c.ok()) near.push_back(*std::move(c));
   }
@@ -198,7 +194,7 @@ std::vector<Config> ModelPolicy::Propose(int n) {
   proposer_ = "model";
   if (n <= 0) return {};
   if (options_.early_batch > 0 && !cost_model_.has_log_model() && cost_model_.other_task_rows() == 0 &&
-      static_cast<int>(own_.size()) < options_.early_batch_rows)
+      static_cast<int>(cost_model_.own_throughput().size()) < options_.early_batch_rows)
     n = std::min(n, options_.early_batch);
   absl::Status st = cost_model_.Update();
   if (!st.ok()) {
@@ -212,7 +208,7 @@ std::vector<Config> ModelPolicy::Propose(int n) {
 
   // Start points: the best measured configs, then random ones.
   std::vector<std::pair<double, std::string>> measured;
-  for (const auto& [key, t] : own_)
+  for (const auto& [key, t] : cost_model_.own_throughput())
     if (t > 0) measured.emplace_back(t, key);
   std::sort(measured.rbegin(), measured.rend());
   std::vector<Config> current;

@@ -134,8 +134,6 @@ class ModelPolicy : public SearchPolicy {
   std::set<std::string> visited_;
   std::string proposer_ = "model";    // see SearchPolicy::last_proposer
   std::vector<std::string> warnings_;  // see SearchPolicy::TakeWarnings
-  // Own task: best throughput (FLOP/s) per config; 0 = failed.
-  std::map<std::string, double> own_;
   // Measured configs (own and other tasks') per structural knob value ("knob=value").
   std::map<std::string, int> structural_count_;
   // Own measured configs per knob value ("knob=value"), every knob (IncumbentProbes).

@@ -794,6 +794,5 @@ TEST(CostModelTest, StoredModelOfAnotherFeatureLengthIsIgnored) {
   EXPECT_NE(warnings[0].find("stored cost model ignored"), std::string::npos) << warnings[0];
 }
 
-
 }  // namespace
 }  // namespace tuneforge
