@@ -47,7 +47,8 @@ constexpr const char* kProductUsage =
     "  Each run's best config is timed again in this process, every run of a case\n"
     "  interleaved over K rounds (default 5). Prints model / random: the sums of the\n"
     "  re-timed best GFLOP/s over the seeds, per case and per operator (and the jobs'\n"
-    "  own figures beside).\n"
+    "  own figures beside), and for context the machine's measured FMA peak (each\n"
+    "  policy's mean as a fraction of it) and the strongest vendor library's figure.\n"
     "  --case    default: two GEMMs and two convolutions no suite, test or model of the\n"
     "            repository tunes (unseen by any stored record)\n";
 
@@ -200,6 +201,12 @@ absl::StatusOr<int> BenchSearchProductCommand(const std::vector<std::string>& ar
   nlohmann::json out = {{"cpu", CpuModelName()}, {"llvm_cpu", host.cpu}, {"threads", host.num_threads},
                         {"trials", trials}, {"random_trials", trials * factor}, {"seeds", seeds},
                         {"retime_rounds", rounds}, {"cases", nlohmann::json::array()}};
+  // How much room the search has: the machine's FMA peak, and per case the strongest
+  // vendor library. Where random search already reaches most of the peak, no policy
+  // can be far ahead of it.
+  const double peak = MeasureFmaPeakGflops(host.num_threads);
+  out["fma_peak_gflops"] = peak;
+  if (!json) std::printf("measured FMA peak %.1f GFLOP/s on %d threads\n", peak, host.num_threads);
   std::map<std::string, Sums> by_op;
   Sums all;
   for (const TuningTask& task : tasks) {
@@ -228,13 +235,28 @@ absl::StatusOr<int> BenchSearchProductCommand(const std::vector<std::string>& ar
     }
     case_json["model_over_random"] = sums.ratio();
     case_json["model_over_random_job"] = sums.job_ratio();
+    case_json["model_peak_fraction"] = sums.model / static_cast<double>(seeds) / peak;
+    case_json["random_peak_fraction"] = sums.random / static_cast<double>(seeds) / peak;
+    absl::StatusOr<VendorSpeed> vendor = StrongestVendor(task, host.num_threads);
+    if (vendor.ok()) {
+      case_json["vendor"] = {{"name", vendor->name}, {"gflops", vendor->gflops}};
+    } else {
+      case_json["vendor"] = {{"error", std::string(vendor.status().message())}};
+    }
     out["cases"].push_back(case_json);
     if (!json) {
       std::printf("%-58s", task.CanonicalText().c_str());
       for (const ProductRun& r : runs)
         std::printf(" %s%llu %.1f", r.policy == "model" ? "m" : "r", static_cast<unsigned long long>(r.seed),
                     r.retimed_gflops);
-      std::printf("\n  model/random %.3f (jobs' own figures %.3f)\n", sums.ratio(), sums.job_ratio());
+      std::printf("\n  model/random %.3f (jobs' own figures %.3f); means at %.0f%% / %.0f%% of the FMA peak; ",
+                  sums.ratio(), sums.job_ratio(), 100 * case_json["model_peak_fraction"].get<double>(),
+                  100 * case_json["random_peak_fraction"].get<double>());
+      if (vendor.ok()) {
+        std::printf("strongest vendor %s %.1f GFLOP/s\n", vendor->name.c_str(), vendor->gflops);
+      } else {
+        std::printf("no vendor figure: %s\n", std::string(vendor.status().message()).c_str());
+      }
       std::fflush(stdout);
     }
   }

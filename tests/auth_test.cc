@@ -71,7 +71,7 @@ class AuthTest : public ::testing::Test {
   std::unique_ptr<grpc::ClientContext> Ctx(const std::string& token) {
     auto ctx = std::make_unique<grpc::ClientContext>();
     AddToken(ctx.get(), token);
-    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    ctx->set_deadline(std::chrono::system_clock::now() + testing::Scaled(std::chrono::seconds(20)));
     return ctx;
   }
   grpc::StatusCode Submit(const std::string& token, std::string* job_id = nullptr) {
@@ -215,14 +215,16 @@ TEST_F(AuthTest, AgentStreamsCannotBeHijacked) {
   auto first = agents_->Connect(first_ctx.get());
   ASSERT_TRUE(first->Write(hello(reg.agent_id(), reg.session_token())));
   // Wait until the server has the legitimate stream.
-  bool connected = false;
-  for (int i = 0; i < 200 && !connected; ++i) {
-    v1::FarmStatus status;
-    ASSERT_TRUE(farm_->Status(Ctx(kAdmin).get(), v1::FarmStatusRequest(), &status).ok());
-    for (const v1::AgentStatus& a : status.agents())
-      connected |= a.agent_id() == reg.agent_id() && a.state() != "lost";
-    if (!connected) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  const bool connected = testing::WaitFor(
+      [&] {
+        v1::FarmStatus status;
+        grpc::Status st = farm_->Status(Ctx(kAdmin).get(), v1::FarmStatusRequest(), &status);
+        EXPECT_TRUE(st.ok()) << st.error_message();
+        for (const v1::AgentStatus& a : status.agents())
+          if (a.agent_id() == reg.agent_id() && a.state() != "lost") return true;
+        return false;
+      },
+      std::chrono::seconds(10));
   ASSERT_TRUE(connected);
   EXPECT_EQ(attempt(kAgent, reg.agent_id(), reg.session_token()),
             grpc::StatusCode::ALREADY_EXISTS);  // a second stream for a connected id
@@ -392,10 +394,12 @@ TEST_F(AuthTest, UsersSeeAndCancelOnlyTheirOwnJobsAdminsAll) {
   ASSERT_TRUE(tuning_->GetJob(Ctx(kAlice).get(), req, &status).ok());
   EXPECT_NE(status.state(), v1::CANCELLED);
   EXPECT_EQ(Cancel(kAdmin, job), grpc::StatusCode::OK);
-  for (int i = 0; i < 200 && status.state() != v1::CANCELLED; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    ASSERT_TRUE(tuning_->GetJob(Ctx(kAlice).get(), req, &status).ok());
-  }
+  testing::WaitFor(
+      [&] {
+        EXPECT_TRUE(tuning_->GetJob(Ctx(kAlice).get(), req, &status).ok());
+        return status.state() == v1::CANCELLED;
+      },
+      std::chrono::seconds(10));
   EXPECT_EQ(status.state(), v1::CANCELLED);
 }
 
@@ -462,7 +466,7 @@ class MutualTlsTest : public ::testing::Test {
   static std::unique_ptr<grpc::ClientContext> Ctx(const std::string& token) {
     auto ctx = std::make_unique<grpc::ClientContext>();
     AddToken(ctx.get(), token);
-    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    ctx->set_deadline(std::chrono::system_clock::now() + testing::Scaled(std::chrono::seconds(20)));
     return ctx;
   }
   static grpc::Status Register(const std::shared_ptr<grpc::Channel>& channel,
@@ -510,15 +514,16 @@ TEST_F(MutualTlsTest, AgentsAreBoundToTheirCertificates) {
   hello.set_hello_session_token(reg.session_token());
   ASSERT_TRUE(stream->Write(hello));
   auto farm = v1::FarmService::NewStub(Channel(""));  // users need no certificate
-  bool connected = false;
-  for (int i = 0; i < 200 && !connected; ++i) {
-    v1::FarmStatus status;
-    grpc::Status st = farm->Status(Ctx(kAdmin).get(), v1::FarmStatusRequest(), &status);
-    ASSERT_TRUE(st.ok()) << st.error_message();
-    for (const v1::AgentStatus& a : status.agents())
-      connected |= a.agent_id() == reg.agent_id() && a.state() != "lost";
-    if (!connected) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  const bool connected = testing::WaitFor(
+      [&] {
+        v1::FarmStatus status;
+        grpc::Status st = farm->Status(Ctx(kAdmin).get(), v1::FarmStatusRequest(), &status);
+        EXPECT_TRUE(st.ok()) << st.error_message();
+        for (const v1::AgentStatus& a : status.agents())
+          if (a.agent_id() == reg.agent_id() && a.state() != "lost") return true;
+        return false;
+      },
+      std::chrono::seconds(10));
   EXPECT_TRUE(connected);
   ctx->TryCancel();
   stream->Finish();

@@ -22,6 +22,7 @@ using testing::AgentArgv;
 using testing::Process;
 using testing::QuietCheck;
 using testing::RunCommand;
+using testing::WaitFor;
 
 const std::string kBin = TF_BIN_DIR;
 
@@ -39,9 +40,10 @@ class EndToEndTest : public ::testing::Test {
     if (!HasFailure()) std::filesystem::remove_all(dir_);
   }
 
-  // Starts the server on a free port; returns "127.0.0.1:PORT".
-  std::string StartServer(const std::string& db, const std::vector<std::string>& extra = {}) {
-    testing::ServerProcess server = testing::StartServerProcess(kBin, db, dir_ + "/server", extra);
+  // Starts the server on `listen` (a free port by default); returns "127.0.0.1:PORT".
+  std::string StartServer(const std::string& db, const std::vector<std::string>& extra = {},
+                          const std::string& listen = "127.0.0.1:0", const std::string& out = "server") {
+    testing::ServerProcess server = testing::StartServerProcess(kBin, db, dir_ + "/" + out, extra, listen);
     server_ = std::move(server.process);
     if (server.address.empty()) ADD_FAILURE() << "server did not start: " << server_->Stderr();
     return server.address;
@@ -301,15 +303,15 @@ TEST_F(EndToEndTest, EmbeddedServerRefusesCallersWithoutItsToken) {
                "--db", dir_ + "/private.db"},
               dir_ + "/cli.out", dir_ + "/cli.err");
   std::string address;
-  for (int i = 0; i < 400 && address.empty(); ++i) {
-    std::string err = cli.Stderr();
-    size_t p = err.find("embedded default: server on ");
-    if (p != std::string::npos) {
-      size_t begin = p + 28, end = err.find(',', begin);
-      if (end != std::string::npos) address = err.substr(begin, end - begin);
-    }
-    if (address.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  WaitFor(
+      [&] {
+        std::string err = cli.Stderr();
+        size_t p = err.find("embedded default: server on ");
+        size_t end = p == std::string::npos ? p : err.find(',', p + 28);
+        if (end != std::string::npos) address = err.substr(p + 28, end - p - 28);
+        return !address.empty();
+      },
+      std::chrono::seconds(20));
   ASSERT_FALSE(address.empty()) << cli.Stderr();
   auto other = RunCommand({kBin + "/tuneforge", "farm", "status", "--server", address}, dir_,
                           std::chrono::seconds(30));
@@ -347,12 +349,10 @@ TEST_F(EndToEndTest, JobWaitsForAgentsOfItsKeyAndCanBeCancelled) {
   Process cli({kBin + "/tuneforge", "tune", "--server", address, "--device-key", "nobody",
                "--task", "matmul M=8 N=8 K=8", "--trials", "2"},
               dir_ + "/cli.out", dir_ + "/cli.err");
-  bool waiting = false;
-  for (int i = 0; i < 200 && !waiting; ++i) {
-    waiting = cli.Stderr().find("waiting for an agent with device key 'nobody'") != std::string::npos;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  EXPECT_TRUE(waiting) << cli.Stderr();
+  EXPECT_TRUE(WaitFor(
+      [&] { return cli.Stderr().find("waiting for an agent with device key 'nobody'") != std::string::npos; },
+      std::chrono::seconds(10)))
+      << cli.Stderr();
   kill(cli.pid(), SIGINT);  // Ctrl-C cancels the job
   int code = cli.Wait(std::chrono::seconds(20));
   EXPECT_NE(code, 0);
@@ -372,12 +372,8 @@ TEST_F(EndToEndTest, JobWhoseTargetNoAgentMatchesWaitsAndSaysWhy) {
   const std::string why =
       "waiting for an agent with device key 'small' that can run target 'llvm -threads=64': "
       "the connected agents lack 64 threads";
-  bool waiting = false;
-  for (int i = 0; i < 400 && !waiting; ++i) {
-    waiting = cli.Stderr().find(why) != std::string::npos;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  EXPECT_TRUE(waiting) << cli.Stderr();
+  EXPECT_TRUE(WaitFor([&] { return cli.Stderr().find(why) != std::string::npos; }, std::chrono::seconds(20)))
+      << cli.Stderr();
   auto status = RunCommand({kBin + "/tuneforge", "farm", "status", "--server", address, "--json"},
                            dir_, std::chrono::seconds(30));
   ASSERT_EQ(status.exit_code, 0) << status.err;
@@ -465,12 +461,12 @@ TEST_F(EndToEndTest, KilledServerRestartsAndItsJobContinuesWithoutLoss) {
     return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
   };
   // Wait until part of the job is done, then kill -9 the server mid-job.
-  bool started = false;
-  for (int i = 0; i < 300 && !started; ++i) {
-    nlohmann::json f = status();
-    started = f.is_object() && f["jobs"].size() == 1 && f["jobs"][0]["trials_done"].get<int>() >= 8;
-    if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  const bool started = WaitFor(
+      [&] {
+        nlohmann::json f = status();
+        return f.is_object() && f["jobs"].size() == 1 && f["jobs"][0]["trials_done"].get<int>() >= 8;
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(100));
   ASSERT_TRUE(started) << server_->Stderr();
   server_->Kill(SIGKILL);
   // The client waits for the server to come back (up to 60 s) instead of giving up.
@@ -478,19 +474,15 @@ TEST_F(EndToEndTest, KilledServerRestartsAndItsJobContinuesWithoutLoss) {
   ASSERT_TRUE(cli.Running()) << cli.Stderr();
 
   // Restart on the same db and port; the agent reconnects by itself.
-  std::string port = address.substr(address.rfind(':') + 1);
-  server_ = std::make_unique<Process>(
-      std::vector<std::string>{kBin + "/tuneforge-server", "--listen", "127.0.0.1:" + port, "--db", db},
-      dir_ + "/server2.out", dir_ + "/server2.err");
+  ASSERT_EQ(StartServer(db, {}, address, "server2"), address);
   nlohmann::json job;
-  for (int i = 0; i < 900; ++i) {
-    nlohmann::json f = status();
-    if (f.is_object() && f["jobs"].size() == 1 && f["jobs"][0]["state"] == "SUCCEEDED") {
-      job = f["jobs"][0];
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
+  WaitFor(
+      [&] {
+        nlohmann::json f = status();
+        if (f.is_object() && f["jobs"].size() == 1 && f["jobs"][0]["state"] == "SUCCEEDED") job = f["jobs"][0];
+        return job.is_object();
+      },
+      std::chrono::seconds(180), std::chrono::milliseconds(200));
   ASSERT_TRUE(job.is_object()) << server_->Stderr() << agent.Stderr();
   EXPECT_EQ(job["trials_done"], kTrials);
   // The same client process re-attached to the job and reports its success.

@@ -39,8 +39,7 @@ TEST(LogFormatTest, ServerLogsOneJsonObjectPerLine) {
     Process server({kBin + "/tuneforge-server", "--listen", "127.0.0.1:0", "--db", dir + "/l.db",
                     "--log-format", "json", "--verbose"},
                    dir + "/server.out", dir + "/server.err");
-    for (int i = 0; i < 200 && server.Stdout().find('\n') == std::string::npos; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    testing::WaitFor([&] { return server.Stdout().find('\n') != std::string::npos; }, std::chrono::seconds(10));
     ASSERT_NE(server.Stdout().find("listening on port"), std::string::npos) << server.Stderr();
     EXPECT_EQ(server.Kill(SIGTERM), 0);
     std::istringstream lines(server.Stderr());

@@ -77,11 +77,12 @@ class ObservabilityTest : public ::testing::Test {
   // Scrapes until `series` has `value` (bounded: ~20 s); returns the last scrape.
   Exposition ScrapeUntil(const std::string& series, double value) {
     Exposition e;
-    for (int i = 0; i < 200; ++i) {
-      e = Scrape();
-      if (e.Get(series) == value) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    testing::WaitFor(
+        [&] {
+          e = Scrape();
+          return e.Get(series) == value;
+        },
+        std::chrono::seconds(20), std::chrono::milliseconds(100));
     return e;
   }
 
@@ -172,15 +173,16 @@ TEST_F(ObservabilityTest, ConfigFileSetsEndpointsAndMessageLimits) {
   Process server({kBin + "/tuneforge-server", "--config", config}, dir_ + "/server.out",
                  dir_ + "/server.err");
   int port = 0;
-  for (int i = 0; i < 200 && !metrics_port_; ++i) {
-    std::string out = server.Stdout();
-    size_t p = out.find("listening on port "), m = out.find("metrics on port ");
-    if (p != std::string::npos && m != std::string::npos && out.find('\n', m) != std::string::npos) {
-      port = std::stoi(out.substr(p + 18));
-      metrics_port_ = std::stoi(out.substr(m + 16));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  testing::WaitFor(
+      [&] {
+        std::string out = server.Stdout();
+        size_t p = out.find("listening on port "), m = out.find("metrics on port ");
+        if (p == std::string::npos || m == std::string::npos || out.find('\n', m) == std::string::npos) return false;
+        port = std::stoi(out.substr(p + 18));
+        metrics_port_ = std::stoi(out.substr(m + 16));
+        return true;
+      },
+      std::chrono::seconds(10));
   ASSERT_GT(metrics_port_, 0) << server.Stderr();
   EXPECT_EQ(http::Get("127.0.0.1", metrics_port_, "/healthz").status, 200);
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/cfg.db"));

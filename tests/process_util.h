@@ -44,6 +44,19 @@ std::chrono::milliseconds Scaled(Duration d) {
       std::chrono::duration_cast<std::chrono::milliseconds>(d).count() * TimeScale()));
 }
 
+// Calls `done` every `poll` until it returns true or Scaled(`timeout`) has passed;
+// returns its last answer. Every test that waits for another process to get somewhere
+// waits through this, so a loaded machine stretches the wait instead of failing it.
+template <typename Predicate, typename Duration>
+bool WaitFor(Predicate done, Duration timeout, std::chrono::milliseconds poll = std::chrono::milliseconds(50)) {
+  const auto end = std::chrono::steady_clock::now() + Scaled(timeout);
+  while (true) {
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(poll);
+  }
+}
+
 // Whether a test's agent waits for quiet CPUs before each measurement (the agent's
 // default, --quiet-busy-pct 10, waiting up to 1 s and measuring again when disturbed).
 // A test chooses: on a loaded machine the wait is what makes a test slow, so only the
@@ -153,10 +166,10 @@ inline CommandResult RunCommand(const std::vector<std::string>& argv, const std:
   return r;
 }
 
-
-// A tuneforge-server child on a free loopback port: `bin_dir`'s tuneforge-server with
-// --listen 127.0.0.1:0 --db `db` and `extra` flags, its output in `out_base`.out/.err.
-// Every test that runs a server process starts it here.
+// A tuneforge-server child: `bin_dir`'s tuneforge-server with --listen `listen` (a free
+// loopback port unless a test restarts a server on its old port) --db `db` and `extra`
+// flags, its output in `out_base`.out/.err; returns once it says it listens. Every
+// test that runs a server process on the command line starts it here.
 struct ServerProcess {
   std::unique_ptr<Process> process;
   std::string address;   // "127.0.0.1:PORT"; empty when it did not start in time
@@ -164,24 +177,26 @@ struct ServerProcess {
 };
 inline ServerProcess StartServerProcess(const std::string& bin_dir, const std::string& db,
                                         const std::string& out_base,
-                                        const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> argv = {bin_dir + "/tuneforge-server", "--listen", "127.0.0.1:0", "--db", db};
+                                        const std::vector<std::string>& extra = {},
+                                        const std::string& listen = "127.0.0.1:0") {
+  std::vector<std::string> argv = {bin_dir + "/tuneforge-server", "--listen", listen, "--db", db};
   argv.insert(argv.end(), extra.begin(), extra.end());
   const bool metrics = std::find(extra.begin(), extra.end(), "--metrics-listen") != extra.end();
   ServerProcess server;
   server.process = std::make_unique<Process>(argv, out_base + ".out", out_base + ".err");
-  const auto end = std::chrono::steady_clock::now() + Scaled(std::chrono::seconds(20));
-  while (std::chrono::steady_clock::now() < end && server.process->Running()) {
-    const std::string out = server.process->Stdout();
-    const size_t p = out.find("listening on port "), m = out.find("metrics on port ");
-    const size_t last = metrics ? m : p;
-    if (p != std::string::npos && last != std::string::npos && out.find('\n', last) != std::string::npos) {
-      server.address = "127.0.0.1:" + std::to_string(std::stoi(out.substr(p + 18)));
-      if (metrics) server.metrics_port = std::stoi(out.substr(m + 16));
-      return server;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  WaitFor(
+      [&] {
+        if (!server.process->Running()) return true;
+        const std::string out = server.process->Stdout();
+        const size_t p = out.find("listening on port "), m = out.find("metrics on port ");
+        const size_t last = metrics ? m : p;
+        if (p == std::string::npos || last == std::string::npos || out.find('\n', last) == std::string::npos)
+          return false;
+        server.address = "127.0.0.1:" + std::to_string(std::stoi(out.substr(p + 18)));
+        if (metrics) server.metrics_port = std::stoi(out.substr(m + 16));
+        return true;
+      },
+      std::chrono::seconds(20));
   return server;
 }
 
