@@ -11,10 +11,15 @@ cd "$(dirname "$0")"
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=$(nproc)
 
-# build [TARGET...]: every target by default; the demo builds only what it runs.
+# build [TARGET...]: every target by default; the demo builds only what it runs and
+# installs only what that needs (no Python: the tests' reference outputs need it).
 build() {
-  scripts/install-deps
-  scripts/install-python-deps
+  if [ $# -gt 0 ]; then
+    scripts/install-deps --demo
+  else
+    scripts/install-deps
+    scripts/install-python-deps
+  fi
   cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
     -DTUNEFORGE_PYTHON="$PWD/${TUNEFORGE_VENV:-.venv}/bin/python" >/dev/null
   if [ $# -gt 0 ]; then

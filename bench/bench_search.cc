@@ -1414,6 +1414,303 @@ nlohmann::json jc = {{"task", c.task},
   return jc;
 }
 
+namespace {
+
+// What one `bench search` run (not --eval-db, not --product) does, from its flags.
+struct SearchBenchSpec {
+  std::string suite;
+  std::vector<std::string> cases;
+  int64_t trials = 0, random_trials = 0, seeds = 0, reference_trials = 0, label_rounds = 1;
+  int64_t retime = 0, retime_rounds = 0, retime_reach = 0, reach_line = 0;
+  std::pair<double, double> level_range, reach_range;
+  bool heuristics = false;
+  bool json = false;
+  std::string plot;  // no plot unless asked for, never into the working directory by default
+  std::string log;
+  Variant model_variant;
+};
+
+// The suite's cases, or --model's tasks, or --case's; the budgets and re-timing flags.
+absl::StatusOr<SearchBenchSpec> SpecFromFlags(const Flags& flags) {
+  SearchBenchSpec spec;
+  spec.suite = flags.Get("suite", "quick");
+  ASSIGN_OR_RETURN(SuiteCases of_suite, CasesOfSuite(spec.suite));
+  spec.cases = of_suite.cases;
+  int default_trials = of_suite.trials, default_seeds = of_suite.seeds;
+  int random_factor = of_suite.random_factor;  // the random policy's budget as a multiple of --trials
+  if (flags.Has("model")) {
+    if (flags.Has("case") || flags.Has("suite"))
+      return absl::InvalidArgumentError("--model takes the model's tasks: not with --case or --suite");
+    const std::string path = flags.Get("model");
+    ASSIGN_OR_RETURN(frontend::OnnxModel model, frontend::ReadOnnxModel(path));
+    RETURN_IF_ERROR(frontend::CheckSupported(model));
+    ASSIGN_OR_RETURN(graph::Graph g, graph::ImportOnnx(model));
+    ASSIGN_OR_RETURN(graph::TaskTable table, graph::ExtractTasks(g));
+    if (table.tasks.empty()) return absl::InvalidArgumentError(path + " has no tuning task");
+    spec.cases.clear();
+    for (const graph::ExtractedTask& t : table.tasks) spec.cases.push_back(t.task);
+    spec.suite = "model " + path;
+    default_trials = 64;
+    default_seeds = 3;
+    random_factor = 3;
+  }
+  if (flags.Has("case")) {
+    // Several tasks separated by ';' run together, as a suite's cases (transfer among
+    // those of one op).
+    spec.cases.clear();
+    for (absl::string_view part : absl::StrSplit(flags.Get("case"), ';')) {
+      std::string task(absl::StripAsciiWhitespace(part));
+      if (task.empty())
+        return absl::InvalidArgumentError("--case '" + flags.Get("case") + "' has an empty task");
+      spec.cases.push_back(std::move(task));
+    }
+  }
+  ASSIGN_OR_RETURN(spec.trials, flags.GetInt("trials", default_trials, 8, 100000));
+  ASSIGN_OR_RETURN(spec.seeds, flags.GetInt("seeds", default_seeds, 1, 100));
+  ASSIGN_OR_RETURN(spec.reference_trials, flags.GetInt("reference-trials", 0, 0, 100000));
+  ASSIGN_OR_RETURN(spec.random_trials,
+                   flags.GetInt("random-trials", random_factor * spec.trials, spec.trials, 100000));
+  ASSIGN_OR_RETURN(spec.label_rounds, flags.GetInt("label-rounds", 1, 1, 20));
+  ASSIGN_OR_RETURN(spec.retime, flags.GetInt("retime", 32, 0, 1000));
+  ASSIGN_OR_RETURN(spec.retime_rounds, flags.GetInt("retime-rounds", 5, 1, 100));
+  ASSIGN_OR_RETURN(spec.retime_reach, flags.GetInt("retime-reach", 512, 0, 100000));
+  ASSIGN_OR_RETURN(spec.reach_line, flags.GetInt("retime-reach-line", 95, 1, 100));
+  ASSIGN_OR_RETURN(spec.level_range, PercentRange(flags, "retime-level-range"));
+  ASSIGN_OR_RETURN(spec.reach_range, PercentRange(flags, "retime-reach-range"));
+  spec.heuristics = flags.Has("heuristics");
+  spec.json = flags.Has("json");
+  spec.plot = flags.Get("plot", "");
+  spec.log = flags.Get("log", "");
+  if (flags.Has("variant")) {
+    ASSIGN_OR_RETURN(spec.model_variant, FindVariant(flags.Get("variant")));
+  }
+  return spec;
+}
+
+// --log: per case, the shared log's records of the case's operator in other shapes,
+// read before anything is measured (so this run's own records, when the log is the
+// measurement file, are not part of it).
+absl::StatusOr<std::vector<std::vector<TuningRecord>>> LogOthers(const std::string& path,
+                                                                 const std::vector<std::string>& cases,
+                                                                 const Target& target) {
+  DatabaseOptions o;
+  o.path = path;
+  o.create_if_missing = false;
+  o.read_only = true;
+  absl::StatusOr<std::unique_ptr<Database>> log = Database::Open(o);
+  if (!log.ok()) return absl::InvalidArgumentError("--log: " + std::string(log.status().message()));
+  // A case whose operator the log holds in no other shape (ResNet-18's one dense
+  // layer beside its conv2d layers) runs without warm runs, as a lone case of its
+  // op does without --log; a log that warms no case at all is the wrong file.
+  std::vector<std::vector<TuningRecord>> log_others;
+  std::vector<std::string> without;
+  for (const std::string& text : cases) {
+    ASSIGN_OR_RETURN(TuningTask task, ParseTask(text));
+    ASSIGN_OR_RETURN(std::vector<TuningRecord> others, OtherShapesInLog(**log, task, target));
+    if (others.empty())
+      without.push_back(task.op() + " in a shape other than '" + task.CanonicalText() + "' on " + target.Key());
+    log_others.push_back(std::move(others));
+  }
+  if (without.size() == cases.size())
+    return absl::InvalidArgumentError("--log " + path + " holds no record of " +
+                                      absl::StrJoin(without, ", nor of ") + " (with its template's version)");
+  for (const std::string& w : without)
+    std::fprintf(stderr, "--log %s holds no record of %s: that case runs without warm runs\n", path.c_str(),
+                 w.c_str());
+  return log_others;
+}
+
+// Every case's cold runs, then its transfer runs: each case again with the model
+// pre-trained on the records the other cases of the same operator measured (another
+// shape, same target), or with --log on the log's records of the other shapes.
+absl::StatusOr<std::vector<CaseResult>> RunCases(const SearchBenchSpec& spec, const Target& target,
+                                                 Database* measurements,
+                                                 std::vector<std::vector<TuningRecord>> log_others) {
+  std::vector<std::unique_ptr<SearchBench>> benches;
+  for (const std::string& text : spec.cases) {
+    ASSIGN_OR_RETURN(TuningTask task, ParseTask(text));
+    if (!spec.json)
+      std::fprintf(stderr, "%s: %lld trials (random %lld) x %lld seeds per policy\n", task.CanonicalText().c_str(),
+                   static_cast<long long>(spec.trials), static_cast<long long>(spec.random_trials),
+                   static_cast<long long>(spec.seeds));
+    benches.push_back(std::make_unique<SearchBench>(
+        task, target, static_cast<int>(spec.trials), static_cast<int>(spec.random_trials),
+        static_cast<int>(spec.seeds), spec.json, static_cast<int>(spec.reference_trials), measurements,
+        spec.model_variant.options, LogOptionsFor(spec.model_variant)));
+    benches.back()->SetRetime(static_cast<int>(spec.retime), static_cast<int>(spec.retime_rounds),
+                              static_cast<int>(spec.retime_reach), static_cast<int>(spec.reach_line),
+                              spec.level_range, spec.reach_range);
+    benches.back()->SetHeuristics(spec.heuristics);
+    benches.back()->SetLabelRounds(static_cast<int>(spec.label_rounds));
+    RETURN_IF_ERROR(benches.back()->Run());
+  }
+  std::vector<std::vector<TuningRecord>> measured;
+  for (const auto& b : benches) measured.push_back(b->Records());
+  for (size_t i = 0; i < benches.size(); ++i) {
+    std::vector<TuningRecord> others;
+    if (!log_others.empty()) {
+      others = std::move(log_others[i]);
+    } else {
+      for (size_t j = 0; j < benches.size(); ++j)
+        if (j != i && measured[j].front().workload.op == measured[i].front().workload.op)
+          others.insert(others.end(), measured[j].begin(), measured[j].end());
+    }
+    if (!others.empty() && !spec.json)
+      std::fprintf(stderr, "%s: model+transfer from %zu records of other shapes%s\n", spec.cases[i].c_str(),
+                   others.size(), log_others.empty() ? "" : " in --log");
+    RETURN_IF_ERROR(benches[i]->RunTransfer(others));
+  }
+  std::vector<CaseResult> results;
+  for (const auto& b : benches) {
+    ASSIGN_OR_RETURN(CaseResult r, b->Finish());
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+const char* const kSearchBenchNote = "same-budget runs through one measurement cache; conv2d and dense: --suite ops";
+
+// The report: the run's settings, every case (CaseJson) and the goals met over cases.
+nlohmann::json ReportJson(const SearchBenchSpec& spec, const std::vector<CaseResult>& results,
+                          double retrain_5000, double retrain_cpu) {
+  nlohmann::json out = {{"suite", spec.suite},
+                        {"trials", spec.trials},
+                        {"random_trials", spec.random_trials},
+                        {"model_variant", spec.model_variant.name.empty() ? "default" : spec.model_variant.name},
+                        {"seeds", spec.seeds},
+                        {"heuristics", spec.heuristics},
+                        {"log", spec.log},
+                        {"label_rounds", spec.label_rounds},
+                        {"retime_configs", spec.retime},
+                        {"retime_rounds", spec.retime_rounds},
+                        {"retime_reach", spec.retime_reach},
+                        {"retime_reach_line_percent", spec.reach_line},
+                        {"retrain_seconds_5000_rows", retrain_5000},
+                        {"retrain_cpu_seconds_5000_rows", retrain_cpu},
+                        {"note", kSearchBenchNote},
+                        {"cases", nlohmann::json::array()}};
+  for (const CaseResult& c : results) {
+    nlohmann::json jc = CaseJson(c, spec.trials, spec.random_trials);
+    for (const auto& [goal, ok] : jc["goals_met"].items()) {
+      nlohmann::json& n = out["goals_met"][goal];
+      if (n.is_null()) n = {{"cases", 0}, {"met", 0}};
+      n["cases"] = n["cases"].get<int>() + 1;
+      n["met"] = n["met"].get<int>() + (ok.get<bool>() ? 1 : 0);
+    }
+    out["cases"].push_back(jc);
+  }
+  return out;
+}
+
+// The text report of one case (`jc`: CaseJson's).
+void PrintCase(const nlohmann::json& jc, const SearchBenchSpec& spec) {
+  const std::vector<int> checkpoints = {32, 64, 128, 192, 256, 512};
+  const int64_t max_budget = std::max(spec.trials, spec.random_trials);
+  std::printf("\n%s (best known %.1f GFLOP/s: the best of %d random trials",
+              jc["task"].get<std::string>().c_str(), jc["best_known_gflops"].get<double>(),
+              jc["best_known_random_trials"].get<int>());
+  if (jc["reference_random_trials"].get<int>() > 0)
+    std::printf(", a run of %d of them found %.1f", jc["reference_random_trials"].get<int>(),
+                jc["reference_random_best_gflops"].get<double>());
+  std::printf("; best measured by any run %.1f)\n", jc["best_measured_gflops"].get<double>());
+  if (jc["retimed"].contains("configs"))
+    std::printf("  re-timed: the best %d configs and %d probes%s, %d rounds each, level %.3f (from "
+                "%s; the best configs' own %.3f); best known from the cached numbers alone %.1f\n",
+                jc["retimed"]["configs"].get<int>(), jc["retimed"]["probes"].get<int>(),
+                jc["retimed"].contains("discarded")
+                    ? ""
+                    : (", then " + std::to_string(jc["retimed"]["reach"].get<int>()) + " of the " +
+                       std::to_string(jc["retimed"]["reach_wanted"].get<int>()) +
+                       " others within " +
+                       std::to_string(std::lround(100 * jc["retimed"]["reach_line"].get<double>())) +
+                       "% of the bar")
+                          .c_str(),
+                jc["retimed"]["rounds"].get<int>(), jc["retimed"]["level"].get<double>(),
+                jc["retimed"]["level_from"].get<std::string>().c_str(),
+                jc["retimed"]["top_level"].get<double>(), jc["best_known_cached_gflops"].get<double>());
+  if (jc["retimed"].contains("label_disagreement") && !jc["retimed"]["label_disagreement"].is_null())
+    std::printf("  labels against their re-timed medians (the level taken out, %d probes): "
+                "median %.1f%%, p90 %.1f%% apart\n",
+                jc["retimed"]["label_disagreement"]["probes"].get<int>(),
+                100 * jc["retimed"]["label_disagreement"]["median"].get<double>(),
+                100 * jc["retimed"]["label_disagreement"]["p90"].get<double>());
+  if (jc["retimed"].contains("discarded"))
+    std::printf("  re-timing discarded (%s): every figure below is a cached number\n",
+                jc["retimed"]["discarded"].get<std::string>().c_str());
+  if (jc["retimed"].contains("reach_level") && jc["retimed"]["reach"].get<int>() > 0)
+    std::printf("  the others' level %.3f (from %s)%s\n",
+                jc["retimed"]["reach_level"].get<double>(),
+                jc["retimed"]["reach_level_from"].get<std::string>().c_str(),
+                jc["retimed"].contains("reach_discarded") ? ", out of range: discarded" : "");
+  std::printf("  %-15s", "policy");
+  for (int t : checkpoints)
+    if (t <= max_budget) std::printf(" %7s", ("@" + std::to_string(t)).c_str());
+  std::printf("  to90%%  to95%%  (cached)  to95%% of best measured  (budget+1 = not reached)\n");
+  for (const char* p : {"random", "model", "model+transfer", "model+log"}) {
+    if (!jc["policies"].contains(p)) continue;
+    const auto& jp = jc["policies"][p];
+    std::printf("  %-15s", p);
+    for (int t : checkpoints) {
+      if (t > max_budget) continue;
+      if (jp.contains("best_gflops_at") && jp["best_gflops_at"].contains(std::to_string(t)))
+        std::printf(" %7.1f", jp["best_gflops_at"][std::to_string(t)].get<double>());
+      else
+        std::printf(" %7s", "-");
+    }
+    std::printf("  %5.0f  %5.0f  (%5.0f)  %5.0f\n", jp["trials_to_90"]["median"].get<double>(),
+                jp["trials_to_95"]["median"].get<double>(),
+                jp["trials_to_95_cached"]["median"].get<double>(),
+                jp["trials_to_95_of_best_measured"]["median"].get<double>());
+  }
+  // A ratio is a lower bound when random's median missed 95%, and says nothing when
+  // the policy's own median missed it.
+  auto print_ratio = [&](const char* policy, const char* key, const char* goal) {
+    if (!jc.contains(key)) return;
+    if (jc["policies"][policy]["trials_to_95"]["is_bound"].get<bool>()) {
+      std::printf("  trials to 95%%: %s did not reach 95%% in %lld (median) (goal %s)\n", policy,
+                  static_cast<long long>(spec.trials), goal);
+      return;
+    }
+    std::printf("  trials to 95%%: random / %s = %s%.2f (goal %s)\n", policy,
+                jc["random_trials_to_95_is_bound"].get<bool>() ? ">= " : "", jc[key].get<double>(),
+                goal);
+  };
+  print_ratio("model", "random_over_model_trials_to_95", ">= 3");
+  print_ratio("model+log", "random_over_log_trials_to_95", ">= 6");
+  if (jc.contains("model_at_budget"))
+    std::printf("  model at %lld trials %.1f vs random at %lld %.1f GFLOP/s (goal: model >= random)\n",
+                static_cast<long long>(spec.trials), jc["model_at_budget"].get<double>(),
+                static_cast<long long>(3 * spec.trials), jc["random_at_3x_budget"].get<double>());
+  if (jc.contains("scratch_over_transfer_trials_to_95"))
+    std::printf("  trials to 95%%: model from scratch / model+transfer (%d records) = %.2f "
+                "(goal >= 2)\n",
+                jc["transfer_records"].get<int>(),
+                jc["scratch_over_transfer_trials_to_95"].get<double>());
+  const auto& m = jc["model"];
+  for (const char* o : {"rank:pairwise", "reg:squarederror"}) {
+    if (!m.contains(o) || !m[o].contains("pairwise_accuracy")) continue;
+    std::printf(
+        "  cost model %-16s held-out pairwise accuracy %.3f, recall@%d %.2f, train %.3f s "
+        "(%d train / %d test configs)\n",
+        o, m[o]["pairwise_accuracy"].get<double>(), m[o]["k"].get<int>(),
+        m[o]["recall_at_k"].get<double>(), m[o]["train_seconds"].get<double>(),
+        m["train"].get<int>(), m["test"].get<int>());
+  }
+  if (m.contains("scoring")) {
+    const auto& sc = m["scoring"];
+    std::printf(
+        "  scoring %d fresh candidates: lower %.1f us + features %.1f us + predict %.1f us per "
+        "candidate (CPU time, 1 thread);\n  CostModel::Predict %.0f candidates/s on %d threads (%.1f us "
+        "CPU per candidate)\n",
+        sc["candidates"].get<int>(), sc["lower_us_per_candidate"].get<double>(),
+        sc["extract_us_per_candidate"].get<double>(), sc["predict_us_per_candidate"].get<double>(),
+        sc["score_candidates_per_second"].get<double>(), sc["scoring_threads"].get<int>(),
+        sc["score_cpu_us_per_candidate"].get<double>());
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
   if (std::find(args.begin(), args.end(), "--product") != args.end()) return BenchSearchProductCommand(args);
   ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"suite", "seeds", "trials", "case", "plot", "eval-db", "splits", "simulate", "bar-rank", "variant",
@@ -1440,300 +1737,45 @@ absl::StatusOr<int> BenchSearchCommand(const std::vector<std::string>& args) {
     return EvalDb(flags.Get("eval-db"), flags.Get("case"), static_cast<int>(splits), static_cast<int>(simulate),
                   simulate_options, flags.Get("variant"), flags.Has("json"));
   }
-  std::string suite = flags.Get("suite", "quick");
-  ASSIGN_OR_RETURN(SuiteCases of_suite, CasesOfSuite(suite));
-  std::vector<std::string> cases = of_suite.cases;
-  int default_trials = of_suite.trials, default_seeds = of_suite.seeds;
-  int random_factor = of_suite.random_factor;  // the random policy's budget as a multiple of --trials
-  if (flags.Has("model")) {
-    if (flags.Has("case") || flags.Has("suite"))
-      return absl::InvalidArgumentError("--model takes the model's tasks: not with --case or --suite");
-    const std::string path = flags.Get("model");
-    ASSIGN_OR_RETURN(frontend::OnnxModel model, frontend::ReadOnnxModel(path));
-    RETURN_IF_ERROR(frontend::CheckSupported(model));
-    ASSIGN_OR_RETURN(graph::Graph g, graph::ImportOnnx(model));
-    ASSIGN_OR_RETURN(graph::TaskTable table, graph::ExtractTasks(g));
-    if (table.tasks.empty()) return absl::InvalidArgumentError(path + " has no tuning task");
-    cases.clear();
-    for (const graph::ExtractedTask& t : table.tasks) cases.push_back(t.task);
-    suite = "model " + path;
-    default_trials = 64;
-    default_seeds = 3;
-    random_factor = 3;
-  }
-  if (flags.Has("case")) {
-    // Several tasks separated by ';' run together, as a suite's cases (transfer among
-    // those of one op).
-    cases.clear();
-    for (absl::string_view part : absl::StrSplit(flags.Get("case"), ';')) {
-      std::string task(absl::StripAsciiWhitespace(part));
-      if (task.empty())
-        return absl::InvalidArgumentError("--case '" + flags.Get("case") + "' has an empty task");
-      cases.push_back(std::move(task));
-    }
-  }
-  ASSIGN_OR_RETURN(int64_t trials, flags.GetInt("trials", default_trials, 8, 100000));
-  ASSIGN_OR_RETURN(int64_t seeds, flags.GetInt("seeds", default_seeds, 1, 100));
-  ASSIGN_OR_RETURN(int64_t reference_trials, flags.GetInt("reference-trials", 0, 0, 100000));
-  ASSIGN_OR_RETURN(int64_t random_trials,
-                   flags.GetInt("random-trials", random_factor * trials, trials, 100000));
-  ASSIGN_OR_RETURN(int64_t label_rounds, flags.GetInt("label-rounds", 1, 1, 20));
-  ASSIGN_OR_RETURN(int64_t retime, flags.GetInt("retime", 32, 0, 1000));
-  ASSIGN_OR_RETURN(int64_t retime_rounds, flags.GetInt("retime-rounds", 5, 1, 100));
-  ASSIGN_OR_RETURN(int64_t retime_reach, flags.GetInt("retime-reach", 512, 0, 100000));
-  ASSIGN_OR_RETURN(int64_t reach_line, flags.GetInt("retime-reach-line", 95, 1, 100));
-  ASSIGN_OR_RETURN(auto level_range, PercentRange(flags, "retime-level-range"));
-  ASSIGN_OR_RETURN(auto reach_range, PercentRange(flags, "retime-reach-range"));
-  bool json = flags.Has("json");
-  // No plot unless asked for, and then where asked: never into the working directory
-  // by default (a repository checkout's root).
-  std::string plot = flags.Get("plot", "");
-
-  Target target = DetectHostTarget("bench");
-  Variant model_variant;
-  if (flags.Has("variant")) {
-    ASSIGN_OR_RETURN(model_variant, FindVariant(flags.Get("variant")));
-  }
+  ASSIGN_OR_RETURN(const SearchBenchSpec spec, SpecFromFlags(flags));
+  const Target target = DetectHostTarget("bench");
   std::unique_ptr<Database> measurements;
   if (flags.Has("measurements")) {
     DatabaseOptions o;
     o.path = flags.Get("measurements");
     ASSIGN_OR_RETURN(measurements, Database::Open(o));
   }
-  // --log: every case's warm runs start from the shared log's other shapes, read
-  // before anything is measured (so this run's own records, when the log is the
-  // measurement file, are not part of it).
   std::vector<std::vector<TuningRecord>> log_others;
-  if (flags.Has("log")) {
-    DatabaseOptions o;
-    o.path = flags.Get("log");
-    o.create_if_missing = false;
-    o.read_only = true;
-    absl::StatusOr<std::unique_ptr<Database>> log = Database::Open(o);
-    if (!log.ok())
-      return absl::InvalidArgumentError("--log: " + std::string(log.status().message()));
-    // A case whose operator the log holds in no other shape (ResNet-18's one dense
-    // layer beside its conv2d layers) runs without warm runs, as a lone case of its
-    // op does without --log; a log that warms no case at all is the wrong file.
-    std::vector<std::string> without;
-    for (const std::string& text : cases) {
-      ASSIGN_OR_RETURN(TuningTask task, ParseTask(text));
-      ASSIGN_OR_RETURN(std::vector<TuningRecord> others, OtherShapesInLog(**log, task, target));
-      if (others.empty())
-        without.push_back(task.op() + " in a shape other than '" + task.CanonicalText() + "' on " +
-                          target.Key());
-      log_others.push_back(std::move(others));
-    }
-    if (without.size() == cases.size())
-      return absl::InvalidArgumentError("--log " + o.path + " holds no record of " +
-                                        absl::StrJoin(without, ", nor of ") +
-                                        " (with its template's version)");
-    for (const std::string& w : without)
-      std::fprintf(stderr, "--log %s holds no record of %s: that case runs without warm runs\n",
-                   o.path.c_str(), w.c_str());
+  if (!spec.log.empty()) {
+    ASSIGN_OR_RETURN(log_others, LogOthers(spec.log, spec.cases, target));
   }
-  std::vector<std::unique_ptr<SearchBench>> benches;
-  for (const std::string& text : cases) {
-    ASSIGN_OR_RETURN(TuningTask task, ParseTask(text));
-    if (!json)
-      std::fprintf(stderr, "%s: %lld trials (random %lld) x %lld seeds per policy\n",
-                   task.CanonicalText().c_str(), static_cast<long long>(trials),
-                   static_cast<long long>(random_trials), static_cast<long long>(seeds));
-    benches.push_back(std::make_unique<SearchBench>(task, target, static_cast<int>(trials),
-                                                    static_cast<int>(random_trials),
-                                                    static_cast<int>(seeds), json,
-                                                    static_cast<int>(reference_trials),
-                                                    measurements.get(), model_variant.options,
-                                                    LogOptionsFor(model_variant)));
-    benches.back()->SetRetime(static_cast<int>(retime), static_cast<int>(retime_rounds),
-                              static_cast<int>(retime_reach), static_cast<int>(reach_line),
-                              level_range, reach_range);
-    benches.back()->SetHeuristics(flags.Has("heuristics"));
-    benches.back()->SetLabelRounds(static_cast<int>(label_rounds));
-    RETURN_IF_ERROR(benches.back()->Run());
-  }
-  // Transfer learning: each case again with the model pre-trained on the records the
-  // other cases of the same operator measured above (another shape, same target), or
-  // with --log on the log's records of the other shapes.
-  std::vector<std::vector<TuningRecord>> measured;
-  for (const auto& b : benches) measured.push_back(b->Records());
-  for (size_t i = 0; i < benches.size(); ++i) {
-    std::vector<TuningRecord> others;
-    if (!log_others.empty()) {
-      others = std::move(log_others[i]);
-    } else {
-      for (size_t j = 0; j < benches.size(); ++j)
-        if (j != i && measured[j].front().workload.op == measured[i].front().workload.op)
-          others.insert(others.end(), measured[j].begin(), measured[j].end());
-    }
-    if (!others.empty() && !json)
-      std::fprintf(stderr, "%s: model+transfer from %zu records of other shapes%s\n", cases[i].c_str(),
-                   others.size(), log_others.empty() ? "" : " in --log");
-    RETURN_IF_ERROR(benches[i]->RunTransfer(others));
-  }
-  std::vector<CaseResult> results;
-  for (const auto& b : benches) {
-    ASSIGN_OR_RETURN(CaseResult r, b->Finish());
-    results.push_back(std::move(r));
-  }
+  ASSIGN_OR_RETURN(const std::vector<CaseResult> results,
+                   RunCases(spec, target, measurements.get(), std::move(log_others)));
   double retrain_cpu = 0;
-  double retrain_5000 = RetrainSeconds(5000, costmodel::kNumIrFeatures + 11, &retrain_cpu);
-
-  const char* kNote =
-      "same-budget runs through one measurement cache; conv2d and dense: --suite ops";
-  nlohmann::json out = {{"suite", suite},
-                        {"trials", trials},
-                        {"random_trials", random_trials},
-                        {"model_variant", model_variant.name.empty() ? "default" : model_variant.name},
-                        {"seeds", seeds},
-                        {"heuristics", flags.Has("heuristics")},
-                        {"log", flags.Get("log")},
-                        {"label_rounds", label_rounds},
-                        {"retime_configs", retime},
-                        {"retime_rounds", retime_rounds},
-                        {"retime_reach", retime_reach},
-                        {"retime_reach_line_percent", reach_line},
-                        {"retrain_seconds_5000_rows", retrain_5000},
-                        {"retrain_cpu_seconds_5000_rows", retrain_cpu},
-                        {"note", kNote},
-                        {"cases", nlohmann::json::array()}};
-  const std::vector<int> checkpoints = {32, 64, 128, 192, 256, 512};
-  const int64_t max_budget = std::max(trials, random_trials);
-  for (const CaseResult& c : results) {
-    nlohmann::json jc = CaseJson(c, trials, random_trials);
-    for (const auto& [goal, ok] : jc["goals_met"].items()) {
-      nlohmann::json& n = out["goals_met"][goal];
-      if (n.is_null()) n = {{"cases", 0}, {"met", 0}};
-      n["cases"] = n["cases"].get<int>() + 1;
-      n["met"] = n["met"].get<int>() + (ok.get<bool>() ? 1 : 0);
-    }
-    out["cases"].push_back(jc);
-  }
-  if (!plot.empty()) {
-    std::ofstream f(plot);
+  const double retrain_5000 = RetrainSeconds(5000, costmodel::kNumIrFeatures + 11, &retrain_cpu);
+  nlohmann::json out = ReportJson(spec, results, retrain_5000, retrain_cpu);
+  if (!spec.plot.empty()) {
+    std::ofstream f(spec.plot);
     f << Svg(results);
-    if (!f) return absl::UnavailableError("cannot write " + plot);
-    out["plot"] = plot;
+    if (!f) return absl::UnavailableError("cannot write " + spec.plot);
+    out["plot"] = spec.plot;
   }
-  if (json) {
+  if (spec.json) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("suite %s: %lld trials (random %lld), %lld seeds (median over seeds)\n%s\n",
-              suite.c_str(), static_cast<long long>(trials), static_cast<long long>(random_trials),
-              static_cast<long long>(seeds), kNote);
-  for (const auto& jc : out["cases"]) {
-    std::printf("\n%s (best known %.1f GFLOP/s: the best of %d random trials",
-                jc["task"].get<std::string>().c_str(), jc["best_known_gflops"].get<double>(),
-                jc["best_known_random_trials"].get<int>());
-    if (jc["reference_random_trials"].get<int>() > 0)
-      std::printf(", a run of %d of them found %.1f", jc["reference_random_trials"].get<int>(),
-                  jc["reference_random_best_gflops"].get<double>());
-    std::printf("; best measured by any run %.1f)\n", jc["best_measured_gflops"].get<double>());
-    if (jc["retimed"].contains("configs"))
-      std::printf("  re-timed: the best %d configs and %d probes%s, %d rounds each, level %.3f (from "
-                  "%s; the best configs' own %.3f); best known from the cached numbers alone %.1f\n",
-                  jc["retimed"]["configs"].get<int>(), jc["retimed"]["probes"].get<int>(),
-                  jc["retimed"].contains("discarded")
-                      ? ""
-                      : (", then " + std::to_string(jc["retimed"]["reach"].get<int>()) + " of the " +
-                         std::to_string(jc["retimed"]["reach_wanted"].get<int>()) +
-                         " others within " +
-                         std::to_string(std::lround(100 * jc["retimed"]["reach_line"].get<double>())) +
-                         "% of the bar")
-                            .c_str(),
-                  jc["retimed"]["rounds"].get<int>(), jc["retimed"]["level"].get<double>(),
-                  jc["retimed"]["level_from"].get<std::string>().c_str(),
-                  jc["retimed"]["top_level"].get<double>(), jc["best_known_cached_gflops"].get<double>());
-    if (jc["retimed"].contains("label_disagreement") && !jc["retimed"]["label_disagreement"].is_null())
-      std::printf("  labels against their re-timed medians (the level taken out, %d probes): "
-                  "median %.1f%%, p90 %.1f%% apart\n",
-                  jc["retimed"]["label_disagreement"]["probes"].get<int>(),
-                  100 * jc["retimed"]["label_disagreement"]["median"].get<double>(),
-                  100 * jc["retimed"]["label_disagreement"]["p90"].get<double>());
-    if (jc["retimed"].contains("discarded"))
-      std::printf("  re-timing discarded (%s): every figure below is a cached number\n",
-                  jc["retimed"]["discarded"].get<std::string>().c_str());
-    if (jc["retimed"].contains("reach_level") && jc["retimed"]["reach"].get<int>() > 0)
-      std::printf("  the others' level %.3f (from %s)%s\n",
-                  jc["retimed"]["reach_level"].get<double>(),
-                  jc["retimed"]["reach_level_from"].get<std::string>().c_str(),
-                  jc["retimed"].contains("reach_discarded") ? ", out of range: discarded" : "");
-    std::printf("  %-15s", "policy");
-    for (int t : checkpoints)
-      if (t <= max_budget) std::printf(" %7s", ("@" + std::to_string(t)).c_str());
-    std::printf("  to90%%  to95%%  (cached)  to95%% of best measured  (budget+1 = not reached)\n");
-    for (const char* p : {"random", "model", "model+transfer", "model+log"}) {
-      if (!jc["policies"].contains(p)) continue;
-      const auto& jp = jc["policies"][p];
-      std::printf("  %-15s", p);
-      for (int t : checkpoints) {
-        if (t > max_budget) continue;
-        if (jp.contains("best_gflops_at") && jp["best_gflops_at"].contains(std::to_string(t)))
-          std::printf(" %7.1f", jp["best_gflops_at"][std::to_string(t)].get<double>());
-        else
-          std::printf(" %7s", "-");
-      }
-      std::printf("  %5.0f  %5.0f  (%5.0f)  %5.0f\n", jp["trials_to_90"]["median"].get<double>(),
-                  jp["trials_to_95"]["median"].get<double>(),
-                  jp["trials_to_95_cached"]["median"].get<double>(),
-                  jp["trials_to_95_of_best_measured"]["median"].get<double>());
-    }
-    // A ratio is a lower bound when random's median missed 95%, and says nothing when
-    // the policy's own median missed it.
-    auto print_ratio = [&](const char* policy, const char* key, const char* goal) {
-      if (!jc.contains(key)) return;
-      if (jc["policies"][policy]["trials_to_95"]["is_bound"].get<bool>()) {
-        std::printf("  trials to 95%%: %s did not reach 95%% in %lld (median) (goal %s)\n", policy,
-                    static_cast<long long>(trials), goal);
-        return;
-      }
-      std::printf("  trials to 95%%: random / %s = %s%.2f (goal %s)\n", policy,
-                  jc["random_trials_to_95_is_bound"].get<bool>() ? ">= " : "", jc[key].get<double>(),
-                  goal);
-    };
-    print_ratio("model", "random_over_model_trials_to_95", ">= 3");
-    print_ratio("model+log", "random_over_log_trials_to_95", ">= 6");
-    if (jc.contains("model_at_budget"))
-      std::printf("  model at %lld trials %.1f vs random at %lld %.1f GFLOP/s (goal: model >= random)\n",
-                  static_cast<long long>(trials), jc["model_at_budget"].get<double>(),
-                  static_cast<long long>(3 * trials), jc["random_at_3x_budget"].get<double>());
-    if (jc.contains("scratch_over_transfer_trials_to_95"))
-      std::printf("  trials to 95%%: model from scratch / model+transfer (%d records) = %.2f "
-                  "(goal >= 2)\n",
-                  jc["transfer_records"].get<int>(),
-                  jc["scratch_over_transfer_trials_to_95"].get<double>());
-    const auto& m = jc["model"];
-    for (const char* o : {"rank:pairwise", "reg:squarederror"}) {
-      if (!m.contains(o) || !m[o].contains("pairwise_accuracy")) continue;
-      std::printf(
-          "  cost model %-16s held-out pairwise accuracy %.3f, recall@%d %.2f, train %.3f s "
-          "(%d train / %d test configs)\n",
-          o, m[o]["pairwise_accuracy"].get<double>(), m[o]["k"].get<int>(),
-          m[o]["recall_at_k"].get<double>(), m[o]["train_seconds"].get<double>(),
-          m["train"].get<int>(), m["test"].get<int>());
-    }
-    if (m.contains("scoring")) {
-      const auto& sc = m["scoring"];
-      std::printf(
-          "  scoring %d fresh candidates: lower %.1f us + features %.1f us + predict %.1f us per "
-          "candidate (CPU time, 1 thread);\n  CostModel::Predict %.0f candidates/s on %d threads (%.1f us "
-          "CPU per candidate)\n",
-          sc["candidates"].get<int>(), sc["lower_us_per_candidate"].get<double>(),
-          sc["extract_us_per_candidate"].get<double>(), sc["predict_us_per_candidate"].get<double>(),
-          sc["score_candidates_per_second"].get<double>(), sc["scoring_threads"].get<int>(),
-          sc["score_cpu_us_per_candidate"].get<double>());
-    }
-  }
+  std::printf("suite %s: %lld trials (random %lld), %lld seeds (median over seeds)\n%s\n", spec.suite.c_str(),
+              static_cast<long long>(spec.trials), static_cast<long long>(spec.random_trials),
+              static_cast<long long>(spec.seeds), kSearchBenchNote);
+  for (const auto& jc : out["cases"]) PrintCase(jc, spec);
   if (out.contains("goals_met")) {
     std::printf("\ngoals met (cases):");
     for (const auto& [goal, n] : out["goals_met"].items())
       std::printf(" %s %d of %d;", goal.c_str(), n["met"].get<int>(), n["cases"].get<int>());
     std::printf("\n");
   }
-  std::printf("\nretrain on 5,000 rows: %.2f s (%.2f s CPU; goal <= 2 s)\n", retrain_5000,
-              retrain_cpu);
-  if (!plot.empty()) std::printf("plot: %s\n", plot.c_str());
+  std::printf("\nretrain on 5,000 rows: %.2f s (%.2f s CPU; goal <= 2 s)\n", retrain_5000, retrain_cpu);
+  if (!spec.plot.empty()) std::printf("plot: %s\n", spec.plot.c_str());
   return 0;
 }
 

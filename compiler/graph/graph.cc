@@ -623,7 +623,7 @@ class Importer {
       t.shape = {static_cast<int64_t>(t.i64.size())};
       return std::vector<Tensor>{std::move(t)};
     }
-    if (IsUnaryElementwiseOp(op) && In(n, 0).constant && In(n, 0).dtype == DType::kInt64 &&
+    if (IsUnaryElementwiseOp(op) && Has(n, 0) && In(n, 0).constant && In(n, 0).dtype == DType::kInt64 &&
         (op == "Neg" || op == "Abs" || op == "Sign")) {  // shape arithmetic
       RETURN_IF_ERROR(Need(n, 1, 1));
       Tensor out = In(n, 0);
@@ -1061,7 +1061,8 @@ class Importer {
         continue;
       }
       if (want[i] < 0) return absl::InvalidArgumentError("shape has a negative dimension");
-      known *= want[i];
+      if (__builtin_mul_overflow(known, want[i], &known))
+        return absl::InvalidArgumentError(absl::StrCat("shape ", ShapeText(want), " has more than 2^63 elements"));
     }
     if (infer >= 0) {
       if (known == 0 || x.NumElements() % known != 0) {

@@ -163,6 +163,24 @@ TEST_F(GraphImportTest, ShapeErrorsNameTheNode) {
                 m->mutable_graph()->mutable_node(1)->set_input(1, "no_such_tensor");
               }),
               HasSubstr("node 'fc1_bias' (#1, Add): input 'no_such_tensor' is not defined"));
+  // A unary op without its input (found by fuzzing: its int64 shortcut read input 0
+  // before the input count was checked).
+  for (const char* op : {"Relu", "Neg"}) {
+    EXPECT_THAT(ErrorAfter("mlp.onnx", [op](onnx::ModelProto* m) {
+                  onnx::NodeProto* n = m->mutable_graph()->mutable_node(2);
+                  n->set_op_type(op);
+                  n->clear_input();
+                }),
+                HasSubstr(std::string(op) + "): takes 1 inputs, got 0"))
+        << op;
+    EXPECT_THAT(ErrorAfter("mlp.onnx", [op](onnx::ModelProto* m) {
+                  onnx::NodeProto* n = m->mutable_graph()->mutable_node(2);
+                  n->set_op_type(op);
+                  n->set_input(0, "");
+                }),
+                HasSubstr(std::string(op) + "): input 0 is required"))
+        << op;
+  }
 }
 
 absl::StatusOr<TaskTable> Tasks(const std::string& model) {
