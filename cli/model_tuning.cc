@@ -386,6 +386,7 @@ absl::Status TuneModel(const LoadedModel& model, const LeftoverTime& leftovers,
   // The estimate the budget was spent by, then the check: the model as it runs with
   // the schedules found (which also leaves the factors as they are now).
   const double est = estimated();
+  const double est_leftover_seconds = leftover_seconds;  // the leftovers inside `est`
   std::optional<InRunTime> final_run;
   if (!options.local_db.empty() && std::isfinite(scheduler.Objective())) {
     final_run = measure_in_run("at the end");
@@ -402,12 +403,13 @@ absl::Status TuneModel(const LoadedModel& model, const LeftoverTime& leftovers,
                            {"new_trials", new_trials},
                            {"stop_reason", stop_reason},
                            {"estimated_seconds", std::isfinite(est) ? nlohmann::json(est) : nlohmann::json()},
-                           {"leftover_seconds", leftover_seconds},
+                           {"leftover_seconds", est_leftover_seconds},
                            {"untuned_seconds", leftovers.untuned_seconds},
                            {"warnings", warnings}};
     if (!std::isnan(after_warmup) && std::isfinite(after_warmup)) done["after_warmup_seconds"] = after_warmup;
     if (final_run) {
       done["measured_seconds"] = measured;
+      done["measured_leftover_seconds"] = final_run->leftover_seconds;
       done["measured_runs"] = final_run->runs;
       if (std::isfinite(est)) done["estimate_over_measured"] = est / measured;
     }
