@@ -43,6 +43,23 @@ ServerOptions TokenServerOptions(const std::string& dir, const std::string& db) 
   return o;
 }
 
+// Waits until `farm` (asked with the admin's token) lists `agent_id` as connected.
+bool WaitForAgentConnected(v1::FarmService::Stub& farm, const std::string& agent_id) {
+  return testing::WaitFor(
+      [&] {
+        grpc::ClientContext ctx;
+        AddToken(&ctx, kAdmin);
+        ctx.set_deadline(std::chrono::system_clock::now() + testing::Scaled(std::chrono::seconds(20)));
+        v1::FarmStatus status;
+        grpc::Status st = farm.Status(&ctx, v1::FarmStatusRequest(), &status);
+        EXPECT_TRUE(st.ok()) << st.error_message();
+        for (const v1::AgentStatus& a : status.agents())
+          if (a.agent_id() == agent_id && a.state() != "lost") return true;
+        return false;
+      },
+      std::chrono::seconds(10));
+}
+
 class AuthTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -215,16 +232,7 @@ TEST_F(AuthTest, AgentStreamsCannotBeHijacked) {
   auto first = agents_->Connect(first_ctx.get());
   ASSERT_TRUE(first->Write(hello(reg.agent_id(), reg.session_token())));
   // Wait until the server has the legitimate stream.
-  const bool connected = testing::WaitFor(
-      [&] {
-        v1::FarmStatus status;
-        grpc::Status st = farm_->Status(Ctx(kAdmin).get(), v1::FarmStatusRequest(), &status);
-        EXPECT_TRUE(st.ok()) << st.error_message();
-        for (const v1::AgentStatus& a : status.agents())
-          if (a.agent_id() == reg.agent_id() && a.state() != "lost") return true;
-        return false;
-      },
-      std::chrono::seconds(10));
+  const bool connected = WaitForAgentConnected(*farm_, reg.agent_id());
   ASSERT_TRUE(connected);
   EXPECT_EQ(attempt(kAgent, reg.agent_id(), reg.session_token()),
             grpc::StatusCode::ALREADY_EXISTS);  // a second stream for a connected id
@@ -514,16 +522,7 @@ TEST_F(MutualTlsTest, AgentsAreBoundToTheirCertificates) {
   hello.set_hello_session_token(reg.session_token());
   ASSERT_TRUE(stream->Write(hello));
   auto farm = v1::FarmService::NewStub(Channel(""));  // users need no certificate
-  const bool connected = testing::WaitFor(
-      [&] {
-        v1::FarmStatus status;
-        grpc::Status st = farm->Status(Ctx(kAdmin).get(), v1::FarmStatusRequest(), &status);
-        EXPECT_TRUE(st.ok()) << st.error_message();
-        for (const v1::AgentStatus& a : status.agents())
-          if (a.agent_id() == reg.agent_id() && a.state() != "lost") return true;
-        return false;
-      },
-      std::chrono::seconds(10));
+  const bool connected = WaitForAgentConnected(*farm, reg.agent_id());
   EXPECT_TRUE(connected);
   ctx->TryCancel();
   stream->Finish();
