@@ -204,14 +204,17 @@ TEST(KernelCorrectnessTest, ConvolutionRandomPairs) {
 }
 
 // Winograd F(2,3) and F(4,3) built by LLVM: ResNet-like 3x3 stride-1 layers (pad 1,
-// and pad 0), random Winograd configs of each algorithm, on 1 and 2 threads.
+// and pad 0; 7x7 and 17x15 with partial tiles), random Winograd configs of each
+// algorithm, on 1 and 2 threads.
 TEST(KernelCorrectnessTest, WinogradConvolutions) {
   Target target = DetectHostTarget("test");
   std::mt19937_64 rng(29);
   int checked = 0;
   for (const char* text : {"conv2d N=1 C=32 H=16 W=16 K=64 R=3 S=3 stride=1 pad=1",
                            "conv2d N=1 C=64 H=14 W=14 K=32 R=3 S=3 stride=1 pad=1",
-                           "conv2d N=2 C=16 H=10 W=18 K=16 R=3 S=3 stride=1 pad=0"}) {
+                           "conv2d N=2 C=16 H=10 W=18 K=16 R=3 S=3 stride=1 pad=0",
+                           "conv2d N=1 C=32 H=7 W=7 K=32 R=3 S=3 stride=1 pad=1",
+                           "conv2d N=1 C=16 H=17 W=15 K=32 R=3 S=3 stride=1 pad=1"}) {
     auto task = ParseTask(text);
     ASSERT_TRUE(task.ok()) << task.status();
     const ConfigSpace space = (*FindTemplate(*task))->Space(*task, target);
@@ -227,7 +230,7 @@ TEST(KernelCorrectnessTest, WinogradConvolutions) {
     }
     checked += here;
   }
-  EXPECT_EQ(checked, 18);
+  EXPECT_EQ(checked, 30);
 }
 
 // Grouped convolutions built by LLVM (one kernel over every group): ShuffleNet's 1x1

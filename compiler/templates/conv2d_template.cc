@@ -471,7 +471,7 @@ ConfigSpace Conv2dTemplate::Space(const TuningTask& task, const Target& target) 
       if (d.g > 1 || !winograd::Applies(d.r, d.s, d.stride, d.oh, d.ow, m)) continue;
       algorithms.push_back(a);
       for (int64_t r : {2, 4, 7})
-        if ((d.oh / m) % r == 0 && std::find(rows.begin(), rows.end(), json(r)) == rows.end()) rows.push_back(r);
+        if (winograd::Tiles(d.oh, m) % r == 0 && std::find(rows.begin(), rows.end(), json(r)) == rows.end()) rows.push_back(r);
     }
     knobs.push_back({"algorithm", algorithms,
                      "direct, or Winograd F(2x2,3x3) / F(4x4,3x3) for 3x3 stride-1 convolutions "
@@ -502,9 +502,10 @@ ConfigSpace Conv2dTemplate::Space(const TuningTask& task, const Target& target) 
         if (d.g > 1) return absl::InvalidArgumentError("Winograd computes ungrouped convolutions only");
         if (!winograd::Applies(d.r, d.s, d.stride, d.oh, d.ow, m))
           return absl::InvalidArgumentError(Algorithm(c) + " needs a 3x3 stride-1 convolution with OH and OW "
-                                            "multiples of " + std::to_string(m));
-        if ((d.oh / m) % rows != 0) return absl::InvalidArgumentError("tile_rows must divide OH / m");
-        if (rows * (d.ow / m) % c.Int("ow_reg") != 0)
+                                            "at least " + std::to_string(m));
+        if (winograd::Tiles(d.oh, m) % rows != 0)
+          return absl::InvalidArgumentError("tile_rows must divide ceil(OH / m)");
+        if (rows * winograd::Tiles(d.ow, m) % c.Int("ow_reg") != 0)
           return absl::InvalidArgumentError("ow_reg must divide the output tiles of a work item");
         if (c.Str("reduce_order") != "crs") return absl::InvalidArgumentError("Winograd has one reduce_order (crs)");
       }
@@ -672,12 +673,28 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
                                {"outer_order", outer_for(best_vecs, true)},
                                {"parallel", target.num_threads > 1 ? 1 : 0}});
   }
-  // Winograd (F(4,3) before F(2,3)) where it applies: 2.5-4x the direct kernel's
+  // Winograd (F(4,3) before F(2,3), see below) where it applies: 2.5-4x the direct kernel's
   // speed on a Zen 3 for ResNet-50's and SqueezeNet's 3x3 convolutions at 13..56
   // pixels. Per output-channel block, the register tile of whole output tiles that
   // uses the most accumulators (ties: the wider channel block); both GEMM orders.
+  // Which goes first is the one of less estimated work per channel pair: a*a
+  // products per tile, and where the transformed weights (a*a per channel pair) do
+  // not fit kStreamedWeightBytes, the time to stream them once, counted as 20
+  // products per weight (2 Zen 4 cores do ~110 G products/s at their FMA peak and
+  // read ~20 GB/s from memory). F(4,3) leads but for few tiles: ResNet's 512@7² has
+  // 4 tiles of F(4,3) (2.2 ms, its 38 MB of weights used 4 times) against 16 of
+  // F(2,3) (1.0 ms) on a Zen 4; 6x6 is a tie of products (4 x 36 = 9 x 16), which
+  // F(2,3) takes, its transforms being cheaper.
+  std::vector<const char*> algorithms = {"winograd_f43", "winograd_f23"};
+  auto work = [&](const char* algorithm) {
+    const int64_t m = winograd::OutputTile(algorithm), a = m + 2;
+    const bool streamed = a * a * d.c * d.k * 4 > kStreamedWeightBytes;
+    return a * a * (d.n * winograd::Tiles(d.oh, m) * winograd::Tiles(d.ow, m) + (streamed ? 20 : 0));
+  };
+  if (winograd::Applies(d.r, d.s, d.stride, d.oh, d.ow, 4) && work("winograd_f23") <= work("winograd_f43"))
+    std::swap(algorithms[0], algorithms[1]);
   std::vector<Config> winograd_configs;
-  for (const char* algorithm : {"winograd_f43", "winograd_f23"}) {
+  for (const char* algorithm : algorithms) {
     const int64_t m = winograd::OutputTile(algorithm);
     if (!winograd::Applies(d.r, d.s, d.stride, d.oh, d.ow, m)) continue;
     std::vector<std::pair<int64_t, int64_t>> tiles;  // (oc_vecs, ow_reg)
@@ -685,7 +702,7 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
       if (d.kg() % (lanes * vecs) != 0) continue;
       int64_t t = 1;
       for (int64_t v = 1; v * vecs <= accumulators; ++v)
-        if ((d.ow / m) % v == 0) t = v;
+        if (winograd::Tiles(d.ow, m) % v == 0) t = v;
       tiles.emplace_back(vecs, t);
     }
     std::stable_sort(tiles.begin(), tiles.end(),
@@ -718,7 +735,7 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
   if (direct_first && !winograd_configs.empty() && target.MaxF32Lanes() >= 16) {
     const int64_t m = winograd::OutputTile(winograd_configs[0].Str("algorithm"));
     const bool weights_streamed = d.k * d.cg() * d.r * d.s * 4 > kStreamedWeightBytes;
-    if (weights_streamed && (d.oh / m) * (d.ow / m) <= 64) add_to(&mixed, *direct_first);
+    if (weights_streamed && winograd::Tiles(d.oh, m) * winograd::Tiles(d.ow, m) <= 64) add_to(&mixed, *direct_first);
   }
   if (!winograd_configs.empty()) add_to(&mixed, winograd_configs[0]);
   if (direct_first) add_to(&mixed, *direct_first);
@@ -733,7 +750,7 @@ double Conv2dTemplate::Flops(const TuningTask& task, const Config& config) const
   const int64_t m = depthwise_ ? 0 : winograd::OutputTile(Algorithm(config));
   if (m == 0) return task.Flops();
   const ConvShape d = ShapeOf(task, false);
-  const double tiles = static_cast<double>(d.n) * (d.oh / m) * (d.ow / m);
+  const double tiles = static_cast<double>(d.n) * winograd::Tiles(d.oh, m) * winograd::Tiles(d.ow, m);
   return 2.0 * tiles * (m + 2) * (m + 2) * static_cast<double>(d.c) * static_cast<double>(d.k);
 }
 

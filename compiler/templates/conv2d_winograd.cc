@@ -61,14 +61,16 @@ Expr Coefficient(double c) {
   return built.back().second;
 }
 
-// sum_i coef[i] * term(i), leaving out zero coefficients and multiplying by +-1 as an
-// add or subtract.
+// sum_i coef[i] * term(i), leaving out zero coefficients and terms known to be zero
+// (a null term) and multiplying by +-1 as an add or subtract. Null when every term is
+// left out.
 Expr Combine(const std::vector<double>& coef, const std::function<Expr(int64_t)>& term) {
   Expr sum;
   for (size_t i = 0; i < coef.size(); ++i) {
     const double c = coef[i];
     if (c == 0) continue;
     Expr t = term(static_cast<int64_t>(i));
+    if (!t) continue;
     if (!sum) {
       sum = c == 1 ? t : ir::Mul(Coefficient(c), t);
     } else if (c == 1) {
@@ -79,8 +81,13 @@ Expr Combine(const std::vector<double>& coef, const std::function<Expr(int64_t)>
       sum = ir::Add(sum, ir::Mul(Coefficient(c), t));
     }
   }
-  TF_CHECK(sum != nullptr, "a transform row of zeros");
   return sum;
+}
+
+// Combine's sum, or 0 when it has no terms.
+Expr CombineOrZero(const std::vector<double>& coef, const std::function<Expr(int64_t)>& term) {
+  Expr sum = Combine(coef, term);
+  return sum ? sum : ir::FloatImm(0.0);
 }
 
 Expr LoadF(const std::string& buffer, Expr index) { return ir::Load(buffer, ir::DType::kFloat32, std::move(index)); }
@@ -131,8 +138,10 @@ int64_t OutputTile(const std::string& algorithm) {
 }
 
 bool Applies(int64_t r, int64_t s, int64_t stride, int64_t oh, int64_t ow, int64_t m) {
-  return m > 0 && r == 3 && s == 3 && stride == 1 && oh % m == 0 && ow % m == 0;
+  return m > 0 && r == 3 && s == 3 && stride == 1 && oh >= m && ow >= m;
 }
+
+int64_t Tiles(int64_t extent, int64_t m) { return (extent + m - 1) / m; }
 
 std::vector<int64_t> WeightShape(const Plan& p) {
   const int64_t a = p.m + 2;
@@ -157,7 +166,7 @@ Stmt WeightTransform(const Plan& p) {
       std::vector<double> coef;
       for (int64_t r = 0; r < 3; ++r)
         for (int64_t s = 0; s < 3; ++s) coef.push_back(t.g[xi][r] * t.g[nu][s]);
-      Expr value = Combine(coef, [&](int64_t rs) { return LoadF("F", ir::Add(f_base, I(rs))); });
+      Expr value = CombineOrZero(coef, [&](int64_t rs) { return LoadF("F", ir::Add(f_base, I(rs))); });
       parts.push_back(Loops({kb_loop, cb_loop, ci_loop, ko_loop},
                             ir::Store("F.blocked", ir::Add(u_base, I((xi * a + nu) * p.c * p.y)), value),
                             LeftOutVars::kAbsent));
@@ -183,7 +192,9 @@ Stmt Kernel(const Plan& p) {
   const Transforms& t = TransformsFor(p.m);
   const int64_t m = p.m, a = t.a, aa = a * a;
   const int64_t cb = p.c / p.x, kb = p.k / p.y;
-  const int64_t tiles_w = p.ow / m, tiles_h = p.oh / m;
+  const int64_t tiles_w = Tiles(p.ow, m), tiles_h = Tiles(p.oh, m);
+  // The outputs past OH and OW in the last row and column of tiles (partial tiles).
+  const int64_t extra_h = tiles_h * m - p.oh, extra_w = tiles_w * m - p.ow;
   const int64_t group = p.tile_rows * tiles_w, groups = tiles_h / p.tile_rows;
   const int64_t reg = p.tiles, lanes = p.lanes;
   TF_CHECK(group % reg == 0 && tiles_h % p.tile_rows == 0 && p.y % lanes == 0 && p.x % p.unroll == 0 &&
@@ -207,6 +218,19 @@ Stmt Kernel(const Plan& p) {
   // Tile `tt` of the group: its output tile's row and column.
   auto tile_row = [&](Expr tt) { return Add(Mul(g, I(p.tile_rows)), ir::Div(tt, I(tiles_w))); };
   auto tile_col = [&](Expr tt) { return ir::Mod(tt, I(tiles_w)); };
+  // make(full, full), or in the last row or column of tiles where those are partial,
+  // make(rows, cols) with the points of tile `tt` that are inside (`full` of each less
+  // the extra ones).
+  auto by_tile = [&](Expr tt, int64_t full, const std::function<Stmt(int64_t, int64_t)>& make) {
+    auto row_variants = [&](int64_t cols) {
+      Stmt whole = make(full, cols);
+      if (extra_h == 0) return whole;
+      return ir::IfThenElse(ir::EQ(tile_row(tt), I(tiles_h - 1)), make(full - extra_h, cols), whole);
+    };
+    Stmt inner = row_variants(full);
+    if (extra_w == 0) return inner;
+    return ir::IfThenElse(ir::EQ(tile_col(tt), I(tiles_w - 1)), row_variants(full - extra_w), inner);
+  };
   // The transformed input of the group: [a*a, C/x, group, x].
   auto v_index = [&](Expr xi, Expr cbe, Expr tt, Expr ci) { return Flat({xi, cbe, tt, ci}, {aa, cb, group, p.x}); };
   const int64_t v_point_stride = cb * group * p.x;
@@ -222,7 +246,9 @@ Stmt Kernel(const Plan& p) {
   };
 
   // 1. Input transform, vectorized over `in_lanes` channels of a block: w.d = B^T d,
-  // then V = (B^T d) B. It reads the shape, m, x, in_lanes and tile_rows.
+  // then V = (B^T d) B. It reads the shape, m, x, in_lanes and tile_rows. A patch of
+  // the last row or column of partial tiles reaches past the padded input; its points
+  // there are zeros (they reach only the outputs past OH and OW, which are dropped).
   auto build_input = [&] {
     const Expr ci = Add(Mul(co, I(in_lanes)), cl);
     // The patch's element (i, j) is at patch_base + (i * wp + j) * x.
@@ -236,23 +262,29 @@ Stmt Kernel(const Plan& p) {
     auto patch_load = once(aa, patch, a);
     auto d_load = once(
         aa, [&](int64_t xi, int64_t j) { return LoadF("w.d", d_index(xi, j)); }, a);
-    std::vector<Stmt> stages;
-    for (int64_t xi = 0; xi < a; ++xi)
-      for (int64_t j = 0; j < a; ++j)
-        stages.push_back(
-            Loops({cl_loop},
-                  Store("w.d", d_index(xi, j),
-                        Combine(t.bt[xi], [&](int64_t i) { return patch_load(i, j); })),
-                  kWritten));
-    for (int64_t xi = 0; xi < a; ++xi)
-      for (int64_t nu = 0; nu < a; ++nu)
-        stages.push_back(Loops({cl_loop},
-                               Store("w.V", Add(v_base, I((xi * a + nu) * v_point_stride)),
-                                     Combine(t.bt[nu], [&](int64_t j) { return d_load(xi, j); })),
-                               kWritten));
+    // The transform of a patch whose first `rows` x `cols` points are inside.
+    auto transform = [&](int64_t rows, int64_t cols) {
+      std::vector<Stmt> stages;
+      std::vector<bool> zero(aa);  // the points of w.d known to be 0 (not stored)
+      for (int64_t xi = 0; xi < a; ++xi) {
+        for (int64_t j = 0; j < a; ++j) {
+          Expr d = Combine(t.bt[xi], [&](int64_t i) { return i < rows && j < cols ? patch_load(i, j) : nullptr; });
+          zero[xi * a + j] = !d;
+          if (d) stages.push_back(Loops({cl_loop}, Store("w.d", d_index(xi, j), d), kWritten));
+        }
+      }
+      for (int64_t xi = 0; xi < a; ++xi)
+        for (int64_t nu = 0; nu < a; ++nu)
+          stages.push_back(Loops({cl_loop},
+                                 Store("w.V", Add(v_base, I((xi * a + nu) * v_point_stride)),
+                                       CombineOrZero(t.bt[nu], [&](int64_t j) {
+                                         return zero[xi * a + j] ? nullptr : d_load(xi, j);
+                                       })),
+                                 kWritten));
+      return Block(std::move(stages));
+    };
     return Loops({cb_loop, t_loop, co_loop},
-                 Allocate("w.d", ir::DType::kFloat32, aa * in_lanes, Block(std::move(stages))),
-                 kWritten);
+                 Allocate("w.d", ir::DType::kFloat32, aa * in_lanes, by_tile(tv, a, transform)), kWritten);
   };
   const Stmt input =
       Memoized({kInputTransform, p.n, p.c, p.hp, p.wp, p.oh, p.ow, m, p.x, in_lanes, p.tile_rows},
@@ -283,44 +315,51 @@ Stmt Kernel(const Plan& p) {
   };
 
   // 3. Output transform of the group's tile `tt`, whose M is at m_index(., mt, .):
-  // w.s = A^T M, then Y = (A^T M) A, vectorized over the channels.
+  // w.s = A^T M, then Y = (A^T M) A, vectorized over the channels; of a partial tile,
+  // only its outputs inside OH x OW.
   auto output = [&](Expr tt, Expr mt) {
     const Expr k_out = Add(Mul(ov, I(lanes)), ol);
     auto s_index = [&](int64_t r, int64_t j) { return Add(I((r * a + j) * lanes), ol); };
     const Expr m_base = m_index(I(0), mt, k_out);
     auto m_load = once(aa, [&](int64_t i, int64_t j) { return LoadF("w.M", Add(m_base, I((i * a + j) * m_point_stride))); }, a);
     auto s_load = once(m * a, [&](int64_t r, int64_t j) { return LoadF("w.s", s_index(r, j)); }, a);
-    std::vector<Stmt> st;
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t j = 0; j < a; ++j)
-        st.push_back(Loops({ol_loop}, Store("w.s", s_index(r, j), Combine(t.at[r], [&](int64_t i) { return m_load(i, j); })),
-                           kWritten));
     // The output's channel run: `lanes` channels from `base`, inside one block of the
     // spec's layout (its block is a multiple of lanes).
     const Expr base = Add(Mul(kbv, I(p.y)), Mul(ov, I(lanes)));
     // Without a spec, output (r, col) of the tile is at out_base + (r * ow + col) * y.
     const Expr oh0 = Mul(tile_row(tt), I(m)), ow0 = Mul(tile_col(tt), I(m));
     const Expr out_base = Flat({n, kbv, oh0, ow0, k_out}, {p.n, kb, p.oh, p.ow, p.y});
-    for (int64_t r = 0; r < m; ++r) {
-      for (int64_t col = 0; col < m; ++col) {
-        Expr value = Combine(t.at[col], [&](int64_t j) { return s_load(r, j); });
-        Stmt store;
-        if (!p.spec) {
-          store = Store("O.blocked", Add(out_base, I((r * p.ow + col) * p.y)), value);
-        } else {
-          const ConvOutputSpec& o = *p.spec;
-          const Expr lane = lanes > 1 ? ol : I(0);
-          const Expr oh = Add(oh0, I(r)), ow = Add(ow0, I(col));
-          store = Store(o.buffer,
-                        Flat({n, ir::Div(base, I(o.block)), Add(oh, I(o.pad_h)), Add(ow, I(o.pad_w)),
-                              Add(ir::Mod(base, I(o.block)), lane)},
-                             {p.n, p.k / o.block, p.oh + 2 * o.pad_h, p.ow + 2 * o.pad_w, o.block}),
-                        o.epilogue(value, n, base, lane, oh, ow));
+    // The transform of a tile whose first `rows` x `cols` outputs are inside.
+    auto transform = [&](int64_t rows, int64_t cols) {
+      std::vector<Stmt> st;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < a; ++j)
+          st.push_back(Loops({ol_loop},
+                             Store("w.s", s_index(r, j), Combine(t.at[r], [&](int64_t i) { return m_load(i, j); })),
+                             kWritten));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t col = 0; col < cols; ++col) {
+          Expr value = Combine(t.at[col], [&](int64_t j) { return s_load(r, j); });
+          Stmt store;
+          if (!p.spec) {
+            store = Store("O.blocked", Add(out_base, I((r * p.ow + col) * p.y)), value);
+          } else {
+            const ConvOutputSpec& o = *p.spec;
+            const Expr lane = lanes > 1 ? ol : I(0);
+            const Expr oh = Add(oh0, I(r)), ow = Add(ow0, I(col));
+            store = Store(o.buffer,
+                          Flat({n, ir::Div(base, I(o.block)), Add(oh, I(o.pad_h)), Add(ow, I(o.pad_w)),
+                                Add(ir::Mod(base, I(o.block)), lane)},
+                               {p.n, p.k / o.block, p.oh + 2 * o.pad_h, p.ow + 2 * o.pad_w, o.block}),
+                          o.epilogue(value, n, base, lane, oh, ow));
+          }
+          st.push_back(Loops({ol_loop}, store, kWritten));
         }
-        st.push_back(Loops({ol_loop}, store, kWritten));
       }
-    }
-    return Loops({ov_loop}, Allocate("w.s", ir::DType::kFloat32, m * a * lanes, Block(std::move(st))), kWritten);
+      return Block(std::move(st));
+    };
+    return Loops({ov_loop}, Allocate("w.s", ir::DType::kFloat32, m * a * lanes, by_tile(tt, m, transform)),
+                 kWritten);
   };
 
   // The output transform reads the shape, m, y, lanes, tile_rows and which tile `tt` is

@@ -12,8 +12,11 @@
 //   I.blocked  [N, C/x, H+2*pad, W+2*pad, x]   as direct (the same prepack)
 //   F.blocked  [K/y, a*a, C/x, x, y]           U = G g G^T per channel pair, a = m+2
 //   O.blocked  [N, K/y, OH, OW, y]             as direct (the same unpack)
-// The output tiles (OH/m x OW/m of them) are taken in groups of `tile_rows` rows of
-// tiles, the parallel loop. Per group:
+// The output tiles (ceil(OH/m) x ceil(OW/m) of them) are taken in groups of
+// `tile_rows` rows of tiles, the parallel loop. Where m does not divide OH (OW), the
+// last row (column) of tiles is partial: its patches' points past the padded input
+// are zeros and its outputs past OH (OW) are not written, which costs the GEMM's work
+// on the points left out (e.g. 7x7 in F(4,3): 64 outputs computed for 49). Per group:
 //   1. input transform: each tile's a x a patch of every channel -> V = B^T d B,
 //      vectorized over the channels of a block, into a scratch [a*a, C/x, tiles, x];
 //   2. per output-channel block, a*a small GEMMs M[xi] = V[xi] (tiles x C) times
@@ -40,8 +43,10 @@ namespace tuneforge::winograd {
 int64_t OutputTile(const std::string& algorithm);
 
 // Whether F(m x m, 3 x 3) computes this convolution: a 3x3 filter, stride 1, OH and
-// OW multiples of m. (Any pad: the tiles read only the padded input.)
+// OW at least m (any pad; partial tiles where m does not divide OH or OW).
 bool Applies(int64_t r, int64_t s, int64_t stride, int64_t oh, int64_t ow, int64_t m);
+// The output tiles of m along an output extent: ceil(extent / m).
+int64_t Tiles(int64_t extent, int64_t m);
 
 // A Winograd convolution's shape and schedule.
 struct Plan {
