@@ -691,8 +691,7 @@ std::vector<Config> Conv2dTemplate::Heuristics(const TuningTask& task, const Tar
     const bool streamed = a * a * d.c * d.k * 4 > kStreamedWeightBytes;
     return a * a * (d.n * winograd::Tiles(d.oh, m) * winograd::Tiles(d.ow, m) + (streamed ? 20 : 0));
   };
-  if (winograd::Applies(d.r, d.s, d.stride, d.oh, d.ow, 4) && work("winograd_f23") <= work("winograd_f43"))
-    std::swap(algorithms[0], algorithms[1]);
+  if (work("winograd_f23") <= work("winograd_f43")) std::swap(algorithms[0], algorithms[1]);
   std::vector<Config> winograd_configs;
   for (const char* algorithm : algorithms) {
     const int64_t m = winograd::OutputTile(algorithm);

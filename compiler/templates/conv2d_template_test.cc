@@ -232,13 +232,11 @@ TEST(Conv2dTemplateTest, WeightPrefetchCoversTheNextBlock) {
     TuningTask task = Conv(text);
     const Template* tmpl = *FindTemplate(task);
     std::mt19937_64 rng(11);
-    for (int i = 0; i < 12; ++i) {
+    for (int direct = 0; direct < 12;) {
       auto config = tmpl->Space(task, Avx512TestTarget()).Sample(rng);
       ASSERT_TRUE(config.ok());
-      if (config->Str("algorithm", "direct") != "direct") {
-        --i;
-        continue;
-      }
+      if (config->Str("algorithm", "direct") != "direct") continue;
+      ++direct;
       auto f = tmpl->Instantiate(task, Avx512TestTarget(), *config);
       ASSERT_TRUE(f.ok());
       const int64_t y = config->Int("vec_lanes") * config->Int("oc_vecs");
