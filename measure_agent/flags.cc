@@ -28,7 +28,7 @@ absl::Status IntFlag(const std::string& name, const std::string& value, int min,
 // --pin-cpus and the quiet check, for a measurement on this machine (a device agent
 // has neither).
 absl::Status ResolvePinning(const std::string& pin_cpus, int quiet_busy_pct, int quiet_wait_ms,
-                            AgentOptions* agent) {
+                            int quiet_persistent_after, AgentOptions* agent) {
   if (quiet_busy_pct > 0 && agent->workers > 1) {
     return absl::InvalidArgumentError(
         "--quiet-busy-pct with --workers > 1: the agent's own workers would be the load it "
@@ -52,6 +52,7 @@ absl::Status ResolvePinning(const std::string& pin_cpus, int quiet_busy_pct, int
                           : agent->workers > 1 ? 0
                                                : kDefaultMaxBusy;
   agent->quiet.max_wait_ms = quiet_wait_ms;
+  agent->quiet.persistent_after = quiet_persistent_after;
   return absl::OkStatus();
 }
 
@@ -113,6 +114,12 @@ sends in a sandboxed child process and streams the measurements back.
                              (default 1000, at most 5000: the server leases a request
                              for its timeout plus a grace); every record says what
                              was found
+  --quiet-persistent-after N after N measurements in a row found no quiet (every
+                             wait ran out, every attempt disturbed), the load is taken
+                             as persistent: measure once after one reading, without
+                             waiting or measuring again, until a measurement finds the
+                             CPUs quiet (default 3; 0: always wait); such records say
+                             persistent_load
   --test-slowdown F          fault injection for tests: report costs F times higher
                              (an artificially slower device)
   --test-wrong-answer        fault injection for tests: report every correct kernel
@@ -132,6 +139,7 @@ absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args)
   std::string pin_cpus = "all";
   int quiet_busy_pct = -1;  // unset: kDefaultMaxBusy, or 0 with --workers > 1
   int quiet_wait_ms = 1000;
+  int quiet_persistent_after = 3;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i];
     std::string value;
@@ -179,6 +187,9 @@ absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args)
     } else if (name == "--quiet-wait-ms") {
       ASSIGN_OR_RETURN(std::string v, take_value());
       RETURN_IF_ERROR(IntFlag(name, v, 0, 5000, &quiet_wait_ms));
+    } else if (name == "--quiet-persistent-after") {
+      ASSIGN_OR_RETURN(std::string v, take_value());
+      RETURN_IF_ERROR(IntFlag(name, v, 0, 1000, &quiet_persistent_after));
     } else if (name == "--connect-timeout-s") {
       ASSIGN_OR_RETURN(std::string v, take_value());
       RETURN_IF_ERROR(IntFlag(name, v, 1, 24 * 3600, &flags.agent.connect_timeout_s));
@@ -250,7 +261,7 @@ absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args)
     return absl::InvalidArgumentError("--runner and --device-triple go together (--launcher only with them)");
   }
   RETURN_IF_ERROR(CheckDeviceLaunch(flags.agent.device));
-  RETURN_IF_ERROR(ResolvePinning(pin_cpus, quiet_busy_pct, quiet_wait_ms, &flags.agent));
+  RETURN_IF_ERROR(ResolvePinning(pin_cpus, quiet_busy_pct, quiet_wait_ms, quiet_persistent_after, &flags.agent));
   if (flags.agent.device_triple.find('-') == std::string::npos && !flags.agent.device_triple.empty()) {
     return absl::InvalidArgumentError("--device-triple must be an LLVM triple like aarch64-unknown-linux-gnu, got '" +
                                       flags.agent.device_triple + "'");

@@ -37,6 +37,7 @@ TEST(AgentFlagsTest, Defaults) {
   EXPECT_EQ(flags->agent.pin_cpus, AllowedCpus());
   EXPECT_DOUBLE_EQ(flags->agent.quiet.max_busy, 0.10);
   EXPECT_EQ(flags->agent.quiet.max_wait_ms, 1000);
+  EXPECT_EQ(flags->agent.quiet.persistent_after, 3);
 }
 
 TEST(AgentFlagsTest, PinningAndQuietCheck) {
@@ -44,8 +45,9 @@ TEST(AgentFlagsTest, PinningAndQuietCheck) {
   const std::string first = std::to_string(allowed.front());
   absl::StatusOr<AgentFlags> flags =
       Parse({"--server", "127.0.0.1:1", "--device-key", "k", "--pin-cpus", first,
-             "--quiet-busy-pct", "20", "--quiet-wait-ms=500"});
+             "--quiet-busy-pct", "20", "--quiet-wait-ms=500", "--quiet-persistent-after", "0"});
   ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->agent.quiet.persistent_after, 0);
   EXPECT_EQ(flags->agent.pin_cpus, std::vector<int>{allowed.front()});
   EXPECT_DOUBLE_EQ(flags->agent.quiet.max_busy, 0.20);
   EXPECT_EQ(flags->agent.quiet.max_wait_ms, 500);
@@ -127,6 +129,8 @@ TEST(AgentFlagsTest, ErrorsAreOneLineAndNameTheProblem) {
       {{"--server", "h:1", "--device-key", "k", "--pin-cpus", "0-x"}, "CPU list '0-x'"},
       {{"--server", "h:1", "--device-key", "k", "--pin-cpus", "1000"},
        "--pin-cpus 1000: CPU 1000 is not one this agent may run on"},
+      {{"--server", "h:1", "--device-key", "k", "--quiet-persistent-after", "-1"},
+       "--quiet-persistent-after must be"},
       {{"--server", "h:1", "--device-key", "k", "--quiet-busy-pct", "101"},
        "--quiet-busy-pct must be an integer in [0, 100]"},
       {{"--server", "h:1", "--device-key", "k", "--quiet-wait-ms", "-1"},

@@ -111,6 +111,20 @@ QuietCheck WaitForQuiet(const std::vector<int>& cpus, const QuietOptions& option
   }
 }
 
+bool PersistentLoad::active() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return persistent_after_ > 0 && streak_ >= persistent_after_;
+}
+
+int PersistentLoad::Record(bool quiet) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (persistent_after_ <= 0) return 0;
+  const bool was = streak_ >= persistent_after_;
+  streak_ = quiet ? 0 : std::min(streak_ + 1, persistent_after_);
+  const bool is = streak_ >= persistent_after_;
+  return is == was ? 0 : is ? 1 : -1;
+}
+
 double OwnCpuSeconds() {
   struct rusage self;
   if (getrusage(RUSAGE_SELF, &self) != 0) return 0;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,9 @@ struct QuietOptions {
   double max_busy = 0;
   int max_wait_ms = 0;   // then measure anyway (and say so)
   int window_ms = 30;    // one reading of the CPUs' business
+  // After this many measurements in a row found no quiet (every wait ran out and every
+  // attempt was disturbed), the load is persistent: see PersistentLoad. 0: never.
+  int persistent_after = 3;
 };
 
 struct QuietCheck {
@@ -60,6 +64,30 @@ struct QuietCheck {
 // Reads the CPUs' business over a window, then again every window while it is above
 // max_busy and max_wait_ms has not passed.
 QuietCheck WaitForQuiet(const std::vector<int>& cpus, const QuietOptions& options);
+
+// Whether the CPUs' load is persistent. Waiting for quiet pays off against load that
+// comes and goes (a neighbour busy 2 s of every 5); against load that stays (a build, a
+// benchmark, stress-ng) every measurement waits out its bound and re-measures for
+// nothing: ~3 s a measurement instead of ~0.3 s, with the same disturbed figure. After
+// `persistent_after` measurements in a row that found no quiet, the sandbox measures
+// once after a single reading of the CPUs (no wait, no re-measurement) and records
+// that it did; the first measurement that finds the CPUs quiet, before or during it,
+// ends that. Thread-safe.
+class PersistentLoad {
+ public:
+  explicit PersistentLoad(int persistent_after) : persistent_after_(persistent_after) {}
+  // True while the load is persistent: the next measurement should not wait.
+  bool active() const;
+  // What a measurement found: `quiet` when some reading before it, or the reading
+  // during it, was within the bound. Returns +1 when this made the load persistent,
+  // -1 when it ended a persistent load, 0 otherwise (for a log line).
+  int Record(bool quiet);
+
+ private:
+  const int persistent_after_;
+  mutable std::mutex mu_;
+  int streak_ = 0;  // measurements in a row without quiet
+};
 
 // CPU seconds all threads of this process have used so far (getrusage).
 double OwnCpuSeconds();

@@ -49,5 +49,29 @@ TEST(CpuTicksTest, ThisMachineHasTicksForItsCpus) {
   EXPECT_EQ(check.waited_ms, 0);
 }
 
+TEST(PersistentLoadTest, StartsAfterTheStreakAndEndsAtTheFirstQuiet) {
+  PersistentLoad load(3);
+  EXPECT_FALSE(load.active());
+  EXPECT_EQ(load.Record(false), 0);
+  EXPECT_EQ(load.Record(true), 0);  // a quiet one starts the count again
+  EXPECT_EQ(load.Record(false), 0);
+  EXPECT_EQ(load.Record(false), 0);
+  EXPECT_FALSE(load.active());
+  EXPECT_EQ(load.Record(false), 1);  // the third in a row
+  EXPECT_TRUE(load.active());
+  EXPECT_EQ(load.Record(false), 0);
+  EXPECT_TRUE(load.active());
+  EXPECT_EQ(load.Record(true), -1);
+  EXPECT_FALSE(load.active());
+  EXPECT_EQ(load.Record(false), 0);  // counted from zero again
+  EXPECT_FALSE(load.active());
+}
+
+TEST(PersistentLoadTest, ZeroNeverTakesTheLoadAsPersistent) {
+  PersistentLoad load(0);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(load.Record(false), 0);
+  EXPECT_FALSE(load.active());
+}
+
 }  // namespace
 }  // namespace tuneforge::agent

@@ -1107,6 +1107,7 @@ Sandbox::Sandbox(SandboxOptions options) : options_(std::move(options)) {
   TF_CHECK(options_.default_timeout_ms > 0);
   watched_cpus_ = options_.pin_cpus.empty() ? AllowedCpus() : options_.pin_cpus;
   watched_cpus_text_ = FormatCpuList(watched_cpus_);
+  load_ = std::make_unique<PersistentLoad>(options_.quiet.persistent_after);
 }
 
 namespace {
@@ -1206,11 +1207,17 @@ MeasureResult Sandbox::Run(const MeasureRequest& request) const {
   // Again, after waiting for quiet, up to kMaxRemeasures times, each only while at most
   // a quarter of the request's timeout has gone (the server's lease is the timeout plus
   // a grace) and within what is left of it; the last figure stands, marked disturbed
-  // when other work still took the CPUs.
+  // when other work still took the CPUs. While the load is persistent, one reading of
+  // the CPUs and one measurement.
+  const bool checked = options_.quiet.max_busy > 0;
+  const bool persistent = checked && load_->active();
+  QuietOptions quiet = options_.quiet;
+  if (persistent) quiet.max_wait_ms = 0;
   const std::string child_log = dir->path() + "/" + kChildLogFile;
   const Clock::time_point first_start = Clock::now();
   Watched watched;
   int attempts = 0, waited_ms = 0;
+  bool found_quiet = false;  // some reading before an attempt was within the bound
   for (;;) {
     const int elapsed_ms = static_cast<int>(
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - first_start).count());
@@ -1221,15 +1228,29 @@ MeasureResult Sandbox::Run(const MeasureRequest& request) const {
       result.clear_costs();
     }
     watched = MeasureWatched(options_.agent_binary, dir->path(), request, timeout_ms - elapsed_ms,
-                             options_.pin_cpus, watched_cpus_, options_.quiet, &result);
+                             options_.pin_cpus, watched_cpus_, quiet, &result);
     ++attempts;
     waited_ms += watched.before.waited_ms;
+    found_quiet = found_quiet || watched.before.quiet;
     const int total_ms = static_cast<int>(
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - first_start).count());
-    if (options_.quiet.max_busy <= 0 || result.error() != tuneforge::v1::NONE ||
+    if (!checked || persistent || result.error() != tuneforge::v1::NONE ||
         watched.others_busy <= options_.quiet.max_busy || attempts > kMaxRemeasures ||
         total_ms * 4 > timeout_ms) {
       break;
+    }
+  }
+  const bool disturbed = checked && watched.others_busy > options_.quiet.max_busy;
+  if (checked && result.error() == tuneforge::v1::NONE) {
+    const int change = load_->Record(found_quiet || !disturbed);
+    if (change > 0) {
+      TF_LOG(Warning) << "CPUs " << watched_cpus_text_ << ": other work kept them above "
+                      << options_.quiet.max_busy * 100 << "% busy for "
+                      << options_.quiet.persistent_after
+                      << " measurements in a row; measuring without waiting for quiet until "
+                         "they are quiet again (records say persistent_load)";
+    } else if (change < 0) {
+      TF_LOG(Info) << "CPUs " << watched_cpus_text_ << " quiet again; waiting for quiet as usual";
     }
   }
   nlohmann::json env = nlohmann::json::parse(options_.environment_json, nullptr, false);
@@ -1242,7 +1263,8 @@ MeasureResult Sandbox::Run(const MeasureRequest& request) const {
         {"others_busy", Round3(watched.others_busy)},
         {"remeasured", attempts > 1},
         {"attempts", attempts},
-        {"disturbed", options_.quiet.max_busy > 0 && watched.others_busy > options_.quiet.max_busy},
+        {"disturbed", disturbed},
+        {"persistent_load", persistent},
     };
     result.set_environment_json(env.dump());
   }

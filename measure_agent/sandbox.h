@@ -21,8 +21,8 @@
 //   child.log   the child's stdout and stderr; its tail goes into error messages
 #pragma once
 
+#include <memory>
 #include <string>
-
 #include <vector>
 
 #include "measure_agent/device_launch.h"
@@ -52,7 +52,9 @@ struct SandboxOptions {
   std::vector<int> pin_cpus;
   // Wait for those CPUs (or, unpinned, the agent's) to be quiet before measuring,
   // and measure again (up to twice) when other work took more than quiet.max_busy of
-  // them during the measurement; max_busy 0: neither. The result's environment_json gets
+  // them during the measurement; max_busy 0: neither. While the load is persistent
+  // (quiet.persistent_after measurements in a row found no quiet: PersistentLoad), one
+  // reading and one measurement, recorded as such. The result's environment_json gets
   // a "measurement" object saying what was found (docs/search.md "Clean labels").
   QuietOptions quiet;
 };
@@ -80,6 +82,7 @@ class Sandbox {
   SandboxOptions options_;
   std::vector<int> watched_cpus_;  // pin_cpus, or the agent's own when unpinned
   std::string watched_cpus_text_;  // FormatCpuList(watched_cpus_), for every record
+  std::unique_ptr<PersistentLoad> load_;  // of those CPUs, over this sandbox's measurements
 };
 
 // Removes the sandbox directories under `temp_root` (empty: the default root) that

@@ -141,6 +141,62 @@ TEST_F(SandboxTest, BusyCpusAreWaitedForAndTheMeasurementRepeated) {
   EXPECT_EQ(m["disturbed"], true) << m.dump();  // the spinner never stopped
 }
 
+TEST_F(SandboxTest, PersistentLoadIsMeasuredWithoutWaitingUntilQuietReturns) {
+  // A spinner that never stops: after two measurements that waited out their bound and
+  // were disturbed on every attempt, the third reads the CPU once and measures once;
+  // with the spinner gone, the next finds quiet and the one after waits as usual.
+  const int cpu = AllowedCpus().back();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  const pid_t spinner = fork();
+  ASSERT_GE(spinner, 0);
+  if (spinner == 0) {
+    sched_setaffinity(0, sizeof(set), &set);
+    for (;;) {
+    }
+  }
+  options_.pin_cpus = {cpu};
+  options_.quiet.max_busy = 0.25;
+  options_.quiet.max_wait_ms = 200;
+  options_.quiet.persistent_after = 2;
+  Sandbox sandbox(options_);
+  MeasureRequest request = MakeKernelRequest(ADD_KERNEL_PATH, "add_kernel", "r1");
+  request.mutable_options()->set_min_repeat_ms(20);
+  std::vector<nlohmann::json> busy;
+  for (int i = 0; i < 3; ++i) {
+    MeasureResult result = sandbox.Run(request);
+    ASSERT_EQ(result.error(), tuneforge::v1::NONE) << result.error_message();
+    busy.push_back(nlohmann::json::parse(result.environment_json())["measurement"]);
+  }
+  kill(spinner, SIGKILL);
+  waitpid(spinner, nullptr, 0);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(busy[i]["persistent_load"], false) << busy[i].dump();
+    EXPECT_GE(busy[i]["quiet_wait_ms"].get<int>(), 200) << busy[i].dump();
+    EXPECT_GE(busy[i]["attempts"].get<int>(), 2) << busy[i].dump();
+  }
+  EXPECT_EQ(busy[2]["persistent_load"], true) << busy[2].dump();
+  EXPECT_EQ(busy[2]["quiet_wait_ms"], 0) << busy[2].dump();
+  EXPECT_EQ(busy[2]["attempts"], 1) << busy[2].dump();
+  EXPECT_EQ(busy[2]["disturbed"], true) << busy[2].dump();
+  // The spinner gone, each measurement is persistent exactly when the one before it
+  // was and found no quiet (on an idle machine the first finds quiet and the next
+  // waits as usual; on a busy one they stay persistent).
+  nlohmann::json before = busy[2];
+  for (int i = 0; i < 3; ++i) {
+    MeasureResult result = sandbox.Run(request);
+    ASSERT_EQ(result.error(), tuneforge::v1::NONE) << result.error_message();
+    nlohmann::json now = nlohmann::json::parse(result.environment_json())["measurement"];
+    const bool found_quiet = before["busy_before"].get<double>() <= 0.25 ||
+                             before["others_busy"].get<double>() <= 0.25;
+    if (before["persistent_load"] == true) {
+      EXPECT_EQ(now["persistent_load"], !found_quiet) << before.dump() << " then " << now.dump();
+    }
+    before = now;
+  }
+}
+
 TEST_F(SandboxTest, FlushCacheAndRepeatAreHonoured) {
   MeasureRequest request = MakeKernelRequest(ADD_KERNEL_PATH, "add_kernel", "r1");
   request.mutable_options()->set_flush_cache(true);
