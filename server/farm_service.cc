@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "compiler/codegen/build.h"
 #include "compiler/support/files.h"
 #include "server/job_target.h"
@@ -47,7 +48,10 @@ grpc::Status FarmServiceImpl::Status(grpc::ServerContext* ctx, const v1::FarmSta
     v1::JobSummary* out = resp->add_jobs();
     out->set_job_id(j.job_id());
     out->set_owner(j.spec().owner());
-    out->set_task(j.task());
+    // A job of several tasks: their count and the first (the status has them all).
+    out->set_task(j.spec().tasks_size() == 0 ? j.task()
+                                             : absl::StrCat(j.spec().tasks_size(), " tasks: ", j.spec().tasks(0).task(),
+                                                            j.spec().tasks_size() > 1 ? ", ..." : ""));
     out->set_state(v1::JobState_Name(j.state()));
     out->set_trials_done(j.trials_done());
     out->set_trials(j.spec().trials());

@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
+#include <set>
 #include <cerrno>
 #include <cstring>
 #include <chrono>
@@ -21,7 +24,10 @@
 #include "google/protobuf/util/json_util.h"
 #include "server/agent_runner.h"
 #include "server/job_target.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "tuner/search_policy.h"
+#include "tuner/task_rounds.h"
 #include "tuner/tuning_loop.h"
 
 namespace tuneforge {
@@ -56,6 +62,50 @@ void SetBest(const TrialSummary& s, v1::BestResult* out) {
   out->set_record_id(std::to_string(s.record_id));
 }
 
+// A job of several tasks: each task parses (stored as its canonical text, weight 0
+// as 1), within the limits; not with fixed configs.
+absl::Status CheckTasksOfJob(v1::JobSpec* spec) {
+  if (!spec->task().empty()) {
+    return absl::InvalidArgumentError("a job has either a task or a list of tasks, not both (task '" +
+                                      spec->task() + "' and " + std::to_string(spec->tasks_size()) +
+                                      " tasks)");
+  }
+  if (spec->configs_size() > 0) {
+    return absl::InvalidArgumentError("fixed configs are for a job of one task, not of " +
+                                      std::to_string(spec->tasks_size()));
+  }
+  if (spec->tasks_size() > JobManager::kMaxTasks) {
+    return absl::InvalidArgumentError("at most " + std::to_string(JobManager::kMaxTasks) +
+                                      " tasks in a job, got " + std::to_string(spec->tasks_size()));
+  }
+  if (spec->round_trials() < 0 || spec->round_trials() > JobManager::kMaxTrials) {
+    return absl::InvalidArgumentError("round_trials must be 0.." + std::to_string(JobManager::kMaxTrials) +
+                                      " (0: " + std::to_string(JobManager::kDefaultRoundTrials) +
+                                      "), got " + std::to_string(spec->round_trials()));
+  }
+  std::set<std::string> seen;
+  for (int i = 0; i < spec->tasks_size(); ++i) {
+    v1::WeightedTask* t = spec->mutable_tasks(i);
+    absl::StatusOr<TuningTask> task = ParseTask(t->task());
+    if (!task.ok()) {
+      return absl::Status(task.status().code(),
+                          "task " + std::to_string(i + 1) + ": " + std::string(task.status().message()));
+    }
+    if (t->weight() == 0) t->set_weight(1);
+    if (t->weight() < 1 || t->weight() > JobManager::kMaxWeight) {
+      return absl::InvalidArgumentError("task " + std::to_string(i + 1) + " (" + t->task() +
+                                        "): weight must be 1.." + std::to_string(JobManager::kMaxWeight) +
+                                        " (0: 1), got " + std::to_string(t->weight()));
+    }
+    t->set_task(task->CanonicalText());
+    if (!seen.insert(t->task()).second) {
+      return absl::InvalidArgumentError("task " + std::to_string(i + 1) + " (" + t->task() +
+                                        ") is listed twice: give it once, with the sum of the weights");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 JobManager::JobManager(Database* db, AgentRegistry* registry, const Builder* builder)
@@ -81,8 +131,14 @@ JobManager::~JobManager() {
 
 absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec_in) {
   v1::JobSpec spec = spec_in;
-  absl::StatusOr<TuningTask> task = ParseTask(spec.task());
-  if (!task.ok()) return task.status();
+  std::string canonical;  // the job's task, or "" for a job of several
+  if (spec.tasks_size() > 0) {
+    RETURN_IF_ERROR(CheckTasksOfJob(&spec));
+  } else {
+    absl::StatusOr<TuningTask> task = ParseTask(spec.task());
+    if (!task.ok()) return task.status();
+    canonical = task->CanonicalText();
+  }
   if (spec.configs_size() > 0) {
     spec.set_trials(spec.configs_size());  // the budget is exactly the given configs
   }
@@ -130,7 +186,7 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec_in) {
   job->status.set_job_id(id);
   *job->status.mutable_spec() = spec;
   job->status.set_state(v1::QUEUED);
-  job->status.set_task(task->CanonicalText());
+  job->status.set_task(canonical);
   job->started = std::chrono::steady_clock::now();
   Job* raw = job.get();
   jobs_[id] = std::move(job);
@@ -199,7 +255,6 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
     first = job->status;
   }
   Persist(job, first);
-  TuningTask task = *ParseTask(spec.task());
   // The target comes from the agents of the job's key (server/job_target.h); until one
   // that can run it is connected the job waits and says why.
   const Target host = DetectHostTarget(spec.device_key());
@@ -285,6 +340,11 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
       &job->cancel,
       std::clamp(spec.priority() ? spec.priority() : kDefaultPriority, kMinPriority, kMaxPriority),
       target.PlausiblePeakGflops(), &cpu_share_);
+  if (spec.tasks_size() > 0) {
+    RunTasksInRounds(job, spec, target, options, &runner);
+    return;
+  }
+  TuningTask task = *ParseTask(spec.task());
   TuningLoop loop(task, target, options, db_, builder_, &runner);
   absl::StatusOr<TuningProgress> result = loop.Run(
       [&](const TuningProgress& p) {
@@ -318,6 +378,126 @@ void JobManager::RunJob(Job* job, v1::JobSpec spec) {
     } else {
       s->set_state(v1::FAILED);
       s->set_message(std::string(result.status().message()));
+    }
+  });
+  TF_LOG(Info) << "job " << job->status.job_id() << " finished";
+}
+
+void JobManager::RunTasksInRounds(Job* job, const v1::JobSpec& spec, const Target& target,
+                                  const TuningOptions& base, Runner* runner) {
+  std::vector<TuningTask> tasks;
+  std::vector<SchedulerTask> scheduled;
+  std::set<std::string> ops;
+  for (const v1::WeightedTask& t : spec.tasks()) {
+    tasks.push_back(*ParseTask(t.task()));  // checked by Submit or ResumeStoredJobs
+    scheduled.push_back(SchedulerTask{static_cast<double>(t.weight()), tasks.back().Flops(), tasks.back().op()});
+    ops.insert(tasks.back().op());
+  }
+  TaskSchedulerOptions so;
+  so.total_trials = spec.trials();
+  so.round_trials = spec.round_trials() > 0 ? spec.round_trials() : kDefaultRoundTrials;
+  TaskScheduler scheduler(scheduled, so);
+  std::vector<std::optional<TrialSummary>> best(tasks.size());
+  std::vector<std::string> errors(tasks.size());
+  std::vector<std::string> warnings;  // the rounds', each once, prefixed with its task
+
+  // The status of every task as the scheduler has it; `round_best` the running round's.
+  auto fill = [&](v1::JobStatus* s, int spent) {
+    s->set_trials_done(spent);
+    s->clear_tasks();
+    double estimated = 0;
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      v1::TaskProgress* t = s->add_tasks();
+      t->set_task(spec.tasks(static_cast<int>(i)).task());
+      t->set_weight(spec.tasks(static_cast<int>(i)).weight());
+      t->set_trials(scheduler.trials()[i]);
+      t->set_rounds(scheduler.rounds(static_cast<int>(i)));
+      t->set_flat(scheduler.flat(static_cast<int>(i)));
+      t->set_error(errors[i]);
+      if (best[i]) {
+        SetBest(*best[i], t->mutable_best());
+        estimated += t->weight() * best[i]->seconds;
+      } else {
+        estimated = INFINITY;
+      }
+    }
+    s->set_estimated_seconds(std::isfinite(estimated) ? estimated : 0);
+    s->clear_warnings();
+    for (const std::string& w : warnings) s->add_warnings(w);
+    for (const std::string& w : job->server_warnings) s->add_warnings(w);
+  };
+  auto keep_best = [&](int i, const std::optional<TrialSummary>& b) {
+    if (b && b->seconds > 0 && (!best[i] || b->seconds < best[i]->seconds)) best[i] = b;
+  };
+
+  // A round is a tuning loop of its task that counts the db's earlier configs of it on
+  // this target (count_earlier): what it spent is what the task's total grew by.
+  auto run = [&](const RoundInfo& r) -> absl::StatusOr<RoundResult> {
+    const int i = r.task;
+    const std::string name = absl::StrCat("task ", i + 1, "/", tasks.size(), " (", tasks[i].CanonicalText(), ")");
+    TuningOptions options = base;
+    options.count_earlier = true;
+    options.trials = r.trials_before + r.trials;
+    options.seed = r.seed;
+    TuningLoop loop(tasks[i], target, options, db_, builder_, runner);
+    const int spent_before = scheduler.spent();
+    absl::StatusOr<TuningProgress> done = loop.Run(
+        [&](const TuningProgress& p) {
+          keep_best(i, p.best);
+          keep_best(i, p.earlier_best);
+          for (const std::string& w : p.warnings) {
+            const std::string line = name + ": " + w;
+            if (std::find(warnings.begin(), warnings.end(), line) == warnings.end()) warnings.push_back(line);
+          }
+          const int grown = std::max(0, p.earlier_trials + p.trials_done - r.trials_before);
+          Update(job, [&](v1::JobStatus* s) {
+            s->set_message("");
+            s->set_last_event(absl::StrCat("round ", r.round + 1, ", ", name, ": ", p.last_event));
+            fill(s, spent_before + std::min(grown, r.trials));
+          });
+        },
+        &job->cancel);
+    if (!done.ok() && absl::IsCancelled(done.status())) return done.status();
+    RoundResult out;
+    out.spent = r.trials;
+    if (done.ok()) {
+      out.spent = std::max(0, done->earlier_trials + done->trials_done - r.trials_before);
+      out.new_trials = done->trials_done;
+      errors[i].clear();
+    } else {
+      out.ok = false;
+      out.error = std::string(done.status().message());
+      errors[i] = out.error;
+      TF_LOG(Warning) << "job " << job->status.job_id() << ": round " << r.round + 1 << " of " << name
+                      << " failed: " << out.error;
+    }
+    out.best_seconds = best[i] ? best[i]->seconds : INFINITY;
+    return out;
+  };
+  auto after = [&](const RoundInfo&, const RoundResult&) {
+    Update(job, [&](v1::JobStatus* s) { fill(s, scheduler.spent()); });
+  };
+  absl::StatusOr<RoundsSummary> rounds = RunRounds(&scheduler, spec.trials(), spec.seed() ? spec.seed() : 1, run, after);
+  for (const std::string& op : ops) log_models_.Request(op, target.Key());
+  Update(job, [&](v1::JobStatus* s) {
+    fill(s, scheduler.spent());
+    if (!rounds.ok()) {
+      const bool cancelled = absl::IsCancelled(rounds.status());
+      s->set_state(cancelled ? v1::CANCELLED : v1::FAILED);
+      s->set_message(cancelled ? "cancelled" : std::string(rounds.status().message()));
+      return;
+    }
+    std::vector<std::string> without;
+    for (size_t i = 0; i < tasks.size(); ++i)
+      if (!best[i]) without.push_back(tasks[i].CanonicalText());
+    s->set_last_event(absl::StrCat(rounds->rounds, " rounds, ", scheduler.spent(), " trials: ", rounds->stop_reason));
+    if (without.empty()) {
+      s->set_state(v1::SUCCEEDED);
+      s->set_message("");
+    } else {
+      s->set_state(v1::FAILED);
+      s->set_message(absl::StrCat("no config ran correctly for ", without.size(), " of ", tasks.size(),
+                                  " tasks: ", absl::StrJoin(without, "; ")));
     }
   });
   TF_LOG(Info) << "job " << job->status.job_id() << " finished";
@@ -381,8 +561,18 @@ absl::StatusOr<int> JobManager::ResumeStoredJobs() {
     if (row.state != "queued" && row.state != "running") continue;
     v1::JobSpec spec;
     absl::StatusOr<TuningTask> task;
-    if (!google::protobuf::util::JsonStringToMessage(row.spec_json, &spec).ok() ||
-        !(task = ParseTask(spec.task())).ok()) {
+    const bool spec_reads = google::protobuf::util::JsonStringToMessage(row.spec_json, &spec).ok();
+    if (spec_reads && spec.tasks_size() > 0) {
+      // Rounds count the db's records of each task, the job's own included: it starts
+      // its rounds again and measures only what it still owes.
+      absl::Status valid = CheckTasksOfJob(&spec);
+      if (valid.ok()) {
+        ResumeJob(row.id, spec, "", 0, "resumed after a server restart: its rounds count the records it made");
+        ++resumed;
+        continue;
+      }
+    }
+    if (!spec_reads || spec.tasks_size() > 0 || !(task = ParseTask(spec.task())).ok()) {
       TF_LOG(Error) << "stored job " << row.id << " has an unreadable spec; not resumed";
       JobRow failed = row;
       failed.state = "failed";
@@ -396,25 +586,31 @@ absl::StatusOr<int> JobManager::ResumeStoredJobs() {
     if (records.ok()) {
       for (const TuningRecord& r : *records) recorded += r.job_id == row.id;
     }
-    auto job = std::make_unique<Job>();
-    job->resumed_trials = std::clamp(recorded - 1, 0, std::max(0, spec.trials() - 1));  // minus the baseline
-    job->status.set_job_id(row.id);
-    *job->status.mutable_spec() = spec;
-    job->status.set_state(v1::QUEUED);
-    job->status.set_task(task->CanonicalText());
-    job->status.set_trials_done(job->resumed_trials);
-    job->status.set_last_event("resumed after a server restart: " +
-                               std::to_string(job->resumed_trials) + " of " +
-                               std::to_string(spec.trials()) + " trials were already recorded");
-    job->started = std::chrono::steady_clock::now();
-    TF_LOG(Info) << "job " << row.id << ": " << job->status.last_event();
-    std::lock_guard<std::mutex> lock(mu_);
-    Job* raw = job.get();
-    jobs_[row.id] = std::move(job);
-    raw->thread = std::thread([this, raw, spec] { RunJob(raw, spec); });
+    const int resumed_trials = std::clamp(recorded - 1, 0, std::max(0, spec.trials() - 1));  // minus the baseline
+    ResumeJob(row.id, spec, task->CanonicalText(), resumed_trials,
+              "resumed after a server restart: " + std::to_string(resumed_trials) + " of " +
+                  std::to_string(spec.trials()) + " trials were already recorded");
     ++resumed;
   }
   return resumed;
+}
+
+void JobManager::ResumeJob(const std::string& id, const v1::JobSpec& spec, const std::string& canonical,
+                           int resumed_trials, const std::string& event) {
+  auto job = std::make_unique<Job>();
+  job->resumed_trials = resumed_trials;
+  job->status.set_job_id(id);
+  *job->status.mutable_spec() = spec;
+  job->status.set_state(v1::QUEUED);
+  job->status.set_task(canonical);
+  job->status.set_trials_done(resumed_trials);
+  job->status.set_last_event(event);
+  job->started = std::chrono::steady_clock::now();
+  TF_LOG(Info) << "job " << id << ": " << event;
+  std::lock_guard<std::mutex> lock(mu_);
+  Job* raw = job.get();
+  jobs_[id] = std::move(job);
+  raw->thread = std::thread([this, raw, spec] { RunJob(raw, spec); });
 }
 
 void JobManager::CancelAll() {

@@ -19,6 +19,7 @@
 #include "server/job_cpu_share.h"
 #include "server/log_model_refresher.h"
 #include "tuner/builder.h"
+#include "tuner/tuning_loop.h"
 #include "tuneforge/v1/tuning.pb.h"
 
 namespace tuneforge {
@@ -51,6 +52,9 @@ class JobManager {
   static constexpr int kMaxTrials = 100000;
   static constexpr int kMaxRepeat = 100;  // JobSpec.measure.max_repeat
   static constexpr int kMaxBatch = 1024;  // JobSpec.batch_size and model_early_batch
+  static constexpr int kMaxTasks = 1000;  // JobSpec.tasks
+  static constexpr int kMaxWeight = 1000000;  // WeightedTask.weight
+  static constexpr int kDefaultRoundTrials = 32;  // JobSpec.round_trials 0
   // JobSpec.priority: the job's weight in the fair share of agents (0 = default).
   static constexpr int kMinPriority = 1;
   static constexpr int kMaxPriority = 10;
@@ -69,6 +73,13 @@ class JobManager {
     std::vector<std::string> server_warnings;  // GUARDED_BY(mu_)
   };
   void RunJob(Job* job, v1::JobSpec spec);
+  // A job of several tasks: the task scheduler's rounds (tuner/task_rounds.h), each a
+  // TuningLoop of one task with `base`'s options, through one runner.
+  void RunTasksInRounds(Job* job, const v1::JobSpec& spec, const Target& target, const TuningOptions& base,
+                        Runner* runner);
+  // Starts a stored job again under its id (ResumeStoredJobs).
+  void ResumeJob(const std::string& id, const v1::JobSpec& spec, const std::string& canonical,
+                 int resumed_trials, const std::string& event);
   void Update(Job* job, const std::function<void(v1::JobStatus*)>& change);
   // Writes the job's row; a failure is logged and becomes one of the job's warnings.
   void Persist(Job* job, const v1::JobStatus& status);

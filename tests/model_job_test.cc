@@ -1,0 +1,193 @@
+// A job of several weighted tasks runs on the server: the task scheduler's rounds,
+// each a tuning loop of one task, spend exactly the job's budget, and the job's status
+// carries each task's progress and the estimated weighted latency. Real server and
+// agent processes on loopback.
+#include <grpcpp/grpcpp.h>
+
+#include <cmath>
+#include <set>
+
+#include "server/job_manager.h"
+#include "tests/farm_fixture.h"
+#include "tuneforge/v1/tuning.grpc.pb.h"
+
+namespace tuneforge {
+namespace {
+
+using testing::FarmFixture;
+
+class ModelJobTest : public FarmFixture {
+ protected:
+  std::unique_ptr<v1::TuningService::Stub> Tuning() {
+    return v1::TuningService::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  }
+  // Polls the job until it ends (or the scaled deadline passes: the last status).
+  v1::JobStatus WaitForEnd(v1::TuningService::Stub* tuning, const std::string& id, int seconds) {
+    v1::JobStatus status;
+    std::string last_error;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000 * testing::TimeScale()));
+    while (std::chrono::steady_clock::now() < end) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      v1::JobRequest request;
+      request.set_job_id(id);
+      grpc::Status st = tuning->GetJob(&ctx, request, &status);
+      // A server just restarted may refuse the first calls of a new channel.
+      if (!st.ok()) {
+        last_error = st.error_message();
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        continue;
+      }
+      last_error.clear();
+      if (IsTerminal(status.state())) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    if (!IsTerminal(status.state())) ADD_FAILURE() << "the job did not end; GetJob's last error: " << last_error;
+    return status;
+  }
+};
+
+TEST_F(ModelJobTest, TasksShareTheBudgetInRoundsAndEachHasItsProgress) {
+  ASSERT_FALSE(StartServer({"--heartbeat-ms", "300"}).empty());
+  StartAgent("m");
+  ASSERT_TRUE(WaitForIdleAgents(1)) << server_->Stderr();
+  const std::string heavy = "matmul M=24 N=20 K=16", light = "dense M=8 N=24 K=32 bias=1 relu=0";
+  v1::SubmitJobRequest submit;
+  v1::JobSpec* spec = submit.mutable_spec();
+  spec->set_device_key("m");
+  spec->set_trials(14);
+  spec->set_round_trials(4);
+  spec->set_batch_size(4);
+  spec->set_policy("random");
+  v1::WeightedTask* t = spec->add_tasks();
+  t->set_task(heavy);
+  t->set_weight(3);
+  t = spec->add_tasks();
+  t->set_task(light);  // weight 0: 1
+  auto tuning = Tuning();
+  grpc::ClientContext ctx;
+  v1::SubmitJobResponse submitted;
+  grpc::Status st = tuning->SubmitJob(&ctx, submit, &submitted);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+
+  v1::JobStatus done = WaitForEnd(tuning.get(), submitted.job_id(), 300);
+  ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.message() << "\n" << server_->Stderr();
+  EXPECT_EQ(done.trials_done(), 14);
+  ASSERT_EQ(done.tasks_size(), 2);
+  EXPECT_EQ(done.tasks(0).weight(), 3);
+  EXPECT_EQ(done.tasks(1).weight(), 1);
+  int trials = 0;
+  double estimated = 0;
+  for (const v1::TaskProgress& p : done.tasks()) {
+    SCOPED_TRACE(p.task());
+    trials += p.trials();
+    EXPECT_GE(p.rounds(), 1);  // every task has its warm-up round
+    EXPECT_GE(p.trials(), 4);
+    ASSERT_GT(p.best().seconds(), 0);
+    EXPECT_TRUE(p.error().empty()) << p.error();
+    estimated += p.weight() * p.best().seconds();
+    // Exactly its trials of distinct configs measured (the baseline and the finalists'
+    // re-measurements aside), none twice as a trial.
+    std::map<std::string, int> searched;
+    for (const TuningRecord& r : Records(p.task())) {
+      EXPECT_EQ(r.job_id, submitted.job_id());
+      if (r.proposed_by != "baseline" && r.proposed_by != "remeasure") ++searched[r.config_json];
+    }
+    EXPECT_EQ(static_cast<int>(searched.size()), p.trials());
+    for (const auto& [config, n] : searched) EXPECT_EQ(n, 1) << config;
+  }
+  EXPECT_EQ(trials, 14);
+  EXPECT_NEAR(done.estimated_seconds(), estimated, 1e-12);
+  // The canonical texts, in the spec's order.
+  EXPECT_EQ(done.tasks(0).task(), ParseTask(heavy)->CanonicalText());
+  EXPECT_EQ(done.tasks(1).task(), ParseTask(light)->CanonicalText());
+}
+
+TEST_F(ModelJobTest, KilledServerResumesTheJobWhichSpendsExactlyItsBudget) {
+  ASSERT_FALSE(StartServer({"--heartbeat-ms", "300"}).empty());
+  StartAgent("m");
+  ASSERT_TRUE(WaitForIdleAgents(1)) << server_->Stderr();
+  const std::vector<std::string> tasks = {"matmul M=24 N=20 K=16", "matmul M=16 N=24 K=20"};
+  v1::SubmitJobRequest submit;
+  v1::JobSpec* spec = submit.mutable_spec();
+  spec->set_device_key("m");
+  spec->set_trials(24);
+  spec->set_round_trials(4);
+  spec->set_batch_size(2);
+  spec->set_policy("random");
+  for (const std::string& t : tasks) spec->add_tasks()->set_task(t);
+  auto tuning = Tuning();
+  grpc::ClientContext ctx;
+  v1::SubmitJobResponse submitted;
+  grpc::Status st = tuning->SubmitJob(&ctx, submit, &submitted);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  // kill -9 mid-job, once both tasks have had a round.
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(60000 * testing::TimeScale()));
+  v1::JobStatus seen;
+  while (std::chrono::steady_clock::now() < end) {
+    grpc::ClientContext get;
+    v1::JobRequest request;
+    request.set_job_id(submitted.job_id());
+    ASSERT_TRUE(tuning->GetJob(&get, request, &seen).ok());
+    if (seen.trials_done() >= 10) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GE(seen.trials_done(), 10) << server_->Stderr();
+  ASSERT_LT(seen.trials_done(), 24) << "the job ended before the kill";
+  server_->Kill(SIGKILL);
+
+  // The same db and port; the agent reconnects by itself, the job resumes by its id.
+  testing::ServerProcess again = testing::StartServerProcess(kBin, db_, dir_ + "/server2", {"--heartbeat-ms", "300"}, address_);
+  ASSERT_EQ(again.address, address_) << again.process->Stderr();
+  server_ = std::move(again.process);
+  tuning = Tuning();
+  v1::JobStatus done = WaitForEnd(tuning.get(), submitted.job_id(), 300);
+  ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.message() << "\n" << server_->Stderr();
+  EXPECT_EQ(done.trials_done(), 24);
+  int trials = 0, searched_total = 0;
+  for (const v1::TaskProgress& p : done.tasks()) {
+    SCOPED_TRACE(p.task());
+    trials += p.trials();
+    std::map<std::string, int> searched;
+    for (const TuningRecord& r : Records(p.task())) {
+      EXPECT_EQ(r.job_id, submitted.job_id());
+      if (r.proposed_by != "baseline" && r.proposed_by != "remeasure") ++searched[r.config_json];
+    }
+    searched_total += static_cast<int>(searched.size());
+    for (const auto& [config, n] : searched) EXPECT_EQ(n, 1) << "measured twice: " << config;
+  }
+  EXPECT_EQ(trials, 24);
+  EXPECT_EQ(searched_total, 24);  // exactly the budget of distinct configs, across the restart
+}
+
+TEST_F(ModelJobTest, BadListsOfTasksAreRefusedBeforeAnyJobStarts) {
+  ASSERT_FALSE(StartServer().empty());
+  auto tuning = Tuning();
+  struct Case {
+    std::function<void(v1::JobSpec*)> edit;
+    std::string message;
+  } cases[] = {
+      {[](v1::JobSpec* s) { s->set_task("matmul M=8 N=8 K=8"); }, "either a task or a list of tasks"},
+      {[](v1::JobSpec* s) { s->add_tasks()->set_task("matmul M=8 N=8 K=8"); }, "is listed twice"},
+      {[](v1::JobSpec* s) { s->mutable_tasks(0)->set_weight(-2); }, "weight must be 1..1000000 (0: 1), got -2"},
+      {[](v1::JobSpec* s) { s->add_tasks()->set_task("conv9d M=1"); }, "task 2: "},
+      {[](v1::JobSpec* s) { s->add_configs("{}"); }, "fixed configs are for a job of one task"},
+      {[](v1::JobSpec* s) { s->set_round_trials(-1); }, "round_trials must be 0..100000"},
+      {[](v1::JobSpec* s) { s->set_trials(0); }, "trials must be between 1 and"},
+  };
+  for (const Case& c : cases) {
+    v1::SubmitJobRequest submit;
+    v1::JobSpec* spec = submit.mutable_spec();
+    spec->set_trials(8);
+    spec->add_tasks()->set_task("matmul M=8 N=8 K=8");
+    c.edit(spec);
+    grpc::ClientContext ctx;
+    v1::SubmitJobResponse submitted;
+    grpc::Status st = tuning->SubmitJob(&ctx, submit, &submitted);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.message;
+    EXPECT_NE(st.error_message().find(c.message), std::string::npos) << st.error_message();
+  }
+}
+
+}  // namespace
+}  // namespace tuneforge
