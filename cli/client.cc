@@ -154,6 +154,21 @@ absl::Status TuningClient::Cancel(const std::string& job_id) {
   return st.ok() ? absl::OkStatus() : absl::UnavailableError(st.error_message());
 }
 
+absl::StatusOr<v1::JobStatus> TuningClient::Get(const std::string& job_id) {
+  grpc::ClientContext ctx;
+  AddToken(&ctx, token_);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::JobRequest req;
+  req.set_job_id(job_id);
+  v1::JobStatus status;
+  grpc::Status st = stub_->GetJob(&ctx, req, &status);
+  if (st.error_code() == grpc::StatusCode::NOT_FOUND) {
+    return absl::NotFoundError("no job " + job_id + " on the server at " + address_);
+  }
+  if (!st.ok()) return absl::UnavailableError("job " + job_id + " at " + address_ + ": " + st.error_message());
+  return status;
+}
+
 std::string AgentBinaryPath() {
   char buf[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);

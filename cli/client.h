@@ -46,6 +46,8 @@ class TuningClient {
   absl::StatusOr<v1::JobStatus> Wait(const std::string& job_id,
                                      const std::function<void(const v1::JobStatus&)>& on_status);
   absl::Status Cancel(const std::string& job_id);
+  // The job's status now; NotFound when the server does not know the id.
+  absl::StatusOr<v1::JobStatus> Get(const std::string& job_id);
   void set_reconnect_timeout(absl::Duration d) { reconnect_timeout_ = d; }
 
  private:

@@ -17,6 +17,7 @@ absl::StatusOr<int> ShowCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> DeployCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> NightlyCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> FarmCommand(const std::vector<std::string>& args);
+absl::StatusOr<int> JobsCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> ModelCommand(const std::vector<std::string>& args);
 // `tuneforge bench ...` is declared in bench/bench.h (the benchmarks live in bench/).
 

@@ -22,6 +22,7 @@ constexpr const char* kUsage =
     "  deploy   build a linkable library from the best records; deploy inspect\n"
     "  nightly  run a nightly tuning job from a YAML spec, with canary and report\n"
     "  farm     farm status: a server's agents and jobs\n"
+    "  jobs     a server's jobs: jobs list, show, watch, cancel\n"
     "  model    ONNX models: model inspect (what tuneforge makes of a model)\n"
     "  bench    benchmarks: bench kernels, ... (tuneforge bench --help lists them)\n"
     "  version  print the version\n"
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
       {"deploy", tuneforge::cli::DeployCommand},
       {"nightly", tuneforge::cli::NightlyCommand},
       {"farm", tuneforge::cli::FarmCommand},
+      {"jobs", tuneforge::cli::JobsCommand},
       {"model", tuneforge::cli::ModelCommand},
       {"bench", tuneforge::cli::BenchCommand},
   };

@@ -25,6 +25,7 @@
 #include "cli/client.h"
 #include "bench/bench.h"
 #include "cli/flags.h"
+#include "cli/job_json.h"
 #include "cli/job_spec.h"
 #include "cli/model_tuning.h"
 #include "compiler/codegen/build.h"
@@ -72,6 +73,10 @@ constexpr const char* kTuneUsage =
     "                up to a quarter of the trials measure them first)\n"
     "  --db          tuning-log SQLite file of the embedded server (default tuneforge.db)\n"
     "  --server      use a running tuneforge-server instead of the embedded default\n"
+    "  --detach      with --server: submit one job and exit, printing its id (--json:\n"
+    "                {\"job_id\": ...}); the server runs it to the end, a --model or --tasks\n"
+    "                job as its own rounds of the task scheduler (no --flat-rounds or\n"
+    "                --scheduler). Follow it with tuneforge jobs watch|show|cancel ID\n"
     "  --device-key  which agents measure (default local)\n"
     "  --seed        search and input seed (default 1)\n"
     "  --json        print one JSON object with the result on stdout\n"
@@ -103,12 +108,6 @@ void OnInterrupt(int) { g_interrupted = true; }
 
 void PrintBest(const char* label, const v1::BestResult& b) {
   std::printf("%s %.2f GFLOP/s (%.3f ms)\n", label, b.gflops(), b.seconds() * 1e3);
-}
-
-nlohmann::json BestJson(const v1::BestResult& b) {
-  nlohmann::json config = nlohmann::json::parse(b.config_json(), nullptr, false);
-  return {{"config", config}, {"gflops", b.gflops()}, {"seconds", b.seconds()},
-          {"record_id", b.record_id()}};
 }
 
 
@@ -258,6 +257,72 @@ void PrintJobResult(const v1::JobStatus& last, const std::optional<VendorSpeed>&
   for (const std::string& w : last.warnings()) std::printf("warning:     %s\n", w.c_str());
 }
 
+// `tune --detach`: one job on the server, submitted and left to it. A model or a tasks
+// file becomes a job of several weighted tasks, which the server's task scheduler
+// runs in rounds; `tuneforge jobs watch|show|cancel` follow it.
+absl::StatusOr<int> SubmitDetached(const Flags& flags, const v1::JobSpec& spec_flags,
+                                   const std::optional<LoadedModel>& model, const std::vector<ScheduledTask>& tasks,
+                                   bool multi, int64_t trials, int64_t round_trials, int64_t seed,
+                                   const std::string& device_key, bool json) {
+  if (!flags.Has("server")) {
+    return absl::InvalidArgumentError("--detach needs --server HOST:PORT: the embedded server would stop "
+                                      "with this process");
+  }
+  for (const char* f : {"flat-rounds", "scheduler", "vendor"}) {
+    if (flags.Has(f)) {
+      return absl::InvalidArgumentError(std::string("--") + f + " is not available with --detach (the server's " +
+                                        "task scheduler is the gradient one, without early stop for flat tasks)");
+    }
+  }
+  v1::JobSpec spec = spec_flags;
+  spec.set_trials(static_cast<int>(trials));
+  spec.set_device_key(device_key);
+  spec.set_seed(static_cast<uint64_t>(seed));
+  std::string target = flags.Get("target");
+  if (IsTargetName(target)) {
+    ASSIGN_OR_RETURN(NamedTarget named, FindNamedTarget(target));
+    target = named.target;
+  }
+  spec.set_target(target);
+  if (model) {
+    for (const graph::ExtractedTask& t : model->table.tasks) {
+      v1::WeightedTask* w = spec.add_tasks();
+      w->set_task(t.task);
+      w->set_weight(t.weight);
+    }
+    if (spec.tasks_size() == 0) {
+      return absl::FailedPreconditionError(flags.Get("model") + " has no tunable task (no conv, matmul or dense)");
+    }
+  } else if (multi) {
+    for (const ScheduledTask& t : tasks) {
+      if (t.weight < 1 || t.weight != static_cast<int>(t.weight)) {
+        return absl::InvalidArgumentError(absl::StrCat("--detach: the weight of ", t.task_text,
+                                                       " must be a whole number >= 1 (runs per inference), got ",
+                                                       t.weight));
+      }
+      v1::WeightedTask* w = spec.add_tasks();
+      w->set_task(t.task_text);
+      w->set_weight(static_cast<int>(t.weight));
+    }
+  } else {
+    spec.set_task(tasks[0].task_text);
+  }
+  if (spec.tasks_size() > 0) spec.set_round_trials(static_cast<int>(round_trials));
+  ASSIGN_OR_RETURN(std::string token, TokenFromFlag(flags.Get("token-file")));
+  ASSIGN_OR_RETURN(std::unique_ptr<TuningClient> client,
+                   TuningClient::Connect(flags.Get("server"), token, flags.Get("tls-ca")));
+  ASSIGN_OR_RETURN(const std::string job_id, client->Submit(spec));
+  if (json) {
+    std::printf("%s\n", nlohmann::json{{"job_id", job_id}}.dump().c_str());
+  } else {
+    std::printf("job %s submitted: %s, %lld trials\nfollow it:   tuneforge jobs watch %s --server %s\n",
+                job_id.c_str(),
+                spec.tasks_size() > 0 ? absl::StrCat(spec.tasks_size(), " tasks").c_str() : spec.task().c_str(),
+                static_cast<long long>(trials), job_id.c_str(), flags.Get("server").c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
@@ -268,7 +333,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
                                  "model-early-batch",
                                  "round-trials", "priority", "dim", "shape"},
                                 {"json", "help", "verbose", "quiet", "no-heuristics", "vendor", "no-vendor",
-                                 "flush-cache"},
+                                 "flush-cache", "detach"},
                                 {"dim", "shape"}));
   if (flags.Has("help")) {
     std::fputs(kTuneUsage, stdout);
@@ -311,6 +376,10 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   std::string device_key = flags.Get("device-key", "local");
   if (device_key.empty()) return absl::InvalidArgumentError("--device-key must not be empty");
   SetLogLevel(verbose ? LogLevel::kDebug : LogLevel::kWarning);
+
+  if (flags.Has("detach")) {
+    return SubmitDetached(flags, spec_flags, model, tasks, multi, trials, round_trials, seed, device_key, json);
+  }
 
   // The model's untuned leftovers, timed before any agent runs beside them.
   LeftoverTime leftovers;

@@ -9,12 +9,14 @@
 
 #include "server/job_manager.h"
 #include "tests/farm_fixture.h"
+#include "nlohmann/json.hpp"
 #include "tuneforge/v1/tuning.grpc.pb.h"
 
 namespace tuneforge {
 namespace {
 
 using testing::FarmFixture;
+using testing::RunCommand;
 
 class ModelJobTest : public FarmFixture {
  protected:
@@ -158,6 +160,72 @@ TEST_F(ModelJobTest, KilledServerResumesTheJobWhichSpendsExactlyItsBudget) {
   }
   EXPECT_EQ(trials, 24);
   EXPECT_EQ(searched_total, 24);  // exactly the budget of distinct configs, across the restart
+}
+
+// The CLI's way in: `tune --model --detach` submits the model's tasks as one job and
+// exits; `jobs watch` follows it to its end (exit 0), `jobs show`, `jobs list` and
+// `jobs cancel` see it.
+TEST_F(ModelJobTest, DetachedModelJobIsFollowedWithTheJobsCommand) {
+  ASSERT_FALSE(StartServer({"--heartbeat-ms", "300"}).empty());
+  StartAgent("m");
+  ASSERT_TRUE(WaitForIdleAgents(1)) << server_->Stderr();
+  const std::string tf = kBin + "/tuneforge", mlp = std::string(TF_TEST_MODELS_DIR) + "/mlp.onnx";
+  auto submit = RunCommand({tf, "tune", "--model", mlp, "--server", address_, "--device-key", "m", "--trials", "10",
+                            "--round-trials", "4", "--batch", "2", "--policy", "random", "--detach", "--json"},
+                           dir_, std::chrono::seconds(60));
+  ASSERT_EQ(submit.exit_code, 0) << submit.err;
+  const std::string id = nlohmann::json::parse(submit.out)["job_id"];
+  ASSERT_FALSE(id.empty()) << submit.out;
+
+  auto watch = RunCommand({tf, "jobs", "watch", id, "--server", address_, "--json"}, dir_, std::chrono::seconds(300));
+  ASSERT_EQ(watch.exit_code, 0) << watch.err << server_->Stderr();
+  nlohmann::json done = nlohmann::json::parse(watch.out);
+  EXPECT_EQ(done["state"], "SUCCEEDED");
+  EXPECT_EQ(done["trials_done"], 10);
+  ASSERT_EQ(done["tasks"].size(), 2u) << done.dump();  // the MLP's two dense layers
+  int trials = 0;
+  for (const nlohmann::json& t : done["tasks"]) {
+    trials += t["trials"].get<int>();
+    EXPECT_GT(t["best"]["seconds"].get<double>(), 0) << t.dump();
+  }
+  EXPECT_EQ(trials, 10);
+  EXPECT_GT(done["estimated_seconds"].get<double>(), 0);
+  EXPECT_NE(watch.err.find("trials:"), std::string::npos) << watch.err;  // progress lines
+
+  auto show = RunCommand({tf, "jobs", "show", id, "--server", address_}, dir_, std::chrono::seconds(30));
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("state:       SUCCEEDED"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("estimated:"), std::string::npos) << show.out;
+  auto list = RunCommand({tf, "jobs", "list", "--server", address_, "--json"}, dir_, std::chrono::seconds(30));
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  nlohmann::json jobs = nlohmann::json::parse(list.out);
+  ASSERT_EQ(jobs.size(), 1u) << list.out;
+  EXPECT_EQ(jobs[0]["job_id"], id);
+  EXPECT_EQ(jobs[0]["task"].get<std::string>().rfind("2 tasks: dense", 0), 0u) << list.out;
+
+  // A job that cannot start (no agent of its key) is cancelled; watch then exits 1.
+  auto waiting = RunCommand({tf, "tune", "--task", "matmul M=8 N=8 K=8", "--server", address_, "--device-key",
+                             "nobody", "--trials", "2", "--detach", "--json"},
+                            dir_, std::chrono::seconds(60));
+  ASSERT_EQ(waiting.exit_code, 0) << waiting.err;
+  const std::string waiting_id = nlohmann::json::parse(waiting.out)["job_id"];
+  auto cancel = RunCommand({tf, "jobs", "cancel", waiting_id, "--server", address_}, dir_, std::chrono::seconds(30));
+  EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
+  auto cancelled = RunCommand({tf, "jobs", "watch", waiting_id, "--server", address_, "--json"}, dir_,
+                              std::chrono::seconds(60));
+  EXPECT_EQ(cancelled.exit_code, 1) << cancelled.out << cancelled.err;
+  EXPECT_EQ(nlohmann::json::parse(cancelled.out)["state"], "CANCELLED");
+
+  // Clear errors: an unknown id, --detach without a server, a verb without its id.
+  auto unknown = RunCommand({tf, "jobs", "show", "job-0-0", "--server", address_}, dir_, std::chrono::seconds(30));
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_NE(unknown.err.find("no job job-0-0"), std::string::npos) << unknown.err;
+  auto no_server = RunCommand({tf, "tune", "--task", "matmul M=8 N=8 K=8", "--detach"}, dir_, std::chrono::seconds(30));
+  EXPECT_NE(no_server.exit_code, 0);
+  EXPECT_NE(no_server.err.find("--detach needs --server"), std::string::npos) << no_server.err;
+  auto no_id = RunCommand({tf, "jobs", "watch", "--server", address_}, dir_, std::chrono::seconds(30));
+  EXPECT_NE(no_id.exit_code, 0);
+  EXPECT_NE(no_id.err.find("takes one job id"), std::string::npos) << no_id.err;
 }
 
 TEST_F(ModelJobTest, BadListsOfTasksAreRefusedBeforeAnyJobStarts) {

@@ -1,0 +1,39 @@
+// The JSON the CLI prints for a job's results.
+#include "cli/job_json.h"
+
+namespace tuneforge::cli {
+
+nlohmann::json BestJson(const v1::BestResult& b) {
+  nlohmann::json config = nlohmann::json::parse(b.config_json(), nullptr, false);
+  return {{"config", config}, {"gflops", b.gflops()}, {"seconds", b.seconds()},
+          {"record_id", b.record_id()}};
+}
+
+nlohmann::json JobStatusJson(const v1::JobStatus& s) {
+  nlohmann::json out = {{"job_id", s.job_id()},
+                        {"state", v1::JobState_Name(s.state())},
+                        {"message", s.message()},
+                        {"last_event", s.last_event()},
+                        {"task", s.task()},
+                        {"trials", s.spec().trials()},
+                        {"trials_done", s.trials_done()},
+                        {"elapsed_seconds", s.elapsed_seconds()},
+                        {"warnings", nlohmann::json::array()}};
+  for (const std::string& w : s.warnings()) out["warnings"].push_back(w);
+  if (s.best().seconds() > 0) out["best"] = BestJson(s.best());
+  if (s.spec().tasks_size() > 0) {
+    nlohmann::json tasks = nlohmann::json::array();
+    for (const v1::TaskProgress& t : s.tasks()) {
+      nlohmann::json j = {{"task", t.task()},   {"weight", t.weight()}, {"trials", t.trials()},
+                          {"rounds", t.rounds()}, {"flat", t.flat()},     {"error", t.error()}};
+      if (t.best().seconds() > 0) j["best"] = BestJson(t.best());
+      tasks.push_back(j);
+    }
+    out["tasks"] = tasks;
+    out["round_trials"] = s.spec().round_trials();
+    out["estimated_seconds"] = s.estimated_seconds() > 0 ? nlohmann::json(s.estimated_seconds()) : nlohmann::json();
+  }
+  return out;
+}
+
+}  // namespace tuneforge::cli

@@ -1,0 +1,19 @@
+// The JSON the CLI prints for a job's results: `tune --json`, `jobs show --json`.
+#pragma once
+
+#include "nlohmann/json.hpp"
+#include "tuneforge/v1/tuning.pb.h"
+
+namespace tuneforge::cli {
+
+// {"config": {...}, "gflops", "seconds", "record_id"}.
+nlohmann::json BestJson(const v1::BestResult& b);
+
+// A job as `jobs show --json` prints it: job_id, state (QUEUED, RUNNING, SUCCEEDED,
+// FAILED, CANCELLED), message, last_event, task (or "" for a job of several), trials
+// (the budget), trials_done, elapsed_seconds, warnings, best (when there is one), and
+// for a job of several tasks `tasks` (task, weight, trials, rounds, flat, error, best)
+// and estimated_seconds (the weighted sum of the bests; null until every task has one).
+nlohmann::json JobStatusJson(const v1::JobStatus& status);
+
+}  // namespace tuneforge::cli
