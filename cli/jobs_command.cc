@@ -63,7 +63,7 @@ void PrintStatus(const v1::JobStatus& s) {
     for (int i = 0; i < s.tasks_size(); ++i) {
       const v1::TaskProgress& t = s.tasks(i);
       const bool has = t.best().seconds() > 0;
-      std::printf("%3d  %-48s %6d %6d %6d %12s %8s%s%s\n", i + 1, t.task().c_str(), t.weight(), t.trials(),
+      std::printf("%3d  %-48s %6g %6d %6d %12s %8s%s%s\n", i + 1, t.task().c_str(), t.weight(), t.trials(),
                   t.rounds(), has ? FormatLatency(t.best().seconds()).c_str() : "-",
                   has ? absl::StrFormat("%.1f", t.best().gflops()).c_str() : "-", t.flat() ? "  flat" : "",
                   t.error().empty() ? "" : ("  last round failed: " + t.error()).c_str());

@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <csignal>
 #include <fstream>
-#include <functional>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -27,6 +26,7 @@
 #include "cli/flags.h"
 #include "cli/job_json.h"
 #include "cli/job_spec.h"
+#include "compiler/task/task_list.h"
 #include "cli/model_tuning.h"
 #include "compiler/codegen/build.h"
 #include "compiler/support/status.h"
@@ -34,8 +34,6 @@
 #include "server/server.h"
 #include "tuner/runner.h"
 #include "tuner/search_policy.h"
-#include "tuner/task_rounds.h"
-#include "tuner/task_scheduler.h"
 #include "tuneforge/v1/tuning.grpc.pb.h"
 
 namespace tuneforge::cli {
@@ -54,7 +52,8 @@ constexpr const char* kTuneUsage =
     "  --task        the operator and shape (see docs: matmul M= N= K=)\n"
     "  --tasks       many tasks, one per line with an optional weight=W (how often it\n"
     "                runs); the budget is split across them by expected gain, in rounds\n"
-    "                of --round-trials (default 32), each round one job\n"
+    "                of --round-trials (default 32): one job whose rounds the server runs;\n"
+    "                configs already in the db for a task count, as with --model\n"
     "  --model       an ONNX model: its tasks share the budget by expected gain (the\n"
     "                gradient task scheduler), rounds of --round-trials; configs already\n"
     "                in the db for a task and target count, so a second run with the same\n"
@@ -110,75 +109,29 @@ void PrintBest(const char* label, const v1::BestResult& b) {
   std::printf("%s %.2f GFLOP/s (%.3f ms)\n", label, b.gflops(), b.seconds() * 1e3);
 }
 
-
-// The jobs' spec from the flags, checked: search policy and its options, batch,
-// measurement options, priority, owner. The caller sets task, trials, seed, device
-// key and target.
-// The --tasks rounds: the TaskScheduler picks a task by expected gain, a job tunes it
-// for one round. Later rounds of a task start from its records in the db (the model
-// policy trains on them and never re-measures a config).
-struct TaskRounds {
-  std::vector<int> trials;
-  std::vector<std::optional<v1::BestResult>> best;
-  int spent = 0, rounds = 0;
-  double objective = INFINITY;
-};
-using RunJobFn = std::function<absl::StatusOr<v1::JobStatus>(const std::string&, int64_t, uint64_t)>;
-
-absl::StatusOr<TaskRounds> RunTaskRounds(const std::vector<ScheduledTask>& tasks, int trials, int round_trials,
-                                         uint64_t seed, bool json, const RunJobFn& run_job) {
-  std::vector<double> weights;
-  for (const ScheduledTask& t : tasks) weights.push_back(t.weight);
-  TaskSchedulerOptions so;
-  so.total_trials = trials;
-  so.round_trials = round_trials;
-  TaskScheduler scheduler(weights, so);
-  TaskRounds out;
-  out.best.resize(tasks.size());
-  auto run = [&](const RoundInfo& r) -> absl::StatusOr<RoundResult> {
-    ASSIGN_OR_RETURN(v1::JobStatus done, run_job(tasks[r.task].task_text, r.trials, r.seed));
-    std::optional<v1::BestResult>& best = out.best[r.task];
-    if (done.has_best() && done.best().seconds() > 0 && (!best || done.best().seconds() < best->seconds()))
-      best = done.best();
-    RoundResult result;
-    result.spent = done.trials_done();
-    result.new_trials = done.trials_done();
-    result.best_seconds = best ? best->seconds() : INFINITY;
-    return result;
-  };
-  auto after = [&](const RoundInfo& r, const RoundResult& result) {
-    if (!json)
-      std::fprintf(stderr, "round %d: %s, %d trials; objective %.4g ms\n", r.round + 1,
-                   tasks[r.task].task_text.c_str(), result.spent, scheduler.Objective() * 1e3);
-  };
-  ASSIGN_OR_RETURN(const RoundsSummary rounds, RunRounds(&scheduler, trials, seed, run, after));
-  out.trials = scheduler.trials();
-  out.spent = scheduler.spent();
-  out.rounds = rounds.rounds;
-  out.objective = scheduler.Objective();
-  return out;
-}
-
-// `db_path`: the embedded default's file ("" with --server).
-void PrintTaskRounds(const std::vector<ScheduledTask>& tasks, const TaskRounds& r, bool json,
-                     const std::string& db_path) {
+// The result of a --tasks job (one job of weighted tasks, run in rounds by the
+// server's task scheduler). `db_path`: the embedded default's file ("" with --server).
+void PrintTaskRounds(const v1::JobStatus& last, bool json, const std::string& db_path) {
   nlohmann::json out_tasks = nlohmann::json::array();
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    nlohmann::json t = {{"task", tasks[i].task_text}, {"weight", tasks[i].weight}, {"trials", r.trials[i]}};
-    if (r.best[i]) t["best"] = BestJson(*r.best[i]);
-    out_tasks.push_back(t);
+  int rounds = 0;
+  for (const v1::TaskProgress& t : last.tasks()) {
+    rounds += t.rounds();
+    nlohmann::json j = {{"task", t.task()}, {"weight", t.weight()}, {"trials", t.trials()}};
+    if (t.best().seconds() > 0) j["best"] = BestJson(t.best());
+    out_tasks.push_back(j);
     if (!json)
-      std::printf("%-50s weight %-4g %5d trials  %s\n", tasks[i].task_text.c_str(), tasks[i].weight, r.trials[i],
-                  r.best[i] ? (std::to_string(r.best[i]->gflops()) + " GFLOP/s").c_str() : "no result");
+      std::printf("%-50s weight %-4g %5d trials  %s\n", t.task().c_str(), t.weight(), t.trials(),
+                  t.best().seconds() > 0 ? (std::to_string(t.best().gflops()) + " GFLOP/s").c_str() : "no result");
   }
+  const double objective = last.estimated_seconds() > 0 ? last.estimated_seconds() : -1;
   if (json) {
-    nlohmann::json out = {{"tasks", out_tasks}, {"trials", r.spent}, {"rounds", r.rounds},
-                          {"objective_seconds", std::isfinite(r.objective) ? r.objective : -1}};
+    nlohmann::json out = {{"job_id", last.job_id()}, {"tasks", out_tasks}, {"trials", last.trials_done()},
+                          {"rounds", rounds}, {"objective_seconds", objective}};
     if (!db_path.empty()) out["db"] = db_path;
     std::printf("%s\n", out.dump().c_str());
   } else {
-    std::printf("objective:   %.4g ms (weighted sum of best latencies), %d trials in %d rounds\n",
-                r.objective * 1e3, r.spent, r.rounds);
+    std::printf("objective:   %.4g ms (weighted sum of best latencies), %d trials in %d rounds\n", objective * 1e3,
+                last.trials_done(), rounds);
   }
 }
 
@@ -295,14 +248,9 @@ absl::StatusOr<int> SubmitDetached(const Flags& flags, const v1::JobSpec& spec_f
     }
   } else if (multi) {
     for (const ScheduledTask& t : tasks) {
-      if (t.weight < 1 || t.weight != static_cast<int>(t.weight)) {
-        return absl::InvalidArgumentError(absl::StrCat("--detach: the weight of ", t.task_text,
-                                                       " must be a whole number >= 1 (runs per inference), got ",
-                                                       t.weight));
-      }
       v1::WeightedTask* w = spec.add_tasks();
       w->set_task(t.task_text);
-      w->set_weight(static_cast<int>(t.weight));
+      w->set_weight(t.weight);
     }
   } else {
     spec.set_task(tasks[0].task_text);
@@ -423,18 +371,15 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
 
   // Submits one job and follows it to its end.
   std::signal(SIGINT, OnInterrupt);
-  auto run_job = [&](const std::string& task_text, int64_t job_trials, uint64_t job_seed,
-                     bool count_earlier = false, bool quiet = false) -> absl::StatusOr<v1::JobStatus> {
-    v1::JobSpec spec = spec_flags;
-    spec.set_task(task_text);
-    spec.set_trials(static_cast<int>(job_trials));
+  auto run_spec = [&](v1::JobSpec spec, bool quiet) -> absl::StatusOr<v1::JobStatus> {
     spec.set_device_key(device_key);
-    spec.set_seed(job_seed);
     spec.set_target(target_text);
-    spec.set_count_earlier(count_earlier);
     ASSIGN_OR_RETURN(const std::string job_id, client->Submit(spec));
-    if (!json && !quiet) std::fprintf(stderr, "job %s: %s, %lld trials, %s search\n", job_id.c_str(),
-                            task_text.c_str(), static_cast<long long>(job_trials), spec.policy().c_str());
+    if (!json && !quiet)
+      std::fprintf(stderr, "job %s: %s, %d trials, %s search\n", job_id.c_str(),
+                   spec.tasks_size() > 0 ? absl::StrCat(spec.tasks_size(), " tasks in rounds").c_str()
+                                         : spec.task().c_str(),
+                   spec.trials(), spec.policy().c_str());
 
     std::atomic<bool> watching{true};
     std::thread canceller([&] {
@@ -462,6 +407,15 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     }
     return last;
   };
+  auto run_job = [&](const std::string& task_text, int64_t job_trials, uint64_t job_seed,
+                     bool count_earlier = false, bool quiet = false) -> absl::StatusOr<v1::JobStatus> {
+    v1::JobSpec spec = spec_flags;
+    spec.set_task(task_text);
+    spec.set_trials(static_cast<int>(job_trials));
+    spec.set_seed(job_seed);
+    spec.set_count_earlier(count_earlier);
+    return run_spec(spec, quiet);
+  };
 
   if (model) {
     ModelTuningOptions mo;
@@ -487,13 +441,19 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   }
 
   if (multi) {
-    ASSIGN_OR_RETURN(TaskRounds r, RunTaskRounds(tasks, static_cast<int>(trials), static_cast<int>(round_trials),
-                                                 static_cast<uint64_t>(seed), json,
-                                                 [&](const std::string& task, int64_t n, uint64_t s) {
-                                                   return run_job(task, n, s);
-                                                 }));
+    // One job of weighted tasks: the server runs the task scheduler's rounds.
+    v1::JobSpec spec = spec_flags;
+    for (const ScheduledTask& t : tasks) {
+      v1::WeightedTask* w = spec.add_tasks();
+      w->set_task(t.task_text);
+      w->set_weight(t.weight);
+    }
+    spec.set_trials(static_cast<int>(trials));
+    spec.set_round_trials(static_cast<int>(round_trials));
+    spec.set_seed(static_cast<uint64_t>(seed));
+    ASSIGN_OR_RETURN(v1::JobStatus last, run_spec(spec, /*quiet=*/false));
     farm.reset();  // stop the local agent and the embedded server
-    PrintTaskRounds(tasks, r, json, address_was_embedded ? db_path : "");
+    PrintTaskRounds(last, json, address_was_embedded ? db_path : "");
     return 0;
   }
 

@@ -92,10 +92,9 @@ absl::Status CheckTasksOfJob(v1::JobSpec* spec) {
                           "task " + std::to_string(i + 1) + ": " + std::string(task.status().message()));
     }
     if (t->weight() == 0) t->set_weight(1);
-    if (t->weight() < 1 || t->weight() > JobManager::kMaxWeight) {
-      return absl::InvalidArgumentError("task " + std::to_string(i + 1) + " (" + t->task() +
-                                        "): weight must be 1.." + std::to_string(JobManager::kMaxWeight) +
-                                        " (0: 1), got " + std::to_string(t->weight()));
+    if (!(t->weight() > 0 && t->weight() <= JobManager::kMaxWeight)) {
+      return absl::InvalidArgumentError(absl::StrCat("task ", i + 1, " (", t->task(), "): weight must be > 0 and <= ",
+                                                     JobManager::kMaxWeight, " (0: 1), got ", t->weight()));
     }
     t->set_task(task->CanonicalText());
     if (!seen.insert(t->task()).second) {
@@ -390,7 +389,7 @@ void JobManager::RunTasksInRounds(Job* job, const v1::JobSpec& spec, const Targe
   std::set<std::string> ops;
   for (const v1::WeightedTask& t : spec.tasks()) {
     tasks.push_back(*ParseTask(t.task()));  // checked by Submit or ResumeStoredJobs
-    scheduled.push_back(SchedulerTask{static_cast<double>(t.weight()), tasks.back().Flops(), tasks.back().op()});
+    scheduled.push_back(SchedulerTask{t.weight(), tasks.back().Flops(), tasks.back().op()});
     ops.insert(tasks.back().op());
   }
   TaskSchedulerOptions so;

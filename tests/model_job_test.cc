@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cmath>
+#include <fstream>
 #include <set>
 
 #include "server/job_manager.h"
@@ -228,6 +229,42 @@ TEST_F(ModelJobTest, DetachedModelJobIsFollowedWithTheJobsCommand) {
   EXPECT_NE(no_id.err.find("takes one job id"), std::string::npos) << no_id.err;
 }
 
+// `tune --tasks` on the embedded default is one such job too: the budget is the tasks'
+// total in the db, so the same command again measures nothing new.
+TEST_F(ModelJobTest, TasksFileIsOneJobAndASecondRunMeasuresNothingNew) {
+  const std::string tasks = dir_ + "/tasks.txt", db = dir_ + "/tasks.db";
+  {
+    std::ofstream out(tasks);
+    out << "# two layers\nmatmul M=24 N=20 K=16 weight=2.5\nmatmul M=16 N=24 K=20\n";
+  }
+  const std::vector<std::string> argv = {kBin + "/tuneforge", "tune", "--tasks", tasks, "--trials", "8",
+                                         "--round-trials", "4", "--batch", "2", "--policy", "random",
+                                         "--db", db, "--json"};
+  auto first = RunCommand(argv, dir_, std::chrono::seconds(300));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  nlohmann::json a = nlohmann::json::parse(first.out);
+  EXPECT_EQ(a["trials"], 8) << a.dump();
+  ASSERT_EQ(a["tasks"].size(), 2u) << a.dump();
+  EXPECT_EQ(a["tasks"][0]["weight"], 2.5);
+  EXPECT_GE(a["rounds"].get<int>(), 2);
+  double objective = 0;
+  for (const nlohmann::json& t : a["tasks"]) objective += t["weight"].get<double>() * t["best"]["seconds"].get<double>();
+  EXPECT_NEAR(a["objective_seconds"].get<double>(), objective, 1e-12);
+  db_ = db;  // what Records() reads
+  EXPECT_GT(Records("matmul M=24 N=20 K=16").size() + Records("matmul M=16 N=24 K=20").size(), 8u);
+
+  auto second = RunCommand(argv, dir_, std::chrono::seconds(300));
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  nlohmann::json b = nlohmann::json::parse(second.out);
+  EXPECT_EQ(b["trials"], 8) << b.dump();
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(b["tasks"][i]["trials"], a["tasks"][i]["trials"]) << b.dump();
+  size_t searched_again = 0;
+  for (const char* t : {"matmul M=24 N=20 K=16", "matmul M=16 N=24 K=20"})
+    for (const TuningRecord& r : Records(t))
+      searched_again += r.job_id == b["job_id"] && r.proposed_by != "baseline" && r.proposed_by != "remeasure";
+  EXPECT_EQ(searched_again, 0u) << "the second run measured new configs";
+}
+
 TEST_F(ModelJobTest, BadListsOfTasksAreRefusedBeforeAnyJobStarts) {
   ASSERT_FALSE(StartServer().empty());
   auto tuning = Tuning();
@@ -237,7 +274,7 @@ TEST_F(ModelJobTest, BadListsOfTasksAreRefusedBeforeAnyJobStarts) {
   } cases[] = {
       {[](v1::JobSpec* s) { s->set_task("matmul M=8 N=8 K=8"); }, "either a task or a list of tasks"},
       {[](v1::JobSpec* s) { s->add_tasks()->set_task("matmul M=8 N=8 K=8"); }, "is listed twice"},
-      {[](v1::JobSpec* s) { s->mutable_tasks(0)->set_weight(-2); }, "weight must be 1..1000000 (0: 1), got -2"},
+      {[](v1::JobSpec* s) { s->mutable_tasks(0)->set_weight(-2); }, "weight must be > 0 and <= 1000000 (0: 1), got -2"},
       {[](v1::JobSpec* s) { s->add_tasks()->set_task("conv9d M=1"); }, "task 2: "},
       {[](v1::JobSpec* s) { s->add_configs("{}"); }, "fixed configs are for a job of one task"},
       {[](v1::JobSpec* s) { s->set_round_trials(-1); }, "round_trials must be 0..100000"},
