@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <climits>
+#include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_join.h"
@@ -152,6 +153,35 @@ absl::Status TuningClient::Cancel(const std::string& job_id) {
   v1::JobStatus ignored;
   grpc::Status st = stub_->CancelJob(&ctx, req, &ignored);
   return st.ok() ? absl::OkStatus() : absl::UnavailableError(st.error_message());
+}
+
+absl::StatusOr<v1::ModelUploaded> TuningClient::UploadModel(const std::string& path,
+                                                            const std::vector<std::string>& dims,
+                                                            const std::vector<std::string>& shapes) {
+  ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  grpc::ClientContext ctx;
+  AddToken(&ctx, token_);
+  v1::ModelUploaded uploaded;
+  std::unique_ptr<grpc::ClientWriter<v1::ModelChunk>> writer = stub_->UploadModel(&ctx, &uploaded);
+  constexpr size_t kChunk = 1 << 20;
+  for (size_t at = 0; at < bytes.size() || at == 0; at += kChunk) {
+    v1::ModelChunk chunk;
+    if (at == 0) {
+      chunk.set_name(std::filesystem::path(path).filename().string());
+      for (const std::string& d : dims) chunk.add_dims(d);
+      for (const std::string& s : shapes) chunk.add_shapes(s);
+    }
+    chunk.set_data(bytes.substr(at, kChunk));
+    if (!writer->Write(chunk)) break;  // the server ended the call; Finish says why
+    if (bytes.empty()) break;
+  }
+  writer->WritesDone();
+  grpc::Status st = writer->Finish();
+  if (!st.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(st.error_code()),
+                        "uploading " + path + " to " + address_ + ": " + st.error_message());
+  }
+  return uploaded;
 }
 
 absl::StatusOr<v1::JobStatus> TuningClient::Get(const std::string& job_id) {

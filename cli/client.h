@@ -46,6 +46,11 @@ class TuningClient {
   absl::StatusOr<v1::JobStatus> Wait(const std::string& job_id,
                                      const std::function<void(const v1::JobStatus&)>& on_status);
   absl::Status Cancel(const std::string& job_id);
+  // Sends an ONNX model file (1 MiB chunks) with the bindings of its symbolic
+  // dimensions (NAME=N) and input shapes (INPUT=D0,...); the server keeps it by
+  // SHA-256 once its importer accepts it.
+  absl::StatusOr<v1::ModelUploaded> UploadModel(const std::string& path, const std::vector<std::string>& dims,
+                                                const std::vector<std::string>& shapes);
   // The job's status now; NotFound when the server does not know the id.
   absl::StatusOr<v1::JobStatus> Get(const std::string& job_id);
   void set_reconnect_timeout(absl::Duration d) { reconnect_timeout_ = d; }

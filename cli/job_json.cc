@@ -31,6 +31,9 @@ nlohmann::json JobStatusJson(const v1::JobStatus& s) {
     }
     out["tasks"] = tasks;
     out["round_trials"] = s.spec().round_trials();
+    if (!s.spec().model_hash().empty()) {
+      out["model"] = {{"name", s.spec().model_name()}, {"sha256", s.spec().model_hash()}};
+    }
     out["estimated_seconds"] = s.estimated_seconds() > 0 ? nlohmann::json(s.estimated_seconds()) : nlohmann::json();
   }
   return out;

@@ -13,7 +13,8 @@ nlohmann::json BestJson(const v1::BestResult& b);
 // FAILED, CANCELLED), message, last_event, task (or "" for a job of several), trials
 // (the budget), trials_done, elapsed_seconds, warnings, best (when there is one), and
 // for a job of several tasks `tasks` (task, weight, trials, rounds, flat, error, best)
-// and estimated_seconds (the weighted sum of the bests; null until every task has one).
+// and estimated_seconds (the weighted sum of the bests; null until every task has one);
+// for an uploaded model's job `model` {name, sha256}.
 nlohmann::json JobStatusJson(const v1::JobStatus& status);
 
 }  // namespace tuneforge::cli

@@ -48,6 +48,8 @@ void PrintStatus(const v1::JobStatus& s) {
   if (s.spec().tasks_size() == 0) {
     std::printf("task:        %s\n", s.task().c_str());
   } else {
+    if (!s.spec().model_hash().empty())
+      std::printf("model:       %s (sha256 %s)\n", s.spec().model_name().c_str(), s.spec().model_hash().c_str());
     std::printf("tasks:       %d, rounds of %d trials\n", s.spec().tasks_size(),
                 s.spec().round_trials() > 0 ? s.spec().round_trials() : 32);
   }

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -237,14 +238,24 @@ absl::StatusOr<int> SubmitDetached(const Flags& flags, const v1::JobSpec& spec_f
     target = named.target;
   }
   spec.set_target(target);
+  ASSIGN_OR_RETURN(std::string token, TokenFromFlag(flags.Get("token-file")));
+  ASSIGN_OR_RETURN(std::unique_ptr<TuningClient> client,
+                   TuningClient::Connect(flags.Get("server"), token, flags.Get("tls-ca")));
   if (model) {
-    for (const graph::ExtractedTask& t : model->table.tasks) {
-      v1::WeightedTask* w = spec.add_tasks();
-      w->set_task(t.task);
-      w->set_weight(t.weight);
-    }
-    if (spec.tasks_size() == 0) {
+    // The model goes with the job: the server keeps it by content hash, reads it with
+    // its own importer and tunes the task table it finds (the same as this one).
+    if (model->table.tasks.empty()) {
       return absl::FailedPreconditionError(flags.Get("model") + " has no tunable task (no conv, matmul or dense)");
+    }
+    const std::vector<std::string> dims = flags.GetAll("dim"), shapes = flags.GetAll("shape");
+    ASSIGN_OR_RETURN(v1::ModelUploaded uploaded, client->UploadModel(flags.Get("model"), dims, shapes));
+    spec.set_model_hash(uploaded.model_hash());
+    for (const std::string& d : dims) spec.add_model_dims(d);
+    for (const std::string& s : shapes) spec.add_model_shapes(s);
+    spec.set_model_name(std::filesystem::path(flags.Get("model")).filename().string());
+    if (!json) {
+      std::fprintf(stderr, "uploaded %s: %lld bytes, sha256 %s, %d tasks\n", flags.Get("model").c_str(),
+                   static_cast<long long>(uploaded.bytes()), uploaded.model_hash().c_str(), uploaded.tasks_size());
     }
   } else if (multi) {
     for (const ScheduledTask& t : tasks) {
@@ -255,17 +266,16 @@ absl::StatusOr<int> SubmitDetached(const Flags& flags, const v1::JobSpec& spec_f
   } else {
     spec.set_task(tasks[0].task_text);
   }
-  if (spec.tasks_size() > 0) spec.set_round_trials(static_cast<int>(round_trials));
-  ASSIGN_OR_RETURN(std::string token, TokenFromFlag(flags.Get("token-file")));
-  ASSIGN_OR_RETURN(std::unique_ptr<TuningClient> client,
-                   TuningClient::Connect(flags.Get("server"), token, flags.Get("tls-ca")));
+  if (spec.tasks_size() > 0 || model) spec.set_round_trials(static_cast<int>(round_trials));
   ASSIGN_OR_RETURN(const std::string job_id, client->Submit(spec));
   if (json) {
     std::printf("%s\n", nlohmann::json{{"job_id", job_id}}.dump().c_str());
   } else {
     std::printf("job %s submitted: %s, %lld trials\nfollow it:   tuneforge jobs watch %s --server %s\n",
                 job_id.c_str(),
-                spec.tasks_size() > 0 ? absl::StrCat(spec.tasks_size(), " tasks").c_str() : spec.task().c_str(),
+                model ? absl::StrCat(spec.model_name(), ", ", model->table.tasks.size(), " tasks").c_str()
+                : spec.tasks_size() > 0 ? absl::StrCat(spec.tasks_size(), " tasks").c_str()
+                                        : spec.task().c_str(),
                 static_cast<long long>(trials), job_id.c_str(), flags.Get("server").c_str());
   }
   return 0;

@@ -49,9 +49,14 @@ grpc::Status FarmServiceImpl::Status(grpc::ServerContext* ctx, const v1::FarmSta
     out->set_job_id(j.job_id());
     out->set_owner(j.spec().owner());
     // A job of several tasks: their count and the first (the status has them all).
-    out->set_task(j.spec().tasks_size() == 0 ? j.task()
-                                             : absl::StrCat(j.spec().tasks_size(), " tasks: ", j.spec().tasks(0).task(),
-                                                            j.spec().tasks_size() > 1 ? ", ..." : ""));
+    if (j.spec().tasks_size() == 0) {
+      out->set_task(j.task());
+    } else if (!j.spec().model_name().empty()) {
+      out->set_task(absl::StrCat(j.spec().model_name(), ": ", j.spec().tasks_size(), " tasks"));
+    } else {
+      out->set_task(absl::StrCat(j.spec().tasks_size(), " tasks: ", j.spec().tasks(0).task(),
+                                 j.spec().tasks_size() > 1 ? ", ..." : ""));
+    }
     out->set_state(v1::JobState_Name(j.state()));
     out->set_trials_done(j.trials_done());
     out->set_trials(j.spec().trials());

@@ -107,10 +107,11 @@ absl::Status CheckTasksOfJob(v1::JobSpec* spec) {
 
 }  // namespace
 
-JobManager::JobManager(Database* db, AgentRegistry* registry, const Builder* builder)
+JobManager::JobManager(Database* db, AgentRegistry* registry, const Builder* builder, const ModelFiles* models)
     : db_(db),
       registry_(registry),
       builder_(builder),
+      models_(models),
       cpu_share_(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2)),
       log_models_(db, LogModelRefresh{}) {
   // Job ids stay unique across server restarts on the same db.
@@ -131,6 +132,20 @@ JobManager::~JobManager() {
 absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec_in) {
   v1::JobSpec spec = spec_in;
   std::string canonical;  // the job's task, or "" for a job of several
+  if (!spec.model_hash().empty()) {
+    // An uploaded model: its task table becomes the job's tasks (stored with the
+    // spec, so a resumed job does not need the model again).
+    if (spec.tasks_size() > 0 || !spec.task().empty()) {
+      return absl::InvalidArgumentError("a job of a model (model_hash) lists no task or tasks of its own");
+    }
+    if (models_ == nullptr) return absl::FailedPreconditionError("this server takes no uploaded models");
+    ASSIGN_OR_RETURN(UploadedModel model,
+                     models_->Get(spec.model_hash(), {spec.model_dims().begin(), spec.model_dims().end()},
+                                  {spec.model_shapes().begin(), spec.model_shapes().end()}));
+    for (const v1::WeightedTask& t : model.tasks) *spec.add_tasks() = t;
+  } else if (!spec.model_dims().empty() || !spec.model_shapes().empty()) {
+    return absl::InvalidArgumentError("model_dims and model_shapes go with model_hash");
+  }
   if (spec.tasks_size() > 0) {
     RETURN_IF_ERROR(CheckTasksOfJob(&spec));
   } else {

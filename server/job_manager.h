@@ -18,6 +18,7 @@
 #include "server/agent_registry.h"
 #include "server/job_cpu_share.h"
 #include "server/log_model_refresher.h"
+#include "server/model_files.h"
 #include "tuner/builder.h"
 #include "tuner/tuning_loop.h"
 #include "tuneforge/v1/tuning.pb.h"
@@ -27,7 +28,8 @@ namespace tuneforge {
 // Thread-safe.
 class JobManager {
  public:
-  JobManager(Database* db, AgentRegistry* registry, const Builder* builder);
+  // `models`: the uploaded models a job may name (JobSpec.model_hash); null: none.
+  JobManager(Database* db, AgentRegistry* registry, const Builder* builder, const ModelFiles* models = nullptr);
   ~JobManager();  // cancels and joins every job
 
   // Validates the spec (task, trials, policy, target, device key) and starts it.
@@ -89,6 +91,7 @@ class JobManager {
   Database* db_;
   AgentRegistry* registry_;
   const Builder* builder_;
+  const ModelFiles* models_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::map<std::string, std::unique_ptr<Job>> jobs_;  // GUARDED_BY(mu_)

@@ -90,7 +90,9 @@ class ServerImpl : public Server {
                                               : std::max(1u, std::thread::hardware_concurrency());
     builder_ = options.builder ? options.builder : std::make_shared<Builder>(threads);
     metered_builder_ = std::make_unique<MeteredBuilder>(builder_.get(), observability_.get());
-    jobs_ = std::make_unique<JobManager>(db_.get(), registry_.get(), metered_builder_.get());
+    models_ = std::make_unique<ModelFiles>(options.models_dir.empty() ? options.db_path + ".models" : options.models_dir,
+                                           options.max_model_bytes);
+    jobs_ = std::make_unique<JobManager>(db_.get(), registry_.get(), metered_builder_.get(), models_.get());
     observability_->Attach(registry_.get(), jobs_.get(), db_.get());
     if (options.golden_check) {
       health_ = std::make_unique<AgentHealth>(registry_.get(), metered_builder_.get(),
@@ -99,7 +101,7 @@ class ServerImpl : public Server {
     if (!options.metrics_listen.empty()) {
       RETURN_IF_ERROR(observability_->Listen(options.metrics_listen));
     }
-    tuning_ = std::make_unique<TuningServiceImpl>(jobs_.get(), auth_.get());
+    tuning_ = std::make_unique<TuningServiceImpl>(jobs_.get(), models_.get(), auth_.get());
     agents_ = std::make_unique<AgentServiceImpl>(registry_.get(), health_.get(), auth_.get(),
                                                  !options.tls_client_ca_path.empty());
     farm_ = std::make_unique<FarmServiceImpl>(registry_.get(), jobs_.get(), auth_.get());
@@ -146,6 +148,7 @@ class ServerImpl : public Server {
   std::unique_ptr<AgentRegistry> registry_;
   std::shared_ptr<const Builder> builder_;
   std::unique_ptr<MeteredBuilder> metered_builder_;
+  std::unique_ptr<ModelFiles> models_;  // before jobs_, which reads it
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<AgentHealth> health_;  // null: no golden-kernel checks
   std::unique_ptr<TuningServiceImpl> tuning_;

@@ -33,6 +33,10 @@ struct ServerOptions {
   // (server -> agent), imports and query results in DatabaseService calls.
   int max_receive_message_bytes = 256 << 20;
   int max_send_message_bytes = 256 << 20;
+  // Uploaded ONNX models (TuningService.UploadModel): their folder (empty: the db's
+  // path + ".models") and the largest one taken.
+  std::string models_dir;
+  int64_t max_model_bytes = int64_t{1024} << 20;
   // HOST:PORT serving /metrics (Prometheus text) and /healthz over HTTP; empty: off.
   std::string metrics_listen;
   // Builds candidates into artifacts; null: LLVM builds on `builder_threads` threads.

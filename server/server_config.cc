@@ -42,6 +42,9 @@ const char* const kServerUsage =
     "  --max-receive-message-bytes, --max-send-message-bytes\n"
     "                     gRPC message size limits, e.g. 256MiB (default 256MiB each;\n"
     "                     1MiB..2GiB-1)\n"
+    "  --max-model-bytes  the largest ONNX model a client may upload (tune --model\n"
+    "                     --detach), e.g. 2GiB (default 1GiB; 1MiB..64GiB); models are\n"
+    "                     kept in <db>.models/ by their SHA-256\n"
     "  --max-redispatch   a MeasureRequest whose agent is lost (disconnected, or its\n"
     "                     lease expired) goes to another agent at most R times, then\n"
     "                     is recorded as agent_lost (default 2, 0..10)\n"
@@ -302,6 +305,11 @@ absl::StatusOr<ServerCommandLine> ParseServerCommandLine(const std::vector<std::
       if (!bytes.ok()) return absl::InvalidArgumentError(a + ": " + std::string(bytes.status().message()));
       (a == "--max-receive-message-bytes" ? cl.options.max_receive_message_bytes
                                            : cl.options.max_send_message_bytes) = static_cast<int>(*bytes);
+    } else if (a == "--max-model-bytes") {
+      ASSIGN_OR_RETURN(std::string v, value("a size, e.g. 1GiB"));
+      absl::StatusOr<int64_t> bytes = ParseByteSize(v, int64_t{1} << 20, int64_t{64} << 30);
+      if (!bytes.ok()) return absl::InvalidArgumentError(a + ": " + std::string(bytes.status().message()));
+      cl.options.max_model_bytes = *bytes;
     } else if (a == "--max-redispatch" || a == "--heartbeat-ms" || a == "--lease-grace-ms" ||
                a == "--golden-interval-s") {
       ASSIGN_OR_RETURN(std::string v, value("an integer"));

@@ -2,6 +2,7 @@
 #include "server/tuning_service.h"
 
 #include <string>
+#include <vector>
 
 #include "server/grpc_status.h"
 
@@ -59,6 +60,38 @@ grpc::Status TuningServiceImpl::CancelJob(grpc::ServerContext* ctx, const v1::Jo
   absl::StatusOr<v1::JobStatus> s = jobs_->Cancel(req->job_id());
   if (!s.ok()) return ToGrpc(s.status());
   *resp = *s;
+  return grpc::Status::OK;
+}
+
+grpc::Status TuningServiceImpl::UploadModel(grpc::ServerContext* ctx, grpc::ServerReader<v1::ModelChunk>* reader,
+                                            v1::ModelUploaded* resp) {
+  Principal who;
+  grpc::Status st = Authorize(auth_, ctx, {Role::kUser, Role::kAdmin}, &who);
+  if (!st.ok()) return st;
+  v1::ModelChunk chunk;
+  std::string bytes, name;
+  std::vector<std::string> dims, shapes;
+  for (bool first = true; reader->Read(&chunk); first = false) {
+    if (first) {
+      name = chunk.name().empty() ? "model.onnx" : chunk.name();
+      dims.assign(chunk.dims().begin(), chunk.dims().end());
+      shapes.assign(chunk.shapes().begin(), chunk.shapes().end());
+    }
+    // Refused while it streams, not after the whole of it is in memory.
+    if (static_cast<int64_t>(bytes.size() + chunk.data().size()) > models_->max_bytes()) {
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          name + ": more than this server's limit of " + std::to_string(models_->max_bytes()) +
+                              " bytes for a model (tuneforge-server --max-model-bytes)");
+    }
+    bytes += chunk.data();
+  }
+  if (bytes.empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "UploadModel: no bytes were sent");
+  absl::StatusOr<UploadedModel> model = models_->Put(name, bytes, dims, shapes);
+  if (!model.ok()) return ToGrpc(model.status());
+  resp->set_model_hash(model->hash);
+  resp->set_bytes(model->bytes);
+  resp->set_leftovers(model->leftovers);
+  for (const v1::WeightedTask& t : model->tasks) *resp->add_tasks() = t;
   return grpc::Status::OK;
 }
 

@@ -54,6 +54,11 @@ class TuningServiceStub(object):
                 request_serializer=tuneforge_dot_v1_dot_tuning__pb2.JobRequest.SerializeToString,
                 response_deserializer=tuneforge_dot_v1_dot_tuning__pb2.JobStatus.FromString,
                 _registered_method=True)
+        self.UploadModel = channel.stream_unary(
+                '/tuneforge.v1.TuningService/UploadModel',
+                request_serializer=tuneforge_dot_v1_dot_tuning__pb2.ModelChunk.SerializeToString,
+                response_deserializer=tuneforge_dot_v1_dot_tuning__pb2.ModelUploaded.FromString,
+                _registered_method=True)
 
 
 class TuningServiceServicer(object):
@@ -84,6 +89,15 @@ class TuningServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UploadModel(self, request_iterator, context):
+        """Stores an ONNX model (chunks of at most a few MB) by content hash once the
+        importer accepts it: INVALID_ARGUMENT naming what it refused, RESOURCE_EXHAUSTED
+        over the server's --max-model-bytes. A job then names it by JobSpec.model_hash.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TuningServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -106,6 +120,11 @@ def add_TuningServiceServicer_to_server(servicer, server):
                     servicer.CancelJob,
                     request_deserializer=tuneforge_dot_v1_dot_tuning__pb2.JobRequest.FromString,
                     response_serializer=tuneforge_dot_v1_dot_tuning__pb2.JobStatus.SerializeToString,
+            ),
+            'UploadModel': grpc.stream_unary_rpc_method_handler(
+                    servicer.UploadModel,
+                    request_deserializer=tuneforge_dot_v1_dot_tuning__pb2.ModelChunk.FromString,
+                    response_serializer=tuneforge_dot_v1_dot_tuning__pb2.ModelUploaded.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -216,6 +235,33 @@ class TuningService(object):
             '/tuneforge.v1.TuningService/CancelJob',
             tuneforge_dot_v1_dot_tuning__pb2.JobRequest.SerializeToString,
             tuneforge_dot_v1_dot_tuning__pb2.JobStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UploadModel(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/tuneforge.v1.TuningService/UploadModel',
+            tuneforge_dot_v1_dot_tuning__pb2.ModelChunk.SerializeToString,
+            tuneforge_dot_v1_dot_tuning__pb2.ModelUploaded.FromString,
             options,
             channel_credentials,
             insecure,
