@@ -98,6 +98,12 @@ def test_errors_are_python_exceptions(farm):
             client.submit_tasks({"conv9d M=1": 1}, trials=4)
         with pytest.raises(tuneforge.ValidationError, match="unknown job option"):
             client.submit_task("matmul M=8 N=8 K=8", trials=2, polcy="random")
+        with pytest.raises(tuneforge.ValidationError, match="no such file"):
+            client.submit_model("/nonexistent.onnx", trials=4)
+        not_onnx = farm["dir"] / "not.onnx"
+        not_onnx.write_bytes(b"x" * 100)
+        with pytest.raises(tuneforge.ValidationError, match="not.onnx"):
+            client.upload_model(str(not_onnx))
         with pytest.raises(tuneforge.ValidationError, match="no job"):
             client.job("job-0-0")
         # A job no agent can take waits; cancelled, watching it raises JobFailed.
@@ -115,12 +121,20 @@ def test_the_docs_example_runs_in_at_most_15_lines(farm):
     assert len(lines) <= 15, f"the example has {len(lines)} lines of code"
     token_file = farm["dir"] / "bob.token"
     token_file.write_text(farm["tokens"]["bob"] + "\n")
-    tasks = farm["dir"] / "mlp_tasks.txt"
-    made = subprocess.run([str(BIN / "tuneforge"), "model", "tasks", os.environ["TUNEFORGE_TEST_MODELS"] + "/mlp.onnx",
-                           "-o", str(tasks)], capture_output=True, text=True, timeout=120)
-    assert made.returncode == 0, made.stderr
     env = dict(os.environ, TUNEFORGE_SERVER=farm["address"], TUNEFORGE_TOKEN_FILE=str(token_file),
-               TUNEFORGE_DEVICE_KEY="py", TUNEFORGE_TASKS=str(tasks))
+               TUNEFORGE_DEVICE_KEY="py", TUNEFORGE_MODEL=os.environ["TUNEFORGE_TEST_MODELS"] + "/mlp.onnx")
     run = subprocess.run([os.sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
-    assert "estimated" in run.stdout and "GFLOP/s" in run.stdout, run.stdout
+    assert "estimated" in run.stdout and run.stdout.count("GFLOP/s") == 2, run.stdout  # the MLP's two tasks
+
+
+def test_read_tasks_reads_what_model_tasks_writes(tmp_path):
+    path = tmp_path / "tasks.txt"
+    path.write_text("# two layers\nmatmul M=8 N=8 K=8 weight=2.5\n\ndense M=1 N=4 K=4 bias=1 relu=0  # the head\n")
+    assert tuneforge.read_tasks(str(path)) == {"matmul M=8 N=8 K=8": 2.5, "dense M=1 N=4 K=4 bias=1 relu=0": 1.0}
+    path.write_text("matmul M=8 N=8 K=8 weight=-1\n")
+    with pytest.raises(tuneforge.ValidationError, match="tasks.txt:1: weight must be positive"):
+        tuneforge.read_tasks(str(path))
+    path.write_text("matmul M=8 N=8 K=8\nmatmul M=8 N=8 K=8\n")
+    with pytest.raises(tuneforge.ValidationError, match="listed twice"):
+        tuneforge.read_tasks(str(path))

@@ -4,6 +4,7 @@ is installed)."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -166,6 +167,55 @@ class Client:
         spec.round_trials = round_trials
         for task, weight in items:
             spec.tasks.add(task=task, weight=float(weight))
+        return self._submit(spec)
+
+    def upload_model(self, path: str, dims: Sequence[str] = (), shapes: Sequence[str] = ()) -> Dict[str, Any]:
+        """Sends an ONNX file to the server, which checks it with its importer and keeps it
+        by SHA-256; returns model_hash, bytes, tasks (task, weight) and leftovers. dims:
+        "NAME=N" bindings of symbolic dimensions; shapes: "INPUT=D0,D1,..." (as the CLI's
+        --dim and --shape)."""
+        name = os.path.basename(path)
+
+        def chunks():
+            with open(path, "rb") as f:
+                first = True
+                while True:
+                    data = f.read(1 << 20)
+                    if not data and not first:
+                        return
+                    chunk = tuning_pb2.ModelChunk(data=data)
+                    if first:
+                        chunk.name = name
+                        chunk.dims.extend(dims)
+                        chunk.shapes.extend(shapes)
+                        first = False
+                    yield chunk
+                    if not data:
+                        return
+
+        if not os.path.isfile(path):
+            raise ValidationError(f"{path}: no such file")
+        try:
+            response = self._tuning.UploadModel(chunks(), metadata=self._metadata)
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                raise ValidationError(f"uploading {path}: {e.details()}") from None
+            raise _error(e, f"uploading {path}") from None
+        return json_format.MessageToDict(response, preserving_proto_field_name=True,
+                                         always_print_fields_with_no_presence=True)
+
+    def submit_model(self, path: str, trials: int, round_trials: int = 32, dims: Sequence[str] = (),
+                     shapes: Sequence[str] = (), **options: Any) -> str:
+        """Uploads an ONNX model and submits a job of its tasks (each weighted by how
+        often it occurs), whose rounds the server's task scheduler runs; returns the job
+        id. Options as submit_task."""
+        uploaded = self.upload_model(path, dims, shapes)
+        spec = self._spec(trials, options)
+        spec.round_trials = round_trials
+        spec.model_hash = uploaded["model_hash"]
+        spec.model_dims.extend(dims)
+        spec.model_shapes.extend(shapes)
+        spec.model_name = os.path.basename(path)
         return self._submit(spec)
 
     def job(self, job_id: str) -> Dict[str, Any]:
