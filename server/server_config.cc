@@ -151,7 +151,7 @@ absl::Status LoadServerConfig(const std::string& path, ServerCommandLine* cl) {
                                               "builder_threads", "log_level",  "log_format",
                                               "grpc",           "max_redispatch", "heartbeat_ms",
                                               "lease_grace_ms", "golden_interval_s",
-                                              "golden_check"};
+                                              "golden_check",   "max_model_bytes"};
   // A secret's or certificate's path must name a file: `tokens: ""` (or a bare
   // `tokens:`) would otherwise leave the server open while its config says it is not.
   auto secret_path = [&](const std::string& key, const std::string& value,
@@ -219,6 +219,10 @@ absl::Status LoadServerConfig(const std::string& path, ServerCommandLine* cl) {
         RETURN_IF_ERROR(secret_path(key, *value, &options->tls_key_path));
       } else if (key == "tls_client_ca") {
         RETURN_IF_ERROR(secret_path(key, *value, &options->tls_client_ca_path));
+      } else if (key == "max_model_bytes") {
+        absl::StatusOr<int64_t> bytes = ParseByteSize(*value, kMinModelBytes, kMaxModelBytes);
+        if (!bytes.ok()) return ConfigError(path, "max_model_bytes: " + std::string(bytes.status().message()));
+        options->max_model_bytes = *bytes;
       } else if (key == "builder_threads") {
         int n = 0;
         if (!absl::SimpleAtoi(*value, &n) || n < 0 || n > 256) {
@@ -307,7 +311,7 @@ absl::StatusOr<ServerCommandLine> ParseServerCommandLine(const std::vector<std::
                                            : cl.options.max_send_message_bytes) = static_cast<int>(*bytes);
     } else if (a == "--max-model-bytes") {
       ASSIGN_OR_RETURN(std::string v, value("a size, e.g. 1GiB"));
-      absl::StatusOr<int64_t> bytes = ParseByteSize(v, int64_t{1} << 20, int64_t{64} << 30);
+      absl::StatusOr<int64_t> bytes = ParseByteSize(v, kMinModelBytes, kMaxModelBytes);
       if (!bytes.ok()) return absl::InvalidArgumentError(a + ": " + std::string(bytes.status().message()));
       cl.options.max_model_bytes = *bytes;
     } else if (a == "--max-redispatch" || a == "--heartbeat-ms" || a == "--lease-grace-ms" ||

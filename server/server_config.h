@@ -46,6 +46,9 @@ struct ServerCommandLine {
 // size); below 1 MiB artifacts of even small kernels would not fit.
 inline constexpr int64_t kMinMessageBytes = 1 << 20;
 inline constexpr int64_t kMaxMessageBytes = 2147483647;
+// One uploaded model (--max-model-bytes, max_model_bytes).
+inline constexpr int64_t kMinModelBytes = int64_t{1} << 20;
+inline constexpr int64_t kMaxModelBytes = int64_t{64} << 30;
 
 // "268435456", "256MiB", "64 KiB", "1GiB": a byte count in [lo, hi].
 absl::StatusOr<int64_t> ParseByteSize(const std::string& text, int64_t lo, int64_t hi);

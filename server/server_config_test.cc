@@ -42,6 +42,7 @@ TEST_F(ServerConfigTest, EverySettingIsRead) {
       "tls_key: tls.key\n"
       "metrics_listen: 127.0.0.1:9191\n"
       "builder_threads: 3\n"
+      "max_model_bytes: 2GiB\n"
       "log_level: debug\n"
       "log_format: json\n"
       "grpc:\n"
@@ -57,6 +58,7 @@ TEST_F(ServerConfigTest, EverySettingIsRead) {
   EXPECT_EQ(o.tls_key_path, (dir_ / "tls.key").string());
   EXPECT_EQ(o.metrics_listen, "127.0.0.1:9191");
   EXPECT_EQ(o.builder_threads, 3);
+  EXPECT_EQ(o.max_model_bytes, int64_t{2} << 30);
   EXPECT_EQ(o.max_receive_message_bytes, 64 << 20);
   EXPECT_EQ(o.max_send_message_bytes, 2 << 20);
   ASSERT_TRUE(cl->log_level.has_value());
@@ -97,6 +99,7 @@ TEST_F(ServerConfigTest, BadFilesAreClearErrors) {
             std::string::npos);
   EXPECT_NE(Error("metrics_listen: 1.2.3.4:99999\n").find("metrics_listen"), std::string::npos);
   EXPECT_NE(Error("builder_threads: lots\n").find("builder_threads must be"), std::string::npos);
+  EXPECT_NE(Error("max_model_bytes: 100\n").find("max_model_bytes: "), std::string::npos);
   EXPECT_NE(Error("log_level: loud\n").find("log_level must be"), std::string::npos);
   EXPECT_NE(Error("log_format: xml\n").find("log_format must be text or json"), std::string::npos);
   EXPECT_NE(Error("grpc: 5\n").find("'grpc' must be a mapping"), std::string::npos);
