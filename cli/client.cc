@@ -20,6 +20,7 @@
 #include "compiler/support/rpc_credentials.h"
 #include "compiler/support/status.h"
 #include "server/auth.h"
+#include "tuneforge/v1/farm.grpc.pb.h"
 
 namespace tuneforge::cli {
 
@@ -196,6 +197,19 @@ absl::StatusOr<v1::JobStatus> TuningClient::Get(const std::string& job_id) {
     return absl::NotFoundError("no job " + job_id + " on the server at " + address_);
   }
   if (!st.ok()) return absl::UnavailableError("job " + job_id + " at " + address_ + ": " + st.error_message());
+  return status;
+}
+
+absl::StatusOr<v1::FarmStatus> FetchFarmStatus(const std::string& address, const std::string& token,
+                                               const std::string& tls_ca, const std::string& what) {
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ConnectChannel(address, tls_ca));
+  auto stub = v1::FarmService::NewStub(channel);
+  grpc::ClientContext ctx;
+  AddToken(&ctx, token);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::FarmStatus status;
+  grpc::Status st = stub->Status(&ctx, v1::FarmStatusRequest(), &status);
+  if (!st.ok()) return absl::UnavailableError(what + " failed: " + st.error_message());
   return status;
 }
 

@@ -15,6 +15,7 @@
 #include "server/server.h"
 #include <grpcpp/channel.h>
 
+#include "tuneforge/v1/farm.pb.h"
 #include "tuneforge/v1/tuning.grpc.pb.h"
 
 namespace tuneforge::cli {
@@ -61,6 +62,11 @@ class TuningClient {
   std::string address_;
   absl::Duration reconnect_timeout_ = absl::Seconds(60);
 };
+
+// The server's agents and the jobs `token` may see (FarmService.Status, 10 s deadline);
+// Unavailable "<what> failed: <the server's reason>" when the call fails.
+absl::StatusOr<v1::FarmStatus> FetchFarmStatus(const std::string& address, const std::string& token,
+                                               const std::string& tls_ca, const std::string& what);
 
 // The token of --token-file, or "" when the flag is absent.
 absl::StatusOr<std::string> TokenFromFlag(const std::string& token_file);

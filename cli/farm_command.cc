@@ -1,18 +1,16 @@
 // `tuneforge farm status`: agents (key, state, last heartbeat, measurements, error
 // rate) and jobs (owner, state, progress, trials/s) of a running server.
 // `tuneforge farm agents`: each agent's target and launcher.
-#include <grpcpp/grpcpp.h>
 
 #include <chrono>
 #include <cstdio>
 
 #include "compiler/support/status.h"
 #include "nlohmann/json.hpp"
-#include "server/auth.h"
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "tuneforge/v1/farm.grpc.pb.h"
+#include "tuneforge/v1/farm.pb.h"
 
 namespace tuneforge::cli {
 namespace {
@@ -49,15 +47,9 @@ absl::StatusOr<int> FarmCommand(const std::vector<std::string>& args) {
   }
   const bool agents_only = flags.positional()[0] == "agents";
   RETURN_IF_ERROR(flags.Require("server"));
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ConnectChannel(flags.Get("server"), flags.Get("tls-ca")));
-  auto stub = v1::FarmService::NewStub(channel);
   ASSIGN_OR_RETURN(std::string token, TokenFromFlag(flags.Get("token-file")));
-  grpc::ClientContext ctx;
-  AddToken(&ctx, token);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  v1::FarmStatus status;
-  grpc::Status st = stub->Status(&ctx, v1::FarmStatusRequest(), &status);
-  if (!st.ok()) return absl::UnavailableError("farm status failed: " + st.error_message());
+  ASSIGN_OR_RETURN(const v1::FarmStatus status,
+                   FetchFarmStatus(flags.Get("server"), token, flags.Get("tls-ca"), "farm status"));
 
   if (flags.Has("json")) {
     nlohmann::json out = {{"agents", nlohmann::json::array()}, {"jobs", nlohmann::json::array()}};

@@ -1,8 +1,6 @@
 // `tuneforge jobs list|show|watch|cancel`: a server's jobs, for a client that
 // submitted one and left (`tune --detach`) or for anyone following the farm.
-#include <grpcpp/grpcpp.h>
 
-#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -13,8 +11,7 @@
 #include "cli/job_json.h"
 #include "compiler/support/status.h"
 #include "nlohmann/json.hpp"
-#include "server/auth.h"
-#include "tuneforge/v1/farm.grpc.pb.h"
+#include "tuneforge/v1/farm.pb.h"
 
 namespace tuneforge::cli {
 namespace {
@@ -77,14 +74,8 @@ void PrintStatus(const v1::JobStatus& s) {
 }
 
 absl::StatusOr<int> ListJobs(const Flags& flags, const std::string& token) {
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ConnectChannel(flags.Get("server"), flags.Get("tls-ca")));
-  auto stub = v1::FarmService::NewStub(channel);
-  grpc::ClientContext ctx;
-  AddToken(&ctx, token);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  v1::FarmStatus status;
-  grpc::Status st = stub->Status(&ctx, v1::FarmStatusRequest(), &status);
-  if (!st.ok()) return absl::UnavailableError("listing the jobs failed: " + st.error_message());
+  ASSIGN_OR_RETURN(const v1::FarmStatus status,
+                   FetchFarmStatus(flags.Get("server"), token, flags.Get("tls-ca"), "listing the jobs"));
   if (flags.Has("json")) {
     nlohmann::json out = nlohmann::json::array();
     for (const v1::JobSummary& j : status.jobs()) {

@@ -65,6 +65,21 @@ class SandboxTest : public ::testing::Test {
 
   MeasureResult Run(const MeasureRequest& request) { return Sandbox(options_).Run(request); }
 
+  // A child process that keeps `cpu` busy until it is killed (other work for the quiet
+  // check); -1 when fork fails.
+  static pid_t StartSpinner(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    const pid_t spinner = fork();
+    if (spinner == 0) {
+      sched_setaffinity(0, sizeof(set), &set);
+      for (;;) {
+      }
+    }
+    return spinner;
+  }
+
   std::string root_;
   SandboxOptions options_;
 };
@@ -112,16 +127,8 @@ TEST_F(SandboxTest, BusyCpusAreWaitedForAndTheMeasurementRepeated) {
   // measures, sees the CPU taken during the measurement, measures again, and says all
   // of it in the record, the figure marked disturbed.
   const int cpu = AllowedCpus().back();
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  const pid_t spinner = fork();
+  const pid_t spinner = StartSpinner(cpu);
   ASSERT_GE(spinner, 0);
-  if (spinner == 0) {
-    sched_setaffinity(0, sizeof(set), &set);
-    for (;;) {
-    }
-  }
   options_.pin_cpus = {cpu};
   options_.quiet.max_busy = 0.25;
   options_.quiet.max_wait_ms = 300;
@@ -146,16 +153,8 @@ TEST_F(SandboxTest, PersistentLoadIsMeasuredWithoutWaitingUntilQuietReturns) {
   // were disturbed on every attempt, the third reads the CPU once and measures once;
   // with the spinner gone, the next finds quiet and the one after waits as usual.
   const int cpu = AllowedCpus().back();
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  const pid_t spinner = fork();
+  const pid_t spinner = StartSpinner(cpu);
   ASSERT_GE(spinner, 0);
-  if (spinner == 0) {
-    sched_setaffinity(0, sizeof(set), &set);
-    for (;;) {
-    }
-  }
   options_.pin_cpus = {cpu};
   options_.quiet.max_busy = 0.25;
   options_.quiet.max_wait_ms = 200;

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -26,30 +27,75 @@ class ModelJobTest : public FarmFixture {
   std::unique_ptr<v1::TuningService::Stub> Tuning() {
     return v1::TuningService::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
   }
-  // Polls the job until it ends (or the scaled deadline passes: the last status).
-  v1::JobStatus WaitForEnd(v1::TuningService::Stub* tuning, const std::string& id, int seconds) {
+  // Polls the job every `poll` until `done` holds for its status or the scaled deadline
+  // passes; returns the last status read. A server just restarted may refuse the first
+  // calls of a new channel: those are retried.
+  v1::JobStatus WaitUntil(v1::TuningService::Stub* tuning, const std::string& id, int seconds,
+                          const std::function<bool(const v1::JobStatus&)>& done,
+                          std::chrono::milliseconds poll = std::chrono::milliseconds(200)) {
     v1::JobStatus status;
-    std::string last_error;
-    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000 * testing::TimeScale()));
+    const auto end = std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000 * testing::TimeScale()));
     while (std::chrono::steady_clock::now() < end) {
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
       v1::JobRequest request;
       request.set_job_id(id);
       grpc::Status st = tuning->GetJob(&ctx, request, &status);
-      // A server just restarted may refuse the first calls of a new channel.
-      if (!st.ok()) {
-        last_error = st.error_message();
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        continue;
-      }
-      last_error.clear();
-      if (IsTerminal(status.state())) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      last_error_ = st.ok() ? "" : st.error_message();
+      if (st.ok() && done(status)) break;
+      std::this_thread::sleep_for(poll);
     }
-    if (!IsTerminal(status.state())) ADD_FAILURE() << "the job did not end; GetJob's last error: " << last_error;
     return status;
   }
+  // Until the job ends.
+  v1::JobStatus WaitForEnd(v1::TuningService::Stub* tuning, const std::string& id, int seconds) {
+    v1::JobStatus status = WaitUntil(tuning, id, seconds, [](const v1::JobStatus& s) { return IsTerminal(s.state()); });
+    if (!IsTerminal(status.state())) ADD_FAILURE() << "the job did not end; GetJob's last error: " << last_error_;
+    return status;
+  }
+  // Until `trials` are done (or the job ended), polled often enough to catch it mid-job.
+  v1::JobStatus WaitForTrials(v1::TuningService::Stub* tuning, const std::string& id, int trials) {
+    return WaitUntil(
+        tuning, id, 60, [&](const v1::JobStatus& s) { return s.trials_done() >= trials || IsTerminal(s.state()); },
+        std::chrono::milliseconds(50));
+  }
+  // A server on the same db and port as the one killed; the agents reconnect by
+  // themselves and the server resumes its jobs. False (a failure added) when it did not
+  // start there.
+  bool RestartServer() {
+    testing::ServerProcess again =
+        testing::StartServerProcess(kBin, db_, dir_ + "/server2", {"--heartbeat-ms", "300"}, address_);
+    if (again.address != address_) {
+      ADD_FAILURE() << "the server did not restart on " << address_ << ": " << again.process->Stderr();
+      return false;
+    }
+    server_ = std::move(again.process);
+    return true;
+  }
+  // A server with one agent of key "m", and the MLP submitted to it with `tune --model
+  // --detach` (random search, rounds of 4 trials); the job's id, "" (a failure added)
+  // when it was not submitted.
+  std::string SubmitDetachedMlp(int trials) {
+    if (StartServer({"--heartbeat-ms", "300"}).empty()) return "";
+    StartAgent("m");
+    if (!WaitForIdleAgents(1)) {
+      ADD_FAILURE() << "no idle agent: " << server_->Stderr();
+      return "";
+    }
+    auto submit = RunCommand({kBin + "/tuneforge", "tune", "--model", kMlp, "--server", address_, "--device-key", "m",
+                              "--trials", std::to_string(trials), "--round-trials", "4", "--batch", "2", "--policy",
+                              "random", "--detach", "--json"},
+                             dir_, std::chrono::seconds(60));
+    if (submit.exit_code != 0) {
+      ADD_FAILURE() << submit.err;
+      return "";
+    }
+    return nlohmann::json::parse(submit.out)["job_id"];
+  }
+
+  static inline const std::string kMlp = std::string(TF_TEST_MODELS_DIR) + "/mlp.onnx";
+  std::string last_error_;  // of WaitUntil's last GetJob
 };
 
 TEST_F(ModelJobTest, TasksShareTheBudgetInRoundsAndEachHasItsProgress) {
@@ -127,24 +173,13 @@ TEST_F(ModelJobTest, KilledServerResumesTheJobWhichSpendsExactlyItsBudget) {
   grpc::Status st = tuning->SubmitJob(&ctx, submit, &submitted);
   ASSERT_TRUE(st.ok()) << st.error_message();
   // kill -9 mid-job, once both tasks have had a round.
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(60000 * testing::TimeScale()));
-  v1::JobStatus seen;
-  while (std::chrono::steady_clock::now() < end) {
-    grpc::ClientContext get;
-    v1::JobRequest request;
-    request.set_job_id(submitted.job_id());
-    ASSERT_TRUE(tuning->GetJob(&get, request, &seen).ok());
-    if (seen.trials_done() >= 10) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  v1::JobStatus seen = WaitForTrials(tuning.get(), submitted.job_id(), 10);
   ASSERT_GE(seen.trials_done(), 10) << server_->Stderr();
   ASSERT_LT(seen.trials_done(), 24) << "the job ended before the kill";
   server_->Kill(SIGKILL);
 
   // The same db and port; the agent reconnects by itself, the job resumes by its id.
-  testing::ServerProcess again = testing::StartServerProcess(kBin, db_, dir_ + "/server2", {"--heartbeat-ms", "300"}, address_);
-  ASSERT_EQ(again.address, address_) << again.process->Stderr();
-  server_ = std::move(again.process);
+  ASSERT_TRUE(RestartServer());
   tuning = Tuning();
   v1::JobStatus done = WaitForEnd(tuning.get(), submitted.job_id(), 300);
   ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.message() << "\n" << server_->Stderr();
@@ -169,16 +204,8 @@ TEST_F(ModelJobTest, KilledServerResumesTheJobWhichSpendsExactlyItsBudget) {
 // exits; `jobs watch` follows it to its end (exit 0), `jobs show`, `jobs list` and
 // `jobs cancel` see it.
 TEST_F(ModelJobTest, DetachedModelJobIsFollowedWithTheJobsCommand) {
-  ASSERT_FALSE(StartServer({"--heartbeat-ms", "300"}).empty());
-  StartAgent("m");
-  ASSERT_TRUE(WaitForIdleAgents(1)) << server_->Stderr();
-  const std::string tf = kBin + "/tuneforge", mlp = std::string(TF_TEST_MODELS_DIR) + "/mlp.onnx";
-  auto submit = RunCommand({tf, "tune", "--model", mlp, "--server", address_, "--device-key", "m", "--trials", "10",
-                            "--round-trials", "4", "--batch", "2", "--policy", "random", "--detach", "--json"},
-                           dir_, std::chrono::seconds(60));
-  ASSERT_EQ(submit.exit_code, 0) << submit.err;
-  const std::string id = nlohmann::json::parse(submit.out)["job_id"];
-  ASSERT_FALSE(id.empty()) << submit.out;
+  const std::string id = SubmitDetachedMlp(10), tf = kBin + "/tuneforge";
+  ASSERT_FALSE(id.empty());
 
   auto watch = RunCommand({tf, "jobs", "watch", id, "--server", address_, "--json"}, dir_, std::chrono::seconds(300));
   ASSERT_EQ(watch.exit_code, 0) << watch.err << server_->Stderr();
@@ -198,7 +225,7 @@ TEST_F(ModelJobTest, DetachedModelJobIsFollowedWithTheJobsCommand) {
   EXPECT_EQ(done["model"]["name"], "mlp.onnx");
   const std::string stored = db_ + ".models/" + done["model"]["sha256"].get<std::string>() + ".onnx";
   EXPECT_TRUE(std::filesystem::exists(stored)) << stored;
-  EXPECT_EQ(std::filesystem::file_size(stored), std::filesystem::file_size(mlp));
+  EXPECT_EQ(std::filesystem::file_size(stored), std::filesystem::file_size(kMlp));
 
   auto show = RunCommand({tf, "jobs", "show", id, "--server", address_}, dir_, std::chrono::seconds(30));
   ASSERT_EQ(show.exit_code, 0) << show.err;
@@ -241,37 +268,17 @@ TEST_F(ModelJobTest, DetachedModelJobIsFollowedWithTheJobsCommand) {
 // watch` follows it to the end, and it has measured exactly its budget of distinct
 // configs.
 TEST_F(ModelJobTest, ModelJobSurvivesKilledClientAndServerAndANewClientWatchesItToTheEnd) {
-  ASSERT_FALSE(StartServer({"--heartbeat-ms", "300"}).empty());
-  StartAgent("m");
-  ASSERT_TRUE(WaitForIdleAgents(1)) << server_->Stderr();
-  const std::string tf = kBin + "/tuneforge", mlp = std::string(TF_TEST_MODELS_DIR) + "/mlp.onnx";
-  auto submit = RunCommand({tf, "tune", "--model", mlp, "--server", address_, "--device-key", "m", "--trials", "20",
-                            "--round-trials", "4", "--batch", "2", "--policy", "random", "--detach", "--json"},
-                           dir_, std::chrono::seconds(60));
-  ASSERT_EQ(submit.exit_code, 0) << submit.err;
-  const std::string id = nlohmann::json::parse(submit.out)["job_id"];
+  const std::string id = SubmitDetachedMlp(20), tf = kBin + "/tuneforge";
+  ASSERT_FALSE(id.empty());
   Process first({tf, "jobs", "watch", id, "--server", address_}, dir_ + "/watch1.out", dir_ + "/watch1.err");
   auto tuning = Tuning();
-  const auto end = std::chrono::steady_clock::now() +
-                   std::chrono::milliseconds(static_cast<int64_t>(60000 * testing::TimeScale()));
-  v1::JobStatus seen;
-  while (std::chrono::steady_clock::now() < end) {
-    grpc::ClientContext get;
-    v1::JobRequest request;
-    request.set_job_id(id);
-    ASSERT_TRUE(tuning->GetJob(&get, request, &seen).ok());
-    if (seen.trials_done() >= 6) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  v1::JobStatus seen = WaitForTrials(tuning.get(), id, 6);
   ASSERT_GE(seen.trials_done(), 6) << server_->Stderr();
   ASSERT_LT(seen.trials_done(), 20) << "the job ended before the kills";
   first.Kill(SIGKILL);
   server_->Kill(SIGKILL);
 
-  testing::ServerProcess again =
-      testing::StartServerProcess(kBin, db_, dir_ + "/server2", {"--heartbeat-ms", "300"}, address_);
-  ASSERT_EQ(again.address, address_) << again.process->Stderr();
-  server_ = std::move(again.process);
+  ASSERT_TRUE(RestartServer());
   auto watch = RunCommand({tf, "jobs", "watch", id, "--server", address_, "--json"}, dir_, std::chrono::seconds(300));
   ASSERT_EQ(watch.exit_code, 0) << watch.err << server_->Stderr();
   nlohmann::json done = nlohmann::json::parse(watch.out);
@@ -352,7 +359,7 @@ TEST_F(ModelJobTest, UploadedModelsAreCheckedKeptByHashAndBounded) {
   EXPECT_FALSE(std::filesystem::exists(db_ + ".models") && !std::filesystem::is_empty(db_ + ".models"))
       << "a refused model was kept";
 
-  std::ifstream in(std::string(TF_TEST_MODELS_DIR) + "/mlp.onnx", std::ios::binary);
+  std::ifstream in(kMlp, std::ios::binary);
   const std::string mlp((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   st = upload(mlp, &uploaded);
   ASSERT_TRUE(st.ok()) << st.error_message();
