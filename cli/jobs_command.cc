@@ -8,7 +8,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "cli/job_json.h"
+#include "server/job_json.h"
 #include "compiler/support/status.h"
 #include "nlohmann/json.hpp"
 #include "tuneforge/v1/farm.pb.h"

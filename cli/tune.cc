@@ -25,7 +25,7 @@
 #include "cli/client.h"
 #include "bench/bench.h"
 #include "cli/flags.h"
-#include "cli/job_json.h"
+#include "server/job_json.h"
 #include "cli/job_spec.h"
 #include "compiler/task/task_list.h"
 #include "cli/model_tuning.h"

@@ -120,6 +120,32 @@ struct WorkloadSummary {
   std::optional<TuningRecord> best;
 };
 
+// The dashboard's queries: one page at a time, each bounded by an index.
+struct BestPageQuery {
+  std::string op;          // workloads of this operator ("" = any)
+  std::string target_key;  // records of this target ("" = any)
+  int64_t offset = 0;      // >= 0
+  int limit = 50;          // 1..kMaxLimit
+  static constexpr int kMaxLimit = 1000;
+};
+
+// One (workload, target) of the log with its noise-aware best config.
+struct BestEntry {
+  WorkloadInfo workload;
+  TargetInfo target;
+  RankedConfig best;
+};
+
+// One of a job's records, in measurement order (the job page's curves).
+struct JobRecordPoint {
+  int64_t record_id = 0;
+  std::string workload_key;
+  std::string target_key;
+  int64_t start_unix_us = 0;
+  MeasureErrorKind error = MeasureErrorKind::kNone;
+  double median_cost = 0;  // +inf when the record has no successful cost
+};
+
 // Thread-safe: one Database is shared by the server's threads; writes are serialised
 // inside and each Commit is one transaction.
 class Database {
@@ -206,6 +232,26 @@ class Database {
   virtual absl::Status PutJob(const JobRow& job) = 0;
   virtual absl::StatusOr<JobRow> GetJob(const std::string& id) = 0;
   virtual absl::StatusOr<std::vector<JobRow>> ListJobs() = 0;
+
+  // Browsing (the dashboard). A backend without them (a remote db) says Unimplemented.
+  // The best table: per (workload, target) matching the query, ordered by operator,
+  // workload key and target key; pairs without a rankable config are left out.
+  // `limit` + 1 rows are never read: callers ask for one more to learn of a next page.
+  virtual absl::StatusOr<std::vector<BestEntry>> BestPage(const BestPageQuery& query) {
+    (void)query;
+    return absl::UnimplementedError("this database cannot be browsed page by page");
+  }
+  virtual absl::StatusOr<TuningRecord> RecordById(int64_t id) {
+    (void)id;
+    return absl::UnimplementedError("this database cannot read a record by id");
+  }
+  // The job's records, oldest first, at most `limit` (the newest are dropped).
+  virtual absl::StatusOr<std::vector<JobRecordPoint>> JobRecords(const std::string& job_id,
+                                                                 int64_t limit) {
+    (void)job_id;
+    (void)limit;
+    return absl::UnimplementedError("this database cannot list a job's records");
+  }
 };
 
 }  // namespace tuneforge

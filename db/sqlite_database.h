@@ -83,6 +83,16 @@ class SqliteDatabase final : public Database {
   absl::StatusOr<std::vector<JobRow>> ListJobs() override {
     return WithPath(path_, ListJobsImpl());
   }
+  absl::StatusOr<std::vector<BestEntry>> BestPage(const BestPageQuery& query) override {
+    return WithPath(path_, BestPageImpl(query));
+  }
+  absl::StatusOr<TuningRecord> RecordById(int64_t id) override {
+    return WithPath(path_, RecordByIdImpl(id));
+  }
+  absl::StatusOr<std::vector<JobRecordPoint>> JobRecords(const std::string& job_id,
+                                                         int64_t limit) override {
+    return WithPath(path_, JobRecordsImpl(job_id, limit));
+  }
 
  private:
   // One Insert call waiting in the group-commit queue.
@@ -114,6 +124,11 @@ class SqliteDatabase final : public Database {
   absl::Status PutJobImpl(const JobRow& job);
   absl::StatusOr<JobRow> GetJobImpl(const std::string& id);
   absl::StatusOr<std::vector<JobRow>> ListJobsImpl();
+  // db/sqlite_browse.cc.
+  absl::StatusOr<std::vector<BestEntry>> BestPageImpl(const BestPageQuery& query);
+  absl::StatusOr<TuningRecord> RecordByIdImpl(int64_t id);
+  absl::StatusOr<std::vector<JobRecordPoint>> JobRecordsImpl(const std::string& job_id,
+                                                             int64_t limit);
 
   absl::Status CheckWritable() const {
     if (!read_only_) return absl::OkStatus();

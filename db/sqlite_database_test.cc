@@ -135,14 +135,14 @@ class SqliteDatabaseTest : public ::testing::Test {
 TEST_F(SqliteDatabaseTest, NewFileGetsSchemaWalAndApplicationId) {
   std::unique_ptr<Database> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(db->SchemaVersion(), 6);
+  EXPECT_EQ(db->SchemaVersion(), 7);
   db.reset();
-  EXPECT_EQ(RawQueryText(path_, "SELECT max(version) FROM schema_migrations"), "6");
+  EXPECT_EQ(RawQueryText(path_, "SELECT max(version) FROM schema_migrations"), "7");
   EXPECT_EQ(RawQueryText(path_, "PRAGMA journal_mode"), "wal");
   EXPECT_EQ(RawQueryText(path_, "PRAGMA application_id"), std::to_string(0x54465247));
   // Opening again applies nothing twice.
   ASSERT_NE(OpenOrDie(), nullptr);
-  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "6");
+  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "7");
 }
 
 TEST_F(SqliteDatabaseTest, RoundTripKeepsEveryField) {
@@ -409,7 +409,7 @@ TEST_F(SqliteDatabaseTest, NewerSchemaIsRefusedAndFileUntouched) {
   ASSERT_NE(OpenOrDie(), nullptr);
   RawSql(path_,
          "INSERT INTO schema_migrations (version, applied_unix_us, description) "
-         "VALUES (7, 0, 'from the future')");
+         "VALUES (8, 0, 'from the future')");
   const std::string before = ReadBytes(path_);
   ASSERT_FALSE(before.empty());
 
@@ -421,7 +421,7 @@ TEST_F(SqliteDatabaseTest, NewerSchemaIsRefusedAndFileUntouched) {
     ASSERT_FALSE(db.ok());
     EXPECT_TRUE(absl::IsFailedPrecondition(db.status())) << db.status();
     EXPECT_THAT(std::string(db.status().message()),
-                HasSubstr("written by a newer tuneforge (schema 7, this build knows 6)"));
+                HasSubstr("written by a newer tuneforge (schema 8, this build knows 7)"));
     ExpectOneLineNamingPath(db.status(), path_);
   }
   EXPECT_EQ(ReadBytes(path_), before);
@@ -438,7 +438,7 @@ TEST_F(SqliteDatabaseTest, EmptyFileBecomesANewDatabase) {
   ExpectOneLineNamingPath(ro.status(), path_);
   std::unique_ptr<Database> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(db->SchemaVersion(), 6);
+  EXPECT_EQ(db->SchemaVersion(), 7);
 }
 
 TEST_F(SqliteDatabaseTest, ConcurrentOpensOfANewFileMigrateOnce) {
@@ -454,9 +454,9 @@ TEST_F(SqliteDatabaseTest, ConcurrentOpensOfANewFileMigrateOnce) {
   for (std::thread& t : threads) t.join();
   for (const std::unique_ptr<Database>& db : dbs) {
     ASSERT_NE(db, nullptr);
-    EXPECT_EQ(db->SchemaVersion(), 6);
+    EXPECT_EQ(db->SchemaVersion(), 7);
   }
-  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "6");
+  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "7");
 }
 
 TEST_F(SqliteDatabaseTest, NonSqliteFilesAreRefusedAndUntouched) {
@@ -674,6 +674,90 @@ TEST_F(SqliteDatabaseTest, ListSummarisesEachWorkloadTargetPair) {
   EXPECT_EQ(bx.errors, 0);
   ASSERT_TRUE(bx.best.has_value());
   EXPECT_EQ(bx.best->result.costs, std::vector<double>{5.0});
+}
+
+TEST_F(SqliteDatabaseTest, BestPageFiltersOrdersAndPages) {
+  std::unique_ptr<Database> db = OpenOrDie();
+  WorkloadInfo a = Workload("a"), b = Workload("b"), c = Workload("c");
+  c.op = "conv2d";
+  TargetInfo x = Target("x"), y = Target("y");
+  ASSERT_TRUE(db->Commit({
+                             Record(a, x, {3.0}),
+                             Record(a, x, {1.0}),
+                             Record(a, x, {0.1}, MeasureErrorKind::kWrongAnswer),
+                             Record(a, y, {}, MeasureErrorKind::kRunTimeout),  // no best: left out
+                             Record(b, x, {5.0}),
+                             Record(b, y, {6.0}),
+                             Record(c, x, {7.0}),
+                         })
+                  .ok());
+  BestPageQuery q;
+  absl::StatusOr<std::vector<BestEntry>> all = db->BestPage(q);
+  ASSERT_TRUE(all.ok()) << all.status();
+  // conv2d before matmul; within matmul by workload key, then target key.
+  ASSERT_EQ(all->size(), 4u);
+  EXPECT_EQ((*all)[0].workload.key, c.key);
+  EXPECT_EQ((*all)[1].workload.key, a.key);
+  EXPECT_EQ((*all)[1].target.key, x.key);
+  EXPECT_EQ((*all)[1].best.record.result.costs, std::vector<double>{1.0});
+  EXPECT_EQ((*all)[1].best.median_cost, 1.0);
+  EXPECT_EQ((*all)[2].target.key, x.key);
+  EXPECT_EQ((*all)[3].target.key, y.key);
+  EXPECT_EQ((*all)[3].best.record.result.costs, std::vector<double>{6.0});
+
+  q.op = "matmul";
+  q.limit = 2;
+  q.offset = 1;
+  absl::StatusOr<std::vector<BestEntry>> page = db->BestPage(q);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->size(), 2u);
+  EXPECT_EQ((*page)[0].workload.key, b.key);
+  EXPECT_EQ((*page)[1].workload.key, b.key);
+  q = BestPageQuery();
+  q.target_key = y.key;
+  ASSERT_EQ(db->BestPage(q)->size(), 1u);
+  q.target_key = "no such target";
+  ASSERT_EQ(db->BestPage(q)->size(), 0u);
+
+  q = BestPageQuery();
+  q.limit = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(db->BestPage(q).status()));
+  q.limit = 10;
+  q.offset = -1;
+  EXPECT_TRUE(absl::IsInvalidArgument(db->BestPage(q).status()));
+}
+
+TEST_F(SqliteDatabaseTest, RecordByIdAndJobRecords) {
+  std::unique_ptr<Database> db = OpenOrDie();
+  WorkloadInfo a = Workload("a"), b = Workload("b");
+  TargetInfo x = Target("x");
+  std::vector<TuningRecord> records = {Record(a, x, {2.0}), Record(b, x, {}, MeasureErrorKind::kBuildError),
+                                       Record(a, x, {1.0}), Record(a, x, {4.0})};
+  records[0].job_id = "job-1";
+  records[1].job_id = "job-1";
+  records[2].job_id = "job-2";
+  records[3].job_id = "job-1";
+  absl::StatusOr<std::vector<int64_t>> ids = db->Commit(records);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+
+  absl::StatusOr<TuningRecord> second = db->RecordById((*ids)[1]);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->workload.key, b.key);
+  EXPECT_EQ(second->result.error, MeasureErrorKind::kBuildError);
+  EXPECT_TRUE(absl::IsNotFound(db->RecordById(999999).status()));
+
+  absl::StatusOr<std::vector<JobRecordPoint>> job = db->JobRecords("job-1", 100);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_EQ(job->size(), 3u);
+  EXPECT_EQ((*job)[0].record_id, (*ids)[0]);
+  EXPECT_EQ((*job)[0].median_cost, 2.0);
+  EXPECT_EQ((*job)[1].workload_key, b.key);
+  EXPECT_EQ((*job)[1].error, MeasureErrorKind::kBuildError);
+  EXPECT_TRUE(std::isinf((*job)[1].median_cost));
+  EXPECT_EQ((*job)[2].record_id, (*ids)[3]);
+  EXPECT_EQ(db->JobRecords("job-1", 2)->size(), 2u);
+  EXPECT_TRUE(db->JobRecords("job-3", 10)->empty());
+  EXPECT_TRUE(absl::IsInvalidArgument(db->JobRecords("job-1", 0).status()));
 }
 
 TEST_F(SqliteDatabaseTest, CostModelBlobsRoundTripThroughTheFile) {

@@ -56,8 +56,11 @@ absl::StatusOr<std::unique_ptr<TokenAuth>> TokenAuth::Load(const std::string& pa
       e.principal.role = Role::kUser;
     } else if (role == "admin") {
       e.principal.role = Role::kAdmin;
+    } else if (role == "viewer") {
+      e.principal.role = Role::kViewer;
     } else {
-      return absl::InvalidArgumentError(where + "unknown role '" + role + "' (agent, user, admin)");
+      return absl::InvalidArgumentError(where + "unknown role '" + role +
+                                        "' (agent, user, admin, viewer)");
     }
     if (token.size() < kMinTokenLength || token.size() > kMaxTokenLength) {
       return absl::InvalidArgumentError(where + "token of " + name + " must have " +
@@ -82,18 +85,33 @@ grpc::Status TokenAuth::Check(grpc::ServerContext* ctx, std::initializer_list<Ro
   std::string value(it->second.data(), it->second.size());
   const std::string prefix = "Bearer ";
   std::string token = value.rfind(prefix, 0) == 0 ? value.substr(prefix.size()) : "";
-  const Entry* found = nullptr;
-  for (const Entry& e : entries_)
-    if (SameSecret(e.token, token)) found = &e;
+  const Principal* found = Lookup(token);
   if (!found) return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "unknown token");
   for (Role r : allowed) {
-    if (r == found->principal.role) {
-      *who = found->principal;
+    if (r == found->role) {
+      *who = *found;
       return grpc::Status::OK;
     }
   }
   return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                      found->principal.name + " may not call this service with its role");
+                      found->name + " may not call this service with its role");
+}
+
+const Principal* TokenAuth::Lookup(const std::string& token) const {
+  const Principal* found = nullptr;
+  for (const Entry& e : entries_)  // every entry compared: the time says nothing of which
+    if (SameSecret(e.token, token)) found = &e.principal;
+  return found;
+}
+
+const char* RoleName(Role role) {
+  switch (role) {
+    case Role::kAgent: return "agent";
+    case Role::kUser: return "user";
+    case Role::kAdmin: return "admin";
+    case Role::kViewer: return "viewer";
+  }
+  return "unknown";
 }
 
 grpc::Status Authorize(const TokenAuth* auth, grpc::ServerContext* ctx,

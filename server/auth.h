@@ -5,6 +5,7 @@
 //   agent   farm    9f2c...        agents: AgentService only
 //   user    alice   41ab...        users: tuning jobs (their own), farm status, db
 //   admin   ops     77d0...        everything, every user's jobs
+//   viewer  wall    c3e1...        the dashboard, read-only (no gRPC service)
 //
 // Every RPC then needs "authorization: Bearer <token>" metadata. Without a tokens
 // file the server is open (for loopback use, as the embedded default); see
@@ -23,7 +24,9 @@
 
 namespace tuneforge {
 
-enum class Role { kAgent, kUser, kAdmin };
+enum class Role { kAgent, kUser, kAdmin, kViewer };
+
+const char* RoleName(Role role);
 
 // True when `given` equals `secret`, in time that depends on neither (a fixed number
 // of steps, lengths folded into the result): tokens and session secrets.
@@ -44,6 +47,8 @@ class TokenAuth {
   // for a missing or unknown token, PERMISSION_DENIED for a role not allowed.
   grpc::Status Check(grpc::ServerContext* ctx, std::initializer_list<Role> allowed,
                      Principal* who) const;
+  // Whose token this is (compared in constant time); nullptr when unknown.
+  const Principal* Lookup(const std::string& token) const;
 
  private:
   struct Entry {

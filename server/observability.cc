@@ -94,15 +94,23 @@ void Observability::Attach(const AgentRegistry* registry, const JobManager* jobs
                         });
 }
 
-absl::Status Observability::Listen(const std::string& listen) {
-  absl::StatusOr<std::unique_ptr<http::Server>> server =
-      http::Server::Start(http::ServerOptions{listen}, [this](const std::string& path) {
+absl::Status Observability::Listen(const std::string& listen, Pages pages) {
+  absl::StatusOr<std::unique_ptr<http::Server>> server = http::Server::Start(
+      http::ServerOptions{listen}, [this, pages = std::move(pages)](const http::Request& request) {
+        if (pages) {
+          std::optional<http::Response> page = pages(request);
+          if (page) return std::move(*page);
+        }
+        const std::string& path = request.path;
+        if (request.method == "POST") {
+          return http::Response{405, "text/plain; charset=utf-8", "only GET and HEAD here\n"};
+        }
         if (path == "/metrics") {
           return http::Response{200, metrics::Registry::kContentType, metrics_.Render()};
         }
         if (path == "/healthz") return Health();
         return http::Response{404, "text/plain; charset=utf-8",
-                              "not found: try /metrics or /healthz\n"};
+                              "not found: try /, /metrics or /healthz\n"};
       });
   if (!server.ok()) {
     return absl::Status(server.status().code(),

@@ -11,6 +11,8 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -34,8 +36,10 @@ class Observability : public DispatchObserver {
   // Registers the pulled metrics over `registry`, `jobs` and `db` (not owned; they
   // must outlive this object or Stop() must be called first).
   void Attach(const AgentRegistry* registry, const JobManager* jobs, Database* db);
-  // Serves /metrics and /healthz on `listen` (HOST:PORT).
-  absl::Status Listen(const std::string& listen);
+  // Answers a path when it is its own (the dashboard), nullopt for the rest.
+  using Pages = std::function<std::optional<http::Response>(const http::Request&)>;
+  // Serves /metrics and /healthz on `listen` (HOST:PORT), and `pages` (optional).
+  absl::Status Listen(const std::string& listen, Pages pages = nullptr);
   int port() const { return http_ ? http_->port() : 0; }
   // /healthz says 200 only while serving (set once gRPC is up, cleared at shutdown).
   void SetServing(bool serving) { serving_ = serving; }

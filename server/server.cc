@@ -14,6 +14,7 @@
 #include "db/database.h"
 #include "server/agent_registry.h"
 #include "server/agent_service.h"
+#include "server/dashboard/dashboard.h"
 #include "server/database_service.h"
 #include "server/farm_service.h"
 #include "server/job_manager.h"
@@ -99,7 +100,12 @@ class ServerImpl : public Server {
                                               options.health);
     }
     if (!options.metrics_listen.empty()) {
-      RETURN_IF_ERROR(observability_->Listen(options.metrics_listen));
+      // The dashboard shares the listener; the HTTP thread stops (Shutdown) before
+      // any member it reads is destroyed.
+      dashboard_ = std::make_unique<Dashboard>(jobs_.get(), registry_.get(), db_.get(), auth_.get());
+      RETURN_IF_ERROR(observability_->Listen(
+          options.metrics_listen,
+          [dashboard = dashboard_.get()](const http::Request& r) { return dashboard->Handle(r); }));
     }
     tuning_ = std::make_unique<TuningServiceImpl>(jobs_.get(), models_.get(), auth_.get());
     agents_ = std::make_unique<AgentServiceImpl>(registry_.get(), health_.get(), auth_.get(),
@@ -151,6 +157,7 @@ class ServerImpl : public Server {
   std::unique_ptr<ModelFiles> models_;  // before jobs_, which reads it
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<AgentHealth> health_;  // null: no golden-kernel checks
+  std::unique_ptr<Dashboard> dashboard_;  // null: no --metrics-listen
   std::unique_ptr<TuningServiceImpl> tuning_;
   std::unique_ptr<AgentServiceImpl> agents_;
   std::unique_ptr<FarmServiceImpl> farm_;

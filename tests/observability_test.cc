@@ -101,7 +101,8 @@ TEST_F(ObservabilityTest, MetricsFollowATinyTuningJob) {
   http::ClientResponse health = http::Get("127.0.0.1", metrics_port_, "/healthz");
   EXPECT_EQ(health.status, 200) << health.error;
   EXPECT_EQ(health.body, "ok\n");
-  EXPECT_EQ(http::Get("127.0.0.1", metrics_port_, "/").status, 404);
+  EXPECT_EQ(http::Get("127.0.0.1", metrics_port_, "/").status, 200);  // the dashboard
+  EXPECT_EQ(http::Get("127.0.0.1", metrics_port_, "/no-such-page").status, 404);
 
   Exposition before = Scrape();
   for (const auto& [name, type] : std::map<std::string, std::string>{

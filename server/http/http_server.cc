@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "compiler/support/log.h"
 
@@ -38,6 +39,73 @@ absl::Status ParseHostPort(const std::string& address, std::string* host, int* p
   *host = h;
   *port = p;
   return absl::OkStatus();
+}
+
+std::string UrlDecode(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out += ' ';
+    } else if (s[i] == '%' && i + 2 < s.size() &&
+               hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+      out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+std::map<std::string, std::string> ParseForm(const std::string& encoded) {
+  std::map<std::string, std::string> out;
+  size_t start = 0;
+  while (start <= encoded.size()) {
+    size_t end = encoded.find('&', start);
+    if (end == std::string::npos) end = encoded.size();
+    std::string pair = encoded.substr(start, end - start);
+    if (!pair.empty()) {
+      size_t eq = pair.find('=');
+      out[UrlDecode(pair.substr(0, eq))] = eq == std::string::npos ? "" : UrlDecode(pair.substr(eq + 1));
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string Request::Header(const std::string& lower_case_name) const {
+  auto it = headers.find(lower_case_name);
+  return it == headers.end() ? "" : it->second;
+}
+
+std::string Request::Param(const std::string& name) const {
+  std::map<std::string, std::string> params = ParseForm(query);
+  auto it = params.find(name);
+  return it == params.end() ? "" : it->second;
+}
+
+std::string Request::Cookie(const std::string& name) const {
+  std::string all = Header("cookie");
+  size_t start = 0;
+  while (start < all.size()) {
+    size_t end = all.find(';', start);
+    if (end == std::string::npos) end = all.size();
+    size_t b = all.find_first_not_of(' ', start);
+    if (b != std::string::npos && b < end) {
+      std::string pair = all.substr(b, end - b);
+      size_t eq = pair.find('=');
+      if (eq != std::string::npos && pair.substr(0, eq) == name) return pair.substr(eq + 1);
+    }
+    start = end + 1;
+  }
+  return "";
 }
 
 namespace {
@@ -73,17 +141,26 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     const auto& req = parser_.get();
     bool head = req.method() == bhttp::verb::head;
-    if (req.method() != bhttp::verb::get && !head) {
-      return Answer(Response{405, "text/plain; charset=utf-8", "only GET and HEAD\n"},
+    if (req.method() != bhttp::verb::get && req.method() != bhttp::verb::post && !head) {
+      return Answer(Response{405, "text/plain; charset=utf-8", "only GET, HEAD and POST\n"},
                     req.version(), false);
     }
+    Request request;
+    request.method = std::string(req.method_string());
     std::string target(req.target());
-    std::string path = target.substr(0, target.find('?'));
+    size_t question = target.find('?');
+    request.path = target.substr(0, question);
+    if (question != std::string::npos) request.query = target.substr(question + 1);
+    for (const auto& field : req) {
+      request.headers[absl::AsciiStrToLower(std::string(field.name_string()))] =
+          std::string(field.value());
+    }
+    request.body = req.body();
     Response response;
     try {
-      response = (*handler_)(path);
+      response = (*handler_)(request);
     } catch (const std::exception& e) {
-      TF_LOG(Error) << "http handler for " << path << " failed: " << e.what();
+      TF_LOG(Error) << "http handler for " << request.path << " failed: " << e.what();
       response = Response{500, "text/plain; charset=utf-8", "internal error\n"};
     }
     Answer(std::move(response), req.version(), head);
@@ -94,6 +171,7 @@ class Session : public std::enable_shared_from_this<Session> {
     response_.result(static_cast<unsigned>(r.status));
     response_.set(bhttp::field::server, "tuneforge");
     response_.set(bhttp::field::content_type, r.content_type);
+    for (const auto& [name, value] : r.headers) response_.insert(name, value);
     response_.keep_alive(false);
     response_.body() = std::move(r.body);
     response_.prepare_payload();  // Content-Length of the full body, also for HEAD

@@ -19,8 +19,18 @@ namespace {
 
 std::unique_ptr<Server> StartEcho(size_t max_request_bytes = 8192) {
   ServerOptions options{"127.0.0.1:0", max_request_bytes, 5000};
-  auto server = Server::Start(options, [](const std::string& path) {
-    if (path == "/hello") return Response{200, "text/plain", "hello\n"};
+  auto server = Server::Start(options, [](const Request& request) {
+    if (request.path == "/hello") {
+      if (request.method == "POST") return Response{405, "text/plain", "no posts\n"};
+      return Response{200, "text/plain", "hello\n"};
+    }
+    if (request.path == "/echo") {
+      Response r{200, "text/plain",
+                 request.method + "|" + request.Param("q") + "|" + request.Cookie("sid") + "|" +
+                     request.Header("x-thing") + "|" + request.body};
+      r.headers.push_back({"Set-Cookie", "sid=abc; HttpOnly"});
+      return r;
+    }
     return Response{404, "text/plain", "nope\n"};
   });
   EXPECT_TRUE(server.ok()) << server.status();
@@ -40,7 +50,29 @@ TEST(HttpServerTest, RoutesGetAndHead) {
   EXPECT_EQ(head.body, "");
   EXPECT_EQ(Get("127.0.0.1", server->port(), "/other").status, 404);
   EXPECT_EQ(Get("127.0.0.1", server->port(), "/hello", "POST").status, 405);
+  EXPECT_EQ(Get("127.0.0.1", server->port(), "/hello", "PUT").status, 405);
   EXPECT_EQ(SendRaw("127.0.0.1", server->port(), "NOT HTTP AT ALL\r\n\r\n").status, 400);
+}
+
+TEST(HttpServerTest, HandlerSeesMethodQueryHeadersCookiesAndBody) {
+  auto server = StartEcho();
+  ASSERT_TRUE(server);
+  ClientResponse r = SendRaw("127.0.0.1", server->port(),
+                             "POST /echo?a=1&q=x%20y+z%3C HTTP/1.1\r\nHost: h\r\n"
+                             "Cookie: other=1; sid=s3cr3t\r\nX-Thing: v\r\n"
+                             "Content-Length: 9\r\n\r\ntoken=abc");
+  ASSERT_EQ(r.status, 200) << r.error;
+  EXPECT_EQ(r.body, "POST|x y z<|s3cr3t|v|token=abc");
+  EXPECT_NE(r.head.find("Set-Cookie: sid=abc; HttpOnly"), std::string::npos) << r.head;
+}
+
+TEST(HttpFormTest, DecodesPairsAndKeepsMalformedEscapes) {
+  std::map<std::string, std::string> f = ParseForm("a=1&b=%41%2b+c&&d&e=%zz&a=2");
+  EXPECT_EQ(f["a"], "2");
+  EXPECT_EQ(f["b"], "A+ c");
+  EXPECT_EQ(f["d"], "");
+  EXPECT_EQ(f["e"], "%zz");
+  EXPECT_EQ(UrlDecode("%4"), "%4");
 }
 
 TEST(HttpServerTest, OversizedRequestsAreRefused) {
@@ -56,7 +88,7 @@ TEST(HttpServerTest, OversizedRequestsAreRefused) {
 }
 
 TEST(HttpServerTest, BadAddressesAreClearErrors) {
-  auto handler = [](const std::string&) { return Response{}; };
+  auto handler = [](const Request&) { return Response{}; };
   for (const char* bad : {"nocolon", ":80", "127.0.0.1:99999", "127.0.0.1:http", "[::1:80"}) {
     auto s = Server::Start(ServerOptions{bad}, handler);
     ASSERT_FALSE(s.ok()) << bad;
@@ -75,7 +107,7 @@ TEST(HttpServerTest, BadAddressesAreClearErrors) {
 // the idle ones are gone.
 TEST(HttpServerTest, OpenConnectionsAreCappedAndIdleOnesTimeOut) {
   ServerOptions options{"127.0.0.1:0", 8192, 400, 3};
-  auto server = Server::Start(options, [](const std::string&) { return Response{200, "text/plain", "ok\n"}; });
+  auto server = Server::Start(options, [](const Request&) { return Response{200, "text/plain", "ok\n"}; });
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
   auto connect = [&] {
@@ -97,7 +129,7 @@ TEST(HttpServerTest, OpenConnectionsAreCappedAndIdleOnesTimeOut) {
   std::this_thread::sleep_for(std::chrono::milliseconds(600));  // the idle ones time out
   EXPECT_EQ(Get("127.0.0.1", port, "/x").status, 200);
   for (int fd : idle) close(fd);
-  EXPECT_FALSE(Server::Start(ServerOptions{"127.0.0.1:0", 8192, 400, 0}, [](const std::string&) {
+  EXPECT_FALSE(Server::Start(ServerOptions{"127.0.0.1:0", 8192, 400, 0}, [](const Request&) {
                  return Response{};
                }).ok());
 }

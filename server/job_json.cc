@@ -1,10 +1,11 @@
 // The JSON the CLI prints for a job's results.
-#include "cli/job_json.h"
+#include "server/job_json.h"
 
-namespace tuneforge::cli {
+namespace tuneforge {
 
 nlohmann::json BestJson(const v1::BestResult& b) {
   nlohmann::json config = nlohmann::json::parse(b.config_json(), nullptr, false);
+  if (config.is_discarded()) config = b.config_json();  // never "<discarded>" in the output
   return {{"config", config}, {"gflops", b.gflops()}, {"seconds", b.seconds()},
           {"record_id", b.record_id()}};
 }
@@ -39,4 +40,4 @@ nlohmann::json JobStatusJson(const v1::JobStatus& s) {
   return out;
 }
 
-}  // namespace tuneforge::cli
+}  // namespace tuneforge

@@ -1,10 +1,10 @@
-// The JSON the CLI prints for a job's results: `tune --json`, `jobs show --json`.
+// The JSON of a job: `tune --json`, `jobs show --json` and the dashboard's job pages.
 #pragma once
 
 #include "nlohmann/json.hpp"
 #include "tuneforge/v1/tuning.pb.h"
 
-namespace tuneforge::cli {
+namespace tuneforge {
 
 // {"config": {...}, "gflops", "seconds", "record_id"}.
 nlohmann::json BestJson(const v1::BestResult& b);
@@ -17,4 +17,4 @@ nlohmann::json BestJson(const v1::BestResult& b);
 // for an uploaded model's job `model` {name, sha256}.
 nlohmann::json JobStatusJson(const v1::JobStatus& status);
 
-}  // namespace tuneforge::cli
+}  // namespace tuneforge
