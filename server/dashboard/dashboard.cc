@@ -33,7 +33,9 @@ void AddSecurityHeaders(http::Response* r) {
                         "frame-ancestors 'none'; form-action 'self'"});
   r->headers.push_back({"X-Content-Type-Options", "nosniff"});
   r->headers.push_back({"X-Frame-Options", "DENY"});
-  r->headers.push_back({"Referrer-Policy", "no-referrer"});
+  // "same-origin", not "no-referrer": with no-referrer a browser sends "Origin: null"
+  // on its form posts, and the same-origin check would refuse the login.
+  r->headers.push_back({"Referrer-Policy", "same-origin"});
 }
 
 http::Response JsonResponse(int status, const json& body) {
@@ -173,6 +175,8 @@ std::optional<http::Response> Dashboard::Handle(const http::Request& request) {
     out = a ? http::Response(200, a->content_type, std::string(a->bytes))
             : http::Response(404, kText, "no such file\n");
     if (a) out->headers.push_back({"Cache-Control", "max-age=300"});
+  } else if (path == "/favicon.ico") {
+    out = http::Response(204, kText, "");
   } else if (path == "/login") {
     if (request.method == "POST") {
       out = Login(request);

@@ -38,6 +38,14 @@ function duration(seconds) {
   return (seconds / 3600).toFixed(1) + ' h';
 }
 
+// A latency in the unit that shows it: "0.0447 µs", "12.3 µs", "4.567 ms", "1.23 s".
+function latency(seconds) {
+  if (seconds === undefined || seconds === null || !isFinite(seconds) || seconds <= 0) return '-';
+  if (seconds < 1e-3) return (seconds * 1e6).toPrecision(3) + ' µs';
+  if (seconds < 1) return (seconds * 1e3).toFixed(3) + ' ms';
+  return seconds.toFixed(2) + ' s';
+}
+
 function query(name) {
   return new URLSearchParams(location.search).get(name) || '';
 }
@@ -117,7 +125,7 @@ function jobsPage() {
   const table = el('table', {id: 'jobs'},
     el('thead', {}, el('tr', {},
       el('th', {}, 'Job'), el('th', {}, 'State'), el('th', {}, 'Owner'), el('th', {}, 'What'),
-      el('th', {}, 'Progress'), el('th', {class: 'num'}, 'Best GFLOP/s'),
+      el('th', {}, 'Progress'), el('th', {class: 'num'}, 'Best'),
       el('th', {class: 'num'}, 'Trials/s'), el('th', {class: 'num'}, 'ETA'),
       el('th', {}, 'Message'), el('th', {}, ''))),
     el('tbody'));
@@ -132,7 +140,9 @@ function jobsPage() {
       const eta = j.state === 'RUNNING' && rate > 0 ? left / rate : null;
       const what = j.model ? 'model ' + j.model.name
                  : (j.tasks ? j.tasks.length + ' tasks' : j.task);
-      const best = j.best ? j.best.gflops : null;
+      // A job of one task: its best GFLOP/s; of several: the estimated latency.
+      const best = j.best ? fmt(j.best.gflops) + ' GFLOP/s'
+                 : (j.estimated_seconds ? latency(j.estimated_seconds) + ' (est.)' : '-');
       return el('tr', {'data-job-id': j.job_id},
         el('td', {}, el('a', {href: '/job?id=' + encodeURIComponent(j.job_id)}, j.job_id)),
         stateCell(j.state),
@@ -140,7 +150,7 @@ function jobsPage() {
         el('td', {class: 'task'}, what || ''),
         el('td', {}, j.stored_only ? '' : el('progress', {max: Math.max(1, j.trials), value: j.trials_done}),
            ' ', j.stored_only ? '' : j.trials_done + ' / ' + j.trials),
-        el('td', {class: 'num'}, fmt(best)),
+        el('td', {class: 'num'}, best),
         el('td', {class: 'num'}, fmt(rate, 2)),
         el('td', {class: 'num'}, duration(eta)),
         el('td', {}, j.message || j.last_event || ''),
@@ -170,7 +180,7 @@ function jobCurves(tasks, points) {
     if (tasks.length > 1 && best.every(isFinite)) {
       let sum = 0;
       tasks.forEach((tk, k) => { sum += tk.weight * best[k]; });
-      estimate.push({x: i + 1, y: sum * 1e3});
+      estimate.push({x: i + 1, y: sum * 1e6});
     }
   });
   return {byTrial, byTime, estimate};
@@ -222,7 +232,7 @@ function jobPage() {
     el('thead', {}, el('tr', {},
       el('th', {}, 'Task'), el('th', {class: 'num'}, 'Weight'), el('th', {class: 'num'}, 'Trials'),
       el('th', {class: 'num'}, 'Rounds'), el('th', {class: 'num'}, 'Best GFLOP/s'),
-      el('th', {class: 'num'}, 'Best ms'), el('th', {}, 'Flat'), el('th', {}, 'Error'))),
+      el('th', {class: 'num'}, 'Best latency'), el('th', {}, 'Flat'), el('th', {}, 'Error'))),
     el('tbody'));
   const errors = el('ul', {id: 'errors'});
   const actions = el('p');
@@ -243,8 +253,8 @@ function jobPage() {
       ['Trials', (j.trials_done === undefined ? '-' : j.trials_done) + ' / ' + j.trials],
       ['Elapsed', duration(j.elapsed_seconds)],
       ['Trials/s', fmt(rate, 2)],
-      ['Best', j.best ? fmt(j.best.gflops) + ' GFLOP/s, ' + fmt(j.best.seconds * 1e3, 3) + ' ms' : '-'],
-      ['Estimated latency', j.estimated_seconds ? fmt(j.estimated_seconds * 1e3, 3) + ' ms' : '-'],
+      ['Best', j.best ? fmt(j.best.gflops) + ' GFLOP/s, ' + latency(j.best.seconds) : '-'],
+      ['Estimated latency', latency(j.estimated_seconds)],
       ['Message', j.message || j.last_event || ''],
       ['Warnings', (j.warnings || []).join('; ') || '-'],
     ];
@@ -252,13 +262,13 @@ function jobPage() {
     actions.replaceChildren(cancelButton(j));
 
     const curves = jobCurves(data.tasks, data.points);
-    drawChart(byTrial, 'trials', 'Best GFLOP/s by trial', 'trial', 'GFLOP/s',
+    drawChart(byTrial, 'trials', 'Best GFLOP/s by measurement', 'measurement', 'GFLOP/s',
               datasetsOf(data.tasks, curves.byTrial));
     drawChart(byTime, 'time', 'Best GFLOP/s by time', 'seconds', 'GFLOP/s',
               datasetsOf(data.tasks, curves.byTime));
     if (data.tasks.length > 1) {
       estimateBox.hidden = false;
-      drawChart(estimate, 'estimate', 'Estimated latency (sum of weight x best)', 'trial', 'ms',
+      drawChart(estimate, 'estimate', 'Estimated latency (sum of weight x best)', 'measurement', 'µs',
                 [{label: 'estimate', data: curves.estimate, borderColor: PALETTE[0]}]);
     }
     if (j.tasks) {
@@ -268,7 +278,7 @@ function jobPage() {
         el('td', {class: 'task'}, t.task), el('td', {class: 'num'}, fmt(t.weight, 2)),
         el('td', {class: 'num'}, t.trials), el('td', {class: 'num'}, t.rounds),
         el('td', {class: 'num'}, t.best ? fmt(t.best.gflops) : '-'),
-        el('td', {class: 'num'}, t.best ? fmt(t.best.seconds * 1e3, 3) : '-'),
+        el('td', {class: 'num'}, t.best ? latency(t.best.seconds) : '-'),
         el('td', {}, t.flat ? 'yes' : ''), el('td', {class: 'error'}, t.error || ''))));
     }
     errors.replaceChildren(...(data.recent_error_records.length === 0
@@ -329,7 +339,7 @@ function logPage() {
   const table = el('table', {id: 'log'},
     el('thead', {}, el('tr', {},
       el('th', {}, 'Operator'), el('th', {}, 'Task'), el('th', {}, 'Target'),
-      el('th', {class: 'num'}, 'Best GFLOP/s'), el('th', {class: 'num'}, 'ms'),
+      el('th', {class: 'num'}, 'Best GFLOP/s'), el('th', {class: 'num'}, 'Latency'),
       el('th', {class: 'num'}, 'Measured'), el('th', {}, 'Template'), el('th', {}, 'When'),
       el('th', {}, ''))),
     el('tbody'));
@@ -361,7 +371,7 @@ function logPage() {
       show.addEventListener('click', () => showRecord(r.record_id).catch((e) => setStatus(e.message, true)));
       return el('tr', {'data-workload': r.workload_key},
         el('td', {}, r.op), el('td', {class: 'task'}, r.task), el('td', {class: 'task'}, r.target_key),
-        el('td', {class: 'num'}, fmt(r.gflops)), el('td', {class: 'num'}, fmt(r.seconds * 1e3, 3)),
+        el('td', {class: 'num'}, fmt(r.gflops)), el('td', {class: 'num'}, latency(r.seconds)),
         el('td', {class: 'num'}, r.measurements), el('td', {}, r.template),
         el('td', {}, new Date(r.start_unix_us / 1e3).toLocaleString()), el('td', {}, show));
     }));
