@@ -1,26 +1,32 @@
 // `tuneforge bench db --records N`: the tuning-log database at scale. Fills a fresh
 // SQLite file with N synthetic records (many tasks x a few targets, a share of them
 // re-measurements), then measures the batched insert rate, best-config and top-k query
-// latency (p50/p99 over random (task, target) pairs), export and import time of the
-// whole log, and the file sizes. Figures are printed, never asserted.
+// latency (p50/p99 over random (task, target) pairs), the dashboard's data endpoints
+// over HTTP on a server opened on that file (p50/p99 per endpoint), export and import
+// time of the whole log, and the file sizes. Figures are printed, never asserted.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "compiler/support/stats.h"
+#include "compiler/support/log.h"
 #include "compiler/support/status.h"
+#include "compiler/task/task.h"
 #include "db/database.h"
 #include "db/tuning_log_format.h"
 #include "nlohmann/json.hpp"
 #include "bench/bench.h"
 #include "cli/flags.h"
+#include "server/http/http_client.h"
+#include "server/server.h"
 
 namespace tuneforge::cli {
 namespace {
@@ -32,6 +38,7 @@ constexpr const char* kUsage =
     "  --tasks    distinct workloads (default 1000); --targets targets (default 4)\n"
     "  --batch    records per Insert call, i.e. per transaction (default 10000)\n"
     "  --queries  best and top-k queries to time (default 10000)\n"
+    "  --dashboard-queries  requests per dashboard endpoint (default 200; 0 = skip)\n"
     "  --interleaved  spread consecutive records over all (task, target) pairs (the\n"
     "             worst case for index locality) instead of pair by pair, as tuning jobs\n"
     "             write them\n"
@@ -44,11 +51,18 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-WorkloadInfo BenchWorkload(int64_t w) {
+// Workload w: a real matmul task (distinct for every w), so a job that names tasks
+// finds its records by their workload keys.
+std::string BenchTaskText(int64_t w) {
   int64_t m = 64 + 16 * (w % 61), n = 64 + 32 * (w / 61 % 31), k = 128 + 64 * (w / 1891);
-  std::string text = absl::StrCat("matmul M=", m, " N=", n, " K=", k, " dtype=float32 #", w);
-  return WorkloadInfo{absl::StrCat("matmul-bench", w), "matmul", text, "{}",
-                      2.0 * static_cast<double>(m * n * k)};
+  return absl::StrCat("matmul M=", m, " N=", n, " K=", k);
+}
+
+WorkloadInfo BenchWorkload(int64_t w) {
+  absl::StatusOr<TuningTask> task = ParseTask(BenchTaskText(w));
+  TF_CHECK(task.ok(), task.status().ToString());
+  return WorkloadInfo{task->WorkloadKey(), task->op(), task->CanonicalText(), task->ToJson(),
+                      task->Flops()};
 }
 
 TargetInfo BenchTarget(int64_t t) {
@@ -60,11 +74,68 @@ TargetInfo BenchTarget(int64_t t) {
                     absl::StrCat("bench", t)};
 }
 
+// Times each dashboard endpoint `n` times over HTTP on a server opened on `db_path`
+// (open, no tokens: the session check is a cookie lookup either way). Jobs with
+// records are bench-job-0 .. bench-job-(jobs_with_records - 1); the log page's offset,
+// the job and the record are drawn at random. Milliseconds, {endpoint: {p50, p99}}.
+absl::StatusOr<nlohmann::json> DashboardQueries(const std::string& db_path, int64_t pairs,
+                                                int64_t records, int64_t jobs_with_records,
+                                                int64_t n, std::mt19937_64& rng) {
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.metrics_listen = "127.0.0.1:0";
+  options.db_path = db_path;
+  options.builder_threads = 1;
+  options.golden_check = false;
+  ASSIGN_OR_RETURN(std::unique_ptr<Server> server, Server::Start(options));
+  const int port = server->metrics_port();
+  std::uniform_int_distribution<int64_t> page(0, std::max<int64_t>(0, pairs / 50 - 1));
+  std::uniform_int_distribution<int64_t> job(0, std::max<int64_t>(0, jobs_with_records - 1));
+  std::uniform_int_distribution<int64_t> record(1, records);
+  const std::vector<std::pair<std::string, std::function<std::string()>>> endpoints = {
+      {"/ (the page)", [] { return std::string("/"); }},
+      {"/api/jobs", [] { return std::string("/api/jobs?limit=200"); }},
+      {"/api/job (a job of 20,000 points)",
+       [&] { return absl::StrCat("/api/job?id=bench-job-", job(rng)); }},
+      {"/api/agents", [] { return std::string("/api/agents"); }},
+      {"/api/log (random page)", [&] { return absl::StrCat("/api/log?offset=", 50 * page(rng)); }},
+      {"/api/log?op=matmul&target=...",
+       [&] { return absl::StrCat("/api/log?op=matmul&target=", BenchTarget(1).key, "&offset=",
+                                 50 * (page(rng) % std::max<int64_t>(1, pairs / 200))); }},
+      {"/api/record", [&] { return absl::StrCat("/api/record?id=", record(rng)); }},
+  };
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, target] : endpoints) {
+    std::vector<double> ms;
+    for (int64_t i = 0; i < n; ++i) {
+      std::string path = target();
+      auto s = Clock::now();
+      http::ClientResponse r = http::Get("127.0.0.1", port, path);
+      ms.push_back(Seconds(s) * 1e3);
+      if (r.status != 200) {
+        return absl::InternalError(absl::StrCat("bench: GET ", path, " answered ", r.status, " ",
+                                                r.error, r.body.substr(0, 200)));
+      }
+    }
+    out[name] = {{"p50", Percentile(ms, 0.5)}, {"p99", Percentile(ms, 0.99)}};
+  }
+  // What the job page was timed on: its point count (the page of bench-job-0).
+  http::ClientResponse job0 = http::Get("127.0.0.1", port, "/api/job?id=bench-job-0");
+  nlohmann::json parsed = nlohmann::json::parse(job0.body, nullptr, false);
+  if (parsed.is_discarded() || !parsed.contains("points") || parsed["points"].empty()) {
+    return absl::InternalError("bench: the job page of bench-job-0 has no points");
+  }
+  out["/api/job (a job of 20,000 points)"]["points"] = parsed["points"].size();
+  server->Shutdown();
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<int> BenchDbCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags,
-                   Flags::Parse(args, {"records", "tasks", "targets", "batch", "queries", "dir"},
+                   Flags::Parse(args, {"records", "tasks", "targets", "batch", "queries", "dir",
+                                 "dashboard-queries"},
                                 {"json", "help", "interleaved"}));
   if (flags.Has("help")) {
     std::fputs(kUsage, stdout);
@@ -75,6 +146,7 @@ absl::StatusOr<int> BenchDbCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(int64_t targets, flags.GetInt("targets", 4, 1, 1000));
   ASSIGN_OR_RETURN(int64_t batch_size, flags.GetInt("batch", 10000, 1, 1000000));
   ASSIGN_OR_RETURN(int64_t queries, flags.GetInt("queries", 10000, 1, 10000000));
+  ASSIGN_OR_RETURN(int64_t dashboard_queries, flags.GetInt("dashboard-queries", 200, 0, 100000));
   namespace fs = std::filesystem;
   std::string dir_pattern =
       (fs::path(flags.Get("dir", fs::temp_directory_path().string())) / "tuneforge_bench_db_XXXXXX")
@@ -111,7 +183,12 @@ absl::StatusOr<int> BenchDbCommand(const std::vector<std::string>& args) {
   auto start = Clock::now();
   // CPU time too: on a shared machine, wall time measures the neighbours.
   const std::clock_t cpu_start = std::clock();
-  const int64_t t0 = 1700000000000000;
+  // Measured over the last records x 1 ms, up to a second ago (the dashboard looks for
+  // a job's records from a day before the job was stored).
+  const int64_t t0 = std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count() -
+                     records * 1000 - 1000000;
   // The Database::Insert calls alone, apart from making the records (which a tuning
   // job does anyway): the database's own rate.
   double db_insert_s = 0;
@@ -171,6 +248,30 @@ absl::StatusOr<int> BenchDbCommand(const std::vector<std::string>& args) {
     if (!top.ok()) return top.status();
   }
 
+  // The dashboard's data over HTTP, from a server on the same file.
+  nlohmann::json dashboard = nlohmann::json::object();
+  if (dashboard_queries > 0) {
+    // A job list of 1,000 stored jobs. The records' jobs (bench-job-0, 1, ...: rounds
+    // 0-99, 100-199, ... of every pair) are stored as model jobs of the first 50
+    // workloads' tasks: on 4 targets, pages of up to 50 x 4 x 100 = 20,000 points.
+    std::string model_tasks;
+    for (int64_t w = 0; w < std::min<int64_t>(50, tasks); ++w) {
+      absl::StrAppend(&model_tasks, w ? "," : "", R"({"task":")", BenchTaskText(w), R"(","weight":1})");
+    }
+    for (int64_t j = 0; j < 1000; ++j) {
+      JobRow row;
+      row.id = absl::StrCat("bench-job-", j);
+      row.owner = "bench";
+      row.spec_json = j < (per_pair + 99) / 100
+                          ? absl::StrCat(R"({"tasks":[)", model_tasks, R"(],"trials":20000})")
+                          : R"({"task":"matmul M=64 N=64 K=128","trials":200})";
+      row.state = "SUCCEEDED";
+      RETURN_IF_ERROR(db->PutJob(row));
+    }
+    ASSIGN_OR_RETURN(dashboard, DashboardQueries(options.path, pairs, records,
+                                                 (per_pair + 99) / 100, dashboard_queries, rng));
+  }
+
   // Export and import of the whole log.
   const std::string log_path = (dir / "bench.jsonl").string();
   start = Clock::now();
@@ -226,6 +327,7 @@ absl::StatusOr<int> BenchDbCommand(const std::vector<std::string>& args) {
       {"db_file_bytes", stats.file_bytes},
       {"db_main_file_bytes", main_bytes},
       {"export_file_bytes", log_bytes},
+      {"dashboard_ms", dashboard},
   };
   if (flags.Has("json")) {
     std::printf("%s\n", out.dump().c_str());
@@ -251,6 +353,11 @@ absl::StatusOr<int> BenchDbCommand(const std::vector<std::string>& args) {
       Percentile(topk_us, 0.5), Percentile(topk_us, 0.99), export_s, log_bytes / 1048576.0,
       import_s, stats.file_bytes / 1048576.0, main_bytes / 1048576.0,
       static_cast<double>(main_bytes) / static_cast<double>(records));
+  for (const auto& [endpoint, ms] : dashboard.items()) {
+    std::printf("  dashboard %-34s p50 %7.2f ms   p99 %7.2f ms%s\n", endpoint.c_str(),
+                ms["p50"].get<double>(), ms["p99"].get<double>(),
+                ms.contains("points") ? absl::StrCat("   (", ms["points"].get<int64_t>(), " points)").c_str() : "");
+  }
   return 0;
 }
 

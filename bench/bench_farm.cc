@@ -45,6 +45,7 @@
 #include "bench/bench.h"
 #include "cli/flags.h"
 #include "server/dispatch_observer.h"
+#include "server/http/http_client.h"
 #include "server/server.h"
 #include "tuneforge/v1/agent.grpc.pb.h"
 #include "tuneforge/v1/farm.grpc.pb.h"
@@ -56,7 +57,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: tuneforge bench farm [--agents N] [--jobs J] [--measurements M] [--sleep-ms X]\n"
-    "                            [--agent-slots S] [--batch B] [--task TEXT] [--json]\n"
+    "                            [--agent-slots S] [--batch B] [--task TEXT]\n"
+    "                            [--poll-dashboard] [--json]\n"
     "  Load benchmark of the server's dispatch: a server process with a fake builder,\n"
     "  N simulated agents (real gRPC clients faking each measurement with a sleep) and\n"
     "  J jobs with policy random. Prints measurements/s, p50/p99 lease-to-result\n"
@@ -71,7 +73,11 @@ constexpr const char* kUsage =
     "  --batch         candidates per round of each job (default 0: the server's\n"
     "                  default, 2 x the connected agents of the key)\n"
     "  --task          task of job 0; job j adds j to its N (distinct workloads)\n"
-    "                  (default \"matmul M=64 N=64 K=64\")\n";
+    "                  (default \"matmul M=64 N=64 K=64\")\n"
+    "  --poll-dashboard  the server also serves the dashboard, and a browser's worth\n"
+    "                  of polling hits it every second from the first job to the last\n"
+    "                  (the jobs page, the first job's page, the agents page); compare\n"
+    "                  the throughput with and without (scripts/bench-dashboard-overhead)\n";
 
 using Clock = std::chrono::steady_clock;
 
@@ -155,7 +161,9 @@ bool ReadAll(int fd, void* data, size_t n) {
 
 // The server process: starts, sends its port, serves until `stop_fd` closes, then
 // sends its ServerReport. Never returns.
-[[noreturn]] void RunServerProcess(const std::string& db, int report_fd, int stop_fd) {
+// With `dashboard` it also serves the dashboard and sends that port after the first
+// (0 without).
+[[noreturn]] void RunServerProcess(const std::string& db, int report_fd, int stop_fd, bool dashboard) {
   SetLogLevel(LogLevel::kWarning);
   SetLogPrefix("bench-server");
   LeaseRecorder recorder;
@@ -165,10 +173,13 @@ bool ReadAll(int fd, void* data, size_t n) {
   options.builder = std::make_shared<FakeBuilder>();
   options.dispatch_observer = &recorder;
   options.golden_check = false;  // --no-golden-check: simulated agents only sleep
+  if (dashboard) options.metrics_listen = "127.0.0.1:0";
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options);
   int port = server.ok() ? (*server)->port() : -1;
+  int http_port = server.ok() ? (*server)->metrics_port() : 0;
   if (!server.ok()) TF_LOG(Error) << server.status();
   WriteAll(report_fd, &port, sizeof(port));
+  WriteAll(report_fd, &http_port, sizeof(http_port));
   if (!server.ok()) _exit(1);
   char c;
   while (read(stop_fd, &c, 1) > 0) {
@@ -452,9 +463,53 @@ absl::StatusOr<std::string> JobTask(const std::string& base, int j) {
 
 }  // namespace
 
+// A browser with three dashboard pages open: every second, the data of the jobs page,
+// of `job`'s page and of the agents page, until Stop. Counts requests and their times.
+class DashboardPoller {
+ public:
+  DashboardPoller(int port, std::string job) : port_(port), job_(std::move(job)) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~DashboardPoller() { Stop(); }
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  const std::vector<double>& ms() const { return ms_; }  // after Stop
+  int failures() const { return failures_; }
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      lock.unlock();
+      for (const std::string& path : {std::string("/api/jobs"), "/api/job?id=" + job_, std::string("/api/agents")}) {
+        auto s = Clock::now();
+        http::ClientResponse r = http::Get("127.0.0.1", port_, path);
+        ms_.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
+        failures_ += r.status != 200;
+      }
+      lock.lock();
+      cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; });
+    }
+  }
+  const int port_;
+  const std::string job_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::vector<double> ms_;
+  int failures_ = 0;
+  std::thread thread_;
+};
+
 absl::StatusOr<int> BenchFarmCommand(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, {"agents", "jobs", "measurements", "sleep-ms", "agent-slots", "batch", "task"},
-                                             {"json", "help"}));
+                                             {"json", "help", "poll-dashboard"}));
   if (flags.Has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -475,6 +530,7 @@ absl::StatusOr<int> BenchFarmCommand(const std::vector<std::string>& args) {
     tasks.push_back(t);
   }
   const bool json = flags.Has("json");
+  const bool poll_dashboard = flags.Has("poll-dashboard");
 
   std::filesystem::path dir = std::filesystem::temp_directory_path() /
                               ("tf_bench_farm_" + std::to_string(getpid()));
@@ -487,7 +543,7 @@ absl::StatusOr<int> BenchFarmCommand(const std::vector<std::string>& args) {
   if (pid == 0) {
     close(report_pipe[0]);
     close(stop_pipe[1]);
-    RunServerProcess((dir / "bench.db").string(), report_pipe[1], stop_pipe[0]);
+    RunServerProcess((dir / "bench.db").string(), report_pipe[1], stop_pipe[0], poll_dashboard);
   }
   close(report_pipe[1]);
   close(stop_pipe[0]);
@@ -496,8 +552,9 @@ absl::StatusOr<int> BenchFarmCommand(const std::vector<std::string>& args) {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
   };
-  int port = -1;
-  if (!ReadAll(report_pipe[0], &port, sizeof(port)) || port <= 0) {
+  int port = -1, http_port = 0;
+  if (!ReadAll(report_pipe[0], &port, sizeof(port)) || port <= 0 ||
+      !ReadAll(report_pipe[0], &http_port, sizeof(http_port))) {
     cleanup();
     waitpid(pid, nullptr, 0);
     return absl::InternalError("the benchmark server did not start");
@@ -544,6 +601,8 @@ absl::StatusOr<int> BenchFarmCommand(const std::vector<std::string>& args) {
     }
     ids.push_back(resp.job_id());
   }
+  std::unique_ptr<DashboardPoller> poller;
+  if (poll_dashboard && !ids.empty()) poller = std::make_unique<DashboardPoller>(http_port, ids.front());
   int64_t trials_done = 0, records = 0, failed_jobs = 0;
   for (const std::string& id : ids) {
     v1::JobRequest req;
@@ -563,6 +622,7 @@ absl::StatusOr<int> BenchFarmCommand(const std::vector<std::string>& args) {
     }
   }
   Clock::time_point t1 = Clock::now();
+  if (poller) poller->Stop();
   farm.Stop();
   close(stop_pipe[1]);
   ServerReport report;
@@ -617,6 +677,12 @@ absl::StatusOr<int> BenchFarmCommand(const std::vector<std::string>& args) {
       {"server_peak_rss_mb", static_cast<double>(usage.ru_maxrss) / 1024},
       {"server_context_switches", usage.ru_nvcsw + usage.ru_nivcsw},
   };
+  if (poller) {
+    j["dashboard_requests"] = poller->ms().size();
+    j["dashboard_failures"] = poller->failures();
+    j["dashboard_p50_ms"] = Percentile(poller->ms(), 0.5);
+    j["dashboard_p99_ms"] = Percentile(poller->ms(), 0.99);
+  }
   if (json) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
@@ -648,8 +714,13 @@ absl::StatusOr<int> BenchFarmCommand(const std::vector<std::string>& args) {
         static_cast<double>(usage.ru_maxrss) / 1024,
         static_cast<double>(usage.ru_nvcsw + usage.ru_nivcsw) /
             static_cast<double>(std::max<int64_t>(1, farm.results())));
+    if (poller) {
+      std::printf("  dashboard polled  %zu requests (%d failed), p50 %.2f ms, p99 %.2f ms\n",
+                  poller->ms().size(), poller->failures(), j["dashboard_p50_ms"].get<double>(),
+                  j["dashboard_p99_ms"].get<double>());
+    }
   }
-  return failed_jobs == 0 ? 0 : 1;
+  return failed_jobs == 0 && (!poller || poller->failures() == 0) ? 0 : 1;
 }
 
 }  // namespace tuneforge::cli

@@ -47,6 +47,10 @@ def check_farm(r, args):
     ordered(r, "lease_to_result_p50_ms", "lease_to_result_p99_ms")
     # A lease lasts at least the simulated measurement.
     check(r["lease_to_result_p50_ms"] >= r["sleep_ms"], "a lease shorter than the simulated measurement")
+    if "--poll-dashboard" in args:
+        check(r["dashboard_requests"] >= 3, f"{r['dashboard_requests']} dashboard requests (one poll is 3)")
+        check(r["dashboard_failures"] == 0, f"{r['dashboard_failures']} dashboard requests failed")
+        ordered(r, "dashboard_p50_ms", "dashboard_p99_ms")
 
 
 def check_db(r, args):
@@ -61,6 +65,11 @@ def check_db(r, args):
           "the whole insert loop is faster than Database::Insert alone")
     check(abs(r["insert_records_per_second"] * r["insert_seconds"] - records) < 0.01 * records,
           "insert rate x time is not the record count")
+    endpoints = {"/ (the page)", "/api/jobs", "/api/job (a job of 20,000 points)", "/api/agents",
+                 "/api/log (random page)", "/api/log?op=matmul&target=...", "/api/record"}
+    check(set(r["dashboard_ms"]) == endpoints, f"dashboard endpoints timed: {sorted(r['dashboard_ms'])}")
+    for name, ms in r["dashboard_ms"].items():
+        check(0 < ms["p50"] <= ms["p99"], f"{name}: p50 {ms['p50']} p99 {ms['p99']}")
 
 
 def check_model(r, args):

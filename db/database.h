@@ -245,10 +245,16 @@ class Database {
     (void)id;
     return absl::UnimplementedError("this database cannot read a record by id");
   }
-  // The job's records, oldest first, at most `limit` (the newest are dropped).
-  virtual absl::StatusOr<std::vector<JobRecordPoint>> JobRecords(const std::string& job_id,
-                                                                 int64_t limit) {
+  // The job's records of these workloads (on any target) that started at or after
+  // `since_unix_us`, oldest first, at most `limit` (the newest are dropped). One range
+  // of the history index per (workload, target): no index of job ids is kept, which
+  // would cost every insert.
+  virtual absl::StatusOr<std::vector<JobRecordPoint>> JobRecords(
+      const std::string& job_id, const std::vector<std::string>& workload_keys,
+      int64_t since_unix_us, int64_t limit) {
     (void)job_id;
+    (void)workload_keys;
+    (void)since_unix_us;
     (void)limit;
     return absl::UnimplementedError("this database cannot list a job's records");
   }

@@ -166,13 +166,6 @@ DROP INDEX records_content;
 CREATE UNIQUE INDEX records_content ON records (workload_id, target_id, content_id);
 )sql";
 
-// Version 7.
-// - records_job: a job's records in measurement order (the dashboard's job page),
-//   without scanning the log. Records of no job (imports) stay out of it.
-constexpr char kSchemaV7[] = R"sql(
-CREATE INDEX records_job ON records (job_id, id) WHERE job_id IS NOT NULL;
-)sql";
-
 absl::Status FinishV2(sqlite3* db) {
   RETURN_IF_ERROR(BackfillContentIdsAndConfigs(db));
   return Exec(db, "CREATE UNIQUE INDEX records_content ON records (content_id)");
@@ -191,7 +184,6 @@ const std::vector<Migration>& Migrations() {
         {5, "records.uploaded_by, upload_trusted (upload provenance)", kSchemaV5},
         {6, "records_content keyed by (workload, target, content id): index locality",
          kSchemaV6},
-        {7, "records_job: a job's records by job id (dashboard)", kSchemaV7},
     };
     for (size_t i = 0; i < list->size(); ++i) {
       TF_CHECK((*list)[i].version == static_cast<int>(i) + 1, "migrations must be 1, 2, ...");

@@ -132,7 +132,7 @@ TEST_F(SharedLogTest, MigratesAVersion1FileKeepingEveryRecord) {
                    db_internal::kApplicationId, "; COMMIT;"));
   std::unique_ptr<Database> db = Open("v1.db");
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(db->SchemaVersion(), 7);
+  EXPECT_EQ(db->SchemaVersion(), 6);
   absl::StatusOr<std::vector<TuningRecord>> all = db->Records("", "");
   ASSERT_TRUE(all.ok()) << all.status();
   ASSERT_EQ(all->size(), 4u);
@@ -254,7 +254,7 @@ TEST_F(SharedLogTest, HistorySummariesAndTemplateVersions) {
 
   absl::StatusOr<DatabaseStats> stats = db->Stats();
   ASSERT_TRUE(stats.ok()) << stats.status();
-  EXPECT_EQ(stats->schema_version, 7);
+  EXPECT_EQ(stats->schema_version, 6);
   EXPECT_EQ(stats->records, 6);
   EXPECT_EQ(stats->failed_records, 1);
   EXPECT_EQ(stats->workloads, 2);

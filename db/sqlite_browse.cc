@@ -1,6 +1,7 @@
 // The dashboard's paged queries on the SQLite backend: the best table, a record by
-// id, a job's records. Each reads one page through an index, so its time does not
-// grow with the number of records in the log.
+// id, a job's records. Each reads through an index, so its time does not grow with the
+// number of records in the log.
+#include <algorithm>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -96,36 +97,71 @@ absl::StatusOr<TuningRecord> SqliteDatabase::RecordByIdImpl(int64_t id) {
   return RecordFromRow(stmt);
 }
 
-absl::StatusOr<std::vector<JobRecordPoint>> SqliteDatabase::JobRecordsImpl(const std::string& job_id,
-                                                                            int64_t limit) {
+absl::StatusOr<std::vector<JobRecordPoint>> SqliteDatabase::JobRecordsImpl(
+    const std::string& job_id, const std::vector<std::string>& workload_keys,
+    int64_t since_unix_us, int64_t limit) {
   if (limit < 1) return absl::InvalidArgumentError(absl::StrCat("limit must be >= 1, got ", limit));
   absl::MutexLock lock(&mu_);
-  // records_job gives the job's rows in id (= measurement) order.
-  ASSIGN_OR_RETURN(Statement stmt,
-                   Statement::Prepare(db_.get(),
-                                      "SELECT r.id, w.key, t.key, r.start_unix_us, r.error_kind, "
-                                      "r.median_cost FROM records r INDEXED BY records_job "
-                                      "JOIN workloads w ON w.id = r.workload_id "
-                                      "JOIN targets t ON t.id = r.target_id "
-                                      "WHERE r.job_id = ? ORDER BY r.id LIMIT ?"));
-  stmt.BindText(1, job_id);
-  stmt.BindInt64(2, limit);
-  std::vector<JobRecordPoint> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, stmt.Step());
-    if (!row) break;
-    JobRecordPoint p;
-    p.record_id = stmt.ColumnInt64(0);
-    p.workload_key = stmt.ColumnText(1);
-    p.target_key = stmt.ColumnText(2);
-    p.start_unix_us = stmt.ColumnInt64(3);
-    std::optional<MeasureErrorKind> kind = ParseMeasureErrorKind(stmt.ColumnText(4));
-    if (!kind) return absl::DataLossError(absl::StrCat("record ", p.record_id, ": bad error_kind"));
-    p.error = *kind;
-    p.median_cost =
-        stmt.ColumnIsNull(5) ? std::numeric_limits<double>::infinity() : stmt.ColumnDouble(5);
-    out.push_back(std::move(p));
+  sqlite3* db = db_.get();
+  ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(db, Transaction::Mode::kRead));
+  // Targets are few (the devices of a farm); every (workload, target) pair is one
+  // range of records_history from `since`, filtered by job id as it is read.
+  std::vector<int64_t> targets;
+  {
+    ASSIGN_OR_RETURN(Statement all, Statement::Prepare(db, "SELECT id FROM targets"));
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, all.Step());
+      if (!row) break;
+      targets.push_back(all.ColumnInt64(0));
+    }
   }
+  ASSIGN_OR_RETURN(Statement workload, Statement::Prepare(db, "SELECT id FROM workloads WHERE key = ?"));
+  ASSIGN_OR_RETURN(
+      Statement range,
+      Statement::Prepare(db,
+                         "SELECT r.id, w.key, t.key, r.start_unix_us, r.error_kind, r.median_cost "
+                         "FROM records r INDEXED BY records_history "
+                         "JOIN workloads w ON w.id = r.workload_id "
+                         "JOIN targets t ON t.id = r.target_id "
+                         "WHERE r.workload_id = ?1 AND r.target_id = ?2 AND r.start_unix_us >= ?3 "
+                         "AND r.job_id = ?4 ORDER BY r.start_unix_us LIMIT ?5"));
+  std::vector<JobRecordPoint> out;
+  for (const std::string& key : workload_keys) {
+    workload.Reset();
+    workload.BindText(1, key);
+    ASSIGN_OR_RETURN(bool known, workload.Step());
+    if (!known) continue;  // nothing measured yet
+    const int64_t workload_id = workload.ColumnInt64(0);
+    for (int64_t target_id : targets) {
+      range.Reset();
+      range.BindInt64(1, workload_id);
+      range.BindInt64(2, target_id);
+      range.BindInt64(3, since_unix_us);
+      range.BindText(4, job_id);
+      range.BindInt64(5, limit);
+      while (true) {
+        ASSIGN_OR_RETURN(bool row, range.Step());
+        if (!row) break;
+        JobRecordPoint p;
+        p.record_id = range.ColumnInt64(0);
+        p.workload_key = range.ColumnText(1);
+        p.target_key = range.ColumnText(2);
+        p.start_unix_us = range.ColumnInt64(3);
+        std::optional<MeasureErrorKind> kind = ParseMeasureErrorKind(range.ColumnText(4));
+        if (!kind) return absl::DataLossError(absl::StrCat("record ", p.record_id, ": bad error_kind"));
+        p.error = *kind;
+        p.median_cost =
+            range.ColumnIsNull(5) ? std::numeric_limits<double>::infinity() : range.ColumnDouble(5);
+        out.push_back(std::move(p));
+      }
+    }
+  }
+  range.Reset();
+  workload.Reset();
+  // Ids are the order of measurement (a record is stored when its result arrives).
+  std::sort(out.begin(), out.end(),
+            [](const JobRecordPoint& a, const JobRecordPoint& b) { return a.record_id < b.record_id; });
+  if (static_cast<int64_t>(out.size()) > limit) out.resize(static_cast<size_t>(limit));
   return out;
 }
 

@@ -90,8 +90,9 @@ class SqliteDatabase final : public Database {
     return WithPath(path_, RecordByIdImpl(id));
   }
   absl::StatusOr<std::vector<JobRecordPoint>> JobRecords(const std::string& job_id,
-                                                         int64_t limit) override {
-    return WithPath(path_, JobRecordsImpl(job_id, limit));
+                                                         const std::vector<std::string>& workload_keys,
+                                                         int64_t since_unix_us, int64_t limit) override {
+    return WithPath(path_, JobRecordsImpl(job_id, workload_keys, since_unix_us, limit));
   }
 
  private:
@@ -127,8 +128,9 @@ class SqliteDatabase final : public Database {
   // db/sqlite_browse.cc.
   absl::StatusOr<std::vector<BestEntry>> BestPageImpl(const BestPageQuery& query);
   absl::StatusOr<TuningRecord> RecordByIdImpl(int64_t id);
-  absl::StatusOr<std::vector<JobRecordPoint>> JobRecordsImpl(const std::string& job_id,
-                                                             int64_t limit);
+  absl::StatusOr<std::vector<JobRecordPoint>> JobRecordsImpl(
+      const std::string& job_id, const std::vector<std::string>& workload_keys,
+      int64_t since_unix_us, int64_t limit);
 
   absl::Status CheckWritable() const {
     if (!read_only_) return absl::OkStatus();

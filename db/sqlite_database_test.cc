@@ -135,14 +135,14 @@ class SqliteDatabaseTest : public ::testing::Test {
 TEST_F(SqliteDatabaseTest, NewFileGetsSchemaWalAndApplicationId) {
   std::unique_ptr<Database> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(db->SchemaVersion(), 7);
+  EXPECT_EQ(db->SchemaVersion(), 6);
   db.reset();
-  EXPECT_EQ(RawQueryText(path_, "SELECT max(version) FROM schema_migrations"), "7");
+  EXPECT_EQ(RawQueryText(path_, "SELECT max(version) FROM schema_migrations"), "6");
   EXPECT_EQ(RawQueryText(path_, "PRAGMA journal_mode"), "wal");
   EXPECT_EQ(RawQueryText(path_, "PRAGMA application_id"), std::to_string(0x54465247));
   // Opening again applies nothing twice.
   ASSERT_NE(OpenOrDie(), nullptr);
-  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "7");
+  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "6");
 }
 
 TEST_F(SqliteDatabaseTest, RoundTripKeepsEveryField) {
@@ -409,7 +409,7 @@ TEST_F(SqliteDatabaseTest, NewerSchemaIsRefusedAndFileUntouched) {
   ASSERT_NE(OpenOrDie(), nullptr);
   RawSql(path_,
          "INSERT INTO schema_migrations (version, applied_unix_us, description) "
-         "VALUES (8, 0, 'from the future')");
+         "VALUES (7, 0, 'from the future')");
   const std::string before = ReadBytes(path_);
   ASSERT_FALSE(before.empty());
 
@@ -421,7 +421,7 @@ TEST_F(SqliteDatabaseTest, NewerSchemaIsRefusedAndFileUntouched) {
     ASSERT_FALSE(db.ok());
     EXPECT_TRUE(absl::IsFailedPrecondition(db.status())) << db.status();
     EXPECT_THAT(std::string(db.status().message()),
-                HasSubstr("written by a newer tuneforge (schema 8, this build knows 7)"));
+                HasSubstr("written by a newer tuneforge (schema 7, this build knows 6)"));
     ExpectOneLineNamingPath(db.status(), path_);
   }
   EXPECT_EQ(ReadBytes(path_), before);
@@ -438,7 +438,7 @@ TEST_F(SqliteDatabaseTest, EmptyFileBecomesANewDatabase) {
   ExpectOneLineNamingPath(ro.status(), path_);
   std::unique_ptr<Database> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(db->SchemaVersion(), 7);
+  EXPECT_EQ(db->SchemaVersion(), 6);
 }
 
 TEST_F(SqliteDatabaseTest, ConcurrentOpensOfANewFileMigrateOnce) {
@@ -454,9 +454,9 @@ TEST_F(SqliteDatabaseTest, ConcurrentOpensOfANewFileMigrateOnce) {
   for (std::thread& t : threads) t.join();
   for (const std::unique_ptr<Database>& db : dbs) {
     ASSERT_NE(db, nullptr);
-    EXPECT_EQ(db->SchemaVersion(), 7);
+    EXPECT_EQ(db->SchemaVersion(), 6);
   }
-  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "7");
+  EXPECT_EQ(RawQueryText(path_, "SELECT count(*) FROM schema_migrations"), "6");
 }
 
 TEST_F(SqliteDatabaseTest, NonSqliteFilesAreRefusedAndUntouched) {
@@ -746,7 +746,8 @@ TEST_F(SqliteDatabaseTest, RecordByIdAndJobRecords) {
   EXPECT_EQ(second->result.error, MeasureErrorKind::kBuildError);
   EXPECT_TRUE(absl::IsNotFound(db->RecordById(999999).status()));
 
-  absl::StatusOr<std::vector<JobRecordPoint>> job = db->JobRecords("job-1", 100);
+  const std::vector<std::string> both = {a.key, b.key};
+  absl::StatusOr<std::vector<JobRecordPoint>> job = db->JobRecords("job-1", both, 0, 100);
   ASSERT_TRUE(job.ok()) << job.status();
   ASSERT_EQ(job->size(), 3u);
   EXPECT_EQ((*job)[0].record_id, (*ids)[0]);
@@ -755,9 +756,12 @@ TEST_F(SqliteDatabaseTest, RecordByIdAndJobRecords) {
   EXPECT_EQ((*job)[1].error, MeasureErrorKind::kBuildError);
   EXPECT_TRUE(std::isinf((*job)[1].median_cost));
   EXPECT_EQ((*job)[2].record_id, (*ids)[3]);
-  EXPECT_EQ(db->JobRecords("job-1", 2)->size(), 2u);
-  EXPECT_TRUE(db->JobRecords("job-3", 10)->empty());
-  EXPECT_TRUE(absl::IsInvalidArgument(db->JobRecords("job-1", 0).status()));
+  EXPECT_EQ(db->JobRecords("job-1", both, 0, 2)->size(), 2u);
+  EXPECT_EQ(db->JobRecords("job-1", {a.key}, 0, 100)->size(), 2u);  // only the workloads named
+  EXPECT_EQ(db->JobRecords("job-1", both, records[3].result.start_unix_us, 100)->size(), 1u);
+  EXPECT_TRUE(db->JobRecords("job-3", both, 0, 10)->empty());
+  EXPECT_TRUE(db->JobRecords("job-1", {"never-measured"}, 0, 10)->empty());
+  EXPECT_TRUE(absl::IsInvalidArgument(db->JobRecords("job-1", both, 0, 0).status()));
 }
 
 TEST_F(SqliteDatabaseTest, CostModelBlobsRoundTripThroughTheFile) {

@@ -133,7 +133,7 @@ TEST_F(DatabaseServiceTest, UploadQueryDownload) {
   absl::StatusOr<DatabaseStats> stats = remote->Stats();
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->records, 4);
-  EXPECT_EQ(stats->schema_version, 7);
+  EXPECT_EQ(stats->schema_version, 6);
 
   // Bad records are refused with the reason; nothing of the batch is stored.
   TuningRecord bad = Record("{9}", {-1.0}, 9);

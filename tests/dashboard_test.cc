@@ -317,6 +317,9 @@ TEST_F(DashboardTest, AJobsPageHasItsTasksAndOnePointPerMeasurement) {
   ASSERT_TRUE(db.ok()) << db.status();
   absl::StatusOr<TuningTask> task = ParseTask("matmul M=8 N=8 K=8");
   ASSERT_TRUE(task.ok());
+  const int64_t now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
   std::vector<TuningRecord> records;
   for (int i = 0; i < 3; ++i) {
     TuningRecord r;
@@ -328,7 +331,7 @@ TEST_F(DashboardTest, AJobsPageHasItsTasksAndOnePointPerMeasurement) {
     r.template_version = 1;
     r.config_json = "{\"tile\":" + std::to_string(i) + "}";
     r.result.costs = {1e-6 * (3 - i)};
-    r.result.start_unix_us = 1700000000000000 + i * 500000;
+    r.result.start_unix_us = now_us + i * 500000;
     records.push_back(r);
   }
   records[2].result.error = MeasureErrorKind::kWrongAnswer;
