@@ -1,4 +1,5 @@
-// `tuneforge nightly run SPEC`: a nightly tuning job. For every (device key, task):
+// `tuneforge nightly run SPEC`: a nightly tuning job. For every (device key, task) -
+// each task of `tasks` as a job of its own, each model of `models` as one model job:
 //   1. canary: re-measure last night's best config first, so a device or toolchain
 //      that got slower is flagged instead of being mistaken for a worse schedule;
 //   2. tune: the full budget for new or stale tasks (no record made with the current
@@ -9,6 +10,7 @@
 //   4. report: a dated folder with report.md, report.html, report.json and a
 //      tuning-curve SVG per task, compared with the previous report.
 // Exit status 0, or 3 when a regression beyond the spec's threshold is found.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -72,6 +74,81 @@ absl::StatusOr<v1::JobStatus> RunJob(TuningClient* client, const v1::JobSpec& sp
   });
 }
 
+// One task of tonight: what is known before tuning it (its target, last night's best,
+// the canary's figure) and the budget that follows.
+struct TaskNight {
+  TuningTask task;
+  std::optional<TargetInfo> target;
+  int budget = 0;
+  NightlyTaskResult result;
+};
+
+NightlyTaskResult Skipped(const std::string& text, const std::string& device_key, const std::string& model) {
+  NightlyTaskResult r;
+  r.task = ParseTask(text)->CanonicalText();
+  r.device_key = device_key;
+  r.model = model;
+  r.status = "skipped (time limit)";
+  return r;
+}
+
+// Finds last night's best (current template only), re-measures it first when the spec
+// asks for canaries, and sets the budget: `new` trials for a new or stale task,
+// `converged` for the rest.
+absl::StatusOr<TaskNight> Prepare(Database* db, TuningClient* client, const NightlySpec& spec,
+                                  const std::string& text, const std::string& device_key, bool verbose) {
+  TaskNight n{*ParseTask(text), std::nullopt, 0, {}};
+  NightlyTaskResult& r = n.result;
+  r.task = n.task.CanonicalText();
+  r.device_key = device_key;
+  ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(n.task));
+  ASSIGN_OR_RETURN(n.target, TargetFor(db, n.task, device_key));
+  std::optional<TuningRecord> previous;
+  if (n.target) {
+    absl::StatusOr<TuningRecord> best = db->Best(n.task.WorkloadKey(), n.target->key);
+    if (best.ok() && best->template_name == tmpl->name() && best->template_version == tmpl->version()) {
+      previous = *best;
+    }
+  }
+  r.was_stale = !previous.has_value();
+  std::fprintf(stderr, "nightly: %s on %s (%s)\n", r.task.c_str(), device_key.c_str(),
+               r.was_stale ? "new or stale" : "converged");
+  if (spec.canary && previous) {
+    v1::JobSpec canary;
+    canary.set_task(r.task);
+    canary.set_device_key(device_key);
+    canary.add_configs(previous->config_json);
+    canary.set_owner("nightly:" + spec.name);
+    ASSIGN_OR_RETURN(v1::JobStatus s, RunJob(client, canary, verbose));
+    r.canary_recorded_gflops = n.task.Flops() / previous->result.MedianCost() / 1e9;
+    if (s.state() == v1::SUCCEEDED) r.canary_measured_gflops = s.best().gflops();
+  }
+  n.budget = r.was_stale ? spec.new_trials : spec.converged_trials;
+  return n;
+}
+
+// The db's best after tonight and the best-so-far curve of `job_id`'s records of the
+// task ("" = none tonight).
+absl::Status Finish(Database* db, const std::string& job_id, TaskNight* n) {
+  NightlyTaskResult& r = n->result;
+  r.job_id = job_id;
+  if (!n->target && !job_id.empty()) {
+    ASSIGN_OR_RETURN(n->target, TargetFor(db, n->task, r.device_key));
+  }
+  if (!n->target) return absl::OkStatus();
+  absl::StatusOr<TuningRecord> best = db->Best(n->task.WorkloadKey(), n->target->key);
+  if (best.ok()) r.best_gflops = n->task.Flops() / best->result.MedianCost() / 1e9;
+  ASSIGN_OR_RETURN(std::vector<TuningRecord> records, db->Records(n->task.WorkloadKey(), n->target->key));
+  double so_far = 0;
+  for (const TuningRecord& rec : records) {
+    if (job_id.empty() || rec.job_id != job_id) continue;
+    if (rec.result.error == MeasureErrorKind::kNone)
+      so_far = std::max(so_far, n->task.Flops() / rec.result.MedianCost() / 1e9);
+    r.curve.push_back(so_far);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int> Run(const Flags& flags) {
   if (flags.positional().size() != 2) return absl::InvalidArgumentError("nightly run needs SPEC");
   const std::string spec_path = flags.positional()[1];
@@ -104,72 +181,76 @@ absl::StatusOr<int> Run(const Flags& flags) {
   auto started = std::chrono::steady_clock::now();
 
   for (const std::string& device_key : spec.device_keys) {
+    auto out_of_time = [&] {
+      return spec.time_limit_minutes > 0 && SecondsSince(started) / 60 > spec.time_limit_minutes;
+    };
     for (const std::string& text : spec.tasks) {
-      TuningTask task = *ParseTask(text);
-      NightlyTaskResult r;
-      r.task = task.CanonicalText();
-      r.device_key = device_key;
-      double minutes = SecondsSince(started) / 60;
-      if (spec.time_limit_minutes > 0 && minutes > spec.time_limit_minutes) {
-        r.status = "skipped (time limit)";
-        report.tasks.push_back(r);
+      if (out_of_time()) {
+        report.tasks.push_back(Skipped(text, device_key, ""));
         continue;
       }
-      ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
-      ASSIGN_OR_RETURN(std::optional<TargetInfo> target, TargetFor(db.get(), task, device_key));
-      std::optional<TuningRecord> previous;
-      if (target) {
-        absl::StatusOr<TuningRecord> best = db->Best(task.WorkloadKey(), target->key);
-        if (best.ok() && best->template_name == tmpl->name() &&
-            best->template_version == tmpl->version()) {
-          previous = *best;
-        }
-      }
-      r.was_stale = !previous.has_value();
-      std::fprintf(stderr, "nightly: %s on %s (%s)\n", r.task.c_str(), device_key.c_str(),
-                   r.was_stale ? "new or stale" : "converged");
-
-      if (spec.canary && previous) {
-        v1::JobSpec canary;
-        canary.set_task(r.task);
-        canary.set_device_key(device_key);
-        canary.add_configs(previous->config_json);
-        canary.set_owner("nightly:" + spec.name);
-        ASSIGN_OR_RETURN(v1::JobStatus s, RunJob(client.get(), canary, verbose));
-        r.canary_recorded_gflops = task.Flops() / previous->result.MedianCost() / 1e9;
-        if (s.state() == v1::SUCCEEDED) r.canary_measured_gflops = s.best().gflops();
-      }
-
+      ASSIGN_OR_RETURN(TaskNight night, Prepare(db.get(), client.get(), spec, text, device_key, verbose));
       v1::JobSpec tune;
-      tune.set_task(r.task);
+      tune.set_task(night.result.task);
       tune.set_device_key(device_key);
-      tune.set_trials(r.was_stale ? spec.new_trials : spec.converged_trials);
+      tune.set_trials(night.budget);
       tune.set_owner("nightly:" + spec.name);
       std::string job_id;
       if (tune.trials() > 0) {
         ASSIGN_OR_RETURN(v1::JobStatus s, RunJob(client.get(), tune, verbose));
-        r.trials = s.trials_done();
+        night.result.trials = s.trials_done();
         job_id = s.job_id();
-        r.status = s.state() == v1::SUCCEEDED ? "tuned" : "failed: " + s.message();
-        if (!target && s.has_target()) {
-          ASSIGN_OR_RETURN(target, TargetFor(db.get(), task, device_key));
-        }
+        night.result.status = s.state() == v1::SUCCEEDED ? "tuned" : "failed: " + s.message();
       } else {
-        r.status = "canary only";
+        night.result.status = "canary only";
       }
-      if (target) {
-        absl::StatusOr<TuningRecord> best = db->Best(task.WorkloadKey(), target->key);
-        if (best.ok()) r.best_gflops = task.Flops() / best->result.MedianCost() / 1e9;
-        ASSIGN_OR_RETURN(std::vector<TuningRecord> records, db->Records(task.WorkloadKey(), target->key));
-        double so_far = 0;
-        for (const TuningRecord& rec : records) {
-          if (job_id.empty() || rec.job_id != job_id) continue;
-          if (rec.result.error == MeasureErrorKind::kNone)
-            so_far = std::max(so_far, task.Flops() / rec.result.MedianCost() / 1e9);
-          r.curve.push_back(so_far);
+      RETURN_IF_ERROR(Finish(db.get(), job_id, &night));
+      report.tasks.push_back(std::move(night.result));
+    }
+    // A model is one job of its tasks: the server's task scheduler spreads the sum of
+    // their budgets over them by expected gain, as `tune --model` does.
+    for (const NightlyModel& model : spec.models) {
+      if (out_of_time()) {
+        for (const std::string& text : model.tasks) report.tasks.push_back(Skipped(text, device_key, model.name));
+        continue;
+      }
+      std::vector<TaskNight> nights;
+      int budget = 0;
+      for (const std::string& text : model.tasks) {
+        ASSIGN_OR_RETURN(TaskNight night, Prepare(db.get(), client.get(), spec, text, device_key, verbose));
+        night.result.model = model.name;
+        budget += night.budget;
+        nights.push_back(std::move(night));
+      }
+      std::string job_id;
+      v1::JobStatus s;
+      if (budget > 0) {
+        ASSIGN_OR_RETURN(v1::ModelUploaded uploaded, client->UploadModel(model.path, {}, {}));
+        v1::JobSpec tune;
+        tune.set_model_hash(uploaded.model_hash());
+        tune.set_model_name(std::filesystem::path(model.name).filename().string());
+        tune.set_device_key(device_key);
+        tune.set_trials(budget);
+        // Rounds small enough that every task gets its first round and the scheduler
+        // has rounds left to spread by gradient (a round is the server's 32 trials at
+        // most; with a small budget a task could otherwise get none).
+        tune.set_round_trials(std::clamp(budget / (2 * static_cast<int>(nights.size())), 1, 32));
+        tune.set_owner("nightly:" + spec.name);
+        ASSIGN_OR_RETURN(s, RunJob(client.get(), tune, verbose));
+        job_id = s.job_id();
+      }
+      for (TaskNight& night : nights) {
+        if (budget == 0) {
+          night.result.status = "canary only";
+        } else {
+          night.result.status = s.state() == v1::SUCCEEDED ? "tuned (model job)" : "failed: " + s.message();
+          for (const v1::TaskProgress& t : s.tasks()) {
+            if (t.task() == night.result.task) night.result.trials = t.trials();
+          }
         }
+        RETURN_IF_ERROR(Finish(db.get(), job_id, &night));
+        report.tasks.push_back(std::move(night.result));
       }
-      report.tasks.push_back(r);
     }
   }
   // The log models (the cost models new tasks start from) are retrained from the whole

@@ -108,18 +108,24 @@ absl::StatusOr<NightlySpec> LoadNightlySpec(const std::string& path) {
             g.ok() ? graph::ExtractTasks(*g) : absl::StatusOr<graph::TaskTable>(g.status());
         if (!table.ok()) return SpecError(path, "model " + f + ": " + std::string(table.status().message()));
         if (table->tasks.empty()) return SpecError(path, "model " + f + " has no tunable task");
-        for (const graph::ExtractedTask& t : table->tasks) spec.tasks.push_back(t.task);
+        NightlyModel m{f, model_path, {}};
+        for (const graph::ExtractedTask& t : table->tasks) m.tasks.push_back(t.task);
+        spec.models.push_back(std::move(m));
       }
     }
     {
-      // A task named twice (by two models, or a model and a tasks file) is tuned once.
+      // A task named twice (by two tasks files, or a file and `tasks`) is tuned once,
+      // and a task a model has is tuned in that model's job.
       std::set<std::string> seen;
+      for (const NightlyModel& m : spec.models) seen.insert(m.tasks.begin(), m.tasks.end());
       std::vector<std::string> unique;
       for (const std::string& t : spec.tasks)
         if (seen.insert(t).second) unique.push_back(t);
       spec.tasks = std::move(unique);
     }
-    if (spec.tasks.empty()) return SpecError(path, "no tasks (give 'tasks', 'tasks_files' or 'models')");
+    if (spec.tasks.empty() && spec.models.empty()) {
+      return SpecError(path, "no tasks (give 'tasks', 'tasks_files' or 'models')");
+    }
     if (YAML::Node trials = root["trials"]) {
       if (!trials.IsMap()) return SpecError(path, "'trials' must be a mapping {new, converged}");
       for (const auto& kv : trials) {
@@ -304,7 +310,7 @@ absl::Status WriteNightlyReport(const NightlyReport& r, const std::string& dir) 
                                      t.canary_measured_gflops, ratio)
                   << "</td><td>" << verdict << "</td></tr>\n";
     }
-    j["tasks"].push_back({{"task", t.task}, {"device_key", t.device_key}, {"status", t.status},
+    j["tasks"].push_back({{"task", t.task}, {"device_key", t.device_key}, {"model", t.model}, {"job_id", t.job_id}, {"status", t.status},
                           {"trials", t.trials}, {"was_stale", t.was_stale},
                           {"best_gflops", t.best_gflops}, {"previous_gflops", t.previous_gflops},
                           {"canary_recorded_gflops", t.canary_recorded_gflops},

@@ -12,13 +12,22 @@
 namespace tuneforge {
 
 // A YAML job spec; unknown keys are errors. See docs/operations.md for an example.
+// A model of the spec's `models:`: tuned as one model job (the server's task scheduler
+// spreads the budget over its tasks by expected gain).
+struct NightlyModel {
+  std::string name;  // as the spec names it
+  std::string path;  // resolved against the spec's folder
+  std::vector<std::string> tasks;  // its tuning tasks' canonical texts, in graph order
+};
+
 struct NightlySpec {
   std::string name = "nightly";
   std::string db;                       // the tuning log (relative to the spec's folder)
   std::vector<std::string> device_keys = {"local"};
-  // Canonical task texts, each once: `tasks`, then `tasks_files`, then the tuning
-  // tasks of every ONNX model in `models` (paths relative to the spec's folder).
+  // Canonical task texts, each once: `tasks`, then `tasks_files`; a task one of the
+  // models has is left to that model's job.
   std::vector<std::string> tasks;
+  std::vector<NightlyModel> models;     // `models`, paths relative to the spec's folder
   int new_trials = 200;                 // untuned tasks, or tuned with an older template
   int converged_trials = 32;            // tasks that already have a current best
   double time_limit_minutes = 0;        // 0 = none; tasks not started in time are skipped
@@ -32,6 +41,8 @@ absl::StatusOr<NightlySpec> LoadNightlySpec(const std::string& path);
 struct NightlyTaskResult {
   std::string task;
   std::string device_key;
+  std::string model;             // the model whose job tuned it ("" = a job of its own)
+  std::string job_id;            // tonight's tuning job ("" = none)
   std::string status;            // "tuned", "skipped (time limit)", "failed: ..."
   int trials = 0;
   bool was_stale = false;        // had no current-template record before tonight

@@ -82,8 +82,9 @@ TEST(NightlySpecTest, ReportsEscapeUserGivenNames) {
   EXPECT_EQ(XmlEscape("a<b>&\"'"), "a&lt;b&gt;&amp;&quot;&#39;");
 }
 
-// `models:` entries: every tuning task of each model, each task once; a model
-// tuneforge cannot run is an error naming it.
+// `models:` entries: each model with its tuning tasks (tuned as one model job); a task
+// of `tasks` that a model has is left to the model's job; a model tuneforge cannot
+// run is an error naming it.
 TEST(NightlySpecTest, ModelsBringTheirTasks) {
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("tf_nightly_models_" + std::to_string(getpid()))).string();
@@ -93,10 +94,17 @@ TEST(NightlySpecTest, ModelsBringTheirTasks) {
     std::ofstream(dir + "/spec.yaml") << "db: t.db\n" << body;
     return LoadNightlySpec(dir + "/spec.yaml");
   };
-  auto spec = load("tasks: [\"dense M=2 N=4 K=32 bias=1 relu=0\"]\nmodels: [" + models + "/mlp.onnx]\n");
+  auto spec = load("tasks: [\"dense M=2 N=4 K=32 bias=1 relu=0\", \"matmul M=8 N=8 K=8\"]\nmodels: [" +
+                   models + "/mlp.onnx]\n");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_EQ(spec->tasks, (std::vector<std::string>{"dense M=2 N=4 K=32 bias=1 relu=0 dtype=float32",
-                                                  "dense M=2 N=32 K=16 bias=1 relu=1 dtype=float32"}));
+  ASSERT_EQ(spec->models.size(), 1u);
+  EXPECT_EQ(spec->models[0].name, models + "/mlp.onnx");
+  EXPECT_EQ(spec->models[0].tasks, (std::vector<std::string>{"dense M=2 N=32 K=16 bias=1 relu=1 dtype=float32",
+                                                            "dense M=2 N=4 K=32 bias=1 relu=0 dtype=float32"}));
+  EXPECT_EQ(spec->tasks, (std::vector<std::string>{"matmul M=8 N=8 K=8 dtype=float32"}));
+  auto only_models = load("models: [" + models + "/mlp.onnx]\n");
+  ASSERT_TRUE(only_models.ok()) << only_models.status();
+  EXPECT_TRUE(only_models->tasks.empty());
   auto bad = load("models: [" + models + "/unsupported.onnx]\n");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("unsupported.onnx: "), std::string::npos) << bad.status();

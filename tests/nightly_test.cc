@@ -86,6 +86,32 @@ TEST_F(NightlyTest, SecondRunResumesAndComparesWithTheFirst) {
   EXPECT_NE(ReadFile(LatestDir() + "/report.md").find("Canary"), std::string::npos);
 }
 
+// A model of `models:` is one model job: the server's task scheduler spreads the sum
+// of its tasks' budgets over them; the report has a row per task, all of that job.
+TEST_F(NightlyTest, AModelIsTunedAsOneModelJob) {
+  std::string spec = dir_ + "/nightly.yaml";
+  std::ofstream(spec) << "name: model-night\ndb: t.db\ndevice_keys: [local]\n"
+                      << "models: [" << TF_TEST_MODELS_DIR << "/mlp.onnx]\n"
+                      << "trials: {new: 8, converged: 3}\nregression_threshold: 0.8\n";
+  auto run = RunCommand({kBin + "/tuneforge", "nightly", "run", spec}, dir_);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  nlohmann::json r = LatestReport();
+  ASSERT_EQ(r["tasks"].size(), 2u);
+  const std::string job = r["tasks"][0]["job_id"];
+  EXPECT_FALSE(job.empty());
+  int trials = 0;
+  for (const auto& t : r["tasks"]) {
+    EXPECT_EQ(t["model"], std::string(TF_TEST_MODELS_DIR) + "/mlp.onnx");
+    EXPECT_EQ(t["job_id"], job) << "both tasks in one job";
+    EXPECT_EQ(t["status"], "tuned (model job)");
+    EXPECT_TRUE(t["was_stale"].get<bool>());
+    EXPECT_GT(t["best_gflops"].get<double>(), 0.0);
+    EXPECT_FALSE(t["curve"].empty());
+    trials += t["trials"].get<int>();
+  }
+  EXPECT_EQ(trials, 16) << "the job's budget is both tasks' budgets: " << run.err;
+}
+
 TEST_F(NightlyTest, CanaryFlagsASlowerDevice) {
   std::string spec = WriteSpec("farm");
   // Night 1 on a healthy agent.
