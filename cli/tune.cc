@@ -75,7 +75,7 @@ constexpr const char* kTuneUsage =
     "  --server      use a running tuneforge-server instead of the embedded default\n"
     "  --detach      with --server: submit one job and exit, printing its id (--json:\n"
     "                {\"job_id\": ...}); the server runs it to the end, a --model or --tasks\n"
-    "                job as its own rounds of the task scheduler (no --flat-rounds or\n"
+    "                job as its own rounds of the task scheduler (with --flat-rounds and\n"
     "                --scheduler). Follow it with tuneforge jobs watch|show|cancel ID\n"
     "  --device-key  which agents measure (default local)\n"
     "  --seed        search and input seed (default 1)\n"
@@ -222,11 +222,9 @@ absl::StatusOr<int> SubmitDetached(const Flags& flags, const v1::JobSpec& spec_f
     return absl::InvalidArgumentError("--detach needs --server HOST:PORT: the embedded server would stop "
                                       "with this process");
   }
-  for (const char* f : {"flat-rounds", "scheduler", "vendor"}) {
-    if (flags.Has(f)) {
-      return absl::InvalidArgumentError(std::string("--") + f + " is not available with --detach (the server's " +
-                                        "task scheduler is the gradient one, without early stop for flat tasks)");
-    }
+  if (flags.Has("vendor")) {
+    return absl::InvalidArgumentError("--vendor is not available with --detach (the vendor library is timed "
+                                      "on this machine while the job runs)");
   }
   v1::JobSpec spec = spec_flags;
   spec.set_trials(static_cast<int>(trials));
@@ -267,6 +265,12 @@ absl::StatusOr<int> SubmitDetached(const Flags& flags, const v1::JobSpec& spec_f
     spec.set_task(tasks[0].task_text);
   }
   if (spec.tasks_size() > 0 || model) spec.set_round_trials(static_cast<int>(round_trials));
+  if (model) {
+    // As attached: early stop after --flat-rounds (default 3) and --scheduler.
+    ASSIGN_OR_RETURN(int64_t flat_rounds, flags.GetInt("flat-rounds", 3, 0, JobManager::kMaxFlatRounds));
+    spec.set_flat_rounds(static_cast<int>(flat_rounds));
+    spec.set_scheduler(flags.Get("scheduler", "gradient"));
+  }
   ASSIGN_OR_RETURN(const std::string job_id, client->Submit(spec));
   if (json) {
     std::printf("%s\n", nlohmann::json{{"job_id", job_id}}.dump().c_str());

@@ -83,6 +83,14 @@ absl::Status CheckTasksOfJob(v1::JobSpec* spec) {
                                       " (0: " + std::to_string(JobManager::kDefaultRoundTrials) +
                                       "), got " + std::to_string(spec->round_trials()));
   }
+  if (spec->flat_rounds() < 0 || spec->flat_rounds() > JobManager::kMaxFlatRounds) {
+    return absl::InvalidArgumentError("flat_rounds must be 0.." + std::to_string(JobManager::kMaxFlatRounds) +
+                                      " (0: never stop a task early), got " +
+                                      std::to_string(spec->flat_rounds()));
+  }
+  if (!spec->scheduler().empty() && spec->scheduler() != "gradient" && spec->scheduler() != "round-robin") {
+    return absl::InvalidArgumentError("scheduler must be gradient or round-robin, got '" + spec->scheduler() + "'");
+  }
   std::set<std::string> seen;
   for (int i = 0; i < spec->tasks_size(); ++i) {
     v1::WeightedTask* t = spec->mutable_tasks(i);
@@ -410,6 +418,8 @@ void JobManager::RunTasksInRounds(Job* job, const v1::JobSpec& spec, const Targe
   TaskSchedulerOptions so;
   so.total_trials = spec.trials();
   so.round_trials = spec.round_trials() > 0 ? spec.round_trials() : kDefaultRoundTrials;
+  so.flat_rounds = spec.flat_rounds();
+  so.round_robin = spec.scheduler() == "round-robin";
   TaskScheduler scheduler(scheduled, so);
   std::vector<std::optional<TrialSummary>> best(tasks.size());
   std::vector<std::string> errors(tasks.size());

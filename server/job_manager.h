@@ -57,6 +57,7 @@ class JobManager {
   static constexpr int kMaxTasks = 1000;  // JobSpec.tasks
   static constexpr int kMaxWeight = 1000000;  // WeightedTask.weight
   static constexpr int kDefaultRoundTrials = 32;  // JobSpec.round_trials 0
+  static constexpr int kMaxFlatRounds = 1000;     // JobSpec.flat_rounds
   // JobSpec.priority: the job's weight in the fair share of agents (0 = default).
   static constexpr int kMinPriority = 1;
   static constexpr int kMaxPriority = 10;

@@ -102,7 +102,14 @@ class ServerImpl : public Server {
     if (!options.metrics_listen.empty()) {
       // The dashboard shares the listener; the HTTP thread stops (Shutdown) before
       // any member it reads is destroyed.
-      dashboard_ = std::make_unique<Dashboard>(jobs_.get(), registry_.get(), db_.get(), auth_.get());
+      // Its own read-only connection: the dashboard's reads run beside the writes of
+      // the jobs (SQLite's WAL), not queued behind them on the server's connection.
+      DatabaseOptions read_only;
+      read_only.path = options.db_path;
+      read_only.read_only = true;
+      read_only.create_if_missing = false;
+      ASSIGN_OR_RETURN(dashboard_db_, Database::Open(read_only));
+      dashboard_ = std::make_unique<Dashboard>(jobs_.get(), registry_.get(), dashboard_db_.get(), auth_.get());
       RETURN_IF_ERROR(observability_->Listen(
           options.metrics_listen,
           [dashboard = dashboard_.get()](const http::Request& r) { return dashboard->Handle(r); }));
@@ -157,6 +164,7 @@ class ServerImpl : public Server {
   std::unique_ptr<ModelFiles> models_;  // before jobs_, which reads it
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<AgentHealth> health_;  // null: no golden-kernel checks
+  std::unique_ptr<Database> dashboard_db_;  // the dashboard's read-only connection
   std::unique_ptr<Dashboard> dashboard_;  // null: no --metrics-listen
   std::unique_ptr<TuningServiceImpl> tuning_;
   std::unique_ptr<AgentServiceImpl> agents_;

@@ -154,6 +154,53 @@ TEST_F(ModelJobTest, TasksShareTheBudgetInRoundsAndEachHasItsProgress) {
   EXPECT_EQ(done.tasks(1).task(), ParseTask(light)->CanonicalText());
 }
 
+// The server's scheduler options: round-robin splits a budget evenly whatever the
+// weights; a task that stops improving is stopped early (flat) with flat_rounds, and
+// the job then ends before its budget with "every task flat".
+TEST_F(ModelJobTest, RoundRobinAndFlatRoundsRunOnTheServer) {
+  ASSERT_FALSE(StartServer({"--heartbeat-ms", "300"}).empty());
+  StartAgent("m");
+  ASSERT_TRUE(WaitForIdleAgents(1)) << server_->Stderr();
+  auto tuning = Tuning();
+  auto run = [&](const std::function<void(v1::JobSpec*)>& edit) {
+    v1::SubmitJobRequest submit;
+    v1::JobSpec* spec = submit.mutable_spec();
+    spec->set_device_key("m");
+    spec->set_round_trials(2);
+    spec->set_batch_size(2);
+    spec->set_policy("random");
+    v1::WeightedTask* t = spec->add_tasks();
+    t->set_task("matmul M=24 N=20 K=16");
+    t->set_weight(50);
+    spec->add_tasks()->set_task("dense M=8 N=24 K=32 bias=1 relu=0");
+    edit(spec);
+    grpc::ClientContext ctx;
+    v1::SubmitJobResponse submitted;
+    grpc::Status st = tuning->SubmitJob(&ctx, submit, &submitted);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return WaitForEnd(tuning.get(), submitted.job_id(), 300);
+  };
+  v1::JobStatus even = run([](v1::JobSpec* s) {
+    s->set_trials(12);
+    s->set_scheduler("round-robin");
+  });
+  ASSERT_EQ(even.state(), v1::SUCCEEDED) << even.message();
+  ASSERT_EQ(even.tasks_size(), 2);
+  EXPECT_EQ(even.tasks(0).trials(), 6) << "weight 50 makes no difference to round-robin";
+  EXPECT_EQ(even.tasks(1).trials(), 6);
+
+  // flat_rounds 1: a round of 2 random trials that does not lower a task's best by 1%
+  // stops it; every task goes flat long before 200 trials.
+  v1::JobStatus flat = run([](v1::JobSpec* s) {
+    s->set_trials(200);
+    s->set_flat_rounds(1);
+  });
+  ASSERT_EQ(flat.state(), v1::SUCCEEDED) << flat.message();
+  EXPECT_LT(flat.trials_done(), 200);
+  EXPECT_NE(flat.last_event().find("trials: every task flat"), std::string::npos) << flat.last_event();
+  for (const v1::TaskProgress& p : flat.tasks()) EXPECT_TRUE(p.flat()) << p.task();
+}
+
 TEST_F(ModelJobTest, KilledServerResumesTheJobWhichSpendsExactlyItsBudget) {
   ASSERT_FALSE(StartServer({"--heartbeat-ms", "300"}).empty());
   StartAgent("m");
@@ -414,6 +461,8 @@ TEST_F(ModelJobTest, BadListsOfTasksAreRefusedBeforeAnyJobStarts) {
       {[](v1::JobSpec* s) { s->add_configs("{}"); }, "fixed configs are for a job of one task"},
       {[](v1::JobSpec* s) { s->set_round_trials(-1); }, "round_trials must be 0..100000"},
       {[](v1::JobSpec* s) { s->set_trials(0); }, "trials must be between 1 and"},
+      {[](v1::JobSpec* s) { s->set_flat_rounds(-1); }, "flat_rounds must be 0..1000"},
+      {[](v1::JobSpec* s) { s->set_scheduler("greedy"); }, "scheduler must be gradient or round-robin, got 'greedy'"},
   };
   for (const Case& c : cases) {
     v1::SubmitJobRequest submit;

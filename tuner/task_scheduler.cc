@@ -103,6 +103,13 @@ int TaskScheduler::Next(int* trials) {
   }
   if (pick < 0) return -1;
   *trials = std::min(left, options_.round_trials);
+  if (trials_[pick] == 0) {
+    // Warm-up: a budget smaller than a round for every task not yet started is shared
+    // among them, so none is left without a measurement.
+    int unstarted = 0;
+    for (int i = 0; i < static_cast<int>(tasks_.size()); ++i) unstarted += !flat(i) && trials_[i] == 0;
+    *trials = std::min(*trials, std::max(1, left / std::max(1, unstarted)));
+  }
   return pick;
 }
 

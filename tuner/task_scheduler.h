@@ -23,7 +23,9 @@
 // Rounds are in units of `round_trials` trials: a round that spent another count (the
 // earlier trials of a resumed task, a budget's last round) counts in proportion.
 //
-// Every task first gets one warm-up round (in order). A task without any successful
+// Every task first gets one warm-up round (in order); when the budget left is less
+// than a round for each task not yet started, it is shared equally among them (at
+// least one trial each), so no task is left unmeasured. A task without any successful
 // measurement after a round gets one more chance. A task whose best improved by less
 // than `flat_improvement` over its last `flat_rounds` rounds is flat (early stop) and
 // gets no more rounds; Next() returns -1 when the budget is spent or every task is

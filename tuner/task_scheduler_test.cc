@@ -124,6 +124,32 @@ TEST(TaskSchedulerTest, WarmUpVisitsEveryTaskFirst) {
   }
 }
 
+// A budget smaller than a round per task is shared in the warm-up: 20 trials over
+// three tasks with rounds of 16 are 6, 7 and 7, not 16, 4 and nothing.
+TEST(TaskSchedulerTest, SmallBudgetIsSharedByTheWarmUp) {
+  TaskSchedulerOptions o;
+  o.total_trials = 20;
+  o.round_trials = 16;
+  TaskScheduler s({1, 1, 1}, o);
+  std::vector<int> got;
+  int trials;
+  for (int t; (t = s.Next(&trials)) >= 0;) {
+    EXPECT_EQ(t, static_cast<int>(got.size()));
+    got.push_back(trials);
+    s.Update(t, trials, 1.0);
+  }
+  EXPECT_EQ(got, (std::vector<int>{6, 7, 7}));
+  // A budget below one trial per task still measures every task it can, once each.
+  o.total_trials = 2;
+  TaskScheduler tiny({1, 1, 1}, o);
+  int t = tiny.Next(&trials);
+  EXPECT_EQ(trials, 1);
+  tiny.Update(t, trials, 1.0);
+  t = tiny.Next(&trials);
+  EXPECT_EQ(t, 1);
+  EXPECT_EQ(trials, 1);
+}
+
 // A heavy task that keeps improving, a light one improving the same way and a heavy
 // one that is flat from the start: the heavy improving task gets the most trials, and
 // the objective ends below round-robin's with the same budget.

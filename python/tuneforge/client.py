@@ -330,7 +330,8 @@ class Client:
     # Helpers.
 
     def _spec(self, trials: int, options: Dict[str, Any]) -> tuning_pb2.JobSpec:
-        known = {"device_key", "policy", "seed", "target", "priority", "batch_size", "early_stop", "owner"}
+        known = {"device_key", "policy", "seed", "target", "priority", "batch_size", "early_stop", "owner",
+                 "flat_rounds", "scheduler"}  # the last two: jobs of several tasks (a model)
         unknown = sorted(set(options) - known)
         if unknown:
             raise ValidationError(f"unknown job option(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")

@@ -25,35 +25,35 @@ _sym_db = _symbol_database.Default()
 from tuneforge.v1 import common_pb2 as tuneforge_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19tuneforge/v1/tuning.proto\x12\x0ctuneforge.v1\x1a\x19tuneforge/v1/common.proto\"\xe9\x03\n\x07JobSpec\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0e\n\x06trials\x18\x02 \x01(\x05\x12\x12\n\ndevice_key\x18\x03 \x01(\t\x12\x0c\n\x04seed\x18\x04 \x01(\x04\x12\x0e\n\x06policy\x18\x05 \x01(\t\x12\x12\n\nbatch_size\x18\x06 \x01(\x05\x12-\n\x07measure\x18\x07 \x01(\x0b\x32\x1c.tuneforge.v1.MeasureOptions\x12\r\n\x05owner\x18\x08 \x01(\t\x12\x0e\n\x06target\x18\t \x01(\t\x12\x12\n\nearly_stop\x18\n \x01(\x05\x12\x10\n\x08priority\x18\x0b \x01(\x05\x12\x15\n\rno_heuristics\x18\x0c \x01(\x08\x12\x15\n\rcount_earlier\x18\r \x01(\x08\x12\x1e\n\x11model_early_batch\x18\x0e \x01(\x05H\x00\x88\x01\x01\x12\x0f\n\x07\x63onfigs\x18\x14 \x03(\t\x12)\n\x05tasks\x18\x15 \x03(\x0b\x32\x1a.tuneforge.v1.WeightedTask\x12\x14\n\x0cround_trials\x18\x16 \x01(\x05\x12\x12\n\nmodel_hash\x18\x17 \x01(\t\x12\x12\n\nmodel_dims\x18\x18 \x03(\t\x12\x14\n\x0cmodel_shapes\x18\x19 \x03(\t\x12\x12\n\nmodel_name\x18\x1a \x01(\tB\x14\n\x12_model_early_batch\"F\n\nModelChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04\x64ims\x18\x03 \x03(\t\x12\x0e\n\x06shapes\x18\x04 \x03(\t\"p\n\rModelUploaded\x12\x12\n\nmodel_hash\x18\x01 \x01(\t\x12\r\n\x05\x62ytes\x18\x02 \x01(\x03\x12)\n\x05tasks\x18\x03 \x03(\x0b\x32\x1a.tuneforge.v1.WeightedTask\x12\x11\n\tleftovers\x18\x04 \x01(\x05\",\n\x0cWeightedTask\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x01\"\x91\x01\n\x0cTaskProgress\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x01\x12\x0e\n\x06trials\x18\x03 \x01(\x05\x12\x0e\n\x06rounds\x18\x04 \x01(\x05\x12\x0c\n\x04\x66lat\x18\x05 \x01(\x08\x12&\n\x04\x62\x65st\x18\x06 \x01(\x0b\x32\x18.tuneforge.v1.BestResult\x12\r\n\x05\x65rror\x18\x07 \x01(\t\"U\n\nBestResult\x12\x13\n\x0b\x63onfig_json\x18\x01 \x01(\t\x12\x0f\n\x07seconds\x18\x02 \x01(\x01\x12\x0e\n\x06gflops\x18\x03 \x01(\x01\x12\x11\n\trecord_id\x18\x04 \x01(\t\"\xa1\x04\n\tJobStatus\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12#\n\x04spec\x18\x02 \x01(\x0b\x32\x15.tuneforge.v1.JobSpec\x12%\n\x05state\x18\x03 \x01(\x0e\x32\x16.tuneforge.v1.JobState\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x0c\n\x04task\x18\x05 \x01(\t\x12$\n\x06target\x18\x06 \x01(\x0b\x32\x14.tuneforge.v1.Target\x12\x13\n\x0btrials_done\x18\x07 \x01(\x05\x12\x0f\n\x07records\x18\x08 \x01(\x05\x12\x0e\n\x06\x65rrors\x18\t \x01(\x05\x12&\n\x04\x62\x65st\x18\n \x01(\x0b\x32\x18.tuneforge.v1.BestResult\x12*\n\x08\x62\x61seline\x18\x0b \x01(\x0b\x32\x18.tuneforge.v1.BestResult\x12\x17\n\x0f\x65lapsed_seconds\x18\x0c \x01(\x01\x12\x1c\n\x14median_build_seconds\x18\r \x01(\x01\x12\x12\n\nlast_event\x18\x0e \x01(\t\x12\x10\n\x08warnings\x18\x0f \x03(\t\x12\x16\n\x0e\x65\x61rlier_trials\x18\x10 \x01(\x05\x12.\n\x0c\x65\x61rlier_best\x18\x11 \x01(\x0b\x32\x18.tuneforge.v1.BestResult\x12)\n\x05tasks\x18\x12 \x03(\x0b\x32\x1a.tuneforge.v1.TaskProgress\x12\x19\n\x11\x65stimated_seconds\x18\x13 \x01(\x01\"7\n\x10SubmitJobRequest\x12#\n\x04spec\x18\x01 \x01(\x0b\x32\x15.tuneforge.v1.JobSpec\"#\n\x11SubmitJobResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x1c\n\nJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t*h\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\n\n\x06QUEUED\x10\x01\x12\x0b\n\x07RUNNING\x10\x02\x12\r\n\tSUCCEEDED\x10\x03\x12\n\n\x06\x46\x41ILED\x10\x04\x12\r\n\tCANCELLED\x10\x05\x32\xe3\x02\n\rTuningService\x12L\n\tSubmitJob\x12\x1e.tuneforge.v1.SubmitJobRequest\x1a\x1f.tuneforge.v1.SubmitJobResponse\x12?\n\x08WatchJob\x12\x18.tuneforge.v1.JobRequest\x1a\x17.tuneforge.v1.JobStatus0\x01\x12;\n\x06GetJob\x12\x18.tuneforge.v1.JobRequest\x1a\x17.tuneforge.v1.JobStatus\x12>\n\tCancelJob\x12\x18.tuneforge.v1.JobRequest\x1a\x17.tuneforge.v1.JobStatus\x12\x46\n\x0bUploadModel\x12\x18.tuneforge.v1.ModelChunk\x1a\x1b.tuneforge.v1.ModelUploaded(\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19tuneforge/v1/tuning.proto\x12\x0ctuneforge.v1\x1a\x19tuneforge/v1/common.proto\"\x91\x04\n\x07JobSpec\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0e\n\x06trials\x18\x02 \x01(\x05\x12\x12\n\ndevice_key\x18\x03 \x01(\t\x12\x0c\n\x04seed\x18\x04 \x01(\x04\x12\x0e\n\x06policy\x18\x05 \x01(\t\x12\x12\n\nbatch_size\x18\x06 \x01(\x05\x12-\n\x07measure\x18\x07 \x01(\x0b\x32\x1c.tuneforge.v1.MeasureOptions\x12\r\n\x05owner\x18\x08 \x01(\t\x12\x0e\n\x06target\x18\t \x01(\t\x12\x12\n\nearly_stop\x18\n \x01(\x05\x12\x10\n\x08priority\x18\x0b \x01(\x05\x12\x15\n\rno_heuristics\x18\x0c \x01(\x08\x12\x15\n\rcount_earlier\x18\r \x01(\x08\x12\x1e\n\x11model_early_batch\x18\x0e \x01(\x05H\x00\x88\x01\x01\x12\x0f\n\x07\x63onfigs\x18\x14 \x03(\t\x12)\n\x05tasks\x18\x15 \x03(\x0b\x32\x1a.tuneforge.v1.WeightedTask\x12\x14\n\x0cround_trials\x18\x16 \x01(\x05\x12\x12\n\nmodel_hash\x18\x17 \x01(\t\x12\x12\n\nmodel_dims\x18\x18 \x03(\t\x12\x14\n\x0cmodel_shapes\x18\x19 \x03(\t\x12\x12\n\nmodel_name\x18\x1a \x01(\t\x12\x13\n\x0b\x66lat_rounds\x18\x1b \x01(\x05\x12\x11\n\tscheduler\x18\x1c \x01(\tB\x14\n\x12_model_early_batch\"F\n\nModelChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04\x64ims\x18\x03 \x03(\t\x12\x0e\n\x06shapes\x18\x04 \x03(\t\"p\n\rModelUploaded\x12\x12\n\nmodel_hash\x18\x01 \x01(\t\x12\r\n\x05\x62ytes\x18\x02 \x01(\x03\x12)\n\x05tasks\x18\x03 \x03(\x0b\x32\x1a.tuneforge.v1.WeightedTask\x12\x11\n\tleftovers\x18\x04 \x01(\x05\",\n\x0cWeightedTask\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x01\"\x91\x01\n\x0cTaskProgress\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x01\x12\x0e\n\x06trials\x18\x03 \x01(\x05\x12\x0e\n\x06rounds\x18\x04 \x01(\x05\x12\x0c\n\x04\x66lat\x18\x05 \x01(\x08\x12&\n\x04\x62\x65st\x18\x06 \x01(\x0b\x32\x18.tuneforge.v1.BestResult\x12\r\n\x05\x65rror\x18\x07 \x01(\t\"U\n\nBestResult\x12\x13\n\x0b\x63onfig_json\x18\x01 \x01(\t\x12\x0f\n\x07seconds\x18\x02 \x01(\x01\x12\x0e\n\x06gflops\x18\x03 \x01(\x01\x12\x11\n\trecord_id\x18\x04 \x01(\t\"\xa1\x04\n\tJobStatus\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12#\n\x04spec\x18\x02 \x01(\x0b\x32\x15.tuneforge.v1.JobSpec\x12%\n\x05state\x18\x03 \x01(\x0e\x32\x16.tuneforge.v1.JobState\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x0c\n\x04task\x18\x05 \x01(\t\x12$\n\x06target\x18\x06 \x01(\x0b\x32\x14.tuneforge.v1.Target\x12\x13\n\x0btrials_done\x18\x07 \x01(\x05\x12\x0f\n\x07records\x18\x08 \x01(\x05\x12\x0e\n\x06\x65rrors\x18\t \x01(\x05\x12&\n\x04\x62\x65st\x18\n \x01(\x0b\x32\x18.tuneforge.v1.BestResult\x12*\n\x08\x62\x61seline\x18\x0b \x01(\x0b\x32\x18.tuneforge.v1.BestResult\x12\x17\n\x0f\x65lapsed_seconds\x18\x0c \x01(\x01\x12\x1c\n\x14median_build_seconds\x18\r \x01(\x01\x12\x12\n\nlast_event\x18\x0e \x01(\t\x12\x10\n\x08warnings\x18\x0f \x03(\t\x12\x16\n\x0e\x65\x61rlier_trials\x18\x10 \x01(\x05\x12.\n\x0c\x65\x61rlier_best\x18\x11 \x01(\x0b\x32\x18.tuneforge.v1.BestResult\x12)\n\x05tasks\x18\x12 \x03(\x0b\x32\x1a.tuneforge.v1.TaskProgress\x12\x19\n\x11\x65stimated_seconds\x18\x13 \x01(\x01\"7\n\x10SubmitJobRequest\x12#\n\x04spec\x18\x01 \x01(\x0b\x32\x15.tuneforge.v1.JobSpec\"#\n\x11SubmitJobResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x1c\n\nJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t*h\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\n\n\x06QUEUED\x10\x01\x12\x0b\n\x07RUNNING\x10\x02\x12\r\n\tSUCCEEDED\x10\x03\x12\n\n\x06\x46\x41ILED\x10\x04\x12\r\n\tCANCELLED\x10\x05\x32\xe3\x02\n\rTuningService\x12L\n\tSubmitJob\x12\x1e.tuneforge.v1.SubmitJobRequest\x1a\x1f.tuneforge.v1.SubmitJobResponse\x12?\n\x08WatchJob\x12\x18.tuneforge.v1.JobRequest\x1a\x17.tuneforge.v1.JobStatus0\x01\x12;\n\x06GetJob\x12\x18.tuneforge.v1.JobRequest\x1a\x17.tuneforge.v1.JobStatus\x12>\n\tCancelJob\x12\x18.tuneforge.v1.JobRequest\x1a\x17.tuneforge.v1.JobStatus\x12\x46\n\x0bUploadModel\x12\x18.tuneforge.v1.ModelChunk\x1a\x1b.tuneforge.v1.ModelUploaded(\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tuneforge.v1.tuning_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_JOBSTATE']._serialized_start=1701
-  _globals['_JOBSTATE']._serialized_end=1805
+  _globals['_JOBSTATE']._serialized_start=1741
+  _globals['_JOBSTATE']._serialized_end=1845
   _globals['_JOBSPEC']._serialized_start=71
-  _globals['_JOBSPEC']._serialized_end=560
-  _globals['_MODELCHUNK']._serialized_start=562
-  _globals['_MODELCHUNK']._serialized_end=632
-  _globals['_MODELUPLOADED']._serialized_start=634
-  _globals['_MODELUPLOADED']._serialized_end=746
-  _globals['_WEIGHTEDTASK']._serialized_start=748
-  _globals['_WEIGHTEDTASK']._serialized_end=792
-  _globals['_TASKPROGRESS']._serialized_start=795
-  _globals['_TASKPROGRESS']._serialized_end=940
-  _globals['_BESTRESULT']._serialized_start=942
-  _globals['_BESTRESULT']._serialized_end=1027
-  _globals['_JOBSTATUS']._serialized_start=1030
-  _globals['_JOBSTATUS']._serialized_end=1575
-  _globals['_SUBMITJOBREQUEST']._serialized_start=1577
-  _globals['_SUBMITJOBREQUEST']._serialized_end=1632
-  _globals['_SUBMITJOBRESPONSE']._serialized_start=1634
-  _globals['_SUBMITJOBRESPONSE']._serialized_end=1669
-  _globals['_JOBREQUEST']._serialized_start=1671
-  _globals['_JOBREQUEST']._serialized_end=1699
-  _globals['_TUNINGSERVICE']._serialized_start=1808
-  _globals['_TUNINGSERVICE']._serialized_end=2163
+  _globals['_JOBSPEC']._serialized_end=600
+  _globals['_MODELCHUNK']._serialized_start=602
+  _globals['_MODELCHUNK']._serialized_end=672
+  _globals['_MODELUPLOADED']._serialized_start=674
+  _globals['_MODELUPLOADED']._serialized_end=786
+  _globals['_WEIGHTEDTASK']._serialized_start=788
+  _globals['_WEIGHTEDTASK']._serialized_end=832
+  _globals['_TASKPROGRESS']._serialized_start=835
+  _globals['_TASKPROGRESS']._serialized_end=980
+  _globals['_BESTRESULT']._serialized_start=982
+  _globals['_BESTRESULT']._serialized_end=1067
+  _globals['_JOBSTATUS']._serialized_start=1070
+  _globals['_JOBSTATUS']._serialized_end=1615
+  _globals['_SUBMITJOBREQUEST']._serialized_start=1617
+  _globals['_SUBMITJOBREQUEST']._serialized_end=1672
+  _globals['_SUBMITJOBRESPONSE']._serialized_start=1674
+  _globals['_SUBMITJOBRESPONSE']._serialized_end=1709
+  _globals['_JOBREQUEST']._serialized_start=1711
+  _globals['_JOBREQUEST']._serialized_end=1739
+  _globals['_TUNINGSERVICE']._serialized_start=1848
+  _globals['_TUNINGSERVICE']._serialized_end=2203
 # @@protoc_insertion_point(module_scope)
