@@ -136,6 +136,16 @@ struct BestEntry {
   RankedConfig best;
 };
 
+// Which of a job's records (the job page's curves; a page that has some asks for the
+// ones after them).
+struct JobRecordsQuery {
+  std::string job_id;
+  std::vector<std::string> workload_keys;  // its tasks' workloads (on any target)
+  int64_t since_unix_us = 0;               // records that started at or after this
+  int64_t after_record_id = 0;             // records with a larger id (0: all)
+  int64_t limit = 1;                       // >= 1
+};
+
 // One of a job's records, in measurement order (the job page's curves).
 struct JobRecordPoint {
   int64_t record_id = 0;
@@ -245,17 +255,11 @@ class Database {
     (void)id;
     return absl::UnimplementedError("this database cannot read a record by id");
   }
-  // The job's records of these workloads (on any target) that started at or after
-  // `since_unix_us`, oldest first, at most `limit` (the newest are dropped). One range
-  // of the history index per (workload, target): no index of job ids is kept, which
-  // would cost every insert.
-  virtual absl::StatusOr<std::vector<JobRecordPoint>> JobRecords(
-      const std::string& job_id, const std::vector<std::string>& workload_keys,
-      int64_t since_unix_us, int64_t limit) {
-    (void)job_id;
-    (void)workload_keys;
-    (void)since_unix_us;
-    (void)limit;
+  // The records of `query.job_id`, oldest first, at most `query.limit` (the newest are
+  // dropped). One range of the history index per (workload, target): no index of job
+  // ids is kept, which would cost every insert.
+  virtual absl::StatusOr<std::vector<JobRecordPoint>> JobRecords(const JobRecordsQuery& query) {
+    (void)query;
     return absl::UnimplementedError("this database cannot list a job's records");
   }
 };

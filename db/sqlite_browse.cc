@@ -97,9 +97,8 @@ absl::StatusOr<TuningRecord> SqliteDatabase::RecordByIdImpl(int64_t id) {
   return RecordFromRow(stmt);
 }
 
-absl::StatusOr<std::vector<JobRecordPoint>> SqliteDatabase::JobRecordsImpl(
-    const std::string& job_id, const std::vector<std::string>& workload_keys,
-    int64_t since_unix_us, int64_t limit) {
+absl::StatusOr<std::vector<JobRecordPoint>> SqliteDatabase::JobRecordsImpl(const JobRecordsQuery& query) {
+  const int64_t limit = query.limit;
   if (limit < 1) return absl::InvalidArgumentError(absl::StrCat("limit must be >= 1, got ", limit));
   absl::MutexLock lock(&mu_);
   sqlite3* db = db_.get();
@@ -124,9 +123,9 @@ absl::StatusOr<std::vector<JobRecordPoint>> SqliteDatabase::JobRecordsImpl(
                          "JOIN workloads w ON w.id = r.workload_id "
                          "JOIN targets t ON t.id = r.target_id "
                          "WHERE r.workload_id = ?1 AND r.target_id = ?2 AND r.start_unix_us >= ?3 "
-                         "AND r.job_id = ?4 ORDER BY r.start_unix_us LIMIT ?5"));
+                         "AND r.id > ?6 AND r.job_id = ?4 ORDER BY r.id LIMIT ?5"));
   std::vector<JobRecordPoint> out;
-  for (const std::string& key : workload_keys) {
+  for (const std::string& key : query.workload_keys) {
     workload.Reset();
     workload.BindText(1, key);
     ASSIGN_OR_RETURN(bool known, workload.Step());
@@ -136,9 +135,10 @@ absl::StatusOr<std::vector<JobRecordPoint>> SqliteDatabase::JobRecordsImpl(
       range.Reset();
       range.BindInt64(1, workload_id);
       range.BindInt64(2, target_id);
-      range.BindInt64(3, since_unix_us);
-      range.BindText(4, job_id);
+      range.BindInt64(3, query.since_unix_us);
+      range.BindText(4, query.job_id);
       range.BindInt64(5, limit);
+      range.BindInt64(6, query.after_record_id);
       while (true) {
         ASSIGN_OR_RETURN(bool row, range.Step());
         if (!row) break;

@@ -89,10 +89,8 @@ class SqliteDatabase final : public Database {
   absl::StatusOr<TuningRecord> RecordById(int64_t id) override {
     return WithPath(path_, RecordByIdImpl(id));
   }
-  absl::StatusOr<std::vector<JobRecordPoint>> JobRecords(const std::string& job_id,
-                                                         const std::vector<std::string>& workload_keys,
-                                                         int64_t since_unix_us, int64_t limit) override {
-    return WithPath(path_, JobRecordsImpl(job_id, workload_keys, since_unix_us, limit));
+  absl::StatusOr<std::vector<JobRecordPoint>> JobRecords(const JobRecordsQuery& query) override {
+    return WithPath(path_, JobRecordsImpl(query));
   }
 
  private:
@@ -128,9 +126,7 @@ class SqliteDatabase final : public Database {
   // db/sqlite_browse.cc.
   absl::StatusOr<std::vector<BestEntry>> BestPageImpl(const BestPageQuery& query);
   absl::StatusOr<TuningRecord> RecordByIdImpl(int64_t id);
-  absl::StatusOr<std::vector<JobRecordPoint>> JobRecordsImpl(
-      const std::string& job_id, const std::vector<std::string>& workload_keys,
-      int64_t since_unix_us, int64_t limit);
+  absl::StatusOr<std::vector<JobRecordPoint>> JobRecordsImpl(const JobRecordsQuery& query);
 
   absl::Status CheckWritable() const {
     if (!read_only_) return absl::OkStatus();

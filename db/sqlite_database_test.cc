@@ -747,7 +747,9 @@ TEST_F(SqliteDatabaseTest, RecordByIdAndJobRecords) {
   EXPECT_TRUE(absl::IsNotFound(db->RecordById(999999).status()));
 
   const std::vector<std::string> both = {a.key, b.key};
-  absl::StatusOr<std::vector<JobRecordPoint>> job = db->JobRecords("job-1", both, 0, 100);
+  auto query = [](const std::string& job, std::vector<std::string> keys, int64_t since, int64_t limit,
+                  int64_t after = 0) { return JobRecordsQuery{job, std::move(keys), since, after, limit}; };
+  absl::StatusOr<std::vector<JobRecordPoint>> job = db->JobRecords(query("job-1", both, 0, 100));
   ASSERT_TRUE(job.ok()) << job.status();
   ASSERT_EQ(job->size(), 3u);
   EXPECT_EQ((*job)[0].record_id, (*ids)[0]);
@@ -756,12 +758,15 @@ TEST_F(SqliteDatabaseTest, RecordByIdAndJobRecords) {
   EXPECT_EQ((*job)[1].error, MeasureErrorKind::kBuildError);
   EXPECT_TRUE(std::isinf((*job)[1].median_cost));
   EXPECT_EQ((*job)[2].record_id, (*ids)[3]);
-  EXPECT_EQ(db->JobRecords("job-1", both, 0, 2)->size(), 2u);
-  EXPECT_EQ(db->JobRecords("job-1", {a.key}, 0, 100)->size(), 2u);  // only the workloads named
-  EXPECT_EQ(db->JobRecords("job-1", both, records[3].result.start_unix_us, 100)->size(), 1u);
-  EXPECT_TRUE(db->JobRecords("job-3", both, 0, 10)->empty());
-  EXPECT_TRUE(db->JobRecords("job-1", {"never-measured"}, 0, 10)->empty());
-  EXPECT_TRUE(absl::IsInvalidArgument(db->JobRecords("job-1", both, 0, 0).status()));
+  EXPECT_EQ(db->JobRecords(query("job-1", both, 0, 2))->size(), 2u);
+  EXPECT_EQ(db->JobRecords(query("job-1", {a.key}, 0, 100))->size(), 2u);  // only the workloads named
+  EXPECT_EQ(db->JobRecords(query("job-1", both, records[3].result.start_unix_us, 100))->size(), 1u);
+  absl::StatusOr<std::vector<JobRecordPoint>> after = db->JobRecords(query("job-1", both, 0, 100, (*ids)[0]));
+  ASSERT_EQ(after->size(), 2u);  // the ones after the first
+  EXPECT_EQ((*after)[0].record_id, (*ids)[1]);
+  EXPECT_TRUE(db->JobRecords(query("job-3", both, 0, 10))->empty());
+  EXPECT_TRUE(db->JobRecords(query("job-1", {"never-measured"}, 0, 10))->empty());
+  EXPECT_TRUE(absl::IsInvalidArgument(db->JobRecords(query("job-1", both, 0, 0)).status()));
 }
 
 TEST_F(SqliteDatabaseTest, CostModelBlobsRoundTripThroughTheFile) {

@@ -343,10 +343,24 @@ TEST_F(DashboardTest, AJobsPageHasItsTasksAndOnePointPerMeasurement) {
   EXPECT_EQ(page["tasks"][0]["workload_key"], task->WorkloadKey());
   EXPECT_DOUBLE_EQ(page["tasks"][0]["flops"].get<double>(), task->Flops());
   ASSERT_EQ(page["points"].size(), 3u);
-  EXPECT_EQ(page["points"][0], json::array({0.0, 0, 3e-6, "none"}));
-  EXPECT_EQ(page["points"][1][0], 0.5);
+  EXPECT_NEAR(page["points"][0][0].get<double>(), now_us / 1e6, 1e-5);
+  EXPECT_EQ(page["points"][0][1], 0);
+  EXPECT_EQ(page["points"][0][2], 3e-6);
+  EXPECT_EQ(page["points"][0][3], "none");
+  EXPECT_NEAR(page["points"][1][0].get<double>() - page["points"][0][0].get<double>(), 0.5, 1e-5);
   EXPECT_EQ(page["points"][2][3], "wrong_answer");
-  EXPECT_EQ(page["recent_error_records"].size(), 1u);
+  ASSERT_EQ(page["errors"].size(), 1u);
+  EXPECT_EQ(page["errors"][0]["error"], "wrong_answer");
+  EXPECT_EQ(page["more"], false);
+  // A page that has the points asks for the ones after the last: none yet.
+  int64_t last = page["last_record_id"];
+  json next = GetJson("/api/job?id=" + job + "&after=" + std::to_string(last), Login(kViewer));
+  EXPECT_TRUE(next["points"].empty());
+  EXPECT_EQ(next["last_record_id"], last);
+  json tail = GetJson("/api/job?id=" + job + "&after=" + std::to_string(last - 1), Login(kViewer));
+  ASSERT_EQ(tail["points"].size(), 1u);
+  EXPECT_EQ(tail["points"][0][3], "wrong_answer");
+  GetJson("/api/job?id=" + job + "&after=-1", Login(kViewer), 400);
   GetJson("/api/job?id=nope", Login(kViewer), 404);
 }
 

@@ -371,28 +371,37 @@ http::Response Dashboard::Job(const http::Request& request) {
   }
   // From a day before the job was stored: records carry their agents' clocks.
   absl::StatusOr<JobRow> stored = db_->GetJob(id);
-  int64_t since = stored.ok() ? stored->created_unix_us - int64_t{86400} * 1000000 : 0;
-  absl::StatusOr<std::vector<JobRecordPoint>> points =
-      db_->JobRecords(id, workloads, since, kMaxJobPoints);
+  JobRecordsQuery query;
+  query.job_id = id;
+  query.workload_keys = workloads;
+  query.since_unix_us = stored.ok() ? stored->created_unix_us - int64_t{86400} * 1000000 : 0;
+  std::optional<int64_t> after = IntParam(request, "after", 0, int64_t{1} << 62);
+  if (!after) return JsonError(400, "after must be a record id (>= 0)");
+  query.after_record_id = *after;
+  query.limit = kMaxJobPoints;
+  absl::StatusOr<std::vector<JobRecordPoint>> points = db_->JobRecords(query);
   if (!points.ok()) return JsonError(500, std::string(points.status().message()));
-  // Up to 20,000 points: written straight into the text (a json value per point
-  // costs more than the query).
+  // The job's records after `after`, in measurement order: [start (unix seconds), task
+  // index, median cost or null, error kind]; the page keeps them and asks for the ones
+  // after the last id it has. Up to 20,000 a call, written straight into the text (a
+  // json value per point costs more than the query).
   std::string rows = "[";
   json errors = json::array();
-  int64_t first = points->empty() ? 0 : points->front().start_unix_us;
   for (const JobRecordPoint& p : *points) {
     auto it = index.find(p.workload_key);
+    const int task = it == index.end() ? -1 : it->second;
     absl::StrAppend(&rows, rows.size() > 1 ? "," : "", "[",
-                    absl::StrFormat("%.6f", (p.start_unix_us - first) / 1e6), ",",
-                    it == index.end() ? -1 : it->second, ",",
+                    absl::StrFormat("%.6f", static_cast<double>(p.start_unix_us) / 1e6), ",", task, ",",
                     std::isfinite(p.median_cost) ? absl::StrFormat("%.9g", p.median_cost) : "null",
                     ",\"", MeasureErrorKindName(p.error), "\"]");
-    if (p.error != MeasureErrorKind::kNone) errors.push_back(p.record_id);
+    if (p.error != MeasureErrorKind::kNone) {
+      errors.push_back({{"record_id", p.record_id}, {"error", MeasureErrorKindName(p.error)}, {"task", task}});
+    }
   }
   rows += "]";
-  if (errors.size() > 20) errors.erase(errors.begin(), errors.end() - 20);
-  out["truncated"] = static_cast<int>(points->size()) >= kMaxJobPoints;
-  out["recent_error_records"] = errors;
+  out["errors"] = errors;  // the failed records among these points
+  out["last_record_id"] = points->empty() ? *after : points->back().record_id;
+  out["more"] = static_cast<int>(points->size()) >= kMaxJobPoints;  // ask again at once
   http::Response r = JsonResponse(200, out);  // an object with keys: "{...}"
   r.body = "{\"points\":" + rows + "," + r.body.substr(1);
   return r;

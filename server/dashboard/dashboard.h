@@ -35,7 +35,7 @@ class Dashboard {
   static constexpr const char* kCsrfHeader = "x-csrf-token";
   static constexpr int kSessionHours = 12;
   static constexpr size_t kMaxSessions = 10000;  // the oldest go first beyond it
-  static constexpr int kMaxJobPoints = 20000;    // a job page's curve points
+  static constexpr int kMaxJobPoints = 20000;    // points of a job page per call
   static constexpr int kMaxDownloadPairs = 100000;
 
   // None owned; `auth` null = open. They must outlive the Dashboard.

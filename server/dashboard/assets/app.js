@@ -170,7 +170,9 @@ function jobCurves(tasks, points) {
   const byTime = tasks.map(() => []);
   const best = tasks.map(() => Infinity);
   const estimate = [];
-  points.forEach(([t, task, cost, error], i) => {
+  const t0 = points.length ? points[0][0] : 0;
+  points.forEach(([start, task, cost, error], i) => {
+    const t = start - t0;
     if (task < 0 || task >= tasks.length) return;
     if (error === 'none' && cost !== null && cost < best[task]) best[task] = cost;
     const flops = tasks[task].flops;
@@ -242,8 +244,17 @@ function jobPage() {
        estimateBox),
     el('h2', {id: 'tasks-title', hidden: true}, 'Tasks'), taskTable,
     el('h2', {}, 'Recent errors'), errors);
+  // The job's records so far; each poll asks only for the ones after the last id.
+  const seen = {points: [], errors: [], last: 0};
   poll(async () => {
-    const data = await api('/api/job?id=' + encodeURIComponent(id));
+    let data;
+    do {
+      data = await api('/api/job?id=' + encodeURIComponent(id) + '&after=' + seen.last);
+      for (const p of data.points) seen.points.push(p);
+      for (const e of data.errors) seen.errors.push(e);
+      seen.last = data.last_record_id;
+    } while (data.more);
+    if (seen.errors.length > 20) seen.errors.splice(0, seen.errors.length - 20);
     const j = data.job;
     const rate = j.elapsed_seconds > 0 ? j.trials_done / j.elapsed_seconds : null;
     const items = [
@@ -261,7 +272,7 @@ function jobPage() {
     summary.replaceChildren(...items.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
     actions.replaceChildren(cancelButton(j));
 
-    const curves = jobCurves(data.tasks, data.points);
+    const curves = jobCurves(data.tasks, seen.points);
     drawChart(byTrial, 'trials', 'Best GFLOP/s by measurement', 'measurement', 'GFLOP/s',
               datasetsOf(data.tasks, curves.byTrial));
     drawChart(byTime, 'time', 'Best GFLOP/s by time', 'seconds', 'GFLOP/s',
@@ -281,10 +292,11 @@ function jobPage() {
         el('td', {class: 'num'}, t.best ? latency(t.best.seconds) : '-'),
         el('td', {}, t.flat ? 'yes' : ''), el('td', {class: 'error'}, t.error || ''))));
     }
-    errors.replaceChildren(...(data.recent_error_records.length === 0
+    errors.replaceChildren(...(seen.errors.length === 0
       ? [el('li', {class: 'muted'}, 'none')]
-      : data.recent_error_records.map((r) =>
-          el('li', {}, el('a', {href: '/log?record=' + r}, 'record ' + r)))));
+      : seen.errors.map((e) => el('li', {},
+          el('a', {href: '/log?record=' + e.record_id}, 'record ' + e.record_id), ': ', e.error,
+          e.task >= 0 ? ' (' + data.tasks[e.task].task + ')' : ''))));
   }, POLL_MS);
 }
 
