@@ -136,6 +136,8 @@ def test_the_jobs_page_lists_the_model_job_with_its_owner_and_escaped_name(farm,
     assert best, cells[5].text
     scale = {"µs": 1e-6, "ms": 1e-3, "s": 1}[best.group(2)]
     assert float(best.group(1)) * scale == pytest.approx(farm["done"]["estimated_seconds"], rel=0.01)
+    assert browser.find_element(By.ID, "jobs-prev").get_attribute("disabled")  # one page: no pager moves
+    assert browser.find_element(By.ID, "jobs-next").get_attribute("disabled")
     shot(browser, "jobs")
 
 

@@ -191,6 +191,12 @@ TEST_F(DashboardTest, ViewersLookUsersCancelTheirOwnAdminsAnyAndForgedRequestsAr
   ASSERT_EQ(jobs["total"], 2);
   EXPECT_EQ(jobs["jobs"][0]["job_id"], other);  // newest first
   EXPECT_EQ(jobs["jobs"][1]["owner"], "alice");
+  json older = GetJson("/api/jobs?limit=1&offset=1", viewer);  // the jobs page's pager
+  ASSERT_EQ(older["jobs"].size(), 1u);
+  EXPECT_EQ(older["jobs"][0]["job_id"], job);
+  EXPECT_EQ(older["total"], 2);
+  GetJson("/api/jobs?limit=0", viewer, 400);
+  GetJson("/api/jobs?offset=x", viewer, 400);
 
   http::ClientResponse r = CancelAs(viewer, job, csrf(viewer), self);
   EXPECT_EQ(r.status, 403) << r.body;

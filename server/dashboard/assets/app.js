@@ -5,6 +5,7 @@
 
 const POLL_MS = 1000;      // jobs, one job, agents
 const LOG_POLL_MS = 5000;  // the tuning log (a page of the db)
+const JOBS_PAGE = 100;     // jobs per page, newest first
 
 // ---------------------------------------------------------------------------
 // Small helpers.
@@ -130,10 +131,18 @@ function jobsPage() {
       el('th', {}, 'Message'), el('th', {}, ''))),
     el('tbody'));
   const total = el('p', {class: 'muted'});
-  replaceMain(el('h1', {}, 'Jobs'), total, table);
-  poll(async () => {
-    const data = await api('/api/jobs?limit=200');
-    total.textContent = data.total + ' jobs' + (data.total > data.jobs.length ? ' (newest ' + data.jobs.length + ' shown)' : '');
+  const prev = el('button', {type: 'button', id: 'jobs-prev'}, '← Newer');
+  const next = el('button', {type: 'button', id: 'jobs-next'}, 'Older →');
+  const where = el('span', {class: 'muted'});
+  let offset = Number(query('offset')) || 0;
+  replaceMain(el('h1', {}, 'Jobs'), total, table, el('div', {class: 'pager'}, prev, where, next));
+  const draw = async () => {
+    const data = await api('/api/jobs?limit=' + JOBS_PAGE + '&offset=' + offset);
+    total.textContent = data.total + ' jobs';
+    where.textContent = data.jobs.length === 0 ? 'no jobs here'
+      : 'newest ' + (offset + 1) + '–' + (offset + data.jobs.length);
+    prev.disabled = offset === 0;
+    next.disabled = offset + data.jobs.length >= data.total;
     const rows = data.jobs.map((j) => {
       const rate = j.elapsed_seconds > 0 ? j.trials_done / j.elapsed_seconds : null;
       const left = j.trials - j.trials_done;
@@ -157,7 +166,15 @@ function jobsPage() {
         el('td', {}, cancelButton(j)));
     });
     table.tBodies[0].replaceChildren(...rows);
-  }, POLL_MS);
+  };
+  const go = (to) => {
+    offset = Math.max(0, to);
+    history.replaceState(null, '', offset ? '/?offset=' + offset : '/');
+    draw().catch((e) => setStatus(e.message, true));
+  };
+  prev.addEventListener('click', () => go(offset - JOBS_PAGE));
+  next.addEventListener('click', () => go(offset + JOBS_PAGE));
+  poll(draw, POLL_MS);
 }
 
 // ---------------------------------------------------------------------------
