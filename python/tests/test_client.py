@@ -8,6 +8,7 @@ import pathlib
 import re
 import secrets
 import subprocess
+import threading
 import time
 
 import pytest
@@ -126,6 +127,62 @@ def test_the_docs_example_runs_in_at_most_15_lines(farm):
     run = subprocess.run([os.sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     assert "estimated" in run.stdout and run.stdout.count("GFLOP/s") == 2, run.stdout  # the MLP's two tasks
+
+
+def start_server(d, tokens_file, listen="127.0.0.1:0"):
+    """A tuneforge-server on `listen` with the db and tokens of folder `d`; (process, port)."""
+    server = subprocess.Popen([str(BIN / "tuneforge-server"), "--listen", listen, "--db", str(d / "py.db"),
+                               "--tokens", str(tokens_file)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = server.stderr.readline()
+        if not line:
+            break
+        m = re.search(r"listening on port (\d+)", line)
+        if m:
+            threading.Thread(target=server.stderr.read, daemon=True).start()  # keep the pipe drained
+            return server, int(m.group(1))
+    server.kill()
+    raise AssertionError("the server did not start")
+
+
+def test_watch_reattaches_when_the_server_is_killed_and_restarted(tmp_path):
+    """A job waits for an agent; its server is killed (-9) and started again on the same
+    port and db; the watch in progress re-attaches and follows the resumed job to its
+    end once an agent comes."""
+    token, agent_token = secrets.token_hex(16), secrets.token_hex(16)
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"user carol {token}\nagent a {agent_token}\n")
+    tokens.chmod(0o600)
+    (tmp_path / "agent.token").write_text(agent_token + "\n")
+    (tmp_path / "agent.token").chmod(0o600)
+    server, port = start_server(tmp_path, tokens)
+    address = f"127.0.0.1:{port}"
+    agent = None
+    try:
+        with tuneforge.Client(address, token=token) as client:
+            job = client.submit_task("matmul M=16 N=12 K=8", trials=3, device_key="late", policy="random")
+            result = {}
+            watcher = threading.Thread(target=lambda: result.update(done=client.watch(job, progress=False)))
+            watcher.start()
+            time.sleep(1)
+            server.kill()
+            server.wait(30)
+            server, _ = start_server(tmp_path, tokens, listen=address)
+            agent = subprocess.Popen([str(BIN / "tuneforge-agent"), "--server", address, "--device-key", "late",
+                                      "--token-file", str(tmp_path / "agent.token"), "--quiet-busy-pct", "0",
+                                      "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            watcher.join(300)
+            assert not watcher.is_alive(), "the watch did not end"
+            assert result["done"]["job_id"] == job and result["done"]["state"] == "SUCCEEDED", result
+            assert result["done"]["trials_done"] == 3
+    finally:
+        if agent:
+            agent.terminate()
+            agent.wait(30)
+        server.terminate()
+        server.wait(30)
 
 
 def test_read_tasks_reads_what_model_tasks_writes(tmp_path):
