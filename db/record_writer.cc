@@ -27,6 +27,14 @@ namespace tuneforge::db_internal {
 const char kRecordSelect[] =
     TF_RECORD_COLUMNS ", r.proposed_by, r.uploaded_by, r.upload_trusted" TF_RECORD_FROM;
 
+const std::string& RepresentativeSql() {
+  static const std::string sql =
+      std::string(kRecordSelect) +
+      "WHERE r.config_id = ? AND r.error_kind = 'none' AND r.median_cost IS NOT NULL "
+      "ORDER BY r.start_unix_us DESC, r.id DESC LIMIT 1";
+  return sql;
+}
+
 namespace {
 // The v2 migration reads records before v4 added proposed_by.
 const char kRecordSelectBeforeV4[] = TF_RECORD_COLUMNS TF_RECORD_FROM;

@@ -21,6 +21,9 @@ namespace tuneforge::db_internal {
 // The columns every record query selects, in the order RecordFromRow reads them;
 // callers append WHERE/ORDER BY.
 extern const char kRecordSelect[];
+// A config's representative: its most recent successful record (records_config); one
+// parameter, the config id.
+const std::string& RepresentativeSql();
 absl::StatusOr<TuningRecord> RecordFromRow(const Statement& row);
 // Reads the six target columns starting at `col`.
 TargetInfo TargetFromRow(const Statement& row, int col);

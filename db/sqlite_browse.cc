@@ -46,11 +46,7 @@ absl::StatusOr<std::vector<BestEntry>> SqliteDatabase::BestPageImpl(const BestPa
                          "c.successes, json_array_length(c.samples_json) FROM configs c WHERE c.id = ?"));
   ASSIGN_OR_RETURN(
       Statement representative,
-      Statement::Prepare(db, absl::StrCat(kRecordSelect,
-                                          "WHERE r.config_id = ? AND r.error_kind = 'none' AND "
-                                          "r.median_cost IS NOT NULL "
-                                          "ORDER BY r.start_unix_us DESC, r.id DESC LIMIT 1")
-                                 .c_str()));
+      Statement::Prepare(db, RepresentativeSql().c_str()));
   std::vector<BestEntry> out;
   while (true) {
     ASSIGN_OR_RETURN(bool row, pairs.Step());

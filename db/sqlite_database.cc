@@ -54,14 +54,6 @@ constexpr char kRankSql[] =
     "AND c.target_id = (SELECT id FROM targets WHERE key = ?2) "
     "AND c.rank_class < 2 ORDER BY c.rank_class, c.median_cost, c.id LIMIT ?3";
 
-// A config's representative: its most recent successful record (records_config).
-const std::string& RepresentativeSql() {
-  static const std::string sql =
-      absl::StrCat(kRecordSelect,
-                   "WHERE r.config_id = ? AND r.error_kind = 'none' AND r.median_cost IS NOT NULL "
-                   "ORDER BY r.start_unix_us DESC, r.id DESC LIMIT 1");
-  return sql;
-}
 
 }  // namespace
 

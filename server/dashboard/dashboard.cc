@@ -347,22 +347,22 @@ http::Response Dashboard::Job(const http::Request& request) {
   if (id.empty()) return JsonError(400, "which job? /api/job?id=JOB");
   json out;
   absl::StatusOr<v1::JobStatus> live = jobs_->Get(id);
+  // The stored row: the job itself when this server run does not know it, and its
+  // creation time either way.
+  absl::StatusOr<JobRow> stored = db_->GetJob(id);
   v1::JobSpec spec;
   if (live.ok()) {
     out["job"] = JobStatusJson(*live);
     out["job"]["owner"] = live->spec().owner();
     spec = live->spec();
   } else {
-    absl::StatusOr<JobRow> row = db_->GetJob(id);
-    if (!row.ok()) return JsonError(absl::IsNotFound(row.status()) ? 404 : 500, "no job " + id);
-    (void)google::protobuf::util::JsonStringToMessage(row->spec_json, &spec);
-    out["job"] = {{"job_id", row->id}, {"state", row->state}, {"message", row->message},
-                  {"owner", row->owner}, {"task", spec.task()}, {"trials", spec.trials()},
+    if (!stored.ok()) return JsonError(absl::IsNotFound(stored.status()) ? 404 : 500, "no job " + id);
+    (void)google::protobuf::util::JsonStringToMessage(stored->spec_json, &spec);
+    out["job"] = {{"job_id", stored->id}, {"state", stored->state}, {"message", stored->message},
+                  {"owner", stored->owner}, {"task", spec.task()}, {"trials", spec.trials()},
                   {"stored_only", true}};
   }
   out["tasks"] = TasksOf(spec);
-  // The job's measurements in order: [seconds since the first, workload index, cost or
-  // null, error kind]; the page draws best-so-far curves and the estimate from them.
   std::map<std::string, int> index;
   std::vector<std::string> workloads;
   for (size_t i = 0; i < out["tasks"].size(); ++i) {
@@ -370,7 +370,6 @@ http::Response Dashboard::Job(const http::Request& request) {
     index[workloads.back()] = static_cast<int>(i);
   }
   // From a day before the job was stored: records carry their agents' clocks.
-  absl::StatusOr<JobRow> stored = db_->GetJob(id);
   JobRecordsQuery query;
   query.job_id = id;
   query.workload_keys = workloads;
