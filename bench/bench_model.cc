@@ -19,7 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "bench/bench.h"
-#include "cli/best_schedule.h"
+#include "tuner/model_timing.h"
 #include "cli/flags.h"
 #include "compiler/codegen/build.h"
 #include "compiler/frontend/onnx_reader.h"

@@ -6,7 +6,7 @@
 #include <map>
 
 #include "absl/strings/str_join.h"
-#include "cli/best_schedule.h"
+#include "tuner/model_timing.h"
 #include "cli/client.h"
 #include "cli/model_tuning.h"
 #include "compiler/codegen/build.h"
@@ -121,7 +121,7 @@ absl::StatusOr<int> DeployModelCommand(const Flags& flags) {
   RETURN_IF_ERROR(flags.Require("out"));
   const std::string path = flags.Get("model");
   ASSIGN_OR_RETURN(frontend::DimBindings dims, DimBindingsFromFlags(flags));
-  ASSIGN_OR_RETURN(LoadedModel model, LoadModel(path, dims));
+  ASSIGN_OR_RETURN(LoadedModel model, LoadOnnxModel(path, dims));
   std::unique_ptr<Database> db;
   if (flags.Has("db")) {
     ASSIGN_OR_RETURN(db, OpenDbReadOnly(flags.Get("db")));

@@ -23,7 +23,8 @@ constexpr const char* kJobsUsage =
     "          of the budget, owner, task (a job of several: their count and the first)\n"
     "  show    one job: state, trials, best; for a job of several tasks (tune --model or\n"
     "          --tasks with --detach) each task's weight, trials, rounds and best, and the\n"
-    "          estimated latency (the weighted sum of the bests)\n"
+    "          estimated latency (weight x in-run factor x best, summed, plus the\n"
+    "          leftovers when the server timed the model on its own CPU)\n"
     "  watch   follows the job to its end, one line per progress event on stderr; when\n"
     "          the server restarts it re-attaches (the job resumes under its id). Exits\n"
     "          0 when the job succeeded, 1 when it failed or was cancelled. Ctrl-C stops\n"
@@ -58,17 +59,34 @@ void PrintStatus(const v1::JobStatus& s) {
                 s.best().config_json().c_str());
   }
   if (s.spec().tasks_size() > 0) {
-    std::printf("%3s  %-48s %6s %6s %6s %12s %8s\n", "#", "task", "weight", "trials", "rounds", "best", "GFLOP/s");
+    std::printf("%3s  %-48s %6s %6s %6s %12s %8s %6s\n", "#", "task", "weight", "trials", "rounds", "best",
+                "GFLOP/s", "in run");
     for (int i = 0; i < s.tasks_size(); ++i) {
       const v1::TaskProgress& t = s.tasks(i);
       const bool has = t.best().seconds() > 0;
-      std::printf("%3d  %-48s %6g %6d %6d %12s %8s%s%s\n", i + 1, t.task().c_str(), t.weight(), t.trials(),
+      std::printf("%3d  %-48s %6g %6d %6d %12s %8s %6s%s%s\n", i + 1, t.task().c_str(), t.weight(), t.trials(),
                   t.rounds(), has ? FormatLatency(t.best().seconds()).c_str() : "-",
-                  has ? absl::StrFormat("%.1f", t.best().gflops()).c_str() : "-", t.flat() ? "  flat" : "",
-                  t.error().empty() ? "" : ("  last round failed: " + t.error()).c_str());
+                  has ? absl::StrFormat("%.1f", t.best().gflops()).c_str() : "-",
+                  absl::StrFormat("%.2fx", t.in_run_factor() > 0 ? t.in_run_factor() : 1.0).c_str(),
+                  t.flat() ? "  flat" : "", t.error().empty() ? "" : ("  last round failed: " + t.error()).c_str());
     }
-    if (s.estimated_seconds() > 0)
-      std::printf("estimated:   %s (sum of weight x best latency)\n", FormatLatency(s.estimated_seconds()).c_str());
+    const v1::ModelTiming& m = s.model_timing();
+    if (s.estimated_seconds() > 0) {
+      std::printf("estimated:   %s (%s)\n", FormatLatency(s.estimated_seconds()).c_str(),
+                  m.timed() ? "weight x in-run factor x best, summed, + leftovers" : "sum of weight x best latency");
+    }
+    if (m.timed()) {
+      std::printf("leftovers:   %s (operators that are no task; the whole model untuned %s)\n",
+                  FormatLatency(m.leftover_seconds()).c_str(), FormatLatency(m.untuned_seconds()).c_str());
+      if (m.in_runs() > 0) {
+        std::printf("model run:   %s with the best schedules %s on the server (median of %d runs); the estimate "
+                    "before it %s\n",
+                    FormatLatency(m.measured_seconds()).c_str(), m.measured_when().c_str(), m.measured_runs(),
+                    FormatLatency(m.estimated_before_seconds()).c_str());
+      }
+    } else if (!s.spec().model_hash().empty() && !m.not_timed_reason().empty()) {
+      std::printf("model run:   not timed: %s\n", m.not_timed_reason().c_str());
+    }
   }
   for (const std::string& w : s.warnings()) std::printf("warning:     %s\n", w.c_str());
 }

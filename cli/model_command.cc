@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "cli/best_schedule.h"
+#include "tuner/model_timing.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/model_tuning.h"
@@ -75,7 +75,7 @@ std::string ShapeText(const std::vector<int64_t>& dims) {
 
 absl::StatusOr<int> Inspect(const std::string& path, const frontend::DimBindings& dims, bool json,
                             bool print_graph) {
-  ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path, dims));
+  ASSIGN_OR_RETURN(LoadedModel loaded, LoadOnnxModel(path, dims));
   const frontend::OnnxModel& model = loaded.model;
   const graph::Graph& imported = loaded.graph;
   const graph::TaskTable& table = loaded.table;
@@ -162,7 +162,7 @@ absl::StatusOr<int> Inspect(const std::string& path, const frontend::DimBindings
 
 absl::StatusOr<int> WriteTasks(const std::string& path, const frontend::DimBindings& dims,
                                const std::string& out_path) {
-  ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path, dims));
+  ASSIGN_OR_RETURN(LoadedModel loaded, LoadOnnxModel(path, dims));
   const graph::TaskTable& table = loaded.table;
   std::string text = absl::StrCat("# tuning tasks of ", path, " (tuneforge model tasks); ",
                                   "weight = occurrences per inference\n");
@@ -178,7 +178,7 @@ absl::StatusOr<int> WriteTasks(const std::string& path, const frontend::DimBindi
 absl::StatusOr<int> Run(const std::string& path, const std::map<std::string, std::string>& input_files,
                         const Flags& flags) {
   ASSIGN_OR_RETURN(frontend::DimBindings dims, DimBindingsFromFlags(flags));
-  ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path, dims));
+  ASSIGN_OR_RETURN(LoadedModel loaded, LoadOnnxModel(path, dims));
   Target target = DetectHostTarget("local");
   ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", target.num_threads, 1, 256));
   target.num_threads = static_cast<int>(threads);

@@ -13,7 +13,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "cli/best_schedule.h"
 #include "compiler/graph/executor.h"
 #include "compiler/support/stats.h"
 #include "compiler/support/status.h"
@@ -24,10 +23,6 @@
 
 namespace tuneforge::cli {
 namespace {
-
-bool IsTaskStep(const std::string& source) {
-  return source.rfind("tuned ", 0) == 0 || source.rfind("default ", 0) == 0;
-}
 
 // "0.512 ms", "31.2 us": latencies from a dense of 2 rows to a whole ResNet.
 std::string FormatSeconds(double s) {
@@ -49,111 +44,11 @@ std::string Shorten(std::string s, size_t n) {
 
 }  // namespace
 
-absl::StatusOr<LoadedModel> LoadModel(const std::string& path, const frontend::DimBindings& dims) {
-  LoadedModel m;
-  ASSIGN_OR_RETURN(m.model, frontend::ReadOnnxModel(path));
-  RETURN_IF_ERROR(frontend::BindDimensions(&m.model, dims));
-  RETURN_IF_ERROR(frontend::CheckSupported(m.model));
-  ASSIGN_OR_RETURN(m.graph, graph::ImportOnnx(m.model));
-  ASSIGN_OR_RETURN(m.table, graph::ExtractTasks(m.graph));
-  return m;
-}
-
 absl::StatusOr<frontend::DimBindings> DimBindingsFromFlags(const Flags& flags) {
   frontend::DimBindings b;
   for (const std::string& v : flags.GetAll("dim")) RETURN_IF_ERROR(frontend::ParseDimBinding(v, &b));
   for (const std::string& v : flags.GetAll("shape")) RETURN_IF_ERROR(frontend::ParseShapeBinding(v, &b));
   return b;
-}
-
-absl::StatusOr<LeftoverTime> MeasureLeftovers(const graph::Graph& graph, int threads) {
-  Target target = DetectHostTarget("local");
-  target.num_threads = threads;
-  ASSIGN_OR_RETURN(std::unique_ptr<graph::Executor> exec, graph::Executor::Create(graph, target));
-  graph::RunBuffers io = graph::SeededRunBuffers(*exec, 1);
-  for (int i = 0; i < 2; ++i) RETURN_IF_ERROR(exec->Run(io.input_ptrs, io.output_ptrs));  // warm-up
-  const std::vector<std::string> sources = exec->steps();
-  LeftoverTime out;
-  out.threads = threads;
-  out.steps = static_cast<int>(sources.size());
-  for (const std::string& s : sources) out.leftover_steps += !IsTaskStep(s);
-  // Median of per-run sums, at least 5 runs and about half a second.
-  std::vector<double> leftover_ms, total_ms;
-  const auto start = std::chrono::steady_clock::now();
-  while (leftover_ms.size() < 5 ||
-         (leftover_ms.size() < 200 && std::chrono::steady_clock::now() - start < std::chrono::milliseconds(500))) {
-    std::vector<double> step_ms(sources.size(), 0.0);
-    RETURN_IF_ERROR(exec->RunProfiled(io.input_ptrs, io.output_ptrs, &step_ms));
-    double leftover = 0, total = 0;
-    for (size_t i = 0; i < step_ms.size(); ++i) {
-      total += step_ms[i];
-      if (!IsTaskStep(sources[i])) leftover += step_ms[i];
-    }
-    leftover_ms.push_back(leftover);
-    total_ms.push_back(total);
-  }
-  out.leftover_seconds = MedianOr(leftover_ms, 0) * 1e-3;
-  out.untuned_seconds = MedianOr(total_ms, 0) * 1e-3;
-  return out;
-}
-
-absl::StatusOr<InRunTime> MeasureInRun(const LoadedModel& model, const std::string& db_path, int threads) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Database> db, OpenDbReadOnly(db_path));
-  Target target = DetectHostTarget("local");
-  target.num_threads = threads;
-  graph::ExecutorOptions eo;
-  eo.schedule = BestRecordSchedule(db.get(), &target);
-  ASSIGN_OR_RETURN(std::unique_ptr<graph::Executor> exec, graph::Executor::Create(model.graph, target, eo));
-  graph::RunBuffers io = graph::SeededRunBuffers(*exec, 1);
-  for (int i = 0; i < 2; ++i) RETURN_IF_ERROR(exec->Run(io.input_ptrs, io.output_ptrs));  // warm-up
-
-  InRunTime out;
-  // Each step's task, by its source ("tuned <task>" / "default <task>", with
-  // "+<op>" when the step also runs a fused operator, e.g. ResNet's stem "+MaxPool").
-  const std::vector<graph::ExtractedTask>& tasks = model.table.tasks;
-  std::map<std::string, int> task_index;
-  for (size_t i = 0; i < tasks.size(); ++i) task_index[tasks[i].task] = static_cast<int>(i);
-  std::vector<int> step_task;
-  for (const std::string& source : exec->steps()) {
-    int t = -1;
-    if (IsTaskStep(source)) {
-      std::string text = source.substr(source.find(' ') + 1);
-      text = text.substr(0, text.find('+'));
-      auto it = task_index.find(text);
-      if (it != task_index.end()) t = it->second;
-      else ++out.unmatched_task_steps;
-    }
-    step_task.push_back(t);
-  }
-
-  // Whole runs as `bench model` times them, then profiled runs for the split; each
-  // at least 5 runs and about a second (a shared host's slow spells last about that).
-  auto enough = [](size_t n, std::chrono::steady_clock::time_point start) {
-    return n >= 5 && (n >= 200 || std::chrono::steady_clock::now() - start >= std::chrono::seconds(1));
-  };
-  out.compile_seconds = exec->compile_seconds();
-  std::vector<double> whole_ms;
-  for (auto start = std::chrono::steady_clock::now(); !enough(whole_ms.size(), start);) {
-    const auto t0 = std::chrono::steady_clock::now();
-    RETURN_IF_ERROR(exec->Run(io.input_ptrs, io.output_ptrs));
-    whole_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::vector<std::vector<double>> task_ms(tasks.size());
-  std::vector<double> leftover_ms;
-  for (auto start = std::chrono::steady_clock::now(); !enough(leftover_ms.size(), start);) {
-    std::vector<double> step_ms(step_task.size(), 0.0);
-    RETURN_IF_ERROR(exec->RunProfiled(io.input_ptrs, io.output_ptrs, &step_ms));
-    std::vector<double> per_task(tasks.size(), 0.0);
-    double leftover = 0;
-    for (size_t s = 0; s < step_ms.size(); ++s) (step_task[s] >= 0 ? per_task[step_task[s]] : leftover) += step_ms[s];
-    for (size_t t = 0; t < tasks.size(); ++t) task_ms[t].push_back(per_task[t]);
-    leftover_ms.push_back(leftover);
-  }
-  out.runs = static_cast<int>(whole_ms.size());
-  out.model_seconds = MedianOr(whole_ms, 0) * 1e-3;
-  out.leftover_seconds = MedianOr(leftover_ms, 0) * 1e-3;
-  for (size_t t = 0; t < tasks.size(); ++t) out.task_seconds.push_back(MedianOr(task_ms[t], 0) * 1e-3);
-  return out;
 }
 
 absl::Status TuneModel(const LoadedModel& model, const LeftoverTime& leftovers,
@@ -186,7 +81,14 @@ absl::Status TuneModel(const LoadedModel& model, const LeftoverTime& leftovers,
   // or run leaves the estimate as it was, and says so.
   std::vector<std::string> warnings;
   auto measure_in_run = [&](const char* when) -> std::optional<InRunTime> {
-    absl::StatusOr<InRunTime> m = MeasureInRun(model, options.local_db, leftovers.threads);
+    absl::StatusOr<InRunTime> m = [&]() -> absl::StatusOr<InRunTime> {
+      ASSIGN_OR_RETURN(std::unique_ptr<Database> db, OpenDbReadOnly(options.local_db));
+      std::vector<std::string> texts;
+      for (const graph::ExtractedTask& t : tasks) texts.push_back(t.task);
+      Target target = DetectHostTarget("local");  // the embedded default's agent
+      target.num_threads = leftovers.threads;
+      return MeasureInRun(model.graph, texts, db.get(), target);
+    }();
     if (!m.ok()) {
       warnings.push_back(absl::StrCat("the model run ", when, " failed (the estimate keeps the factors it had): ",
                                       m.status().message()));
@@ -201,11 +103,7 @@ absl::Status TuneModel(const LoadedModel& model, const LeftoverTime& leftovers,
     return *m;
   };
   auto calibrate = [&](const InRunTime& m) {
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      const double alone = tasks[i].weight * scheduler.best()[i];
-      if (m.task_seconds[i] > 0 && std::isfinite(alone) && alone > 0)
-        scheduler.SetInRunFactor(static_cast<int>(i), m.task_seconds[i] / alone);
-    }
+    CalibrateInRun(m, &scheduler);
     leftover_seconds = m.leftover_seconds;
     calibrated = true;
   };

@@ -13,47 +13,16 @@
 
 #include "absl/status/statusor.h"
 #include "cli/flags.h"
-#include "compiler/graph/graph.h"
-#include "compiler/graph/tasks.h"
 #include "compiler/frontend/onnx_reader.h"
+#include "tuner/model_timing.h"
 #include "tuneforge/v1/tuning.pb.h"
 
 namespace tuneforge::cli {
 
-// A model read, checked, imported and split into tasks.
-struct LoadedModel {
-  frontend::OnnxModel model;
-  graph::Graph graph;
-  graph::TaskTable table;
-};
-// With `dims`, the model's symbolic input dimensions bound first (--dim, --shape).
-absl::StatusOr<LoadedModel> LoadModel(const std::string& path, const frontend::DimBindings& dims = {});
 // The --dim NAME=N[,...] and --shape INPUT=D0,D1,... flags (repeatable) of a command
 // that loads a model.
 absl::StatusOr<frontend::DimBindings> DimBindingsFromFlags(const Flags& flags);
 
-
-// What the model runs besides its tasks, timed once on this machine by the executor
-// with default schedules: the constant of the objective.
-struct LeftoverTime {
-  double leftover_seconds = 0;  // steps that are not a task's kernel
-  double untuned_seconds = 0;   // the whole model, default schedules
-  int steps = 0, leftover_steps = 0;
-  int threads = 0;
-};
-absl::StatusOr<LeftoverTime> MeasureLeftovers(const graph::Graph& graph, int threads);
-
-// The model as it runs here with a db's best schedules (the default schedule where a
-// task has no record): what `bench model --db` runs.
-struct InRunTime {
-  std::vector<double> task_seconds;  // per task of the table: its steps per inference (0: none ran)
-  double leftover_seconds = 0;       // the steps that are not a task's kernel
-  double model_seconds = 0;          // median of whole runs
-  int runs = 0;
-  double compile_seconds = 0;
-  int unmatched_task_steps = 0;      // a task's kernel whose task is not in the table (counted as leftover)
-};
-absl::StatusOr<InRunTime> MeasureInRun(const LoadedModel& model, const std::string& db_path, int threads);
 
 struct ModelTuningOptions {
   std::string model_path;

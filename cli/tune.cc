@@ -313,7 +313,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   if (flags.Has("model")) {
     // An unsupported operator fails here, before any server, agent or measurement.
     ASSIGN_OR_RETURN(frontend::DimBindings dims, DimBindingsFromFlags(flags));
-    ASSIGN_OR_RETURN(model, LoadModel(flags.Get("model"), dims));
+    ASSIGN_OR_RETURN(model, LoadOnnxModel(flags.Get("model"), dims));
   } else if (flags.Has("tasks")) {
     ASSIGN_OR_RETURN(tasks, ReadTasksFile(flags.Get("tasks")));
   } else {

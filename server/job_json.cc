@@ -26,7 +26,8 @@ nlohmann::json JobStatusJson(const v1::JobStatus& s) {
     nlohmann::json tasks = nlohmann::json::array();
     for (const v1::TaskProgress& t : s.tasks()) {
       nlohmann::json j = {{"task", t.task()},   {"weight", t.weight()}, {"trials", t.trials()},
-                          {"rounds", t.rounds()}, {"flat", t.flat()},     {"error", t.error()}};
+                          {"rounds", t.rounds()}, {"flat", t.flat()},     {"error", t.error()},
+                          {"in_run_factor", t.in_run_factor() > 0 ? t.in_run_factor() : 1.0}};
       if (t.best().seconds() > 0) j["best"] = BestJson(t.best());
       tasks.push_back(j);
     }
@@ -34,6 +35,22 @@ nlohmann::json JobStatusJson(const v1::JobStatus& s) {
     out["round_trials"] = s.spec().round_trials();
     if (!s.spec().model_hash().empty()) {
       out["model"] = {{"name", s.spec().model_name()}, {"sha256", s.spec().model_hash()}};
+      const v1::ModelTiming& m = s.model_timing();
+      nlohmann::json timing = {{"timed", m.timed()}};
+      if (m.timed()) {
+        timing["untuned_seconds"] = m.untuned_seconds();
+        timing["leftover_seconds"] = m.leftover_seconds();
+        timing["in_runs"] = m.in_runs();
+        if (m.in_runs() > 0) {
+          timing["measured_seconds"] = m.measured_seconds();
+          timing["measured_runs"] = m.measured_runs();
+          timing["measured_when"] = m.measured_when();
+          timing["estimated_before_seconds"] = m.estimated_before_seconds();
+        }
+      } else {
+        timing["reason"] = m.not_timed_reason();
+      }
+      out["model"]["timing"] = timing;
     }
     out["estimated_seconds"] = s.estimated_seconds() > 0 ? nlohmann::json(s.estimated_seconds()) : nlohmann::json();
   }

@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tuner/search_policy.h"
+#include "tuner/model_timing.h"
 #include "tuner/task_rounds.h"
 #include "tuner/tuning_loop.h"
 
@@ -425,11 +426,28 @@ void JobManager::RunTasksInRounds(Job* job, const v1::JobSpec& spec, const Targe
   std::vector<std::string> errors(tasks.size());
   std::vector<std::string> warnings;  // the rounds', each once, prefixed with its task
 
-  // The status of every task as the scheduler has it; `round_best` the running round's.
+  // A model job's model, timed here when this CPU is the job's target: its leftovers
+  // join the estimate and its runs with the db's best schedules set the in-run factors.
+  std::optional<graph::Graph> model;
+  v1::ModelTiming timing;
+  if (!spec.model_hash().empty()) model = TimeModel(spec, target, &timing, &warnings);
+  std::vector<std::string> task_texts;
+  for (const v1::WeightedTask& t : spec.tasks()) task_texts.push_back(t.task());
+
+  // The estimate from the bests so far (the running round's included); +inf until
+  // every task has one.
+  auto estimated = [&] {
+    double sum = timing.timed() ? timing.leftover_seconds() : 0;
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      if (!best[i]) return static_cast<double>(INFINITY);
+      sum += scheduler.weight(static_cast<int>(i)) * scheduler.in_run_factor(static_cast<int>(i)) * best[i]->seconds;
+    }
+    return sum;
+  };
+  // The status of every task as the scheduler has it.
   auto fill = [&](v1::JobStatus* s, int spent) {
     s->set_trials_done(spent);
     s->clear_tasks();
-    double estimated = 0;
     for (size_t i = 0; i < tasks.size(); ++i) {
       v1::TaskProgress* t = s->add_tasks();
       t->set_task(spec.tasks(static_cast<int>(i)).task());
@@ -438,18 +456,40 @@ void JobManager::RunTasksInRounds(Job* job, const v1::JobSpec& spec, const Targe
       t->set_rounds(scheduler.rounds(static_cast<int>(i)));
       t->set_flat(scheduler.flat(static_cast<int>(i)));
       t->set_error(errors[i]);
-      if (best[i]) {
-        SetBest(*best[i], t->mutable_best());
-        estimated += t->weight() * best[i]->seconds;
-      } else {
-        estimated = INFINITY;
-      }
+      t->set_in_run_factor(scheduler.in_run_factor(static_cast<int>(i)));
+      if (best[i]) SetBest(*best[i], t->mutable_best());
     }
-    s->set_estimated_seconds(std::isfinite(estimated) ? estimated : 0);
+    const double e = estimated();
+    s->set_estimated_seconds(std::isfinite(e) ? e : 0);
+    if (!spec.model_hash().empty()) *s->mutable_model_timing() = timing;
     s->clear_warnings();
     for (const std::string& w : warnings) s->add_warnings(w);
     for (const std::string& w : job->server_warnings) s->add_warnings(w);
   };
+  // The model run here with the db's best schedules: the in-run factors and leftovers
+  // from the run. A failure leaves the estimate as it was, and says so.
+  auto time_in_run = [&](const char* when) {
+    if (!model || !std::isfinite(scheduler.Objective())) return;
+    Update(job, [&](v1::JobStatus* s) { s->set_last_event(absl::StrCat("running the model ", when)); });
+    absl::StatusOr<InRunTime> m = MeasureInRun(*model, task_texts, db_, target);
+    if (!m.ok()) {
+      warnings.push_back(absl::StrCat("the model's run ", when, " failed (the estimate keeps the factors it had): ",
+                                      m.status().message()));
+      return;
+    }
+    if (m->unmatched_task_steps > 0) {
+      warnings.push_back(absl::StrCat(m->unmatched_task_steps, " kernel step(s) of the model's run ", when,
+                                      " matched no task; their time counts as leftovers"));
+    }
+    timing.set_estimated_before_seconds(std::isfinite(estimated()) ? estimated() : 0);
+    CalibrateInRun(*m, &scheduler);
+    timing.set_leftover_seconds(m->leftover_seconds);
+    timing.set_measured_seconds(m->model_seconds);
+    timing.set_measured_runs(m->runs);
+    timing.set_measured_when(when);
+    timing.set_in_runs(timing.in_runs() + 1);
+  };
+  bool after_warmup = false, at_half = false;
   auto keep_best = [&](int i, const std::optional<TrialSummary>& b) {
     if (b && b->seconds > 0 && (!best[i] || b->seconds < best[i]->seconds)) best[i] = b;
   };
@@ -499,9 +539,19 @@ void JobManager::RunTasksInRounds(Job* job, const v1::JobSpec& spec, const Targe
     return out;
   };
   auto after = [&](const RoundInfo&, const RoundResult&) {
+    bool warm = true;
+    for (size_t t = 0; t < tasks.size(); ++t) warm &= scheduler.rounds(static_cast<int>(t)) > 0;
+    if (warm && !after_warmup) {
+      after_warmup = true;
+      time_in_run("after the warm-up");
+    } else if (after_warmup && !at_half && 2 * scheduler.spent() >= spec.trials()) {
+      at_half = true;
+      time_in_run("at half the budget");
+    }
     Update(job, [&](v1::JobStatus* s) { fill(s, scheduler.spent()); });
   };
   absl::StatusOr<RoundsSummary> rounds = RunRounds(&scheduler, spec.trials(), spec.seed() ? spec.seed() : 1, run, after);
+  if (rounds.ok()) time_in_run("at the end");
   for (const std::string& op : ops) log_models_.Request(op, target.Key());
   Update(job, [&](v1::JobStatus* s) {
     fill(s, scheduler.spent());
@@ -525,6 +575,32 @@ void JobManager::RunTasksInRounds(Job* job, const v1::JobSpec& spec, const Targe
     }
   });
   TF_LOG(Info) << "job " << job->status.job_id() << " finished";
+}
+
+std::optional<graph::Graph> JobManager::TimeModel(const v1::JobSpec& spec, const Target& target,
+                                                  v1::ModelTiming* timing, std::vector<std::string>* warnings) const {
+  if (models_ == nullptr) {
+    timing->set_not_timed_reason("this server keeps no uploaded models");
+    return std::nullopt;
+  }
+  if (!RunsHereAsOnDevice(target)) {
+    timing->set_not_timed_reason("the job's target (" + target.ToString() +
+                                 ") is not this server's CPU: the estimate is the tasks as measured alone");
+    return std::nullopt;
+  }
+  absl::StatusOr<UploadedModel> m = models_->Get(spec.model_hash(), {spec.model_dims().begin(), spec.model_dims().end()},
+                                                 {spec.model_shapes().begin(), spec.model_shapes().end()});
+  absl::StatusOr<LeftoverTime> leftovers =
+      m.ok() ? MeasureLeftovers(m->graph, target.num_threads) : absl::StatusOr<LeftoverTime>(m.status());
+  if (!leftovers.ok()) {
+    timing->set_not_timed_reason(absl::StrCat("timing the model failed: ", leftovers.status().message()));
+    warnings->push_back(absl::StrCat("the estimate is the tasks as measured alone: ", timing->not_timed_reason()));
+    return std::nullopt;
+  }
+  timing->set_timed(true);
+  timing->set_untuned_seconds(leftovers->untuned_seconds);
+  timing->set_leftover_seconds(leftovers->leftover_seconds);
+  return std::move(m->graph);
 }
 
 absl::StatusOr<v1::JobStatus> JobManager::Get(const std::string& job_id) const {

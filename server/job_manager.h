@@ -10,8 +10,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "db/database.h"
@@ -80,6 +82,11 @@ class JobManager {
   // TuningLoop of one task with `base`'s options, through one runner.
   void RunTasksInRounds(Job* job, const v1::JobSpec& spec, const Target& target, const TuningOptions& base,
                         Runner* runner);
+  // A model job's model (spec.model_hash) timed with default schedules when this CPU is
+  // the job's target: `timing` says whether and the leftovers; the graph for the runs
+  // with the db's best schedules, or nullopt (a failure also goes to `warnings`).
+  std::optional<graph::Graph> TimeModel(const v1::JobSpec& spec, const Target& target, v1::ModelTiming* timing,
+                                        std::vector<std::string>* warnings) const;
   // Starts a stored job again under its id (ResumeStoredJobs).
   void ResumeJob(const std::string& id, const v1::JobSpec& spec, const std::string& canonical,
                  int resumed_trials, const std::string& event);

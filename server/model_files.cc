@@ -40,6 +40,7 @@ absl::StatusOr<UploadedModel> Import(const std::string& bytes, const std::string
     w.set_weight(t.weight);
     out.tasks.push_back(w);
   }
+  out.graph = std::move(g);
   return out;
 }
 

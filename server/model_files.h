@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compiler/graph/graph.h"
 #include "tuneforge/v1/tuning.pb.h"
 
 namespace tuneforge {
@@ -18,6 +19,7 @@ struct UploadedModel {
   int64_t bytes = 0;
   std::vector<v1::WeightedTask> tasks;     // the task table: task and occurrences
   int leftovers = 0;                       // operators that are no task
+  graph::Graph graph;                      // the imported graph (what the server times)
 };
 
 // Thread-safe (files are written under a temporary name and renamed).

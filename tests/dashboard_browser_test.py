@@ -156,6 +156,10 @@ def test_the_job_page_draws_one_point_per_measurement_and_the_task_table(farm, b
     assert [r.find_elements(By.TAG_NAME, "td")[0].text for r in tasks] == [t["task"] for t in farm["done"]["tasks"]]
     summary = browser.find_element(By.ID, "summary").text
     assert "SUCCEEDED" in summary and "Estimated latency" in summary
+    # The agent is this machine: the server timed the model and ran it with the best schedules.
+    assert "Leftovers" in summary and "at the end" in summary, summary
+    factors = [r.find_elements(By.TAG_NAME, "td")[6].text for r in tasks]
+    assert all(re.fullmatch(r"[0-9.]+x", f) for f in factors), factors
     assert not browser.find_elements(By.CSS_SELECTOR, "button.cancel")  # a viewer, and the job is over
     shot(browser, "job")
 

@@ -273,11 +273,28 @@ TEST_F(ModelJobTest, DetachedModelJobIsFollowedWithTheJobsCommand) {
   const std::string stored = db_ + ".models/" + done["model"]["sha256"].get<std::string>() + ".onnx";
   EXPECT_TRUE(std::filesystem::exists(stored)) << stored;
   EXPECT_EQ(std::filesystem::file_size(stored), std::filesystem::file_size(kMlp));
+  // The agent is this machine, so the server timed the model: the estimate is each task's
+  // best alone x its in-run factor (its kernels' time in the model's run over that),
+  // plus the leftovers; the model ran with the best schedules after the warm-up and at
+  // the end.
+  const nlohmann::json& timing = done["model"]["timing"];
+  ASSERT_TRUE(timing["timed"].get<bool>()) << done.dump();
+  EXPECT_GT(timing["untuned_seconds"].get<double>(), 0) << timing;
+  EXPECT_GE(timing["in_runs"].get<int>(), 2) << timing;
+  EXPECT_EQ(timing["measured_when"], "at the end") << timing;
+  EXPECT_GT(timing["measured_seconds"].get<double>(), 0) << timing;
+  double estimate = timing["leftover_seconds"].get<double>();
+  for (const nlohmann::json& t : done["tasks"]) {
+    EXPECT_GT(t["in_run_factor"].get<double>(), 0) << t.dump();
+    estimate += t["weight"].get<double>() * t["in_run_factor"].get<double>() * t["best"]["seconds"].get<double>();
+  }
+  EXPECT_NEAR(done["estimated_seconds"].get<double>(), estimate, 1e-6 * estimate) << done.dump();
 
   auto show = RunCommand({tf, "jobs", "show", id, "--server", address_}, dir_, std::chrono::seconds(30));
   ASSERT_EQ(show.exit_code, 0) << show.err;
   EXPECT_NE(show.out.find("state:       SUCCEEDED"), std::string::npos) << show.out;
   EXPECT_NE(show.out.find("estimated:"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("model run:"), std::string::npos) << show.out;
   auto list = RunCommand({tf, "jobs", "list", "--server", address_, "--json"}, dir_, std::chrono::seconds(30));
   ASSERT_EQ(list.exit_code, 0) << list.err;
   nlohmann::json jobs = nlohmann::json::parse(list.out);

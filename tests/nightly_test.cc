@@ -127,9 +127,12 @@ TEST_F(NightlyTest, CanaryFlagsASlowerDevice) {
     ASSERT_EQ(night1.exit_code, 0) << night1.err;
   }
   std::this_thread::sleep_for(std::chrono::seconds(1));
-  // Night 2: the device got 20x slower (the threshold is generous so that timing noise on a
-  // loaded CI machine never trips night 1 or the resume test). The canary says so, and the job exits 3.
-  Process slow(AgentArgv(kBin, address, "farm", QuietCheck::kOn, {"--test-slowdown", "20"}),
+  // Night 2: the device got 100x slower. The threshold (0.8: flag below 1/5 of the recorded
+  // speed) is generous so that timing noise on a loaded CI machine never trips night 1 or the
+  // resume test; the slowdown is 20x that threshold because night 1's own figure of this tiny
+  // kernel can be 5x off on a loaded machine (seen in CI: recorded 8.8 GFLOP/s, healthy 43).
+  // The canary says so, and the job exits 3.
+  Process slow(AgentArgv(kBin, address, "farm", QuietCheck::kOn, {"--test-slowdown", "100"}),
                dir_ + "/a2.out", dir_ + "/a2.err");
   auto night2 = RunCommand({kBin + "/tuneforge", "nightly", "run", spec, "--server", address}, dir_);
   EXPECT_EQ(night2.exit_code, 3) << night2.err;

@@ -86,6 +86,7 @@ class TaskScheduler {
   // factor from then on; 1 until set. `factor` must be positive and finite.
   void SetInRunFactor(int task, double factor);
   double in_run_factor(int task) const { return in_run_factor_[task]; }
+  double weight(int task) const { return tasks_[task].weight; }
   bool flat(int task) const;
   bool all_flat() const;
   const std::vector<int>& trials() const { return trials_; }

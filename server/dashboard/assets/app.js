@@ -181,8 +181,11 @@ function jobsPage() {
 // One job.
 
 // Best-so-far curves per task against the job's trial number and against time, and
-// for a job of several tasks the estimated latency (sum of weight x best) as it fell.
-function jobCurves(tasks, points) {
+// for a job of several tasks the estimated latency as it fell: the sum of weight x
+// in-run factor x best, plus the leftovers, at the factors and leftovers the server has
+// now (`factors` per task, 1 when unknown; `leftover` seconds, 0 when the model was
+// not timed).
+function jobCurves(tasks, points, factors, leftover) {
   const byTrial = tasks.map(() => []);
   const byTime = tasks.map(() => []);
   const best = tasks.map(() => Infinity);
@@ -197,8 +200,8 @@ function jobCurves(tasks, points) {
     byTrial[task].push({x: i + 1, y});
     byTime[task].push({x: t, y});
     if (tasks.length > 1 && best.every(isFinite)) {
-      let sum = 0;
-      tasks.forEach((tk, k) => { sum += tk.weight * best[k]; });
+      let sum = leftover;
+      tasks.forEach((tk, k) => { sum += tk.weight * (factors[k] || 1) * best[k]; });
       estimate.push({x: i + 1, y: sum * 1e6});
     }
   });
@@ -239,6 +242,20 @@ function datasetsOf(tasks, series) {
   }));
 }
 
+// A model job's summary lines on how the server timed the model, or why it did not.
+function modelTimingItems(j) {
+  if (!j.model || !j.model.timing) return [];
+  const m = j.model.timing;
+  if (!m.timed) return [['Model timing', 'not timed: ' + (m.reason || '')]];
+  const items = [['Leftovers', latency(m.leftover_seconds) + ' (operators that are no task)'],
+                 ['Untuned model', latency(m.untuned_seconds)]];
+  if (m.in_runs > 0) {
+    items.push(['Model run', latency(m.measured_seconds) + ' with the best schedules, ' + m.measured_when +
+                ' (estimate before it ' + latency(m.estimated_before_seconds) + ')']);
+  }
+  return items;
+}
+
 function jobPage() {
   const id = query('id');
   const title = el('h1', {}, 'Job ', el('span', {id: 'job-id'}, id));
@@ -251,7 +268,8 @@ function jobPage() {
     el('thead', {}, el('tr', {},
       el('th', {}, 'Task'), el('th', {class: 'num'}, 'Weight'), el('th', {class: 'num'}, 'Trials'),
       el('th', {class: 'num'}, 'Rounds'), el('th', {class: 'num'}, 'Best GFLOP/s'),
-      el('th', {class: 'num'}, 'Best latency'), el('th', {}, 'Flat'), el('th', {}, 'Error'))),
+      el('th', {class: 'num'}, 'Best latency'), el('th', {class: 'num'}, 'In run'), el('th', {}, 'Flat'),
+      el('th', {}, 'Error'))),
     el('tbody'));
   const errors = el('ul', {id: 'errors'});
   const actions = el('p');
@@ -283,20 +301,25 @@ function jobPage() {
       ['Trials/s', fmt(rate, 2)],
       ['Best', j.best ? fmt(j.best.gflops) + ' GFLOP/s, ' + latency(j.best.seconds) : '-'],
       ['Estimated latency', latency(j.estimated_seconds)],
+      ...modelTimingItems(j),
       ['Message', j.message || j.last_event || ''],
       ['Warnings', (j.warnings || []).join('; ') || '-'],
     ];
     summary.replaceChildren(...items.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
     actions.replaceChildren(cancelButton(j));
 
-    const curves = jobCurves(data.tasks, seen.points);
+    const timing = j.model && j.model.timing && j.model.timing.timed ? j.model.timing : null;
+    const curves = jobCurves(data.tasks, seen.points, (j.tasks || []).map((t) => t.in_run_factor),
+                             timing ? timing.leftover_seconds : 0);
     drawChart(byTrial, 'trials', 'Best GFLOP/s by measurement', 'measurement', 'GFLOP/s',
               datasetsOf(data.tasks, curves.byTrial));
     drawChart(byTime, 'time', 'Best GFLOP/s by time', 'seconds', 'GFLOP/s',
               datasetsOf(data.tasks, curves.byTime));
     if (data.tasks.length > 1) {
       estimateBox.hidden = false;
-      drawChart(estimate, 'estimate', 'Estimated latency (sum of weight x best)', 'measurement', 'µs',
+      drawChart(estimate, 'estimate',
+                timing ? 'Estimated latency (weight x in-run factor x best, + leftovers)'
+                       : 'Estimated latency (sum of weight x best)', 'measurement', 'µs',
                 [{label: 'estimate', data: curves.estimate, borderColor: PALETTE[0]}]);
     }
     if (j.tasks) {
@@ -307,6 +330,7 @@ function jobPage() {
         el('td', {class: 'num'}, t.trials), el('td', {class: 'num'}, t.rounds),
         el('td', {class: 'num'}, t.best ? fmt(t.best.gflops) : '-'),
         el('td', {class: 'num'}, t.best ? latency(t.best.seconds) : '-'),
+        el('td', {class: 'num'}, t.in_run_factor !== undefined ? fmt(t.in_run_factor, 2) + 'x' : '-'),
         el('td', {}, t.flat ? 'yes' : ''), el('td', {class: 'error'}, t.error || ''))));
     }
     errors.replaceChildren(...(seen.errors.length === 0
