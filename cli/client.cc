@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "compiler/frontend/onnx_reader.h"
 #include "compiler/support/files.h"
 #include "compiler/support/rpc_credentials.h"
 #include "compiler/support/status.h"
@@ -160,6 +161,13 @@ absl::StatusOr<v1::ModelUploaded> TuningClient::UploadModel(const std::string& p
                                                             const std::vector<std::string>& dims,
                                                             const std::vector<std::string>& shapes) {
   ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  // Weights kept as external data go inside the upload (the server keeps one file): the
+  // model as read, with them inlined. A model that does not read is sent as it is, for
+  // the server's importer to say what it refuses.
+  if (absl::StatusOr<frontend::OnnxModel> read = frontend::ParseOnnxModel(bytes, path);
+      read.ok() && read->had_external_data) {
+    bytes = read->proto.SerializeAsString();
+  }
   grpc::ClientContext ctx;
   AddToken(&ctx, token_);
   v1::ModelUploaded uploaded;

@@ -49,7 +49,8 @@ class TuningClient {
   absl::Status Cancel(const std::string& job_id);
   // Sends an ONNX model file (1 MiB chunks) with the bindings of its symbolic
   // dimensions (NAME=N) and input shapes (INPUT=D0,...); the server keeps it by
-  // SHA-256 once its importer accepts it.
+  // SHA-256 once its importer accepts it. Weights kept as ONNX external data are
+  // inlined into the upload (the server keeps one file; its hash is of those bytes).
   absl::StatusOr<v1::ModelUploaded> UploadModel(const std::string& path, const std::vector<std::string>& dims,
                                                 const std::vector<std::string>& shapes);
   // The job's status now; NotFound when the server does not know the id.

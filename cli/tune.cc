@@ -55,10 +55,13 @@ constexpr const char* kTuneUsage =
     "                runs); the budget is split across them by expected gain, in rounds\n"
     "                of --round-trials (default 32): one job whose rounds the server runs;\n"
     "                configs already in the db for a task count, as with --model\n"
-    "  --model       an ONNX model: its tasks share the budget by expected gain (the\n"
-    "                gradient task scheduler), rounds of --round-trials; configs already\n"
-    "                in the db for a task and target count, so a second run with the same\n"
-    "                budget measures nothing new (docs/models.md)\n"
+    "  --model       an ONNX model, uploaded with one model job: its tasks share the\n"
+    "                budget by expected gain (the server's gradient task scheduler),\n"
+    "                rounds of --round-trials; configs already in the db for a task and\n"
+    "                target count, so a second run with the same budget measures nothing\n"
+    "                new. When the server's CPU is the target (the embedded default's is)\n"
+    "                it also times the model: leftovers, in-run factors, the tuned model's\n"
+    "                latency (docs/models.md)\n"
     "  --flat-rounds with --model: a task whose best improved by < 1% over N rounds\n"
     "                gets no more (default 3; 0 = never)\n"
     "  --scheduler   with --model: gradient (default) or round-robin (the ablation)\n"
@@ -240,21 +243,7 @@ absl::StatusOr<int> SubmitDetached(const Flags& flags, const v1::JobSpec& spec_f
   ASSIGN_OR_RETURN(std::unique_ptr<TuningClient> client,
                    TuningClient::Connect(flags.Get("server"), token, flags.Get("tls-ca")));
   if (model) {
-    // The model goes with the job: the server keeps it by content hash, reads it with
-    // its own importer and tunes the task table it finds (the same as this one).
-    if (model->table.tasks.empty()) {
-      return absl::FailedPreconditionError(flags.Get("model") + " has no tunable task (no conv, matmul or dense)");
-    }
-    const std::vector<std::string> dims = flags.GetAll("dim"), shapes = flags.GetAll("shape");
-    ASSIGN_OR_RETURN(v1::ModelUploaded uploaded, client->UploadModel(flags.Get("model"), dims, shapes));
-    spec.set_model_hash(uploaded.model_hash());
-    for (const std::string& d : dims) spec.add_model_dims(d);
-    for (const std::string& s : shapes) spec.add_model_shapes(s);
-    spec.set_model_name(std::filesystem::path(flags.Get("model")).filename().string());
-    if (!json) {
-      std::fprintf(stderr, "uploaded %s: %lld bytes, sha256 %s, %d tasks\n", flags.Get("model").c_str(),
-                   static_cast<long long>(uploaded.bytes()), uploaded.model_hash().c_str(), uploaded.tasks_size());
-    }
+    RETURN_IF_ERROR(AttachModel(flags, *model, client.get(), &spec, json));
   } else if (multi) {
     for (const ScheduledTask& t : tasks) {
       v1::WeightedTask* w = spec.add_tasks();
@@ -323,7 +312,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
   const bool multi = flags.Has("tasks");
   ASSIGN_OR_RETURN(int64_t trials, flags.GetInt("trials", 200, 1, JobManager::kMaxTrials));
   ASSIGN_OR_RETURN(int64_t round_trials, flags.GetInt("round-trials", 32, 1, JobManager::kMaxTrials));
-  ASSIGN_OR_RETURN(int64_t flat_rounds, flags.GetInt("flat-rounds", 3, 0, 1000));
+  ASSIGN_OR_RETURN(int64_t flat_rounds, flags.GetInt("flat-rounds", 3, 0, JobManager::kMaxFlatRounds));
   if (flags.Has("flat-rounds") && !model)
     return absl::InvalidArgumentError("--flat-rounds is for --model");
   const std::string scheduler_name = flags.Get("scheduler", "gradient");
@@ -341,13 +330,6 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
 
   if (flags.Has("detach")) {
     return SubmitDetached(flags, spec_flags, model, tasks, multi, trials, round_trials, seed, device_key, json);
-  }
-
-  // The model's untuned leftovers, timed before any agent runs beside them.
-  LeftoverTime leftovers;
-  if (model) {
-    if (!json) std::fprintf(stderr, "timing the model's operators that are not tasks...\n");
-    ASSIGN_OR_RETURN(leftovers, MeasureLeftovers(model->graph, DetectHostTarget("local").num_threads));
   }
 
   std::unique_ptr<EmbeddedFarm> farm;
@@ -385,7 +367,9 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
 
   // Submits one job and follows it to its end.
   std::signal(SIGINT, OnInterrupt);
-  auto run_spec = [&](v1::JobSpec spec, bool quiet) -> absl::StatusOr<v1::JobStatus> {
+  // `on_status`: each status the watch delivers (quiet: instead of the progress lines).
+  auto run_spec = [&](v1::JobSpec spec, bool quiet,
+                      const std::function<void(const v1::JobStatus&)>& on_status = {}) -> absl::StatusOr<v1::JobStatus> {
     spec.set_device_key(device_key);
     spec.set_target(target_text);
     ASSIGN_OR_RETURN(const std::string job_id, client->Submit(spec));
@@ -406,6 +390,7 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     });
     std::string printed;
     absl::StatusOr<v1::JobStatus> watched = client->Wait(job_id, [&](const v1::JobStatus& status) {
+      if (on_status) on_status(status);
       if (!json && !quiet && status.last_event() != printed && !status.last_event().empty()) {
         printed = status.last_event();
         std::fprintf(stderr, "[%6.1fs] %s\n", status.elapsed_seconds(), printed.c_str());
@@ -421,35 +406,24 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     }
     return last;
   };
-  auto run_job = [&](const std::string& task_text, int64_t job_trials, uint64_t job_seed,
-                     bool count_earlier = false, bool quiet = false) -> absl::StatusOr<v1::JobStatus> {
-    v1::JobSpec spec = spec_flags;
-    spec.set_task(task_text);
-    spec.set_trials(static_cast<int>(job_trials));
-    spec.set_seed(job_seed);
-    spec.set_count_earlier(count_earlier);
-    return run_spec(spec, quiet);
-  };
-
   if (model) {
-    ModelTuningOptions mo;
-    mo.model_path = flags.Get("model");
-    mo.trials = trials;
-    mo.round_trials = round_trials;
-    mo.flat_rounds = static_cast<int>(flat_rounds);
-    mo.round_robin = scheduler_name == "round-robin";
-    mo.seed = static_cast<uint64_t>(seed);
-    mo.json = json;
-    // The embedded default's local agent measures on this machine for its own target:
-    // the tuned model can be run here to check the estimate.
-    if (address_was_embedded && agent_args.empty() && flags.Get("target").empty()) mo.local_db = db_path;
-    RETURN_IF_ERROR(TuneModel(*model, leftovers, mo, [&](const std::string& task, int64_t n, uint64_t s) {
-      return run_job(task, n, s, /*count_earlier=*/true, /*quiet=*/true);
-    }));
+    // One model job: the server runs the task scheduler's rounds and, when its CPU is
+    // the job's target (the embedded default's is), times the model.
+    v1::JobSpec spec = spec_flags;
+    RETURN_IF_ERROR(AttachModel(flags, *model, client.get(), &spec, json));
+    spec.set_trials(static_cast<int>(trials));
+    spec.set_round_trials(static_cast<int>(round_trials));
+    spec.set_flat_rounds(static_cast<int>(flat_rounds));
+    spec.set_scheduler(scheduler_name);
+    spec.set_seed(static_cast<uint64_t>(seed));
+    ModelJobPrinter printer(*model, flags.Get("model"), json);
+    ASSIGN_OR_RETURN(v1::JobStatus last,
+                     run_spec(spec, /*quiet=*/true, [&](const v1::JobStatus& s) { printer.OnStatus(s); }));
     farm.reset();  // stop the local agent and the embedded server
+    printer.Finish(last);
     if (!json && address_was_embedded) {
       std::printf("db:          %s\nrun it:      tuneforge bench model %s --db %s\n", db_path.c_str(),
-                  mo.model_path.c_str(), db_path.c_str());
+                  flags.Get("model").c_str(), db_path.c_str());
     }
     return 0;
   }
@@ -471,7 +445,11 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     return 0;
   }
 
-  ASSIGN_OR_RETURN(v1::JobStatus last, run_job(tasks[0].task_text, trials, static_cast<uint64_t>(seed)));
+  v1::JobSpec one = spec_flags;
+  one.set_task(tasks[0].task_text);
+  one.set_trials(static_cast<int>(trials));
+  one.set_seed(static_cast<uint64_t>(seed));
+  ASSIGN_OR_RETURN(v1::JobStatus last, run_spec(one, /*quiet=*/false));
   farm.reset();  // stop the local agent and the embedded server
 
   // The strongest vendor on the same task, timed here once the agent has stopped:

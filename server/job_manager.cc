@@ -424,6 +424,7 @@ void JobManager::RunTasksInRounds(Job* job, const v1::JobSpec& spec, const Targe
   TaskScheduler scheduler(scheduled, so);
   std::vector<std::optional<TrialSummary>> best(tasks.size());
   std::vector<std::string> errors(tasks.size());
+  std::vector<int> new_trials(tasks.size(), 0);  // measured by this job (ended rounds)
   std::vector<std::string> warnings;  // the rounds', each once, prefixed with its task
 
   // A model job's model, timed here when this CPU is the job's target: its leftovers
@@ -457,6 +458,7 @@ void JobManager::RunTasksInRounds(Job* job, const v1::JobSpec& spec, const Targe
       t->set_flat(scheduler.flat(static_cast<int>(i)));
       t->set_error(errors[i]);
       t->set_in_run_factor(scheduler.in_run_factor(static_cast<int>(i)));
+      t->set_new_trials(new_trials[i]);
       if (best[i]) SetBest(*best[i], t->mutable_best());
     }
     const double e = estimated();
@@ -527,6 +529,7 @@ void JobManager::RunTasksInRounds(Job* job, const v1::JobSpec& spec, const Targe
     if (done.ok()) {
       out.spent = std::max(0, done->earlier_trials + done->trials_done - r.trials_before);
       out.new_trials = done->trials_done;
+      new_trials[i] += done->trials_done;
       errors[i].clear();
     } else {
       out.ok = false;

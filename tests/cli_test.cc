@@ -191,10 +191,11 @@ TEST_F(CliTest, TuneModelSharesTheBudgetAndResumesFromTheDb) {
     EXPECT_EQ(events.back()["event"], "done");
     size_t rounds = 0, in_runs = 0;
     for (const nlohmann::json& e : events) {
-      rounds += e["event"] == "round";
+      if (e["event"] == "round") rounds += e["rounds_ended"].get<size_t>();  // usually 1 per event
       if (e["event"] != "in_run") continue;
-      // The local agent is this machine: the model ran here with the db's schedules,
-      // and each task's factor is its kernels' time there over its best alone.
+      // The local agent is this machine, and so is the embedded server: it ran the model
+      // with the db's schedules, and each task's factor is its kernels' time there over
+      // its best alone.
       ++in_runs;
       EXPECT_GT(e["measured_seconds"].get<double>(), 0) << e;
       EXPECT_EQ(e["in_run_factors"].size(), 2u) << e;
@@ -217,10 +218,13 @@ TEST_F(CliTest, TuneModelSharesTheBudgetAndResumesFromTheDb) {
     EXPECT_GE(t["trials"].get<int>(), 8) << t;  // the warm-up round
     EXPECT_GT(t["best_seconds"].get<double>(), 0) << t;
   }
-  // The leftovers inside the estimate (the final model run's own are reported beside:
-  // on a loaded machine they may exceed the estimate of a model this small).
-  EXPECT_GT(first["estimated_seconds"].get<double>(), first["leftover_seconds"].get<double>());
-  EXPECT_GE(first["measured_leftover_seconds"].get<double>(), 0) << first;
+  // The server timed the model (its CPU is the target): the untuned model, and the
+  // leftovers of the final run (on a loaded machine they may exceed the estimate of a
+  // model this small, so only their presence is checked).
+  EXPECT_TRUE(first["timed"].get<bool>()) << first;
+  EXPECT_GT(first["estimated_seconds"].get<double>(), 0) << first;
+  EXPECT_GT(first["untuned_seconds"].get<double>(), 0) << first;
+  EXPECT_GE(first["leftover_seconds"].get<double>(), 0) << first;
 
   nlohmann::json again = tune("24");
   ASSERT_FALSE(again.is_null());

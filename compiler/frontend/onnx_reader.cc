@@ -151,6 +151,7 @@ absl::StatusOr<OnnxModel> ParseOnnxModel(const std::string& bytes, const std::st
   for (onnx::TensorProto& tensor : *model.proto.mutable_graph()->mutable_initializer()) {
     if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
       RETURN_IF_ERROR(LoadExternalData(path, &tensor));
+      model.had_external_data = true;
     }
   }
   return model;

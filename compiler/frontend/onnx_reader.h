@@ -29,6 +29,7 @@ struct OnnxModel {
   std::string path;
   onnx::ModelProto proto;  // external data already loaded into raw_data
   int64_t opset = 0;       // version of the default operator set
+  bool had_external_data = false;  // some weights were in other files (now in `proto`)
 };
 
 // Reads `path`. Errors (each naming the file, and the node, operator or tensor where
