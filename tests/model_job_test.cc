@@ -462,6 +462,21 @@ TEST_F(ModelJobTest, UploadedModelsAreCheckedKeptByHashAndBounded) {
   v1::SubmitJobResponse response;
   st = tuning->SubmitJob(&ctx, both, &response);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+
+  // Weights kept as external data go inside the upload: the server keeps one file that
+  // reads on its own (the job is accepted; no agent of its key, so it only waits).
+  const std::string external = std::string(TF_TEST_MODELS_DIR) + "/mlp_external.onnx";
+  auto submit = RunCommand({kBin + "/tuneforge", "tune", "--model", external, "--server", address_, "--device-key",
+                            "nobody", "--trials", "4", "--detach", "--json"},
+                           dir_, std::chrono::seconds(60));
+  ASSERT_EQ(submit.exit_code, 0) << submit.err;
+  const std::string id = nlohmann::json::parse(submit.out)["job_id"];
+  v1::JobStatus status = WaitUntil(tuning.get(), id, 30, [](const v1::JobStatus& s) { return !s.job_id().empty(); });
+  const std::string stored = db_ + ".models/" + status.spec().model_hash() + ".onnx";
+  ASSERT_TRUE(std::filesystem::exists(stored)) << stored;
+  EXPECT_GT(std::filesystem::file_size(stored), std::filesystem::file_size(external)) << "the weights are inside";
+  EXPECT_EQ(status.spec().tasks_size(), 2);
+  RunCommand({kBin + "/tuneforge", "jobs", "cancel", id, "--server", address_}, dir_, std::chrono::seconds(30));
 }
 
 TEST_F(ModelJobTest, BadListsOfTasksAreRefusedBeforeAnyJobStarts) {
