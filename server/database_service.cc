@@ -59,7 +59,7 @@ grpc::Status DatabaseServiceImpl::TargetsOf(grpc::ServerContext* ctx,
 grpc::Status DatabaseServiceImpl::Upload(grpc::ServerContext* ctx, const v1::UploadRequest* req,
                                          v1::UploadResponse* resp) {
   DatabaseCaller caller;
-  if (grpc::Status s = Authorize(ctx, /*admin=*/false, &caller); !s.ok()) return s;
+  if (grpc::Status s = Authorize(ctx, DatabaseAccess::kWrite, &caller); !s.ok()) return s;
   if (req->format_version() < 1 || req->format_version() > kLogFormatVersion) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "upload is log format version " + std::to_string(req->format_version()) +
@@ -231,7 +231,7 @@ grpc::Status DatabaseServiceImpl::TemplateVersions(grpc::ServerContext* ctx,
 
 grpc::Status DatabaseServiceImpl::Compact(grpc::ServerContext* ctx, const v1::CompactRequest* req,
                                           v1::CompactResponse* resp) {
-  if (grpc::Status s = Authorize(ctx, /*admin=*/true); !s.ok()) return s;
+  if (grpc::Status s = Authorize(ctx, DatabaseAccess::kDelete); !s.ok()) return s;
   absl::StatusOr<CompactResult> r = db_->Compact(req->keep());  // checks keep >= 1
   if (!r.ok()) return ToGrpc(r.status());
   resp->set_records_before(r->records_before);

@@ -16,12 +16,16 @@ struct DatabaseCaller {
   bool admin = true;  // without an authorizer every caller is (an open server)
 };
 
-// Decides whether a call may proceed: `admin` is true for the calls that delete
-// (Compact), which the server reserves for the admin role (server/auth.h). Return a
-// non-OK status (e.g. UNAUTHENTICATED, PERMISSION_DENIED) to refuse; on OK, fill
-// `caller`. Without an authorizer every call passes, as an admin.
+// What a call does to the log: reads (queries, download), writes (upload) or deletes
+// (Compact). The server lets viewers read, users also write and admins also delete
+// (server/auth.h).
+enum class DatabaseAccess { kRead, kWrite, kDelete };
+
+// Decides whether a call of `access` may proceed. Return a non-OK status (e.g.
+// UNAUTHENTICATED, PERMISSION_DENIED) to refuse; on OK, fill `caller`. Without an
+// authorizer every call passes, as an admin.
 using DatabaseAuthorizer =
-    std::function<grpc::Status(grpc::ServerContext*, bool admin, DatabaseCaller* caller)>;
+    std::function<grpc::Status(grpc::ServerContext*, DatabaseAccess access, DatabaseCaller* caller)>;
 
 // Thread-safe (the Database is).
 class DatabaseServiceImpl final : public v1::DatabaseService::Service {
@@ -53,10 +57,10 @@ class DatabaseServiceImpl final : public v1::DatabaseService::Service {
   static constexpr int kMaxUploadLines = 100000;
 
  private:
-  grpc::Status Authorize(grpc::ServerContext* ctx, bool admin = false,
+  grpc::Status Authorize(grpc::ServerContext* ctx, DatabaseAccess access = DatabaseAccess::kRead,
                          DatabaseCaller* caller = nullptr) const {
     DatabaseCaller ignored;
-    return authorizer_ ? authorizer_(ctx, admin, caller ? caller : &ignored) : grpc::Status::OK;
+    return authorizer_ ? authorizer_(ctx, access, caller ? caller : &ignored) : grpc::Status::OK;
   }
 
   Database* db_;

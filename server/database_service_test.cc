@@ -184,7 +184,7 @@ TEST_F(DatabaseServiceTest, UploadQueryDownload) {
 // Uploaded records carry who uploaded them; a user's upload is never best (nor top-k)
 // until the farm measures the config itself; an admin's is trusted.
 TEST_F(DatabaseServiceTest, UploadedRecordsAreMarkedAndUsersUploadsAreNotRanked) {
-  StartServer([](grpc::ServerContext* ctx, bool admin_only, DatabaseCaller* caller) {
+  StartServer([](grpc::ServerContext* ctx, DatabaseAccess access, DatabaseCaller* caller) {
     auto it = ctx->client_metadata().find("authorization");
     std::string token = it == ctx->client_metadata().end() ? "" : std::string(it->second.data(), it->second.size());
     if (token == "Bearer user-token") {
@@ -196,7 +196,7 @@ TEST_F(DatabaseServiceTest, UploadedRecordsAreMarkedAndUsersUploadsAreNotRanked)
     } else {
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "bad token");
     }
-    if (admin_only && !caller->admin) return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "admin");
+    if (access == DatabaseAccess::kDelete && !caller->admin) return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "admin");
     return grpc::Status::OK;
   });
   // The farm measured config {1} at 1 ms.
@@ -242,7 +242,7 @@ TEST_F(DatabaseServiceTest, UploadedRecordsAreMarkedAndUsersUploadsAreNotRanked)
 // record read as absurdly fast through a poisoned FLOP count; a cost of 0 is refused;
 // and a trusted copy of a record a user uploaded first is ranked.
 TEST_F(DatabaseServiceTest, UploadsCannotPoisonWorkloadsTargetsOrRanking) {
-  StartServer([](grpc::ServerContext* ctx, bool, DatabaseCaller* caller) {
+  StartServer([](grpc::ServerContext* ctx, DatabaseAccess, DatabaseCaller* caller) {
     auto it = ctx->client_metadata().find("authorization");
     const bool admin = it != ctx->client_metadata().end() &&
                        std::string(it->second.data(), it->second.size()) == "Bearer admin-token";
@@ -297,7 +297,7 @@ TEST_F(DatabaseServiceTest, UploadsCannotPoisonWorkloadsTargetsOrRanking) {
 }
 
 TEST_F(DatabaseServiceTest, AuthorizerHookRefusesCalls) {
-  StartServer([](grpc::ServerContext* ctx, bool, DatabaseCaller*) {
+  StartServer([](grpc::ServerContext* ctx, DatabaseAccess, DatabaseCaller*) {
     auto it = ctx->client_metadata().find("authorization");
     if (it != ctx->client_metadata().end() && it->second == "Bearer s3cret") {
       return grpc::Status::OK;

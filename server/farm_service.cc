@@ -13,7 +13,7 @@ namespace tuneforge {
 grpc::Status FarmServiceImpl::Status(grpc::ServerContext* ctx, const v1::FarmStatusRequest*,
                                      v1::FarmStatus* resp) {
   Principal who;
-  grpc::Status st = Authorize(auth_, ctx, {Role::kUser, Role::kAdmin}, &who);
+  grpc::Status st = Authorize(auth_, ctx, {Role::kViewer, Role::kUser, Role::kAdmin}, &who);
   if (!st.ok()) return st;
   const Target host = DetectHostTarget("");
   const std::string host_model = CpuModelOfCpuInfo(ReadFile("/proc/cpuinfo").value_or(""));
@@ -44,7 +44,8 @@ grpc::Status FarmServiceImpl::Status(grpc::ServerContext* ctx, const v1::FarmSta
   resp->set_redispatches(counters.redispatches);
   resp->set_dropped_results(counters.dropped_results);
   for (const v1::JobStatus& j : jobs_->List()) {
-    if (auth_ && who.role != Role::kAdmin && j.spec().owner() != who.name) continue;
+    // Admins and viewers (read-only) see every job; a user only theirs.
+    if (auth_ && who.role != Role::kAdmin && who.role != Role::kViewer && j.spec().owner() != who.name) continue;
     v1::JobSummary* out = resp->add_jobs();
     out->set_job_id(j.job_id());
     out->set_owner(j.spec().owner());

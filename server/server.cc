@@ -118,13 +118,16 @@ class ServerImpl : public Server {
     agents_ = std::make_unique<AgentServiceImpl>(registry_.get(), health_.get(), auth_.get(),
                                                  !options.tls_client_ca_path.empty());
     farm_ = std::make_unique<FarmServiceImpl>(registry_.get(), jobs_.get(), auth_.get());
-    // Reads for users and admins; compaction (it deletes records) for admins only.
+    // Reads for viewers, users and admins; uploads for users and admins; compaction (it
+    // deletes records) for admins only.
     const TokenAuth* auth = auth_.get();
     database_ = std::make_unique<DatabaseServiceImpl>(
-        db_.get(), [auth](grpc::ServerContext* ctx, bool admin, DatabaseCaller* caller) {
+        db_.get(), [auth](grpc::ServerContext* ctx, DatabaseAccess access, DatabaseCaller* caller) {
           Principal who;
-          grpc::Status st = admin ? Authorize(auth, ctx, {Role::kAdmin}, &who)  // deletes
-                                  : Authorize(auth, ctx, {Role::kUser, Role::kAdmin}, &who);
+          grpc::Status st =
+              access == DatabaseAccess::kDelete ? Authorize(auth, ctx, {Role::kAdmin}, &who)
+              : access == DatabaseAccess::kWrite ? Authorize(auth, ctx, {Role::kUser, Role::kAdmin}, &who)
+                                                 : Authorize(auth, ctx, {Role::kViewer, Role::kUser, Role::kAdmin}, &who);
           caller->name = who.name;
           caller->admin = who.role == Role::kAdmin;
           return st;

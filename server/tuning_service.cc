@@ -12,7 +12,8 @@ grpc::Status TuningServiceImpl::OwnJob(const Principal& who, const std::string& 
                                        v1::JobStatus* status) {
   absl::StatusOr<v1::JobStatus> s = jobs_->Get(job_id);
   if (!s.ok()) return ToGrpc(s.status());
-  if (auth_ && who.role != Role::kAdmin && s->spec().owner() != who.name) {
+  // Admins and viewers (read-only) see every job; a user only theirs.
+  if (auth_ && who.role != Role::kAdmin && who.role != Role::kViewer && s->spec().owner() != who.name) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND, "no job " + job_id);
   }
   *status = *s;
@@ -36,7 +37,7 @@ grpc::Status TuningServiceImpl::WatchJob(grpc::ServerContext* ctx, const v1::Job
                                          grpc::ServerWriter<v1::JobStatus>* writer) {
   Principal who;
   v1::JobStatus ignored;
-  grpc::Status st = Authorize(auth_, ctx, {Role::kUser, Role::kAdmin}, &who);
+  grpc::Status st = Authorize(auth_, ctx, {Role::kViewer, Role::kUser, Role::kAdmin}, &who);
   if (st.ok()) st = OwnJob(who, req->job_id(), &ignored);
   if (!st.ok()) return st;
   return ToGrpc(jobs_->Watch(req->job_id(), [&](const v1::JobStatus& s) {
@@ -47,7 +48,7 @@ grpc::Status TuningServiceImpl::WatchJob(grpc::ServerContext* ctx, const v1::Job
 grpc::Status TuningServiceImpl::GetJob(grpc::ServerContext* ctx, const v1::JobRequest* req,
                                        v1::JobStatus* resp) {
   Principal who;
-  grpc::Status st = Authorize(auth_, ctx, {Role::kUser, Role::kAdmin}, &who);
+  grpc::Status st = Authorize(auth_, ctx, {Role::kViewer, Role::kUser, Role::kAdmin}, &who);
   return st.ok() ? OwnJob(who, req->job_id(), resp) : st;
 }
 

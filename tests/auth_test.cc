@@ -32,6 +32,7 @@ const std::string kAlice = "alice-token-0123456789";
 const std::string kBob = "bob-token-0123456789abc";
 const std::string kAdmin = "admin-token-0123456789";
 const std::string kAgent2 = "second-agent-token-0123";
+const std::string kViewer = "viewer-token-0123456789";
 
 // A server on a free loopback port with `dir`'s tokens file and the db `db` there.
 ServerOptions TokenServerOptions(const std::string& dir, const std::string& db) {
@@ -68,7 +69,7 @@ class AuthTest : public ::testing::Test {
     std::filesystem::create_directories(dir_);
     testing::WriteSecret(dir_ + "/tokens", "agent farm " + kAgent + "\nagent farm2 " + kAgent2 +
                                                "\nuser alice " + kAlice + "\nuser bob " + kBob +
-                                               "\nadmin ops " + kAdmin + "\n");
+                                               "\nadmin ops " + kAdmin + "\nviewer wall " + kViewer + "\n");
     auto server = Server::Start(TokenServerOptions(dir_, "auth.db"));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -281,7 +282,10 @@ TEST_F(AuthTest, AnAgentCannotClaimUnboundedCores) {
 TEST_F(AuthTest, EveryRpcRefusesWhatItMust) {
   using Code = grpc::StatusCode;
   using Call = std::function<Code(const std::string&)>;
-  enum Allowed { kAgentRole, kUserRoles, kAdminRole };
+  // Who may call an RPC besides the admin: agents, users, users and viewers (reads), or
+  // nobody else.
+  enum Allowed { kAgentRole, kUserRoles, kAdminRole, kReadRoles };
+  enum CallerRole { kAgentCaller, kUserCaller, kAdminCaller, kViewerCaller };
   struct Rpc {
     std::string name;
     Allowed allowed;
@@ -306,30 +310,30 @@ TEST_F(AuthTest, EveryRpcRefusesWhatItMust) {
   const std::vector<Rpc> rpcs = {
       {"TuningService.SubmitJob", kUserRoles,
        TF_UNARY(tuning_, SubmitJob, v1::SubmitJobRequest, v1::SubmitJobResponse)},
-      {"TuningService.WatchJob", kUserRoles,
+      {"TuningService.WatchJob", kReadRoles,
        TF_READER(tuning_, WatchJob, v1::JobRequest, v1::JobStatus)},
-      {"TuningService.GetJob", kUserRoles, TF_UNARY(tuning_, GetJob, v1::JobRequest, v1::JobStatus)},
+      {"TuningService.GetJob", kReadRoles, TF_UNARY(tuning_, GetJob, v1::JobRequest, v1::JobStatus)},
       {"TuningService.CancelJob", kUserRoles,
        TF_UNARY(tuning_, CancelJob, v1::JobRequest, v1::JobStatus)},
       {"AgentService.Register", kAgentRole,
        TF_UNARY(agents_, Register, v1::RegisterRequest, v1::RegisterResponse)},
-      {"FarmService.Status", kUserRoles,
+      {"FarmService.Status", kReadRoles,
        TF_UNARY(farm_, Status, v1::FarmStatusRequest, v1::FarmStatus)},
-      {"DatabaseService.TopK", kUserRoles, TF_UNARY(db_, TopK, v1::TopKRequest, v1::TopKResponse)},
-      {"DatabaseService.TargetsOf", kUserRoles,
+      {"DatabaseService.TopK", kReadRoles, TF_UNARY(db_, TopK, v1::TopKRequest, v1::TopKResponse)},
+      {"DatabaseService.TargetsOf", kReadRoles,
        TF_UNARY(db_, TargetsOf, v1::TargetsOfRequest, v1::TargetsOfResponse)},
       {"DatabaseService.Upload", kUserRoles,
        TF_UNARY(db_, Upload, v1::UploadRequest, v1::UploadResponse)},
-      {"DatabaseService.Download", kUserRoles,
+      {"DatabaseService.Download", kReadRoles,
        TF_READER(db_, Download, v1::DownloadRequest, v1::DownloadChunk)},
-      {"DatabaseService.Stats", kUserRoles,
+      {"DatabaseService.Stats", kReadRoles,
        TF_UNARY(db_, Stats, v1::StatsRequest, v1::StatsResponse)},
-      {"DatabaseService.List", kUserRoles, TF_READER(db_, List, v1::ListRequest, v1::ListResponse)},
-      {"DatabaseService.History", kUserRoles,
+      {"DatabaseService.List", kReadRoles, TF_READER(db_, List, v1::ListRequest, v1::ListResponse)},
+      {"DatabaseService.History", kReadRoles,
        TF_UNARY(db_, History, v1::HistoryRequest, v1::HistoryResponse)},
-      {"DatabaseService.TargetSummaries", kUserRoles,
+      {"DatabaseService.TargetSummaries", kReadRoles,
        TF_UNARY(db_, TargetSummaries, v1::TargetSummariesRequest, v1::TargetSummariesResponse)},
-      {"DatabaseService.TemplateVersions", kUserRoles,
+      {"DatabaseService.TemplateVersions", kReadRoles,
        TF_UNARY(db_, TemplateVersions, v1::TemplateVersionsRequest, v1::TemplateVersionsResponse)},
       {"DatabaseService.Compact", kAdminRole,
        TF_UNARY(db_, Compact, v1::CompactRequest, v1::CompactResponse)},
@@ -357,15 +361,19 @@ TEST_F(AuthTest, EveryRpcRefusesWhatItMust) {
   };
   const Caller callers[] = {{"no token", "", -1},
                             {"unknown token", "unknown-token-0123456789", -1},
-                            {"agent", kAgent, kAgentRole},
-                            {"user", kAlice, kUserRoles},
-                            {"admin", kAdmin, kAdminRole}};
+                            {"agent", kAgent, kAgentCaller},
+                            {"user", kAlice, kUserCaller},
+                            {"admin", kAdmin, kAdminCaller},
+                            {"viewer", kViewer, kViewerCaller}};
   int cases = 0, refused = 0;
   for (const Rpc& rpc : rpcs) {
     for (const Caller& caller : callers) {
-      // The admin may call everything; a user what is for users; an agent the agent
-      // service.
-      const bool allowed = caller.role == kAdminRole || caller.role == rpc.allowed;
+      // The admin may call everything; a user what is for users and readers; a viewer
+      // what is for readers; an agent the agent service.
+      const bool allowed = caller.role == kAdminCaller ||
+                           (caller.role == kAgentCaller && rpc.allowed == kAgentRole) ||
+                           (caller.role == kUserCaller && (rpc.allowed == kUserRoles || rpc.allowed == kReadRoles)) ||
+                           (caller.role == kViewerCaller && rpc.allowed == kReadRoles);
       // An admin's (or anyone's) agent stream without a registration is refused for
       // its session, which AgentStreamsCannotBeHijacked covers.
       if (allowed && rpc.name == "AgentService.Connect") continue;
@@ -385,6 +393,33 @@ TEST_F(AuthTest, EveryRpcRefusesWhatItMust) {
   }
   std::printf("auth matrix: %zu RPCs x %zu callers: %d cases, %d refused as they must be\n",
               rpcs.size(), std::size(callers), cases, refused);
+}
+
+// A viewer (the dashboard's wall display, a monitoring script) reads every job and the
+// log over gRPC as in the browser, and changes nothing.
+TEST_F(AuthTest, ViewersReadEveryJobButChangeNothing) {
+  std::string job;
+  ASSERT_EQ(Submit(kAlice, &job), grpc::StatusCode::OK);
+  EXPECT_EQ(Get(kViewer, job), grpc::StatusCode::OK);
+  EXPECT_EQ(Cancel(kViewer, job), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Submit(kViewer), grpc::StatusCode::PERMISSION_DENIED);
+  v1::FarmStatus farm;
+  ASSERT_TRUE(farm_->Status(Ctx(kViewer).get(), v1::FarmStatusRequest(), &farm).ok());
+  ASSERT_EQ(farm.jobs_size(), 1);
+  EXPECT_EQ(farm.jobs(0).job_id(), job);
+  v1::UploadRequest upload;
+  upload.set_format_version(1);
+  v1::UploadResponse uploaded;
+  EXPECT_EQ(db_->Upload(Ctx(kViewer).get(), upload, &uploaded).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  v1::ModelUploaded model;
+  auto ctx = Ctx(kViewer);
+  auto writer = tuning_->UploadModel(ctx.get(), &model);
+  v1::ModelChunk chunk;
+  chunk.set_data("x");
+  writer->Write(chunk);
+  writer->WritesDone();
+  EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Get(kAlice, job), grpc::StatusCode::OK);  // still alice's, still there
 }
 
 TEST_F(AuthTest, UsersSeeAndCancelOnlyTheirOwnJobsAdminsAll) {
