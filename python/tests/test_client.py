@@ -101,6 +101,11 @@ def test_errors_are_python_exceptions(farm):
             client.submit_task("matmul M=8 N=8 K=8", trials=2, polcy="random")
         with pytest.raises(tuneforge.ValidationError, match="no such file"):
             client.submit_model("/nonexistent.onnx", trials=4)
+        # Weights kept as external data go inside the upload: the server keeps one file.
+        external = os.environ["TUNEFORGE_TEST_MODELS"] + "/mlp_external.onnx"
+        uploaded = client.upload_model(external)
+        assert len(uploaded["tasks"]) == 2
+        assert int(uploaded["bytes"]) > os.path.getsize(external)
         not_onnx = farm["dir"] / "not.onnx"
         not_onnx.write_bytes(b"x" * 100)
         with pytest.raises(tuneforge.ValidationError, match="not.onnx"):

@@ -102,6 +102,27 @@ def read_tasks(path: str) -> Dict[str, float]:
     return tasks
 
 
+def _inline_external_data(path: str) -> Optional[bytes]:
+    """The model's bytes with its external-data weights inside, or None when it has
+    none (or the onnx package is not installed: the file is then sent as it is)."""
+    try:
+        import onnx
+        from onnx import external_data_helper
+    except ImportError:
+        return None
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception:  # not a model: the server's importer says what is wrong
+        return None
+    if not any(external_data_helper.uses_external_data(t) for t in model.graph.initializer):
+        return None
+    try:
+        external_data_helper.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+    except Exception as e:
+        raise ValidationError(f"{path}: cannot read its external data: {e}") from None
+    return model.SerializeToString()
+
+
 class Client:
     """A connection to one tuneforge server.
 
@@ -173,10 +194,24 @@ class Client:
         """Sends an ONNX file to the server, which checks it with its importer and keeps it
         by SHA-256; returns model_hash, bytes, tasks (task, weight) and leftovers. dims:
         "NAME=N" bindings of symbolic dimensions; shapes: "INPUT=D0,D1,..." (as the CLI's
-        --dim and --shape)."""
+        --dim and --shape). Weights kept as ONNX external data are inlined into the
+        upload (the server keeps one file) when the onnx package is installed; without
+        it such a model is sent as it is and the server names the file it misses."""
         name = os.path.basename(path)
+        if not os.path.isfile(path):
+            raise ValidationError(f"{path}: no such file")
+        inlined = _inline_external_data(path)
 
         def chunks():
+            if inlined is not None:
+                for at in range(0, max(1, len(inlined)), 1 << 20):
+                    chunk = tuning_pb2.ModelChunk(data=inlined[at:at + (1 << 20)])
+                    if at == 0:
+                        chunk.name = name
+                        chunk.dims.extend(dims)
+                        chunk.shapes.extend(shapes)
+                    yield chunk
+                return
             with open(path, "rb") as f:
                 first = True
                 while True:
@@ -193,8 +228,6 @@ class Client:
                     if not data:
                         return
 
-        if not os.path.isfile(path):
-            raise ValidationError(f"{path}: no such file")
         try:
             response = self._tuning.UploadModel(chunks(), metadata=self._metadata)
         except grpc.RpcError as e:
