@@ -89,7 +89,19 @@ double TaskScheduler::ExpectedGain(int i) const {
 
 int TaskScheduler::Next(int* trials) {
   const int left = options_.total_trials - spent_;
-  if (left <= 0) return -1;
+  if (left <= 0) {
+    // Every task gets its warm-up round, even one the budget did not reach: rounds that
+    // count the db's earlier configs (a model tuned before) may spend the budget before
+    // every task had one. A round of 1 trial measures nothing when the db has a config
+    // of the task, and one config when it has none: either way the task has a best.
+    for (int i = 0; i < static_cast<int>(tasks_.size()); ++i) {
+      if (rounds(i) == 0) {
+        *trials = 1;
+        return i;
+      }
+    }
+    return -1;
+  }
   int pick = -1;
   double pick_gain = 0;
   for (int i = 0; i < static_cast<int>(tasks_.size()); ++i) {

@@ -25,12 +25,15 @@
 //
 // Every task first gets one warm-up round (in order); when the budget left is less
 // than a round for each task not yet started, it is shared equally among them (at
-// least one trial each), so no task is left unmeasured. A task without any successful
+// least one trial each), so no task is left unmeasured; when the budget is gone before
+// every task had its round (rounds that count the db's earlier configs can spend more
+// than they were given), each task still without one gets a round of 1 trial, which
+// measures nothing when the db has a config of it. A task without any successful
 // measurement after a round gets one more chance. A task whose best improved by less
 // than `flat_improvement` over its last `flat_rounds` rounds is flat (early stop) and
 // gets no more rounds; Next() returns -1 when the budget is spent or every task is
 // flat. The scheduler is pure bookkeeping: who runs the rounds is the caller's
-// business (the CLI runs each round as a TuningJob; see docs/models.md).
+// business (the server runs each round as a tuning loop; see docs/models.md).
 #pragma once
 
 #include <string>

@@ -139,15 +139,37 @@ TEST(TaskSchedulerTest, SmallBudgetIsSharedByTheWarmUp) {
     s.Update(t, trials, 1.0);
   }
   EXPECT_EQ(got, (std::vector<int>{6, 7, 7}));
-  // A budget below one trial per task still measures every task it can, once each.
+  // A budget below one trial per task still gives every task one round of 1 trial.
   o.total_trials = 2;
   TaskScheduler tiny({1, 1, 1}, o);
-  int t = tiny.Next(&trials);
-  EXPECT_EQ(trials, 1);
-  tiny.Update(t, trials, 1.0);
-  t = tiny.Next(&trials);
-  EXPECT_EQ(t, 1);
-  EXPECT_EQ(trials, 1);
+  for (int task = 0; task < 3; ++task) {
+    int t = tiny.Next(&trials);
+    EXPECT_EQ(t, task);
+    EXPECT_EQ(trials, 1);
+    tiny.Update(t, trials, 1.0);
+  }
+  EXPECT_EQ(tiny.Next(&trials), -1);
+}
+
+// Rounds that count the db's earlier configs may spend the budget in the warm-up (the
+// first task had 64 configs from an earlier model, the budget is 40): the tasks not yet
+// reached still get their warm-up round, of 1 trial (it measures nothing when the db has
+// configs of them), so every task ends with a best; then the rounds stop.
+TEST(TaskSchedulerTest, EveryTaskGetsItsWarmUpRoundWhenEarlierConfigsSpentTheBudget) {
+  TaskSchedulerOptions o;
+  o.total_trials = 40;
+  o.round_trials = 16;
+  TaskScheduler s({1, 1, 1}, o);
+  int trials;
+  ASSERT_EQ(s.Next(&trials), 0);
+  s.Update(0, /*spent: the earlier configs=*/64, 1.0);
+  for (int task = 1; task < 3; ++task) {
+    ASSERT_EQ(s.Next(&trials), task);
+    EXPECT_EQ(trials, 1);
+    s.Update(task, 32, 2.0);
+  }
+  EXPECT_EQ(s.Next(&trials), -1);
+  EXPECT_TRUE(std::isfinite(s.Objective()));
 }
 
 // A heavy task that keeps improving, a light one improving the same way and a heavy
