@@ -49,10 +49,13 @@ absl::StatusOr<LeftoverTime> MeasureLeftovers(const graph::Graph& graph, int thr
 
 // The model as it runs here with a db's best schedules (the default schedule where a
 // task has no record): what `bench model --db` runs.
+// The split (tasks, leftovers) comes from profiled runs, scaled so that it adds up to
+// the median of whole runs (timing each step costs time of its own).
 struct InRunTime {
   std::vector<double> task_seconds;  // per task of `tasks`: its steps per inference (0: none ran)
   double leftover_seconds = 0;       // the steps that are not a task's kernel
   double model_seconds = 0;          // median of whole runs
+  double profiled_seconds = 0;       // the profiled runs' sum of the split before scaling
   int runs = 0;
   double compile_seconds = 0;
   int unmatched_task_steps = 0;      // a task's kernel whose task is not in `tasks` (counted as leftover)
