@@ -470,6 +470,7 @@ void JobManager::RunTasksInRounds(Job* job, const v1::JobSpec& spec, const Targe
   };
   // The model run here with the db's best schedules: the in-run factors and leftovers
   // from the run. A failure leaves the estimate as it was, and says so.
+  int spent_at_last_run = -1;  // the scheduler's spent budget when the model last ran
   auto time_in_run = [&](const char* when) {
     if (!model || !std::isfinite(scheduler.Objective())) return;
     Update(job, [&](v1::JobStatus* s) { s->set_last_event(absl::StrCat("running the model ", when)); });
@@ -490,6 +491,7 @@ void JobManager::RunTasksInRounds(Job* job, const v1::JobSpec& spec, const Targe
     timing.set_measured_runs(m->runs);
     timing.set_measured_when(when);
     timing.set_in_runs(timing.in_runs() + 1);
+    spent_at_last_run = scheduler.spent();
   };
   bool after_warmup = false, at_half = false;
   auto keep_best = [&](int i, const std::optional<TrialSummary>& b) {
@@ -554,7 +556,12 @@ void JobManager::RunTasksInRounds(Job* job, const v1::JobSpec& spec, const Targe
     Update(job, [&](v1::JobStatus* s) { fill(s, scheduler.spent()); });
   };
   absl::StatusOr<RoundsSummary> rounds = RunRounds(&scheduler, spec.trials(), spec.seed() ? spec.seed() : 1, run, after);
-  if (rounds.ok()) time_in_run("at the end");
+  if (rounds.ok()) {
+    // No round since the last run (the warm-up's was the last round): that run had the
+    // final schedules already.
+    if (spent_at_last_run == scheduler.spent()) timing.set_measured_when("at the end");
+    else time_in_run("at the end");
+  }
   for (const std::string& op : ops) log_models_.Request(op, target.Key());
   Update(job, [&](v1::JobStatus* s) {
     fill(s, scheduler.spent());
