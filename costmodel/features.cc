@@ -153,6 +153,7 @@ void CollectValue(const Expr& e, const WalkState& st, StoreSite* site) {
     return;
   }
   if (e->dtype == ir::DType::kFloat32 && e->operands.size() == 2) ++site->float_ops;
+  if (e->kind == ExprKind::kDot4) site->float_ops += 8;  // 4 multiplies and 4 adds per lane
   for (const Expr& op : e->operands) CollectValue(op, st, site);
 }
 

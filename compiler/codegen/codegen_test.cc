@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -18,7 +19,9 @@
 #include "compiler/codegen/build.h"
 #include "compiler/codegen/ir_analysis.h"
 #include "compiler/codegen/llvm_codegen.h"
+#include "compiler/ir/interpreter.h"
 #include "compiler/runtime/runtime.h"
+#include "absl/strings/str_cat.h"
 
 namespace tuneforge {
 namespace {
@@ -71,6 +74,7 @@ class LoadedKernel {
     for (std::vector<float>* b : buffers) pointers.push_back(b->data());
     return entry_(pointers.data());
   }
+  int32_t RunPointers(std::vector<void*> pointers) { return entry_(pointers.data()); }
 
  private:
   LoadedKernel(void* handle, runtime::KernelEntry entry) : handle_(handle), entry_(entry) {}
@@ -610,6 +614,215 @@ TEST(CodegenTest, MalformedIrIsAnError) {
   f.body = Loop("i", 4, ForKind::kSerial, Store("A", Var("i"), FloatImm(1.0)));
   built = BuildArtifact(f, bad);
   EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// ---- Quantized (int8) kernels: every path checked against the interpreter ----
+
+// Seeded values for every param of `func` (u8 0..255, s8 -128..127, s32 -1000..1000,
+// float32 as Random), run through the interpreter and through the kernel built for
+// `target`; every output must be equal, bit for bit.
+void ExpectKernelMatchesInterpreter(const ir::LoweredFunc& func, const Target& target) {
+  ir::FloatBuffers floats;
+  ir::IntBuffers ints;
+  uint64_t state = 12345;
+  auto next = [&state] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int64_t>(state >> 33);
+  };
+  for (size_t p = 0; p < func.params.size(); ++p) {
+    const ir::BufferParam& param = func.params[p];
+    const int64_t n = param.NumElements();
+    switch (param.dtype) {
+      case DType::kFloat32: floats[param.name] = Random(n, static_cast<int>(p)); break;
+      case DType::kUInt8:
+        for (int64_t i = 0; i < n; ++i) ints[param.name].push_back(next() % 256);
+        break;
+      case DType::kInt8:
+        for (int64_t i = 0; i < n; ++i) ints[param.name].push_back(next() % 256 - 128);
+        break;
+      default:
+        for (int64_t i = 0; i < n; ++i) ints[param.name].push_back(next() % 2001 - 1000);
+        break;
+    }
+  }
+  // The kernel's own copies, in its element types.
+  std::vector<std::vector<char>> memory;
+  std::vector<void*> pointers;
+  for (const ir::BufferParam& param : func.params) {
+    const int64_t n = param.NumElements();
+    memory.emplace_back(n * ir::DTypeBytes(param.dtype));
+    char* data = memory.back().data();
+    for (int64_t i = 0; i < n; ++i) {
+      switch (param.dtype) {
+        case DType::kFloat32: reinterpret_cast<float*>(data)[i] = floats[param.name][i]; break;
+        case DType::kUInt8: reinterpret_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(ints[param.name][i]); break;
+        case DType::kInt8: reinterpret_cast<int8_t*>(data)[i] = static_cast<int8_t>(ints[param.name][i]); break;
+        default: reinterpret_cast<int32_t*>(data)[i] = static_cast<int32_t>(ints[param.name][i]); break;
+      }
+    }
+    pointers.push_back(data);
+  }
+  absl::Status interpreted = ir::Interpret(func, &floats, &ints);
+  ASSERT_TRUE(interpreted.ok()) << interpreted;
+  absl::StatusOr<Artifact> artifact = BuildArtifact(func, target);
+  ASSERT_TRUE(artifact.ok()) << artifact.status() << "\n" << ir::ToString(func);
+  std::unique_ptr<LoadedKernel> kernel = LoadedKernel::Load(*artifact);
+  ASSERT_NE(kernel, nullptr);
+  ASSERT_EQ(kernel->RunPointers(pointers), 0);
+  for (size_t p = 0; p < func.params.size(); ++p) {
+    const ir::BufferParam& param = func.params[p];
+    if (!param.is_output) continue;
+    const char* data = memory[p].data();
+    int64_t mismatches = 0;
+    for (int64_t i = 0; i < param.NumElements() && mismatches < 5; ++i) {
+      double got = 0, want = 0;
+      switch (param.dtype) {
+        case DType::kFloat32:
+          got = reinterpret_cast<const float*>(data)[i];
+          want = floats[param.name][i];
+          break;
+        case DType::kUInt8: got = reinterpret_cast<const uint8_t*>(data)[i]; want = ints[param.name][i]; break;
+        case DType::kInt8: got = reinterpret_cast<const int8_t*>(data)[i]; want = ints[param.name][i]; break;
+        default: got = reinterpret_cast<const int32_t*>(data)[i]; want = ints[param.name][i]; break;
+      }
+      if (got != want) {
+        ++mismatches;
+        ADD_FAILURE() << func.name << " on " << target.cpu << " " << target.features << ": " << param.name
+                      << "[" << i << "] = " << got << ", the interpreter gives " << want;
+      }
+    }
+  }
+}
+
+// C (s32, m x n) = A (m x k) times B packed [k/4][n][4], then D (u8) = C requantized:
+// u8(s32(f32(C) * 0.0005) + 100). The j loops are `kind` (vectorized: one vector of n
+// lanes; A's word is broadcast and B's words are one load). With `by_rows`, the
+// vectorized loop runs over i instead (n = 1 column at a time): A's words are gathered
+// (stride k) and B's broadcast, and the stores scatter.
+ir::LoweredFunc QuantizedMatmul(int64_t m, int64_t n, int64_t k, DType a_type, DType b_type,
+                                ForKind kind, bool by_rows = false) {
+  ir::LoweredFunc f;
+  f.name = "qmm";
+  f.params = {{"A", a_type, {m, k}}, {"B", b_type, {k / 4, n, 4}},
+              {"C", DType::kInt32, {m, n}, true}, {"D", DType::kUInt8, {m, n}, true}};
+  Expr i = Var("i"), j = Var("j"), q = Var("q");
+  Expr c_index = Add(Mul(i, IntImm(n)), j);
+  Expr c = ir::Load("C", DType::kInt32, c_index);
+  Stmt zero = Store("C", c_index, ir::Cast(DType::kInt32, IntImm(0)));
+  Stmt step = Store("C", c_index,
+                    ir::Dot4(c, ir::Load("A", a_type, Add(Mul(i, IntImm(k)), Mul(q, IntImm(4)))),
+                             ir::Load("B", b_type, Mul(Add(Mul(q, IntImm(n)), j), IntImm(4)))));
+  Stmt requantize = Store(
+      "D", c_index,
+      ir::Cast(DType::kUInt8, Add(ir::Cast(DType::kInt32, Mul(ir::Cast(DType::kFloat32, c), FloatImm(0.0005))),
+                                  ir::Cast(DType::kInt32, IntImm(100)))));
+  if (by_rows) {
+    auto rows = [&](Stmt body) { return Loop("i", m, kind, std::move(body)); };
+    f.body = Loop("j", n, ForKind::kSerial,
+                  Block({rows(zero), Loop("q", k / 4, ForKind::kSerial, rows(step)), rows(requantize)}));
+    return f;
+  }
+  auto columns = [&](Stmt body) { return Loop("j", n, kind, std::move(body)); };
+  f.body = Loop("i", m, ForKind::kSerial,
+                Block({columns(zero), Loop("q", k / 4, ForKind::kSerial, columns(step)), columns(requantize)}));
+  return f;
+}
+
+Target WithFeatures(Target target, const std::string& extra) {
+  target.features += (target.features.empty() ? "" : ",") + extra;
+  return target;
+}
+
+TEST(CodegenTest, QuantizedDotProductsMatchTheInterpreterOnEveryPath) {
+  const Target host = TestTarget(1);
+  // The host as it is (vpdpbusd where it has VNNI), and without any dot-product
+  // instruction (the exact widening path every x86 CPU runs).
+  const std::vector<Target> targets = {host, WithFeatures(host, "-avx512vnni,-avxvnni")};
+  absl::StatusOr<std::string> host_ir = codegen::CompileToLlvmIr(
+      QuantizedMatmul(2, 16, 8, DType::kUInt8, DType::kInt8, ForKind::kVectorized), host, BuildOptions{});
+  ASSERT_TRUE(host_ir.ok()) << host_ir.status();
+  EXPECT_EQ(host_ir->find("llvm.x86.avx512.vpdpbusd.512") != std::string::npos, host.HasFeature("avx512vnni"))
+      << "host features " << host.features;
+  std::printf("host %s: the 16-lane dot products %s vpdpbusd\n", host.cpu.c_str(),
+              host.HasFeature("avx512vnni") ? "run" : "do not run (no AVX-512 VNNI here)");
+  for (const Target& target : targets) {
+    for (int64_t lanes : {16, 8, 4}) {
+      SCOPED_TRACE(absl::StrCat(target.features.substr(target.features.size() > 40 ? target.features.size() - 40 : 0),
+                                " lanes ", lanes));
+      ExpectKernelMatchesInterpreter(
+          QuantizedMatmul(3, lanes, 12, DType::kUInt8, DType::kInt8, ForKind::kVectorized), target);
+      // s8 activations x u8 weights: the operands swap for the instruction.
+      ExpectKernelMatchesInterpreter(
+          QuantizedMatmul(2, lanes, 8, DType::kInt8, DType::kUInt8, ForKind::kVectorized), target);
+      // s8 x s8 and u8 x u8: no instruction multiplies these; the exact path does.
+      ExpectKernelMatchesInterpreter(
+          QuantizedMatmul(2, lanes, 8, DType::kInt8, DType::kInt8, ForKind::kVectorized), target);
+      ExpectKernelMatchesInterpreter(
+          QuantizedMatmul(2, lanes, 8, DType::kUInt8, DType::kUInt8, ForKind::kVectorized), target);
+      // Gathered activations, broadcast weights, scattered stores.
+      ExpectKernelMatchesInterpreter(
+          QuantizedMatmul(lanes, 3, 8, DType::kUInt8, DType::kInt8, ForKind::kVectorized, /*by_rows=*/true),
+          target);
+    }
+    // Scalar code, and a vector width no instruction has.
+    ExpectKernelMatchesInterpreter(QuantizedMatmul(3, 5, 8, DType::kUInt8, DType::kInt8, ForKind::kSerial), target);
+    ExpectKernelMatchesInterpreter(QuantizedMatmul(2, 6, 8, DType::kUInt8, DType::kInt8, ForKind::kVectorized), target);
+  }
+}
+
+// vpdpbusd is emitted exactly where the target has it, and a target without it builds
+// (the intrinsic there would abort LLVM's backend) with the exact path instead.
+TEST(CodegenTest, DotProductInstructionFollowsTheTargetFeatures) {
+  const ir::LoweredFunc zmm = QuantizedMatmul(2, 16, 8, DType::kUInt8, DType::kInt8, ForKind::kVectorized);
+  const ir::LoweredFunc ymm = QuantizedMatmul(2, 8, 8, DType::kUInt8, DType::kInt8, ForKind::kVectorized);
+  auto llvm_ir = [](const ir::LoweredFunc& f, const std::string& cpu, const std::string& features) {
+    Target target = TestTarget(1);
+    target.triple = "x86_64-pc-linux-gnu";
+    target.cpu = cpu;
+    target.features = features;
+    absl::StatusOr<std::string> text = codegen::CompileToLlvmIr(f, target, BuildOptions{});
+    EXPECT_TRUE(text.ok()) << cpu << " " << features << ": " << text.status();
+    return text.ok() ? *text : std::string();
+  };
+  // By CPU name alone: Sapphire Rapids has AVX-512 VNNI, Alder Lake AVX-VNNI on ymm
+  // only, Zen 3 neither.
+  EXPECT_NE(llvm_ir(zmm, "sapphirerapids", "").find("llvm.x86.avx512.vpdpbusd.512"), std::string::npos);
+  EXPECT_NE(llvm_ir(ymm, "sapphirerapids", "").find("llvm.x86.avx512.vpdpbusd.256"), std::string::npos);
+  EXPECT_EQ(llvm_ir(zmm, "alderlake", "").find("vpdpbusd"), std::string::npos);
+  EXPECT_NE(llvm_ir(ymm, "alderlake", "").find("llvm.x86.avx512.vpdpbusd.256"), std::string::npos);
+  EXPECT_EQ(llvm_ir(zmm, "znver3", "").find("vpdpbusd"), std::string::npos);
+  EXPECT_EQ(llvm_ir(ymm, "znver3", "").find("vpdpbusd"), std::string::npos);
+  // A feature taken away wins over the CPU's default.
+  EXPECT_EQ(llvm_ir(zmm, "sapphirerapids", "-avx512vnni").find("vpdpbusd"), std::string::npos);
+  // Objects, not just IR: the backend accepts what was chosen for each CPU.
+  for (const std::string cpu : {"sapphirerapids", "alderlake", "znver3"}) {
+    Target target = TestTarget(1);
+    target.triple = "x86_64-pc-linux-gnu";
+    target.cpu = cpu;
+    target.features = "";
+    EXPECT_TRUE(codegen::CompileToObject(zmm, target, BuildOptions{}).ok()) << cpu;
+    EXPECT_TRUE(codegen::CompileToObject(ymm, target, BuildOptions{}).ok()) << cpu;
+  }
+}
+
+TEST(CodegenTest, QuantizedIrErrorsAreReported) {
+  ir::LoweredFunc f = QuantizedMatmul(2, 4, 8, DType::kUInt8, DType::kInt8, ForKind::kSerial);
+  // A float value stored into an s32 buffer.
+  f.body = Loop("i", 4, ForKind::kSerial, Store("C", Var("i"), FloatImm(1.0)));
+  absl::StatusOr<Artifact> built = BuildArtifact(f, TestTarget(1));
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(built.status().message().find("float32 value into s32 buffer 'C'"), std::string::npos)
+      << built.status();
+  // A load that names the wrong element type.
+  f.body = Loop("i", 4, ForKind::kSerial, Store("C", Var("i"), ir::Cast(DType::kInt32, ir::Load("A", DType::kInt8, Var("i")))));
+  built = BuildArtifact(f, TestTarget(1));
+  EXPECT_NE(built.status().message().find("load of s8 from u8 buffer 'A'"), std::string::npos)
+      << built.status();
+  // Buffers of int64 are not kernel arguments.
+  f.params.push_back({"I", DType::kInt64, {4}});
+  f.body = Loop("i", 4, ForKind::kSerial, Store("C", Var("i"), ir::Cast(DType::kInt32, IntImm(0))));
+  built = BuildArtifact(f, TestTarget(1));
+  EXPECT_NE(built.status().message().find("'I' is int64"), std::string::npos) << built.status();
 }
 
 TEST(CodegenTest, DetectHostTarget) {

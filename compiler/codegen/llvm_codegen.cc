@@ -22,6 +22,11 @@
 //     calls tf_parallel_for (resolved when the shared object is loaded).
 //   - Allocate is an alloca in the entry block, so SROA can keep fully unrolled
 //     accumulator tiles in registers.
+//   - Buffers hold float32 or a quantized integer type (u8, s8 -> i8; s32 -> i32).
+//     Dot4 (the int8 dot-product accumulate) becomes vpdpbusd where the target's
+//     features have it for the vector width (DotProductSupport, read from LLVM's
+//     subtarget: the intrinsic on a CPU without it aborts the backend), else exact
+//     widening multiplies and adds.
 // Then CompileToObject runs the O3 pipeline with the loop and SLP vectorizers off
 // (the schedule alone decides vectorization; IEEE semantics, only fmuladd
 // contraction) and emits a PIC object. A few costly passes that gain nothing here
@@ -50,6 +55,7 @@
 #include "llvm/IR/Function.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
+#include "llvm/IR/IntrinsicsX86.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Metadata.h"
@@ -83,14 +89,21 @@ constexpr int64_t kMaxUnrollExtent = 1024;
 // The layout transforms (prepack, unpack: untimed copies) are never unrolled by LLVM.
 // Session 9 A/B, docs/kernels.md "Build time".
 constexpr int64_t kMaxLlvmUnrollStores = 32;
-// Every float access is 4-byte aligned only: vector accesses need not be aligned.
-constexpr unsigned kFloatAlign = 4;
-
-// A buffer visible at some point of the IR: its address and element count (0 if
-// unknown), which becomes a dereferenceable() attribute where it is a parameter.
+// A buffer visible at some point of the IR: its address, element count (0 if
+// unknown; becomes a dereferenceable() attribute where it is a parameter) and element
+// type. Every access is aligned to its element only: vector accesses need not be.
 struct BufferRef {
   llvm::Value* ptr = nullptr;
   int64_t size = 0;
+  ir::DType dtype = ir::DType::kFloat32;
+  llvm::Align align() const { return llvm::Align(ir::DTypeBytes(dtype)); }
+};
+
+// The dot-product instructions the target has, read from its CPU and features by
+// LLVM itself (an intrinsic the target lacks aborts the backend, so codegen must know).
+struct DotProductSupport {
+  bool vnni512 = false;  // AVX-512 VNNI: vpdpbusd on zmm
+  bool vnni256 = false;  // AVX-512 VNNI + VL, or AVX-VNNI: vpdpbusd on ymm (and xmm)
 };
 
 // What the emitter knows about the function it is currently filling in.
@@ -133,12 +146,14 @@ class ScopedBind {
 // producing real code; EmitKernel returns the status.
 class ModuleEmitter {
  public:
-  ModuleEmitter(llvm::Module& module, const Target& target)
+  ModuleEmitter(llvm::Module& module, const Target& target, DotProductSupport dot)
       : ctx_(module.getContext()),
         module_(module),
         target_(target),
+        dot_(dot),
         b_(ctx_),
         i1_(llvm::Type::getInt1Ty(ctx_)),
+        i8_(llvm::Type::getInt8Ty(ctx_)),
         i32_(llvm::Type::getInt32Ty(ctx_)),
         i64_(llvm::Type::getInt64Ty(ctx_)),
         f32_(llvm::Type::getFloatTy(ctx_)),
@@ -179,6 +194,12 @@ class ModuleEmitter {
   llvm::Value* EmitMulAdd(const ir::Expr& a, const ir::Expr& b, const ir::Expr& c,
                           bool negate_product, bool negate_addend);
   llvm::Value* EmitLoad(const ir::Expr& e);
+  llvm::Value* EmitCast(const ir::Expr& e);
+  llvm::Value* EmitDot4(const ir::Expr& e);
+  llvm::Value* EmitWords(const ir::Expr& load);
+  llvm::Value* DotInstruction(llvm::Value* acc, llvm::Value* u8_words, llvm::Value* s8_words);
+  llvm::Value* DotGeneric(llvm::Value* acc, llvm::Value* a_words, bool a_signed,
+                          llvm::Value* b_words, bool b_signed);
   llvm::Value* EmitScalarIndex(const ir::Expr& index);
   llvm::Value* EmitIndexAtLaneZero(const ir::Expr& index);
   std::optional<int64_t> VectorStride(const ir::Expr& index) const;
@@ -200,8 +221,10 @@ class ModuleEmitter {
   int64_t stores_emitted_ = 0;        // Store statements emitted so far
   bool in_layout_transform_ = false;  // emitting a prepack or unpack entry
   const Target& target_;
+  const DotProductSupport dot_;
   llvm::IRBuilder<> b_;
   llvm::Type* i1_;
+  llvm::Type* i8_;
   llvm::Type* i32_;
   llvm::Type* i64_;
   llvm::Type* f32_;
@@ -234,6 +257,11 @@ llvm::Type* ModuleEmitter::TypeOf(ir::DType dtype) const {
       return f32_;
     case ir::DType::kBool:
       return i1_;
+    case ir::DType::kUInt8:
+    case ir::DType::kInt8:
+      return i8_;
+    case ir::DType::kInt32:
+      return i32_;
   }
   return i64_;
 }
@@ -271,9 +299,10 @@ absl::Status ModuleEmitter::EmitKernel(const ir::LoweredFunc& func) {
   const size_t num_buffers = func.params.size();
   for (size_t i = 0; i < num_buffers; ++i) {
     const ir::BufferParam& p = func.params[i];
-    if (p.dtype != ir::DType::kFloat32) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("kernel '", func.name, "': buffer '", p.name, "' is not float32"));
+    if (p.dtype != ir::DType::kFloat32 && !ir::IsQuantizedInt(p.dtype)) {
+      return absl::InvalidArgumentError(absl::StrCat("kernel '", func.name, "': buffer '", p.name,
+                                                     "' is ", ir::DTypeName(p.dtype),
+                                                     ", not float32, u8, s8 or s32"));
     }
     for (size_t j = 0; j < i; ++j) {
       if (func.params[j].name == p.name) {
@@ -297,7 +326,7 @@ void ModuleEmitter::EmitEntry(const std::string& name, const std::vector<ir::Buf
                               const ir::Stmt& body) {
   if (!status_.ok()) return;
   const size_t num_buffers = params.size();
-  // void <name>_impl(float* noalias b0, ...): the kernel body.
+  // void <name>_impl(T* noalias b0, ...): the kernel body.
   llvm::Function* impl = NewFunction(
       name + "_impl",
       llvm::FunctionType::get(void_, std::vector<llvm::Type*>(num_buffers, ptr_), false),
@@ -305,12 +334,12 @@ void ModuleEmitter::EmitEntry(const std::string& name, const std::vector<ir::Buf
   for (size_t i = 0; i < num_buffers; ++i) {
     impl->addParamAttr(i, llvm::Attribute::NoAlias);
     const int64_t size = params[i].NumElements();
-    if (size > 0) impl->addDereferenceableParamAttr(i, size * sizeof(float));
+    if (size > 0) impl->addDereferenceableParamAttr(i, size * ir::DTypeBytes(params[i].dtype));
     impl->getArg(i)->setName(params[i].name);
   }
   BeginFunctionBody(impl);
   for (size_t i = 0; i < num_buffers; ++i) {
-    scope_.buffers[params[i].name] = {impl->getArg(i), params[i].NumElements()};
+    scope_.buffers[params[i].name] = {impl->getArg(i), params[i].NumElements(), params[i].dtype};
   }
   EmitStmt(body);
   b_.CreateRetVoid();
@@ -495,8 +524,10 @@ void ModuleEmitter::EmitParallel(const ir::Stmt& s) {
                   llvm::GlobalValue::InternalLinkage);
   for (size_t i = 0; i < buffer_names.size(); ++i) {
     body_fn->addParamAttr(1 + i, llvm::Attribute::NoAlias);
-    const int64_t size = scope_.buffers[buffer_names[i]].size;
-    if (size > 0) body_fn->addDereferenceableParamAttr(1 + i, size * sizeof(float));
+    const BufferRef& buffer = scope_.buffers[buffer_names[i]];
+    if (buffer.size > 0) {
+      body_fn->addDereferenceableParamAttr(1 + i, buffer.size * ir::DTypeBytes(buffer.dtype));
+    }
   }
 
   // <kernel>_parallel_<k>(int64 index, void* closure): what tf_parallel_for calls.
@@ -537,7 +568,8 @@ void ModuleEmitter::EmitParallel(const ir::Stmt& s) {
   for (size_t i = 0; i < buffer_names.size(); ++i) {
     llvm::Argument* arg = body_fn->getArg(1 + i);
     arg->setName(buffer_names[i]);
-    scope_.buffers[buffer_names[i]] = {arg, parent.buffers[buffer_names[i]].size};
+    const BufferRef& outer = parent.buffers[buffer_names[i]];
+    scope_.buffers[buffer_names[i]] = {arg, outer.size, outer.dtype};
   }
   for (size_t i = 0; i < var_names.size(); ++i) {
     llvm::Argument* arg = body_fn->getArg(1 + buffer_names.size() + i);
@@ -557,23 +589,28 @@ void ModuleEmitter::EmitStore(const ir::Stmt& s) {
     if (buffer) Fail("store to '" + s->buffer + "' without index or value");
     return;
   }
+  if (s->value->dtype != buffer->dtype) {
+    Fail(absl::StrCat("store of a ", ir::DTypeName(s->value->dtype), " value into ",
+                      ir::DTypeName(buffer->dtype), " buffer '", s->buffer, "'"));
+    return;
+  }
   llvm::Value* value = EmitExpr(s->value);
   if (!status_.ok()) return;
-  if (!value->getType()->getScalarType()->isFloatTy()) {
-    Fail("store of a non-float value into '" + s->buffer + "'");
+  if (value->getType()->getScalarType() != TypeOf(buffer->dtype)) {
+    Fail("store of a value of another type into '" + s->buffer + "'");
     return;
   }
   if (lanes_ > 1 && DependsOn(s->index, vector_var_)) {
     std::optional<int64_t> stride = VectorStride(s->index);
     if (stride == 1) {
       b_.CreateAlignedStore(Splat(value), Address(*buffer, EmitIndexAtLaneZero(s->index)),
-                            llvm::Align(kFloatAlign));
+                            buffer->align());
       return;
     }
     if (stride == 0) {
       // Every lane writes the same element; sequentially the last lane wins.
       b_.CreateAlignedStore(LastLane(value), Address(*buffer, EmitIndexAtLaneZero(s->index)),
-                            llvm::Align(kFloatAlign));
+                            buffer->align());
       return;
     }
     // Scatter, lane by lane in iteration order.
@@ -583,13 +620,13 @@ void ModuleEmitter::EmitStore(const ir::Stmt& s) {
     for (int64_t lane = 0; lane < lanes_; ++lane) {
       b_.CreateAlignedStore(b_.CreateExtractElement(values, lane),
                             Address(*buffer, b_.CreateExtractElement(index, lane)),
-                            llvm::Align(kFloatAlign));
+                            buffer->align());
     }
     return;
   }
   llvm::Value* index = EmitScalarIndex(s->index);
   if (!status_.ok()) return;
-  b_.CreateAlignedStore(LastLane(value), Address(*buffer, index), llvm::Align(kFloatAlign));
+  b_.CreateAlignedStore(LastLane(value), Address(*buffer, index), buffer->align());
 }
 
 // llvm.prefetch(address, read, locality 3 = keep in all cache levels, data cache).
@@ -601,7 +638,8 @@ void ModuleEmitter::EmitPrefetch(const ir::Stmt& s) {
     return;
   }
   // A plain GEP, not Address's inbounds one: a prefetch may point past the buffer.
-  llvm::Value* address = b_.CreateGEP(f32_, buffer->ptr, EmitIndexAtLaneZero(s->index));
+  llvm::Value* address =
+      b_.CreateGEP(TypeOf(buffer->dtype), buffer->ptr, EmitIndexAtLaneZero(s->index));
   b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {address->getType()},
                      {address, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
 }
@@ -643,14 +681,18 @@ void ModuleEmitter::EmitIfThenElse(const ir::Stmt& s) {
 }
 
 void ModuleEmitter::EmitAllocate(const ir::Stmt& s) {
-  if (s->alloc_dtype != ir::DType::kFloat32 || s->alloc_size <= 0) {
-    Fail(absl::StrCat("allocate '", s->buffer, "' must be float32 with a positive size, got ",
-                      s->alloc_size));
+  if ((s->alloc_dtype != ir::DType::kFloat32 && !ir::IsQuantizedInt(s->alloc_dtype)) ||
+      s->alloc_size <= 0) {
+    Fail(absl::StrCat("allocate '", s->buffer,
+                      "' must be of float32, u8, s8 or s32 with a positive size, got ",
+                      ir::DTypeName(s->alloc_dtype), " * ", s->alloc_size));
     return;
   }
+  const BufferRef local{nullptr, s->alloc_size, s->alloc_dtype};
   if (s->alloc_scope == ir::MemoryScope::kLocal) {
-    llvm::Value* storage = EntryAlloca(llvm::ArrayType::get(f32_, s->alloc_size), s->buffer);
-    ScopedBind<BufferRef> bind(scope_.buffers, s->buffer, BufferRef{storage, s->alloc_size});
+    llvm::Value* storage =
+        EntryAlloca(llvm::ArrayType::get(TypeOf(s->alloc_dtype), s->alloc_size), s->buffer);
+    ScopedBind<BufferRef> bind(scope_.buffers, s->buffer, BufferRef{storage, local.size, local.dtype});
     EmitStmt(s->body);
     return;
   }
@@ -660,12 +702,12 @@ void ModuleEmitter::EmitAllocate(const ir::Stmt& s) {
       module_.getOrInsertFunction("aligned_alloc", ptr_, i64_, i64_);
   llvm::FunctionCallee free_fn =
       module_.getOrInsertFunction("free", llvm::Type::getVoidTy(ctx_), ptr_);
-  const int64_t bytes = (s->alloc_size * 4 + 63) / 64 * 64;
+  const int64_t bytes = (s->alloc_size * ir::DTypeBytes(s->alloc_dtype) + 63) / 64 * 64;
   llvm::Value* storage = b_.CreateCall(
       alloc_fn, {llvm::ConstantInt::get(i64_, 64), llvm::ConstantInt::get(i64_, bytes)},
       s->buffer);
   {
-    ScopedBind<BufferRef> bind(scope_.buffers, s->buffer, BufferRef{storage, s->alloc_size});
+    ScopedBind<BufferRef> bind(scope_.buffers, s->buffer, BufferRef{storage, local.size, local.dtype});
     EmitStmt(s->body);
   }
   b_.CreateCall(free_fn, {storage});
@@ -693,6 +735,10 @@ llvm::Value* ModuleEmitter::EmitExpr(const ir::Expr& e) {
       return EmitCall(e);
     case ir::ExprKind::kSelect:
       return EmitSelect(e);
+    case ir::ExprKind::kCast:
+      return EmitCast(e);
+    case ir::ExprKind::kDot4:
+      return EmitDot4(e);
     case ir::ExprKind::kToInt: {
       if (e->operands.size() != 1 || !e->operands[0]) return Fail("int conversion without an operand", i64_);
       llvm::Value* x = EmitExpr(e->operands[0]);
@@ -868,18 +914,23 @@ llvm::Value* ModuleEmitter::EmitBinary(const ir::Expr& e) {
   const bool is_float = elem->isFloatTy();
   const bool is_int = elem->isIntegerTy(64);
   const bool is_bool = elem->isIntegerTy(1);
+  // s32 (quantized accumulators): wraps around, so no nsw; never divided.
+  const bool is_s32 = elem->isIntegerTy(32);
 
   switch (e->kind) {
     case ir::ExprKind::kAdd:
       if (is_int) return b_.CreateAdd(a, b, "", /*HasNUW=*/false, /*HasNSW=*/true);
+      if (is_s32) return b_.CreateAdd(a, b);
       if (is_float) return b_.CreateFAdd(a, b);
       break;
     case ir::ExprKind::kSub:
       if (is_int) return b_.CreateSub(a, b, "", /*HasNUW=*/false, /*HasNSW=*/true);
+      if (is_s32) return b_.CreateSub(a, b);
       if (is_float) return b_.CreateFSub(a, b);
       break;
     case ir::ExprKind::kMul:
       if (is_int) return b_.CreateMul(a, b, "", /*HasNUW=*/false, /*HasNSW=*/true);
+      if (is_s32) return b_.CreateMul(a, b);
       if (is_float) return b_.CreateFMul(a, b);
       break;
     case ir::ExprKind::kDiv:
@@ -894,24 +945,24 @@ llvm::Value* ModuleEmitter::EmitBinary(const ir::Expr& e) {
       break;
     case ir::ExprKind::kMin:
       // std::min(a, b) == (b < a) ? b : a, also for floats.
-      if (is_int) return b_.CreateSelect(b_.CreateICmpSLT(b, a), b, a);
+      if (is_int || is_s32) return b_.CreateSelect(b_.CreateICmpSLT(b, a), b, a);
       if (is_float) return b_.CreateSelect(b_.CreateFCmpOLT(b, a), b, a);
       break;
     case ir::ExprKind::kMax:
       // std::max(a, b) == (a < b) ? b : a.
-      if (is_int) return b_.CreateSelect(b_.CreateICmpSLT(a, b), b, a);
+      if (is_int || is_s32) return b_.CreateSelect(b_.CreateICmpSLT(a, b), b, a);
       if (is_float) return b_.CreateSelect(b_.CreateFCmpOLT(a, b), b, a);
       break;
     case ir::ExprKind::kLT:
-      if (is_int) return b_.CreateICmpSLT(a, b);
+      if (is_int || is_s32) return b_.CreateICmpSLT(a, b);
       if (is_float) return b_.CreateFCmpOLT(a, b);
       break;
     case ir::ExprKind::kLE:
-      if (is_int) return b_.CreateICmpSLE(a, b);
+      if (is_int || is_s32) return b_.CreateICmpSLE(a, b);
       if (is_float) return b_.CreateFCmpOLE(a, b);
       break;
     case ir::ExprKind::kEQ:
-      if (is_int || is_bool) return b_.CreateICmpEQ(a, b);
+      if (is_int || is_s32 || is_bool) return b_.CreateICmpEQ(a, b);
       if (is_float) return b_.CreateFCmpOEQ(a, b);
       break;
     case ir::ExprKind::kAnd:
@@ -953,34 +1004,220 @@ llvm::Value* ModuleEmitter::EmitIndexAtLaneZero(const ir::Expr& index) {
 
 llvm::Value* ModuleEmitter::EmitLoad(const ir::Expr& e) {
   const BufferRef* buffer = FindBuffer(e->name);
-  if (!buffer) return llvm::PoisonValue::get(f32_);
-  if (e->operands.size() != 1 || !e->operands[0]) return Fail("load without index", f32_);
+  if (!buffer) return llvm::PoisonValue::get(TypeOf(e->dtype));
+  llvm::Type* elem = TypeOf(buffer->dtype);
+  if (e->dtype != buffer->dtype) {
+    return Fail(absl::StrCat("load of ", ir::DTypeName(e->dtype), " from ",
+                             ir::DTypeName(buffer->dtype), " buffer '", e->name, "'"),
+                TypeOf(e->dtype));
+  }
+  if (e->operands.size() != 1 || !e->operands[0]) return Fail("load without index", elem);
   const ir::Expr& index = e->operands[0];
   if (lanes_ > 1 && DependsOn(index, vector_var_)) {
     std::optional<int64_t> stride = VectorStride(index);
     if (stride == 1) {
-      return b_.CreateAlignedLoad(llvm::FixedVectorType::get(f32_, lanes_),
-                                  Address(*buffer, EmitIndexAtLaneZero(index)),
-                                  llvm::Align(kFloatAlign));
+      return b_.CreateAlignedLoad(llvm::FixedVectorType::get(elem, lanes_),
+                                  Address(*buffer, EmitIndexAtLaneZero(index)), buffer->align());
     }
     if (stride == 0) {
-      return b_.CreateAlignedLoad(f32_, Address(*buffer, EmitIndexAtLaneZero(index)),
-                                  llvm::Align(kFloatAlign));
+      return b_.CreateAlignedLoad(elem, Address(*buffer, EmitIndexAtLaneZero(index)),
+                                  buffer->align());
     }
     // Gather, lane by lane.
     llvm::Value* indices = EmitExpr(index);
-    if (!status_.ok()) return llvm::PoisonValue::get(f32_);
-    llvm::Value* result = llvm::PoisonValue::get(llvm::FixedVectorType::get(f32_, lanes_));
+    if (!status_.ok()) return llvm::PoisonValue::get(elem);
+    llvm::Value* result = llvm::PoisonValue::get(llvm::FixedVectorType::get(elem, lanes_));
     for (int64_t lane = 0; lane < lanes_; ++lane) {
       llvm::Value* element = b_.CreateAlignedLoad(
-          f32_, Address(*buffer, b_.CreateExtractElement(indices, lane)), llvm::Align(kFloatAlign));
+          elem, Address(*buffer, b_.CreateExtractElement(indices, lane)), buffer->align());
       result = b_.CreateInsertElement(result, element, lane);
     }
     return result;
   }
   llvm::Value* scalar_index = EmitScalarIndex(index);
-  if (!status_.ok()) return llvm::PoisonValue::get(f32_);
-  return b_.CreateAlignedLoad(f32_, Address(*buffer, scalar_index), llvm::Align(kFloatAlign));
+  if (!status_.ok()) return llvm::PoisonValue::get(elem);
+  return b_.CreateAlignedLoad(elem, Address(*buffer, scalar_index), buffer->align());
+}
+
+// Cast(): see ir.h for the semantics. Integer to integer keeps the value when the
+// source range fits in the target's, and clamps (smax/smin, or umin from u8) before
+// truncating when it does not; float to integer is roundeven then the saturating
+// conversion (which also maps NaN to 0).
+llvm::Value* ModuleEmitter::EmitCast(const ir::Expr& e) {
+  llvm::Type* to_elem = TypeOf(e->dtype);
+  if (e->operands.size() != 1 || !e->operands[0]) return Fail("cast without an operand", to_elem);
+  const ir::DType from = e->operands[0]->dtype;
+  const ir::DType to = e->dtype;
+  llvm::Value* x = EmitExpr(e->operands[0]);
+  if (!status_.ok()) return llvm::PoisonValue::get(to_elem);
+  if (from == ir::DType::kBool || to == ir::DType::kBool) return Fail("cast from or to bool", to_elem);
+  if (from == to) return x;
+  llvm::Type* to_type = to_elem;
+  if (auto* vector_type = llvm::dyn_cast<llvm::FixedVectorType>(x->getType())) {
+    to_type = llvm::FixedVectorType::get(to_elem, vector_type->getNumElements());
+  }
+  const bool from_signed = from != ir::DType::kUInt8;
+  const bool to_signed = to != ir::DType::kUInt8;
+  if (to == ir::DType::kFloat32) {
+    return from_signed ? b_.CreateSIToFP(x, to_type) : b_.CreateUIToFP(x, to_type);
+  }
+  if (from == ir::DType::kFloat32) {
+    llvm::Value* rounded = b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, x);
+    return b_.CreateIntrinsic(to_signed ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat,
+                              {to_type, x->getType()}, {rounded});
+  }
+  // Integer to integer. The ranges as int64: [lo, hi] of the target.
+  auto range = [](ir::DType t) -> std::pair<int64_t, int64_t> {
+    switch (t) {
+      case ir::DType::kUInt8: return {0, 255};
+      case ir::DType::kInt8: return {-128, 127};
+      case ir::DType::kInt32:
+        return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+      default: return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
+    }
+  };
+  const auto [from_lo, from_hi] = range(from);
+  const auto [to_lo, to_hi] = range(to);
+  const unsigned from_bits = x->getType()->getScalarSizeInBits();
+  const unsigned to_bits = to_elem->getIntegerBitWidth();
+  llvm::Type* x_type = x->getType();
+  auto constant = [&](int64_t v) {
+    llvm::Constant* c = llvm::ConstantInt::get(x_type->getScalarType(), v, /*IsSigned=*/true);
+    return x_type->isVectorTy() ? llvm::ConstantVector::getSplat(
+                                      llvm::cast<llvm::VectorType>(x_type)->getElementCount(), c)
+                                : c;
+  };
+  if (from_lo < to_lo) {  // only signed sources go below the target's range
+    x = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, constant(to_lo));
+  }
+  if (from_hi > to_hi) {
+    x = b_.CreateBinaryIntrinsic(from_signed ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, x,
+                                 constant(to_hi));
+  }
+  if (to_bits < from_bits) return b_.CreateTrunc(x, to_type);
+  if (to_bits > from_bits) return from_signed ? b_.CreateSExt(x, to_type) : b_.CreateZExt(x, to_type);
+  return x;
+}
+
+// The 32-bit words of a Dot4 operand (a Load of u8/s8 at the first of four bytes): a
+// scalar i32, or in a vector context one word per lane: stride 4 in the vector
+// variable is one vector load, stride 0 one word (broadcast where it meets a vector),
+// anything else one word per lane. Loads are byte-aligned.
+llvm::Value* ModuleEmitter::EmitWords(const ir::Expr& load) {
+  const BufferRef* buffer = FindBuffer(load->name);
+  if (!buffer) return llvm::PoisonValue::get(i32_);
+  if (buffer->dtype != ir::DType::kUInt8 && buffer->dtype != ir::DType::kInt8) {
+    return Fail("dot4 operand '" + load->name + "' is not a u8 or s8 buffer", i32_);
+  }
+  const ir::Expr& index = load->operands[0];
+  const llvm::Align align(1);
+  if (lanes_ > 1 && DependsOn(index, vector_var_)) {
+    std::optional<int64_t> stride = VectorStride(index);
+    if (stride == 4) {
+      return b_.CreateAlignedLoad(llvm::FixedVectorType::get(i32_, lanes_),
+                                  Address(*buffer, EmitIndexAtLaneZero(index)), align);
+    }
+    if (stride == 0) {
+      return b_.CreateAlignedLoad(i32_, Address(*buffer, EmitIndexAtLaneZero(index)), align);
+    }
+    llvm::Value* indices = EmitExpr(index);
+    if (!status_.ok()) return llvm::PoisonValue::get(i32_);
+    llvm::Value* result = llvm::PoisonValue::get(llvm::FixedVectorType::get(i32_, lanes_));
+    for (int64_t lane = 0; lane < lanes_; ++lane) {
+      llvm::Value* word = b_.CreateAlignedLoad(
+          i32_, Address(*buffer, b_.CreateExtractElement(indices, lane)), align);
+      result = b_.CreateInsertElement(result, word, lane);
+    }
+    return result;
+  }
+  llvm::Value* scalar_index = EmitScalarIndex(index);
+  if (!status_.ok()) return llvm::PoisonValue::get(i32_);
+  return b_.CreateAlignedLoad(i32_, Address(*buffer, scalar_index), align);
+}
+
+// Dot4: the u8 x s8 dot-product instruction where the target has it for this width
+// (16 lanes: AVX-512 VNNI; 8 or 4 lanes: AVX-512 VNNI with VL, or AVX-VNNI), else
+// exact widening multiplies and adds that any target runs.
+llvm::Value* ModuleEmitter::EmitDot4(const ir::Expr& e) {
+  if (e->operands.size() != 3 || !e->operands[0] || !e->operands[1] || !e->operands[2]) {
+    return Fail("dot4 without three operands", i32_);
+  }
+  const ir::Expr* a = &e->operands[1];
+  const ir::Expr* b = &e->operands[2];
+  for (const ir::Expr* operand : {a, b}) {
+    if ((*operand)->kind != ir::ExprKind::kLoad || (*operand)->operands.size() != 1) {
+      return Fail("dot4 operand " + ir::ToString(*operand) + " is not a load", i32_);
+    }
+  }
+  llvm::Value* acc = EmitExpr(e->operands[0]);
+  if (!status_.ok()) return llvm::PoisonValue::get(i32_);
+  if (acc->getType()->getScalarType() != i32_) return Fail("dot4 accumulator is not s32", i32_);
+  // The instruction multiplies unsigned bytes (its first operand) by signed ones.
+  if ((*a)->dtype == ir::DType::kInt8 && (*b)->dtype == ir::DType::kUInt8) std::swap(a, b);
+  const bool a_signed = (*a)->dtype == ir::DType::kInt8;
+  const bool b_signed = (*b)->dtype == ir::DType::kInt8;
+  llvm::Value* a_words = EmitWords(*a);
+  llvm::Value* b_words = EmitWords(*b);
+  if (!status_.ok()) return llvm::PoisonValue::get(i32_);
+  // All three the same shape: vector if any of them is.
+  if (!MatchLanes(&acc, &a_words) || !MatchLanes(&acc, &b_words) ||
+      !MatchLanes(&a_words, &b_words)) {
+    return Fail("vector width mismatch in dot4", i32_);
+  }
+  if (!a_signed && b_signed && acc->getType()->isVectorTy()) {
+    if (llvm::Value* v = DotInstruction(acc, a_words, b_words)) return v;
+  }
+  return DotGeneric(acc, a_words, a_signed, b_words, b_signed);
+}
+
+// vpdpbusd through its LLVM intrinsic, or null when the target lacks it for this width.
+llvm::Value* ModuleEmitter::DotInstruction(llvm::Value* acc, llvm::Value* u8_words,
+                                           llvm::Value* s8_words) {
+  const unsigned lanes = llvm::cast<llvm::FixedVectorType>(acc->getType())->getNumElements();
+  llvm::Intrinsic::ID id;
+  if (lanes == 16 && dot_.vnni512) {
+    id = llvm::Intrinsic::x86_avx512_vpdpbusd_512;
+  } else if (lanes == 8 && dot_.vnni256) {
+    id = llvm::Intrinsic::x86_avx512_vpdpbusd_256;
+  } else if (lanes == 4 && dot_.vnni256) {
+    id = llvm::Intrinsic::x86_avx512_vpdpbusd_128;
+  } else {
+    return nullptr;
+  }
+  llvm::Function* fn = llvm::Intrinsic::getDeclaration(&module_, id);
+  llvm::FunctionType* type = fn->getFunctionType();
+  // Operands as the declaration types them (<N x i32> in LLVM 19; a bitcast if a
+  // later LLVM types the byte operands as <4N x i8>).
+  llvm::Value* args[3] = {acc, u8_words, s8_words};
+  for (unsigned i = 0; i < 3; ++i) args[i] = b_.CreateBitCast(args[i], type->getParamType(i));
+  return b_.CreateBitCast(b_.CreateCall(fn, args), acc->getType());
+}
+
+// Exact dot products on any target: the words as bytes, widened to i32 (zero- or
+// sign-extended), multiplied, and the four products of each lane summed (i32 wraps,
+// as vpdpbusd does).
+llvm::Value* ModuleEmitter::DotGeneric(llvm::Value* acc, llvm::Value* a_words, bool a_signed,
+                                       llvm::Value* b_words, bool b_signed) {
+  auto* vector_type = llvm::dyn_cast<llvm::FixedVectorType>(acc->getType());
+  const unsigned lanes = vector_type ? vector_type->getNumElements() : 1;
+  auto* bytes_type = llvm::FixedVectorType::get(i8_, 4 * lanes);
+  auto* wide_type = llvm::FixedVectorType::get(i32_, 4 * lanes);
+  auto widen = [&](llvm::Value* words, bool is_signed) {
+    llvm::Value* bytes = b_.CreateBitCast(words, bytes_type);
+    return is_signed ? b_.CreateSExt(bytes, wide_type) : b_.CreateZExt(bytes, wide_type);
+  };
+  llvm::Value* products = b_.CreateMul(widen(a_words, a_signed), widen(b_words, b_signed));
+  llvm::Value* sum = acc;
+  for (unsigned t = 0; t < 4; ++t) {
+    // Byte t of every lane: elements t, 4 + t, 8 + t, ... Both operands' words are
+    // split the same way, so byte t of `a` meets byte t of `b` on any byte order.
+    llvm::SmallVector<int, 16> mask;
+    for (unsigned lane = 0; lane < lanes; ++lane) mask.push_back(static_cast<int>(4 * lane + t));
+    llvm::Value* part = b_.CreateShuffleVector(products, mask);
+    if (!vector_type) part = b_.CreateExtractElement(part, uint64_t{0});
+    sum = b_.CreateAdd(sum, part);
+  }
+  return sum;
 }
 
 // ---------------------------------------------------------------------------
@@ -996,7 +1233,7 @@ const BufferRef* ModuleEmitter::FindBuffer(const std::string& name) {
 }
 
 llvm::Value* ModuleEmitter::Address(const BufferRef& buffer, llvm::Value* index) {
-  return b_.CreateInBoundsGEP(f32_, buffer.ptr, index);
+  return b_.CreateInBoundsGEP(TypeOf(buffer.dtype), buffer.ptr, index);
 }
 
 llvm::Value* ModuleEmitter::Splat(llvm::Value* v) {
@@ -1142,6 +1379,18 @@ absl::StatusOr<std::string> Compile(const ir::LoweredFunc& func, const Target& t
                                                      target.triple.rfind("riscv64", 0) == 0 ? "-rv64" : "", ")"));
     }
   }
+  // What the target's CPU and features give, as LLVM's subtarget sees them (a CPU
+  // name alone implies its features; "-avx512vnni" in the features takes one away).
+  DotProductSupport dot;
+  if (TripleArchitecture(target.triple) == "x86_64") {
+    std::unique_ptr<llvm::MCSubtargetInfo> info(
+        llvm_target->createMCSubtargetInfo(target.triple, target.cpu, target.features));
+    if (info) {
+      dot.vnni512 = info->checkFeatures("+avx512vnni");
+      dot.vnni256 = (dot.vnni512 && info->checkFeatures("+avx512vl")) ||
+                    info->checkFeatures("+avxvnni");
+    }
+  }
   // Default TargetOptions: IEEE floats, fusion only where the IR says fmuladd.
   llvm::TargetOptions target_options;
   std::unique_ptr<llvm::TargetMachine> machine(llvm_target->createTargetMachine(
@@ -1159,7 +1408,7 @@ absl::StatusOr<std::string> Compile(const ir::LoweredFunc& func, const Target& t
 
   {
     ScopedTimer timer("llvm ir emission for " + func.name);
-    ModuleEmitter emitter(module, target);
+    ModuleEmitter emitter(module, target, dot);
     RETURN_IF_ERROR(emitter.EmitKernel(func));
     std::string verify_errors;
     llvm::raw_string_ostream verify_stream(verify_errors);

@@ -22,7 +22,44 @@ bool IsFloatConst(const Expr& e, double v) {
   return e->kind == ExprKind::kFloatImm && e->float_value == v;
 }
 
+// Arithmetic and comparisons take two operands of one type; u8 and s8 values are
+// converted first (Cast), so no 8-bit arithmetic ever wraps unnoticed.
+void CheckOperands(const char* op, const Expr& a, const Expr& b) {
+  TF_CHECK(a && b, "null operand of ", op);
+  const bool quantized = IsQuantizedInt(a->dtype) || IsQuantizedInt(b->dtype);
+  if (!quantized) return;
+  TF_CHECK(a->dtype == b->dtype, op, " of ", DTypeName(a->dtype), " and ", DTypeName(b->dtype),
+           ": cast one of them first");
+  TF_CHECK(a->dtype == DType::kInt32, op, " of ", DTypeName(a->dtype),
+           " values: cast them to s32 or float32 first");
+}
+
 }  // namespace
+
+const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kInt64: return "int64";
+    case DType::kFloat32: return "float32";
+    case DType::kBool: return "bool";
+    case DType::kUInt8: return "u8";
+    case DType::kInt8: return "s8";
+    case DType::kInt32: return "s32";
+  }
+  return "?";
+}
+
+int DTypeBytes(DType dtype) {
+  switch (dtype) {
+    case DType::kInt64: return 8;
+    case DType::kFloat32: case DType::kInt32: return 4;
+    case DType::kBool: case DType::kUInt8: case DType::kInt8: return 1;
+  }
+  return 1;
+}
+
+bool IsQuantizedInt(DType dtype) {
+  return dtype == DType::kUInt8 || dtype == DType::kInt8 || dtype == DType::kInt32;
+}
 
 void Operands::push_back(Expr e) {
   TF_CHECK(size_ < 3, "an expression has at most three operands");
@@ -72,6 +109,7 @@ Expr Var(const std::string& name) {
 }
 
 Expr Add(Expr a, Expr b) {
+  CheckOperands("add", a, b);
   int64_t x, y;
   if (IsConst(a, &x) && IsConst(b, &y)) return IntImm(x + y);
   if (IsConst(a, &x) && x == 0) return b;
@@ -85,6 +123,7 @@ Expr Add(Expr a, Expr b) {
 }
 
 Expr Sub(Expr a, Expr b) {
+  CheckOperands("subtract", a, b);
   int64_t x, y;
   if (IsConst(a, &x) && IsConst(b, &y)) return IntImm(x - y);
   if (IsConst(b, &y) && y == 0) return a;
@@ -93,6 +132,7 @@ Expr Sub(Expr a, Expr b) {
 }
 
 Expr Mul(Expr a, Expr b) {
+  CheckOperands("multiply", a, b);
   int64_t x, y;
   if (IsConst(a, &x) && IsConst(b, &y)) return IntImm(x * y);
   if (IsConst(a)) std::swap(a, b);
@@ -105,6 +145,8 @@ Expr Mul(Expr a, Expr b) {
 }
 
 Expr Div(Expr a, Expr b) {
+  TF_CHECK(a && b && !IsQuantizedInt(a->dtype) && !IsQuantizedInt(b->dtype),
+           "divide of quantized values: cast them to float32 first");
   int64_t x, y;
   TF_CHECK(!(IsConst(b, &y) && y == 0), "division by zero");
   if (IsConst(a, &x) && IsConst(b, &y)) return IntImm(x / y);
@@ -113,6 +155,8 @@ Expr Div(Expr a, Expr b) {
 }
 
 Expr Mod(Expr a, Expr b) {
+  TF_CHECK(a && b && !IsQuantizedInt(a->dtype) && !IsQuantizedInt(b->dtype),
+           "modulo of quantized values: cast them to float32 first");
   int64_t x, y;
   TF_CHECK(!(IsConst(b, &y) && y == 0), "modulo by zero");
   if (IsConst(a, &x) && IsConst(b, &y)) return IntImm(x % y);
@@ -121,6 +165,7 @@ Expr Mod(Expr a, Expr b) {
 }
 
 Expr Min(Expr a, Expr b) {
+  CheckOperands("min", a, b);
   int64_t x, y;
   if (IsConst(a, &x) && IsConst(b, &y)) return IntImm(std::min(x, y));
   if (a == b) return a;
@@ -128,15 +173,25 @@ Expr Min(Expr a, Expr b) {
 }
 
 Expr Max(Expr a, Expr b) {
+  CheckOperands("max", a, b);
   int64_t x, y;
   if (IsConst(a, &x) && IsConst(b, &y)) return IntImm(std::max(x, y));
   if (a == b) return a;
   return MakeBinary(ExprKind::kMax, a->dtype, a, b);
 }
 
-Expr LT(Expr a, Expr b) { return MakeBinary(ExprKind::kLT, DType::kBool, a, b); }
-Expr LE(Expr a, Expr b) { return MakeBinary(ExprKind::kLE, DType::kBool, a, b); }
-Expr EQ(Expr a, Expr b) { return MakeBinary(ExprKind::kEQ, DType::kBool, a, b); }
+Expr LT(Expr a, Expr b) {
+  CheckOperands("compare", a, b);
+  return MakeBinary(ExprKind::kLT, DType::kBool, a, b);
+}
+Expr LE(Expr a, Expr b) {
+  CheckOperands("compare", a, b);
+  return MakeBinary(ExprKind::kLE, DType::kBool, a, b);
+}
+Expr EQ(Expr a, Expr b) {
+  CheckOperands("compare", a, b);
+  return MakeBinary(ExprKind::kEQ, DType::kBool, a, b);
+}
 Expr And(Expr a, Expr b) { return MakeBinary(ExprKind::kAnd, DType::kBool, a, b); }
 
 Expr ToInt(Expr x) {
@@ -165,6 +220,32 @@ Expr Load(const std::string& buffer, DType dtype, Expr index) {
   node->dtype = dtype;
   node->name = buffer;
   node->operands = Operands(std::move(index));
+  return node;
+}
+
+Expr Cast(DType to, Expr x) {
+  TF_CHECK(x, "cast of a null expression");
+  TF_CHECK(to != DType::kBool && x->dtype != DType::kBool, "no cast from or to bool");
+  if (x->dtype == to) return x;
+  auto node = std::make_shared<ExprNode>();
+  node->kind = ExprKind::kCast;
+  node->dtype = to;
+  node->operands = Operands(std::move(x));
+  return node;
+}
+
+Expr Dot4(Expr acc, Expr a, Expr b) {
+  TF_CHECK(acc && a && b, "dot4 with a null operand");
+  TF_CHECK(acc->dtype == DType::kInt32, "dot4 accumulates into s32, not ", DTypeName(acc->dtype));
+  for (const Expr* e : {&a, &b}) {
+    TF_CHECK((*e)->kind == ExprKind::kLoad &&
+                 ((*e)->dtype == DType::kUInt8 || (*e)->dtype == DType::kInt8),
+             "dot4 multiplies loads of u8 or s8 buffers, not ", ToString(*e));
+  }
+  auto node = std::make_shared<ExprNode>();
+  node->kind = ExprKind::kDot4;
+  node->dtype = DType::kInt32;
+  node->operands = Operands{std::move(acc), std::move(a), std::move(b)};
   return node;
 }
 

@@ -22,7 +22,15 @@
 
 namespace tuneforge::ir {
 
-enum class DType { kInt64, kFloat32, kBool };
+// kInt64: loop variables and indices. kFloat32: tensor data. kBool: conditions.
+// kUInt8, kInt8, kInt32: quantized tensor data and its accumulators (docs/int8.md).
+// u8 and s8 values take part in arithmetic only through Cast (to s32 or float32) or
+// Dot4; s32 arithmetic wraps around in two's complement, as the CPU's does.
+enum class DType { kInt64, kFloat32, kBool, kUInt8, kInt8, kInt32 };
+const char* DTypeName(DType dtype);  // "int64", "float32", "bool", "u8", "s8", "s32"
+int DTypeBytes(DType dtype);         // bytes of one element in a buffer (bool: 1)
+// Whether values of `dtype` are integers that buffers hold (u8, s8, s32).
+bool IsQuantizedInt(DType dtype);
 
 enum class ExprKind {
   kIntImm,    // int_value, dtype kInt64
@@ -38,6 +46,8 @@ enum class ExprKind {
   kToInt,         // the int64 of a float32 operand, rounded toward zero (an index read from a table)
   kLoad,      // name = buffer, operands[0] = flat index; dtype of the buffer
   kCall,      // name = a float32 math function of one float32 operand (MathFunctions())
+  kCast,      // operands[0] converted to dtype; see Cast()
+  kDot4,      // operands {acc (s32), a, b (loads of u8/s8)}; see Dot4()
 };
 
 struct ExprNode;
@@ -97,6 +107,20 @@ Expr Select(Expr condition, Expr a, Expr b);
 // The int64 of float32 `x`, rounded toward zero (x must be within int64's range).
 Expr ToInt(Expr x);
 Expr Load(const std::string& buffer, DType dtype, Expr index);
+// `x` converted to `to`. Between integer types (int64, s32, u8, s8) the value is kept
+// when it fits and saturated to the nearest end of `to`'s range when it does not.
+// Integer to float32 rounds to nearest. Float32 to an integer type rounds to nearest,
+// halves to even, then saturates; NaN gives 0 (onnxruntime's QuantizeLinear rounding).
+// No conversion from or to bool. TF_CHECKs the types.
+Expr Cast(DType to, Expr x);
+// The 4-way dot-product accumulate of quantized kernels: acc + sum over t < 4 of
+// a[i + t] * b[j + t], where `a` and `b` are Loads of u8 or s8 buffers at the first of
+// the four elements (a = Load(A, u8, i), b = Load(B, s8, j)) and `acc` is s32; the
+// result is s32 (wrapping). In a vectorized loop each lane computes its own group of
+// four, so a lane's four bytes are one 32-bit word: a word index with stride 4 in the
+// vector variable reads one vector, stride 0 broadcasts one word. Codegen uses the
+// CPU's dot-product instruction where the target has it (vpdpbusd for u8 x s8).
+Expr Dot4(Expr acc, Expr a, Expr b);
 // A float32 math function of one float32 argument: "exp", "log", "sqrt", "erf",
 // "tanh" (what the model operators need). TF_CHECKs the name.
 Expr Call(const std::string& function, Expr arg);
@@ -154,7 +178,8 @@ Stmt IfThenElse(Expr condition, Stmt then_case, Stmt else_case = nullptr);
 Stmt Allocate(const std::string& buffer, DType dtype, int64_t size, Stmt body,
               MemoryScope scope = MemoryScope::kLocal);
 
-// A kernel argument. Arguments are global float32 buffers, in entry-point order.
+// A kernel argument. Arguments are global buffers of float32 or of a quantized
+// integer type (u8, s8, s32), in entry-point order.
 struct BufferParam {
   std::string name;
   DType dtype = DType::kFloat32;

@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "compiler/ir/interpreter.h"
 
 namespace tuneforge::ir {
@@ -132,6 +136,117 @@ TEST(InterpreterTest, RunsLoopsAndReportsOutOfBounds) {
   absl::Status st = Interpret(f, &buffers);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("out of bounds"), std::string::npos);
+}
+
+TEST(IrTest, QuantizedValuesAreCastBeforeArithmetic) {
+  Expr i = Var("i");
+  Expr a = Load("A", DType::kUInt8, i), w = Load("W", DType::kInt8, i);
+  EXPECT_DEATH(Add(a, a), "cast them to s32 or float32 first");
+  EXPECT_DEATH(Add(Cast(DType::kInt32, a), i), "cast one of them first");
+  EXPECT_DEATH(Div(Cast(DType::kInt32, a), Cast(DType::kInt32, w)), "cast them to float32");
+  EXPECT_DEATH(Dot4(Cast(DType::kInt32, a), a, Cast(DType::kInt32, w)), "loads of u8 or s8");
+  EXPECT_DEATH(Dot4(Cast(DType::kFloat32, a), a, w), "accumulates into s32");
+  EXPECT_DEATH(Cast(DType::kBool, a), "no cast from or to bool");
+  Expr acc = Load("C", DType::kInt32, i);
+  EXPECT_EQ(ToString(Dot4(acc, a, w)), "dot4(C[i], A[i], W[i])");
+  EXPECT_EQ(ToString(Cast(DType::kUInt8, Add(acc, Cast(DType::kInt32, w)))), "u8(C[i] + s32(W[i]))");
+  EXPECT_EQ(Cast(DType::kInt32, acc), acc);
+  // Substitution rebuilds both new kinds.
+  EXPECT_EQ(ToString(Substitute(Dot4(acc, a, w), {{"i", IntImm(3)}})), "dot4(C[3], A[3], W[3])");
+  EXPECT_EQ(ToString(Substitute(Cast(DType::kFloat32, a), {{"i", IntImm(3)}})), "float32(A[3])");
+}
+
+// A u8 x s8 matrix product through Dot4 (weights packed [K/4][N][4]), requantized to
+// u8; checked against plain loops, with the extreme values the instructions must not
+// saturate on (255 x -128, four at a time).
+TEST(InterpreterTest, QuantizedMatmulIsExact) {
+  const int64_t m = 3, n = 5, k = 8;
+  LoweredFunc f;
+  f.name = "qmatmul";
+  f.params = {BufferParam{"A", DType::kUInt8, {m, k}}, BufferParam{"B", DType::kInt8, {k / 4, n, 4}},
+              BufferParam{"C", DType::kInt32, {m, n}, true}, BufferParam{"D", DType::kUInt8, {m, n}, true}};
+  Expr i = Var("i"), j = Var("j"), q = Var("q");
+  Expr c_index = Add(Mul(i, IntImm(n)), j);
+  Expr requantized = Cast(DType::kUInt8, Add(Cast(DType::kInt32, Mul(Cast(DType::kFloat32, Load("C", DType::kInt32, c_index)),
+                                                                     FloatImm(0.001))),
+                                             Cast(DType::kInt32, IntImm(100))));
+  f.body = For("i", IntImm(m), m, ForKind::kSerial,
+               Block({For("j", IntImm(n), n, ForKind::kSerial, Store("C", c_index, Cast(DType::kInt32, IntImm(0)))),
+                      For("q", IntImm(k / 4), k / 4, ForKind::kSerial,
+                          For("j", IntImm(n), n, ForKind::kSerial,
+                              Store("C", c_index,
+                                    Dot4(Load("C", DType::kInt32, c_index),
+                                         Load("A", DType::kUInt8, Add(Mul(i, IntImm(k)), Mul(q, IntImm(4)))),
+                                         Load("B", DType::kInt8, Mul(Add(Mul(q, IntImm(n)), j), IntImm(4))))))),
+                      For("j", IntImm(n), n, ForKind::kSerial, Store("D", c_index, requantized))}));
+  IntBuffers ints{{"A", std::vector<int64_t>(m * k)}, {"B", std::vector<int64_t>(k * n)},
+                  {"C", std::vector<int64_t>(m * n)}, {"D", std::vector<int64_t>(m * n)}};
+  for (int64_t x = 0; x < m * k; ++x) ints["A"][x] = x < k ? 255 : (x * 37) % 256;
+  for (int64_t x = 0; x < k * n; ++x) ints["B"][x] = x < 4 * n ? -128 : (x * 53) % 256 - 128;
+  FloatBuffers floats;
+  ASSERT_TRUE(Interpret(f, &floats, &ints).ok());
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t c = 0; c < n; ++c) {
+      int64_t want = 0;
+      for (int64_t x = 0; x < k; ++x) want += ints["A"][r * k + x] * ints["B"][((x / 4) * n + c) * 4 + x % 4];
+      EXPECT_EQ(ints["C"][r * n + c], want) << r << "," << c;
+      const double scaled = std::nearbyint(static_cast<float>(static_cast<float>(want) * 0.001f));
+      EXPECT_EQ(ints["D"][r * n + c], std::clamp<int64_t>(static_cast<int64_t>(scaled) + 100, 0, 255));
+    }
+  }
+}
+
+// Cast rounds floats to nearest with halves to even, saturates, maps NaN to 0, and
+// saturates between integer types.
+TEST(InterpreterTest, CastsRoundAndSaturate) {
+  const std::vector<float> in = {-1.5f, 0.5f, 1.5f, 2.5f, 254.5f, 255.5f, 300.0f, std::nanf(""), -129.6f, 3e9f};
+  const int64_t n = static_cast<int64_t>(in.size());
+  LoweredFunc f;
+  f.name = "casts";
+  f.params = {BufferParam{"X", DType::kFloat32, {n}}, BufferParam{"U", DType::kUInt8, {n}, true},
+              BufferParam{"S", DType::kInt8, {n}, true}, BufferParam{"W", DType::kInt32, {n}, true},
+              BufferParam{"V", DType::kUInt8, {n}, true}};
+  Expr i = Var("i");
+  Expr x = Load("X", DType::kFloat32, i);
+  f.body = For("i", IntImm(n), n, ForKind::kSerial,
+               Block({Store("U", i, Cast(DType::kUInt8, x)), Store("S", i, Cast(DType::kInt8, x)),
+                      Store("W", i, Cast(DType::kInt32, x)),
+                      Store("V", i, Cast(DType::kUInt8, Cast(DType::kInt32, x)))}));
+  FloatBuffers floats{{"X", in}};
+  IntBuffers ints{{"U", std::vector<int64_t>(n)}, {"S", std::vector<int64_t>(n)}, {"W", std::vector<int64_t>(n)},
+                  {"V", std::vector<int64_t>(n)}};
+  ASSERT_TRUE(Interpret(f, &floats, &ints).ok());
+  EXPECT_EQ(ints["U"], (std::vector<int64_t>{0, 0, 2, 2, 254, 255, 255, 0, 0, 255}));
+  EXPECT_EQ(ints["S"], (std::vector<int64_t>{-2, 0, 2, 2, 127, 127, 127, 0, -128, 127}));
+  EXPECT_EQ(ints["W"], (std::vector<int64_t>{-2, 0, 2, 2, 254, 256, 300, 0, -130, 2147483647}));
+  EXPECT_EQ(ints["V"], ints["U"]);
+}
+
+TEST(InterpreterTest, IntegerBuffersAreChecked) {
+  LoweredFunc f;
+  f.name = "local";
+  f.params = {BufferParam{"A", DType::kUInt8, {4}}, BufferParam{"C", DType::kInt32, {4}, true}};
+  Expr i = Var("i");
+  // A local s32 tile read before it is written.
+  f.body = Allocate("T", DType::kInt32, 4,
+                    For("i", IntImm(4), 4, ForKind::kSerial, Store("C", i, Load("T", DType::kInt32, i))));
+  FloatBuffers floats;
+  IntBuffers ints{{"A", {1, 2, 3, 4}}, {"C", {0, 0, 0, 0}}};
+  absl::Status st = Interpret(f, &floats, &ints);
+  EXPECT_NE(st.message().find("before anything was stored"), std::string::npos) << st;
+  // A u8 input outside 0..255.
+  f.body = For("i", IntImm(4), 4, ForKind::kSerial, Store("C", i, Cast(DType::kInt32, Load("A", DType::kUInt8, i))));
+  ints["A"][2] = 256;
+  st = Interpret(f, &floats, &ints);
+  EXPECT_NE(st.message().find("outside the range of u8"), std::string::npos) << st;
+  ints["A"][2] = 3;
+  ASSERT_TRUE(Interpret(f, &floats, &ints).ok());
+  EXPECT_EQ(ints["C"], (std::vector<int64_t>{1, 2, 3, 4}));
+  // A Dot4 reading past the end of its buffer.
+  f.body = Store("C", IntImm(0), Dot4(Load("C", DType::kInt32, IntImm(0)), Load("A", DType::kUInt8, IntImm(1)),
+                                     Load("A", DType::kUInt8, IntImm(0))));
+  st = Interpret(f, &floats, &ints);
+  EXPECT_NE(st.message().find("out of bounds: A[4]"), std::string::npos) << st;
 }
 
 }  // namespace

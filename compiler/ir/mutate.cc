@@ -88,6 +88,16 @@ Expr SubstituteIn(const Expr& e, const Vars& vars) {
       Expr arg = SubstituteIn(e->operands[0], vars);
       return arg == e->operands[0] ? e : ToInt(arg);
     }
+    case ExprKind::kCast: {
+      Expr arg = SubstituteIn(e->operands[0], vars);
+      return arg == e->operands[0] ? e : Cast(e->dtype, arg);
+    }
+    case ExprKind::kDot4: {
+      Expr acc = SubstituteIn(e->operands[0], vars);
+      Expr a = SubstituteIn(e->operands[1], vars), b = SubstituteIn(e->operands[2], vars);
+      if (acc == e->operands[0] && a == e->operands[1] && b == e->operands[2]) return e;
+      return Dot4(acc, a, b);
+    }
     case ExprKind::kSelect: {
       Expr c = SubstituteIn(e->operands[0], vars);
       Expr a = SubstituteIn(e->operands[1], vars), b = SubstituteIn(e->operands[2], vars);

@@ -50,6 +50,20 @@ void Print(std::ostream& os, const Expr& e, int outer_precedence) {
       Print(os, e->operands[0], 0);
       os << ")";
       return;
+    case ExprKind::kCast:
+      os << DTypeName(e->dtype) << "(";
+      Print(os, e->operands[0], 0);
+      os << ")";
+      return;
+    case ExprKind::kDot4:
+      os << "dot4(";
+      Print(os, e->operands[0], 0);
+      os << ", ";
+      Print(os, e->operands[1], 0);
+      os << ", ";
+      Print(os, e->operands[2], 0);
+      os << ")";
+      return;
     case ExprKind::kToInt:
       os << "int(";
       Print(os, e->operands[0], 0);
@@ -115,7 +129,7 @@ void PrintStmt(std::ostream& os, const Stmt& s, int indent) {
       return;
     case StmtKind::kAllocate:
       os << pad << (s->alloc_scope == MemoryScope::kHeap ? "allocate heap " : "allocate ")
-         << s->buffer << "[float32 * " << s->alloc_size << "]\n";
+         << s->buffer << "[" << DTypeName(s->alloc_dtype) << " * " << s->alloc_size << "]\n";
       PrintStmt(os, s->body, indent);
       return;
   }
@@ -140,7 +154,7 @@ std::string ToString(const LoweredFunc& f) {
   os << "func " << f.name << "(";
   for (size_t i = 0; i < f.params.size(); ++i) {
     const BufferParam& p = f.params[i];
-    os << (i ? ", " : "") << p.name << ": float32[";
+    os << (i ? ", " : "") << p.name << ": " << DTypeName(p.dtype) << "[";
     for (size_t d = 0; d < p.shape.size(); ++d) os << (d ? ", " : "") << p.shape[d];
     os << "]" << (p.is_output ? " (output)" : "") << (p.is_internal ? " (internal)" : "");
   }
