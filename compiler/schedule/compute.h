@@ -7,6 +7,9 @@
 //   output_index = i*N + j,  value = A[i*K + k] * B[k*N + j]
 // A definition without reduce axes is a plain elementwise assignment.
 //
+// For quantized products `value` is the whole step instead (value_is_update):
+//   value = Dot4(Accumulator(s32), A[i*K + 4*q], B.packed[...]), over reduce axis q.
+//
 // An optional `epilogue` is applied to each finished sum before it is stored, e.g.
 // dense's bias and ReLU: max(ReducedValue() + bias[j], 0). It is an expression over
 // ReducedValue(), the spatial axes and loads of the inputs. Lowering fuses it into
@@ -20,9 +23,15 @@
 
 namespace tuneforge {
 
-// The placeholder for the finished sum inside ComputeDef::epilogue: a float32
-// variable that lowering substitutes; it never reaches codegen.
-ir::Expr ReducedValue();
+// The placeholder for the finished sum inside ComputeDef::epilogue: a variable of the
+// accumulator's type (float32 unless given) that lowering substitutes; it never
+// reaches codegen.
+ir::Expr ReducedValue(ir::DType dtype = ir::DType::kFloat32);
+// The placeholder for the running sum inside a ComputeDef::value that is the whole
+// update step rather than a summand (value_is_update): lowering substitutes the
+// accumulator's load. E.g. a quantized product's step
+// Dot4(Accumulator(s32), A[i*K + 4*q], B[...]).
+ir::Expr Accumulator(ir::DType dtype);
 
 struct AxisDef {
   std::string name;
@@ -37,6 +46,13 @@ struct ComputeDef {
   ir::Expr output_index;
   ir::Expr value;
   ir::Expr epilogue;  // null: store the sum as it is
+  // The type of the sums: of the local tile and of the zero they start from. float32,
+  // or s32 for quantized products (whose output, when a tile does not hold the whole
+  // reduction and adds to it, must be s32 too).
+  ir::DType accumulator = ir::DType::kFloat32;
+  // Whether `value` is the update step, an expression over Accumulator(accumulator)
+  // (false: the summand; the step is accumulator + value).
+  bool value_is_update = false;
 
   // The epilogue applied to `reduced` (the identity without an epilogue).
   ir::Expr ApplyEpilogue(const ir::Expr& reduced) const;

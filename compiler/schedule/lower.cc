@@ -291,6 +291,17 @@ class Lowerer {
     return epilogue_ ? ir::Substitute(epilogue_, {{"%reduced", reduced}}) : reduced;
   }
 
+  // One step of the reduction from the running sum `acc`.
+  Expr Step(const Expr& acc) const {
+    return s_.def().value_is_update ? ir::Substitute(value_, {{"%acc", acc}}) : ir::Add(acc, value_);
+  }
+
+  // The zero sums start from, in the accumulator's type.
+  Expr Zero() const {
+    return s_.def().accumulator == ir::DType::kFloat32 ? ir::FloatImm(0.0)
+                                                       : ir::Cast(s_.def().accumulator, ir::IntImm(0));
+  }
+
   // Builds loops around `body`, innermost last in `loops`. Loops named in `extents`
   // get that extent instead of their own (the caller guarantees it holds there).
   Stmt Nest(const std::vector<const LoopPlan*>& loops, Stmt body,
@@ -526,6 +537,8 @@ class Lowerer {
 
   absl::StatusOr<Stmt> BuildBody() {
     const std::string& out = s_.def().output().name;
+    const ir::DType out_type = s_.def().output().dtype;
+    const ir::DType acc_type = s_.def().accumulator;
     std::vector<const LoopPlan*> all;
     for (const LoopPlan& l : loops_) all.push_back(&l);
 
@@ -544,20 +557,28 @@ class Lowerer {
         if (l->kind == ir::ForKind::kParallel && l->is_reduce)
           return absl::InvalidArgumentError("parallel reduction loop " + l->name);
       }
-      return Nest(all, ir::Store(out, out_index_, Finish(value_)));
+      return Nest(all, ir::Store(out, out_index_, Finish(s_.def().value_is_update ? Step(Zero()) : value_)));
     }
 
     std::vector<const LoopPlan*> prefix(all.begin(), all.begin() + first_reduce);
     std::vector<const LoopPlan*> rest(all.begin() + first_reduce, all.end());
-    Stmt init = Nest(Spatial(rest), ir::Store(out, out_index_, ir::FloatImm(0.0)));
+    Stmt init = Nest(Spatial(rest), ir::Store(out, out_index_, Zero()));
+    // Sums kept in the output itself (no tile, or a tile that does not hold the whole
+    // reduction) need the output in the accumulator's type.
+    auto in_output = [&] {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the sums of ", s_.def().name, " are ", ir::DTypeName(acc_type), " but its output is ",
+          ir::DTypeName(out_type), ": a schedule must keep the whole reduction in a cache_write tile"));
+    };
 
     if (!s_.cache_write_at()) {
-      Stmt update = ir::Store(out, out_index_, ir::Add(ir::Load(out, ir::DType::kFloat32, out_index_), value_));
+      if (out_type != acc_type) return in_output();
+      Stmt update = ir::Store(out, out_index_, Step(ir::Load(out, out_type, out_index_)));
       std::vector<Stmt> steps = {init, Nest(rest, update)};
       // Without a local tile the epilogue is a separate pass over the finished output.
       if (epilogue_) {
         steps.push_back(Nest(Spatial(rest), ir::Store(out, out_index_,
-                                                      Finish(ir::Load(out, ir::DType::kFloat32, out_index_)))));
+                                                      Finish(ir::Load(out, out_type, out_index_)))));
       }
       return Nest(prefix, ir::Block(steps));
     }
@@ -601,7 +622,8 @@ class Lowerer {
     }
     // With every reduction loop inside the tile, the tile holds the final value.
     bool complete = outer.empty();
-    Expr acc_value = ir::Load(acc, ir::DType::kFloat32, local_index);
+    if (!complete && out_type != acc_type) return in_output();
+    Expr acc_value = ir::Load(acc, acc_type, local_index);
     // A tile that does not hold finished sums adds to the output; the epilogue then runs
     // in the write-back of the last iteration of every reduction loop outside the tile.
     Expr last_reduction;
@@ -611,20 +633,20 @@ class Lowerer {
       last_reduction = last_reduction ? ir::And(last_reduction, last) : last;
     }
     auto build_tile = [&](const std::map<std::string, Expr>& full) {
-      Stmt zero = Nest(tile, ir::Store(acc, local_index, ir::FloatImm(0.0)), full);
-      Stmt update = Nest(inner, ir::Store(acc, local_index, ir::Add(acc_value, value_)), full);
+      Stmt zero = Nest(tile, ir::Store(acc, local_index, Zero()), full);
+      Stmt update = Nest(inner, ir::Store(acc, local_index, Step(acc_value)), full);
       Stmt back;
       if (complete) {
         back = Nest(tile, ir::Store(out, out_index_, Finish(acc_value)), full);
       } else {
-        Expr sum = ir::Add(ir::Load(out, ir::DType::kFloat32, out_index_), acc_value);
+        Expr sum = ir::Add(ir::Load(out, out_type, out_index_), acc_value);
         back = Nest(tile, ir::Store(out, out_index_, sum), full);
         if (epilogue_) {
           back = ir::IfThenElse(last_reduction,
                                 Nest(tile, ir::Store(out, out_index_, Finish(sum)), full), back);
         }
       }
-      return ir::Allocate(acc, ir::DType::kFloat32, size, ir::Block({zero, update, back}));
+      return ir::Allocate(acc, acc_type, size, ir::Block({zero, update, back}));
     };
 
     std::vector<const LoopPlan*> around = prefix;

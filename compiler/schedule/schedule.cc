@@ -7,13 +7,20 @@
 
 namespace tuneforge {
 
-ir::Expr ReducedValue() {
+namespace {
+
+ir::Expr Placeholder(const char* name, ir::DType dtype) {
   auto node = std::make_shared<ir::ExprNode>();
   node->kind = ir::ExprKind::kVar;
-  node->dtype = ir::DType::kFloat32;
-  node->name = "%reduced";
+  node->dtype = dtype;
+  node->name = name;
   return node;
 }
+
+}  // namespace
+
+ir::Expr ReducedValue(ir::DType dtype) { return Placeholder("%reduced", dtype); }
+ir::Expr Accumulator(ir::DType dtype) { return Placeholder("%acc", dtype); }
 
 ir::Expr ComputeDef::ApplyEpilogue(const ir::Expr& reduced) const {
   if (!epilogue) return reduced;

@@ -1,0 +1,99 @@
+// The int8 GEMM kernel: compute definition, weight prepack, zero-point write-back.
+#include "compiler/templates/quantized_matmul.h"
+
+#include <vector>
+
+#include "compiler/schedule/compute.h"
+#include "compiler/schedule/schedule.h"
+#include "compiler/support/status.h"
+#include "compiler/templates/matmul_template.h"
+
+namespace tuneforge {
+namespace {
+
+using namespace ir;  // NOLINT: the expression builders read like math here.
+
+// B.packed[(j / panel)*K*panel + (k / 4)*panel*4 + (j % panel)*4 + k % 4] = B[k*N + j]:
+// panels, then groups of four k, then the panel's columns, each column's four bytes
+// one word. Serial: it runs once per set of weights.
+Stmt PackQuantizedB(int64_t n, int64_t k, int64_t panel) {
+  Expr jp = Var("p.j"), q = Var("p.q"), jr = Var("p.r"), t = Var("p.t");
+  Expr kk = Add(Mul(q, IntImm(4)), t);
+  Stmt s = Store("B.packed",
+                 Add(Add(Add(Mul(jp, IntImm(k * panel)), Mul(q, IntImm(4 * panel))), Mul(jr, IntImm(4))), t),
+                 Load("B", DType::kInt8, Add(Mul(kk, IntImm(n)), Add(Mul(jp, IntImm(panel)), jr))));
+  s = For("p.t", IntImm(4), 4, ForKind::kUnrolled, s);
+  s = For("p.r", IntImm(panel), panel, ForKind::kSerial, s);
+  s = For("p.q", IntImm(k / 4), k / 4, ForKind::kSerial, s);
+  return For("p.j", IntImm(n / panel), n / panel, ForKind::kSerial, s);
+}
+
+// B.colsum[j] = sum over k of B[k*N + j], for the zero-point correction.
+Stmt ColumnSums(int64_t n, int64_t k) {
+  Expr j = Var("s.j"), kk = Var("s.k");
+  Stmt zero = Store("B.colsum", j, Cast(DType::kInt32, IntImm(0)));
+  Stmt add = Store("B.colsum", j,
+                   Add(Load("B.colsum", DType::kInt32, j),
+                       Cast(DType::kInt32, Load("B", DType::kInt8, Add(Mul(kk, IntImm(n)), j)))));
+  return For("s.j", IntImm(n), n, ForKind::kSerial,
+             Block({zero, For("s.k", IntImm(k), k, ForKind::kSerial, add)}));
+}
+
+}  // namespace
+
+absl::StatusOr<LoweredFunc> QuantizedMatmulKernel(const QuantizedMatmulShape& shape, const Config& config,
+                                                  const Target& target, const std::string& name) {
+  const int64_t m = shape.m, n = shape.n, k = shape.k;
+  if (m < 1 || n < 1 || k < 1) return absl::InvalidArgumentError("int8 matmul needs M, N, K >= 1");
+  if (k % 4 != 0) {
+    return absl::InvalidArgumentError("int8 matmul: K = " + std::to_string(k) +
+                                      " is not a multiple of 4 (padding K is not implemented yet)");
+  }
+  if (shape.a_zero < 0 || shape.a_zero > 255) {
+    return absl::InvalidArgumentError("int8 matmul: a_zero = " + std::to_string(shape.a_zero) +
+                                      " is outside 0..255");
+  }
+  const int64_t lanes = config.Int("vec_lanes"), vecs = config.Int("tile_j_vecs");
+  const int64_t panel = lanes * vecs;
+  if (panel < 1 || n % panel != 0) {
+    return absl::InvalidArgumentError("int8 matmul: the register tile width vec_lanes x tile_j_vecs = " +
+                                      std::to_string(panel) + " must divide N = " + std::to_string(n));
+  }
+  const int64_t groups = k / 4;
+  if (config.Int("tile_k") > groups || config.Int("tile_k") % config.Int("unroll_k") != 0) {
+    return absl::InvalidArgumentError("int8 matmul: tile_k (groups of four k) must be at most K/4 = " +
+                                      std::to_string(groups) + " and a multiple of unroll_k");
+  }
+
+  ComputeDef def;
+  def.name = name;
+  BufferParam packed{"B.packed", DType::kInt8, {n / panel, groups, panel, 4}, false};
+  packed.is_internal = true;
+  BufferParam colsum{"B.colsum", DType::kInt32, {n}, false};
+  colsum.is_internal = true;
+  def.params = {BufferParam{"A", DType::kUInt8, {m, k}, false}, packed, colsum,
+                BufferParam{"C", DType::kInt32, {m, n}, true}};
+  def.axes = {{"i", m, false}, {"jp", n / panel, false}, {"jr", panel, false}, {"k", groups, true}};
+  Expr i = Var("i"), jp = Var("jp"), jr = Var("jr"), q = Var("k");
+  Expr j = Add(Mul(jp, IntImm(panel)), jr);
+  def.output_index = Add(Mul(i, IntImm(n)), j);
+  def.accumulator = DType::kInt32;
+  def.value_is_update = true;
+  def.value = Dot4(Accumulator(DType::kInt32), Load("A", DType::kUInt8, Add(Mul(i, IntImm(k)), Mul(q, IntImm(4)))),
+                   Load("B.packed", DType::kInt8,
+                        Add(Add(Mul(jp, IntImm(k * panel)), Mul(q, IntImm(4 * panel))), Mul(jr, IntImm(4)))));
+  if (shape.a_zero != 0) {
+    def.epilogue = Sub(ReducedValue(DType::kInt32),
+                       Mul(Load("B.colsum", DType::kInt32, j), Cast(DType::kInt32, IntImm(shape.a_zero))));
+  }
+
+  Schedule s(std::move(def));
+  RETURN_IF_ERROR(ScheduleGemm(&s, config, /*packed=*/true, /*batch=*/0, m, n, target));
+  ASSIGN_OR_RETURN(LoweredFunc func, Lower(s, name));
+  func.params.insert(func.params.begin() + 1, BufferParam{"B", DType::kInt8, {k, n}, false});
+  func.prepack = shape.a_zero != 0 ? Block({PackQuantizedB(n, k, panel), ColumnSums(n, k)})
+                                   : PackQuantizedB(n, k, panel);
+  return func;
+}
+
+}  // namespace tuneforge
