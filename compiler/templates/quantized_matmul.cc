@@ -59,10 +59,20 @@ absl::StatusOr<LoweredFunc> QuantizedMatmulKernel(const QuantizedMatmulShape& sh
     return absl::InvalidArgumentError("int8 matmul: the register tile width vec_lanes x tile_j_vecs = " +
                                       std::to_string(panel) + " must divide N = " + std::to_string(n));
   }
+  if (shape.out_zero < 0 || shape.out_zero > 255 || (shape.out_zero != 0 && shape.out != QuantizedOutput::kU8)) {
+    return absl::InvalidArgumentError("int8 matmul: out_zero = " + std::to_string(shape.out_zero) +
+                                      " (a u8 output's zero point, 0..255; 0 for other outputs)");
+  }
   const int64_t groups = k / 4;
   if (config.Int("tile_k") > groups || config.Int("tile_k") % config.Int("unroll_k") != 0) {
     return absl::InvalidArgumentError("int8 matmul: tile_k (groups of four k) must be at most K/4 = " +
                                       std::to_string(groups) + " and a multiple of unroll_k");
+  }
+  if (shape.out != QuantizedOutput::kS32 &&
+      (config.Int("tile_k") != groups || config.Str("accumulate") != "registers")) {
+    return absl::InvalidArgumentError(
+        "int8 matmul with a float32 or u8 output: tile_k must be K/4 = " + std::to_string(groups) +
+        " and accumulate registers (the sums are finished in the register tile)");
   }
 
   ComputeDef def;
@@ -71,8 +81,18 @@ absl::StatusOr<LoweredFunc> QuantizedMatmulKernel(const QuantizedMatmulShape& sh
   packed.is_internal = true;
   BufferParam colsum{"B.colsum", DType::kInt32, {n}, false};
   colsum.is_internal = true;
-  def.params = {BufferParam{"A", DType::kUInt8, {m, k}, false}, packed, colsum,
-                BufferParam{"C", DType::kInt32, {m, n}, true}};
+  const DType out_type = shape.out == QuantizedOutput::kS32   ? DType::kInt32
+                        : shape.out == QuantizedOutput::kF32 ? DType::kFloat32
+                                                             : DType::kUInt8;
+  // Entry point order: A, B (inserted after lowering), bias, scale, internals, C.
+  def.params = {BufferParam{"A", DType::kUInt8, {m, k}, false}};
+  if (shape.bias) def.params.push_back(BufferParam{"bias", DType::kInt32, {n}, false});
+  const bool scaled = shape.out != QuantizedOutput::kS32;
+  const bool per_channel = shape.scale == QuantizedScale::kPerChannel;
+  if (scaled) def.params.push_back(BufferParam{"scale", DType::kFloat32, {per_channel ? n : 1}, false});
+  def.params.push_back(packed);
+  def.params.push_back(colsum);
+  def.params.push_back(BufferParam{"C", out_type, {m, n}, true});
   def.axes = {{"i", m, false}, {"jp", n / panel, false}, {"jr", panel, false}, {"k", groups, true}};
   Expr i = Var("i"), jp = Var("jp"), jr = Var("jr"), q = Var("k");
   Expr j = Add(Mul(jp, IntImm(panel)), jr);
@@ -82,15 +102,27 @@ absl::StatusOr<LoweredFunc> QuantizedMatmulKernel(const QuantizedMatmulShape& sh
   def.value = Dot4(Accumulator(DType::kInt32), Load("A", DType::kUInt8, Add(Mul(i, IntImm(k)), Mul(q, IntImm(4)))),
                    Load("B.packed", DType::kInt8,
                         Add(Add(Mul(jp, IntImm(k * panel)), Mul(q, IntImm(4 * panel))), Mul(jr, IntImm(4)))));
+  Expr acc = ReducedValue(DType::kInt32);
   if (shape.a_zero != 0) {
-    def.epilogue = Sub(ReducedValue(DType::kInt32),
-                       Mul(Load("B.colsum", DType::kInt32, j), Cast(DType::kInt32, IntImm(shape.a_zero))));
+    acc = Sub(acc, Mul(Load("B.colsum", DType::kInt32, j), Cast(DType::kInt32, IntImm(shape.a_zero))));
   }
+  if (shape.bias) acc = Add(acc, Load("bias", DType::kInt32, j));
+  Expr out = acc;
+  if (scaled) {
+    out = Mul(Cast(DType::kFloat32, acc), Load("scale", DType::kFloat32, per_channel ? j : IntImm(0)));
+    // Rounded (halves to even), the zero point added and saturated, all in float32 as
+    // onnxruntime does: no int32 sum that could wrap.
+    if (shape.out == QuantizedOutput::kU8) {
+      out = Cast(DType::kUInt8, Add(Call("round", out), FloatImm(static_cast<double>(shape.out_zero))));
+    }
+  }
+  if (shape.a_zero != 0 || shape.bias || scaled) def.epilogue = out;
 
   Schedule s(std::move(def));
   RETURN_IF_ERROR(ScheduleGemm(&s, config, /*packed=*/true, /*batch=*/0, m, n, target));
   ASSIGN_OR_RETURN(LoweredFunc func, Lower(s, name));
   func.params.insert(func.params.begin() + 1, BufferParam{"B", DType::kInt8, {k, n}, false});
+
   func.prepack = shape.a_zero != 0 ? Block({PackQuantizedB(n, k, panel), ColumnSums(n, k)})
                                    : PackQuantizedB(n, k, panel);
   return func;

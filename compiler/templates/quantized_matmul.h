@@ -1,16 +1,23 @@
 // The int8 GEMM kernel (docs/int8.md, part 2's kernel without its task yet):
-//   C[i, j] = sum_k (A[i, k] - a_zero) * B[k, j]
+//   acc[i, j] = sum_k (A[i, k] - a_zero) * B[k, j]  (+ bias[j])
 // with A uint8 (activations, M x K row-major), B int8 (weights, K x N row-major,
-// symmetric: zero point 0) and C int32. Built from the float32 GEMM's schedule (the
-// same knobs: register tile, cache tiles, tile_k, unroll_k, loop order, parallel,
-// accumulate) with the reduction over groups of four k: each step is one Dot4 per
-// accumulator vector, vpdpbusd where the target has it.
+// symmetric: zero point 0), an optional int32 bias, and the output C one of
+//   s32: acc itself;
+//   f32: f32(acc) * scale                      (dequantized);
+//   u8:  u8(round(f32(acc) * scale) + out_zero)  (requantized: rounded half to even,
+//        saturated, in float32), as onnxruntime's QLinearMatMul/QLinearConv do it,
+// where scale is one float32 (per tensor) or one per column (per output channel),
+// the product of the input scales over the output's. Built from the float32 GEMM's
+// schedule (the same knobs: register tile, cache tiles, tile_k, unroll_k, loop order,
+// parallel, accumulate) with the reduction over groups of four k: each step is one
+// Dot4 per accumulator vector, vpdpbusd where the target has it.
 //
-// Entry point buffers: A, B, B.packed (internal), B.colsum (internal, s32 [N]), C.
-// The prepack entry (once per set of weights, untimed) packs B into panels of the
-// register tile's width, [N / panel][K / 4][panel][4] (one 32-bit word per column and
-// group of four k), and sums each column of B for the zero-point correction, which the
-// write-back applies: acc - a_zero * colsum[j]. The inner loop stays pure Dot4.
+// Entry point buffers: A, B, [bias s32 [N]], [scale f32 [1] or [N]], B.packed
+// (internal), B.colsum (internal, s32 [N]), C. The prepack entry (once per set of
+// weights, untimed) packs B into panels of the register tile's width, [N / panel]
+// [K / 4][panel][4] (one 32-bit word per column and group of four k), and sums each
+// column of B for the zero-point correction, which the write-back applies: acc -
+// a_zero * colsum[j]. The inner loop stays pure Dot4.
 #pragma once
 
 #include <cstdint>
@@ -23,15 +30,24 @@
 
 namespace tuneforge {
 
+enum class QuantizedOutput { kS32, kF32, kU8 };
+enum class QuantizedScale { kPerTensor, kPerChannel };
+
 struct QuantizedMatmulShape {
   int64_t m = 0, n = 0, k = 0;
   int64_t a_zero = 0;  // the activations' zero point, 0..255
+  QuantizedOutput out = QuantizedOutput::kS32;
+  QuantizedScale scale = QuantizedScale::kPerTensor;  // f32 and u8 outputs
+  int64_t out_zero = 0;  // u8 output: its zero point, 0..255
+  bool bias = false;     // an s32 bias per column, added before scaling
 };
 
 // `config` holds the GEMM knobs (matmul's names: tile_i_reg, vec_lanes, tile_j_vecs,
 // tile_i_blocks, tile_j_blocks, tile_k, unroll_k, loop_order, parallel, accumulate);
 // tile_k and unroll_k count groups of four k. B is always packed, so the register
-// tile's width must divide N; K must be a multiple of 4. Errors name the knob.
+// tile's width must divide N; K must be a multiple of 4. An f32 or u8 output needs
+// the whole reduction in the register tile (tile_k = K/4, accumulate = registers):
+// partial sums cannot be added up in the output's type. Errors name the knob.
 absl::StatusOr<ir::LoweredFunc> QuantizedMatmulKernel(const QuantizedMatmulShape& shape,
                                                       const Config& config, const Target& target,
                                                       const std::string& name);

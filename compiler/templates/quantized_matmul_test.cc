@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,15 +23,30 @@ namespace {
 struct Case {
   QuantizedMatmulShape shape;
   std::vector<int64_t> a, b;  // u8 M x K, s8 K x N
+  std::vector<int64_t> bias;  // s32 [N] when shape.bias
+  std::vector<float> scale;   // [1] or [N] for f32 and u8 outputs
 
-  std::vector<int64_t> Expected() const {
+  // The output as plain loops compute it: integer sums, then float32 arithmetic in the
+  // order the kernel's contract states (ints as int64; floats exactly as floats).
+  std::vector<double> Expected() const {
     const int64_t m = shape.m, n = shape.n, k = shape.k;
-    std::vector<int64_t> c(m * n);
+    std::vector<double> c(m * n);
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
-        int64_t sum = 0;
+        int64_t sum = shape.bias ? bias[j] : 0;
         for (int64_t x = 0; x < k; ++x) sum += (a[i * k + x] - shape.a_zero) * b[x * n + j];
-        c[i * n + j] = sum;
+        if (shape.out == QuantizedOutput::kS32) {
+          c[i * n + j] = static_cast<double>(sum);
+          continue;
+        }
+        const float s = scale[shape.scale == QuantizedScale::kPerChannel ? j : 0];
+        const float value = static_cast<float>(sum) * s;
+        if (shape.out == QuantizedOutput::kF32) {
+          c[i * n + j] = value;
+        } else {
+          const float shifted = std::nearbyint(value) + static_cast<float>(shape.out_zero);
+          c[i * n + j] = std::clamp(shifted, 0.0f, 255.0f);
+        }
       }
     }
     return c;
@@ -36,7 +54,7 @@ struct Case {
 };
 
 Case MakeCase(int64_t m, int64_t n, int64_t k, int64_t a_zero) {
-  Case c{{m, n, k, a_zero}, {}, {}};
+  Case c{{m, n, k, a_zero}, {}, {}, {}, {}};
   uint64_t state = static_cast<uint64_t>(m * 1000003 + n * 1009 + k);
   auto next = [&state] {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
@@ -45,7 +63,40 @@ Case MakeCase(int64_t m, int64_t n, int64_t k, int64_t a_zero) {
   // The extremes first (255 x -128 four at a time must not saturate anywhere).
   for (int64_t x = 0; x < m * k; ++x) c.a.push_back(x < k ? 255 : next() % 256);
   for (int64_t x = 0; x < k * n; ++x) c.b.push_back(x < 4 * n ? -128 : next() % 256 - 128);
+  for (int64_t j = 0; j < n; ++j) c.bias.push_back(next() % 20001 - 10000);
+  for (int64_t j = 0; j < n; ++j) c.scale.push_back(0.0015f + 0.0001f * static_cast<float>(j % 7));
   return c;
+}
+
+// The same case with another output kind.
+Case WithOutput(Case c, QuantizedOutput out, QuantizedScale scale, int64_t out_zero, bool bias) {
+  c.shape.out = out;
+  c.shape.scale = scale;
+  c.shape.out_zero = out_zero;
+  c.shape.bias = bias;
+  if (scale == QuantizedScale::kPerTensor) c.scale.resize(1);
+  return c;
+}
+
+// The interpreter's output of `func` on `c` (prepack first), as doubles.
+std::vector<double> Interpreted(const ir::LoweredFunc& func, const Case& c) {
+  ir::IntBuffers ints;
+  ir::FloatBuffers floats;
+  for (const ir::BufferParam& p : func.params) {
+    if (p.dtype == ir::DType::kFloat32) {
+      floats[p.name] = std::vector<float>(p.NumElements(), 0.0f);
+    } else {
+      ints[p.name] = std::vector<int64_t>(p.NumElements(), 0);
+    }
+  }
+  ints["A"] = c.a;
+  ints["B"] = c.b;
+  if (c.shape.bias) ints["bias"] = c.bias;
+  if (c.shape.out != QuantizedOutput::kS32) floats["scale"] = c.scale;
+  absl::Status st = ir::Interpret(func, &floats, &ints);
+  EXPECT_TRUE(st.ok()) << st << "\n" << ir::ToString(func);
+  if (c.shape.out == QuantizedOutput::kF32) return std::vector<double>(floats["C"].begin(), floats["C"].end());
+  return std::vector<double>(ints["C"].begin(), ints["C"].end());
 }
 
 Config Gemm(int64_t ri, int64_t lanes, int64_t vecs, int64_t bi, int64_t bj, int64_t tk, int64_t u,
@@ -76,20 +127,13 @@ TEST(QuantizedMatmulTest, InterpretedKernelsAreExact) {
       SCOPED_TRACE(config.ToJson() + " a_zero " + std::to_string(a_zero));
       absl::StatusOr<ir::LoweredFunc> func = QuantizedMatmulKernel(c.shape, config, Host(2), "qmm");
       ASSERT_TRUE(func.ok()) << func.status();
-      ir::IntBuffers ints;
-      for (const ir::BufferParam& p : func->params) ints[p.name] = std::vector<int64_t>(p.NumElements(), 0);
-      ints["A"] = c.a;
-      ints["B"] = c.b;
-      ir::FloatBuffers floats;
-      absl::Status st = ir::Interpret(*func, &floats, &ints);
-      ASSERT_TRUE(st.ok()) << st << "\n" << ir::ToString(*func);
-      EXPECT_EQ(ints["C"], c.Expected());
+      EXPECT_EQ(Interpreted(*func, c), c.Expected());
     }
   }
 }
 
 // Runs the built kernel: prepack, then the kernel, on typed copies of the case.
-std::vector<int64_t> RunBuilt(const ir::LoweredFunc& func, const Case& c, const Target& target) {
+std::vector<double> RunBuilt(const ir::LoweredFunc& func, const Case& c, const Target& target) {
   absl::StatusOr<Artifact> artifact = BuildArtifact(func, target);
   EXPECT_TRUE(artifact.ok()) << artifact.status();
   if (!artifact.ok()) return {};
@@ -100,16 +144,27 @@ std::vector<int64_t> RunBuilt(const ir::LoweredFunc& func, const Case& c, const 
   if (!module) return {};
   std::vector<uint8_t> a(c.a.begin(), c.a.end());
   std::vector<int8_t> b(c.b.begin(), c.b.end());
-  std::vector<std::vector<char>> scratch;
-  std::vector<int32_t> out(c.shape.m * c.shape.n, -1);
+  std::vector<int32_t> bias(c.bias.begin(), c.bias.end());
+  std::vector<float> scale = c.scale;
+  const int64_t outputs = c.shape.m * c.shape.n;
+  std::vector<int32_t> out_s32(outputs, -1);
+  std::vector<float> out_f32(outputs, -1.0f);
+  std::vector<uint8_t> out_u8(outputs, 7);
+  std::list<std::vector<char>> scratch;
   std::vector<void*> buffers;
   for (const ir::BufferParam& p : func.params) {
     if (p.name == "A") {
       buffers.push_back(a.data());
     } else if (p.name == "B") {
       buffers.push_back(b.data());
+    } else if (p.name == "bias") {
+      buffers.push_back(bias.data());
+    } else if (p.name == "scale") {
+      buffers.push_back(scale.data());
     } else if (p.name == "C") {
-      buffers.push_back(out.data());
+      buffers.push_back(c.shape.out == QuantizedOutput::kS32   ? static_cast<void*>(out_s32.data())
+                        : c.shape.out == QuantizedOutput::kF32 ? static_cast<void*>(out_f32.data())
+                                                               : static_cast<void*>(out_u8.data()));
     } else {
       scratch.emplace_back(p.NumElements() * ir::DTypeBytes(p.dtype));
       buffers.push_back(scratch.back().data());
@@ -118,7 +173,9 @@ std::vector<int64_t> RunBuilt(const ir::LoweredFunc& func, const Case& c, const 
   EXPECT_TRUE(module->has_prepack());
   EXPECT_EQ(module->Prepack(buffers.data()), 0);
   EXPECT_EQ(module->Run(buffers.data()), 0);
-  return std::vector<int64_t>(out.begin(), out.end());
+  if (c.shape.out == QuantizedOutput::kF32) return std::vector<double>(out_f32.begin(), out_f32.end());
+  if (c.shape.out == QuantizedOutput::kU8) return std::vector<double>(out_u8.begin(), out_u8.end());
+  return std::vector<double>(out_s32.begin(), out_s32.end());
 }
 
 TEST(QuantizedMatmulTest, BuiltKernelsAreExactWithAndWithoutTheDotProductInstruction) {
@@ -137,6 +194,40 @@ TEST(QuantizedMatmulTest, BuiltKernelsAreExactWithAndWithoutTheDotProductInstruc
   }
 }
 
+// Dequantized (f32) and requantized (u8) outputs, per tensor and per channel, with
+// and without bias: the schedules that finish the sums in the register tile.
+TEST(QuantizedMatmulTest, DequantizedAndRequantizedOutputsAreExact) {
+  Target plain = Host(2);
+  plain.features += ",-avx512vnni,-avxvnni";
+  struct Output {
+    QuantizedOutput out;
+    QuantizedScale scale;
+    int64_t out_zero;
+    bool bias;
+  };
+  const std::vector<Output> outputs = {{QuantizedOutput::kU8, QuantizedScale::kPerChannel, 120, true},
+                                       {QuantizedOutput::kU8, QuantizedScale::kPerTensor, 0, false},
+                                       {QuantizedOutput::kF32, QuantizedScale::kPerChannel, 0, false},
+                                       {QuantizedOutput::kS32, QuantizedScale::kPerTensor, 0, true}};
+  for (const Output& o : outputs) {
+    const Case base = MakeCase(11, 32, 40, 129);
+    const Case c = WithOutput(base, o.out, o.scale, o.out_zero, o.bias);
+    std::vector<double> want = c.Expected();
+    if (o.out_zero == 120) {  // the case saturates at both ends of the range
+      EXPECT_NE(std::find(want.begin(), want.end(), 0.0), want.end());
+      EXPECT_NE(std::find(want.begin(), want.end(), 255.0), want.end());
+    }
+    for (const Config& config : {Gemm(3, 16, 2, 2, 1, 10, 2, "ijk", 0, "registers"),
+                                 Gemm(2, 8, 1, 1, 2, 10, 5, "jik", 1, "registers")}) {
+      SCOPED_TRACE(config.ToJson() + " output " + std::to_string(static_cast<int>(o.out)));
+      absl::StatusOr<ir::LoweredFunc> func = QuantizedMatmulKernel(c.shape, config, Host(2), "qmm");
+      ASSERT_TRUE(func.ok()) << func.status();
+      EXPECT_EQ(Interpreted(*func, c), want);
+      for (const Target& target : {Host(2), plain}) EXPECT_EQ(RunBuilt(*func, c, target), want);
+    }
+  }
+}
+
 TEST(QuantizedMatmulTest, UnsupportedShapesAndConfigsAreRefused) {
   const Config config = Gemm(2, 16, 1, 1, 1, 2, 1, "ijk", 0, "registers");
   auto error = [&](QuantizedMatmulShape shape, const Config& c) {
@@ -148,6 +239,14 @@ TEST(QuantizedMatmulTest, UnsupportedShapesAndConfigsAreRefused) {
   EXPECT_NE(error({4, 24, 8, 0}, config).find("must divide N = 24"), std::string::npos);
   EXPECT_NE(error({4, 32, 8, 256}, config).find("a_zero = 256"), std::string::npos);
   EXPECT_NE(error({4, 32, 8, 0}, Gemm(2, 16, 1, 1, 1, 4, 1, "ijk", 0, "registers")).find("tile_k"),
+            std::string::npos);
+  // Outputs other than s32 need the sums finished in the register tile.
+  QuantizedMatmulShape u8{4, 32, 16, 0, QuantizedOutput::kU8};
+  EXPECT_NE(error(u8, config).find("tile_k must be K/4 = 4"), std::string::npos);
+  EXPECT_NE(error(u8, Gemm(2, 16, 1, 1, 1, 4, 1, "ijk", 0, "memory")).find("accumulate registers"),
+            std::string::npos);
+  u8.out_zero = 300;
+  EXPECT_NE(error(u8, Gemm(2, 16, 1, 1, 1, 4, 1, "ijk", 0, "registers")).find("out_zero = 300"),
             std::string::npos);
 }
 
