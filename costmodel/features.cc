@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <utility>
 
 #include "compiler/support/status.h"
@@ -18,7 +19,7 @@ using ir::ExprKind;
 using ir::Stmt;
 using ir::StmtKind;
 
-constexpr double kElemBytes = 4;  // float32: the only buffer dtype today
+constexpr double kElemBytes = 4;  // float32; an access's own size is Access::elem_bytes
 constexpr int kAccessSlots = 3;   // the store target and the first two other buffers read
 constexpr int kIntensityLevels = 6;  // points of the richer set's intensity curve
 
@@ -110,6 +111,10 @@ struct Access {
   // index.Coef(loop var) per loop level of the site (outermost first), filled once the
   // site is chosen: footprints then need no name lookups.
   std::vector<int64_t> level_coef;
+  // Bytes of one element of the buffer (u8/s8 1, float32/s32 4), and the elements one
+  // index position reads: 4 for a Dot4 operand (a word of four bytes), else 1.
+  double elem_bytes = kElemBytes;
+  double word_elems = 1;
 };
 
 struct StoreSite {
@@ -124,7 +129,8 @@ struct StoreSite {
 // extraction time.
 struct WalkState {
   std::vector<Loop> loops;
-  std::vector<std::pair<std::string, int64_t>> locals;  // allocated buffer -> elements
+  // Allocated buffers in scope: name, elements, bytes per element.
+  std::vector<std::tuple<std::string, int64_t, double>> locals;
   StoreSite dominant;
   int num_sites = 0;
   double total_trips = 0;
@@ -135,25 +141,37 @@ struct WalkState {
 };
 
 void FillBuffer(const WalkState& st, Access* a) {
-  for (const auto& [name, n] : st.locals)
+  for (const auto& [name, n, bytes] : st.locals)
     if (name == a->buffer) {
       a->local = true;
       a->buffer_elems = n;
+      a->elem_bytes = bytes;
       return;
     }
   for (const ir::BufferParam& p : st.func->params)
-    if (p.name == a->buffer) a->buffer_elems = p.NumElements();
+    if (p.name == a->buffer) {
+      a->buffer_elems = p.NumElements();
+      a->elem_bytes = ir::DTypeBytes(p.dtype);
+    }
 }
 
 void CollectValue(const Expr& e, const WalkState& st, StoreSite* site) {
   if (e->kind == ExprKind::kLoad) {
-    Access a{e->name, ToAffine(e->operands[0]), false, 1, {}};
+    Access a{e->name, ToAffine(e->operands[0]), false, 1, {}, kElemBytes, 1};
     FillBuffer(st, &a);
     site->accesses.push_back(std::move(a));
     return;
   }
   if (e->dtype == ir::DType::kFloat32 && e->operands.size() == 2) ++site->float_ops;
-  if (e->kind == ExprKind::kDot4) site->float_ops += 8;  // 4 multiplies and 4 adds per lane
+  if (e->kind == ExprKind::kDot4) {
+    site->float_ops += 8;  // 4 multiplies and 4 adds per lane
+    CollectValue(e->operands[0], st, site);
+    for (size_t i = 1; i < 3; ++i) {  // the byte operands: a word of four per position
+      CollectValue(e->operands[i], st, site);
+      site->accesses.back().word_elems = 4;
+    }
+    return;
+  }
   for (const Expr& op : e->operands) CollectValue(op, st, site);
 }
 
@@ -174,7 +192,7 @@ void Walk(const Stmt& s, WalkState* st) {
       StoreSite site;
       site.loops = st->loops;
       site.trips = trips;
-      Access target{s->buffer, ToAffine(s->index), false, 1, {}};
+      Access target{s->buffer, ToAffine(s->index), false, 1, {}, kElemBytes, 1};
       FillBuffer(*st, &target);
       site.accesses.push_back(std::move(target));
       CollectValue(s->value, *st, &site);
@@ -193,8 +211,8 @@ void Walk(const Stmt& s, WalkState* st) {
       return;
     case StmtKind::kAllocate:
       ++st->allocs;
-      st->local_bytes += static_cast<double>(s->alloc_size) * kElemBytes;
-      st->locals.emplace_back(s->buffer, s->alloc_size);
+      st->local_bytes += static_cast<double>(s->alloc_size) * ir::DTypeBytes(s->alloc_dtype);
+      st->locals.emplace_back(s->buffer, s->alloc_size, ir::DTypeBytes(s->alloc_dtype));
       Walk(s->body, st);
       st->locals.pop_back();
       return;
@@ -203,18 +221,19 @@ void Walk(const Stmt& s, WalkState* st) {
 
 double Log2p(double x) { return std::log2(1.0 + std::max(0.0, x)); }
 
-// Distinct elements `a` touches while loops [level, end) run (a box estimate: exact
-// for the nested strides lowering produces), capped at the buffer's size.
+// Distinct bytes `a` touches while loops [level, end) run (a box estimate of the index
+// positions: exact for the nested strides lowering produces; times the elements one
+// position reads), capped at the buffer's size.
 double Footprint(const Access& a, const std::vector<Loop>& loops, size_t level) {
-  double elems = 1;
+  double positions = 1;
   for (size_t i = level; i < loops.size(); ++i)
-    if (a.level_coef[i] != 0) elems *= static_cast<double>(loops[i].extent);
-  return std::min(elems, static_cast<double>(a.buffer_elems));
+    if (a.level_coef[i] != 0) positions *= static_cast<double>(loops[i].extent);
+  return std::min(positions * a.word_elems, static_cast<double>(a.buffer_elems)) * a.elem_bytes;
 }
 
 // Bytes of all distinct buffers the site touches inside loops [level, end).
 double WorkingSet(const StoreSite& s, size_t level) {
-  std::vector<std::pair<std::string, double>> per_buffer;
+  std::vector<std::pair<std::string, double>> per_buffer;  // buffer -> bytes
   for (const Access& a : s.accesses) {
     double f = Footprint(a, s.loops, level);
     bool found = false;
@@ -226,7 +245,7 @@ double WorkingSet(const StoreSite& s, size_t level) {
     if (!found) per_buffer.emplace_back(a.buffer, f);
   }
   double bytes = 0;
-  for (const auto& [b, v] : per_buffer) bytes += v * kElemBytes;
+  for (const auto& [b, v] : per_buffer) bytes += v;
   return bytes;
 }
 
@@ -316,8 +335,8 @@ void PutRichFeatures(const StoreSite& s, const std::vector<const Access*>& slots
       continue;
     }
     const Access& a = *slots[k];
-    put(Log2p(Footprint(a, s.loops, inner) * kElemBytes));
-    put(Log2p(Footprint(a, s.loops, l2) * kElemBytes));
+    put(Log2p(Footprint(a, s.loops, inner)));
+    put(Log2p(Footprint(a, s.loops, l2)));
     double reuse = 0;
     for (size_t l = depth; l-- > 0;)
       if (a.level_coef[l] == 0) {
@@ -328,9 +347,9 @@ void PutRichFeatures(const StoreSite& s, const std::vector<const Access*>& slots
     const double stride = depth > 0 ? std::abs(static_cast<double>(a.level_coef[inner])) : 0;
     const double extent = depth > 0 ? static_cast<double>(s.loops[inner].extent) : 1;
     const double lines = stride == 0 ? 1
-                         : stride * kElemBytes >= 64
+                         : stride * a.elem_bytes >= 64
                              ? extent
-                             : std::ceil(extent * stride * kElemBytes / 64);
+                             : std::ceil(extent * stride * a.elem_bytes / 64);
     put(Log2p(lines));
   }
   // Where the annotations sit: level of the outermost parallel loop, the outermost
@@ -539,7 +558,7 @@ void FeatureExtractor::ExtractIr(const ir::LoweredFunc& func, float* out) const 
     put(Log2p(first_serial < 0 ? 0 : std::abs(a.level_coef[first_serial])));
     put(1);
     put(a.local ? 1 : 0);
-    put(std::log2(TripsInside(s, l1) / std::max(1.0, Footprint(a, s.loops, l1))));
+    put(std::log2(TripsInside(s, l1) / std::max(1.0, Footprint(a, s.loops, l1) / a.elem_bytes)));
   }
 
   // 35-43: cache fit, intensity, traffic.

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "compiler/task/task.h"
+#include "compiler/templates/quantized_matmul.h"
 #include "compiler/templates/template.h"
 
 namespace tuneforge::costmodel {
@@ -193,6 +194,31 @@ TEST(FeaturesTest, RegisterTileCountsAccumulatorsAndOperands) {
 
 // A config from before a knob existed (no prefetch_k) means that knob's default, and
 // its features say so: the same vector as the config with the default spelled out.
+// An int8 GEMM (Dot4 over groups of four k) next to the float32 GEMM under the same
+// schedule: its features are finite, and a Dot4 counts as the four multiply-adds per
+// lane it does, 4x the float32 update's multiply and add.
+TEST(FeaturesTest, QuantizedGemmCountsItsDotProducts) {
+  Fixture fx("matmul M=64 N=64 K=256");
+  nlohmann::json knobs{{"tile_i_reg", 4},    {"vec_lanes", 16},   {"tile_j_vecs", 2},
+                       {"tile_i_blocks", 2}, {"tile_j_blocks", 1}, {"tile_k", 16},
+                       {"unroll_k", 4},      {"loop_order", "ijk"}, {"parallel", 0},
+                       {"accumulate", "registers"}};
+  absl::StatusOr<ir::LoweredFunc> int8 = QuantizedMatmulKernel({64, 64, 256, 128}, Config(knobs), fx.target, "q");
+  ASSERT_TRUE(int8.ok()) << int8.status();
+  knobs["pack_b"] = 1;
+  absl::StatusOr<ir::LoweredFunc> fp32 = fx.tmpl->Instantiate(fx.task, fx.target, Config(knobs));
+  ASSERT_TRUE(fp32.ok()) << fp32.status();
+  // The IR's features come first; the knob features after them are the same config's.
+  const FeatureVector q = fx.extractor.Extract(*int8, Config(knobs));
+  const FeatureVector f = fx.extractor.Extract(*fp32, Config(knobs));
+  for (float x : q) EXPECT_TRUE(std::isfinite(x));
+  const std::vector<std::string>& names = IrFeatureNames();
+  const size_t ops = std::find(names.begin(), names.end(), "float_ops_per_iter") - names.begin();
+  ASSERT_LT(ops, names.size());
+  EXPECT_EQ(q[ops], 8);
+  EXPECT_EQ(f[ops], 2);
+}
+
 TEST(FeaturesTest, AbsentKnobHasItsDefaultValue) {
   Fixture fx("matmul M=128 N=128 K=128", Avx2TestTarget());  // where prefetch_k exists
   nlohmann::json old = nlohmann::json::parse(
