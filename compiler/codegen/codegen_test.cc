@@ -805,6 +805,46 @@ TEST(CodegenTest, DotProductInstructionFollowsTheTargetFeatures) {
   }
 }
 
+// Float to integer casts round halves to even, saturate and map NaN to 0 in vectors
+// and in scalar code, as the interpreter does (the values a requantization meets and
+// the edges: halves, the ends of every range, 2^31, NaN).
+TEST(CodegenTest, FloatToIntegerCastsMatchTheInterpreter) {
+  const std::vector<float> in = {-1.5f, 0.5f,  1.5f,  2.5f,  254.5f, 255.5f,      300.0f,      std::nanf(""),
+                                 -129.6f, 3e9f, -3e9f, -0.5f, 127.5f, -128.5f, 2147483520.0f, 2147483648.0f};
+  const int64_t n = static_cast<int64_t>(in.size());
+  for (ForKind kind : {ForKind::kVectorized, ForKind::kSerial}) {
+    ir::LoweredFunc f;
+    f.name = "casts";
+    f.params = {{"X", DType::kFloat32, {n}},       {"U", DType::kUInt8, {n}, true}, {"S", DType::kInt8, {n}, true},
+                {"W", DType::kInt32, {n}, true},   {"I", DType::kFloat32, {n}, true}};
+    Expr i = Var("i"), x = ir::Load("X", DType::kFloat32, i);
+    f.body = Loop("i", n, kind,
+                  Block({Store("U", i, ir::Cast(DType::kUInt8, x)), Store("S", i, ir::Cast(DType::kInt8, x)),
+                         Store("W", i, ir::Cast(DType::kInt32, x)),
+                         // s32 and back to float32 (exact below 2^24).
+                         Store("I", i, ir::Cast(DType::kFloat32, ir::Cast(DType::kInt32, ir::Mul(x, FloatImm(0.001)))))}));
+    ir::FloatBuffers floats{{"X", in}, {"I", std::vector<float>(n)}};
+    ir::IntBuffers ints{{"U", std::vector<int64_t>(n)}, {"S", std::vector<int64_t>(n)}, {"W", std::vector<int64_t>(n)}};
+    ASSERT_TRUE(ir::Interpret(f, &floats, &ints).ok());
+    std::vector<float> x_data = in, i_data(n);
+    std::vector<uint8_t> u(n);
+    std::vector<int8_t> s8(n);
+    std::vector<int32_t> w(n);
+    absl::StatusOr<Artifact> artifact = BuildArtifact(f, TestTarget(1));
+    ASSERT_TRUE(artifact.ok()) << artifact.status();
+    std::unique_ptr<LoadedKernel> kernel = LoadedKernel::Load(*artifact);
+    ASSERT_NE(kernel, nullptr);
+    ASSERT_EQ(kernel->RunPointers({x_data.data(), u.data(), s8.data(), w.data(), i_data.data()}), 0);
+    for (int64_t k = 0; k < n; ++k) {
+      SCOPED_TRACE(absl::StrCat("x = ", in[k], kind == ForKind::kSerial ? " (scalar)" : " (vector)"));
+      EXPECT_EQ(u[k], ints["U"][k]);
+      EXPECT_EQ(s8[k], ints["S"][k]);
+      EXPECT_EQ(w[k], ints["W"][k]);
+      EXPECT_EQ(i_data[k], floats["I"][k]);
+    }
+  }
+}
+
 TEST(CodegenTest, QuantizedIrErrorsAreReported) {
   ir::LoweredFunc f = QuantizedMatmul(2, 4, 8, DType::kUInt8, DType::kInt8, ForKind::kSerial);
   // A float value stored into an s32 buffer.

@@ -1057,14 +1057,37 @@ llvm::Value* ModuleEmitter::EmitCast(const ir::Expr& e) {
     to_type = llvm::FixedVectorType::get(to_elem, vector_type->getNumElements());
   }
   const bool from_signed = from != ir::DType::kUInt8;
-  const bool to_signed = to != ir::DType::kUInt8;
   if (to == ir::DType::kFloat32) {
     return from_signed ? b_.CreateSIToFP(x, to_type) : b_.CreateUIToFP(x, to_type);
   }
   if (from == ir::DType::kFloat32) {
-    llvm::Value* rounded = b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, x);
-    return b_.CreateIntrinsic(to_signed ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat,
-                              {to_type, x->getType()}, {rounded});
+    // Rounded, NaN to 0, clamped in float, converted: vector instructions throughout
+    // (x86 expands llvm.fptosi.sat lane by lane with scalar compares, which made a
+    // requantizing write-back cost as much as the dot products of a short K). u8 and
+    // s8 bounds are exact floats; the upper bound of s32 (int64) is not, so values at
+    // or above 2^31 (2^63) select the maximum instead of converting.
+    llvm::Type* f = x->getType();
+    llvm::Value* r = b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, x);
+    r = b_.CreateSelect(b_.CreateFCmpUNO(r, r), llvm::ConstantFP::get(f, 0.0), r);
+    const bool narrow = to == ir::DType::kUInt8 || to == ir::DType::kInt8;
+    const double lo = to == ir::DType::kUInt8 ? 0.0
+                      : to == ir::DType::kInt8 ? -128.0
+                      : to == ir::DType::kInt32 ? -2147483648.0
+                                                : -9223372036854775808.0;
+    r = b_.CreateMaxNum(r, llvm::ConstantFP::get(f, lo));
+    if (narrow) {
+      r = b_.CreateMinNum(r, llvm::ConstantFP::get(f, to == ir::DType::kUInt8 ? 255.0 : 127.0));
+      llvm::Type* i32_type = to_type->isVectorTy()
+                                 ? static_cast<llvm::Type*>(llvm::FixedVectorType::get(
+                                       i32_, llvm::cast<llvm::FixedVectorType>(to_type)->getNumElements()))
+                                 : i32_;
+      return b_.CreateTrunc(b_.CreateFPToSI(r, i32_type), to_type);
+    }
+    const double limit = to == ir::DType::kInt32 ? 2147483648.0 : 9223372036854775808.0;
+    llvm::Value* big = b_.CreateFCmpOGE(r, llvm::ConstantFP::get(f, limit));
+    llvm::Value* converted = b_.CreateFPToSI(b_.CreateSelect(big, llvm::ConstantFP::get(f, 0.0), r), to_type);
+    const uint64_t max = to == ir::DType::kInt32 ? uint64_t{2147483647} : uint64_t{9223372036854775807};
+    return b_.CreateSelect(big, llvm::ConstantInt::get(to_type, max), converted);
   }
   // Integer to integer. The ranges as int64: [lo, hi] of the target.
   auto range = [](ir::DType t) -> std::pair<int64_t, int64_t> {
