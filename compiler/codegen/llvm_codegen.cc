@@ -197,6 +197,8 @@ class ModuleEmitter {
   llvm::Value* EmitCast(const ir::Expr& e);
   llvm::Value* EmitDot4(const ir::Expr& e);
   llvm::Value* EmitWords(const ir::Expr& load);
+  llvm::Value* LoadLanes(const BufferRef& buffer, const ir::Expr& index, llvm::Type* type, int64_t unit,
+                         llvm::Align align);
   llvm::Value* DotInstruction(llvm::Value* acc, llvm::Value* u8_words, llvm::Value* s8_words);
   llvm::Value* DotGeneric(llvm::Value* acc, llvm::Value* a_words, bool a_signed,
                           llvm::Value* b_words, bool b_signed);
@@ -1012,31 +1014,35 @@ llvm::Value* ModuleEmitter::EmitLoad(const ir::Expr& e) {
                 TypeOf(e->dtype));
   }
   if (e->operands.size() != 1 || !e->operands[0]) return Fail("load without index", elem);
-  const ir::Expr& index = e->operands[0];
+  return LoadLanes(*buffer, e->operands[0], elem, /*unit=*/1, buffer->align());
+}
+
+// Values of `type` at `index` of `buffer`: one per lane in a vector context, where an
+// index with stride `unit` (the elements one value spans) in the vector variable is
+// one vector load, stride 0 one scalar load (broadcast where it meets a vector), and
+// anything else a gather, lane by lane; a scalar load outside one.
+llvm::Value* ModuleEmitter::LoadLanes(const BufferRef& buffer, const ir::Expr& index, llvm::Type* type,
+                                      int64_t unit, llvm::Align align) {
   if (lanes_ > 1 && DependsOn(index, vector_var_)) {
     std::optional<int64_t> stride = VectorStride(index);
-    if (stride == 1) {
-      return b_.CreateAlignedLoad(llvm::FixedVectorType::get(elem, lanes_),
-                                  Address(*buffer, EmitIndexAtLaneZero(index)), buffer->align());
+    if (stride == unit) {
+      return b_.CreateAlignedLoad(llvm::FixedVectorType::get(type, lanes_),
+                                  Address(buffer, EmitIndexAtLaneZero(index)), align);
     }
-    if (stride == 0) {
-      return b_.CreateAlignedLoad(elem, Address(*buffer, EmitIndexAtLaneZero(index)),
-                                  buffer->align());
-    }
-    // Gather, lane by lane.
+    if (stride == 0) return b_.CreateAlignedLoad(type, Address(buffer, EmitIndexAtLaneZero(index)), align);
     llvm::Value* indices = EmitExpr(index);
-    if (!status_.ok()) return llvm::PoisonValue::get(elem);
-    llvm::Value* result = llvm::PoisonValue::get(llvm::FixedVectorType::get(elem, lanes_));
+    if (!status_.ok()) return llvm::PoisonValue::get(type);
+    llvm::Value* result = llvm::PoisonValue::get(llvm::FixedVectorType::get(type, lanes_));
     for (int64_t lane = 0; lane < lanes_; ++lane) {
-      llvm::Value* element = b_.CreateAlignedLoad(
-          elem, Address(*buffer, b_.CreateExtractElement(indices, lane)), buffer->align());
-      result = b_.CreateInsertElement(result, element, lane);
+      llvm::Value* value =
+          b_.CreateAlignedLoad(type, Address(buffer, b_.CreateExtractElement(indices, lane)), align);
+      result = b_.CreateInsertElement(result, value, lane);
     }
     return result;
   }
   llvm::Value* scalar_index = EmitScalarIndex(index);
-  if (!status_.ok()) return llvm::PoisonValue::get(elem);
-  return b_.CreateAlignedLoad(elem, Address(*buffer, scalar_index), buffer->align());
+  if (!status_.ok()) return llvm::PoisonValue::get(type);
+  return b_.CreateAlignedLoad(type, Address(buffer, scalar_index), align);
 }
 
 // Cast(): see ir.h for the semantics. Integer to integer keeps the value when the
@@ -1123,39 +1129,14 @@ llvm::Value* ModuleEmitter::EmitCast(const ir::Expr& e) {
 }
 
 // The 32-bit words of a Dot4 operand (a Load of u8/s8 at the first of four bytes): a
-// scalar i32, or in a vector context one word per lane: stride 4 in the vector
-// variable is one vector load, stride 0 one word (broadcast where it meets a vector),
-// anything else one word per lane. Loads are byte-aligned.
+// word per lane (stride 4 in the vector variable is one vector load), byte-aligned.
 llvm::Value* ModuleEmitter::EmitWords(const ir::Expr& load) {
   const BufferRef* buffer = FindBuffer(load->name);
   if (!buffer) return llvm::PoisonValue::get(i32_);
   if (buffer->dtype != ir::DType::kUInt8 && buffer->dtype != ir::DType::kInt8) {
     return Fail("dot4 operand '" + load->name + "' is not a u8 or s8 buffer", i32_);
   }
-  const ir::Expr& index = load->operands[0];
-  const llvm::Align align(1);
-  if (lanes_ > 1 && DependsOn(index, vector_var_)) {
-    std::optional<int64_t> stride = VectorStride(index);
-    if (stride == 4) {
-      return b_.CreateAlignedLoad(llvm::FixedVectorType::get(i32_, lanes_),
-                                  Address(*buffer, EmitIndexAtLaneZero(index)), align);
-    }
-    if (stride == 0) {
-      return b_.CreateAlignedLoad(i32_, Address(*buffer, EmitIndexAtLaneZero(index)), align);
-    }
-    llvm::Value* indices = EmitExpr(index);
-    if (!status_.ok()) return llvm::PoisonValue::get(i32_);
-    llvm::Value* result = llvm::PoisonValue::get(llvm::FixedVectorType::get(i32_, lanes_));
-    for (int64_t lane = 0; lane < lanes_; ++lane) {
-      llvm::Value* word = b_.CreateAlignedLoad(
-          i32_, Address(*buffer, b_.CreateExtractElement(indices, lane)), align);
-      result = b_.CreateInsertElement(result, word, lane);
-    }
-    return result;
-  }
-  llvm::Value* scalar_index = EmitScalarIndex(index);
-  if (!status_.ok()) return llvm::PoisonValue::get(i32_);
-  return b_.CreateAlignedLoad(i32_, Address(*buffer, scalar_index), align);
+  return LoadLanes(*buffer, load->operands[0], i32_, /*unit=*/4, llvm::Align(1));
 }
 
 // Dot4: the u8 x s8 dot-product instruction where the target has it for this width

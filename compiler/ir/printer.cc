@@ -3,6 +3,7 @@
 //     for (k, 0, 512) {
 //       C[i*512 + j] = C[i*512 + j] + A[...] * B[...]
 #include <sstream>
+#include <string_view>
 
 #include "compiler/ir/ir.h"
 
@@ -35,6 +36,18 @@ int Precedence(ExprKind kind) {
   }
 }
 
+void Print(std::ostream& os, const Expr& e, int outer_precedence);
+
+// `name(operand, ...)`: calls, conversions, select, min and max.
+void PrintApplication(std::ostream& os, std::string_view name, const Expr& e) {
+  os << name << "(";
+  for (size_t i = 0; i < e->operands.size(); ++i) {
+    if (i) os << ", ";
+    Print(os, e->operands[i], 0);
+  }
+  os << ")";
+}
+
 void Print(std::ostream& os, const Expr& e, int outer_precedence) {
   switch (e->kind) {
     case ExprKind::kIntImm: os << e->int_value; return;
@@ -45,47 +58,13 @@ void Print(std::ostream& os, const Expr& e, int outer_precedence) {
       Print(os, e->operands[0], 0);
       os << "]";
       return;
-    case ExprKind::kCall:
-      os << e->name << "(";
-      Print(os, e->operands[0], 0);
-      os << ")";
-      return;
-    case ExprKind::kCast:
-      os << DTypeName(e->dtype) << "(";
-      Print(os, e->operands[0], 0);
-      os << ")";
-      return;
-    case ExprKind::kDot4:
-      os << "dot4(";
-      Print(os, e->operands[0], 0);
-      os << ", ";
-      Print(os, e->operands[1], 0);
-      os << ", ";
-      Print(os, e->operands[2], 0);
-      os << ")";
-      return;
-    case ExprKind::kToInt:
-      os << "int(";
-      Print(os, e->operands[0], 0);
-      os << ")";
-      return;
-    case ExprKind::kSelect:
-      os << "select(";
-      Print(os, e->operands[0], 0);
-      os << ", ";
-      Print(os, e->operands[1], 0);
-      os << ", ";
-      Print(os, e->operands[2], 0);
-      os << ")";
-      return;
-    case ExprKind::kMin:
-    case ExprKind::kMax:
-      os << (e->kind == ExprKind::kMin ? "min(" : "max(");
-      Print(os, e->operands[0], 0);
-      os << ", ";
-      Print(os, e->operands[1], 0);
-      os << ")";
-      return;
+    case ExprKind::kCall: PrintApplication(os, e->name, e); return;
+    case ExprKind::kCast: PrintApplication(os, DTypeName(e->dtype), e); return;
+    case ExprKind::kDot4: PrintApplication(os, "dot4", e); return;
+    case ExprKind::kToInt: PrintApplication(os, "int", e); return;
+    case ExprKind::kSelect: PrintApplication(os, "select", e); return;
+    case ExprKind::kMin: PrintApplication(os, "min", e); return;
+    case ExprKind::kMax: PrintApplication(os, "max", e); return;
     default: break;
   }
   int p = Precedence(e->kind);
