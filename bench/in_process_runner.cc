@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <list>
 #include <string>
 
 #include "compiler/runtime/module_loader.h"
@@ -17,10 +18,10 @@ absl::Status InProcessRunner::Prepare(const Template& tmpl, const Target& target
                    tmpl.Instantiate(task_, target, tmpl.Naive(task_, target)));
   for (const ir::BufferParam& p : naive.params) {
     is_output_.push_back(p.is_output);
-    if (p.is_internal) prepacked_sizes_[is_output_.size() - 1] = p.NumElements();
+    if (p.is_internal) prepacked_sizes_[is_output_.size() - 1] = {ElementTypeOf(p), p.NumElements()};
   }
-  inputs_ = MakeInputs(task_, seed_);
-  ASSIGN_OR_RETURN(expected_, ReferenceOutput(task_, inputs_));
+  inputs_ = MakeTypedInputs(task_, seed_);
+  ASSIGN_OR_RETURN(expected_, TypedReferenceOutput(task_, inputs_));
   tolerance_ = ToleranceFor(task_);
   return absl::OkStatus();
 }
@@ -41,15 +42,17 @@ MeasureResult InProcessRunner::MeasureOne(const MeasureInput& in) {
     r.error_message = error;
     return r;
   }
-  std::vector<float> output(expected_.size(), NAN);
-  std::vector<void*> buffers;  // entry-point order; MakeInputs skips output and prepacked
-  std::vector<std::vector<float>> prepacked;
+  HostBuffer output(expected_.type(), expected_.elements());
+  runtime::PoisonBuffer(output.type(), output.data(), output.elements());
+  std::vector<void*> buffers;  // entry-point order; MakeTypedInputs skips output and prepacked
+  std::list<HostBuffer> prepacked;
   size_t next_input = 0;
   for (size_t i = 0; i < is_output_.size(); ++i) {
-    if (prepacked_sizes_.count(i)) {
+    auto internal = prepacked_sizes_.find(i);
+    if (internal != prepacked_sizes_.end()) {
       // The config's own size (Winograd's transformed weights are larger).
       const std::vector<int64_t>& own = in.artifact->buffer_elements;
-      prepacked.emplace_back(i < own.size() ? own[i] : prepacked_sizes_[i]);
+      prepacked.emplace_back(internal->second.first, i < own.size() ? own[i] : internal->second.second);
       buffers.push_back(prepacked.back().data());
     } else {
       buffers.push_back(is_output_[i] ? output.data() : inputs_[next_input++].data());
@@ -61,7 +64,7 @@ MeasureResult InProcessRunner::MeasureOne(const MeasureInput& in) {
     r.error_message = "kernel returned non-zero";
     return r;
   }
-  if (runtime::FirstMismatch(output.data(), expected_.data(), expected_.size(), tolerance_.atol,
+  if (runtime::FirstMismatch(output.type(), output.data(), expected_.data(), expected_.elements(), tolerance_.atol,
                              tolerance_.rtol) >= 0) {
     r.error = MeasureErrorKind::kWrongAnswer;
     return r;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -34,9 +35,10 @@ class InProcessRunner : public Runner {
   TuningTask task_;
   uint64_t seed_;
   std::vector<bool> is_output_;
-  std::map<size_t, int64_t> prepacked_sizes_;  // param index -> elements (dense's W.packed)
-  std::vector<std::vector<float>> inputs_;
-  std::vector<float> expected_;
+  // param index -> its element type and elements (dense's W.packed)
+  std::map<size_t, std::pair<runtime::ElementType, int64_t>> prepacked_sizes_;
+  std::vector<HostBuffer> inputs_;
+  HostBuffer expected_;
   Tolerance tolerance_;
 };
 

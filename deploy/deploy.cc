@@ -45,21 +45,37 @@ std::string CName(const std::string& buffer) {
   return out;
 }
 
+// The C element type of a buffer.
+std::string CType(const ir::BufferParam& b) {
+  switch (b.dtype) {
+    case ir::DType::kUInt8:
+      return "uint8_t";
+    case ir::DType::kInt8:
+      return "int8_t";
+    case ir::DType::kInt32:
+      return "int32_t";
+    default:
+      return "float";
+  }
+}
+
 // "const float* X, const float* W, float* Y": the caller's buffers, in entry order.
 std::string TypedParams(const Planned& p) {
   std::vector<std::string> out;
   for (const ir::BufferParam& b : p.buffers) {
     if (b.is_internal) continue;
-    out.push_back(std::string(b.is_output ? "float* " : "const float* ") + CName(b.name));
+    out.push_back((b.is_output ? "" : "const ") + CType(b) + "* " + CName(b.name));
   }
   return absl::StrJoin(out, ", ");
 }
 
-// "mylib_matmul_512x512x512"
+// "mylib_matmul_512x512x512", "mylib_qmatmul_u8s8u8_64x64x64x128"
 std::string FunctionName(const std::string& lib, const TuningTask& task) {
   std::vector<std::string> values;
   for (const auto& [k, v] : task.params()) values.push_back(std::to_string(v));
-  return lib + "_" + task.op() + "_" + absl::StrJoin(values, "x");
+  // The dtype where the op has several: qmatmul's s32, f32 and u8 outputs.
+  const std::string dtype = task.dtype() == "float32" ? "" : task.dtype() + "_";
+  return lib + "_" + task.op() + "_" + dtype + absl::StrJoin(values, "x");
 }
 
 std::string OpDoc(const TuningTask& task) {
@@ -90,6 +106,20 @@ std::string OpDoc(const TuningTask& task) {
     return "O[N][C][OH][OW] = sum over r, s of I[N][C][H][W] (zero-padded by pad, stride)\n"
            "// * F[C][R][S]; float32, NCHW. The blocked layouts the kernel computes in are made\n"
            "// (and the output unblocked) inside every call, in scratch buffers";
+  }
+  if (op == "qmatmul") {
+    const std::string out = task.QuantizedOutput();
+    std::string doc = "acc[M][N] = sum over k of (A[M][K] - " + std::to_string(task.Param("a_zero")) +
+                      ") * B[K][N]" + (task.Param("bias") ? " + bias[N]" : "") +
+                      " in int32; A uint8, B int8, row-major.\n// C = ";
+    const std::string scale = task.Param("per_channel") ? "scale[N]" : "scale[0]";
+    if (out == "s32") doc += "acc (int32)";
+    if (out == "f32") doc += "float(acc) * " + scale + " (float32)";
+    if (out == "u8") {
+      doc += "uint8(round_half_even(float(acc) * " + scale + ") + " + std::to_string(task.Param("out_zero")) +
+             ", saturated)";
+    }
+    return doc + ". B is packed (and its column sums taken)\n// inside every call, in scratch buffers";
   }
   return op;
 }
@@ -126,7 +156,11 @@ std::string GenerateHeader(const DeployOptions& o, const TargetInfo& target,
     << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
   for (const Planned& p : plan) {
     h << "// " << deploy::CommentText(p.kernel.task) << (p.kernel.fallback ? "  (UNTUNED fallback schedule)" : "")
-      << "\n// " << deploy::CommentText(OpDoc(p.task)) << "\n";
+      << "\n// ";
+    // OpDoc's lines after the first start with "// " themselves.
+    std::vector<std::string> doc_lines;
+    for (absl::string_view line : absl::StrSplit(OpDoc(p.task), '\n')) doc_lines.push_back(deploy::CommentText(std::string(line)));
+    h << absl::StrJoin(doc_lines, "\n") << "\n";
     h << "int " << p.function << "(" << TypedParams(p) << ");\n\n";
   }
   h << "// Generic access: every kernel with its task and a void** entry taking the\n"
@@ -170,10 +204,10 @@ std::string GenerateGlue(const DeployOptions& o, const std::string& provenance,
       const ir::BufferParam& buf = p.buffers[j];
       if (buf.is_internal) {
         internal.push_back(j);
-        const int64_t bytes = (buf.NumElements() * 4 + 63) / 64 * 64;
+        const int64_t bytes = (buf.NumElements() * ir::DTypeBytes(buf.dtype) + 63) / 64 * 64;
         c << "  b[" << j << "] = aligned_alloc(64, " << bytes << ");  // " << buf.name << "\n";
       } else {
-        c << "  b[" << j << "] = const_cast<float*>(" << CName(buf.name) << ");\n";
+        c << "  b[" << j << "] = const_cast<" << CType(buf) << "*>(" << CName(buf.name) << ");\n";
       }
     }
     c << "  int rc = 0;\n";
@@ -188,7 +222,7 @@ std::string GenerateGlue(const DeployOptions& o, const std::string& provenance,
     int k = 0;
     for (const ir::BufferParam& buf : p.buffers) {
       if (buf.is_internal) continue;
-      args.push_back(std::string(buf.is_output ? "(float*)" : "(const float*)") + "buffers[" +
+      args.push_back("(" + std::string(buf.is_output ? "" : "const ") + CType(buf) + "*)buffers[" +
                      std::to_string(k++) + "]");
     }
     c << "static int run_" << i << "(void** buffers) { return " << p.function << "("

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -132,25 +133,25 @@ absl::StatusOr<Inspection> InspectLibrary(const std::string& library, bool bench
     if (prov.is_object() && prov.contains("kernels") && prov["kernels"].size() > static_cast<size_t>(i))
       check.recorded_gflops = prov["kernels"][i].value("gflops", 0.0);
     ASSIGN_OR_RETURN(TuningTask task, ParseTask(info->task));
-    std::vector<std::vector<float>> inputs = MakeInputs(task, 42);
-    ASSIGN_OR_RETURN(std::vector<float> expected, ReferenceOutput(task, inputs));
+    const std::vector<HostBuffer> inputs = MakeTypedInputs(task, 42);
+    ASSIGN_OR_RETURN(HostBuffer expected, TypedReferenceOutput(task, inputs));
     // 64-byte aligned copies, as the agent measures: AVX-512 loads that straddle cache
     // lines would otherwise make the comparison with the record unfair.
-    std::vector<std::unique_ptr<float, decltype(&std::free)>> owned;
+    std::vector<std::unique_ptr<char, decltype(&std::free)>> owned;
     std::vector<void*> buffers;
-    auto aligned = [&](size_t n) {
-      size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-      owned.emplace_back(static_cast<float*>(std::aligned_alloc(64, bytes)), &std::free);
+    auto aligned = [&](int64_t bytes) {
+      owned.emplace_back(static_cast<char*>(std::aligned_alloc(64, static_cast<size_t>((bytes + 63) / 64 * 64))),
+                         &std::free);
       buffers.push_back(owned.back().get());
       return owned.back().get();
     };
-    for (const auto& in : inputs) std::copy(in.begin(), in.end(), aligned(in.size()));
-    float* result = aligned(expected.size());
-    std::fill(result, result + expected.size(), std::nanf(""));
+    for (const HostBuffer& in : inputs) std::memcpy(aligned(in.bytes()), in.data(), static_cast<size_t>(in.bytes()));
+    char* result = aligned(expected.bytes());
+    runtime::PoisonBuffer(expected.type(), result, expected.elements());
     if (info->run(buffers.data()) != 0) return absl::InternalError(check.function + " returned an error");
     Tolerance tol = ToleranceFor(task);
-    check.correct = runtime::FirstMismatch(result, expected.data(),
-                                           static_cast<int64_t>(expected.size()), tol.atol, tol.rtol) < 0;
+    check.correct = runtime::FirstMismatch(expected.type(), result, expected.data(), expected.elements(), tol.atol,
+                                           tol.rtol) < 0;
     runtime::TimingOptions timing;
     timing.warmup = 2;
     timing.repeat = 5;

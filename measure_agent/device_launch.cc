@@ -14,6 +14,7 @@
 #include "compiler/runtime/runtime.h"
 #include "compiler/support/files.h"
 #include "compiler/support/hash.h"
+#include "measure_agent/sandbox.h"
 
 namespace tuneforge::agent {
 namespace {
@@ -101,6 +102,14 @@ absl::Status CheckDeviceLaunch(const DeviceLaunch& device) {
 void MeasureOnDevice(const MeasureRequest& request, const DeviceLaunch& device, const std::string& dir,
                      int timeout_ms, MeasureResult* result) {
   const std::string kernel = dir + "/kernel.so", output = dir + "/output.bin";
+  for (const auto& b : request.buffers()) {
+    // The device runner's buffers, files and check are float32 (docs/int8.md).
+    if (ElementTypeOf(b) != runtime::ElementType::kFloat32) {
+      return Fail(result, tuneforge::v1::RUNTIME_ERROR,
+                  absl::StrCat("buffer ", b.name(), " is ", runtime::ElementTypeName(ElementTypeOf(b)),
+                               ": measurements on a device take float32 buffers only"));
+    }
+  }
   if (!WriteFile(kernel, request.artifact()).ok()) {
     return Fail(result, tuneforge::v1::RUNTIME_ERROR, "cannot write the kernel for the device");
   }
@@ -151,7 +160,7 @@ void MeasureOnDevice(const MeasureRequest& request, const DeviceLaunch& device, 
       // The inputs the server computed the expected outputs from.
       for (int set = 0; set < (two_sets ? 2 : 1); ++set) {
         std::vector<float> data(static_cast<size_t>(b.num_elements()));
-        runtime::FillBuffer(set == 0 ? request.seed() : request.alternate_seed(), i, data.data(),
+        runtime::FillBuffer(set == 0 ? request.seed() : request.alternate_seed(), i, FillOf(b), data.data(),
                             b.num_elements());
         const std::string path = absl::StrCat(dir, "/input", i, set == 0 ? "" : ".alt", ".bin");
         if (!WriteFloats(path, data)) return Fail(result, tuneforge::v1::RUNTIME_ERROR, "cannot write input " + path);

@@ -188,6 +188,16 @@ std::string DefaultTempRoot() {
 
 // Checks what the child relies on (one OUTPUT buffer, an expected output of its size),
 // so that the child only meets failures of the kernel itself.
+runtime::ElementType ElementTypeOf(const tuneforge::v1::BufferSpec& buffer) {
+  return static_cast<runtime::ElementType>(buffer.element_type());
+}
+
+runtime::FillSpec FillOf(const tuneforge::v1::BufferSpec& buffer) {
+  const runtime::ElementType type = ElementTypeOf(buffer);
+  if (buffer.fill_low() == 0 && buffer.fill_high() == 0) return runtime::DefaultFill(type);
+  return runtime::FillSpec{type, buffer.fill_low(), buffer.fill_high()};
+}
+
 absl::Status ValidateMeasureRequest(const MeasureRequest& request) {
   if (request.entry_symbol().empty()) {
     return absl::InvalidArgumentError("request has no entry_symbol");
@@ -195,14 +205,24 @@ absl::Status ValidateMeasureRequest(const MeasureRequest& request) {
   if (request.buffers_size() == 0) return absl::InvalidArgumentError("request has no buffers");
   int outputs = 0;
   int64_t output_elements = 0;
+  int output_bytes = 4;
   for (const auto& b : request.buffers()) {
     if (b.num_elements() < 0 || b.num_elements() > kMaxBufferElements) {
       return absl::InvalidArgumentError(
           absl::StrCat("buffer ", b.name(), " has ", b.num_elements(), " elements"));
     }
+    if (!runtime::IsKnownElementType(b.element_type())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("buffer ", b.name(), " has an unknown element type ", b.element_type()));
+    }
+    if (b.role() == tuneforge::v1::INPUT) {
+      const std::string bad_fill = runtime::CheckFill(FillOf(b));
+      if (!bad_fill.empty()) return absl::InvalidArgumentError(absl::StrCat("buffer ", b.name(), ": ", bad_fill));
+    }
     if (b.role() == tuneforge::v1::OUTPUT) {
       ++outputs;
       output_elements = b.num_elements();
+      output_bytes = runtime::ElementBytes(ElementTypeOf(b));
     } else if (b.role() != tuneforge::v1::INPUT && b.role() != tuneforge::v1::INTERNAL) {
       return absl::InvalidArgumentError(absl::StrCat("buffer ", b.name(), " has no role"));
     }
@@ -211,7 +231,7 @@ absl::Status ValidateMeasureRequest(const MeasureRequest& request) {
     return absl::InvalidArgumentError(
         absl::StrCat("request has ", outputs, " OUTPUT buffers; exactly 1 is supported"));
   }
-  const uint64_t expected_bytes = static_cast<uint64_t>(output_elements) * sizeof(float);
+  const uint64_t expected_bytes = static_cast<uint64_t>(output_elements) * static_cast<uint64_t>(output_bytes);
   if (request.expected_output().size() != expected_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("expected_output has ",
                                                    request.expected_output().size(),
@@ -259,7 +279,8 @@ BufferLayout LayoutBuffers(const MeasureRequest& request) {
   layout.guards.push_back(pos);
   pos += layout.page;
   for (const auto& b : request.buffers()) {
-    size_t bytes = static_cast<size_t>(std::max<int64_t>(b.num_elements(), 1)) * sizeof(float);
+    size_t bytes = static_cast<size_t>(std::max<int64_t>(b.num_elements(), 1)) *
+                   static_cast<size_t>(runtime::ElementBytes(ElementTypeOf(b)));
     size_t padded = RoundUp(bytes, kBufferAlignment);
     size_t span = RoundUp(padded, layout.page);
     layout.offsets.push_back(pos + span - padded);
@@ -502,9 +523,7 @@ class SharedRegion {
   ~SharedRegion() { munmap(base_, bytes_); }
 
   int fd() const { return fd_.get(); }
-  float* At(size_t offset) const {
-    return reinterpret_cast<float*>(static_cast<char*>(base_) + offset);
-  }
+  void* At(size_t offset) const { return static_cast<char*>(base_) + offset; }
 
  private:
   SharedRegion(int fd, void* base, size_t bytes) : fd_(fd), base_(base), bytes_(bytes) {}
@@ -525,10 +544,14 @@ class ChildMeasurement {
     for (int i = 0; i < request.buffers_size(); ++i) {
       if (request.buffers(i).role() == tuneforge::v1::OUTPUT) output_index_ = i;
     }
-    // The wire format is float32 little-endian, the layout of every host we support;
-    // the proto's bytes need not be aligned, so the check compares against a copy.
-    expected_[0] = runtime::FloatsFromBytes(request.expected_output());
-    expected_[1] = runtime::FloatsFromBytes(request.alternate_expected_output());
+    // The wire format is little-endian, the layout of every host we support; the
+    // proto's bytes need not be aligned, so the check compares against a copy.
+    for (int set = 0; set < 2; ++set) {
+      const std::string& bytes = set == 0 ? request.expected_output() : request.alternate_expected_output();
+      expected_[set].resize((bytes.size() + sizeof(uint64_t) - 1) / sizeof(uint64_t));
+      if (!bytes.empty()) std::memcpy(expected_[set].data(), bytes.data(), bytes.size());
+    }
+    output_type_ = ElementTypeOf(request.buffers(output_index_));
     seeds_ = {request.seed(), request.alternate_seed()};
   }
 
@@ -558,9 +581,7 @@ class ChildMeasurement {
   }
 
   void PoisonOutput() {
-    float* out = Buffer(output_index_);
-    std::fill(out, out + request_.buffers(output_index_).num_elements(),
-              std::numeric_limits<float>::quiet_NaN());
+    runtime::PoisonBuffer(output_type_, Buffer(output_index_), request_.buffers(output_index_).num_elements());
   }
 
   // Waits for the child's start reply; `description` gets what it said.
@@ -582,15 +603,16 @@ class ChildMeasurement {
   // against the expected output.
   bool CheckOutput(const char* when) {
     if (!request_.unpack_symbol().empty() && !Call(Op::kUnpack)) return false;
-    const float* out = Buffer(output_index_);
-    const std::vector<float>& want = expected_[set_];
-    const int64_t n = static_cast<int64_t>(want.size());
-    int64_t bad = runtime::FirstMismatch(out, want.data(), n, request_.atol(), request_.rtol());
+    const void* out = Buffer(output_index_);
+    const void* want = expected_[set_].data();
+    const int64_t n = request_.buffers(output_index_).num_elements();
+    int64_t bad = runtime::FirstMismatch(output_type_, out, want, n, request_.atol(), request_.rtol());
     if (bad < 0) return true;
     Fail(tuneforge::v1::WRONG_ANSWER,
          absl::StrCat(when, set_ == 1 ? "on the second input set: " : "",
-                      request_.buffers(output_index_).name(), "[", bad,
-                      "] = ", FormatFloat(out[bad]), ", expected ", FormatFloat(want[bad]),
+                      request_.buffers(output_index_).name(), "[", bad, "] = ",
+                      FormatFloat(runtime::ElementAt(output_type_, out, bad)), ", expected ",
+                      FormatFloat(runtime::ElementAt(output_type_, want, bad)),
                       " (atol ", FormatFloat(request_.atol()), ", rtol ",
                       FormatFloat(request_.rtol()), ")"));
     return false;
@@ -602,15 +624,20 @@ class ChildMeasurement {
     for (int i = 0; i < request_.buffers_size(); ++i) {
       const auto& spec = request_.buffers(i);
       if (spec.role() != tuneforge::v1::INPUT) continue;
-      std::vector<float> original(static_cast<size_t>(spec.num_elements()));
-      runtime::FillBuffer(seeds_[set_], i, original.data(), spec.num_elements());
-      const float* now = Buffer(i);
-      if (std::memcmp(now, original.data(), original.size() * sizeof(float)) == 0) continue;
+      const runtime::ElementType type = ElementTypeOf(spec);
+      const size_t element = static_cast<size_t>(runtime::ElementBytes(type));
+      const size_t n = static_cast<size_t>(spec.num_elements());
+      std::vector<char> original(n * element);
+      runtime::FillBuffer(seeds_[set_], i, FillOf(spec), original.data(), spec.num_elements());
+      const char* now = static_cast<const char*>(Buffer(i));
+      if (std::memcmp(now, original.data(), original.size()) == 0) continue;
       size_t j = 0;
-      while (j < original.size() && std::memcmp(&now[j], &original[j], sizeof(float)) == 0) ++j;
+      while (j < n && std::memcmp(now + j * element, &original[j * element], element) == 0) ++j;
+      const auto at = static_cast<int64_t>(j);
       Fail(tuneforge::v1::WRONG_ANSWER,
-           absl::StrCat("the kernel wrote into its input ", spec.name(), ": ", spec.name(), "[",
-                        j, "] = ", FormatFloat(now[j]), ", was ", FormatFloat(original[j])));
+           absl::StrCat("the kernel wrote into its input ", spec.name(), ": ", spec.name(), "[", j,
+                        "] = ", FormatFloat(runtime::ElementAt(type, now, at)), ", was ",
+                        FormatFloat(runtime::ElementAt(type, original.data(), at))));
       return false;
     }
     return true;
@@ -623,14 +650,14 @@ class ChildMeasurement {
   }
 
  private:
-  float* Buffer(int i) const { return region_.At(layout_.offsets[static_cast<size_t>(i)]); }
+  void* Buffer(int i) const { return region_.At(layout_.offsets[static_cast<size_t>(i)]); }
 
   void FillInputs(int set) {
     set_ = set;
     for (int i = 0; i < request_.buffers_size(); ++i) {
       const auto& spec = request_.buffers(i);
       if (spec.role() == tuneforge::v1::INPUT) {
-        runtime::FillBuffer(seeds_[set_], i, Buffer(i), spec.num_elements());
+        runtime::FillBuffer(seeds_[set_], i, FillOf(spec), Buffer(i), spec.num_elements());
       }
     }
   }
@@ -683,7 +710,9 @@ class ChildMeasurement {
   int output_index_ = 0;
   // The expected outputs of the two input sets (the second empty when the request
   // has one set), their seeds, and the set the buffers hold now.
-  std::array<std::vector<float>, 2> expected_;
+  // The expected outputs' bytes (8-byte aligned copies), and their element type.
+  std::array<std::vector<uint64_t>, 2> expected_;
+  runtime::ElementType output_type_ = runtime::ElementType::kFloat32;
   std::array<uint64_t, 2> seeds_{};
   int set_ = 0;
   bool gone_ = false;

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/runtime/runtime.h"
 #include "measure_agent/device_launch.h"
 #include "measure_agent/quiet.h"
 #include "tuneforge/v1/common.pb.h"
@@ -63,6 +64,12 @@ struct SandboxOptions {
 // buffers of known roles and bounded sizes, exactly one OUTPUT, an expected output of
 // its size); InvalidArgument naming what is not. Run calls it first.
 absl::Status ValidateMeasureRequest(const tuneforge::v1::MeasureRequest& request);
+
+// A buffer's element type and, for an INPUT, how it is filled (the type's default
+// when fill_low and fill_high are both 0). Only for buffers that passed
+// ValidateMeasureRequest.
+runtime::ElementType ElementTypeOf(const tuneforge::v1::BufferSpec& buffer);
+runtime::FillSpec FillOf(const tuneforge::v1::BufferSpec& buffer);
 
 // Thread-safe: Run may be called from several threads at once (--workers N).
 class Sandbox {

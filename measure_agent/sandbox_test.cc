@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iterator>
 #include <filesystem>
 #include <string>
@@ -28,6 +29,7 @@
 namespace tuneforge::agent {
 namespace {
 
+using test::MakeIntegerKernelRequest;
 using test::MakeKernelRequest;
 using ::testing::HasSubstr;
 using tuneforge::v1::MeasureRequest;
@@ -247,6 +249,51 @@ TEST_F(SandboxTest, AlternateExpectedOutputOfTheWrongSizeIsRefused) {
   MeasureResult result = Run(request);
   EXPECT_EQ(result.error(), tuneforge::v1::RUNTIME_ERROR);
   EXPECT_THAT(result.error_message(), HasSubstr("alternate_expected_output has 4 bytes"));
+}
+
+// Integer buffers: filled by type and range, the output compared exactly and
+// poisoned between runs (a kernel that writes nothing fails).
+TEST_F(SandboxTest, IntegerBuffersAreFilledByTypeAndCheckedExactly) {
+  MeasureResult good = Run(MakeIntegerKernelRequest(ADD_KERNEL_PATH, "add_u8_s8_kernel", "r1"));
+  ASSERT_EQ(good.error(), tuneforge::v1::NONE) << good.error_message();
+  EXPECT_EQ(good.costs_size(), 3);
+
+  // One element off by one in 4096: found, named, with both values as integers.
+  MeasureRequest off = MakeIntegerKernelRequest(ADD_KERNEL_PATH, "add_u8_s8_kernel", "r2");
+  std::string bytes = off.expected_output();
+  int32_t v = 0;
+  std::memcpy(&v, &bytes[4 * 100], 4);
+  const int32_t wrong = v + 1;
+  std::memcpy(&bytes[4 * 100], &wrong, 4);
+  off.set_expected_output(bytes);
+  MeasureResult mismatch = Run(off);
+  EXPECT_EQ(mismatch.error(), tuneforge::v1::WRONG_ANSWER);
+  EXPECT_THAT(mismatch.error_message(), HasSubstr("C[100] = " + std::to_string(v) + ", expected " +
+                                                  std::to_string(wrong)));
+
+  // The fill range is part of the inputs: the same kernel on A's default fill.
+  MeasureRequest default_fill = MakeIntegerKernelRequest(ADD_KERNEL_PATH, "add_u8_s8_kernel", "r3");
+  default_fill.mutable_buffers(0)->clear_fill_low();
+  default_fill.mutable_buffers(0)->clear_fill_high();
+  EXPECT_EQ(Run(default_fill).error(), tuneforge::v1::WRONG_ANSWER);
+
+  MeasureRequest noop = MakeIntegerKernelRequest(BAD_KERNELS_PATH, "noop_kernel", "r4");
+  EXPECT_EQ(Run(noop).error(), tuneforge::v1::WRONG_ANSWER);
+}
+
+TEST(ValidateMeasureRequestTest, IntegerBuffersNeedAKnownTypeAFillTheyCanHoldAndTheirOutputSize) {
+  auto error = [](const MeasureRequest& r) { return std::string(ValidateMeasureRequest(r).message()); };
+  const MeasureRequest good = MakeIntegerKernelRequest(ADD_KERNEL_PATH, "add_u8_s8_kernel", "r");
+  EXPECT_TRUE(ValidateMeasureRequest(good).ok()) << ValidateMeasureRequest(good);
+  MeasureRequest r = good;
+  r.mutable_buffers(1)->set_element_type(static_cast<tuneforge::v1::ElementType>(9));
+  EXPECT_THAT(error(r), HasSubstr("buffer B has an unknown element type 9"));
+  r = good;
+  r.mutable_buffers(0)->set_fill_high(300);
+  EXPECT_THAT(error(r), HasSubstr("buffer A: the fill range of an uint8 buffer must be integers within [0, 256)"));
+  r = good;
+  r.mutable_buffers(2)->set_element_type(tuneforge::v1::UINT8);  // 4096 bytes, not 16384
+  EXPECT_THAT(error(r), HasSubstr("expected_output has 16384 bytes, the OUTPUT buffer 4096"));
 }
 
 TEST_F(SandboxTest, SegfaultIsARuntimeError) {

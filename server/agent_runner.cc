@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 
+#include "compiler/runtime/runtime.h"
 #include "compiler/support/status.h"
 #include "compiler/task/task.h"
 #include "compiler/templates/template.h"
@@ -78,13 +79,21 @@ v1::MeasureRequest MeasureRequestFor(const MeasureInput& in, const std::string& 
     b->set_role(static_cast<int>(i) == e.output_index ? v1::OUTPUT
                 : internal                            ? v1::INTERNAL
                                                       : v1::INPUT);
+    if (i < e.fills.size()) {
+      const runtime::FillSpec& fill = e.fills[i];
+      b->set_element_type(static_cast<v1::ElementType>(fill.type));
+      const runtime::FillSpec plain = runtime::DefaultFill(fill.type);
+      if (b->role() == v1::INPUT && (fill.low != plain.low || fill.high != plain.high)) {
+        b->set_fill_low(fill.low);
+        b->set_fill_high(fill.high);
+      }
+    }
   }
   r.set_seed(e.seed);
-  r.set_expected_output(e.values.data(), e.values.size() * sizeof(float));
+  r.set_expected_output(e.values);
   if (!e.alternate_values.empty()) {
     r.set_alternate_seed(e.alternate_seed);
-    r.set_alternate_expected_output(e.alternate_values.data(),
-                                    e.alternate_values.size() * sizeof(float));
+    r.set_alternate_expected_output(e.alternate_values);
   }
   r.set_atol(e.atol);
   r.set_rtol(e.rtol);

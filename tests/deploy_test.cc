@@ -7,6 +7,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "tests/process_util.h"
@@ -41,6 +43,45 @@ class DeployTest : public ::testing::Test {
   }
   std::string dir_, db_;
 };
+
+// int8 tasks through the whole path: tuned by a real agent (typed buffers, exact
+// checks), deployed with typed C signatures, re-checked by inspect --bench.
+TEST_F(DeployTest, Int8MatmulsTuneDeployAndCheckExactly) {
+  const std::vector<std::string> tasks = {
+      "qmatmul M=24 N=64 K=96 a_zero=128 per_channel=1 out_zero=3 dtype=u8s8u8",
+      "qmatmul M=16 N=32 K=64 bias=1 dtype=u8s8s32", "qmatmul M=8 N=48 K=32 a_zero=9 dtype=u8s8f32"};
+  for (const std::string& task : tasks) {
+    auto r = RunCommand({kBin + "/tuneforge", "tune", "--task", task, "--trials", "6", "--db", db_, "--json"},
+                        dir_);
+    ASSERT_EQ(r.exit_code, 0) << task << ": " << r.err;
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["errors"], 0) << task << ": " << r.out;
+    EXPECT_GT(j["best"]["gflops"].get<double>(), 0.0) << task;
+  }
+  const std::string list = dir_ + "/int8.txt";
+  {
+    std::ofstream out(list);
+    for (const std::string& task : tasks) out << task << "\n";
+  }
+  const std::string out_dir = dir_ + "/int8";
+  auto d = RunCommand({kBin + "/tuneforge", "deploy", "--db", db_, "--tasks", list, "--out", out_dir}, dir_);
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  const std::string header = ReadFile(out_dir + "/tuneforge_kernels.h");
+  EXPECT_NE(header.find("int tuneforge_kernels_qmatmul_u8s8u8_24x64x96x128x1x3(const uint8_t* A, const int8_t* B, "
+                        "const float* scale, uint8_t* C);"),
+            std::string::npos)
+      << header;
+  EXPECT_NE(header.find("(const uint8_t* A, const int8_t* B, const int32_t* bias, int32_t* C);"), std::string::npos)
+      << header;
+  EXPECT_NE(header.find("\n// C = uint8(round_half_even(float(acc) * scale[N]) + 3, saturated)."), std::string::npos)
+      << header;
+  auto inspect = RunCommand(
+      {kBin + "/tuneforge", "deploy", "inspect", out_dir + "/libtuneforge_kernels.so", "--bench", "--json"}, dir_);
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  nlohmann::json in = nlohmann::json::parse(inspect.out);
+  ASSERT_EQ(in["bench"].size(), tasks.size()) << inspect.out;
+  for (const auto& k : in["bench"]) EXPECT_TRUE(k["correct"].get<bool>()) << k.dump();
+}
 
 TEST_F(DeployTest, TuneDeployLinkRunCorrect) {
   Tune("matmul M=48 N=40 K=33");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "compiler/codegen/build.h"
+#include "compiler/runtime/runtime.h"
 #include "db/record.h"
 
 namespace tuneforge {
@@ -38,12 +39,14 @@ struct ExpectedOutput {
   // Per argument: an internal-layout buffer (ir::BufferParam::is_internal) that the
   // kernel's prepack or body writes; neither filled as an input nor checked.
   std::vector<bool> internal;
-  uint64_t seed = 0;                  // inputs are FillBuffer(seed, argument index)
-  std::vector<float> values;          // the reference output
+  // Per argument: its element type (fills[i].type), and for an input how it is filled.
+  std::vector<runtime::FillSpec> fills;
+  uint64_t seed = 0;                  // inputs are FillBuffer(seed, argument index, fills[i])
+  std::string values;                 // the reference output: little-endian elements
   // A second input set and its reference output: the agent alternates the two between
   // timed samples, so replaying an earlier output fails the check.
   uint64_t alternate_seed = 0;
-  std::vector<float> alternate_values;
+  std::string alternate_values;
   double atol = 0, rtol = 0;
 };
 

@@ -49,16 +49,32 @@ uint64_t AlternateSeed(uint64_t seed) { return seed ^ 0x9E3779B97F4A7C15ull; }
 absl::StatusOr<std::shared_ptr<const ExpectedOutput>> MakeExpectedOutputFor(
     const TuningTask& task, const ir::LoweredFunc& func, uint64_t seed) {
   auto expected = std::make_shared<ExpectedOutput>();
+  const std::vector<InputSpec> inputs = InputSpecs(task);
+  size_t next_input = 0;
   for (const ir::BufferParam& param : func.params) {
     expected->buffer_sizes.push_back(param.NumElements());
     if (param.is_output) expected->output_index = static_cast<int>(expected->buffer_sizes.size() - 1);
     expected->internal.push_back(param.is_internal);
+    runtime::FillSpec fill = runtime::DefaultFill(ElementTypeOf(param));
+    if (!param.is_output && !param.is_internal) {
+      // Inputs come first, in InputSpecs' order: the agent fills argument i as the
+      // reference filled input i.
+      if (next_input >= inputs.size() || inputs[next_input].fill.type != fill.type ||
+          inputs[next_input].elements != param.NumElements() ||
+          next_input + 1 != expected->buffer_sizes.size()) {
+        return absl::InternalError("kernel argument " + param.name + " of " + task.CanonicalText() +
+                                   " does not match the reference's inputs");
+      }
+      fill = inputs[next_input++].fill;
+    }
+    expected->fills.push_back(fill);
   }
   expected->seed = seed;
-  ASSIGN_OR_RETURN(expected->values, ReferenceOutput(task, MakeInputs(task, seed)));
+  ASSIGN_OR_RETURN(HostBuffer values, TypedReferenceOutput(task, MakeTypedInputs(task, seed)));
+  expected->values = values.Bytes();
   expected->alternate_seed = AlternateSeed(seed);
-  ASSIGN_OR_RETURN(expected->alternate_values,
-                   ReferenceOutput(task, MakeInputs(task, expected->alternate_seed)));
+  ASSIGN_OR_RETURN(HostBuffer alternate, TypedReferenceOutput(task, MakeTypedInputs(task, expected->alternate_seed)));
+  expected->alternate_values = alternate.Bytes();
   const Tolerance tol = ToleranceFor(task);
   expected->atol = tol.atol;
   expected->rtol = tol.rtol;

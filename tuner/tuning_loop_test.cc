@@ -30,7 +30,7 @@ class FakeRunner : public Runner {
       ++calls;
       EXPECT_NE(in.artifact, nullptr);
       EXPECT_FALSE(in.artifact->shared_object.empty());
-      EXPECT_EQ(in.expected->values.size(), in.expected->buffer_sizes[in.expected->output_index]);
+      EXPECT_EQ(in.expected->values.size(), 4 * in.expected->buffer_sizes[in.expected->output_index]);
       Config c = *Config::FromJson(in.config_json);
       MeasureResult r;
       if (c.Int("parallel") == 1 && c.Int("vec_lanes") == 4) {

@@ -2,6 +2,9 @@
 #include "compiler/reference/reference.h"
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
 
 #include "compiler/runtime/runtime.h"
 #include "compiler/support/status.h"
@@ -9,6 +12,7 @@
 namespace tuneforge {
 
 Tolerance ToleranceFor(const TuningTask& task) {
+  if (task.op() == "qmatmul") return {0, 0};
   // batch_matmul: each matrix is a matmul of the same K.
   if (task.op() == "matmul" || task.op() == "batch_matmul" || task.op() == "dense")
     return {4e-6 * task.Param("K") + 1e-5, 1e-4};
@@ -20,7 +24,7 @@ Tolerance ToleranceFor(const TuningTask& task) {
   TF_CHECK(false, "no tolerance for op ", task.op());
 }
 
-std::vector<std::vector<float>> MakeInputs(const TuningTask& task, uint64_t seed) {
+std::vector<InputSpec> InputSpecs(const TuningTask& task) {
   std::vector<int64_t> sizes;
   if (task.op() == "matmul") {
     sizes = {task.Param("M") * task.Param("K"), task.Param("K") * task.Param("N")};
@@ -34,12 +38,79 @@ std::vector<std::vector<float>> MakeInputs(const TuningTask& task, uint64_t seed
   } else if (task.op() == "conv2d" || task.op() == "depthwise_conv2d") {
     // I (NCHW), then F (OIHW, I = C/G; depthwise: C x R x S).
     sizes = {task.Param("N") * task.Param("C") * task.Param("H") * task.Param("W"), task.ConvFilterElements()};
+  } else if (task.op() == "qmatmul") {
+    using runtime::ElementType;
+    const int64_t m = task.Param("M"), n = task.Param("N"), k = task.Param("K");
+    std::vector<InputSpec> specs = {{m * k, runtime::DefaultFill(ElementType::kUInt8)},
+                                    {k * n, runtime::DefaultFill(ElementType::kInt8)}};
+    if (task.Param("bias")) specs.push_back({n, runtime::DefaultFill(ElementType::kInt32)});
+    if (task.QuantizedOutput() != "s32") {
+      // A sum of K products of about +-74 x +-74 has a spread of about 5500 sqrt(K).
+      const double unit = 40.0 / (5500.0 * std::sqrt(static_cast<double>(k)));
+      specs.push_back({task.Param("per_channel") ? n : 1, {ElementType::kFloat32, 0.5 * unit, 1.5 * unit}});
+    }
+    return specs;
   }
   TF_CHECK(!sizes.empty(), "no inputs for op ", task.op());
+  std::vector<InputSpec> specs;
+  for (int64_t size : sizes) specs.push_back({size, runtime::FillSpec{}});
+  return specs;
+}
+
+runtime::ElementType OutputType(const TuningTask& task) {
+  if (task.op() != "qmatmul") return runtime::ElementType::kFloat32;
+  const std::string out = task.QuantizedOutput();
+  return out == "s32" ? runtime::ElementType::kInt32
+         : out == "u8" ? runtime::ElementType::kUInt8
+                       : runtime::ElementType::kFloat32;
+}
+
+runtime::ElementType ElementTypeOf(const ir::BufferParam& param) {
+  switch (param.dtype) {
+    case ir::DType::kUInt8:
+      return runtime::ElementType::kUInt8;
+    case ir::DType::kInt8:
+      return runtime::ElementType::kInt8;
+    case ir::DType::kInt32:
+      return runtime::ElementType::kInt32;
+    case ir::DType::kFloat32:
+      return runtime::ElementType::kFloat32;
+    default:
+      TF_CHECK(false, "buffer ", param.name, " has dtype ", ir::DTypeName(param.dtype), ", which no kernel argument has");
+  }
+}
+
+HostBuffer::HostBuffer(runtime::ElementType type, int64_t elements)
+    : type_(type), elements_(elements), storage_(static_cast<size_t>((bytes() + 7) / 8)) {}
+
+HostBuffer HostBuffer::FromFloats(const std::vector<float>& values) {
+  HostBuffer b(runtime::ElementType::kFloat32, static_cast<int64_t>(values.size()));
+  std::copy(values.begin(), values.end(), b.As<float>());
+  return b;
+}
+
+std::string HostBuffer::Bytes() const {
+  return std::string(static_cast<const char*>(data()), static_cast<size_t>(bytes()));
+}
+
+std::vector<HostBuffer> MakeTypedInputs(const TuningTask& task, uint64_t seed) {
+  std::vector<HostBuffer> inputs;
+  const std::vector<InputSpec> specs = InputSpecs(task);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    inputs.emplace_back(specs[i].fill.type, specs[i].elements);
+    runtime::FillBuffer(seed, static_cast<int>(i), specs[i].fill, inputs.back().data(), specs[i].elements);
+  }
+  return inputs;
+}
+
+std::vector<std::vector<float>> MakeInputs(const TuningTask& task, uint64_t seed) {
   std::vector<std::vector<float>> inputs;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    inputs.emplace_back(sizes[i]);
-    runtime::FillBuffer(seed, static_cast<int>(i), inputs.back().data(), sizes[i]);
+  const std::vector<InputSpec> specs = InputSpecs(task);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    TF_CHECK(specs[i].fill.type == runtime::ElementType::kFloat32, "MakeInputs: ", task.CanonicalText(),
+             " has non-float inputs (MakeTypedInputs)");
+    inputs.emplace_back(specs[i].elements);
+    runtime::FillBuffer(seed, static_cast<int>(i), specs[i].fill, inputs.back().data(), specs[i].elements);
   }
   return inputs;
 }
@@ -66,6 +137,46 @@ std::vector<float> Matmul(const std::vector<float>& a, const std::vector<float>&
 // Direct convolution in double, NCHW / OIHW, grouped: output channel k reads the C/G
 // input channels of its group k / (K/G). Depthwise when `depthwise` (then K == C == G
 // and output channel k reads only input channel k).
+// qmatmul: integer sums in int64, then the output's arithmetic in float32 exactly as
+// the kernel's contract states it.
+absl::StatusOr<HostBuffer> QuantizedMatmul(const TuningTask& t, const std::vector<HostBuffer>& in) {
+  const bool bias = t.Param("bias") == 1;
+  const std::string out = t.QuantizedOutput();
+  const size_t want = 2 + (bias ? 1 : 0) + (out == "s32" ? 0 : 1);
+  if (in.size() != want) return absl::InvalidArgumentError("qmatmul needs " + std::to_string(want) + " inputs");
+  const int64_t m = t.Param("M"), n = t.Param("N"), k = t.Param("K"), a_zero = t.Param("a_zero");
+  const uint8_t* a = in[0].As<uint8_t>();
+  const int8_t* b = in[1].As<int8_t>();
+  const int32_t* bias_values = bias ? in[2].As<int32_t>() : nullptr;
+  const float* scale = out == "s32" ? nullptr : in.back().As<float>();
+  const bool per_channel = t.Param("per_channel") == 1;
+  HostBuffer c(OutputType(t), m * n);
+  std::vector<int64_t> row(static_cast<size_t>(n));
+  for (int64_t i = 0; i < m; ++i) {
+    std::fill(row.begin(), row.end(), 0);
+    for (int64_t x = 0; x < k; ++x) {
+      const int64_t av = static_cast<int64_t>(a[i * k + x]) - a_zero;
+      for (int64_t j = 0; j < n; ++j) row[j] += av * b[x * n + j];
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t acc = row[j] + (bias ? bias_values[j] : 0);
+      TF_CHECK(acc >= INT32_MIN && acc <= INT32_MAX, "qmatmul reference: int32 overflow at ", i, ",", j);
+      if (out == "s32") {
+        c.As<int32_t>()[i * n + j] = static_cast<int32_t>(acc);
+        continue;
+      }
+      const float value = static_cast<float>(acc) * scale[per_channel ? j : 0];
+      if (out == "f32") {
+        c.As<float>()[i * n + j] = value;
+      } else {
+        const float shifted = std::nearbyint(value) + static_cast<float>(t.Param("out_zero"));
+        c.As<uint8_t>()[i * n + j] = static_cast<uint8_t>(std::clamp(shifted, 0.0f, 255.0f));
+      }
+    }
+  }
+  return c;
+}
+
 std::vector<float> Conv2d(const TuningTask& t, const std::vector<float>& in,
                           const std::vector<float>& filter, bool depthwise) {
   const int64_t n = t.Param("N"), c = t.Param("C"), h = t.Param("H"), w = t.Param("W");
@@ -140,6 +251,18 @@ absl::StatusOr<std::vector<float>> ReferenceOutput(const TuningTask& task,
     return Conv2d(task, inputs[0], inputs[1], task.op() == "depthwise_conv2d");
   }
   return absl::UnimplementedError("no reference for op " + task.op());
+}
+
+absl::StatusOr<HostBuffer> TypedReferenceOutput(const TuningTask& task, const std::vector<HostBuffer>& inputs) {
+  if (task.op() == "qmatmul") return QuantizedMatmul(task, inputs);
+  std::vector<std::vector<float>> floats;
+  for (const HostBuffer& b : inputs) {
+    if (b.type() != runtime::ElementType::kFloat32)
+      return absl::InvalidArgumentError(task.op() + " takes float32 inputs");
+    floats.emplace_back(b.As<float>(), b.As<float>() + b.elements());
+  }
+  ASSIGN_OR_RETURN(std::vector<float> out, ReferenceOutput(task, floats));
+  return HostBuffer::FromFloats(out);
 }
 
 }  // namespace tuneforge

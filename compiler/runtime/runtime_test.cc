@@ -297,6 +297,61 @@ TEST(FillBufferTest, KnownValues) {
   EXPECT_EQ(v[1], -0x1.cbf778p-1f);
 }
 
+TEST(FillBufferTest, TypedFillsCoverTheirRangesAndNothingElse) {
+  constexpr int64_t kN = 1 << 14;
+  std::vector<uint8_t> u(kN);
+  FillBuffer(3, 0, DefaultFill(ElementType::kUInt8), u.data(), kN);
+  EXPECT_EQ(*std::min_element(u.begin(), u.end()), 0);
+  EXPECT_EQ(*std::max_element(u.begin(), u.end()), 255);
+  std::vector<int8_t> s(kN);
+  FillBuffer(3, 1, DefaultFill(ElementType::kInt8), s.data(), kN);
+  EXPECT_EQ(*std::min_element(s.begin(), s.end()), -128);
+  EXPECT_EQ(*std::max_element(s.begin(), s.end()), 127);
+  std::vector<int32_t> w(kN);
+  FillBuffer(3, 2, FillSpec{ElementType::kInt32, -5, 7}, w.data(), kN);
+  EXPECT_EQ(*std::min_element(w.begin(), w.end()), -5);
+  EXPECT_EQ(*std::max_element(w.begin(), w.end()), 6);
+  std::vector<float> f(kN);
+  FillBuffer(3, 3, FillSpec{ElementType::kFloat32, 0.25, 0.5}, f.data(), kN);
+  EXPECT_GE(*std::min_element(f.begin(), f.end()), 0.25f);
+  EXPECT_LT(*std::max_element(f.begin(), f.end()), 0.5f);
+  // The default float fill is the [-1, 1) fill of every float32 task.
+  std::vector<float> plain(64), typed(64);
+  FillBuffer(9, 4, plain.data(), 64);
+  FillBuffer(9, 4, FillSpec{}, typed.data(), 64);
+  EXPECT_EQ(plain, typed);
+  // Pins the integer generator, as KnownValues pins the float one (the first value is
+  // the top byte of the same random word as KnownValues' first float).
+  uint8_t v[3];
+  FillBuffer(1, 0, DefaultFill(ElementType::kUInt8), v, 3);
+  EXPECT_EQ(std::vector<int>(v, v + 3), (std::vector<int>{177, 108, 21}));
+}
+
+TEST(FillBufferTest, CheckFillRefusesRangesItCannotMake) {
+  EXPECT_EQ(CheckFill(DefaultFill(ElementType::kInt32)), "");
+  EXPECT_EQ(CheckFill(FillSpec{ElementType::kInt32, -2147483648.0, 2147483648.0}), "");
+  EXPECT_NE(CheckFill(FillSpec{ElementType::kUInt8, -1, 10}), "");
+  EXPECT_NE(CheckFill(FillSpec{ElementType::kInt8, 0, 129}), "");
+  EXPECT_NE(CheckFill(FillSpec{ElementType::kInt8, 0.5, 3}), "");
+  EXPECT_NE(CheckFill(FillSpec{ElementType::kFloat32, 1, 1}), "");
+  EXPECT_NE(CheckFill(FillSpec{ElementType::kFloat32, 0, std::numeric_limits<double>::infinity()}), "");
+  EXPECT_NE(CheckFill(FillSpec{static_cast<ElementType>(7), 0, 1}), "");
+}
+
+TEST(FirstMismatchTest, IntegerBuffersCompareExactly) {
+  std::vector<int32_t> expected = {1, -2, 1 << 30, 7};
+  std::vector<int32_t> actual = expected;
+  EXPECT_EQ(FirstMismatch(ElementType::kInt32, actual.data(), expected.data(), 4, 0, 0), -1);
+  actual[2] += 1;  // 2^30 + 1: a difference float32 could not see
+  EXPECT_EQ(FirstMismatch(ElementType::kInt32, actual.data(), expected.data(), 4, 0, 0), 2);
+  std::vector<uint8_t> want = {0, 255, 128}, got = {0, 255, 127};
+  EXPECT_EQ(FirstMismatch(ElementType::kUInt8, got.data(), want.data(), 3, 0, 0), 2);
+  EXPECT_EQ(FirstMismatch(ElementType::kUInt8, got.data(), want.data(), 3, 1, 0), -1);
+  std::vector<uint8_t> poisoned(3);
+  PoisonBuffer(ElementType::kUInt8, poisoned.data(), 3);
+  EXPECT_EQ(FirstMismatch(ElementType::kUInt8, poisoned.data(), want.data(), 3, 0, 0), 0);
+}
+
 TEST(FirstMismatchTest, ToleranceNanAndInfinity) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();

@@ -1,6 +1,7 @@
 // TuningTask: operators' parameters, validation, canonical text and FLOPs.
 #include "compiler/task/task.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/numbers.h"
@@ -33,6 +34,15 @@ const std::vector<OpInfo>& KnownOps() {
        "multiplier 1), NCHW, zero padding pad on every side",
        {{"pad", {0, 64}}, {"stride", {1, 64}}},
        {}},
+      {"qmatmul", {"M", "N", "K", "a_zero", "bias", "per_channel", "out_zero"},
+       "int8 matmul acc[M,N] = sum_k (A[M,K] - a_zero) * B[K,N] (+ bias[N]), A uint8, B int8 "
+       "(constant weights, zero point 0), accumulated in int32, row-major; dtype=u8s8s32 "
+       "outputs acc, u8s8f32 acc * scale, u8s8u8 round(acc * scale) + out_zero saturated to "
+       "uint8; scale float32, one (per_channel=0) or one per column (per_channel=1); "
+       "K a multiple of 4, at most 32768",
+       {{"a_zero", {0, 255}}, {"bias", {0, 1}}, {"per_channel", {0, 1}}, {"out_zero", {0, 255}}},
+       {{"a_zero", 0}, {"bias", 0}, {"per_channel", 0}, {"out_zero", 0}},
+       {"u8s8s32", "u8s8f32", "u8s8u8"}},
   };
   return ops;
 }
@@ -55,7 +65,8 @@ std::string Usage(const OpInfo& op) {
   std::string s = op.name;
   for (const std::string& p : op.params)
     s += op.defaults.count(p) ? " [" + p + "=<int>]" : " " + p + "=<int>";
-  return s + " [dtype=float32]";
+  const std::string dtypes = absl::StrJoin(op.dtypes, "|");
+  return s + (op.dtypes.front() == "float32" ? " [dtype=" + dtypes + "]" : " dtype=" + dtypes);
 }
 
 }  // namespace
@@ -109,6 +120,8 @@ double TuningTask::Flops() const {
   }
   if (op_ == "depthwise_conv2d")
     return 2.0 * Param("N") * Param("C") * ConvOutH() * ConvOutW() * Param("R") * Param("S");
+  // Integer multiply-adds, counted as float's are: int8 GOP/s compare with GFLOP/s.
+  if (op_ == "qmatmul") return 2.0 * Param("M") * Param("N") * Param("K");
   TF_CHECK(false, "no flop count for op ", op_);
 }
 
@@ -135,7 +148,18 @@ int64_t TuningTask::BufferBytes() const {
     return 4 * (n * c * Param("H") * Param("W") + ConvFilterElements() +
                 n * c * ConvOutH() * ConvOutW());
   }
+  if (op_ == "qmatmul") {
+    int64_t m = Param("M"), n = Param("N"), k = Param("K");
+    const std::string out = QuantizedOutput();
+    const int64_t scale = out == "s32" ? 0 : 4 * (Param("per_channel") ? n : 1);
+    return m * k + k * n + 4 * Param("bias") * n + scale + (out == "u8" ? 1 : 4) * m * n;
+  }
   TF_CHECK(false, "no buffer size for op ", op_);
+}
+
+std::string TuningTask::QuantizedOutput() const {
+  TF_CHECK(op_ == "qmatmul", "task ", op_, " is not quantized");
+  return dtype_.substr(4);  // u8s8 + s32|f32|u8
 }
 
 absl::StatusOr<TuningTask> MakeTask(const std::string& op,
@@ -145,8 +169,12 @@ absl::StatusOr<TuningTask> MakeTask(const std::string& op,
   if (!info) {
     return absl::InvalidArgumentError("unknown op '" + op + "' (known: " + OpNames() + ")");
   }
-  if (dtype != "float32") {
-    return absl::InvalidArgumentError("unsupported dtype '" + dtype + "' (supported: float32)");
+  const std::string dtypes = absl::StrJoin(info->dtypes, ", ");
+  if (dtype.empty() && info->dtypes.front() != "float32")
+    return absl::InvalidArgumentError(op + " needs a dtype (one of " + dtypes + ")");
+  const std::string type = dtype.empty() ? "float32" : dtype;
+  if (std::find(info->dtypes.begin(), info->dtypes.end(), type) == info->dtypes.end()) {
+    return absl::InvalidArgumentError("unsupported dtype '" + type + "' for " + op + " (supported: " + dtypes + ")");
   }
   std::map<std::string, int64_t> given;
   for (const auto& [k, v] : params) {
@@ -177,7 +205,7 @@ absl::StatusOr<TuningTask> MakeTask(const std::string& op,
   }
   TuningTask task;
   task.op_ = op;
-  task.dtype_ = dtype;
+  task.dtype_ = type;
   for (const std::string& p : info->params) {
     auto it = given.find(p);
     auto optional = info->defaults.find(p);
@@ -215,6 +243,26 @@ absl::StatusOr<TuningTask> MakeTask(const std::string& op,
                                         std::to_string(kMaxTaskBytes >> 20) + " MiB of buffers");
     }
   }
+  if (op == "qmatmul") {
+    const int64_t k = task.Param("K");
+    // The kernel reduces groups of four k (one 32-bit word of bytes); at most 32768
+    // products of 255 x 128 stay inside int32 with the zero-point correction.
+    if (k % 4 != 0) {
+      return absl::InvalidArgumentError("qmatmul: K=" + std::to_string(k) +
+                                        " must be a multiple of 4 (pad the reduction with zeros)");
+    }
+    if (k > 32768) {
+      return absl::InvalidArgumentError("qmatmul: K=" + std::to_string(k) +
+                                        " is above 32768, where int32 sums of uint8 x int8 products may overflow");
+    }
+    const std::string out = task.QuantizedOutput();
+    if (out == "s32" && (task.Param("per_channel") != 0 || task.Param("out_zero") != 0)) {
+      return absl::InvalidArgumentError(
+          "qmatmul dtype=u8s8s32 has no scale and no output zero point: per_channel and out_zero must be 0");
+    }
+    if (out == "f32" && task.Param("out_zero") != 0)
+      return absl::InvalidArgumentError("qmatmul dtype=u8s8f32 has no output zero point: out_zero must be 0");
+  }
   // Products of dims up to 2^20 each fit in int64 for three factors (2^60).
   if (task.BufferBytes() > kMaxTaskBytes) {
     return absl::InvalidArgumentError(
@@ -233,7 +281,7 @@ absl::StatusOr<TuningTask> ParseTask(const std::string& text) {
   if (op.find('=') != std::string::npos) {
     return absl::InvalidArgumentError("task must start with an op name, got '" + op + "'");
   }
-  std::string dtype = "float32";
+  std::string dtype;  // the op's default when left out
   std::vector<std::pair<std::string, int64_t>> params;
   for (size_t i = 1; i < words.size(); ++i) {
     const std::string& w = words[i];
@@ -269,7 +317,9 @@ absl::StatusOr<TuningTask> TaskFromJson(const std::string& json) {
     }
     params.emplace_back(it.key(), it.value().get<int64_t>());
   }
-  std::string dtype = j.value("dtype", std::string("float32"));
+  if (j.contains("dtype") && !j["dtype"].is_string())
+    return absl::InvalidArgumentError("task JSON dtype is not a string");
+  std::string dtype = j.value("dtype", std::string());
   return MakeTask(j["op"].get<std::string>(), std::move(params), dtype);
 }
 

@@ -1,5 +1,6 @@
 // TuningTask: an operator with its shape and dtype, e.g.
 //   matmul M=512 N=512 K=512 dtype=float32
+//   qmatmul M=128 N=768 K=768 a_zero=128 per_channel=1 dtype=u8s8u8  (int8, docs/int8.md)
 // The canonical text lists the op's parameters in the op's order and always names
 // the dtype, so the same task typed twice (in any parameter order, with or without
 // dtype) has the same canonical text and the same workload key.
@@ -26,6 +27,9 @@ struct OpInfo {
   // value is the default leaves it out of its canonical text, so adding an optional
   // parameter to an op keeps the workload keys of the tasks already stored.
   std::map<std::string, int64_t> defaults;
+  // The element types the op is defined for, in the dtype= spelling. An op whose list
+  // holds float32 takes it when the task names none; any other op needs its dtype.
+  std::vector<std::string> dtypes = {"float32"};
 };
 const std::vector<OpInfo>& KnownOps();
 
@@ -46,8 +50,10 @@ class TuningTask {
   std::string CanonicalText() const;
   std::string ToJson() const;       // {"op":"matmul","params":{"M":512,...},"dtype":"float32"}
   std::string WorkloadKey() const;  // "<op>-" + hash of the canonical text
-  double Flops() const;             // floating-point operations of one run
+  double Flops() const;             // arithmetic operations of one run (int8: multiply-adds x 2)
   int64_t BufferBytes() const;      // inputs + output
+  // qmatmul: the output's element type ("s32", "f32", "u8": the dtype's last part).
+  std::string QuantizedOutput() const;
   // conv2d / depthwise_conv2d: output height and width.
   int64_t ConvOutH() const;
   int64_t ConvOutW() const;
@@ -65,7 +71,8 @@ class TuningTask {
 absl::StatusOr<TuningTask> MakeTask(const std::string& op,
                                     std::vector<std::pair<std::string, int64_t>> params,
                                     const std::string& dtype);
-// Parses "matmul M=512 N=512 K=512 [dtype=float32]".
+// Parses "matmul M=512 N=512 K=512 [dtype=float32]"; dtype may be left out for an op
+// defined for float32 (OpInfo::dtypes).
 absl::StatusOr<TuningTask> ParseTask(const std::string& text);
 absl::StatusOr<TuningTask> TaskFromJson(const std::string& json);
 

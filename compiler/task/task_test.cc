@@ -54,7 +54,45 @@ INSTANTIATE_TEST_SUITE_P(
                       BadTask{"matmul M=1 N=1 K=1 X=3", "unknown parameter 'X'"},
                       BadTask{"matmul M=1 M=2 N=1 K=1", "given twice"},
                       BadTask{"matmul M=1 N=1 K=1 dtype=float16", "unsupported dtype"},
-                      BadTask{"M=1 N=1 K=1", "must start with an op name"}));
+                      BadTask{"M=1 N=1 K=1", "must start with an op name"},
+                      BadTask{"qmatmul M=8 N=8 K=8", "needs a dtype (one of u8s8s32, u8s8f32, u8s8u8)"},
+                      BadTask{"qmatmul M=8 N=8 K=8 dtype=float32", "unsupported dtype 'float32' for qmatmul"},
+                      BadTask{"matmul M=8 N=8 K=8 dtype=u8s8u8", "unsupported dtype 'u8s8u8' for matmul"},
+                      BadTask{"qmatmul M=8 N=8 K=6 dtype=u8s8s32", "K=6 must be a multiple of 4"},
+                      BadTask{"qmatmul M=8 N=8 K=65536 dtype=u8s8s32", "may overflow"},
+                      BadTask{"qmatmul M=8 N=8 K=8 a_zero=256 dtype=u8s8u8", "must be in 0..255"},
+                      BadTask{"qmatmul M=8 N=8 K=8 per_channel=1 dtype=u8s8s32", "has no scale"},
+                      BadTask{"qmatmul M=8 N=8 K=8 out_zero=3 dtype=u8s8f32", "no output zero point"}));
+
+TEST(TaskTest, QuantizedMatmulKeysNameDtypeZeroPointsAndScaleKind) {
+  auto a = ParseTask("qmatmul K=64 N=32 M=16 dtype=u8s8u8 a_zero=128 per_channel=1 out_zero=0 bias=0");
+  ASSERT_TRUE(a.ok()) << a.status();
+  // Defaults (bias 0, out_zero 0) stay out of the key; the dtype is always in it.
+  EXPECT_EQ(a->CanonicalText(), "qmatmul M=16 N=32 K=64 a_zero=128 per_channel=1 dtype=u8s8u8");
+  EXPECT_EQ(a->QuantizedOutput(), "u8");
+  EXPECT_EQ(a->Flops(), 2.0 * 16 * 32 * 64);
+  // A u8, B s8, scale per column (32 floats), C u8.
+  EXPECT_EQ(a->BufferBytes(), 16 * 64 + 64 * 32 + 4 * 32 + 16 * 32);
+  auto json = TaskFromJson(a->ToJson());
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(json->WorkloadKey(), a->WorkloadKey());
+  // Each part of the key tells tasks apart.
+  for (const char* other : {"qmatmul M=16 N=32 K=64 a_zero=127 per_channel=1 dtype=u8s8u8",
+                            "qmatmul M=16 N=32 K=64 a_zero=128 dtype=u8s8u8",
+                            "qmatmul M=16 N=32 K=64 a_zero=128 per_channel=1 dtype=u8s8f32",
+                            "qmatmul M=16 N=32 K=64 a_zero=128 per_channel=1 out_zero=5 dtype=u8s8u8"}) {
+    auto b = ParseTask(other);
+    ASSERT_TRUE(b.ok()) << other << ": " << b.status();
+    EXPECT_NE(b->WorkloadKey(), a->WorkloadKey()) << other;
+  }
+  auto s32 = ParseTask("qmatmul M=4 N=4 K=4 bias=1 dtype=u8s8s32");
+  ASSERT_TRUE(s32.ok()) << s32.status();
+  EXPECT_EQ(s32->BufferBytes(), 16 + 16 + 4 * 4 + 4 * 16);
+  // A float task's JSON without a dtype is still float32.
+  auto plain = TaskFromJson(R"({"op":"matmul","params":{"M":2,"N":2,"K":2}})");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->dtype(), "float32");
+}
 
 TEST(TaskTest, BadJson) {
   EXPECT_FALSE(TaskFromJson("{").ok());

@@ -1,6 +1,8 @@
 // The int8 GEMM kernel: compute definition, weight prepack, zero-point write-back.
 #include "compiler/templates/quantized_matmul.h"
 
+#include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "compiler/schedule/compute.h"
@@ -126,6 +128,81 @@ absl::StatusOr<LoweredFunc> QuantizedMatmulKernel(const QuantizedMatmulShape& sh
   func.prepack = shape.a_zero != 0 ? Block({PackQuantizedB(n, k, panel), ColumnSums(n, k)})
                                    : PackQuantizedB(n, k, panel);
   return func;
+}
+
+QuantizedMatmulShape QuantizedMatmulShapeOf(const TuningTask& task) {
+  QuantizedMatmulShape shape;
+  shape.m = task.Param("M"), shape.n = task.Param("N"), shape.k = task.Param("K");
+  shape.a_zero = task.Param("a_zero");
+  const std::string out = task.QuantizedOutput();
+  shape.out = out == "s32" ? QuantizedOutput::kS32 : out == "f32" ? QuantizedOutput::kF32 : QuantizedOutput::kU8;
+  shape.scale = task.Param("per_channel") ? QuantizedScale::kPerChannel : QuantizedScale::kPerTensor;
+  shape.out_zero = task.Param("out_zero");
+  shape.bias = task.Param("bias") == 1;
+  return shape;
+}
+
+namespace {
+
+// The float32 GEMM's space over K/4 groups, B packed or not (for its heuristics).
+ConfigSpace GroupedGemmSpace(const TuningTask& task, const Target& target, std::vector<nlohmann::json> pack) {
+  return GemmSpace(task.Param("M"), task.Param("N"), task.Param("K") / 4, target,
+                   {"pack_b", std::move(pack), "B in panels of the register tile's width (always, for int8)"});
+}
+
+}  // namespace
+
+ConfigSpace QuantizedMatmulTemplate::Space(const TuningTask& task, const Target& target) const {
+  auto gemm = std::make_shared<ConfigSpace>(GroupedGemmSpace(task, target, {1}));
+  const bool finished_in_registers = task.QuantizedOutput() != "s32";
+  std::vector<Knob> knobs;
+  for (Knob k : gemm->knobs()) {
+    if (k.name == "prefetch_k" || k.name == "pack_a") continue;
+    if (finished_in_registers && k.name == "tile_k") k.values = {task.Param("K") / 4};
+    if (finished_in_registers && k.name == "accumulate") k.values = {"registers"};
+    if (k.name == "tile_k") k.doc = "groups of four k in a cache tile's reduction";
+    if (k.name == "vec_lanes") k.doc = "int32 accumulator lanes per vector (1 = scalar)";
+    knobs.push_back(std::move(k));
+  }
+  return ConfigSpace(std::move(knobs), [gemm](const Config& c) { return gemm->Check(c); });
+}
+
+Config QuantizedMatmulTemplate::Naive(const TuningTask& task, const Target& target) const {
+  (void)target;
+  return Config(nlohmann::json{{"tile_i_reg", 1},
+                               {"vec_lanes", 1},
+                               {"tile_j_vecs", 1},
+                               {"tile_i_blocks", 1},
+                               {"tile_j_blocks", 1},
+                               {"tile_k", task.Param("K") / 4},
+                               {"unroll_k", 1},
+                               {"loop_order", "ijk"},
+                               {"parallel", 0},
+                               {"accumulate", task.QuantizedOutput() == "s32" ? "memory" : "registers"},
+                               {"pack_b", 1}});
+}
+
+std::vector<Config> QuantizedMatmulTemplate::Heuristics(const TuningTask& task, const Target& target) const {
+  // The float32 GEMM's picks over K/4 groups, packed, with the reduction whole where
+  // the output needs it.
+  const ConfigSpace space = Space(task, target);
+  std::vector<Config> out;
+  for (const Config& c : GemmHeuristics(GroupedGemmSpace(task, target, {0, 1}), target, "pack_b", task.Param("M"),
+                                        task.Param("N"), 0)) {
+    nlohmann::json v = c.values();
+    v["pack_b"] = 1;
+    if (task.QuantizedOutput() != "s32") v["tile_k"] = task.Param("K") / 4, v["accumulate"] = "registers";
+    for (const char* unused : {"prefetch_k", "pack_a"}) v.erase(unused);
+    Config config(v);
+    if (space.Check(config).ok() && std::find(out.begin(), out.end(), config) == out.end()) out.push_back(config);
+  }
+  return out;
+}
+
+absl::StatusOr<ir::LoweredFunc> QuantizedMatmulTemplate::Instantiate(const TuningTask& task, const Target& target,
+                                                                     const Config& config) const {
+  RETURN_IF_ERROR(SpaceOf(*this, task, target)->Check(config));
+  return QuantizedMatmulKernel(QuantizedMatmulShapeOf(task), config, target, KernelSymbol(task, *this, config));
 }
 
 }  // namespace tuneforge

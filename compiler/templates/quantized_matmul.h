@@ -1,4 +1,4 @@
-// The int8 GEMM kernel (docs/int8.md, part 2's kernel without its task yet):
+// The int8 GEMM kernel and the qmatmul template around it (docs/int8.md):
 //   acc[i, j] = sum_k (A[i, k] - a_zero) * B[k, j]  (+ bias[j])
 // with A uint8 (activations, M x K row-major), B int8 (weights, K x N row-major,
 // symmetric: zero point 0), an optional int32 bias, and the output C one of
@@ -27,6 +27,7 @@
 #include "compiler/ir/ir.h"
 #include "compiler/target/target.h"
 #include "compiler/templates/config_space.h"
+#include "compiler/templates/template.h"
 
 namespace tuneforge {
 
@@ -51,5 +52,24 @@ struct QuantizedMatmulShape {
 absl::StatusOr<ir::LoweredFunc> QuantizedMatmulKernel(const QuantizedMatmulShape& shape,
                                                       const Config& config, const Target& target,
                                                       const std::string& name);
+
+// The template of qmatmul tasks (task.h): QuantizedMatmulKernel over the GEMM space
+// with the reduction counted in groups of four k, B always packed (knob pack_b has the
+// one value 1), and for f32 and u8 outputs tile_k = K/4 and accumulate = registers
+// only. Knobs the int8 kernel does not read (prefetch_k, pack_a) are left out.
+class QuantizedMatmulTemplate : public Template {
+ public:
+  std::string name() const override { return "qmatmul_cpu"; }
+  int version() const override { return 1; }
+  bool HasPrepack() const override { return true; }
+  ConfigSpace Space(const TuningTask& task, const Target& target) const override;
+  Config Naive(const TuningTask& task, const Target& target) const override;
+  std::vector<Config> Heuristics(const TuningTask& task, const Target& target) const override;
+  absl::StatusOr<ir::LoweredFunc> Instantiate(const TuningTask& task, const Target& target,
+                                              const Config& config) const override;
+};
+
+// The kernel shape of a qmatmul task.
+QuantizedMatmulShape QuantizedMatmulShapeOf(const TuningTask& task);
 
 }  // namespace tuneforge

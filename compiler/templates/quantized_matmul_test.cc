@@ -10,12 +10,18 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "compiler/codegen/build.h"
 #include "compiler/ir/interpreter.h"
+#include "compiler/reference/reference.h"
 #include "compiler/runtime/module_loader.h"
+#include "compiler/runtime/runtime.h"
+#include "compiler/task/task.h"
+#include "compiler/templates/template.h"
 
 namespace tuneforge {
 namespace {
@@ -248,6 +254,76 @@ TEST(QuantizedMatmulTest, UnsupportedShapesAndConfigsAreRefused) {
   u8.out_zero = 300;
   EXPECT_NE(error(u8, Gemm(2, 16, 1, 1, 1, 4, 1, "ijk", 0, "registers")).find("out_zero = 300"),
             std::string::npos);
+}
+
+// The qmatmul template: its space, naive config and heuristics, and kernels built
+// from them and from random points, on the inputs the agent makes, equal the
+// reference the server checks against, exactly.
+TEST(QuantizedMatmulTemplateTest, TasksTuneOverTheGemmSpaceAndMatchTheReference) {
+  const Target target = Host(2);
+  std::mt19937_64 rng(5);
+  for (const char* text : {"qmatmul M=19 N=48 K=36 a_zero=131 bias=1 per_channel=1 out_zero=100 dtype=u8s8u8",
+                           "qmatmul M=8 N=64 K=64 bias=1 dtype=u8s8s32",
+                           "qmatmul M=5 N=32 K=20 a_zero=7 dtype=u8s8f32"}) {
+    SCOPED_TRACE(text);
+    const TuningTask task = *ParseTask(text);
+    absl::StatusOr<const Template*> tmpl = FindTemplate(task);
+    ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+    const ConfigSpace space = (*tmpl)->Space(task, target);
+    for (const Knob& k : space.knobs()) {
+      EXPECT_NE(k.name, "prefetch_k");
+      if (k.name == "tile_k" && task.QuantizedOutput() != "s32") {
+        EXPECT_EQ(k.values, std::vector<nlohmann::json>{task.Param("K") / 4});
+      }
+    }
+    std::vector<Config> configs = {(*tmpl)->Naive(task, target)};
+    const std::vector<Config> heuristics = (*tmpl)->Heuristics(task, target);
+    EXPECT_FALSE(heuristics.empty());
+    if (!heuristics.empty()) configs.push_back(heuristics.front());
+    for (int i = 0; i < 3; ++i) configs.push_back(*space.Sample(rng));
+    const std::vector<HostBuffer> inputs = MakeTypedInputs(task, 11);
+    absl::StatusOr<HostBuffer> want = TypedReferenceOutput(task, inputs);
+    ASSERT_TRUE(want.ok()) << want.status();
+    if (task.QuantizedOutput() == "u8") {  // the scale spreads the outputs over the range
+      std::set<uint8_t> values(want->As<uint8_t>(), want->As<uint8_t>() + want->elements());
+      EXPECT_GT(values.size(), 64u);
+    }
+    for (const Config& config : configs) {
+      SCOPED_TRACE(config.ToJson());
+      ASSERT_TRUE(space.Check(config).ok()) << space.Check(config);
+      absl::StatusOr<ir::LoweredFunc> func = (*tmpl)->Instantiate(task, target, config);
+      ASSERT_TRUE(func.ok()) << func.status();
+      absl::StatusOr<Artifact> artifact = BuildArtifact(*func, target);
+      ASSERT_TRUE(artifact.ok()) << artifact.status();
+      std::string error;
+      auto module = runtime::LoadedModule::Load(artifact->shared_object, artifact->entry_symbol, &error);
+      ASSERT_NE(module, nullptr) << error;
+      HostBuffer out(want->type(), want->elements());
+      runtime::PoisonBuffer(out.type(), out.data(), out.elements());
+      std::list<HostBuffer> internal;
+      std::vector<void*> buffers;
+      size_t next_input = 0;
+      for (const ir::BufferParam& p : func->params) {
+        if (p.is_output) {
+          buffers.push_back(out.data());
+        } else if (p.is_internal) {
+          buffers.push_back(internal.emplace_back(ElementTypeOf(p), p.NumElements()).data());
+        } else {
+          ASSERT_EQ(inputs.at(next_input).type(), ElementTypeOf(p)) << p.name;
+          buffers.push_back(const_cast<void*>(inputs[next_input++].data()));
+        }
+      }
+      ASSERT_EQ(module->Prepack(buffers.data()), 0);
+      ASSERT_EQ(module->Run(buffers.data()), 0);
+      EXPECT_EQ(runtime::FirstMismatch(out.type(), out.data(), want->data(), out.elements(), 0, 0), -1);
+    }
+  }
+  // The output kind decides the space: a u8 output cannot split the reduction.
+  const TuningTask u8 = *ParseTask("qmatmul M=8 N=16 K=64 dtype=u8s8u8");
+  Config split = (*FindTemplate(u8))->Naive(u8, target);
+  nlohmann::json v = split.values();
+  v["tile_k"] = 4;
+  EXPECT_FALSE((*FindTemplate(u8))->Instantiate(u8, target, Config(v)).ok());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "compiler/templates/conv2d_template.h"
 #include "compiler/templates/dense_template.h"
 #include "compiler/templates/matmul_template.h"
+#include "compiler/templates/quantized_matmul.h"
 #include "compiler/templates/template.h"
 
 namespace tuneforge {
@@ -18,6 +19,8 @@ absl::StatusOr<const Template*> FindTemplate(const TuningTask& task) {
   static const Conv2dTemplate* depthwise = new Conv2dTemplate(/*depthwise=*/true);
   if (task.op() == "conv2d") return conv2d;
   if (task.op() == "depthwise_conv2d") return depthwise;
+  static const QuantizedMatmulTemplate* qmatmul = new QuantizedMatmulTemplate();
+  if (task.op() == "qmatmul") return qmatmul;
   return absl::NotFoundError("no template for op " + task.op());
 }
 
@@ -29,6 +32,7 @@ std::shared_ptr<const ConfigSpace> SpaceOf(const Template& tmpl, const TuningTas
     std::string name;
     int version = 0;
     std::string op;
+    std::string dtype;  // qmatmul's space depends on its output type
     std::vector<std::pair<std::string, int64_t>> params;
     Target target;
     std::shared_ptr<const ConfigSpace> space;
@@ -36,10 +40,10 @@ std::shared_ptr<const ConfigSpace> SpaceOf(const Template& tmpl, const TuningTas
   thread_local Memo memo;
   const Target& t = memo.target;
   if (memo.space && memo.tmpl == &tmpl && memo.name == tmpl.name() && memo.version == tmpl.version() &&
-      memo.op == task.op() && memo.params == task.params() && t.triple == target.triple && t.cpu == target.cpu &&
+      memo.op == task.op() && memo.dtype == task.dtype() && memo.params == task.params() && t.triple == target.triple && t.cpu == target.cpu &&
       t.features == target.features && t.num_threads == target.num_threads && t.device_key == target.device_key)
     return memo.space;
-  memo = Memo{&tmpl, tmpl.name(), tmpl.version(), task.op(), task.params(), target,
+  memo = Memo{&tmpl, tmpl.name(), tmpl.version(), task.op(), task.dtype(), task.params(), target,
               std::make_shared<const ConfigSpace>(tmpl.Space(task, target))};
   return memo.space;
 }

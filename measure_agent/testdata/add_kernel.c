@@ -39,3 +39,12 @@ int32_t pinned_add_kernel(void** buffers) {
   tf_parallel_for(2, 2, PinnedAddChunk, buffers);
   return __atomic_load_n(&g_unpinned, __ATOMIC_RELAXED) ? 7 : 0;
 }
+
+// Integer buffers: C (int32) = A (uint8) + B (int8), serial.
+int32_t add_u8_s8_kernel(void** buffers) {
+  const uint8_t* a = (const uint8_t*)buffers[0];
+  const int8_t* b = (const int8_t*)buffers[1];
+  int32_t* c = (int32_t*)buffers[2];
+  for (int64_t i = 0; i < kTestElements; ++i) c[i] = (int32_t)a[i] + (int32_t)b[i];
+  return 0;
+}

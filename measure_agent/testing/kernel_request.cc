@@ -1,6 +1,7 @@
 // Test helper: MeasureRequests for the test kernels.
 #include "measure_agent/testing/kernel_request.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -64,6 +65,37 @@ tuneforge::v1::MeasureRequest MakeKernelRequest(const std::string& so_path,
   options->set_repeat(3);
   options->set_min_repeat_ms(1);
   options->set_timeout_ms(5000);
+  return request;
+}
+
+tuneforge::v1::MeasureRequest MakeIntegerKernelRequest(const std::string& so_path,
+                                                       const std::string& entry,
+                                                       const std::string& request_id) {
+  tuneforge::v1::MeasureRequest request = MakeKernelRequest(so_path, entry, request_id);
+  request.set_task("test add_u8_s8 n=4096");
+  const runtime::FillSpec a_fill{runtime::ElementType::kUInt8, 10, 20};
+  const runtime::FillSpec b_fill = runtime::DefaultFill(runtime::ElementType::kInt8);
+  request.mutable_buffers(0)->set_element_type(tuneforge::v1::UINT8);
+  request.mutable_buffers(0)->set_fill_low(a_fill.low);
+  request.mutable_buffers(0)->set_fill_high(a_fill.high);
+  request.mutable_buffers(1)->set_element_type(tuneforge::v1::INT8);
+  request.mutable_buffers(2)->set_element_type(tuneforge::v1::INT32);
+  for (uint64_t seed : {request.seed(), request.alternate_seed()}) {
+    std::vector<uint8_t> a(kTestElements);
+    std::vector<int8_t> b(kTestElements);
+    std::vector<int32_t> c(kTestElements);
+    runtime::FillBuffer(seed, 0, a_fill, a.data(), kTestElements);
+    runtime::FillBuffer(seed, 1, b_fill, b.data(), kTestElements);
+    for (int i = 0; i < kTestElements; ++i) c[i] = a[i] + b[i];
+    std::string bytes(reinterpret_cast<const char*>(c.data()), c.size() * sizeof(int32_t));
+    if (seed == request.seed()) {
+      request.set_expected_output(std::move(bytes));
+    } else {
+      request.set_alternate_expected_output(std::move(bytes));
+    }
+  }
+  request.set_atol(0);
+  request.set_rtol(0);
   return request;
 }
 

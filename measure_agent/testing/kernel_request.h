@@ -18,4 +18,10 @@ tuneforge::v1::MeasureRequest MakeKernelRequest(const std::string& so_path,
                                                 const std::string& entry,
                                                 const std::string& request_id);
 
+// The same for integer buffers: A uint8 filled in [10, 20), B int8 (its default fill),
+// C int32 = A + B (add_u8_s8_kernel), checked exactly.
+tuneforge::v1::MeasureRequest MakeIntegerKernelRequest(const std::string& so_path,
+                                                       const std::string& entry,
+                                                       const std::string& request_id);
+
 }  // namespace tuneforge::agent::test
