@@ -3,8 +3,11 @@
 
 #include <omp.h>
 
+#include <cstdint>
 #include <exception>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "oneapi/dnnl/dnnl.h"
 #include "oneapi/dnnl/dnnl.hpp"
@@ -129,6 +132,55 @@ absl::StatusOr<std::function<void()>> MakeDnnlMatmul(int64_t batch, int64_t m, i
     });
   } catch (const std::exception& e) {  // dnnl::error
     return absl::InternalError(std::string("oneDNN matmul: ") + e.what());
+  }
+}
+
+absl::StatusOr<std::function<void()>> MakeDnnlQuantizedMatmul(const TuningTask& task, const uint8_t* a,
+                                                              const int8_t* b, const float* scale, void* c,
+                                                              int threads, std::string* impl) {
+  if (task.Param("bias") == 1) {
+    return absl::UnimplementedError("oneDNN's int8 matmul adds the bias after scaling; qmatmul adds it before");
+  }
+  omp_set_num_threads(threads);
+  try {
+    struct State {
+      dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+      dnnl::stream stream{engine};
+      dnnl::matmul matmul;
+      memory src, wei, dst;
+    };
+    auto st = std::make_shared<State>();
+    const memory::dim m = task.Param("M"), n = task.Param("N"), k = task.Param("K");
+    const std::string out = task.QuantizedOutput();
+    const dt dst_type = out == "s32" ? dt::s32 : out == "f32" ? dt::f32 : dt::u8;
+    memory::desc a_md({m, k}, dt::u8, tag::ab), b_any({k, n}, dt::s8, tag::any), c_md({m, n}, dst_type, tag::ab);
+    dnnl::primitive_attr attr;
+    if (out != "s32") {
+      const bool per_channel = task.Param("per_channel") == 1;
+      attr.set_output_scales(per_channel ? 1 << 1 : 0,
+                             std::vector<float>(scale, scale + (per_channel ? n : 1)));
+    }
+    if (task.Param("a_zero") != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {static_cast<int32_t>(task.Param("a_zero"))});
+    if (task.Param("out_zero") != 0) {
+      attr.set_zero_points(DNNL_ARG_DST, 0, {static_cast<int32_t>(task.Param("out_zero"))});
+    }
+    dnnl::matmul::desc desc(a_md, b_any, c_md);
+    dnnl::matmul::primitive_desc pd(desc, attr, st->engine);
+    *impl = pd.impl_info_str();
+    st->matmul = dnnl::matmul(pd);
+    st->src = memory(a_md, st->engine, const_cast<uint8_t*>(a));
+    st->dst = memory(c_md, st->engine, c);
+    memory user_wei({{k, n}, dt::s8, tag::ab}, st->engine, const_cast<int8_t*>(b));
+    st->wei = memory(pd.weights_desc(), st->engine);
+    dnnl::reorder(user_wei, st->wei).execute(st->stream, user_wei, st->wei);
+    st->stream.wait();
+    return std::function<void()>([st, threads] {
+      omp_set_num_threads(threads);
+      st->matmul.execute(st->stream, {{DNNL_ARG_SRC, st->src}, {DNNL_ARG_WEIGHTS, st->wei}, {DNNL_ARG_DST, st->dst}});
+      st->stream.wait();
+    });
+  } catch (const std::exception& e) {  // dnnl::error
+    return absl::InternalError(std::string("oneDNN int8 matmul: ") + e.what());
   }
 }
 

@@ -43,6 +43,16 @@ absl::StatusOr<std::function<void()>> MakeDnnlMatmul(int64_t batch, int64_t m, i
                                                      const float* a, const float* b, float* c, int threads,
                                                      std::string* impl);
 
+// oneDNN's int8 matmul primitive for a qmatmul task (docs/int8.md): A uint8 row-major,
+// B int8 given row-major and reordered once, here, into the layout oneDNN picks
+// (format `any`), C s32 / f32 / u8 row-major; the activation zero point, the scales
+// (per tensor or per column) and the output zero point as attributes fixed at creation,
+// which lets oneDNN specialise on them. `scale` is ignored for an s32 output.
+// Unimplemented for a task with a bias (oneDNN adds it after the scale; qmatmul before).
+absl::StatusOr<std::function<void()>> MakeDnnlQuantizedMatmul(const TuningTask& task, const uint8_t* a,
+                                                              const int8_t* b, const float* scale, void* c,
+                                                              int threads, std::string* impl);
+
 // oneDNN's row-major sgemm, C[m,n] = A[m,k] * B[k,n], on `DnnlSetThreads` threads.
 void DnnlSgemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c);
 void DnnlSetThreads(int threads);

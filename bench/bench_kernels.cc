@@ -83,8 +83,9 @@ constexpr const char* kBenchKernelsUsage =
     "  figure, and the geometric mean of the ratios per operator and thread count.\n"
     "  --suite    quick (default, a few minutes on 2 cores: matmul, batch_matmul, dense),\n"
     "             full (the matmul family at 200 trials), conv (ResNet-18 conv2d layers vs\n"
-    "             oneDNN), depthwise (MobileNet-V2 depthwise layers vs oneDNN), smoke (tiny,\n"
-    "             for tests)\n"
+    "             oneDNN), depthwise (MobileNet-V2 depthwise layers vs oneDNN), int8 (qmatmul\n"
+    "             vs oneDNN's int8 matmul, and float32 matmuls of the same shapes for the\n"
+    "             int8/float32 ratio), smoke (tiny, for tests)\n"
     "  --task     benchmark this one task instead of a suite\n"
     "  --target   the target to tune and build for, e.g. \"-mcpu=x86-64-v3\n"
     "             -mattr=+avx,+avx2,+fma\" (AVX2 only); the host's triple (default: host)\n"
@@ -139,6 +140,19 @@ const std::vector<Suite>& Suites() {
         "conv2d N=1 C=256 H=14 W=14 K=512 R=1 S=1 stride=2 pad=0"},
        16,
        40},
+      // int8 GEMMs (u8 activations with zero point 128, s8 weights; requantized with
+      // per-column scales as QLinearMatMul does, or the raw int32 sums as MatMulInteger)
+      // against oneDNN's int8 matmul, and our float32 kernels of the same shapes.
+      {"int8",
+       {"qmatmul M=1024 N=1024 K=1024 a_zero=128 dtype=u8s8s32",
+        "qmatmul M=128 N=768 K=768 a_zero=128 per_channel=1 dtype=u8s8u8",
+        "qmatmul M=128 N=3072 K=768 a_zero=128 per_channel=1 dtype=u8s8u8",
+        "qmatmul M=128 N=768 K=3072 a_zero=128 per_channel=1 dtype=u8s8u8",
+        "qmatmul M=512 N=512 K=512 a_zero=128 per_channel=1 dtype=u8s8f32", "matmul M=1024 N=1024 K=1024",
+        "matmul M=128 N=768 K=768", "matmul M=128 N=3072 K=768", "matmul M=128 N=768 K=3072",
+        "matmul M=512 N=512 K=512"},
+       16,
+       40},
       // MobileNet-V2's 3x3 depthwise layers (the stride-2 one reads 112^2, writes 56^2).
       {"depthwise",
        {"depthwise_conv2d N=1 C=32 H=112 W=112 R=3 S=3 stride=1 pad=1",
@@ -152,18 +166,23 @@ const std::vector<Suite>& Suites() {
   return *suites;
 }
 
-// 64-byte aligned float buffer (a cache line; an AVX-512 vector).
+// 64-byte aligned buffer (a cache line; an AVX-512 vector) of `n` elements of `type`;
+// `data` is the float32 view, `raw()` the untyped one.
 struct AlignedBuffer {
   struct Free {
     void operator()(float* p) const { std::free(p); }
   };
-  explicit AlignedBuffer(int64_t n)
+  explicit AlignedBuffer(int64_t n, runtime::ElementType element_type = runtime::ElementType::kFloat32)
       : size(n),
+        type(element_type),
         data(static_cast<float*>(std::aligned_alloc(
-            64, static_cast<size_t>((std::max<int64_t>(n, 1) * 4 + 63) / 64 * 64)))) {
+            64, static_cast<size_t>((std::max<int64_t>(n, 1) * runtime::ElementBytes(element_type) + 63) / 64 *
+                                    64)))) {
     TF_CHECK(data != nullptr, "out of memory");
   }
+  void* raw() const { return data.get(); }
   int64_t size;
+  runtime::ElementType type;
   std::unique_ptr<float, Free> data;
 };
 
@@ -215,25 +234,26 @@ double Sample(const RunFn& run, int64_t number) {
 struct CaseData {
   std::vector<AlignedBuffer> inputs;
   AlignedBuffer output{0};
-  std::vector<float> expected;
+  HostBuffer expected;
   Tolerance tolerance;
   // Per entry-point param: the shared buffer, or null for a prepacked one of
-  // prepacked_sizes[i] elements.
-  std::vector<float*> shared;
+  // prepacked_sizes[i] elements of prepacked_types[i].
+  std::vector<void*> shared;
   std::vector<int64_t> prepacked_sizes;
+  std::vector<runtime::ElementType> prepacked_types;
   std::vector<void*> pointers;  // entry-point order, prepacked slots null
 };
 
 absl::StatusOr<std::unique_ptr<CaseData>> MakeCaseData(const TuningTask& task) {
   auto data = std::make_unique<CaseData>();
-  std::vector<std::vector<float>> inputs = MakeInputs(task, /*seed=*/1);
-  ASSIGN_OR_RETURN(data->expected, ReferenceOutput(task, inputs));
-  for (const auto& in : inputs) {
-    AlignedBuffer b(static_cast<int64_t>(in.size()));
-    std::copy(in.begin(), in.end(), b.data.get());
+  const std::vector<HostBuffer> inputs = MakeTypedInputs(task, /*seed=*/1);
+  ASSIGN_OR_RETURN(data->expected, TypedReferenceOutput(task, inputs));
+  for (const HostBuffer& in : inputs) {
+    AlignedBuffer b(in.elements(), in.type());
+    std::memcpy(b.raw(), in.data(), static_cast<size_t>(in.bytes()));
     data->inputs.push_back(std::move(b));
   }
-  data->output = AlignedBuffer(static_cast<int64_t>(data->expected.size()));
+  data->output = AlignedBuffer(data->expected.elements(), data->expected.type());
   data->tolerance = ToleranceFor(task);
   // The entry-point order is the template's (the same for every config).
   Target target = DetectHostTarget("bench");
@@ -241,16 +261,17 @@ absl::StatusOr<std::unique_ptr<CaseData>> MakeCaseData(const TuningTask& task) {
   ASSIGN_OR_RETURN(ir::LoweredFunc naive, tmpl->Instantiate(task, target, tmpl->Naive(task, target)));
   size_t next_input = 0;
   for (const ir::BufferParam& p : naive.params) {
-    float* buffer = nullptr;
+    void* buffer = nullptr;
     if (p.is_output) {
-      buffer = data->output.data.get();
+      buffer = data->output.raw();
     } else if (!p.is_internal) {
       if (next_input >= data->inputs.size())
         return absl::InternalError("template params and reference inputs disagree");
-      buffer = data->inputs[next_input++].data.get();
+      buffer = data->inputs[next_input++].raw();
     }
     data->shared.push_back(buffer);
     data->prepacked_sizes.push_back(p.is_internal ? p.NumElements() : 0);
+    data->prepacked_types.push_back(ElementTypeOf(p));
     data->pointers.push_back(buffer);
   }
   return data;
@@ -267,26 +288,28 @@ std::vector<void*> CandidatePointers(const CaseData& data, const std::vector<int
     if (data.shared[i]) {
       out.push_back(data.shared[i]);
     } else {
-      owned->emplace_back(i < elements.size() ? elements[i] : data.prepacked_sizes[i]);
-      out.push_back(owned->back().data.get());
+      owned->emplace_back(i < elements.size() ? elements[i] : data.prepacked_sizes[i], data.prepacked_types[i]);
+      out.push_back(owned->back().raw());
     }
   }
   return out;
 }
 
-// Runs once on a NaN-filled output and compares with the reference.
-// `unpack` (may be empty): the kernel's output layout transform, run before the check.
+// Runs once on a poisoned output (NaN; integer outputs 0xA5 bytes) and compares with
+// the reference. `unpack` (may be empty): the kernel's output layout transform, run
+// before the check.
 absl::Status CheckOutput(const RunFn& run, CaseData& data, const std::string& who,
                          const RunFn& unpack = {}) {
-  std::fill_n(data.output.data.get(), data.output.size, std::nanf(""));
+  const runtime::ElementType type = data.output.type;
+  runtime::PoisonBuffer(type, data.output.raw(), data.output.size);
   run();
   if (unpack) unpack();
-  int64_t bad = runtime::FirstMismatch(data.output.data.get(), data.expected.data(),
-                                       data.output.size, data.tolerance.atol, data.tolerance.rtol);
+  int64_t bad = runtime::FirstMismatch(type, data.output.raw(), data.expected.data(), data.output.size,
+                                       data.tolerance.atol, data.tolerance.rtol);
   if (bad >= 0) {
     return absl::InternalError(who + ": wrong answer at index " + std::to_string(bad) + ": " +
-                               std::to_string(data.output.data.get()[bad]) + " vs " +
-                               std::to_string(data.expected[bad]));
+                               std::to_string(runtime::ElementAt(type, data.output.raw(), bad)) + " vs " +
+                               std::to_string(runtime::ElementAt(type, data.expected.data(), bad)));
   }
   return absl::OkStatus();
 }
@@ -415,6 +438,17 @@ struct Vendor {
 absl::StatusOr<std::vector<Vendor>> VendorRuns(const TuningTask& task, CaseData& data, int threads) {
   std::vector<Vendor> out;
   Vendor v;
+  if (task.op() == "qmatmul") {
+    // oneDNN's int8 matmul; OpenBLAS has no integer GEMM.
+    std::string impl;
+    const float* scale = task.QuantizedOutput() == "s32" ? nullptr : data.inputs.back().data.get();
+    ASSIGN_OR_RETURN(v.run, MakeDnnlQuantizedMatmul(task, static_cast<const uint8_t*>(data.inputs[0].raw()),
+                                                    static_cast<const int8_t*>(data.inputs[1].raw()), scale,
+                                                    data.output.raw(), threads, &impl));
+    v.name = "onednn int8 matmul (" + impl + ")";
+    out.push_back(std::move(v));
+    return out;
+  }
   if (task.op() == "conv2d" || task.op() == "depthwise_conv2d") {
     ASSIGN_OR_RETURN(v.run, DnnlRun(task, data, threads, &v.name, &v.unpack));
     out.push_back(std::move(v));
@@ -787,7 +821,7 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
   }
   // OpenBLAS on its best core type when that is not what it loaded with here.
   const std::string core = forced_core.empty() ? BestOpenBlasCore() : forced_core;
-  if (task.op() != "conv2d" && task.op() != "depthwise_conv2d" &&
+  if (task.op() != "conv2d" && task.op() != "depthwise_conv2d" && task.op() != "qmatmul" &&
       (!forced_core.empty() || core != Blas().corename())) {
     quiet();
     ASSIGN_OR_RETURN(double g, OpenBlasInChild(task, threads, min_sample_s, core));
@@ -878,7 +912,7 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
     if (s.name == suite_name) suite = &s;
   if (suite == nullptr)
     return absl::InvalidArgumentError("unknown suite '" + suite_name +
-                                      "' (known: smoke, quick, full, conv, depthwise)");
+                                      "' (known: smoke, quick, full, conv, depthwise, int8)");
   std::vector<std::string> task_texts = suite->tasks;
   if (flags.Has("task")) task_texts = {flags.Get("task")};
   ASSIGN_OR_RETURN(int64_t trials, flags.GetInt("trials", suite->trials, 0, 100000));
@@ -896,7 +930,7 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
   }
   if (flags.Has("openblas-only")) {
     if (tasks.size() != 1 || threads.size() != 1 || tasks[0].op() == "conv2d" ||
-        tasks[0].op() == "depthwise_conv2d") {
+        tasks[0].op() == "depthwise_conv2d" || tasks[0].op() == "qmatmul") {
       return absl::InvalidArgumentError("--openblas-only takes one GEMM --task and one --threads value");
     }
     return OpenBlasOnly(tasks[0], threads[0], static_cast<double>(min_ms) / 1e3);
@@ -949,6 +983,26 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
   }
   double median_build_ms = Median(all_builds) * 1e3;
   double median_build_cpu_ms = Median(all_builds_cpu) * 1e3;
+  // int8 over float32: each qmatmul case against the float32 matmul of its shape and
+  // thread count, when the run has one.
+  struct Int8OverFloat {
+    std::string task;
+    int threads;
+    double ratio;
+  };
+  std::vector<Int8OverFloat> int8_over_float;
+  std::map<int, std::vector<double>> int8_ratios;
+  for (const CaseResult& q : results) {
+    if (q.op != "qmatmul") continue;
+    const TuningTask qt = *ParseTask(q.task_text);
+    for (const CaseResult& f : results) {
+      if (f.op != "matmul" || f.threads != q.threads) continue;
+      const TuningTask ft = *ParseTask(f.task_text);
+      if (ft.Param("M") != qt.Param("M") || ft.Param("N") != qt.Param("N") || ft.Param("K") != qt.Param("K")) continue;
+      int8_over_float.push_back({q.task_text, q.threads, q.tf_gflops / f.tf_gflops});
+      int8_ratios[q.threads].push_back(q.tf_gflops / f.tf_gflops);
+    }
+  }
 
   if (flags.Has("json")) {
     json out = {{"suite", flags.Has("task") ? "custom" : suite->name},
@@ -985,6 +1039,13 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
     for (const auto& [key, v] : ratios)
       out["geomean"].push_back({{"op", key.first}, {"threads", key.second}, {"ratio", GeoMean(v)},
                                 {"cases", v.size()}});
+    if (!int8_over_float.empty()) {
+      out["int8_over_float32"] = json::array();
+      for (const Int8OverFloat& r : int8_over_float)
+        out["int8_over_float32"].push_back({{"task", r.task}, {"threads", r.threads}, {"ratio", r.ratio}});
+      for (const auto& [t, v] : int8_ratios)
+        out["int8_over_float32_geomean"][std::to_string(t)] = GeoMean(v);
+    }
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
@@ -996,7 +1057,7 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
   std::printf("%-44s %3s %10s %5s %10s %6s %9s %9s\n", "", "", "GFLOP/s", "share", "GFLOP/s", "", "wall",
               "cpu");
   for (const CaseResult& r : results) {
-    std::string text = r.task_text.substr(0, r.task_text.find(" dtype="));
+    std::string text = r.task_text.substr(0, r.task_text.find(" dtype=float32"));
     std::string all;
     for (const auto& [name, g] : r.vendors) all += (all.empty() ? "" : ", ") + name + " " + absl::StrFormat("%.1f", g);
     std::printf("%-44s %3d %10.1f %4.0f%% %10.1f %6.2f %9.1f %9.1f  %s\n", text.c_str(), r.threads,
@@ -1007,7 +1068,7 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
   for (const CaseResult& r : results) {
     if (r.tf_prepacked_gflops > 0)
       std::printf("  %s t%d: with W packed once (untimed) %.1f GFLOP/s\n",
-                  r.task_text.substr(0, r.task_text.find(" dtype=")).c_str(), r.threads,
+                  r.task_text.substr(0, r.task_text.find(" dtype=float32")).c_str(), r.threads,
                   r.tf_prepacked_gflops);
     if (!r.untimed.empty()) notes.insert(r.op + ": untimed: " + r.untimed);
     if (!r.policy_failure.empty()) notes.insert(r.op + ": WARNING: " + r.policy_failure);
@@ -1018,6 +1079,13 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
   for (const auto& [key, v] : ratios)
     std::printf("  %-12s %d thread(s): %.2f  (%zu cases)\n", key.first.c_str(), key.second,
                 GeoMean(v), v.size());
+  if (!int8_over_float.empty()) {
+    std::printf("\nint8 / our float32 on the same shape:\n");
+    for (const Int8OverFloat& r : int8_over_float)
+      std::printf("  %-60s t%d: %.2f\n", r.task.c_str(), r.threads, r.ratio);
+    for (const auto& [t, v] : int8_ratios)
+      std::printf("  geometric mean, %d thread(s): %.2f  (%zu cases)\n", t, GeoMean(v), v.size());
+  }
   std::printf("median build per candidate (LLVM + link): %.1f ms wall, %.1f ms CPU (%zu builds);"
               " trials %lld + heuristics\n",
               median_build_ms, median_build_cpu_ms, all_builds.size(),
