@@ -201,6 +201,29 @@ void Walk(const Stmt& s, WalkState* st) {
     }
     case StmtKind::kPrefetch:  // a hint: the model sees it as its knob (prefetch_k)
       return;
+    case StmtKind::kMatrixDot: {
+      // A store site of rows x cols accumulators, each 4 * groups multiply-adds: the
+      // accumulator tile written, A's rows and B's panels read a 4-byte word per group.
+      const ir::MatrixDotOperands& m = *s->matrix;
+      double trips = static_cast<double>(m.rows * m.cols * m.groups);
+      for (const Loop& l : st->loops) trips *= static_cast<double>(l.extent);
+      ++st->num_sites;
+      st->total_trips += trips;
+      if (st->num_sites > 1 && trips <= st->dominant.trips) return;
+      StoreSite site;
+      site.loops = st->loops;
+      site.trips = trips;
+      site.float_ops = 8;
+      for (const auto& [name, index] : {std::pair<std::string, Expr>{s->buffer, s->index}, {m.a, m.a_index},
+                                        {m.b, m.b_index}}) {
+        Access access{name, ToAffine(index), false, 1, {}, kElemBytes, 1};
+        FillBuffer(*st, &access);
+        if (name != s->buffer) access.word_elems = 4;
+        site.accesses.push_back(std::move(access));
+      }
+      st->dominant = std::move(site);
+      return;
+    }
     case StmtKind::kBlock:
       for (const Stmt& c : s->stmts) Walk(c, st);
       return;

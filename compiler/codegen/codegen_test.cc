@@ -770,6 +770,106 @@ TEST(CodegenTest, QuantizedDotProductsMatchTheInterpreterOnEveryPath) {
   }
 }
 
+// C = A x B (u8 x s8 -> s32) through MatrixDot blocks: 32 x 32 blocks over the full
+// rows (one statement overwriting, one more accumulating: C = 2 A B there), then the
+// tail rows in 16-column blocks; B in 16-column panels [N/16][K/4][16][4].
+ir::LoweredFunc MatrixDotMatmul(int64_t m, int64_t n, int64_t k) {
+  ir::LoweredFunc f;
+  f.name = "amx_mm";
+  const int64_t panel_bytes = k * 16, full_rows = m / 32 * 32;
+  f.params = {{"A", DType::kUInt8, {m, k}}, {"B", DType::kInt8, {n / 16, k / 4, 16, 4}},
+              {"C", DType::kInt32, {m, n}, true}};
+  auto block = [&](const std::string& acc, Expr row0, Expr col0, int64_t rows, int64_t cols, bool twice) {
+    ir::MatrixDotOperands o;
+    o.a = "A";
+    o.b = "B";
+    o.a_index = Mul(row0, IntImm(k));
+    o.b_index = Mul(ir::Div(col0, IntImm(16)), IntImm(panel_bytes));
+    o.a_stride = k;
+    o.b_panel_stride = panel_bytes;
+    o.rows = rows;
+    o.cols = cols;
+    o.groups = k / 4;
+    std::vector<Stmt> body = {ir::MatrixDot(acc, IntImm(0), o)};
+    if (twice) {
+      o.accumulate = true;
+      body.push_back(ir::MatrixDot(acc, IntImm(0), o));
+    }
+    Expr r = Var(acc + ".r"), c = Var(acc + ".c");
+    body.push_back(Loop(acc + ".r", rows, ForKind::kSerial,
+                        Loop(acc + ".c", cols, ForKind::kVectorized,
+                             Store("C", Add(Mul(Add(row0, r), IntImm(n)), Add(col0, c)),
+                                   ir::Load(acc, DType::kInt32, Add(Mul(r, IntImm(cols)), c))))));
+    return ir::Allocate(acc, DType::kInt32, rows * cols, Block(body));
+  };
+  Expr ib = Var("ib"), jb = Var("jb"), jt = Var("jt");
+  std::vector<Stmt> stmts;
+  if (full_rows > 0) {
+    stmts.push_back(Loop("ib", m / 32, ForKind::kParallel,
+                         Loop("jb", n / 32, ForKind::kSerial,
+                              block("acc", Mul(ib, IntImm(32)), Mul(jb, IntImm(32)), 32, 32, true))));
+  }
+  if (m > full_rows) {
+    stmts.push_back(Loop("jt", n / 16, ForKind::kSerial,
+                         block("tail", IntImm(full_rows), Mul(jt, IntImm(16)), m - full_rows, 16, false)));
+  }
+  f.body = Block(stmts);
+  return f;
+}
+
+// MatrixDot: the interpreter equals plain loops; where the host has AMX, the built
+// kernel equals the interpreter (tiles of 32 and 16 rows, a tail of 8, accumulate and
+// overwrite, a parallel loop whose workers configure their own tiles); elsewhere the
+// build says AMX is missing. tdpbusd appears for Sapphire Rapids and never for a CPU
+// without AMX.
+TEST(CodegenTest, MatrixDotRunsOnAmxAndMatchesTheInterpreter) {
+  const int64_t m = 72, n = 64, k = 128;
+  const ir::LoweredFunc func = MatrixDotMatmul(m, n, k);
+  // Plain loops on the interpreter's inputs.
+  ir::FloatBuffers floats;
+  ir::IntBuffers ints;
+  uint64_t state = 7;
+  auto next = [&state] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int64_t>(state >> 33);
+  };
+  for (int64_t i = 0; i < m * k; ++i) ints["A"].push_back(next() % 256);
+  for (int64_t i = 0; i < n * k; ++i) ints["B"].push_back(next() % 256 - 128);
+  ints["C"] = std::vector<int64_t>(m * n, 0);
+  ASSERT_TRUE(ir::Interpret(func, &floats, &ints).ok()) << ir::Interpret(func, &floats, &ints);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t sum = 0;
+      for (int64_t x = 0; x < k; ++x) {
+        sum += ints["A"][i * k + x] * ints["B"][(j / 16) * k * 16 + (x / 4) * 64 + (j % 16) * 4 + x % 4];
+      }
+      ASSERT_EQ(ints["C"][i * n + j], i < m / 32 * 32 ? 2 * sum : sum) << i << "," << j;
+    }
+  }
+  Target host = TestTarget(2);
+  if (host.HasFeature("amx-int8") && host.HasFeature("amx-tile")) {
+    std::printf("host %s has AMX: the MatrixDot kernel runs here\n", host.cpu.c_str());
+    ExpectKernelMatchesInterpreter(func, host);
+  } else {
+    absl::StatusOr<Artifact> artifact = BuildArtifact(func, host);
+    ASSERT_FALSE(artifact.ok());
+    EXPECT_NE(std::string(artifact.status().message()).find("matrix_dot needs AMX"), std::string::npos)
+        << artifact.status();
+  }
+  Target spr = TestTarget(1);
+  spr.triple = "x86_64-pc-linux-gnu";
+  spr.cpu = "sapphirerapids";
+  spr.features = "";
+  absl::StatusOr<std::string> text = codegen::CompileToLlvmIr(func, spr, BuildOptions{});
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_NE(text->find("llvm.x86.tdpbusd"), std::string::npos);
+  EXPECT_NE(text->find("llvm.x86.ldtilecfg"), std::string::npos);
+  spr.cpu = "znver4";  // AVX-512 VNNI, no AMX
+  absl::StatusOr<std::string> refused = codegen::CompileToLlvmIr(func, spr, BuildOptions{});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(std::string(refused.status().message()).find("matrix_dot needs AMX"), std::string::npos);
+}
+
 // vpdpbusd is emitted exactly where the target has it, and a target without it builds
 // (the intrinsic there would abort LLVM's backend) with the exact path instead.
 TEST(CodegenTest, DotProductInstructionFollowsTheTargetFeatures) {

@@ -27,6 +27,12 @@ void CollectStmt(const ir::Stmt& s, UsedNames* names) {
       names->buffers.insert(s->buffer);
       CollectExpr(s->index, names);
       break;
+    case ir::StmtKind::kMatrixDot:
+      names->buffers.insert({s->buffer, s->matrix->a, s->matrix->b});
+      CollectExpr(s->index, names);
+      CollectExpr(s->matrix->a_index, names);
+      CollectExpr(s->matrix->b_index, names);
+      break;
     case ir::StmtKind::kBlock:
       for (const ir::Stmt& child : s->stmts) CollectStmt(child, names);
       break;
@@ -111,6 +117,7 @@ bool IsVectorizableBody(const ir::Stmt& body, const std::string& var) {
       return !DependsOn(body->condition, var) && IsVectorizableBody(body->body, var) &&
              IsVectorizableBody(body->else_case, var);
     case ir::StmtKind::kAllocate:
+    case ir::StmtKind::kMatrixDot:  // tile registers, not vector lanes
       return false;
   }
   return false;

@@ -53,6 +53,7 @@
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/DerivedTypes.h"
 #include "llvm/IR/Function.h"
+#include "llvm/IR/GlobalVariable.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/IntrinsicsX86.h"
@@ -104,7 +105,16 @@ struct BufferRef {
 struct DotProductSupport {
   bool vnni512 = false;  // AVX-512 VNNI: vpdpbusd on zmm
   bool vnni256 = false;  // AVX-512 VNNI + VL, or AVX-VNNI: vpdpbusd on ymm (and xmm)
+  bool amx = false;      // AMX-TILE + AMX-INT8: tdpbusd on tile registers (MatrixDot)
 };
+
+bool ContainsMatrixDot(const ir::Stmt& s) {
+  if (!s) return false;
+  if (s->kind == ir::StmtKind::kMatrixDot) return true;
+  for (const ir::Stmt& c : s->stmts)
+    if (ContainsMatrixDot(c)) return true;
+  return ContainsMatrixDot(s->body) || ContainsMatrixDot(s->else_case);
+}
 
 // What the emitter knows about the function it is currently filling in.
 struct FunctionScope {
@@ -181,6 +191,8 @@ class ModuleEmitter {
   void EmitParallel(const ir::Stmt& s);
   void EmitStore(const ir::Stmt& s);
   void EmitPrefetch(const ir::Stmt& s);
+  void EmitMatrixDot(const ir::Stmt& s);
+  void EmitAmxPermission();
   void EmitIfThenElse(const ir::Stmt& s);
   void EmitAllocate(const ir::Stmt& s);
 
@@ -351,6 +363,7 @@ void ModuleEmitter::EmitEntry(const std::string& name, const std::vector<ir::Buf
                                       llvm::GlobalValue::ExternalLinkage);
   entry->getArg(0)->setName("buffers");
   BeginFunctionBody(entry);
+  if (ContainsMatrixDot(body)) EmitAmxPermission();
   std::vector<llvm::Value*> args;
   for (size_t i = 0; i < num_buffers; ++i) {
     llvm::Value* slot = b_.CreateConstInBoundsGEP1_64(ptr_, entry->getArg(0), i);
@@ -378,6 +391,9 @@ void ModuleEmitter::EmitStmt(const ir::Stmt& s) {
       return;
     case ir::StmtKind::kPrefetch:
       EmitPrefetch(s);
+      return;
+    case ir::StmtKind::kMatrixDot:
+      EmitMatrixDot(s);
       return;
     case ir::StmtKind::kBlock:
       for (const ir::Stmt& child : s->stmts) EmitStmt(child);
@@ -644,6 +660,135 @@ void ModuleEmitter::EmitPrefetch(const ir::Stmt& s) {
       b_.CreateGEP(TypeOf(buffer->dtype), buffer->ptr, EmitIndexAtLaneZero(s->index));
   b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {address->getType()},
                      {address, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+}
+
+// Linux lets a process use the AMX tile data only after it asked for it
+// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)), once per process; until then
+// the first tile instruction faults. The entry asks on its first call (a flag in the
+// module) and returns 95 (EOPNOTSUPP) if the kernel refuses it. Through libc's
+// syscall(), which every process that loads a kernel has; the sandbox allows arch_prctl.
+void ModuleEmitter::EmitAmxPermission() {
+  auto* ready = new llvm::GlobalVariable(module_, i32_, false, llvm::GlobalValue::InternalLinkage,
+                                         llvm::ConstantInt::get(i32_, 0), kernel_name_ + ".amx_ready");
+  llvm::BasicBlock* ask = llvm::BasicBlock::Create(ctx_, "amx.ask", scope_.fn);
+  llvm::BasicBlock* refused = llvm::BasicBlock::Create(ctx_, "amx.refused", scope_.fn);
+  llvm::BasicBlock* granted = llvm::BasicBlock::Create(ctx_, "amx.granted", scope_.fn);
+  llvm::BasicBlock* run = llvm::BasicBlock::Create(ctx_, "amx.run", scope_.fn);
+  llvm::LoadInst* flag = b_.CreateAlignedLoad(i32_, ready, llvm::Align(4));
+  flag->setAtomic(llvm::AtomicOrdering::Monotonic);
+  b_.CreateCondBr(b_.CreateICmpNE(flag, b_.getInt32(0)), run, ask);
+  b_.SetInsertPoint(ask);
+  constexpr int64_t kSysArchPrctl = 158, kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  llvm::FunctionCallee syscall =
+      module_.getOrInsertFunction("syscall", llvm::FunctionType::get(i64_, {i64_}, /*isVarArg=*/true));
+  llvm::Value* result =
+      b_.CreateCall(syscall, {b_.getInt64(kSysArchPrctl), b_.getInt64(kArchReqXcompPerm), b_.getInt64(kXfeatureXtiledata)});
+  b_.CreateCondBr(b_.CreateICmpEQ(result, b_.getInt64(0)), granted, refused);
+  b_.SetInsertPoint(refused);
+  constexpr int32_t kAmxRefused = 95;  // EOPNOTSUPP
+  b_.CreateRet(b_.getInt32(kAmxRefused));
+  b_.SetInsertPoint(granted);
+  llvm::StoreInst* set = b_.CreateAlignedStore(b_.getInt32(1), ready, llvm::Align(4));
+  set->setAtomic(llvm::AtomicOrdering::Monotonic);
+  b_.CreateBr(run);
+  b_.SetInsertPoint(run);
+}
+
+// MatrixDot on AMX. Tile registers: accumulators 0-3 (row tile r, column tile c: 2r +
+// c, each up to 16 rows x 16 int32), A's row tiles 4-5 (rows x 64 bytes), B's panels 6-7
+// (16 groups x 64 bytes). The statement loads its own tile configuration (the tile
+// state belongs to the thread: each parallel worker configures its own) and walks the
+// reduction 64 bytes of k at a time: 2 + 2 tile loads and up to 4 tdpbusd per step.
+void ModuleEmitter::EmitMatrixDot(const ir::Stmt& s) {
+  const ir::MatrixDotOperands& m = *s->matrix;
+  if (!dot_.amx) {
+    Fail("matrix_dot needs AMX (amx-tile and amx-int8), which target " + target_.ToString() + " does not have");
+    return;
+  }
+  if (lanes_ > 1) {
+    Fail("matrix_dot inside a vectorized loop");
+    return;
+  }
+  const BufferRef* acc = FindBuffer(s->buffer);
+  const BufferRef* a = FindBuffer(m.a);
+  const BufferRef* b = FindBuffer(m.b);
+  if (!acc || !a || !b) return;
+  if (acc->dtype != ir::DType::kInt32 || a->dtype != ir::DType::kUInt8 || b->dtype != ir::DType::kInt8) {
+    Fail("matrix_dot takes an s32 accumulator, u8 " + m.a + " and s8 " + m.b);
+    return;
+  }
+  llvm::Value* acc_ptr = Address(*acc, EmitScalarIndex(s->index));
+  llvm::Value* a_ptr = Address(*a, EmitScalarIndex(m.a_index));
+  llvm::Value* b_ptr = Address(*b, EmitScalarIndex(m.b_index));
+  if (!status_.ok()) return;
+  const int64_t row_tiles = m.rows > 16 ? 2 : 1, col_tiles = m.cols / 16;
+  auto rows_of = [&](int64_t r) { return r == 0 ? std::min<int64_t>(m.rows, 16) : m.rows - 16; };
+  // The 64-byte configuration: palette 1, then bytes per row (u16) and rows (u8) per tile.
+  auto* config = llvm::cast<llvm::AllocaInst>(EntryAlloca(llvm::ArrayType::get(i8_, 64), "amx.config"));
+  config->setAlignment(llvm::Align(64));
+  b_.CreateMemSet(config, b_.getInt8(0), 64, llvm::Align(64));
+  auto set_tile = [&](int64_t tile, int64_t rows, int64_t bytes_per_row) {
+    b_.CreateAlignedStore(b_.getInt16(static_cast<uint16_t>(bytes_per_row)),
+                          b_.CreateConstInBoundsGEP1_64(i8_, config, 16 + 2 * tile), llvm::Align(2));
+    b_.CreateStore(b_.getInt8(static_cast<uint8_t>(rows)), b_.CreateConstInBoundsGEP1_64(i8_, config, 48 + tile));
+  };
+  b_.CreateStore(b_.getInt8(1), config);
+  for (int64_t r = 0; r < row_tiles; ++r) {
+    for (int64_t c = 0; c < col_tiles; ++c) set_tile(2 * r + c, rows_of(r), 64);
+    set_tile(4 + r, rows_of(r), 64);
+  }
+  for (int64_t c = 0; c < col_tiles; ++c) set_tile(6 + c, 16, 64);
+  b_.CreateIntrinsic(llvm::Intrinsic::x86_ldtilecfg, {}, {config});
+
+  const int64_t acc_row_bytes = 4 * m.cols;
+  auto acc_tile = [&](int64_t r, int64_t c) {
+    return b_.CreateConstInBoundsGEP1_64(i8_, acc_ptr, r * 16 * acc_row_bytes + c * 64);
+  };
+  for (int64_t r = 0; r < row_tiles; ++r) {
+    for (int64_t c = 0; c < col_tiles; ++c) {
+      if (m.accumulate) {
+        b_.CreateIntrinsic(llvm::Intrinsic::x86_tileloadd64, {},
+                           {b_.getInt8(2 * r + c), acc_tile(r, c), b_.getInt64(acc_row_bytes)});
+      } else {
+        b_.CreateIntrinsic(llvm::Intrinsic::x86_tilezero, {}, {b_.getInt8(2 * r + c)});
+      }
+    }
+  }
+  // for (step = 0; step < groups / 16; ++step): 64 bytes of k.
+  llvm::BasicBlock* preheader = b_.GetInsertBlock();
+  llvm::BasicBlock* loop = llvm::BasicBlock::Create(ctx_, "amx.k", scope_.fn);
+  llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx_, "amx.k.end", scope_.fn);
+  b_.CreateBr(loop);
+  b_.SetInsertPoint(loop);
+  llvm::PHINode* step = b_.CreatePHI(i64_, 2, "amx.step");
+  step->addIncoming(b_.getInt64(0), preheader);
+  for (int64_t r = 0; r < row_tiles; ++r) {
+    llvm::Value* offset = b_.CreateAdd(b_.getInt64(r * 16 * m.a_stride), b_.CreateMul(step, b_.getInt64(64)));
+    b_.CreateIntrinsic(llvm::Intrinsic::x86_tileloadd64, {},
+                       {b_.getInt8(4 + r), b_.CreateInBoundsGEP(i8_, a_ptr, offset), b_.getInt64(m.a_stride)});
+  }
+  for (int64_t c = 0; c < col_tiles; ++c) {
+    llvm::Value* offset = b_.CreateAdd(b_.getInt64(c * m.b_panel_stride), b_.CreateMul(step, b_.getInt64(16 * 64)));
+    b_.CreateIntrinsic(llvm::Intrinsic::x86_tileloadd64, {},
+                       {b_.getInt8(6 + c), b_.CreateInBoundsGEP(i8_, b_ptr, offset), b_.getInt64(64)});
+  }
+  for (int64_t r = 0; r < row_tiles; ++r) {
+    for (int64_t c = 0; c < col_tiles; ++c) {
+      b_.CreateIntrinsic(llvm::Intrinsic::x86_tdpbusd, {},
+                         {b_.getInt8(2 * r + c), b_.getInt8(4 + r), b_.getInt8(6 + c)});
+    }
+  }
+  llvm::Value* next = b_.CreateAdd(step, b_.getInt64(1), "amx.step.next", /*HasNUW=*/true, /*HasNSW=*/true);
+  step->addIncoming(next, b_.GetInsertBlock());
+  b_.CreateCondBr(b_.CreateICmpSLT(next, b_.getInt64(m.groups / 16)), loop, exit);
+  b_.SetInsertPoint(exit);
+  for (int64_t r = 0; r < row_tiles; ++r) {
+    for (int64_t c = 0; c < col_tiles; ++c) {
+      b_.CreateIntrinsic(llvm::Intrinsic::x86_tilestored64, {},
+                         {b_.getInt8(2 * r + c), acc_tile(r, c), b_.getInt64(acc_row_bytes)});
+    }
+  }
+  b_.CreateIntrinsic(llvm::Intrinsic::x86_tilerelease, {}, {});
 }
 
 void ModuleEmitter::EmitIfThenElse(const ir::Stmt& s) {
@@ -1393,6 +1538,7 @@ absl::StatusOr<std::string> Compile(const ir::LoweredFunc& func, const Target& t
       dot.vnni512 = info->checkFeatures("+avx512vnni");
       dot.vnni256 = (dot.vnni512 && info->checkFeatures("+avx512vl")) ||
                     info->checkFeatures("+avxvnni");
+      dot.amx = info->checkFeatures("+amx-tile,+amx-int8");
     }
   }
   // Default TargetOptions: IEEE floats, fusion only where the IR says fmuladd.

@@ -80,6 +80,8 @@ class Interpreter {
         *slot = value;
         return absl::OkStatus();
       }
+      case StmtKind::kMatrixDot:
+        return ExecMatrixDot(s);
       case StmtKind::kPrefetch:  // a hint: nothing to compute, and any index is allowed
         return floats_->count(s->buffer) || ints_->count(s->buffer)
                    ? absl::OkStatus()
@@ -122,6 +124,37 @@ class Interpreter {
                                  "], size " + std::to_string(it->second.size()));
     }
     return &it->second[index];
+  }
+
+  // kMatrixDot, element by element in int64; a sum outside int32 is an error.
+  absl::Status ExecMatrixDot(const Stmt& s) {
+    const MatrixDotOperands& m = *s->matrix;
+    const std::pair<const std::string*, DType> types[] = {
+        {&s->buffer, DType::kInt32}, {&m.a, DType::kUInt8}, {&m.b, DType::kInt8}};
+    for (const auto& [name, type] : types) {
+      auto it = int_types_.find(*name);
+      if (it == int_types_.end() || it->second != type) {
+        return absl::InternalError("matrix_dot: " + *name + " must be a " + DTypeName(type) + " buffer");
+      }
+    }
+    const int64_t acc = Int(s->index), a = Int(m.a_index), b = Int(m.b_index);
+    for (int64_t r = 0; r < m.rows; ++r) {
+      for (int64_t c = 0; c < m.cols; ++c) {
+        int64_t sum = m.accumulate ? ReadInt(s->buffer, acc + r * m.cols + c) : 0;
+        for (int64_t x = 0; x < 4 * m.groups; ++x) {
+          const int64_t g = x / 4, t = x % 4;
+          sum += ReadInt(m.a, a + r * m.a_stride + x) *
+                 ReadInt(m.b, b + (c / 16) * m.b_panel_stride + 64 * g + 4 * (c % 16) + t);
+        }
+        RETURN_IF_ERROR(error_);
+        if (sum < std::numeric_limits<int32_t>::min() || sum > std::numeric_limits<int32_t>::max()) {
+          return absl::InternalError("matrix_dot: int32 overflow in " + s->buffer);
+        }
+        ASSIGN_OR_RETURN(int64_t* slot, IntSlot(s->buffer, acc + r * m.cols + c));
+        *slot = sum;
+      }
+    }
+    return absl::OkStatus();
   }
 
   absl::StatusOr<int64_t*> IntSlot(const std::string& buffer, int64_t index) {

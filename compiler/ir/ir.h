@@ -134,7 +134,7 @@ bool IsConst(const Expr& e, int64_t* value = nullptr);
 enum class ForKind { kSerial, kParallel, kVectorized, kUnrolled };
 const char* ForKindName(ForKind kind);
 
-enum class StmtKind { kFor, kStore, kBlock, kIfThenElse, kAllocate, kPrefetch };
+enum class StmtKind { kFor, kStore, kBlock, kIfThenElse, kAllocate, kPrefetch, kMatrixDot };
 
 // Where an Allocate lives: kLocal is a small constant-size tile (a stack slot that
 // codegen can promote to registers); kHeap is a large scratch buffer (e.g. a packed
@@ -143,6 +143,24 @@ enum class MemoryScope { kLocal, kHeap };
 
 struct StmtNode;
 using Stmt = std::shared_ptr<const StmtNode>;
+
+// The operands of a kMatrixDot statement: a block of uint8 x int8 products summed in
+// int32 by the CPU's matrix unit (x86 AMX: tdpbusd on tile registers),
+//   acc[acc_index + r*cols + c] (+)= sum over g < groups, t < 4 of
+//     a[a_index + r*a_stride + 4g + t] * b[b_index + (c/16)*b_panel_stride + 64g + 4(c%16) + t]
+// for r < rows and c < cols: `a` uint8 with rows a_stride bytes apart, `b` int8 in
+// panels of 16 columns ([groups][16][4] bytes each, b_panel_stride bytes apart: the
+// packed layout of the int8 GEMM with a 16-wide panel), `acc` int32, rows x cols,
+// dense. `accumulate`: add to acc's values, else overwrite them.
+struct MatrixDotOperands {
+  std::string a, b;
+  Expr a_index, b_index;
+  int64_t a_stride = 0, b_panel_stride = 0;
+  int64_t rows = 0;    // 1..32: up to two tiles of 16 rows
+  int64_t cols = 0;    // 16 or 32: one or two tiles of 16 int32 columns
+  int64_t groups = 0;  // groups of four k, a positive multiple of 16 (64 bytes per tile row)
+  bool accumulate = false;
+};
 
 struct StmtNode {
   StmtKind kind;
@@ -168,6 +186,8 @@ struct StmtNode {
   Stmt else_case;
   // kBlock: run in order.
   std::vector<Stmt> stmts;
+  // kMatrixDot: acc is `buffer` from `index`; the rest is here.
+  std::shared_ptr<const MatrixDotOperands> matrix;
 };
 
 Stmt For(const std::string& var, Expr extent, int64_t max_extent, ForKind kind, Stmt body);
@@ -177,6 +197,8 @@ Stmt Block(std::vector<Stmt> stmts);
 Stmt IfThenElse(Expr condition, Stmt then_case, Stmt else_case = nullptr);
 Stmt Allocate(const std::string& buffer, DType dtype, int64_t size, Stmt body,
               MemoryScope scope = MemoryScope::kLocal);
+// TF_CHECKs the shape limits of MatrixDotOperands.
+Stmt MatrixDot(const std::string& acc, Expr acc_index, MatrixDotOperands operands);
 
 // A kernel argument. Arguments are global buffers of float32 or of a quantized
 // integer type (u8, s8, s32), in entry-point order.

@@ -78,6 +78,28 @@ TEST(IrTest, SubstituteRefoldsAndRespectsShadowing) {
   }
 }
 
+TEST(IrTest, MatrixDotPrintsSubstitutesAndReads) {
+  MatrixDotOperands o;
+  o.a = "A";
+  o.b = "B";
+  o.a_index = Mul(Var("i"), IntImm(128));
+  o.b_index = Mul(Var("j"), IntImm(2048));
+  o.a_stride = 128;
+  o.b_panel_stride = 2048;
+  o.rows = 32;
+  o.cols = 32;
+  o.groups = 32;
+  Stmt dot = MatrixDot("acc", IntImm(0), o);
+  EXPECT_EQ(ToString(dot), "matrix_dot 32x32x128 acc[0] = A[i*128, row stride 128] x B[j*2048, panel stride 2048]\n");
+  EXPECT_EQ(ToString(Substitute(dot, {{"i", IntImm(2)}, {"j", IntImm(1)}})),
+            "matrix_dot 32x32x128 acc[0] = A[256, row stride 128] x B[2048, panel stride 2048]\n");
+  EXPECT_TRUE(ReadsBuffer(dot, "A"));
+  EXPECT_TRUE(ReadsBuffer(dot, "B"));
+  EXPECT_FALSE(ReadsBuffer(dot, "acc"));  // overwritten, not read
+  o.accumulate = true;
+  EXPECT_TRUE(ReadsBuffer(MatrixDot("acc", IntImm(0), o), "acc"));
+}
+
 TEST(IrTest, UnflattenIsRowMajor) {
   const std::vector<int64_t> dims = {2, 3, 4};
   std::vector<Expr> idx = Unflatten(Var("x"), dims);

@@ -149,6 +149,15 @@ Stmt SubstituteIn(const Stmt& s, const Vars& vars) {
       Expr index = SubstituteIn(s->index, vars);
       return index == s->index ? s : Prefetch(s->buffer, index);
     }
+    case StmtKind::kMatrixDot: {
+      Expr index = SubstituteIn(s->index, vars);
+      Expr a_index = SubstituteIn(s->matrix->a_index, vars), b_index = SubstituteIn(s->matrix->b_index, vars);
+      if (index == s->index && a_index == s->matrix->a_index && b_index == s->matrix->b_index) return s;
+      MatrixDotOperands m = *s->matrix;
+      m.a_index = a_index;
+      m.b_index = b_index;
+      return MatrixDot(s->buffer, index, std::move(m));
+    }
     case StmtKind::kBlock: {
       std::vector<Stmt> stmts;
       stmts.reserve(s->stmts.size());
@@ -203,6 +212,7 @@ Stmt Rewrite(const Stmt& s, const std::function<Stmt(const Stmt&)>& post) {
     }
     case StmtKind::kStore:
     case StmtKind::kPrefetch:
+    case StmtKind::kMatrixDot:
       break;
     case StmtKind::kBlock: {
       std::vector<Stmt> stmts;
@@ -264,6 +274,10 @@ bool ReadsBuffer(const Stmt& s, const std::string& buffer) {
       return ExprReads(s->index, buffer) || ExprReads(s->value, buffer);
     case StmtKind::kPrefetch:  // not a read of the data
       return false;
+    case StmtKind::kMatrixDot:
+      return s->matrix->a == buffer || s->matrix->b == buffer || (s->matrix->accumulate && s->buffer == buffer) ||
+             ExprReads(s->index, buffer) || ExprReads(s->matrix->a_index, buffer) ||
+             ExprReads(s->matrix->b_index, buffer);
     case StmtKind::kBlock:
       for (const Stmt& c : s->stmts)
         if (ReadsBuffer(c, buffer)) return true;

@@ -94,6 +94,14 @@ void PrintStmt(std::ostream& os, const Stmt& s, int indent) {
     case StmtKind::kPrefetch:
       os << pad << "prefetch " << s->buffer << "[" << ToString(s->index) << "]\n";
       return;
+    case StmtKind::kMatrixDot: {
+      const MatrixDotOperands& m = *s->matrix;
+      os << pad << "matrix_dot " << m.rows << "x" << m.cols << "x" << 4 * m.groups << " " << s->buffer << "["
+         << ToString(s->index) << "] " << (m.accumulate ? "+=" : "=") << " " << m.a << "[" << ToString(m.a_index)
+         << ", row stride " << m.a_stride << "] x " << m.b << "[" << ToString(m.b_index) << ", panel stride "
+         << m.b_panel_stride << "]\n";
+      return;
+    }
     case StmtKind::kBlock:
       for (const Stmt& c : s->stmts) PrintStmt(os, c, indent);
       return;

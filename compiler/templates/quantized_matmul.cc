@@ -41,29 +41,79 @@ Stmt ColumnSums(int64_t n, int64_t k) {
              Block({zero, For("s.k", IntImm(k), k, ForKind::kSerial, add)}));
 }
 
-}  // namespace
+DType OutputType(const QuantizedMatmulShape& shape) {
+  return shape.out == QuantizedOutput::kS32   ? DType::kInt32
+         : shape.out == QuantizedOutput::kF32 ? DType::kFloat32
+                                              : DType::kUInt8;
+}
 
-absl::StatusOr<LoweredFunc> QuantizedMatmulKernel(const QuantizedMatmulShape& shape, const Config& config,
-                                                  const Target& target, const std::string& name) {
+// The parameters after A and B: bias, scale, the internal packed B (panels of
+// `panel` columns) and column sums, and C.
+std::vector<BufferParam> ParamsAfterB(const QuantizedMatmulShape& shape, int64_t panel) {
   const int64_t m = shape.m, n = shape.n, k = shape.k;
-  if (m < 1 || n < 1 || k < 1) return absl::InvalidArgumentError("int8 matmul needs M, N, K >= 1");
-  if (k % 4 != 0) {
-    return absl::InvalidArgumentError("int8 matmul: K = " + std::to_string(k) +
+  std::vector<BufferParam> params;
+  if (shape.bias) params.push_back(BufferParam{"bias", DType::kInt32, {n}, false});
+  if (shape.out != QuantizedOutput::kS32) {
+    params.push_back(BufferParam{
+        "scale", DType::kFloat32, {shape.scale == QuantizedScale::kPerChannel ? n : 1}, false});
+  }
+  BufferParam packed{"B.packed", DType::kInt8, {n / panel, k / 4, panel, 4}, false};
+  packed.is_internal = true;
+  BufferParam colsum{"B.colsum", DType::kInt32, {n}, false};
+  colsum.is_internal = true;
+  params.push_back(packed);
+  params.push_back(colsum);
+  params.push_back(BufferParam{"C", OutputType(shape), {m, n}, true});
+  return params;
+}
+
+// What the write-back stores for the int32 sum `acc` of column `j`: acc - a_zero *
+// colsum[j] (+ bias[j]), then for f32 f32(acc) * scale, for u8 rounded (halves to
+// even), the zero point added and saturated, all in float32 as onnxruntime does (no
+// int32 sum that could wrap).
+Expr WriteBack(const QuantizedMatmulShape& shape, Expr acc, const Expr& j) {
+  if (shape.a_zero != 0) {
+    acc = Sub(acc, Mul(Load("B.colsum", DType::kInt32, j), Cast(DType::kInt32, IntImm(shape.a_zero))));
+  }
+  if (shape.bias) acc = Add(acc, Load("bias", DType::kInt32, j));
+  if (shape.out == QuantizedOutput::kS32) return acc;
+  const bool per_channel = shape.scale == QuantizedScale::kPerChannel;
+  Expr out = Mul(Cast(DType::kFloat32, acc), Load("scale", DType::kFloat32, per_channel ? j : IntImm(0)));
+  if (shape.out == QuantizedOutput::kU8) {
+    out = Cast(DType::kUInt8, Add(Call("round", out), FloatImm(static_cast<double>(shape.out_zero))));
+  }
+  return out;
+}
+
+absl::Status CheckShape(const QuantizedMatmulShape& shape) {
+  if (shape.m < 1 || shape.n < 1 || shape.k < 1) return absl::InvalidArgumentError("int8 matmul needs M, N, K >= 1");
+  if (shape.k % 4 != 0) {
+    return absl::InvalidArgumentError("int8 matmul: K = " + std::to_string(shape.k) +
                                       " is not a multiple of 4 (padding K is not implemented yet)");
   }
   if (shape.a_zero < 0 || shape.a_zero > 255) {
     return absl::InvalidArgumentError("int8 matmul: a_zero = " + std::to_string(shape.a_zero) +
                                       " is outside 0..255");
   }
+  if (shape.out_zero < 0 || shape.out_zero > 255 || (shape.out_zero != 0 && shape.out != QuantizedOutput::kU8)) {
+    return absl::InvalidArgumentError("int8 matmul: out_zero = " + std::to_string(shape.out_zero) +
+                                      " (a u8 output's zero point, 0..255; 0 for other outputs)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<LoweredFunc> QuantizedMatmulKernel(const QuantizedMatmulShape& shape, const Config& config,
+                                                  const Target& target, const std::string& name) {
+  const int64_t m = shape.m, n = shape.n, k = shape.k;
+  RETURN_IF_ERROR(CheckShape(shape));
+  if (config.Str("engine", "vnni") == "amx") return QuantizedMatmulAmxKernel(shape, config, target, name);
   const int64_t lanes = config.Int("vec_lanes"), vecs = config.Int("tile_j_vecs");
   const int64_t panel = lanes * vecs;
   if (panel < 1 || n % panel != 0) {
     return absl::InvalidArgumentError("int8 matmul: the register tile width vec_lanes x tile_j_vecs = " +
                                       std::to_string(panel) + " must divide N = " + std::to_string(n));
-  }
-  if (shape.out_zero < 0 || shape.out_zero > 255 || (shape.out_zero != 0 && shape.out != QuantizedOutput::kU8)) {
-    return absl::InvalidArgumentError("int8 matmul: out_zero = " + std::to_string(shape.out_zero) +
-                                      " (a u8 output's zero point, 0..255; 0 for other outputs)");
   }
   const int64_t groups = k / 4;
   if (config.Int("tile_k") > groups || config.Int("tile_k") % config.Int("unroll_k") != 0) {
@@ -79,22 +129,9 @@ absl::StatusOr<LoweredFunc> QuantizedMatmulKernel(const QuantizedMatmulShape& sh
 
   ComputeDef def;
   def.name = name;
-  BufferParam packed{"B.packed", DType::kInt8, {n / panel, groups, panel, 4}, false};
-  packed.is_internal = true;
-  BufferParam colsum{"B.colsum", DType::kInt32, {n}, false};
-  colsum.is_internal = true;
-  const DType out_type = shape.out == QuantizedOutput::kS32   ? DType::kInt32
-                        : shape.out == QuantizedOutput::kF32 ? DType::kFloat32
-                                                             : DType::kUInt8;
   // Entry point order: A, B (inserted after lowering), bias, scale, internals, C.
   def.params = {BufferParam{"A", DType::kUInt8, {m, k}, false}};
-  if (shape.bias) def.params.push_back(BufferParam{"bias", DType::kInt32, {n}, false});
-  const bool scaled = shape.out != QuantizedOutput::kS32;
-  const bool per_channel = shape.scale == QuantizedScale::kPerChannel;
-  if (scaled) def.params.push_back(BufferParam{"scale", DType::kFloat32, {per_channel ? n : 1}, false});
-  def.params.push_back(packed);
-  def.params.push_back(colsum);
-  def.params.push_back(BufferParam{"C", out_type, {m, n}, true});
+  for (BufferParam& p : ParamsAfterB(shape, panel)) def.params.push_back(std::move(p));
   def.axes = {{"i", m, false}, {"jp", n / panel, false}, {"jr", panel, false}, {"k", groups, true}};
   Expr i = Var("i"), jp = Var("jp"), jr = Var("jr"), q = Var("k");
   Expr j = Add(Mul(jp, IntImm(panel)), jr);
@@ -104,20 +141,8 @@ absl::StatusOr<LoweredFunc> QuantizedMatmulKernel(const QuantizedMatmulShape& sh
   def.value = Dot4(Accumulator(DType::kInt32), Load("A", DType::kUInt8, Add(Mul(i, IntImm(k)), Mul(q, IntImm(4)))),
                    Load("B.packed", DType::kInt8,
                         Add(Add(Mul(jp, IntImm(k * panel)), Mul(q, IntImm(4 * panel))), Mul(jr, IntImm(4)))));
-  Expr acc = ReducedValue(DType::kInt32);
-  if (shape.a_zero != 0) {
-    acc = Sub(acc, Mul(Load("B.colsum", DType::kInt32, j), Cast(DType::kInt32, IntImm(shape.a_zero))));
-  }
-  if (shape.bias) acc = Add(acc, Load("bias", DType::kInt32, j));
-  Expr out = acc;
-  if (scaled) {
-    out = Mul(Cast(DType::kFloat32, acc), Load("scale", DType::kFloat32, per_channel ? j : IntImm(0)));
-    // Rounded (halves to even), the zero point added and saturated, all in float32 as
-    // onnxruntime does: no int32 sum that could wrap.
-    if (shape.out == QuantizedOutput::kU8) {
-      out = Cast(DType::kUInt8, Add(Call("round", out), FloatImm(static_cast<double>(shape.out_zero))));
-    }
-  }
+  const bool scaled = shape.out != QuantizedOutput::kS32;
+  const Expr out = WriteBack(shape, ReducedValue(DType::kInt32), j);
   if (shape.a_zero != 0 || shape.bias || scaled) def.epilogue = out;
 
   Schedule s(std::move(def));
@@ -127,6 +152,73 @@ absl::StatusOr<LoweredFunc> QuantizedMatmulKernel(const QuantizedMatmulShape& sh
 
   func.prepack = shape.a_zero != 0 ? Block({PackQuantizedB(n, k, panel), ColumnSums(n, k)})
                                    : PackQuantizedB(n, k, panel);
+  return func;
+}
+
+absl::StatusOr<LoweredFunc> QuantizedMatmulAmxKernel(const QuantizedMatmulShape& shape, const Config& config,
+                                                     const Target& target, const std::string& name) {
+  RETURN_IF_ERROR(CheckShape(shape));
+  if (!target.HasFeature("amx-int8") || !target.HasFeature("amx-tile")) {
+    return absl::InvalidArgumentError("int8 matmul: engine amx needs a target with AMX (amx-tile, amx-int8)");
+  }
+  const int64_t m = shape.m, n = shape.n, k = shape.k;
+  if (n % 16 != 0 || k % 64 != 0) {
+    return absl::InvalidArgumentError("int8 matmul: engine amx needs N % 16 == 0 and K % 64 == 0 (N = " +
+                                      std::to_string(n) + ", K = " + std::to_string(k) + ")");
+  }
+  const int64_t block_rows = config.Int("block_rows"), block_cols = config.Int("block_cols");
+  if ((block_rows != 16 && block_rows != 32) || (block_cols != 16 && block_cols != 32)) {
+    return absl::InvalidArgumentError("int8 matmul: block_rows and block_cols are 16 or 32");
+  }
+  const bool rows_outer = config.Str("loop_order") == "ij";
+  const bool parallel = config.Int("parallel") == 1;
+  LoweredFunc func;
+  func.name = name;
+  func.params = {BufferParam{"A", DType::kUInt8, {m, k}, false}, BufferParam{"B", DType::kInt8, {k, n}, false}};
+  for (BufferParam& p : ParamsAfterB(shape, 16)) func.params.push_back(std::move(p));
+  const int64_t panel_bytes = k * 16;
+  // One block: the sums of rows x cols outputs from (row0, col0) in a local
+  // accumulator tile, then the write-back row by row, 16 columns a vector.
+  auto block = [&](const Expr& row0, const Expr& col0, int64_t rows, int64_t cols) {
+    MatrixDotOperands o;
+    o.a = "A";
+    o.b = "B.packed";
+    o.a_index = Mul(row0, IntImm(k));
+    o.b_index = Mul(Div(col0, IntImm(16)), IntImm(panel_bytes));
+    o.a_stride = k;
+    o.b_panel_stride = panel_bytes;
+    o.rows = rows;
+    o.cols = cols;
+    o.groups = k / 4;
+    Expr r = Var("w.r"), c = Var("w.c");
+    Expr j = Add(col0, c);
+    Stmt store = Store("C", Add(Mul(Add(row0, r), IntImm(n)), j),
+                       WriteBack(shape, Load("acc", DType::kInt32, Add(Mul(r, IntImm(cols)), c)), j));
+    Stmt write = For("w.r", IntImm(rows), rows, ForKind::kSerial, For("w.c", IntImm(cols), cols, ForKind::kVectorized, store));
+    return Allocate("acc", DType::kInt32, rows * cols, Block({MatrixDot("acc", IntImm(0), o), write}));
+  };
+  // Full blocks, and the last block of rows (columns) when the block does not divide M (N).
+  const int64_t row_blocks = (m + block_rows - 1) / block_rows, col_blocks = (n + block_cols - 1) / block_cols;
+  const int64_t tail_rows = m % block_rows, tail_cols = n % block_cols;
+  Expr ib = Var("ib"), jb = Var("jb");
+  Expr row0 = Mul(ib, IntImm(block_rows)), col0 = Mul(jb, IntImm(block_cols));
+  auto columns = [&](int64_t rows) {
+    Stmt full = block(row0, col0, rows, block_cols);
+    if (tail_cols != 0) {
+      full = IfThenElse(LT(jb, IntImm(col_blocks - 1)), full, block(row0, col0, rows, tail_cols));
+    }
+    return full;
+  };
+  Stmt body = columns(block_rows);
+  if (tail_rows != 0) body = IfThenElse(LT(ib, IntImm(row_blocks - 1)), body, columns(tail_rows));
+  const ForKind outer_kind = parallel ? ForKind::kParallel : ForKind::kSerial;
+  if (rows_outer) {
+    body = For("ib", IntImm(row_blocks), row_blocks, outer_kind, For("jb", IntImm(col_blocks), col_blocks, ForKind::kSerial, body));
+  } else {
+    body = For("jb", IntImm(col_blocks), col_blocks, outer_kind, For("ib", IntImm(row_blocks), row_blocks, ForKind::kSerial, body));
+  }
+  func.body = body;
+  func.prepack = shape.a_zero != 0 ? Block({PackQuantizedB(n, k, 16), ColumnSums(n, k)}) : PackQuantizedB(n, k, 16);
   return func;
 }
 
@@ -150,9 +242,26 @@ ConfigSpace GroupedGemmSpace(const TuningTask& task, const Target& target, std::
                    {"pack_b", std::move(pack), "B in panels of the register tile's width (always, for int8)"});
 }
 
+bool UsesAmx(const TuningTask& task, const Target& target) {
+  return target.HasFeature("amx-int8") && target.HasFeature("amx-tile") && task.Param("N") % 16 == 0 &&
+         task.Param("K") % 64 == 0;
+}
+
 }  // namespace
 
 ConfigSpace QuantizedMatmulTemplate::Space(const TuningTask& task, const Target& target) const {
+  if (UsesAmx(task, target)) {
+    std::vector<Knob> knobs = {
+        {"engine", {"amx"}, "the matrix unit (AMX tiles); vnni where the target has none"},
+        {"block_rows", task.Param("M") > 16 ? std::vector<nlohmann::json>{16, 32} : std::vector<nlohmann::json>{16},
+         "rows of C per block: one or two 16-row tiles"},
+        {"block_cols", task.Param("N") > 16 ? std::vector<nlohmann::json>{16, 32} : std::vector<nlohmann::json>{16},
+         "columns of C per block: one or two 16-column tiles"},
+        {"loop_order", {"ij", "ji"}, "row blocks outer (ij) or column blocks outer (ji)"},
+        {"parallel", {0, 1}, "run the outer block loop on the runtime thread pool"},
+    };
+    return ConfigSpace(std::move(knobs), [](const Config&) { return absl::OkStatus(); });
+  }
   auto gemm = std::make_shared<ConfigSpace>(GroupedGemmSpace(task, target, {1}));
   const bool finished_in_registers = task.QuantizedOutput() != "s32";
   std::vector<Knob> knobs;
@@ -168,7 +277,10 @@ ConfigSpace QuantizedMatmulTemplate::Space(const TuningTask& task, const Target&
 }
 
 Config QuantizedMatmulTemplate::Naive(const TuningTask& task, const Target& target) const {
-  (void)target;
+  if (UsesAmx(task, target)) {
+    return Config(nlohmann::json{
+        {"engine", "amx"}, {"block_rows", 16}, {"block_cols", 16}, {"loop_order", "ij"}, {"parallel", 0}});
+  }
   return Config(nlohmann::json{{"tile_i_reg", 1},
                                {"vec_lanes", 1},
                                {"tile_j_vecs", 1},
@@ -187,6 +299,21 @@ std::vector<Config> QuantizedMatmulTemplate::Heuristics(const TuningTask& task, 
   // the output needs it.
   const ConfigSpace space = Space(task, target);
   std::vector<Config> out;
+  if (UsesAmx(task, target)) {
+    // Two by two tiles (each A and B tile used twice per load), the outer loop over
+    // the longer side on every thread; then the other order and smaller blocks.
+    const bool rows_first = task.Param("M") >= task.Param("N");
+    for (int64_t rows : {32, 16}) {
+      for (int64_t cols : {32, 16}) {
+        for (const char* order : rows_first ? std::vector<const char*>{"ij", "ji"} : std::vector<const char*>{"ji", "ij"}) {
+          Config c(nlohmann::json{{"engine", "amx"}, {"block_rows", rows}, {"block_cols", cols}, {"loop_order", order},
+                                  {"parallel", target.num_threads > 1 ? 1 : 0}});
+          if (space.Check(c).ok() && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+        }
+      }
+    }
+    return out;
+  }
   for (const Config& c : GemmHeuristics(GroupedGemmSpace(task, target, {0, 1}), target, "pack_b", task.Param("M"),
                                         task.Param("N"), 0)) {
     nlohmann::json v = c.values();

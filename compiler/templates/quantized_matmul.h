@@ -49,18 +49,33 @@ struct QuantizedMatmulShape {
 // tile's width must divide N; K must be a multiple of 4. An f32 or u8 output needs
 // the whole reduction in the register tile (tile_k = K/4, accumulate = registers):
 // partial sums cannot be added up in the output's type. Errors name the knob.
+// With knob engine = amx, QuantizedMatmulAmxKernel.
 absl::StatusOr<ir::LoweredFunc> QuantizedMatmulKernel(const QuantizedMatmulShape& shape,
                                                       const Config& config, const Target& target,
                                                       const std::string& name);
 
-// The template of qmatmul tasks (task.h): QuantizedMatmulKernel over the GEMM space
-// with the reduction counted in groups of four k, B always packed (knob pack_b has the
-// one value 1), and for f32 and u8 outputs tile_k = K/4 and accumulate = registers
-// only. Knobs the int8 kernel does not read (prefetch_k, pack_a) are left out.
+// The same product on the CPU's matrix unit (x86 AMX, MatrixDot statements): blocks of
+// block_rows x block_cols outputs (16 or 32 each: up to 2 x 2 tiles of 16 x 16 int32),
+// each summed over all of K in a local accumulator tile and written back through the
+// same epilogue; loop_order ij (row blocks outer) or ji, the outer loop parallel or
+// not. B is packed into 16-column panels (the tiles' [K/4][16][4] layout). Needs a
+// target with amx-tile and amx-int8, N % 16 == 0 and K % 64 == 0.
+absl::StatusOr<ir::LoweredFunc> QuantizedMatmulAmxKernel(const QuantizedMatmulShape& shape,
+                                                         const Config& config, const Target& target,
+                                                         const std::string& name);
+
+// The template of qmatmul tasks (task.h). On a target with AMX (and N % 16 == 0, K %
+// 64 == 0) its space is the AMX kernel's (engine = amx, block_rows, block_cols,
+// loop_order ij|ji, parallel): the matrix unit does 16 x 16 x 64 multiply-adds per
+// instruction, several times what vpdpbusd does (docs/int8.md). Elsewhere:
+// QuantizedMatmulKernel over the GEMM space with the reduction counted in groups of
+// four k, B always packed (knob pack_b has the one value 1), and for f32 and u8
+// outputs tile_k = K/4 and accumulate = registers only. Knobs the int8 kernel does
+// not read (prefetch_k, pack_a) are left out.
 class QuantizedMatmulTemplate : public Template {
  public:
   std::string name() const override { return "qmatmul_cpu"; }
-  int version() const override { return 1; }
+  int version() const override { return 2; }  // 2: the AMX space
   bool HasPrepack() const override { return true; }
   ConfigSpace Space(const TuningTask& task, const Target& target) const override;
   Config Naive(const TuningTask& task, const Target& target) const override;

@@ -264,7 +264,10 @@ TEST(QuantizedMatmulTemplateTest, TasksTuneOverTheGemmSpaceAndMatchTheReference)
   std::mt19937_64 rng(5);
   for (const char* text : {"qmatmul M=19 N=48 K=36 a_zero=131 bias=1 per_channel=1 out_zero=100 dtype=u8s8u8",
                            "qmatmul M=8 N=64 K=64 bias=1 dtype=u8s8s32",
-                           "qmatmul M=5 N=32 K=20 a_zero=7 dtype=u8s8f32"}) {
+                           "qmatmul M=5 N=32 K=20 a_zero=7 dtype=u8s8f32",
+                           // AMX where the host has it: a 16-column and a 13-row tail block.
+                           "qmatmul M=45 N=80 K=128 a_zero=3 bias=1 per_channel=1 out_zero=9 dtype=u8s8u8",
+                           "qmatmul M=40 N=48 K=64 dtype=u8s8s32"}) {
     SCOPED_TRACE(text);
     const TuningTask task = *ParseTask(text);
     absl::StatusOr<const Template*> tmpl = FindTemplate(task);
