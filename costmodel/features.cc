@@ -201,6 +201,8 @@ void Walk(const Stmt& s, WalkState* st) {
     }
     case StmtKind::kPrefetch:  // a hint: the model sees it as its knob (prefetch_k)
       return;
+    case StmtKind::kTileConfig:  // per block of MatrixDots; the dots carry the work
+      return;
     case StmtKind::kMatrixDot: {
       // A store site of rows x cols accumulators, each 4 * groups multiply-adds: the
       // accumulator tile written, A's rows and B's panels read a 4-byte word per group.

@@ -27,6 +27,8 @@ void CollectStmt(const ir::Stmt& s, UsedNames* names) {
       names->buffers.insert(s->buffer);
       CollectExpr(s->index, names);
       break;
+    case ir::StmtKind::kTileConfig:
+      break;
     case ir::StmtKind::kMatrixDot:
       names->buffers.insert({s->buffer, s->matrix->a, s->matrix->b});
       CollectExpr(s->index, names);
@@ -118,6 +120,7 @@ bool IsVectorizableBody(const ir::Stmt& body, const std::string& var) {
              IsVectorizableBody(body->else_case, var);
     case ir::StmtKind::kAllocate:
     case ir::StmtKind::kMatrixDot:  // tile registers, not vector lanes
+    case ir::StmtKind::kTileConfig:
       return false;
   }
   return false;

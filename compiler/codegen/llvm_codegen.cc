@@ -110,7 +110,7 @@ struct DotProductSupport {
 
 bool ContainsMatrixDot(const ir::Stmt& s) {
   if (!s) return false;
-  if (s->kind == ir::StmtKind::kMatrixDot) return true;
+  if (s->kind == ir::StmtKind::kMatrixDot || s->kind == ir::StmtKind::kTileConfig) return true;
   for (const ir::Stmt& c : s->stmts)
     if (ContainsMatrixDot(c)) return true;
   return ContainsMatrixDot(s->body) || ContainsMatrixDot(s->else_case);
@@ -192,6 +192,7 @@ class ModuleEmitter {
   void EmitStore(const ir::Stmt& s);
   void EmitPrefetch(const ir::Stmt& s);
   void EmitMatrixDot(const ir::Stmt& s);
+  void EmitTileConfig(int64_t rows, int64_t cols);
   void EmitAmxPermission();
   void EmitIfThenElse(const ir::Stmt& s);
   void EmitAllocate(const ir::Stmt& s);
@@ -394,6 +395,13 @@ void ModuleEmitter::EmitStmt(const ir::Stmt& s) {
       return;
     case ir::StmtKind::kMatrixDot:
       EmitMatrixDot(s);
+      return;
+    case ir::StmtKind::kTileConfig:
+      if (!dot_.amx) {
+        Fail("tile_config needs AMX (amx-tile and amx-int8), which target " + target_.ToString() + " does not have");
+        return;
+      }
+      EmitTileConfig(s->matrix->rows, s->matrix->cols);
       return;
     case ir::StmtKind::kBlock:
       for (const ir::Stmt& child : s->stmts) EmitStmt(child);
@@ -721,25 +729,8 @@ void ModuleEmitter::EmitMatrixDot(const ir::Stmt& s) {
   llvm::Value* a_ptr = Address(*a, EmitScalarIndex(m.a_index));
   llvm::Value* b_ptr = Address(*b, EmitScalarIndex(m.b_index));
   if (!status_.ok()) return;
+  if (!m.configured) EmitTileConfig(m.rows, m.cols);
   const int64_t row_tiles = m.rows > 16 ? 2 : 1, col_tiles = m.cols / 16;
-  auto rows_of = [&](int64_t r) { return r == 0 ? std::min<int64_t>(m.rows, 16) : m.rows - 16; };
-  // The 64-byte configuration: palette 1, then bytes per row (u16) and rows (u8) per tile.
-  auto* config = llvm::cast<llvm::AllocaInst>(EntryAlloca(llvm::ArrayType::get(i8_, 64), "amx.config"));
-  config->setAlignment(llvm::Align(64));
-  b_.CreateMemSet(config, b_.getInt8(0), 64, llvm::Align(64));
-  auto set_tile = [&](int64_t tile, int64_t rows, int64_t bytes_per_row) {
-    b_.CreateAlignedStore(b_.getInt16(static_cast<uint16_t>(bytes_per_row)),
-                          b_.CreateConstInBoundsGEP1_64(i8_, config, 16 + 2 * tile), llvm::Align(2));
-    b_.CreateStore(b_.getInt8(static_cast<uint8_t>(rows)), b_.CreateConstInBoundsGEP1_64(i8_, config, 48 + tile));
-  };
-  b_.CreateStore(b_.getInt8(1), config);
-  for (int64_t r = 0; r < row_tiles; ++r) {
-    for (int64_t c = 0; c < col_tiles; ++c) set_tile(2 * r + c, rows_of(r), 64);
-    set_tile(4 + r, rows_of(r), 64);
-  }
-  for (int64_t c = 0; c < col_tiles; ++c) set_tile(6 + c, 16, 64);
-  b_.CreateIntrinsic(llvm::Intrinsic::x86_ldtilecfg, {}, {config});
-
   const int64_t acc_row_bytes = 4 * m.cols;
   auto acc_tile = [&](int64_t r, int64_t c) {
     return b_.CreateConstInBoundsGEP1_64(i8_, acc_ptr, r * 16 * acc_row_bytes + c * 64);
@@ -788,7 +779,29 @@ void ModuleEmitter::EmitMatrixDot(const ir::Stmt& s) {
                          {b_.getInt8(2 * r + c), acc_tile(r, c), b_.getInt64(acc_row_bytes)});
     }
   }
-  b_.CreateIntrinsic(llvm::Intrinsic::x86_tilerelease, {}, {});
+}
+
+// The tile configuration of a rows x cols MatrixDot: palette 1, then bytes per row
+// (u16) and rows (u8) per tile: accumulators 2r + c, A's row tiles 4 + r, B's panels
+// 6 + c. ldtilecfg costs a few hundred cycles and serialises the tile unit.
+void ModuleEmitter::EmitTileConfig(int64_t rows, int64_t cols) {
+  const int64_t row_tiles = rows > 16 ? 2 : 1, col_tiles = cols / 16;
+  auto rows_of = [&](int64_t r) { return r == 0 ? std::min<int64_t>(rows, 16) : rows - 16; };
+  auto* config = llvm::cast<llvm::AllocaInst>(EntryAlloca(llvm::ArrayType::get(i8_, 64), "amx.config"));
+  config->setAlignment(llvm::Align(64));
+  b_.CreateMemSet(config, b_.getInt8(0), 64, llvm::Align(64));
+  auto set_tile = [&](int64_t tile, int64_t tile_rows, int64_t bytes_per_row) {
+    b_.CreateAlignedStore(b_.getInt16(static_cast<uint16_t>(bytes_per_row)),
+                          b_.CreateConstInBoundsGEP1_64(i8_, config, 16 + 2 * tile), llvm::Align(2));
+    b_.CreateStore(b_.getInt8(static_cast<uint8_t>(tile_rows)), b_.CreateConstInBoundsGEP1_64(i8_, config, 48 + tile));
+  };
+  b_.CreateStore(b_.getInt8(1), config);
+  for (int64_t r = 0; r < row_tiles; ++r) {
+    for (int64_t c = 0; c < col_tiles; ++c) set_tile(2 * r + c, rows_of(r), 64);
+    set_tile(4 + r, rows_of(r), 64);
+  }
+  for (int64_t c = 0; c < col_tiles; ++c) set_tile(6 + c, 16, 64);
+  b_.CreateIntrinsic(llvm::Intrinsic::x86_ldtilecfg, {}, {config});
 }
 
 void ModuleEmitter::EmitIfThenElse(const ir::Stmt& s) {

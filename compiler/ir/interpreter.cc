@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <utility>
 
 #include "compiler/support/status.h"
 
@@ -57,8 +59,12 @@ class Interpreter {
         }
         for (int64_t i = 0; i < extent; ++i) {
           vars_[s->var] = i;
+          // An iteration of a parallel loop may run on a thread whose tiles nothing
+          // has configured yet.
+          if (s->for_kind == ForKind::kParallel) tile_config_.reset();
           RETURN_IF_ERROR(Exec(s->body));
         }
+        if (s->for_kind == ForKind::kParallel) tile_config_.reset();
         vars_.erase(s->var);
         return absl::OkStatus();
       }
@@ -82,6 +88,9 @@ class Interpreter {
       }
       case StmtKind::kMatrixDot:
         return ExecMatrixDot(s);
+      case StmtKind::kTileConfig:
+        tile_config_ = std::make_pair(s->matrix->rows, s->matrix->cols);
+        return absl::OkStatus();
       case StmtKind::kPrefetch:  // a hint: nothing to compute, and any index is allowed
         return floats_->count(s->buffer) || ints_->count(s->buffer)
                    ? absl::OkStatus()
@@ -137,6 +146,15 @@ class Interpreter {
         return absl::InternalError("matrix_dot: " + *name + " must be a " + DTypeName(type) + " buffer");
       }
     }
+    const std::pair<int64_t, int64_t> shape(m.rows, m.cols);
+    if (m.configured && tile_config_ != shape) {
+      return absl::InternalError("matrix_dot " + std::to_string(m.rows) + "x" + std::to_string(m.cols) +
+                                 " (configured) runs on tiles " +
+                                 (tile_config_ ? "configured for " + std::to_string(tile_config_->first) + "x" +
+                                                     std::to_string(tile_config_->second)
+                                               : std::string("nothing configured")));
+    }
+    tile_config_ = shape;
     const int64_t acc = Int(s->index), a = Int(m.a_index), b = Int(m.b_index);
     for (int64_t r = 0; r < m.rows; ++r) {
       for (int64_t c = 0; c < m.cols; ++c) {
@@ -278,6 +296,8 @@ class Interpreter {
   std::map<std::string, DType> int_types_;
   std::map<std::string, int64_t> vars_;
   absl::Status error_;
+  // The shape (rows, cols) the tile registers are configured for, if any.
+  std::optional<std::pair<int64_t, int64_t>> tile_config_;
 };
 
 }  // namespace

@@ -350,6 +350,18 @@ Stmt MatrixDot(const std::string& acc, Expr acc_index, MatrixDotOperands operand
   return node;
 }
 
+Stmt TileConfig(int64_t rows, int64_t cols) {
+  TF_CHECK(rows >= 1 && rows <= 32, "TileConfig: rows ", rows, " outside 1..32");
+  TF_CHECK(cols == 16 || cols == 32, "TileConfig: cols ", cols, " is not 16 or 32");
+  MatrixDotOperands shape;
+  shape.rows = rows;
+  shape.cols = cols;
+  auto node = std::make_shared<StmtNode>();
+  node->kind = StmtKind::kTileConfig;
+  node->matrix = std::make_shared<const MatrixDotOperands>(std::move(shape));
+  return node;
+}
+
 Stmt Block(std::vector<Stmt> stmts) {
   if (stmts.size() == 1) return stmts[0];
   auto node = std::make_shared<StmtNode>();

@@ -134,7 +134,7 @@ bool IsConst(const Expr& e, int64_t* value = nullptr);
 enum class ForKind { kSerial, kParallel, kVectorized, kUnrolled };
 const char* ForKindName(ForKind kind);
 
-enum class StmtKind { kFor, kStore, kBlock, kIfThenElse, kAllocate, kPrefetch, kMatrixDot };
+enum class StmtKind { kFor, kStore, kBlock, kIfThenElse, kAllocate, kPrefetch, kMatrixDot, kTileConfig };
 
 // Where an Allocate lives: kLocal is a small constant-size tile (a stack slot that
 // codegen can promote to registers); kHeap is a large scratch buffer (e.g. a packed
@@ -152,6 +152,12 @@ using Stmt = std::shared_ptr<const StmtNode>;
 // panels of 16 columns ([groups][16][4] bytes each, b_panel_stride bytes apart: the
 // packed layout of the int8 GEMM with a 16-wide panel), `acc` int32, rows x cols,
 // dense. `accumulate`: add to acc's values, else overwrite them.
+// The tile registers must be configured for the block's shape (rows, cols) on the
+// thread that runs it: a MatrixDot does that itself (an ldtilecfg: a few hundred
+// cycles, serialising) unless `configured`, which says an earlier kTileConfig
+// statement of the same shape did, on this thread: in the same iteration of any
+// enclosing parallel loop, with no MatrixDot of another shape in between. The
+// interpreter checks that.
 struct MatrixDotOperands {
   std::string a, b;
   Expr a_index, b_index;
@@ -160,6 +166,7 @@ struct MatrixDotOperands {
   int64_t cols = 0;    // 16 or 32: one or two tiles of 16 int32 columns
   int64_t groups = 0;  // groups of four k, a positive multiple of 16 (64 bytes per tile row)
   bool accumulate = false;
+  bool configured = false;
 };
 
 struct StmtNode {
@@ -186,7 +193,8 @@ struct StmtNode {
   Stmt else_case;
   // kBlock: run in order.
   std::vector<Stmt> stmts;
-  // kMatrixDot: acc is `buffer` from `index`; the rest is here.
+  // kMatrixDot: acc is `buffer` from `index`; the rest is here. kTileConfig: the
+  // shape (rows, cols) the tiles are configured for.
   std::shared_ptr<const MatrixDotOperands> matrix;
 };
 
@@ -199,6 +207,8 @@ Stmt Allocate(const std::string& buffer, DType dtype, int64_t size, Stmt body,
               MemoryScope scope = MemoryScope::kLocal);
 // TF_CHECKs the shape limits of MatrixDotOperands.
 Stmt MatrixDot(const std::string& acc, Expr acc_index, MatrixDotOperands operands);
+// Configures the tile registers for MatrixDot blocks of rows x cols (see above).
+Stmt TileConfig(int64_t rows, int64_t cols);
 
 // A kernel argument. Arguments are global buffers of float32 or of a quantized
 // integer type (u8, s8, s32), in entry-point order.

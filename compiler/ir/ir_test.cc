@@ -100,6 +100,45 @@ TEST(IrTest, MatrixDotPrintsSubstitutesAndReads) {
   EXPECT_TRUE(ReadsBuffer(MatrixDot("acc", IntImm(0), o), "acc"));
 }
 
+// A configured MatrixDot runs on tiles a TileConfig of its shape set up on the same
+// thread: the interpreter refuses one without it, after a dot of another shape, or
+// with the configuration outside the parallel loop whose iterations run the dots.
+TEST(InterpreterTest, ConfiguredMatrixDotsNeedTheirTileConfigOnTheirThread) {
+  ir::LoweredFunc f;
+  f.name = "tiles";
+  f.params = {{"A", DType::kUInt8, {16, 64}}, {"B", DType::kInt8, {1, 16, 16, 4}}, {"C", DType::kInt32, {16, 16}, true}};
+  MatrixDotOperands o;
+  o.a = "A";
+  o.b = "B";
+  o.a_index = IntImm(0);
+  o.b_index = IntImm(0);
+  o.a_stride = 64;
+  o.rows = 16;
+  o.cols = 16;
+  o.groups = 16;
+  o.configured = true;
+  const Stmt dot = MatrixDot("C", IntImm(0), o);
+  auto run = [&](Stmt body) {
+    f.body = std::move(body);
+    ir::FloatBuffers floats;
+    ir::IntBuffers ints;
+    ints["A"] = std::vector<int64_t>(16 * 64, 1);
+    ints["B"] = std::vector<int64_t>(16 * 64, -1);
+    ints["C"] = std::vector<int64_t>(16 * 16, 0);
+    absl::Status st = ir::Interpret(f, &floats, &ints);
+    if (st.ok()) {
+      EXPECT_EQ(ints["C"][0], -64);
+    }
+    return st;
+  };
+  EXPECT_TRUE(run(Block({TileConfig(16, 16), dot, dot})).ok());
+  EXPECT_FALSE(run(dot).ok());
+  EXPECT_FALSE(run(Block({TileConfig(8, 16), dot})).ok());
+  EXPECT_TRUE(run(For("p", IntImm(2), 2, ForKind::kParallel, Block({TileConfig(16, 16), dot}))).ok());
+  absl::Status outside = run(Block({TileConfig(16, 16), For("p", IntImm(2), 2, ForKind::kParallel, dot)}));
+  EXPECT_NE(std::string(outside.message()).find("nothing configured"), std::string::npos) << outside;
+}
+
 TEST(IrTest, UnflattenIsRowMajor) {
   const std::vector<int64_t> dims = {2, 3, 4};
   std::vector<Expr> idx = Unflatten(Var("x"), dims);

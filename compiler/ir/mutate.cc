@@ -158,6 +158,8 @@ Stmt SubstituteIn(const Stmt& s, const Vars& vars) {
       m.b_index = b_index;
       return MatrixDot(s->buffer, index, std::move(m));
     }
+    case StmtKind::kTileConfig:
+      return s;
     case StmtKind::kBlock: {
       std::vector<Stmt> stmts;
       stmts.reserve(s->stmts.size());
@@ -213,6 +215,7 @@ Stmt Rewrite(const Stmt& s, const std::function<Stmt(const Stmt&)>& post) {
     case StmtKind::kStore:
     case StmtKind::kPrefetch:
     case StmtKind::kMatrixDot:
+    case StmtKind::kTileConfig:
       break;
     case StmtKind::kBlock: {
       std::vector<Stmt> stmts;
@@ -273,6 +276,8 @@ bool ReadsBuffer(const Stmt& s, const std::string& buffer) {
     case StmtKind::kStore:
       return ExprReads(s->index, buffer) || ExprReads(s->value, buffer);
     case StmtKind::kPrefetch:  // not a read of the data
+      return false;
+    case StmtKind::kTileConfig:
       return false;
     case StmtKind::kMatrixDot:
       return s->matrix->a == buffer || s->matrix->b == buffer || (s->matrix->accumulate && s->buffer == buffer) ||

@@ -99,9 +99,12 @@ void PrintStmt(std::ostream& os, const Stmt& s, int indent) {
       os << pad << "matrix_dot " << m.rows << "x" << m.cols << "x" << 4 * m.groups << " " << s->buffer << "["
          << ToString(s->index) << "] " << (m.accumulate ? "+=" : "=") << " " << m.a << "[" << ToString(m.a_index)
          << ", row stride " << m.a_stride << "] x " << m.b << "[" << ToString(m.b_index) << ", panel stride "
-         << m.b_panel_stride << "]\n";
+         << m.b_panel_stride << "]" << (m.configured ? " (configured)" : "") << "\n";
       return;
     }
+    case StmtKind::kTileConfig:
+      os << pad << "tile_config " << s->matrix->rows << "x" << s->matrix->cols << "\n";
+      return;
     case StmtKind::kBlock:
       for (const Stmt& c : s->stmts) PrintStmt(os, c, indent);
       return;
