@@ -13,11 +13,11 @@
 // Dot4 per accumulator vector, vpdpbusd where the target has it.
 //
 // Entry point buffers: A, B, [bias s32 [N]], [scale f32 [1] or [N]], B.packed
-// (internal), B.colsum (internal, s32 [N]), C. The prepack entry (once per set of
+// (internal), B.offset (internal, s32 [N]), C. The prepack entry (once per set of
 // weights, untimed) packs B into panels of the register tile's width, [N / panel]
-// [K / 4][panel][4] (one 32-bit word per column and group of four k), and sums each
-// column of B for the zero-point correction, which the write-back applies: acc -
-// a_zero * colsum[j]. The inner loop stays pure Dot4.
+// [K / 4][panel][4] (one 32-bit word per column and group of four k), and folds the
+// zero-point correction and the bias into one offset per column, bias[j] - a_zero *
+// (sum of column j of B), which the write-back adds. The inner loop stays pure Dot4.
 #pragma once
 
 #include <cstdint>
