@@ -254,12 +254,6 @@ absl::StatusOr<int> SubmitDetached(const Flags& flags, const v1::JobSpec& spec_f
     spec.set_task(tasks[0].task_text);
   }
   if (spec.tasks_size() > 0 || model) spec.set_round_trials(static_cast<int>(round_trials));
-  if (model) {
-    // As attached: early stop after --flat-rounds (default 3) and --scheduler.
-    ASSIGN_OR_RETURN(int64_t flat_rounds, flags.GetInt("flat-rounds", 3, 0, JobManager::kMaxFlatRounds));
-    spec.set_flat_rounds(static_cast<int>(flat_rounds));
-    spec.set_scheduler(flags.Get("scheduler", "gradient"));
-  }
   ASSIGN_OR_RETURN(const std::string job_id, client->Submit(spec));
   if (json) {
     std::printf("%s\n", nlohmann::json{{"job_id", job_id}}.dump().c_str());
@@ -320,7 +314,11 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     return absl::InvalidArgumentError("--scheduler must be gradient or round-robin, got '" + scheduler_name + "'");
   if (flags.Has("scheduler") && !model) return absl::InvalidArgumentError("--scheduler is for --model");
   // Everything of the jobs' spec but the task, trials, seed, device and target.
-  ASSIGN_OR_RETURN(const v1::JobSpec spec_flags, JobSpecFromFlags(flags));
+  ASSIGN_OR_RETURN(v1::JobSpec spec_flags, JobSpecFromFlags(flags));
+  if (model) {  // a model job, attached or detached: early stop and the task scheduler
+    spec_flags.set_flat_rounds(static_cast<int>(flat_rounds));
+    spec_flags.set_scheduler(scheduler_name);
+  }
   ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 1, 0, INT64_MAX));
   bool json = flags.Has("json");
   bool verbose = flags.Has("verbose");
@@ -413,8 +411,6 @@ absl::StatusOr<int> TuneCommand(const std::vector<std::string>& args) {
     RETURN_IF_ERROR(AttachModel(flags, *model, client.get(), &spec, json));
     spec.set_trials(static_cast<int>(trials));
     spec.set_round_trials(static_cast<int>(round_trials));
-    spec.set_flat_rounds(static_cast<int>(flat_rounds));
-    spec.set_scheduler(scheduler_name);
     spec.set_seed(static_cast<uint64_t>(seed));
     ModelJobPrinter printer(*model, flags.Get("model"), json);
     ASSIGN_OR_RETURN(v1::JobStatus last,

@@ -80,8 +80,6 @@ absl::StatusOr<LeftoverTime> MeasureLeftovers(const graph::Graph& graph, int thr
   const std::vector<std::string> sources = exec->steps();
   LeftoverTime out;
   out.threads = threads;
-  out.steps = static_cast<int>(sources.size());
-  for (const std::string& s : sources) out.leftover_steps += !IsTaskStep(s);
   // Median of per-run sums, at least 5 runs and about half a second.
   std::vector<double> leftover_ms, total_ms;
   for (auto start = std::chrono::steady_clock::now();

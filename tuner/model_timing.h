@@ -42,7 +42,6 @@ graph::ScheduleFn BestRecordSchedule(Database* db, const Target* target);
 struct LeftoverTime {
   double leftover_seconds = 0;  // steps that are not a task's kernel
   double untuned_seconds = 0;   // the whole model, default schedules
-  int steps = 0, leftover_steps = 0;
   int threads = 0;
 };
 absl::StatusOr<LeftoverTime> MeasureLeftovers(const graph::Graph& graph, int threads);
