@@ -67,7 +67,7 @@ void PrintStatus(const v1::JobStatus& s) {
       std::printf("%3d  %-48s %6g %6d %6d %12s %8s %6s%s%s\n", i + 1, t.task().c_str(), t.weight(), t.trials(),
                   t.rounds(), has ? FormatLatency(t.best().seconds()).c_str() : "-",
                   has ? absl::StrFormat("%.1f", t.best().gflops()).c_str() : "-",
-                  absl::StrFormat("%.2fx", t.in_run_factor() > 0 ? t.in_run_factor() : 1.0).c_str(),
+                  absl::StrFormat("%.2fx", InRunFactor(t)).c_str(),
                   t.flat() ? "  flat" : "", t.error().empty() ? "" : ("  last round failed: " + t.error()).c_str());
     }
     const v1::ModelTiming& m = s.model_timing();

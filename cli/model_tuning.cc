@@ -88,7 +88,7 @@ nlohmann::json SecondsOrNull(double s) { return s > 0 && std::isfinite(s) ? nloh
 
 std::vector<double> Factors(const v1::JobStatus& s) {
   std::vector<double> out;
-  for (const v1::TaskProgress& t : s.tasks()) out.push_back(t.in_run_factor() > 0 ? t.in_run_factor() : 1.0);
+  for (const v1::TaskProgress& t : s.tasks()) out.push_back(InRunFactor(t));
   return out;
 }
 
@@ -144,7 +144,7 @@ std::vector<std::string> ModelJobPrinter::TableLines(const v1::JobStatus& s) con
     const v1::TaskProgress& t = s.tasks(i);
     const double b = t.best().seconds();
     const bool has = b > 0;
-    const double factor = t.in_run_factor() > 0 ? t.in_run_factor() : 1.0;
+    const double factor = InRunFactor(t);
     const double flops = Flops(model_, t.task());
     std::snprintf(buf, sizeof buf, "%3d  %-48s %6g %7d %10s %8s %6s %6s%s", i + 1, Shorten(t.task(), 48).c_str(),
                   t.weight(), t.trials(), has ? FormatSeconds(b).c_str() : "-",
@@ -256,7 +256,7 @@ void ModelJobPrinter::Finish(const v1::JobStatus& last) {
                           {"new_trials", t.new_trials()},
                           {"rounds", t.rounds()},
                           {"flat", t.flat()},
-                          {"in_run_factor", t.in_run_factor() > 0 ? t.in_run_factor() : 1.0}};
+                          {"in_run_factor", InRunFactor(t)}};
       if (t.best().seconds() > 0) {
         j["best_seconds"] = t.best().seconds();
         j["config"] = BestJson(t.best())["config"];

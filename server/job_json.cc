@@ -3,6 +3,8 @@
 
 namespace tuneforge {
 
+double InRunFactor(const v1::TaskProgress& t) { return t.in_run_factor() > 0 ? t.in_run_factor() : 1.0; }
+
 nlohmann::json BestJson(const v1::BestResult& b) {
   nlohmann::json config = nlohmann::json::parse(b.config_json(), nullptr, false);
   if (config.is_discarded()) config = b.config_json();  // never "<discarded>" in the output
@@ -27,7 +29,7 @@ nlohmann::json JobStatusJson(const v1::JobStatus& s) {
     for (const v1::TaskProgress& t : s.tasks()) {
       nlohmann::json j = {{"task", t.task()},   {"weight", t.weight()}, {"trials", t.trials()},
                           {"rounds", t.rounds()}, {"flat", t.flat()},     {"error", t.error()},
-                          {"in_run_factor", t.in_run_factor() > 0 ? t.in_run_factor() : 1.0}};
+                          {"in_run_factor", InRunFactor(t)}};
       if (t.best().seconds() > 0) j["best"] = BestJson(t.best());
       tasks.push_back(j);
     }

@@ -6,6 +6,10 @@
 
 namespace tuneforge {
 
+// A task's in-run factor (its kernel's time in the model over its time alone), 1
+// until the server has measured one (servers before in-run factors send 0).
+double InRunFactor(const v1::TaskProgress& t);
+
 // {"config": {...}, "gflops", "seconds", "record_id"}.
 nlohmann::json BestJson(const v1::BestResult& b);
 
