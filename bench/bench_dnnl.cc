@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -99,18 +100,32 @@ absl::StatusOr<std::unique_ptr<DnnlConv>> MakeDnnlConv(const TuningTask& task, c
   }
 }
 
+namespace {
+
+// A matmul primitive with its memories, and the call that runs it on `threads`.
+struct MatmulState {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  dnnl::matmul matmul;
+  memory src, wei, dst;
+};
+
+std::function<void()> RunMatmul(std::shared_ptr<MatmulState> st, int threads) {
+  return [st = std::move(st), threads] {
+    omp_set_num_threads(threads);
+    st->matmul.execute(st->stream, {{DNNL_ARG_SRC, st->src}, {DNNL_ARG_WEIGHTS, st->wei}, {DNNL_ARG_DST, st->dst}});
+    st->stream.wait();
+  };
+}
+
+}  // namespace
+
 absl::StatusOr<std::function<void()>> MakeDnnlMatmul(int64_t batch, int64_t m, int64_t n, int64_t k,
                                                      const float* a, const float* b, float* c, int threads,
                                                      std::string* impl) {
   omp_set_num_threads(threads);
   try {
-    struct State {
-      dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-      dnnl::stream stream{engine};
-      dnnl::matmul matmul;
-      memory src, wei, dst;
-    };
-    auto st = std::make_shared<State>();
+    auto st = std::make_shared<MatmulState>();
     const bool batched = batch > 0;
     auto dims = [&](memory::dim rows, memory::dim cols) {
       return batched ? memory::dims{batch, rows, cols} : memory::dims{rows, cols};
@@ -125,11 +140,7 @@ absl::StatusOr<std::function<void()>> MakeDnnlMatmul(int64_t batch, int64_t m, i
     st->src = memory(a_md, st->engine, const_cast<float*>(a));
     st->wei = memory(b_md, st->engine, const_cast<float*>(b));
     st->dst = memory(c_md, st->engine, c);
-    return std::function<void()>([st, threads] {
-      omp_set_num_threads(threads);
-      st->matmul.execute(st->stream, {{DNNL_ARG_SRC, st->src}, {DNNL_ARG_WEIGHTS, st->wei}, {DNNL_ARG_DST, st->dst}});
-      st->stream.wait();
-    });
+    return RunMatmul(std::move(st), threads);
   } catch (const std::exception& e) {  // dnnl::error
     return absl::InternalError(std::string("oneDNN matmul: ") + e.what());
   }
@@ -143,13 +154,7 @@ absl::StatusOr<std::function<void()>> MakeDnnlQuantizedMatmul(const TuningTask& 
   }
   omp_set_num_threads(threads);
   try {
-    struct State {
-      dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-      dnnl::stream stream{engine};
-      dnnl::matmul matmul;
-      memory src, wei, dst;
-    };
-    auto st = std::make_shared<State>();
+    auto st = std::make_shared<MatmulState>();
     const memory::dim m = task.Param("M"), n = task.Param("N"), k = task.Param("K");
     const std::string out = task.QuantizedOutput();
     const dt dst_type = out == "s32" ? dt::s32 : out == "f32" ? dt::f32 : dt::u8;
@@ -174,11 +179,7 @@ absl::StatusOr<std::function<void()>> MakeDnnlQuantizedMatmul(const TuningTask& 
     st->wei = memory(pd.weights_desc(), st->engine);
     dnnl::reorder(user_wei, st->wei).execute(st->stream, user_wei, st->wei);
     st->stream.wait();
-    return std::function<void()>([st, threads] {
-      omp_set_num_threads(threads);
-      st->matmul.execute(st->stream, {{DNNL_ARG_SRC, st->src}, {DNNL_ARG_WEIGHTS, st->wei}, {DNNL_ARG_DST, st->dst}});
-      st->stream.wait();
-    });
+    return RunMatmul(std::move(st), threads);
   } catch (const std::exception& e) {  // dnnl::error
     return absl::InternalError(std::string("oneDNN int8 matmul: ") + e.what());
   }

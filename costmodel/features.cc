@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -175,6 +176,21 @@ void CollectValue(const Expr& e, const WalkState& st, StoreSite* site) {
   for (const Expr& op : e->operands) CollectValue(op, st, site);
 }
 
+// Counts a store site that runs `per_trip` times per trip of its enclosing loops; a
+// new StoreSite (its loops and trips filled in) when it dominates the ones so far
+// (the most trips; the first site always).
+std::optional<StoreSite> CountSite(WalkState* st, double per_trip) {
+  double trips = per_trip;
+  for (const Loop& l : st->loops) trips *= static_cast<double>(l.extent);
+  ++st->num_sites;
+  st->total_trips += trips;
+  if (st->num_sites > 1 && trips <= st->dominant.trips) return std::nullopt;
+  StoreSite site;
+  site.loops = st->loops;
+  site.trips = trips;
+  return site;
+}
+
 void Walk(const Stmt& s, WalkState* st) {
   if (!s) return;
   switch (s->kind) {
@@ -184,14 +200,9 @@ void Walk(const Stmt& s, WalkState* st) {
       st->loops.pop_back();
       return;
     case StmtKind::kStore: {
-      double trips = 1;
-      for (const Loop& l : st->loops) trips *= static_cast<double>(l.extent);
-      ++st->num_sites;
-      st->total_trips += trips;
-      if (st->num_sites > 1 && trips <= st->dominant.trips) return;
-      StoreSite site;
-      site.loops = st->loops;
-      site.trips = trips;
+      std::optional<StoreSite> dominant = CountSite(st, 1);
+      if (!dominant) return;
+      StoreSite& site = *dominant;
       Access target{s->buffer, ToAffine(s->index), false, 1, {}, kElemBytes, 1};
       FillBuffer(*st, &target);
       site.accesses.push_back(std::move(target));
@@ -207,14 +218,9 @@ void Walk(const Stmt& s, WalkState* st) {
       // A store site of rows x cols accumulators, each 4 * groups multiply-adds: the
       // accumulator tile written, A's rows and B's panels read a 4-byte word per group.
       const ir::MatrixDotOperands& m = *s->matrix;
-      double trips = static_cast<double>(m.rows * m.cols * m.groups);
-      for (const Loop& l : st->loops) trips *= static_cast<double>(l.extent);
-      ++st->num_sites;
-      st->total_trips += trips;
-      if (st->num_sites > 1 && trips <= st->dominant.trips) return;
-      StoreSite site;
-      site.loops = st->loops;
-      site.trips = trips;
+      std::optional<StoreSite> dominant = CountSite(st, static_cast<double>(m.rows * m.cols * m.groups));
+      if (!dominant) return;
+      StoreSite& site = *dominant;
       site.float_ops = 8;
       for (const auto& [name, index] : {std::pair<std::string, Expr>{s->buffer, s->index}, {m.a, m.a_index},
                                         {m.b, m.b_index}}) {

@@ -105,12 +105,10 @@ std::vector<HostBuffer> MakeTypedInputs(const TuningTask& task, uint64_t seed) {
 
 std::vector<std::vector<float>> MakeInputs(const TuningTask& task, uint64_t seed) {
   std::vector<std::vector<float>> inputs;
-  const std::vector<InputSpec> specs = InputSpecs(task);
-  for (size_t i = 0; i < specs.size(); ++i) {
-    TF_CHECK(specs[i].fill.type == runtime::ElementType::kFloat32, "MakeInputs: ", task.CanonicalText(),
+  for (const HostBuffer& b : MakeTypedInputs(task, seed)) {
+    TF_CHECK(b.type() == runtime::ElementType::kFloat32, "MakeInputs: ", task.CanonicalText(),
              " has non-float inputs (MakeTypedInputs)");
-    inputs.emplace_back(specs[i].elements);
-    runtime::FillBuffer(seed, static_cast<int>(i), specs[i].fill, inputs.back().data(), specs[i].elements);
+    inputs.emplace_back(b.As<float>(), b.As<float>() + b.elements());
   }
   return inputs;
 }

@@ -2,8 +2,8 @@
 #include "compiler/templates/quantized_matmul.h"
 
 #include <algorithm>
-#include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -188,8 +188,9 @@ absl::StatusOr<LoweredFunc> QuantizedMatmulAmxKernel(const QuantizedMatmulShape&
   func.params = {BufferParam{"A", DType::kUInt8, {m, k}, false}, BufferParam{"B", DType::kInt8, {k, n}, false}};
   for (BufferParam& p : ParamsAfterB(shape, 16)) func.params.push_back(std::move(p));
   const int64_t panel_bytes = k * 16;
-  // One block's sums: rows x cols outputs from (row0, col0) into acc[slot...].
-  auto dot = [&](const Expr& row0, const Expr& col0, int64_t rows, int64_t cols, bool configured, Expr slot) {
+  // One block: the sums of rows x cols outputs from (row0, col0) in the local
+  // accumulator tile, then their write-back row by row, 16 columns a vector.
+  auto block = [&](const Expr& row0, const Expr& col0, int64_t rows, int64_t cols, bool configured) {
     MatrixDotOperands o;
     o.configured = configured;
     o.a = "A";
@@ -201,71 +202,57 @@ absl::StatusOr<LoweredFunc> QuantizedMatmulAmxKernel(const QuantizedMatmulShape&
     o.rows = rows;
     o.cols = cols;
     o.groups = k / 4;
-    return MatrixDot("acc", std::move(slot), o);
-  };
-  // Its write-back, row by row, 16 columns a vector.
-  auto write = [&](const Expr& row0, const Expr& col0, int64_t rows, int64_t cols, const Expr& slot) {
     Expr r = Var("w.r"), c = Var("w.c");
     Expr j = Add(col0, c);
     Stmt store = Store("C", Add(Mul(Add(row0, r), IntImm(n)), j),
-                       WriteBack(shape, Load("acc", DType::kInt32, Add(slot, Add(Mul(r, IntImm(cols)), c))), j));
-    return For("w.r", IntImm(rows), rows, ForKind::kSerial, For("w.c", IntImm(cols), cols, ForKind::kVectorized, store));
+                       WriteBack(shape, Load("acc", DType::kInt32, Add(Mul(r, IntImm(cols)), c)), j));
+    Stmt write =
+        For("w.r", IntImm(rows), rows, ForKind::kSerial, For("w.c", IntImm(cols), cols, ForKind::kVectorized, store));
+    return Block({MatrixDot("acc", IntImm(0), o), write});
   };
-  // A run of `count` full blocks along `var` (their origin a function of it) on one
-  // tile configuration, loaded once (ldtilecfg serialises the tile unit: once per
-  // block cost 12 % on BERT's 128 x 768 x 768). (Issuing the next block's tile work
+  // The outer loop walks blocks along one dimension (rows for ij, columns for ji), the
+  // inner loop along the other; a dimension's last block may be partial.
+  struct Axis {
+    std::string var;
+    int64_t block, size;
+  };
+  const Axis rows{"ib", block_rows, m}, cols{"jb", block_cols, n};
+  const Axis& outer = rows_outer ? rows : cols;
+  const Axis& inner = rows_outer ? cols : rows;
+  // (outer, inner) -> (rows, columns).
+  auto oriented = [&](auto outer_value, auto inner_value) {
+    return rows_outer ? std::make_pair(outer_value, inner_value) : std::make_pair(inner_value, outer_value);
+  };
+  const Expr outer0 = Mul(Var(outer.var), IntImm(outer.block));
+  // The blocks of one outer step, `extent` long in the outer dimension: the inner
+  // loop's full blocks on one tile configuration, loaded once (ldtilecfg serialises
+  // the tile unit: once per block cost 12 % on BERT's 128 x 768 x 768), and a last,
+  // partial block that configures its own tiles. (Issuing the next block's tile work
   // before this block's write-back, two accumulator slots, gained nothing here: 0.80
   // against 0.82 of oneDNN.)
-  auto run = [&](const std::string& var, int64_t count, int64_t rows, int64_t cols,
-                 const std::function<std::pair<Expr, Expr>(const Expr&)>& origin) {
-    auto [row0, col0] = origin(Var(var));
-    Stmt blocks = For(var, IntImm(count), count, ForKind::kSerial,
-                      Block({dot(row0, col0, rows, cols, true, IntImm(0)), write(row0, col0, rows, cols, IntImm(0))}));
-    return Allocate("acc", DType::kInt32, rows * cols, Block({TileConfig(rows, cols), blocks}));
+  auto step = [&](int64_t extent) {
+    std::vector<Stmt> stmts;
+    const int64_t full = inner.size / inner.block, tail = inner.size % inner.block;
+    if (full > 0) {
+      const auto [r, c] = oriented(extent, inner.block);
+      const auto [row0, col0] = oriented(outer0, Mul(Var(inner.var), IntImm(inner.block)));
+      stmts.push_back(Allocate("acc", DType::kInt32, r * c,
+                               Block({TileConfig(r, c), For(inner.var, IntImm(full), full, ForKind::kSerial,
+                                                            block(row0, col0, r, c, true))})));
+    }
+    if (tail != 0) {
+      const auto [r, c] = oriented(extent, tail);
+      const auto [row0, col0] = oriented(outer0, IntImm(full * inner.block));
+      stmts.push_back(Allocate("acc", DType::kInt32, r * c, block(row0, col0, r, c, false)));
+    }
+    return Block(stmts);
   };
-  // A last, partial block (M or N not a multiple of the block) configures its own tiles.
-  auto single = [&](const Expr& row0, const Expr& col0, int64_t rows, int64_t cols) {
-    return Allocate("acc", DType::kInt32, rows * cols,
-                    Block({dot(row0, col0, rows, cols, false, IntImm(0)), write(row0, col0, rows, cols, IntImm(0))}));
-  };
-  const int64_t row_blocks = (m + block_rows - 1) / block_rows, col_blocks = (n + block_cols - 1) / block_cols;
-  const int64_t tail_rows = m % block_rows, tail_cols = n % block_cols;
-  const ForKind outer_kind = parallel ? ForKind::kParallel : ForKind::kSerial;
-  Expr ib = Var("ib"), jb = Var("jb");
-  Stmt body;
-  if (rows_outer) {
-    Expr row0 = Mul(ib, IntImm(block_rows));
-    auto row_of_blocks = [&](int64_t rows) {
-      std::vector<Stmt> stmts;
-      const int64_t full = n / block_cols;
-      if (full > 0) {
-        stmts.push_back(run("jb", full, rows, block_cols, [&](const Expr& t) {
-          return std::make_pair(row0, Mul(t, IntImm(block_cols)));
-        }));
-      }
-      if (tail_cols != 0) stmts.push_back(single(row0, IntImm(full * block_cols), rows, tail_cols));
-      return Block(stmts);
-    };
-    body = row_of_blocks(block_rows);
-    if (tail_rows != 0) body = IfThenElse(LT(ib, IntImm(row_blocks - 1)), body, row_of_blocks(tail_rows));
-    body = For("ib", IntImm(row_blocks), row_blocks, outer_kind, body);
-  } else {
-    Expr col0 = Mul(jb, IntImm(block_cols));
-    auto column_of_blocks = [&](int64_t cols) {
-      std::vector<Stmt> stmts;
-      const int64_t full = m / block_rows;
-      if (full > 0) {
-        stmts.push_back(run("ib", full, block_rows, cols, [&](const Expr& t) {
-          return std::make_pair(Mul(t, IntImm(block_rows)), col0);
-        }));
-      }
-      if (tail_rows != 0) stmts.push_back(single(IntImm(full * block_rows), col0, tail_rows, cols));
-      return Block(stmts);
-    };
-    body = column_of_blocks(block_cols);
-    if (tail_cols != 0) body = IfThenElse(LT(jb, IntImm(col_blocks - 1)), body, column_of_blocks(tail_cols));
-    body = For("jb", IntImm(col_blocks), col_blocks, outer_kind, body);
+  const int64_t outer_blocks = (outer.size + outer.block - 1) / outer.block;
+  Stmt body = step(outer.block);
+  if (outer.size % outer.block != 0) {
+    body = IfThenElse(LT(Var(outer.var), IntImm(outer_blocks - 1)), body, step(outer.size % outer.block));
   }
+  body = For(outer.var, IntImm(outer_blocks), outer_blocks, parallel ? ForKind::kParallel : ForKind::kSerial, body);
   func.body = body;
   func.prepack = Prepack(shape, 16);
   return func;
