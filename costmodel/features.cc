@@ -218,7 +218,7 @@ void Walk(const Stmt& s, WalkState* st) {
       // A store site of rows x cols accumulators, each 4 * groups multiply-adds: the
       // accumulator tile written, A's rows and B's panels read a 4-byte word per group.
       const ir::MatrixDotOperands& m = *s->matrix;
-      std::optional<StoreSite> dominant = CountSite(st, static_cast<double>(m.rows * m.cols * m.groups));
+      std::optional<StoreSite> dominant = CountSite(st, static_cast<double>(m.rows * m.cols * m.groups * m.segments));
       if (!dominant) return;
       StoreSite& site = *dominant;
       site.float_ops = 8;

@@ -203,7 +203,9 @@ TEST(FeaturesTest, QuantizedGemmCountsItsDotProducts) {
                        {"tile_i_blocks", 2}, {"tile_j_blocks", 1}, {"tile_k", 16},
                        {"unroll_k", 4},      {"loop_order", "ijk"}, {"parallel", 0},
                        {"accumulate", "registers"}};
-  absl::StatusOr<ir::LoweredFunc> int8 = QuantizedMatmulKernel({64, 64, 256, 128}, Config(knobs), fx.target, "q");
+  QuantizedMatmulShape shape;
+  shape.m = 64, shape.n = 64, shape.k = 256, shape.a_zero = 128;
+  absl::StatusOr<ir::LoweredFunc> int8 = QuantizedMatmulKernel(shape, Config(knobs), fx.target, "q");
   ASSERT_TRUE(int8.ok()) << int8.status();
   knobs["pack_b"] = 1;
   absl::StatusOr<ir::LoweredFunc> fp32 = fx.tmpl->Instantiate(fx.task, fx.target, Config(knobs));

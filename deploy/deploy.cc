@@ -107,19 +107,26 @@ std::string OpDoc(const TuningTask& task) {
            "// * F[C][R][S]; float32, NCHW. The blocked layouts the kernel computes in are made\n"
            "// (and the output unblocked) inside every call, in scratch buffers";
   }
-  if (op == "qmatmul") {
+  if (op == "qmatmul" || op == "qconv2d") {
+    const bool conv = op == "qconv2d";
+    const std::string zero = std::to_string(task.Param("a_zero"));
+    std::string doc =
+        conv ? "acc[N][K][OH][OW] = sum over c, r, s of (I[N][C][H][W] - " + zero +
+                   ") * F[K][C][R][S]" + (task.Param("bias") ? " + bias[K]" : "") +
+                   "\n// in int32 (padded by pad with " + zero + ", stride); I uint8 NCHW, F int8 OIHW.\n// O = "
+             : "acc[M][N] = sum over k of (A[M][K] - " + zero + ") * B[K][N]" +
+                   (task.Param("bias") ? " + bias[N]" : "") + " in int32; A uint8, B int8, row-major.\n// C = ";
+    const std::string scale = task.Param("per_channel") ? (conv ? "scale[k]" : "scale[N]") : "scale[0]";
     const std::string out = task.QuantizedOutput();
-    std::string doc = "acc[M][N] = sum over k of (A[M][K] - " + std::to_string(task.Param("a_zero")) +
-                      ") * B[K][N]" + (task.Param("bias") ? " + bias[N]" : "") +
-                      " in int32; A uint8, B int8, row-major.\n// C = ";
-    const std::string scale = task.Param("per_channel") ? "scale[N]" : "scale[0]";
     if (out == "s32") doc += "acc (int32)";
     if (out == "f32") doc += "float(acc) * " + scale + " (float32)";
     if (out == "u8") {
       doc += "uint8(round_half_even(float(acc) * " + scale + ") + " + std::to_string(task.Param("out_zero")) +
              ", saturated)";
     }
-    return doc + ". B is packed (and its column sums taken)\n// inside every call, in scratch buffers";
+    return doc + (conv ? ". The NHWC layouts the kernel computes in are made (and the\n"
+                         "// output unblocked) inside every call, in scratch buffers"
+                       : ". B is packed (and its column sums taken)\n// inside every call, in scratch buffers");
   }
   return op;
 }

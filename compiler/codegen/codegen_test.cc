@@ -870,6 +870,55 @@ TEST(CodegenTest, MatrixDotRunsOnAmxAndMatchesTheInterpreter) {
   EXPECT_NE(std::string(refused.status().message()).find("matrix_dot needs AMX"), std::string::npos);
 }
 
+// A segmented MatrixDot as a convolution uses it: 20 rows two bytes apart (they
+// overlap), each reading 3 segments of 64 bytes 160 bytes apart, B's 48 groups
+// contiguous across the segments. The interpreter equals the formula written out;
+// on an AMX host the built kernel equals the interpreter.
+TEST(CodegenTest, SegmentedMatrixDotReadsEachSegmentFromItsOwnRow) {
+  const int64_t rows = 20, segments = 3, a_bytes = 2 * rows + 2 * 160 + 64, panel = segments * 16 * 64;
+  ir::LoweredFunc f;
+  f.name = "amx_segments";
+  f.params = {{"A", DType::kUInt8, {a_bytes}}, {"B", DType::kInt8, {2 * panel}}, {"C", DType::kInt32, {rows * 32}, true}};
+  ir::MatrixDotOperands o;
+  o.a = "A";
+  o.b = "B";
+  o.a_index = IntImm(0);
+  o.b_index = IntImm(0);
+  o.a_stride = 2;
+  o.b_panel_stride = panel;
+  o.rows = rows;
+  o.cols = 32;
+  o.groups = 16;
+  o.segments = segments;
+  o.a_segment_stride = 160;
+  Expr r = Var("r"), c = Var("c");
+  f.body = ir::Allocate("acc", DType::kInt32, rows * 32,
+                        Block({ir::MatrixDot("acc", IntImm(0), o),
+                               Loop("r", rows, ForKind::kSerial,
+                                    Loop("c", 32, ForKind::kVectorized,
+                                         Store("C", Add(Mul(r, IntImm(32)), c),
+                                               ir::Load("acc", DType::kInt32, Add(Mul(r, IntImm(32)), c)))))}));
+  ir::FloatBuffers floats;
+  ir::IntBuffers ints;
+  for (int64_t i = 0; i < a_bytes; ++i) ints["A"].push_back((i * 37 + 11) % 256);
+  for (int64_t i = 0; i < 2 * panel; ++i) ints["B"].push_back((i * 53 + 5) % 256 - 128);
+  ints["C"] = std::vector<int64_t>(rows * 32, 0);
+  ASSERT_TRUE(ir::Interpret(f, &floats, &ints).ok()) << ir::Interpret(f, &floats, &ints);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < 32; ++j) {
+      int64_t sum = 0;
+      for (int64_t e = 0; e < segments; ++e) {
+        for (int64_t x = 0; x < 64; ++x) {
+          sum += ints["A"][e * 160 + i * 2 + x] * ints["B"][(j / 16) * panel + (e * 16 + x / 4) * 64 + (j % 16) * 4 + x % 4];
+        }
+      }
+      ASSERT_EQ(ints["C"][i * 32 + j], sum) << i << "," << j;
+    }
+  }
+  Target host = TestTarget(1);
+  if (host.HasFeature("amx-int8") && host.HasFeature("amx-tile")) ExpectKernelMatchesInterpreter(f, host);
+}
+
 // vpdpbusd is emitted exactly where the target has it, and a target without it builds
 // (the intrinsic there would abort LLVM's backend) with the exact path instead.
 TEST(CodegenTest, DotProductInstructionFollowsTheTargetFeatures) {

@@ -706,7 +706,8 @@ void ModuleEmitter::EmitAmxPermission() {
 // c, each up to 16 rows x 16 int32), A's row tiles 4-5 (rows x 64 bytes), B's panels 6-7
 // (16 groups x 64 bytes). The statement loads its own tile configuration (the tile
 // state belongs to the thread: each parallel worker configures its own) and walks the
-// reduction 64 bytes of k at a time: 2 + 2 tile loads and up to 4 tdpbusd per step.
+// reduction 64 bytes of k at a time, over all segments in one loop: 2 + 2 tile loads
+// and up to 4 tdpbusd per step.
 void ModuleEmitter::EmitMatrixDot(const ir::Stmt& s) {
   const ir::MatrixDotOperands& m = *s->matrix;
   if (!dot_.amx) {
@@ -753,8 +754,15 @@ void ModuleEmitter::EmitMatrixDot(const ir::Stmt& s) {
   b_.SetInsertPoint(loop);
   llvm::PHINode* step = b_.CreatePHI(i64_, 2, "amx.step");
   step->addIncoming(b_.getInt64(0), preheader);
+  // Step `step` reads A's 64 bytes at segment step / per_segment, column step % per_segment.
+  const int64_t per_segment = m.groups / 16;
+  llvm::Value* a_step = b_.CreateMul(step, b_.getInt64(64));
+  if (m.segments > 1) {
+    a_step = b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(step, b_.getInt64(per_segment)), b_.getInt64(m.a_segment_stride)),
+                          b_.CreateMul(b_.CreateURem(step, b_.getInt64(per_segment)), b_.getInt64(64)));
+  }
   for (int64_t r = 0; r < row_tiles; ++r) {
-    llvm::Value* offset = b_.CreateAdd(b_.getInt64(r * 16 * m.a_stride), b_.CreateMul(step, b_.getInt64(64)));
+    llvm::Value* offset = b_.CreateAdd(b_.getInt64(r * 16 * m.a_stride), a_step);
     b_.CreateIntrinsic(llvm::Intrinsic::x86_tileloadd64, {},
                        {b_.getInt8(4 + r), b_.CreateInBoundsGEP(i8_, a_ptr, offset), b_.getInt64(m.a_stride)});
   }
@@ -771,7 +779,7 @@ void ModuleEmitter::EmitMatrixDot(const ir::Stmt& s) {
   }
   llvm::Value* next = b_.CreateAdd(step, b_.getInt64(1), "amx.step.next", /*HasNUW=*/true, /*HasNSW=*/true);
   step->addIncoming(next, b_.GetInsertBlock());
-  b_.CreateCondBr(b_.CreateICmpSLT(next, b_.getInt64(m.groups / 16)), loop, exit);
+  b_.CreateCondBr(b_.CreateICmpSLT(next, b_.getInt64(m.segments * per_segment)), loop, exit);
   b_.SetInsertPoint(exit);
   for (int64_t r = 0; r < row_tiles; ++r) {
     for (int64_t c = 0; c < col_tiles; ++c) {

@@ -159,10 +159,12 @@ class Interpreter {
     for (int64_t r = 0; r < m.rows; ++r) {
       for (int64_t c = 0; c < m.cols; ++c) {
         int64_t sum = m.accumulate ? ReadInt(s->buffer, acc + r * m.cols + c) : 0;
-        for (int64_t x = 0; x < 4 * m.groups; ++x) {
-          const int64_t g = x / 4, t = x % 4;
-          sum += ReadInt(m.a, a + r * m.a_stride + x) *
-                 ReadInt(m.b, b + (c / 16) * m.b_panel_stride + 64 * g + 4 * (c % 16) + t);
+        for (int64_t e = 0; e < m.segments; ++e) {
+          for (int64_t x = 0; x < 4 * m.groups; ++x) {
+            const int64_t g = e * m.groups + x / 4, t = x % 4;
+            sum += ReadInt(m.a, a + e * m.a_segment_stride + r * m.a_stride + x) *
+                   ReadInt(m.b, b + (c / 16) * m.b_panel_stride + 64 * g + 4 * (c % 16) + t);
+          }
         }
         RETURN_IF_ERROR(error_);
         if (sum < std::numeric_limits<int32_t>::min() || sum > std::numeric_limits<int32_t>::max()) {

@@ -338,8 +338,10 @@ Stmt MatrixDot(const std::string& acc, Expr acc_index, MatrixDotOperands operand
   TF_CHECK(m.rows >= 1 && m.rows <= 32, "MatrixDot: rows ", m.rows, " outside 1..32");
   TF_CHECK(m.cols == 16 || m.cols == 32, "MatrixDot: cols ", m.cols, " is not 16 or 32");
   TF_CHECK(m.groups > 0 && m.groups % 16 == 0, "MatrixDot: groups ", m.groups, " is not a positive multiple of 16");
-  TF_CHECK(m.a_stride >= 4 * m.groups, "MatrixDot: a_stride ", m.a_stride, " is shorter than a row");
-  TF_CHECK(m.cols == 16 || m.b_panel_stride >= 64 * m.groups, "MatrixDot: b_panel_stride ", m.b_panel_stride,
+  TF_CHECK(m.a_stride > 0, "MatrixDot: a_stride ", m.a_stride, " is not positive");
+  TF_CHECK(m.segments >= 1, "MatrixDot: segments ", m.segments, " is not positive");
+  TF_CHECK(m.cols == 16 || m.b_panel_stride >= 64 * m.groups * m.segments, "MatrixDot: b_panel_stride ",
+           m.b_panel_stride,
            " is shorter than a panel");
   TF_CHECK(m.a_index && m.b_index && acc_index, "MatrixDot: missing index");
   auto node = std::make_shared<StmtNode>();

@@ -146,12 +146,17 @@ using Stmt = std::shared_ptr<const StmtNode>;
 
 // The operands of a kMatrixDot statement: a block of uint8 x int8 products summed in
 // int32 by the CPU's matrix unit (x86 AMX: tdpbusd on tile registers),
-//   acc[acc_index + r*cols + c] (+)= sum over g < groups, t < 4 of
-//     a[a_index + r*a_stride + 4g + t] * b[b_index + (c/16)*b_panel_stride + 64g + 4(c%16) + t]
-// for r < rows and c < cols: `a` uint8 with rows a_stride bytes apart, `b` int8 in
-// panels of 16 columns ([groups][16][4] bytes each, b_panel_stride bytes apart: the
+//   acc[acc_index + r*cols + c] (+)= sum over e < segments, g < groups, t < 4 of
+//     a[a_index + e*a_segment_stride + r*a_stride + 4g + t] *
+//     b[b_index + (c/16)*b_panel_stride + 64(e*groups + g) + 4(c%16) + t]
+// for r < rows and c < cols: `a` uint8 with rows a_stride bytes apart (rows may
+// overlap: a convolution's neighbouring pixels share input), `b` int8 in panels of 16
+// columns ([segments*groups][16][4] bytes each, b_panel_stride bytes apart: the
 // packed layout of the int8 GEMM with a 16-wide panel), `acc` int32, rows x cols,
-// dense. `accumulate`: add to acc's values, else overwrite them.
+// dense. The reduction is `segments` runs of 4*groups bytes of each A row, the runs
+// a_segment_stride bytes apart (a convolution's filter rows: the next input row),
+// B's groups contiguous across them. `accumulate`: add to acc's values, else
+// overwrite them.
 // The tile registers must be configured for the block's shape (rows, cols) on the
 // thread that runs it: a MatrixDot does that itself (an ldtilecfg: a few hundred
 // cycles, serialising) unless `configured`, which says an earlier kTileConfig
@@ -164,7 +169,8 @@ struct MatrixDotOperands {
   int64_t a_stride = 0, b_panel_stride = 0;
   int64_t rows = 0;    // 1..32: up to two tiles of 16 rows
   int64_t cols = 0;    // 16 or 32: one or two tiles of 16 int32 columns
-  int64_t groups = 0;  // groups of four k, a positive multiple of 16 (64 bytes per tile row)
+  int64_t groups = 0;  // groups of four k per segment, a positive multiple of 16 (64 bytes per tile row)
+  int64_t segments = 1, a_segment_stride = 0;
   bool accumulate = false;
   bool configured = false;
 };

@@ -98,7 +98,9 @@ void PrintStmt(std::ostream& os, const Stmt& s, int indent) {
       const MatrixDotOperands& m = *s->matrix;
       os << pad << "matrix_dot " << m.rows << "x" << m.cols << "x" << 4 * m.groups << " " << s->buffer << "["
          << ToString(s->index) << "] " << (m.accumulate ? "+=" : "=") << " " << m.a << "[" << ToString(m.a_index)
-         << ", row stride " << m.a_stride << "] x " << m.b << "[" << ToString(m.b_index) << ", panel stride "
+         << ", row stride " << m.a_stride;
+      if (m.segments > 1) os << ", " << m.segments << " segments " << m.a_segment_stride << " apart";
+      os << "] x " << m.b << "[" << ToString(m.b_index) << ", panel stride "
          << m.b_panel_stride << "]" << (m.configured ? " (configured)" : "") << "\n";
       return;
     }

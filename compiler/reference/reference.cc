@@ -12,7 +12,7 @@
 namespace tuneforge {
 
 Tolerance ToleranceFor(const TuningTask& task) {
-  if (task.op() == "qmatmul") return {0, 0};
+  if (task.op() == "qmatmul" || task.op() == "qconv2d") return {0, 0};
   // batch_matmul: each matrix is a matmul of the same K.
   if (task.op() == "matmul" || task.op() == "batch_matmul" || task.op() == "dense")
     return {4e-6 * task.Param("K") + 1e-5, 1e-4};
@@ -38,10 +38,15 @@ std::vector<InputSpec> InputSpecs(const TuningTask& task) {
   } else if (task.op() == "conv2d" || task.op() == "depthwise_conv2d") {
     // I (NCHW), then F (OIHW, I = C/G; depthwise: C x R x S).
     sizes = {task.Param("N") * task.Param("C") * task.Param("H") * task.Param("W"), task.ConvFilterElements()};
-  } else if (task.op() == "qmatmul") {
+  } else if (task.op() == "qmatmul" || task.op() == "qconv2d") {
+    // A (I), B (F), [bias], [scale]: `k` products per output, `n` output channels.
     using runtime::ElementType;
-    const int64_t m = task.Param("M"), n = task.Param("N"), k = task.Param("K");
-    std::vector<InputSpec> specs = {{m * k, runtime::DefaultFill(ElementType::kUInt8)},
+    const bool conv = task.op() == "qconv2d";
+    const int64_t n = conv ? task.Param("K") : task.Param("N");
+    const int64_t k = conv ? task.Param("C") * task.Param("R") * task.Param("S") : task.Param("K");
+    const int64_t a_elements =
+        conv ? task.Param("N") * task.Param("C") * task.Param("H") * task.Param("W") : task.Param("M") * k;
+    std::vector<InputSpec> specs = {{a_elements, runtime::DefaultFill(ElementType::kUInt8)},
                                     {k * n, runtime::DefaultFill(ElementType::kInt8)}};
     if (task.Param("bias")) specs.push_back({n, runtime::DefaultFill(ElementType::kInt32)});
     if (task.QuantizedOutput() != "s32") {
@@ -58,7 +63,7 @@ std::vector<InputSpec> InputSpecs(const TuningTask& task) {
 }
 
 runtime::ElementType OutputType(const TuningTask& task) {
-  if (task.op() != "qmatmul") return runtime::ElementType::kFloat32;
+  if (task.op() != "qmatmul" && task.op() != "qconv2d") return runtime::ElementType::kFloat32;
   const std::string out = task.QuantizedOutput();
   return out == "s32" ? runtime::ElementType::kInt32
          : out == "u8" ? runtime::ElementType::kUInt8
@@ -132,23 +137,51 @@ std::vector<float> Matmul(const std::vector<float>& a, const std::vector<float>&
   return c;
 }
 
-// Direct convolution in double, NCHW / OIHW, grouped: output channel k reads the C/G
-// input channels of its group k / (K/G). Depthwise when `depthwise` (then K == C == G
-// and output channel k reads only input channel k).
-// qmatmul: integer sums in int64, then the output's arithmetic in float32 exactly as
-// the kernel's contract states it.
+// The quantized tasks' inputs after A and B, and their output arithmetic: in float32
+// exactly as the kernels' contract states it.
+struct QuantizedEpilogue {
+  const TuningTask& task;
+  const int32_t* bias = nullptr;
+  const float* scale = nullptr;
+  HostBuffer* out = nullptr;
+
+  // Output element `at` (of channel `channel`) from the integer sum `acc`.
+  void Write(int64_t at, int64_t channel, int64_t acc) const {
+    acc += bias ? bias[channel] : 0;
+    TF_CHECK(acc >= INT32_MIN && acc <= INT32_MAX, task.op(), " reference: int32 overflow at ", at);
+    const std::string kind = task.QuantizedOutput();
+    if (kind == "s32") {
+      out->As<int32_t>()[at] = static_cast<int32_t>(acc);
+      return;
+    }
+    const float value = static_cast<float>(acc) * scale[task.Param("per_channel") ? channel : 0];
+    if (kind == "f32") {
+      out->As<float>()[at] = value;
+    } else {
+      const float shifted = std::nearbyint(value) + static_cast<float>(task.Param("out_zero"));
+      out->As<uint8_t>()[at] = static_cast<uint8_t>(std::clamp(shifted, 0.0f, 255.0f));
+    }
+  }
+};
+
+absl::StatusOr<QuantizedEpilogue> EpilogueOf(const TuningTask& t, const std::vector<HostBuffer>& in, HostBuffer* out) {
+  const bool bias = t.Param("bias") == 1, scaled = t.QuantizedOutput() != "s32";
+  const size_t want = 2 + (bias ? 1 : 0) + (scaled ? 1 : 0);
+  if (in.size() != want) return absl::InvalidArgumentError(t.op() + " needs " + std::to_string(want) + " inputs");
+  QuantizedEpilogue e{t};
+  e.bias = bias ? in[2].As<int32_t>() : nullptr;
+  e.scale = scaled ? in.back().As<float>() : nullptr;
+  e.out = out;
+  return e;
+}
+
+// qmatmul: integer sums in int64, then the output's arithmetic.
 absl::StatusOr<HostBuffer> QuantizedMatmul(const TuningTask& t, const std::vector<HostBuffer>& in) {
-  const bool bias = t.Param("bias") == 1;
-  const std::string out = t.QuantizedOutput();
-  const size_t want = 2 + (bias ? 1 : 0) + (out == "s32" ? 0 : 1);
-  if (in.size() != want) return absl::InvalidArgumentError("qmatmul needs " + std::to_string(want) + " inputs");
   const int64_t m = t.Param("M"), n = t.Param("N"), k = t.Param("K"), a_zero = t.Param("a_zero");
+  HostBuffer c(OutputType(t), m * n);
+  ASSIGN_OR_RETURN(const QuantizedEpilogue epilogue, EpilogueOf(t, in, &c));
   const uint8_t* a = in[0].As<uint8_t>();
   const int8_t* b = in[1].As<int8_t>();
-  const int32_t* bias_values = bias ? in[2].As<int32_t>() : nullptr;
-  const float* scale = out == "s32" ? nullptr : in.back().As<float>();
-  const bool per_channel = t.Param("per_channel") == 1;
-  HostBuffer c(OutputType(t), m * n);
   std::vector<int64_t> row(static_cast<size_t>(n));
   for (int64_t i = 0; i < m; ++i) {
     std::fill(row.begin(), row.end(), 0);
@@ -156,25 +189,50 @@ absl::StatusOr<HostBuffer> QuantizedMatmul(const TuningTask& t, const std::vecto
       const int64_t av = static_cast<int64_t>(a[i * k + x]) - a_zero;
       for (int64_t j = 0; j < n; ++j) row[j] += av * b[x * n + j];
     }
-    for (int64_t j = 0; j < n; ++j) {
-      const int64_t acc = row[j] + (bias ? bias_values[j] : 0);
-      TF_CHECK(acc >= INT32_MIN && acc <= INT32_MAX, "qmatmul reference: int32 overflow at ", i, ",", j);
-      if (out == "s32") {
-        c.As<int32_t>()[i * n + j] = static_cast<int32_t>(acc);
-        continue;
-      }
-      const float value = static_cast<float>(acc) * scale[per_channel ? j : 0];
-      if (out == "f32") {
-        c.As<float>()[i * n + j] = value;
-      } else {
-        const float shifted = std::nearbyint(value) + static_cast<float>(t.Param("out_zero"));
-        c.As<uint8_t>()[i * n + j] = static_cast<uint8_t>(std::clamp(shifted, 0.0f, 255.0f));
-      }
-    }
+    for (int64_t j = 0; j < n; ++j) epilogue.Write(i * n + j, j, row[j]);
   }
   return c;
 }
 
+// qconv2d: direct convolution in int64, NCHW / OIHW; a padded position holds a_zero,
+// so it adds nothing.
+absl::StatusOr<HostBuffer> QuantizedConv2d(const TuningTask& t, const std::vector<HostBuffer>& in) {
+  const int64_t n = t.Param("N"), c = t.Param("C"), h = t.Param("H"), w = t.Param("W");
+  const int64_t k = t.Param("K"), r = t.Param("R"), s = t.Param("S");
+  const int64_t stride = t.Param("stride"), pad = t.Param("pad"), a_zero = t.Param("a_zero");
+  const int64_t oh = t.ConvOutH(), ow = t.ConvOutW();
+  HostBuffer out(OutputType(t), n * k * oh * ow);
+  ASSIGN_OR_RETURN(const QuantizedEpilogue epilogue, EpilogueOf(t, in, &out));
+  const uint8_t* image = in[0].As<uint8_t>();
+  const int8_t* filter = in[1].As<int8_t>();
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t ko = 0; ko < k; ++ko) {
+      for (int64_t y = 0; y < oh; ++y) {
+        for (int64_t x = 0; x < ow; ++x) {
+          int64_t sum = 0;
+          for (int64_t ci = 0; ci < c; ++ci) {
+            for (int64_t ry = 0; ry < r; ++ry) {
+              const int64_t iy = y * stride + ry - pad;
+              if (iy < 0 || iy >= h) continue;
+              for (int64_t sx = 0; sx < s; ++sx) {
+                const int64_t ix = x * stride + sx - pad;
+                if (ix < 0 || ix >= w) continue;
+                sum += (static_cast<int64_t>(image[((b * c + ci) * h + iy) * w + ix]) - a_zero) *
+                       filter[((ko * c + ci) * r + ry) * s + sx];
+              }
+            }
+          }
+          epilogue.Write(((b * k + ko) * oh + y) * ow + x, ko, sum);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// Direct convolution in double, NCHW / OIHW, grouped: output channel k reads the C/G
+// input channels of its group k / (K/G). Depthwise when `depthwise` (then K == C == G
+// and output channel k reads only input channel k).
 std::vector<float> Conv2d(const TuningTask& t, const std::vector<float>& in,
                           const std::vector<float>& filter, bool depthwise) {
   const int64_t n = t.Param("N"), c = t.Param("C"), h = t.Param("H"), w = t.Param("W");
@@ -253,6 +311,7 @@ absl::StatusOr<std::vector<float>> ReferenceOutput(const TuningTask& task,
 
 absl::StatusOr<HostBuffer> TypedReferenceOutput(const TuningTask& task, const std::vector<HostBuffer>& inputs) {
   if (task.op() == "qmatmul") return QuantizedMatmul(task, inputs);
+  if (task.op() == "qconv2d") return QuantizedConv2d(task, inputs);
   std::vector<std::vector<float>> floats;
   for (const HostBuffer& b : inputs) {
     if (b.type() != runtime::ElementType::kFloat32)

@@ -19,7 +19,7 @@ struct Tolerance {
   double rtol = 0;
 };
 
-// qmatmul: 0 (exact). matmul and batch_matmul: float32 accumulation in any order has an error that grows
+// qmatmul, qconv2d: 0 (exact). matmul and batch_matmul: float32 accumulation in any order has an error that grows
 // with K; inputs are uniform in [-1, 1). atol = 4e-6 * K + 1e-5, rtol = 1e-4 (see
 // docs/architecture.md).
 Tolerance ToleranceFor(const TuningTask& task);
@@ -32,6 +32,7 @@ struct InputSpec {
 // Every task's inputs. float32 tasks: [-1, 1) each. qmatmul: A uint8 [0, 256), B int8
 // [-128, 128), bias int32 [-2^16, 2^16), scale float32 in [0.5, 1.5) x 40 / (5500
 // sqrt(K)), which spreads a u8 output over its range instead of saturating it.
+// qconv2d: the same, I for A, F for B, K = C*R*S.
 std::vector<InputSpec> InputSpecs(const TuningTask& task);
 // The output's element type.
 runtime::ElementType OutputType(const TuningTask& task);
@@ -66,7 +67,7 @@ class HostBuffer {
 // runtime::FillBuffer(seed, index, InputSpecs(task)[index].fill).
 std::vector<HostBuffer> MakeTypedInputs(const TuningTask& task, uint64_t seed);
 // The expected output for those inputs, of OutputType(task). Integer outputs are
-// exact; qmatmul's f32 and u8 outputs are computed as the kernel's contract states
+// exact; qmatmul's and qconv2d's f32 and u8 outputs are computed as the kernel's contract states
 // (f32(acc) * scale in float32; then round half to even, + out_zero, saturate), so
 // they are exact too.
 absl::StatusOr<HostBuffer> TypedReferenceOutput(const TuningTask& task, const std::vector<HostBuffer>& inputs);

@@ -43,6 +43,21 @@ const std::vector<OpInfo>& KnownOps() {
        {{"a_zero", {0, 255}}, {"bias", {0, 1}}, {"per_channel", {0, 1}}, {"out_zero", {0, 255}}},
        {{"a_zero", 0}, {"bias", 0}, {"per_channel", 0}, {"out_zero", 0}},
        {"u8s8s32", "u8s8f32", "u8s8u8"}},
+      {"qconv2d",
+       {"N", "C", "H", "W", "K", "R", "S", "stride", "pad", "a_zero", "bias", "per_channel", "out_zero"},
+       "int8 convolution acc[N,K,OH,OW] = sum_c,r,s (I[N,C,H,W] - a_zero) * F[K,C,R,S] (+ bias[K]), "
+       "NCHW/OIHW, I uint8 padded with a_zero (a real zero) pad on every side, F int8 (constant "
+       "weights, zero point 0), groups 1, dilation 1, accumulated in int32; dtype as qmatmul's "
+       "(s32 acc, f32 acc * scale, u8 round(acc * scale) + out_zero saturated), scale per tensor "
+       "or per output channel; C*R*S at most 32768",
+       {{"pad", {0, 64}},
+        {"stride", {1, 64}},
+        {"a_zero", {0, 255}},
+        {"bias", {0, 1}},
+        {"per_channel", {0, 1}},
+        {"out_zero", {0, 255}}},
+       {{"a_zero", 0}, {"bias", 0}, {"per_channel", 0}, {"out_zero", 0}},
+       {"u8s8s32", "u8s8f32", "u8s8u8"}},
   };
   return ops;
 }
@@ -104,7 +119,9 @@ int64_t TuningTask::ConvOutW() const {
 
 int64_t TuningTask::ConvFilterElements() const {
   const int64_t rs = Param("R") * Param("S");
-  return op_ == "depthwise_conv2d" ? Param("C") * rs : Param("K") * (Param("C") / Param("groups")) * rs;
+  if (op_ == "depthwise_conv2d") return Param("C") * rs;
+  if (op_ == "qconv2d") return Param("K") * Param("C") * rs;
+  return Param("K") * (Param("C") / Param("groups")) * rs;
 }
 
 std::string TuningTask::WorkloadKey() const { return op_ + "-" + HashHex(CanonicalText()); }
@@ -122,6 +139,7 @@ double TuningTask::Flops() const {
     return 2.0 * Param("N") * Param("C") * ConvOutH() * ConvOutW() * Param("R") * Param("S");
   // Integer multiply-adds, counted as float's are: int8 GOP/s compare with GFLOP/s.
   if (op_ == "qmatmul") return 2.0 * Param("M") * Param("N") * Param("K");
+  if (op_ == "qconv2d") return 2.0 * Param("N") * ConvOutH() * ConvOutW() * ConvFilterElements();
   TF_CHECK(false, "no flop count for op ", op_);
 }
 
@@ -154,11 +172,18 @@ int64_t TuningTask::BufferBytes() const {
     const int64_t scale = out == "s32" ? 0 : 4 * (Param("per_channel") ? n : 1);
     return m * k + k * n + 4 * Param("bias") * n + scale + (out == "u8" ? 1 : 4) * m * n;
   }
+  if (op_ == "qconv2d") {
+    const int64_t k = Param("K"), outputs = Param("N") * k * ConvOutH() * ConvOutW();
+    const std::string out = QuantizedOutput();
+    const int64_t scale = out == "s32" ? 0 : 4 * (Param("per_channel") ? k : 1);
+    return Param("N") * Param("C") * Param("H") * Param("W") + ConvFilterElements() + 4 * Param("bias") * k +
+           scale + (out == "u8" ? 1 : 4) * outputs;
+  }
   TF_CHECK(false, "no buffer size for op ", op_);
 }
 
 std::string TuningTask::QuantizedOutput() const {
-  TF_CHECK(op_ == "qmatmul", "task ", op_, " is not quantized");
+  TF_CHECK(op_ == "qmatmul" || op_ == "qconv2d", "task ", op_, " is not quantized");
   return dtype_.substr(4);  // u8s8 + s32|f32|u8
 }
 
@@ -215,7 +240,7 @@ absl::StatusOr<TuningTask> MakeTask(const std::string& op,
     }
     task.params_.emplace_back(p, it->second);
   }
-  if (op == "conv2d" || op == "depthwise_conv2d") {
+  if (op == "conv2d" || op == "depthwise_conv2d" || op == "qconv2d") {
     const int64_t pad = task.Param("pad");
     if (op == "conv2d") {
       const int64_t groups = task.Param("groups");
@@ -235,7 +260,7 @@ absl::StatusOr<TuningTask> MakeTask(const std::string& op,
       return absl::InvalidArgumentError("filter sizes R and S must be at most 64");
     // Four-factor products may overflow int64: estimate in double first.
     double n = static_cast<double>(task.Param("N")), c = static_cast<double>(task.Param("C"));
-    double k = op == "conv2d" ? static_cast<double>(task.Param("K")) : 1.0;
+    double k = op == "depthwise_conv2d" ? 1.0 : static_cast<double>(task.Param("K"));
     double hw = static_cast<double>(task.Param("H") + 2 * pad) * static_cast<double>(task.Param("W") + 2 * pad);
     double rs = static_cast<double>(task.Param("R") * task.Param("S"));
     if (4.0 * (n * c * hw * (1.0 + k) + k * c * rs) > static_cast<double>(kMaxTaskBytes)) {
@@ -243,25 +268,28 @@ absl::StatusOr<TuningTask> MakeTask(const std::string& op,
                                         std::to_string(kMaxTaskBytes >> 20) + " MiB of buffers");
     }
   }
-  if (op == "qmatmul") {
-    const int64_t k = task.Param("K");
-    // The kernel reduces groups of four k (one 32-bit word of bytes); at most 32768
-    // products of 255 x 128 stay inside int32 with the zero-point correction.
-    if (k % 4 != 0) {
-      return absl::InvalidArgumentError("qmatmul: K=" + std::to_string(k) +
+  if (op == "qmatmul" || op == "qconv2d") {
+    // The products summed into one output: at most 32768 of 255 x 128 stay inside
+    // int32 with the zero-point correction.
+    const bool conv = op == "qconv2d";
+    const int64_t k = conv ? task.Param("C") * task.Param("R") * task.Param("S") : task.Param("K");
+    const std::string what = conv ? "qconv2d: C*R*S=" : "qmatmul: K=";
+    // The matmul kernel reduces groups of four k (one 32-bit word of bytes).
+    if (!conv && k % 4 != 0) {
+      return absl::InvalidArgumentError(what + std::to_string(k) +
                                         " must be a multiple of 4 (pad the reduction with zeros)");
     }
     if (k > 32768) {
-      return absl::InvalidArgumentError("qmatmul: K=" + std::to_string(k) +
+      return absl::InvalidArgumentError(what + std::to_string(k) +
                                         " is above 32768, where int32 sums of uint8 x int8 products may overflow");
     }
     const std::string out = task.QuantizedOutput();
     if (out == "s32" && (task.Param("per_channel") != 0 || task.Param("out_zero") != 0)) {
       return absl::InvalidArgumentError(
-          "qmatmul dtype=u8s8s32 has no scale and no output zero point: per_channel and out_zero must be 0");
+          op + " dtype=u8s8s32 has no scale and no output zero point: per_channel and out_zero must be 0");
     }
     if (out == "f32" && task.Param("out_zero") != 0)
-      return absl::InvalidArgumentError("qmatmul dtype=u8s8f32 has no output zero point: out_zero must be 0");
+      return absl::InvalidArgumentError(op + " dtype=u8s8f32 has no output zero point: out_zero must be 0");
   }
   // Products of dims up to 2^20 each fit in int64 for three factors (2^60).
   if (task.BufferBytes() > kMaxTaskBytes) {

@@ -1,6 +1,7 @@
 // TuningTask: an operator with its shape and dtype, e.g.
 //   matmul M=512 N=512 K=512 dtype=float32
 //   qmatmul M=128 N=768 K=768 a_zero=128 per_channel=1 dtype=u8s8u8  (int8, docs/int8.md)
+//   qconv2d N=1 C=64 H=56 W=56 K=64 R=3 S=3 stride=1 pad=1 a_zero=128 dtype=u8s8u8
 // The canonical text lists the op's parameters in the op's order and always names
 // the dtype, so the same task typed twice (in any parameter order, with or without
 // dtype) has the same canonical text and the same workload key.
@@ -52,7 +53,7 @@ class TuningTask {
   std::string WorkloadKey() const;  // "<op>-" + hash of the canonical text
   double Flops() const;             // arithmetic operations of one run (int8: multiply-adds x 2)
   int64_t BufferBytes() const;      // inputs + output
-  // qmatmul: the output's element type ("s32", "f32", "u8": the dtype's last part).
+  // qmatmul, qconv2d: the output's element type ("s32", "f32", "u8": the dtype's last part).
   std::string QuantizedOutput() const;
   // conv2d / depthwise_conv2d: output height and width.
   int64_t ConvOutH() const;

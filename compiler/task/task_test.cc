@@ -62,7 +62,15 @@ INSTANTIATE_TEST_SUITE_P(
                       BadTask{"qmatmul M=8 N=8 K=65536 dtype=u8s8s32", "may overflow"},
                       BadTask{"qmatmul M=8 N=8 K=8 a_zero=256 dtype=u8s8u8", "must be in 0..255"},
                       BadTask{"qmatmul M=8 N=8 K=8 per_channel=1 dtype=u8s8s32", "has no scale"},
-                      BadTask{"qmatmul M=8 N=8 K=8 out_zero=3 dtype=u8s8f32", "no output zero point"}));
+                      BadTask{"qmatmul M=8 N=8 K=8 out_zero=3 dtype=u8s8f32", "no output zero point"},
+                      BadTask{"qconv2d N=1 C=8 H=8 W=8 K=8 R=3 S=3 stride=1 pad=1", "needs a dtype"},
+                      BadTask{"qconv2d N=1 C=4096 H=8 W=8 K=8 R=3 S=3 stride=1 pad=1 dtype=u8s8s32",
+                              "C*R*S=36864 is above 32768"},
+                      BadTask{"qconv2d N=1 C=8 H=2 W=2 K=8 R=5 S=5 stride=1 pad=1 dtype=u8s8u8", "larger than the padded"},
+                      BadTask{"qconv2d N=1 C=8 H=8 W=8 K=8 R=1 S=1 stride=1 pad=0 per_channel=1 dtype=u8s8s32",
+                              "qconv2d dtype=u8s8s32 has no scale"},
+                      BadTask{"qconv2d N=1 C=8 H=8 W=8 K=8 R=1 S=1 stride=1 pad=0 groups=2 dtype=u8s8u8",
+                              "unknown parameter 'groups'"}));
 
 TEST(TaskTest, QuantizedMatmulKeysNameDtypeZeroPointsAndScaleKind) {
   auto a = ParseTask("qmatmul K=64 N=32 M=16 dtype=u8s8u8 a_zero=128 per_channel=1 out_zero=0 bias=0");
@@ -92,6 +100,21 @@ TEST(TaskTest, QuantizedMatmulKeysNameDtypeZeroPointsAndScaleKind) {
   auto plain = TaskFromJson(R"({"op":"matmul","params":{"M":2,"N":2,"K":2}})");
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(plain->dtype(), "float32");
+}
+
+TEST(TaskTest, QuantizedConvolutionKeysAndSizes) {
+  auto a = ParseTask("qconv2d N=1 C=64 H=14 W=14 K=32 R=3 S=3 stride=2 pad=1 a_zero=128 per_channel=1 dtype=u8s8u8");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->CanonicalText(),
+            "qconv2d N=1 C=64 H=14 W=14 K=32 R=3 S=3 stride=2 pad=1 a_zero=128 per_channel=1 dtype=u8s8u8");
+  EXPECT_EQ(a->QuantizedOutput(), "u8");
+  EXPECT_EQ(a->ConvOutH(), 7);
+  EXPECT_EQ(a->Flops(), 2.0 * 7 * 7 * 32 * 64 * 9);
+  // I u8, F s8, one scale per output channel, O u8.
+  EXPECT_EQ(a->BufferBytes(), 64 * 14 * 14 + 32 * 64 * 9 + 4 * 32 + 32 * 7 * 7);
+  auto f32 = ParseTask("qconv2d N=1 C=64 H=14 W=14 K=32 R=3 S=3 stride=2 pad=1 a_zero=128 per_channel=1 dtype=u8s8f32");
+  ASSERT_TRUE(f32.ok()) << f32.status();
+  EXPECT_NE(f32->WorkloadKey(), a->WorkloadKey());
 }
 
 TEST(TaskTest, BadJson) {

@@ -13,6 +13,74 @@
 #include "compiler/templates/matmul_template.h"
 
 namespace tuneforge {
+
+QuantizedEpilogue QuantizedEpilogueOf(const TuningTask& task) {
+  QuantizedEpilogue e;
+  e.a_zero = task.Param("a_zero");
+  const std::string out = task.QuantizedOutput();
+  e.out = out == "s32" ? QuantizedOutput::kS32 : out == "f32" ? QuantizedOutput::kF32 : QuantizedOutput::kU8;
+  e.scale = task.Param("per_channel") ? QuantizedScale::kPerChannel : QuantizedScale::kPerTensor;
+  e.out_zero = task.Param("out_zero");
+  e.bias = task.Param("bias") == 1;
+  return e;
+}
+
+absl::Status CheckQuantizedEpilogue(const QuantizedEpilogue& e, const std::string& what) {
+  if (e.a_zero < 0 || e.a_zero > 255) {
+    return absl::InvalidArgumentError(what + ": a_zero = " + std::to_string(e.a_zero) + " is outside 0..255");
+  }
+  if (e.out_zero < 0 || e.out_zero > 255 || (e.out_zero != 0 && e.out != QuantizedOutput::kU8)) {
+    return absl::InvalidArgumentError(what + ": out_zero = " + std::to_string(e.out_zero) +
+                                      " (a u8 output's zero point, 0..255; 0 for other outputs)");
+  }
+  return absl::OkStatus();
+}
+
+ir::DType QuantizedOutputType(const QuantizedEpilogue& e) {
+  return e.out == QuantizedOutput::kS32   ? ir::DType::kInt32
+         : e.out == QuantizedOutput::kF32 ? ir::DType::kFloat32
+                                          : ir::DType::kUInt8;
+}
+
+std::vector<ir::BufferParam> QuantizedEpilogueParams(const QuantizedEpilogue& e, int64_t channels) {
+  std::vector<ir::BufferParam> params;
+  if (e.bias) params.push_back(ir::BufferParam{"bias", ir::DType::kInt32, {channels}, false});
+  if (e.out != QuantizedOutput::kS32) {
+    params.push_back(ir::BufferParam{
+        "scale", ir::DType::kFloat32, {e.scale == QuantizedScale::kPerChannel ? channels : 1}, false});
+  }
+  return params;
+}
+
+// The bias is an input like the weights: prepack runs again whenever they change.
+ir::Stmt QuantizedChannelOffsets(const QuantizedEpilogue& e, int64_t channels, int64_t reduction,
+                                 const std::string& weights,
+                                 const std::function<ir::Expr(ir::Expr j, ir::Expr t)>& weight_index,
+                                 const std::string& offsets) {
+  using namespace ir;  // NOLINT
+  Expr j = Var("s.j"), t = Var("s.t");
+  Stmt zero = Store(offsets, j, Cast(DType::kInt32, IntImm(0)));
+  Stmt add = Store(offsets, j,
+                   Add(Load(offsets, DType::kInt32, j), Cast(DType::kInt32, Load(weights, DType::kInt8, weight_index(j, t)))));
+  Expr offset = Mul(Load(offsets, DType::kInt32, j), Cast(DType::kInt32, IntImm(-e.a_zero)));
+  if (e.bias) offset = Add(offset, Load("bias", DType::kInt32, j));
+  return For("s.j", IntImm(channels), channels, ForKind::kSerial,
+             Block({zero, For("s.t", IntImm(reduction), reduction, ForKind::kSerial, add), Store(offsets, j, offset)}));
+}
+
+ir::Expr QuantizedWriteBack(const QuantizedEpilogue& e, ir::Expr acc, const ir::Expr& channel,
+                            const std::string& offsets) {
+  using namespace ir;  // NOLINT
+  if (HasChannelOffsets(e)) acc = Add(acc, Load(offsets, DType::kInt32, channel));
+  if (e.out == QuantizedOutput::kS32) return acc;
+  const bool per_channel = e.scale == QuantizedScale::kPerChannel;
+  Expr out = Mul(Cast(DType::kFloat32, acc), Load("scale", DType::kFloat32, per_channel ? channel : IntImm(0)));
+  if (e.out == QuantizedOutput::kU8) {
+    out = Cast(DType::kUInt8, Add(Call("round", out), FloatImm(static_cast<double>(e.out_zero))));
+  }
+  return out;
+}
+
 namespace {
 
 using namespace ir;  // NOLINT: the expression builders read like math here.
@@ -32,69 +100,30 @@ Stmt PackQuantizedB(int64_t n, int64_t k, int64_t panel) {
   return For("p.j", IntImm(n / panel), n / panel, ForKind::kSerial, s);
 }
 
-// B.offset[j] = bias[j] - a_zero * (sum over k of B[k*N + j]): the zero-point
-// correction and the bias in one int32 per column, added by the write-back (one add
-// per vector instead of a load, a multiply and a subtraction, then a load and an add).
-// The bias is an input like the weights: prepack runs again whenever they change.
-Stmt ColumnOffsets(const QuantizedMatmulShape& shape) {
-  const int64_t n = shape.n, k = shape.k;
-  Expr j = Var("s.j"), kk = Var("s.k");
-  Stmt zero = Store("B.offset", j, Cast(DType::kInt32, IntImm(0)));
-  Stmt add = Store("B.offset", j,
-                   Add(Load("B.offset", DType::kInt32, j),
-                       Cast(DType::kInt32, Load("B", DType::kInt8, Add(Mul(kk, IntImm(n)), j)))));
-  Expr offset = Mul(Load("B.offset", DType::kInt32, j), Cast(DType::kInt32, IntImm(-shape.a_zero)));
-  if (shape.bias) offset = Add(offset, Load("bias", DType::kInt32, j));
-  return For("s.j", IntImm(n), n, ForKind::kSerial,
-             Block({zero, For("s.k", IntImm(k), k, ForKind::kSerial, add), Store("B.offset", j, offset)}));
-}
-
 // The prepack entry: B into panels of `panel` columns, and the column offsets when
 // the write-back needs them.
 Stmt Prepack(const QuantizedMatmulShape& shape, int64_t panel) {
   Stmt pack = PackQuantizedB(shape.n, shape.k, panel);
-  return shape.a_zero != 0 || shape.bias ? Block({pack, ColumnOffsets(shape)}) : pack;
-}
-
-DType OutputType(const QuantizedMatmulShape& shape) {
-  return shape.out == QuantizedOutput::kS32   ? DType::kInt32
-         : shape.out == QuantizedOutput::kF32 ? DType::kFloat32
-                                              : DType::kUInt8;
+  if (!HasChannelOffsets(shape)) return pack;
+  const int64_t n = shape.n;
+  return Block({pack, QuantizedChannelOffsets(
+                          shape, n, shape.k, "B", [n](Expr j, Expr t) { return Add(Mul(t, IntImm(n)), j); },
+                          "B.offset")});
 }
 
 // The parameters after A and B: bias, scale, the internal packed B (panels of
 // `panel` columns) and column sums, and C.
 std::vector<BufferParam> ParamsAfterB(const QuantizedMatmulShape& shape, int64_t panel) {
   const int64_t m = shape.m, n = shape.n, k = shape.k;
-  std::vector<BufferParam> params;
-  if (shape.bias) params.push_back(BufferParam{"bias", DType::kInt32, {n}, false});
-  if (shape.out != QuantizedOutput::kS32) {
-    params.push_back(BufferParam{
-        "scale", DType::kFloat32, {shape.scale == QuantizedScale::kPerChannel ? n : 1}, false});
-  }
+  std::vector<BufferParam> params = QuantizedEpilogueParams(shape, n);
   BufferParam packed{"B.packed", DType::kInt8, {n / panel, k / 4, panel, 4}, false};
   packed.is_internal = true;
   BufferParam offset{"B.offset", DType::kInt32, {n}, false};
   offset.is_internal = true;
   params.push_back(packed);
   params.push_back(offset);
-  params.push_back(BufferParam{"C", OutputType(shape), {m, n}, true});
+  params.push_back(BufferParam{"C", QuantizedOutputType(shape), {m, n}, true});
   return params;
-}
-
-// What the write-back stores for the int32 sum `acc` of column `j`: acc + offset[j]
-// (bias[j] - a_zero * colsum[j]), then for f32 f32(acc) * scale, for u8 rounded
-// (halves to even), the zero point added and saturated, all in float32 as onnxruntime
-// does (no int32 sum that could wrap).
-Expr WriteBack(const QuantizedMatmulShape& shape, Expr acc, const Expr& j) {
-  if (shape.a_zero != 0 || shape.bias) acc = Add(acc, Load("B.offset", DType::kInt32, j));
-  if (shape.out == QuantizedOutput::kS32) return acc;
-  const bool per_channel = shape.scale == QuantizedScale::kPerChannel;
-  Expr out = Mul(Cast(DType::kFloat32, acc), Load("scale", DType::kFloat32, per_channel ? j : IntImm(0)));
-  if (shape.out == QuantizedOutput::kU8) {
-    out = Cast(DType::kUInt8, Add(Call("round", out), FloatImm(static_cast<double>(shape.out_zero))));
-  }
-  return out;
 }
 
 absl::Status CheckShape(const QuantizedMatmulShape& shape) {
@@ -103,15 +132,7 @@ absl::Status CheckShape(const QuantizedMatmulShape& shape) {
     return absl::InvalidArgumentError("int8 matmul: K = " + std::to_string(shape.k) +
                                       " is not a multiple of 4 (padding K is not implemented yet)");
   }
-  if (shape.a_zero < 0 || shape.a_zero > 255) {
-    return absl::InvalidArgumentError("int8 matmul: a_zero = " + std::to_string(shape.a_zero) +
-                                      " is outside 0..255");
-  }
-  if (shape.out_zero < 0 || shape.out_zero > 255 || (shape.out_zero != 0 && shape.out != QuantizedOutput::kU8)) {
-    return absl::InvalidArgumentError("int8 matmul: out_zero = " + std::to_string(shape.out_zero) +
-                                      " (a u8 output's zero point, 0..255; 0 for other outputs)");
-  }
-  return absl::OkStatus();
+  return CheckQuantizedEpilogue(shape, "int8 matmul");
 }
 
 }  // namespace
@@ -154,8 +175,8 @@ absl::StatusOr<LoweredFunc> QuantizedMatmulKernel(const QuantizedMatmulShape& sh
                    Load("B.packed", DType::kInt8,
                         Add(Add(Mul(jp, IntImm(k * panel)), Mul(q, IntImm(4 * panel))), Mul(jr, IntImm(4)))));
   const bool scaled = shape.out != QuantizedOutput::kS32;
-  const Expr out = WriteBack(shape, ReducedValue(DType::kInt32), j);
-  if (shape.a_zero != 0 || shape.bias || scaled) def.epilogue = out;
+  const Expr out = QuantizedWriteBack(shape, ReducedValue(DType::kInt32), j, "B.offset");
+  if (HasChannelOffsets(shape) || scaled) def.epilogue = out;
 
   Schedule s(std::move(def));
   RETURN_IF_ERROR(ScheduleGemm(&s, config, /*packed=*/true, /*batch=*/0, m, n, target));
@@ -205,7 +226,7 @@ absl::StatusOr<LoweredFunc> QuantizedMatmulAmxKernel(const QuantizedMatmulShape&
     Expr r = Var("w.r"), c = Var("w.c");
     Expr j = Add(col0, c);
     Stmt store = Store("C", Add(Mul(Add(row0, r), IntImm(n)), j),
-                       WriteBack(shape, Load("acc", DType::kInt32, Add(Mul(r, IntImm(cols)), c)), j));
+                       QuantizedWriteBack(shape, Load("acc", DType::kInt32, Add(Mul(r, IntImm(cols)), c)), j, "B.offset"));
     Stmt write =
         For("w.r", IntImm(rows), rows, ForKind::kSerial, For("w.c", IntImm(cols), cols, ForKind::kVectorized, store));
     return Block({MatrixDot("acc", IntImm(0), o), write});
@@ -260,13 +281,8 @@ absl::StatusOr<LoweredFunc> QuantizedMatmulAmxKernel(const QuantizedMatmulShape&
 
 QuantizedMatmulShape QuantizedMatmulShapeOf(const TuningTask& task) {
   QuantizedMatmulShape shape;
+  static_cast<QuantizedEpilogue&>(shape) = QuantizedEpilogueOf(task);
   shape.m = task.Param("M"), shape.n = task.Param("N"), shape.k = task.Param("K");
-  shape.a_zero = task.Param("a_zero");
-  const std::string out = task.QuantizedOutput();
-  shape.out = out == "s32" ? QuantizedOutput::kS32 : out == "f32" ? QuantizedOutput::kF32 : QuantizedOutput::kU8;
-  shape.scale = task.Param("per_channel") ? QuantizedScale::kPerChannel : QuantizedScale::kPerTensor;
-  shape.out_zero = task.Param("out_zero");
-  shape.bias = task.Param("bias") == 1;
   return shape;
 }
 

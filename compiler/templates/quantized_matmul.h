@@ -21,7 +21,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "compiler/ir/ir.h"
@@ -34,14 +36,44 @@ namespace tuneforge {
 enum class QuantizedOutput { kS32, kF32, kU8 };
 enum class QuantizedScale { kPerTensor, kPerChannel };
 
-struct QuantizedMatmulShape {
-  int64_t m = 0, n = 0, k = 0;
+// How an int8 kernel finishes its int32 sums: what qmatmul and qconv2d tasks share.
+struct QuantizedEpilogue {
   int64_t a_zero = 0;  // the activations' zero point, 0..255
   QuantizedOutput out = QuantizedOutput::kS32;
   QuantizedScale scale = QuantizedScale::kPerTensor;  // f32 and u8 outputs
   int64_t out_zero = 0;  // u8 output: its zero point, 0..255
-  bool bias = false;     // an s32 bias per column, added before scaling
+  bool bias = false;     // an s32 bias per output channel, added before scaling
 };
+
+struct QuantizedMatmulShape : QuantizedEpilogue {
+  int64_t m = 0, n = 0, k = 0;
+};
+
+// The epilogue of a qmatmul or qconv2d task (task.h).
+QuantizedEpilogue QuantizedEpilogueOf(const TuningTask& task);
+// Errors for zero points outside 0..255 and an out_zero on an output without one;
+// `what` names the kernel.
+absl::Status CheckQuantizedEpilogue(const QuantizedEpilogue& e, const std::string& what);
+// The output's element type: s32, f32 or u8.
+ir::DType QuantizedOutputType(const QuantizedEpilogue& e);
+// The epilogue's inputs for `channels` output channels: [bias s32], [scale f32, 1 or
+// one per channel].
+std::vector<ir::BufferParam> QuantizedEpilogueParams(const QuantizedEpilogue& e, int64_t channels);
+// Whether the write-back adds a per-channel offset (a zero-point correction or a bias).
+inline bool HasChannelOffsets(const QuantizedEpilogue& e) { return e.a_zero != 0 || e.bias; }
+// offsets[j] = bias[j] - a_zero * (sum over t < reduction of weights[weight_index(j,
+// t)]) for j < channels: the zero-point correction and the bias in one int32 per
+// output channel, computed at prepack (serial: once per set of weights).
+ir::Stmt QuantizedChannelOffsets(const QuantizedEpilogue& e, int64_t channels, int64_t reduction,
+                                 const std::string& weights,
+                                 const std::function<ir::Expr(ir::Expr j, ir::Expr t)>& weight_index,
+                                 const std::string& offsets);
+// What the write-back stores for the int32 sum `acc` of output channel `channel`:
+// acc + offsets[channel] (when HasChannelOffsets), then for f32 f32(acc) * scale, for
+// u8 rounded (halves to even), the zero point added and saturated, all in float32 as
+// onnxruntime does (no int32 sum that could wrap).
+ir::Expr QuantizedWriteBack(const QuantizedEpilogue& e, ir::Expr acc, const ir::Expr& channel,
+                            const std::string& offsets);
 
 // `config` holds the GEMM knobs (matmul's names: tile_i_reg, vec_lanes, tile_j_vecs,
 // tile_i_blocks, tile_j_blocks, tile_k, unroll_k, loop_order, parallel, accumulate);

@@ -59,8 +59,15 @@ struct Case {
   }
 };
 
+QuantizedMatmulShape ShapeOf(int64_t m, int64_t n, int64_t k, int64_t a_zero,
+                             QuantizedOutput out = QuantizedOutput::kS32) {
+  QuantizedMatmulShape shape;
+  shape.m = m, shape.n = n, shape.k = k, shape.a_zero = a_zero, shape.out = out;
+  return shape;
+}
+
 Case MakeCase(int64_t m, int64_t n, int64_t k, int64_t a_zero) {
-  Case c{{m, n, k, a_zero}, {}, {}, {}, {}};
+  Case c{ShapeOf(m, n, k, a_zero), {}, {}, {}, {}};
   uint64_t state = static_cast<uint64_t>(m * 1000003 + n * 1009 + k);
   auto next = [&state] {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
@@ -241,13 +248,13 @@ TEST(QuantizedMatmulTest, UnsupportedShapesAndConfigsAreRefused) {
     EXPECT_FALSE(func.ok());
     return std::string(func.status().message());
   };
-  EXPECT_NE(error({4, 32, 10, 0}, config).find("K = 10 is not a multiple of 4"), std::string::npos);
-  EXPECT_NE(error({4, 24, 8, 0}, config).find("must divide N = 24"), std::string::npos);
-  EXPECT_NE(error({4, 32, 8, 256}, config).find("a_zero = 256"), std::string::npos);
-  EXPECT_NE(error({4, 32, 8, 0}, Gemm(2, 16, 1, 1, 1, 4, 1, "ijk", 0, "registers")).find("tile_k"),
+  EXPECT_NE(error(ShapeOf(4, 32, 10, 0), config).find("K = 10 is not a multiple of 4"), std::string::npos);
+  EXPECT_NE(error(ShapeOf(4, 24, 8, 0), config).find("must divide N = 24"), std::string::npos);
+  EXPECT_NE(error(ShapeOf(4, 32, 8, 256), config).find("a_zero = 256"), std::string::npos);
+  EXPECT_NE(error(ShapeOf(4, 32, 8, 0), Gemm(2, 16, 1, 1, 1, 4, 1, "ijk", 0, "registers")).find("tile_k"),
             std::string::npos);
   // Outputs other than s32 need the sums finished in the register tile.
-  QuantizedMatmulShape u8{4, 32, 16, 0, QuantizedOutput::kU8};
+  QuantizedMatmulShape u8 = ShapeOf(4, 32, 16, 0, QuantizedOutput::kU8);
   EXPECT_NE(error(u8, config).find("tile_k must be K/4 = 4"), std::string::npos);
   EXPECT_NE(error(u8, Gemm(2, 16, 1, 1, 1, 4, 1, "ijk", 0, "memory")).find("accumulate registers"),
             std::string::npos);

@@ -3,6 +3,7 @@
 #include "compiler/templates/conv2d_template.h"
 #include "compiler/templates/dense_template.h"
 #include "compiler/templates/matmul_template.h"
+#include "compiler/templates/quantized_conv2d.h"
 #include "compiler/templates/quantized_matmul.h"
 #include "compiler/templates/template.h"
 
@@ -21,6 +22,8 @@ absl::StatusOr<const Template*> FindTemplate(const TuningTask& task) {
   if (task.op() == "depthwise_conv2d") return depthwise;
   static const QuantizedMatmulTemplate* qmatmul = new QuantizedMatmulTemplate();
   if (task.op() == "qmatmul") return qmatmul;
+  static const QuantizedConv2dTemplate* qconv2d = new QuantizedConv2dTemplate();
+  if (task.op() == "qconv2d") return qconv2d;
   return absl::NotFoundError("no template for op " + task.op());
 }
 

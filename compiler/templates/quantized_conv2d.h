@@ -1,0 +1,81 @@
+// The int8 convolution kernel and the qconv2d template around it (docs/int8.md):
+//   acc[n, k, oh, ow] = sum_c,r,s (I[n, c, oh*stride + r - pad, ow*stride + s - pad] - a_zero)
+//                                  * F[k, c, r, s]   (+ bias[k])
+// with I uint8 (NCHW; a padded position holds a_zero, a real zero), F int8 (OIHW,
+// symmetric), finished by the int8 GEMM's epilogue (QuantizedEpilogue: s32, f32 or u8
+// with per-tensor or per-channel scales).
+//
+// Computed on the CPU's matrix unit (AMX) as an implicit GEMM, without im2col: the
+// activations are laid out NHWC with the border in place (I.padded [N, H+2pad,
+// W+2pad, Cp], Cp = C rounded up so that one filter row's bytes, S x Cp, fill whole
+// 64-byte tile rows; the extra channels have zero weights). Then the S x Cp bytes a
+// filter row reads for output pixel ow start at input column ow*stride and are
+// contiguous, and the next pixel's start stride x Cp bytes later: one tile row per
+// output pixel, read straight from the image with that row stride (neighbouring rows
+// overlap). A block of output pixels along one output row x 16 or 32 output channels
+// is one MatrixDot of R segments (the filter rows, Wp x Cp bytes apart) over the
+// weights packed as F.packed [K/16][R][S*Cp/4][16][4] (the tiles' layout, 16-channel
+// panels).
+//
+// Layout transforms are separate entry points, untimed, as for the float32
+// convolution (conv2d_template.h): prepack I -> I.padded and F -> F.packed with the
+// per-channel offsets (bias - a_zero x filter sum), unpack O.nhwc -> O (NCHW).
+// Entry point: I, F, [bias], [scale], I.padded, F.packed, F.offset, O.nhwc (internal),
+// O.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir/ir.h"
+#include "compiler/target/target.h"
+#include "compiler/templates/config_space.h"
+#include "compiler/templates/quantized_matmul.h"
+#include "compiler/templates/template.h"
+
+namespace tuneforge {
+
+struct QuantizedConvShape : QuantizedEpilogue {
+  int64_t n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0, stride = 1, pad = 0;
+  int64_t oh() const { return (h + 2 * pad - r) / stride + 1; }
+  int64_t ow() const { return (w + 2 * pad - s) / stride + 1; }
+  int64_t hp() const { return h + 2 * pad; }
+  int64_t wp() const { return w + 2 * pad; }
+  // The input channels as laid out in I.padded: the least multiple of 4 at or above C
+  // whose filter row, S x Cp bytes, is a multiple of 64.
+  int64_t cp() const;
+};
+
+QuantizedConvShape QuantizedConvShapeOf(const TuningTask& task);
+
+// The AMX kernel. Knobs: block_rows (output pixels per block along a row, 1..32: up
+// to two 16-row tiles; a row's last block may be shorter), block_cols (16 or 32 output
+// channels, dividing K), loop_order (pk: pixel rows outer; kp: channel blocks outer),
+// parallel (the outer loop on the thread pool). Needs a target with amx-tile and
+// amx-int8 and K % 16 == 0; errors name what is missing.
+absl::StatusOr<ir::LoweredFunc> QuantizedConv2dAmxKernel(const QuantizedConvShape& shape, const Config& config,
+                                                         const Target& target, const std::string& name);
+
+// The template of qconv2d tasks. Only the AMX kernel exists so far: on a target
+// without AMX every config is refused with that reason (docs/int8.md, "Order of the
+// parts").
+class QuantizedConv2dTemplate : public Template {
+ public:
+  std::string name() const override { return "qconv2d_cpu"; }
+  int version() const override { return 1; }
+  bool HasPrepack() const override { return true; }
+  ConfigSpace Space(const TuningTask& task, const Target& target) const override;
+  Config Naive(const TuningTask& task, const Target& target) const override;
+  std::vector<Config> Heuristics(const TuningTask& task, const Target& target) const override;
+  absl::StatusOr<ir::LoweredFunc> Instantiate(const TuningTask& task, const Target& target,
+                                              const Config& config) const override;
+};
+
+// block_rows values worth trying for `ow` output pixels per row: 16 and 32 (capped at
+// ow), and the even splits of a row into blocks of at most 16 and 32 (56 -> 14, 28),
+// which leave no short last block. Ascending.
+std::vector<int64_t> QuantizedConvBlockRows(int64_t ow);
+
+}  // namespace tuneforge

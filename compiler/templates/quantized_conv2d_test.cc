@@ -1,0 +1,224 @@
+// The qconv2d task's reference and template: the reference against the float32
+// convolution's and against qmatmul's; the AMX kernel interpreted everywhere and built
+// and run where the host has AMX, exactly equal to the reference.
+#include "compiler/templates/quantized_conv2d.h"
+
+#include <gtest/gtest.h>
+
+#include <list>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/build.h"
+#include "compiler/ir/interpreter.h"
+#include "compiler/reference/reference.h"
+#include "compiler/runtime/module_loader.h"
+#include "compiler/runtime/runtime.h"
+#include "compiler/task/task.h"
+#include "compiler/support/status.h"
+#include "compiler/templates/template.h"
+
+namespace tuneforge {
+namespace {
+
+Target Host(int threads) {
+  Target target = DetectHostTarget("test");
+  target.num_threads = threads;
+  return target;
+}
+
+bool HasAmx(const Target& t) { return t.HasFeature("amx-int8") && t.HasFeature("amx-tile"); }
+
+// A target the AMX kernel accepts, for the interpreter (which needs no AMX itself).
+Target AmxTarget() {
+  Target t = Host(2);
+  if (!HasAmx(t)) t.features += ",+amx-tile,+amx-int8";
+  return t;
+}
+
+// The s32 reference of (I - a_zero) * F equals the float32 convolution's reference of
+// the same numbers (all sums below 2^24, so exact in float32), padding included: a
+// padded position holds a_zero, a real zero.
+TEST(QuantizedConv2dReferenceTest, EqualsTheFloatConvolutionOfTheShiftedInput) {
+  const TuningTask q = *ParseTask("qconv2d N=2 C=5 H=7 W=6 K=3 R=3 S=2 stride=2 pad=1 a_zero=97 dtype=u8s8s32");
+  const TuningTask f = *ParseTask("conv2d N=2 C=5 H=7 W=6 K=3 R=3 S=2 stride=2 pad=1");
+  const std::vector<HostBuffer> inputs = MakeTypedInputs(q, 3);
+  std::vector<float> image, filter;
+  for (int64_t i = 0; i < inputs[0].elements(); ++i) image.push_back(inputs[0].As<uint8_t>()[i] - 97.0f);
+  for (int64_t i = 0; i < inputs[1].elements(); ++i) filter.push_back(inputs[1].As<int8_t>()[i]);
+  absl::StatusOr<HostBuffer> got = TypedReferenceOutput(q, inputs);
+  absl::StatusOr<std::vector<float>> want = ReferenceOutput(f, {image, filter});
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ(got->elements(), static_cast<int64_t>(want->size()));
+  for (int64_t i = 0; i < got->elements(); ++i) ASSERT_EQ(got->As<int32_t>()[i], (*want)[i]) << i;
+}
+
+// A 1x1 stride-1 convolution is a matmul of the image's pixels (rows) by the filter's
+// transpose: per-channel u8 outputs with a bias agree with qmatmul's reference.
+TEST(QuantizedConv2dReferenceTest, OneByOneIsTheMatmulOfPixelsByChannels) {
+  const TuningTask q =
+      *ParseTask("qconv2d N=1 C=8 H=3 W=5 K=4 R=1 S=1 stride=1 pad=0 a_zero=5 bias=1 per_channel=1 out_zero=7 dtype=u8s8u8");
+  const TuningTask m = *ParseTask("qmatmul M=15 N=4 K=8 a_zero=5 bias=1 per_channel=1 out_zero=7 dtype=u8s8u8");
+  const std::vector<HostBuffer> conv_in = MakeTypedInputs(q, 9);
+  std::vector<HostBuffer> mm_in = MakeTypedInputs(m, 9);
+  for (int64_t p = 0; p < 15; ++p)
+    for (int64_t c = 0; c < 8; ++c) mm_in[0].As<uint8_t>()[p * 8 + c] = conv_in[0].As<uint8_t>()[c * 15 + p];
+  for (int64_t c = 0; c < 8; ++c)
+    for (int64_t k = 0; k < 4; ++k) mm_in[1].As<int8_t>()[c * 4 + k] = conv_in[1].As<int8_t>()[k * 8 + c];
+  for (size_t i = 2; i < 4; ++i) mm_in[i] = conv_in[i];
+  absl::StatusOr<HostBuffer> conv = TypedReferenceOutput(q, conv_in);
+  absl::StatusOr<HostBuffer> mm = TypedReferenceOutput(m, mm_in);
+  ASSERT_TRUE(conv.ok() && mm.ok());
+  std::set<int> distinct;
+  for (int64_t p = 0; p < 15; ++p) {
+    for (int64_t k = 0; k < 4; ++k) {
+      EXPECT_EQ(conv->As<uint8_t>()[k * 15 + p], mm->As<uint8_t>()[p * 4 + k]) << p << "," << k;
+      distinct.insert(conv->As<uint8_t>()[k * 15 + p]);
+    }
+  }
+  EXPECT_GT(distinct.size(), 10u);
+}
+
+TEST(QuantizedConv2dTemplateTest, BlockRowsSplitRowsEvenly) {
+  EXPECT_EQ(QuantizedConvBlockRows(56), (std::vector<int64_t>{14, 16, 28, 32}));
+  EXPECT_EQ(QuantizedConvBlockRows(7), (std::vector<int64_t>{7}));
+  EXPECT_EQ(QuantizedConvBlockRows(28), (std::vector<int64_t>{14, 16, 28}));
+  QuantizedConvShape d;
+  d.s = 3, d.c = 64;
+  EXPECT_EQ(d.cp(), 64);
+  d.c = 3, d.s = 7;
+  EXPECT_EQ(d.cp(), 64);  // 7 x Cp must be a multiple of 64
+  d.c = 20, d.s = 1;
+  EXPECT_EQ(d.cp(), 64);
+  d.c = 30, d.s = 2;
+  EXPECT_EQ(d.cp(), 32);
+}
+
+// Inputs as the agent makes them, the kernel's buffers in entry order: interpreted,
+// or built and run (prepack, kernel, unpack). Returns the output.
+absl::StatusOr<HostBuffer> RunKernel(const ir::LoweredFunc& func, const std::vector<HostBuffer>& inputs,
+                               runtime::ElementType out_type, int64_t out_elements, const Target* built_for) {
+  if (!built_for) {
+    ir::FloatBuffers floats;
+    ir::IntBuffers ints;
+    size_t next = 0;
+    for (const ir::BufferParam& p : func.params) {
+      const bool is_float = p.dtype == ir::DType::kFloat32;
+      if (p.is_output || p.is_internal) {
+        if (is_float) floats[p.name].assign(p.NumElements(), 0.0f);
+        else ints[p.name].assign(p.NumElements(), 0);
+        continue;
+      }
+      const HostBuffer& in = inputs.at(next++);
+      for (int64_t i = 0; i < in.elements(); ++i) {
+        if (is_float) floats[p.name].push_back(in.As<float>()[i]);
+        else ints[p.name].push_back(static_cast<int64_t>(runtime::ElementAt(in.type(), in.data(), i)));
+      }
+    }
+    RETURN_IF_ERROR(ir::Interpret(func, &floats, &ints));
+    HostBuffer out(out_type, out_elements);
+    for (int64_t i = 0; i < out_elements; ++i) {
+      if (out_type == runtime::ElementType::kFloat32) out.As<float>()[i] = floats["O"][i];
+      else if (out_type == runtime::ElementType::kUInt8) out.As<uint8_t>()[i] = static_cast<uint8_t>(ints["O"][i]);
+      else out.As<int32_t>()[i] = static_cast<int32_t>(ints["O"][i]);
+    }
+    return out;
+  }
+  ASSIGN_OR_RETURN(Artifact artifact, BuildArtifact(func, *built_for));
+  std::string error;
+  auto module = runtime::LoadedModule::Load(artifact.shared_object, artifact.entry_symbol, &error);
+  if (!module) return absl::InternalError(error);
+  HostBuffer out(out_type, out_elements);
+  runtime::PoisonBuffer(out.type(), out.data(), out.elements());
+  std::list<HostBuffer> internal;
+  std::vector<void*> buffers;
+  size_t next = 0;
+  for (const ir::BufferParam& p : func.params) {
+    if (p.is_output) buffers.push_back(out.data());
+    else if (p.is_internal) buffers.push_back(internal.emplace_back(ElementTypeOf(p), p.NumElements()).data());
+    else buffers.push_back(const_cast<void*>(inputs.at(next++).data()));
+  }
+  if (module->Prepack(buffers.data()) != 0 || module->Run(buffers.data()) != 0 || module->Unpack(buffers.data()) != 0)
+    return absl::InternalError("the kernel failed");
+  return out;
+}
+
+// Tasks of every output kind, strides 1 and 2, padded and not, a 7x7 filter over 3
+// channels (padded to 64 per filter row), rows that split evenly and rows with a short
+// last block: the naive config, the heuristics' first, and random points, equal to
+// the reference exactly. Interpreted always; built and run where the host has AMX, and
+// refused with the reason where it has not.
+TEST(QuantizedConv2dTemplateTest, KernelsEqualTheReferenceExactly) {
+  const Target host = Host(2);
+  const Target amx = AmxTarget();
+  std::mt19937_64 rng(17);
+  for (const char* text : {"qconv2d N=1 C=64 H=9 W=20 K=32 R=3 S=3 stride=1 pad=1 a_zero=128 dtype=u8s8s32",
+                           "qconv2d N=2 C=32 H=8 W=11 K=48 R=3 S=3 stride=2 pad=1 a_zero=3 bias=1 per_channel=1 "
+                           "out_zero=120 dtype=u8s8u8",
+                           "qconv2d N=1 C=3 H=12 W=12 K=16 R=7 S=7 stride=2 pad=3 a_zero=200 dtype=u8s8f32",
+                           "qconv2d N=1 C=64 H=5 W=5 K=64 R=1 S=1 stride=1 pad=0 a_zero=1 per_channel=1 dtype=u8s8u8"}) {
+    SCOPED_TRACE(text);
+    const TuningTask task = *ParseTask(text);
+    absl::StatusOr<const Template*> tmpl = FindTemplate(task);
+    ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+    const std::vector<HostBuffer> inputs = MakeTypedInputs(task, 23);
+    absl::StatusOr<HostBuffer> want = TypedReferenceOutput(task, inputs);
+    ASSERT_TRUE(want.ok()) << want.status();
+    if (task.QuantizedOutput() == "u8") {
+      std::set<uint8_t> values(want->As<uint8_t>(), want->As<uint8_t>() + want->elements());
+      EXPECT_GT(values.size(), 64u);
+    }
+    const ConfigSpace space = (*tmpl)->Space(task, amx);
+    std::vector<Config> configs = {(*tmpl)->Naive(task, amx)};
+    const std::vector<Config> heuristics = (*tmpl)->Heuristics(task, amx);
+    ASSERT_FALSE(heuristics.empty());
+    configs.push_back(heuristics.front());
+    for (int i = 0; i < 3; ++i) configs.push_back(*space.Sample(rng));
+    for (size_t i = 0; i < configs.size(); ++i) {
+      const Config& config = configs[i];
+      SCOPED_TRACE(config.ToJson());
+      ASSERT_TRUE(space.Check(config).ok()) << space.Check(config);
+      absl::StatusOr<ir::LoweredFunc> func = (*tmpl)->Instantiate(task, amx, config);
+      ASSERT_TRUE(func.ok()) << func.status();
+      if (i < 2) {  // the interpreter is slow: the naive and the first heuristic config
+        absl::StatusOr<HostBuffer> got = RunKernel(*func, inputs, want->type(), want->elements(), nullptr);
+        ASSERT_TRUE(got.ok()) << got.status();
+        EXPECT_EQ(runtime::FirstMismatch(want->type(), got->data(), want->data(), want->elements(), 0, 0), -1);
+      }
+      if (HasAmx(host)) {
+        absl::StatusOr<HostBuffer> got = RunKernel(*func, inputs, want->type(), want->elements(), &host);
+        ASSERT_TRUE(got.ok()) << got.status();
+        EXPECT_EQ(runtime::FirstMismatch(want->type(), got->data(), want->data(), want->elements(), 0, 0), -1);
+      }
+    }
+    if (!HasAmx(host)) {
+      absl::StatusOr<ir::LoweredFunc> refused = (*tmpl)->Instantiate(task, host, configs.front());
+      ASSERT_FALSE(refused.ok());
+      EXPECT_NE(std::string(refused.status().message()).find("has no AMX"), std::string::npos) << refused.status();
+    }
+  }
+}
+
+TEST(QuantizedConv2dTemplateTest, UnsupportedShapesAndConfigsAreRefused) {
+  const Target amx = AmxTarget();
+  const TuningTask task = *ParseTask("qconv2d N=1 C=16 H=6 W=6 K=24 R=3 S=3 stride=1 pad=1 dtype=u8s8s32");
+  const Config config(nlohmann::json{{"engine", "amx"}, {"block_rows", 6}, {"block_cols", 16}, {"loop_order", "pk"},
+                                     {"parallel", 0}});
+  absl::StatusOr<ir::LoweredFunc> func = QuantizedConv2dAmxKernel(QuantizedConvShapeOf(task), config, amx, "q");
+  ASSERT_FALSE(func.ok());
+  EXPECT_NE(std::string(func.status().message()).find("K = 24 output channels must be a multiple of 16"),
+            std::string::npos);
+  const TuningTask ok = *ParseTask("qconv2d N=1 C=16 H=6 W=6 K=48 R=3 S=3 stride=1 pad=1 dtype=u8s8s32");
+  Config wide = config;
+  wide = Config(nlohmann::json{{"engine", "amx"}, {"block_rows", 6}, {"block_cols", 32}, {"loop_order", "pk"},
+                               {"parallel", 0}});
+  func = QuantizedConv2dAmxKernel(QuantizedConvShapeOf(ok), wide, amx, "q");
+  ASSERT_FALSE(func.ok());
+  EXPECT_NE(std::string(func.status().message()).find("divides K = 48"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tuneforge
