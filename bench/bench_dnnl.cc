@@ -22,36 +22,54 @@ using dt = memory::data_type;
 
 class DnnlConvImpl : public DnnlConv {
  public:
-  DnnlConvImpl(const TuningTask& task, const float* input, const float* filter, float* output, bool winograd)
+  // qconv2d: input u8, filter s8, output of the task's type; `scale` its scales.
+  DnnlConvImpl(const TuningTask& task, const void* input, const void* filter, void* output, bool winograd,
+               const float* scale)
       : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
     const bool depthwise = task.op() == "depthwise_conv2d";
+    const bool quantized = task.op() == "qconv2d";
+    const std::string out = quantized ? task.QuantizedOutput() : "";
+    const dt src_type = quantized ? dt::u8 : dt::f32, wei_type = quantized ? dt::s8 : dt::f32;
+    const dt dst_type = !quantized ? dt::f32 : out == "s32" ? dt::s32 : out == "f32" ? dt::f32 : dt::u8;
     const memory::dim n = task.Param("N"), c = task.Param("C"), h = task.Param("H"),
                       w = task.Param("W"), k = depthwise ? c : task.Param("K"),
                       r = task.Param("R"), s = task.Param("S"), stride = task.Param("stride"),
                       pad = task.Param("pad"), oh = task.ConvOutH(), ow = task.ConvOutW();
     memory::dims src_dims = {n, c, h, w}, dst_dims = {n, k, oh, ow};
     // Grouped (depthwise: C groups of one channel): goihw, G x K/G x C/G x R x S.
-    const memory::dim groups = depthwise ? c : task.Param("groups");
+    const memory::dim groups = depthwise ? c : quantized ? 1 : task.Param("groups");
     memory::dims wei_dims =
         groups > 1 ? memory::dims{groups, k / groups, c / groups, r, s} : memory::dims{k, c, r, s};
     memory::dims strides = {stride, stride}, padding = {pad, pad};
     // The right padding that gives exactly OH x OW (oneDNN checks the arithmetic).
     memory::dims padding_r = {(oh - 1) * stride + r - h - pad, (ow - 1) * stride + s - w - pad};
-    memory::desc src_any(src_dims, dt::f32, tag::any), wei_any(wei_dims, dt::f32, tag::any),
-        dst_any(dst_dims, dt::f32, tag::any);
+    memory::desc src_any(src_dims, src_type, tag::any), wei_any(wei_dims, wei_type, tag::any),
+        dst_any(dst_dims, dst_type, tag::any);
+    // int8: the zero points and scales fixed at creation, as for the int8 matmul.
+    dnnl::primitive_attr attr;
+    if (quantized && out != "s32") {
+      const bool per_channel = task.Param("per_channel") == 1;
+      attr.set_output_scales(per_channel ? 1 << 1 : 0, std::vector<float>(scale, scale + (per_channel ? k : 1)));
+    }
+    if (quantized && task.Param("a_zero") != 0) {
+      attr.set_zero_points(DNNL_ARG_SRC, 0, {static_cast<int32_t>(task.Param("a_zero"))});
+    }
+    if (quantized && task.Param("out_zero") != 0) {
+      attr.set_zero_points(DNNL_ARG_DST, 0, {static_cast<int32_t>(task.Param("out_zero"))});
+    }
     dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
                                          winograd ? dnnl::algorithm::convolution_winograd
                                                   : dnnl::algorithm::convolution_direct,
                                          src_any, wei_any,
                                          dst_any, strides, padding, padding_r);
-    dnnl::convolution_forward::primitive_desc pd(desc, engine_);
+    dnnl::convolution_forward::primitive_desc pd(desc, attr, engine_);
     impl_ = pd.impl_info_str();
     conv_ = dnnl::convolution_forward(pd);
 
-    memory user_src({src_dims, dt::f32, tag::nchw}, engine_, const_cast<float*>(input));
-    memory user_wei({wei_dims, dt::f32, groups > 1 ? tag::goihw : tag::oihw}, engine_,
-                    const_cast<float*>(filter));
-    user_dst_ = memory({dst_dims, dt::f32, tag::nchw}, engine_, output);
+    memory user_src({src_dims, src_type, tag::nchw}, engine_, const_cast<void*>(input));
+    memory user_wei({wei_dims, wei_type, groups > 1 ? tag::goihw : tag::oihw}, engine_,
+                    const_cast<void*>(filter));
+    user_dst_ = memory({dst_dims, dst_type, tag::nchw}, engine_, output);
     src_ = memory(pd.src_desc(), engine_);
     wei_ = memory(pd.weights_desc(), engine_);
     dst_ = memory(pd.dst_desc(), engine_);
@@ -82,6 +100,19 @@ class DnnlConvImpl : public DnnlConv {
   std::string impl_;
 };
 
+absl::StatusOr<std::unique_ptr<DnnlConv>> MakeConv(const TuningTask& task, const void* input, const void* filter,
+                                                   void* output, int threads, bool winograd, const float* scale) {
+  omp_set_num_threads(threads);
+  try {
+    return std::unique_ptr<DnnlConv>(new DnnlConvImpl(task, input, filter, output, winograd, scale));
+  } catch (const dnnl::error& e) {  // the API's only error channel
+    if (e.status == dnnl_unimplemented) return absl::UnimplementedError(std::string("oneDNN: ") + e.what());
+    return absl::InternalError(std::string("oneDNN: ") + e.what());
+  } catch (const std::exception& e) {
+    return absl::InternalError(std::string("oneDNN: ") + e.what());
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DnnlConv>> MakeDnnlConv(const TuningTask& task, const float* input,
@@ -89,15 +120,17 @@ absl::StatusOr<std::unique_ptr<DnnlConv>> MakeDnnlConv(const TuningTask& task, c
                                                        int threads, bool winograd) {
   if (task.op() != "conv2d" && task.op() != "depthwise_conv2d")
     return absl::InvalidArgumentError("oneDNN baseline only for conv2d and depthwise_conv2d");
-  omp_set_num_threads(threads);
-  try {
-    return std::unique_ptr<DnnlConv>(new DnnlConvImpl(task, input, filter, output, winograd));
-  } catch (const dnnl::error& e) {  // the API's only error channel
-    if (e.status == dnnl_unimplemented) return absl::UnimplementedError(std::string("oneDNN: ") + e.what());
-    return absl::InternalError(std::string("oneDNN: ") + e.what());
-  } catch (const std::exception& e) {
-    return absl::InternalError(std::string("oneDNN: ") + e.what());
+  return MakeConv(task, input, filter, output, threads, winograd, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<DnnlConv>> MakeDnnlQuantizedConv(const TuningTask& task, const uint8_t* input,
+                                                                const int8_t* filter, const float* scale,
+                                                                void* output, int threads) {
+  if (task.op() != "qconv2d") return absl::InvalidArgumentError("oneDNN int8 convolution only for qconv2d");
+  if (task.Param("bias") == 1) {
+    return absl::UnimplementedError("oneDNN's int8 convolution adds the bias after scaling; qconv2d adds it before");
   }
+  return MakeConv(task, input, filter, output, threads, /*winograd=*/false, scale);
 }
 
 namespace {

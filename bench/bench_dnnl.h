@@ -1,4 +1,4 @@
-// oneDNN side of `tuneforge bench kernels` for conv2d and depthwise_conv2d: the
+// oneDNN side of `tuneforge bench kernels` for conv2d, depthwise_conv2d and qconv2d: the
 // vendor's own choice of blocked layouts (format `any`, as oneDNN's users and
 // benchdnn do), inference, with the reorders into and out of those layouts done
 // outside the timed call — the same split as tuneforge's prepack/unpack entries.
@@ -35,6 +35,15 @@ class DnnlConv {
 absl::StatusOr<std::unique_ptr<DnnlConv>> MakeDnnlConv(const TuningTask& task, const float* input,
                                                        const float* filter, float* output,
                                                        int threads, bool winograd = false);
+
+// oneDNN's int8 convolution for a qconv2d task: input u8 NCHW, filter s8 OIHW, both
+// reordered once, here, into the layouts oneDNN picks; the output of the task's type,
+// NCHW after Unpack. Zero points and scales as creation-time attributes (see
+// MakeDnnlQuantizedMatmul; `scale` ignored for an s32 output). Unimplemented for a task
+// with a bias (oneDNN adds it after the scale; qconv2d before).
+absl::StatusOr<std::unique_ptr<DnnlConv>> MakeDnnlQuantizedConv(const TuningTask& task, const uint8_t* input,
+                                                                const int8_t* filter, const float* scale,
+                                                                void* output, int threads);
 
 // oneDNN's matmul primitive on row-major (plain-layout) A [batch,] m x k and B k x n
 // into C (batch = 0: one 2-D product), on `threads` OpenMP threads; `impl` is the

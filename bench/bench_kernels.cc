@@ -77,7 +77,8 @@ constexpr const char* kBenchKernelsUsage =
     "  baseline (matmul, dense, batch_matmul: OpenBLAS cblas_sgemm and oneDNN's\n"
     "  dnnl_sgemm; batch_matmul with OpenBLAS the stronger of per-matrix threading and\n"
     "  the batch split over threads; dense with W's packing timed on both sides;\n"
-    "  conv2d, depthwise: oneDNN's convolution, layout reorders untimed on both sides)\n"
+    "  conv2d, depthwise, qconv2d: oneDNN's convolution, layout reorders untimed on both\n"
+    "  sides)\n"
     "  alternately and prints tuneforge GFLOP/s, its share of the machine's FMA peak\n"
     "  (measured first), the strongest vendor's GFLOP/s, the ratio to it, every vendor's\n"
     "  figure, and the geometric mean of the ratios per operator and thread count.\n"
@@ -85,7 +86,8 @@ constexpr const char* kBenchKernelsUsage =
     "             full (the matmul family at 200 trials), conv (ResNet-18 conv2d layers vs\n"
     "             oneDNN), depthwise (MobileNet-V2 depthwise layers vs oneDNN), int8 (qmatmul\n"
     "             vs oneDNN's int8 matmul, and float32 matmuls of the same shapes for the\n"
-    "             int8/float32 ratio), smoke (tiny, for tests)\n"
+    "             int8/float32 ratio), int8conv (qconv2d, ResNet layers, vs oneDNN's int8\n"
+    "             convolution, and float32 conv2d of the same shapes), smoke (tiny, for tests)\n"
     "  --task     benchmark this one task instead of a suite\n"
     "  --target   the target to tune and build for, e.g. \"-mcpu=x86-64-v3\n"
     "             -mattr=+avx,+avx2,+fma\" (AVX2 only); the host's triple (default: host)\n"
@@ -151,6 +153,26 @@ const std::vector<Suite>& Suites() {
         "qmatmul M=512 N=512 K=512 a_zero=128 per_channel=1 dtype=u8s8f32", "matmul M=1024 N=1024 K=1024",
         "matmul M=128 N=768 K=768", "matmul M=128 N=3072 K=768", "matmul M=128 N=768 K=3072",
         "matmul M=512 N=512 K=512"},
+       16,
+       40},
+      // int8 convolutions (ResNet's layers: u8 activations with zero point 128, s8
+      // weights, requantized per output channel as QLinearConv does) against oneDNN's
+      // int8 convolution, and our float32 convolutions of the same shapes.
+      {"int8conv",
+       {"qconv2d N=1 C=64 H=56 W=56 K=64 R=3 S=3 stride=1 pad=1 a_zero=128 per_channel=1 dtype=u8s8u8",
+        "qconv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1 a_zero=128 per_channel=1 dtype=u8s8u8",
+        "qconv2d N=1 C=256 H=14 W=14 K=256 R=3 S=3 stride=1 pad=1 a_zero=128 per_channel=1 dtype=u8s8u8",
+        "qconv2d N=1 C=512 H=7 W=7 K=512 R=3 S=3 stride=1 pad=1 a_zero=128 per_channel=1 dtype=u8s8u8",
+        "qconv2d N=1 C=64 H=56 W=56 K=128 R=3 S=3 stride=2 pad=1 a_zero=128 per_channel=1 dtype=u8s8u8",
+        "qconv2d N=1 C=256 H=56 W=56 K=64 R=1 S=1 stride=1 pad=0 a_zero=128 per_channel=1 dtype=u8s8u8",
+        "qconv2d N=1 C=64 H=56 W=56 K=256 R=1 S=1 stride=1 pad=0 a_zero=128 per_channel=1 dtype=u8s8u8",
+        "conv2d N=1 C=64 H=56 W=56 K=64 R=3 S=3 stride=1 pad=1",
+        "conv2d N=1 C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1",
+        "conv2d N=1 C=256 H=14 W=14 K=256 R=3 S=3 stride=1 pad=1",
+        "conv2d N=1 C=512 H=7 W=7 K=512 R=3 S=3 stride=1 pad=1",
+        "conv2d N=1 C=64 H=56 W=56 K=128 R=3 S=3 stride=2 pad=1",
+        "conv2d N=1 C=256 H=56 W=56 K=64 R=1 S=1 stride=1 pad=0",
+        "conv2d N=1 C=64 H=56 W=56 K=256 R=1 S=1 stride=1 pad=0"},
        16,
        40},
       // MobileNet-V2's 3x3 depthwise layers (the stride-2 one reads 112^2, writes 56^2).
@@ -446,6 +468,18 @@ absl::StatusOr<std::vector<Vendor>> VendorRuns(const TuningTask& task, CaseData&
                                                     static_cast<const int8_t*>(data.inputs[1].raw()), scale,
                                                     data.output.raw(), threads, &impl));
     v.name = "onednn int8 matmul (" + impl + ")";
+    out.push_back(std::move(v));
+    return out;
+  }
+  if (task.op() == "qconv2d") {
+    const float* scale = task.QuantizedOutput() == "s32" ? nullptr : data.inputs.back().data.get();
+    ASSIGN_OR_RETURN(std::shared_ptr<DnnlConv> conv,
+                     MakeDnnlQuantizedConv(task, static_cast<const uint8_t*>(data.inputs[0].raw()),
+                                           static_cast<const int8_t*>(data.inputs[1].raw()), scale,
+                                           data.output.raw(), threads));
+    v.name = "onednn int8 conv (" + conv->impl() + ")";
+    v.run = [conv] { conv->Run(); };
+    v.unpack = [conv] { conv->Unpack(); };
     out.push_back(std::move(v));
     return out;
   }
@@ -781,7 +815,7 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
       winner_module->Run(winner_buffers);
     };
     result.untimed = "none: tuneforge packs W in every timed run, as OpenBLAS does inside sgemm";
-  } else if (task.op() == "conv2d" || task.op() == "depthwise_conv2d") {
+  } else if (task.op() == "conv2d" || task.op() == "depthwise_conv2d" || task.op() == "qconv2d") {
     result.untimed = "both sides: input padding+blocking, filter blocking, output unblocking "
                      "(tuneforge prepack/unpack, oneDNN reorders)";
   }
@@ -821,7 +855,7 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
   }
   // OpenBLAS on its best core type when that is not what it loaded with here.
   const std::string core = forced_core.empty() ? BestOpenBlasCore() : forced_core;
-  if (task.op() != "conv2d" && task.op() != "depthwise_conv2d" && task.op() != "qmatmul" &&
+  if (task.op() != "conv2d" && task.op() != "depthwise_conv2d" && task.op() != "qmatmul" && task.op() != "qconv2d" &&
       (!forced_core.empty() || core != Blas().corename())) {
     quiet();
     ASSIGN_OR_RETURN(double g, OpenBlasInChild(task, threads, min_sample_s, core));
@@ -930,7 +964,7 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
   }
   if (flags.Has("openblas-only")) {
     if (tasks.size() != 1 || threads.size() != 1 || tasks[0].op() == "conv2d" ||
-        tasks[0].op() == "depthwise_conv2d" || tasks[0].op() == "qmatmul") {
+        tasks[0].op() == "depthwise_conv2d" || tasks[0].op() == "qmatmul" || tasks[0].op() == "qconv2d") {
       return absl::InvalidArgumentError("--openblas-only takes one GEMM --task and one --threads value");
     }
     return OpenBlasOnly(tasks[0], threads[0], static_cast<double>(min_ms) / 1e3);
@@ -992,13 +1026,20 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
   };
   std::vector<Int8OverFloat> int8_over_float;
   std::map<int, std::vector<double>> int8_ratios;
+  // The float32 task of an int8 task's shape: matmul for qmatmul, conv2d for qconv2d.
+  auto float_twin = [](const TuningTask& q) {
+    const bool conv = q.op() == "qconv2d";
+    std::vector<std::pair<std::string, int64_t>> params;
+    for (const char* p : conv ? std::vector<const char*>{"N", "C", "H", "W", "K", "R", "S", "stride", "pad"}
+                              : std::vector<const char*>{"M", "N", "K"})
+      params.emplace_back(p, q.Param(p));
+    return MakeTask(conv ? "conv2d" : "matmul", params, "float32")->CanonicalText();
+  };
   for (const CaseResult& q : results) {
-    if (q.op != "qmatmul") continue;
-    const TuningTask qt = *ParseTask(q.task_text);
+    if (q.op != "qmatmul" && q.op != "qconv2d") continue;
+    const std::string twin = float_twin(*ParseTask(q.task_text));
     for (const CaseResult& f : results) {
-      if (f.op != "matmul" || f.threads != q.threads) continue;
-      const TuningTask ft = *ParseTask(f.task_text);
-      if (ft.Param("M") != qt.Param("M") || ft.Param("N") != qt.Param("N") || ft.Param("K") != qt.Param("K")) continue;
+      if (f.task_text != twin || f.threads != q.threads) continue;
       int8_over_float.push_back({q.task_text, q.threads, q.tf_gflops / f.tf_gflops});
       int8_ratios[q.threads].push_back(q.tf_gflops / f.tf_gflops);
     }
