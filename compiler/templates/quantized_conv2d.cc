@@ -105,16 +105,50 @@ absl::Status CheckConv(const QuantizedConvShape& d, const Target& target) {
       d.oh() < 1 || d.ow() < 1) {
     return absl::InvalidArgumentError("int8 convolution: bad shape");
   }
-  if (!target.HasFeature("amx-int8") || !target.HasFeature("amx-tile")) {
-    return absl::InvalidArgumentError(
-        "int8 convolution: only the AMX kernel exists so far, and target " + target.ToString() +
-        " has no AMX (amx-tile, amx-int8); the vpdpbusd kernel for other CPUs is not implemented yet");
-  }
   if (d.k % 16 != 0) {
     return absl::InvalidArgumentError("int8 convolution: K = " + std::to_string(d.k) +
-                                      " output channels must be a multiple of 16 (the AMX kernel's panels)");
+                                      " output channels must be a multiple of 16 (the weights' panels)");
   }
   return absl::OkStatus();
+}
+
+bool HasAmx(const Target& target) { return target.HasFeature("amx-int8") && target.HasFeature("amx-tile"); }
+
+// The parameters both kernels take, in entry order.
+std::vector<BufferParam> ConvParams(const QuantizedConvShape& d) {
+  const DType out_type = QuantizedOutputType(d);
+  const int64_t cp = d.cp();
+  std::vector<BufferParam> params = {BufferParam{"I", DType::kUInt8, {d.n, d.c, d.h, d.w}, false},
+                                     BufferParam{"F", DType::kInt8, {d.k, d.c, d.r, d.s}, false}};
+  for (BufferParam& p : QuantizedEpilogueParams(d, d.k)) params.push_back(std::move(p));
+  auto internal = [&params](std::string buffer, DType type, std::vector<int64_t> shape) {
+    BufferParam p{std::move(buffer), type, std::move(shape), false};
+    p.is_internal = true;
+    params.push_back(std::move(p));
+  };
+  internal("I.padded", DType::kUInt8, {d.n, d.hp(), d.wp(), cp});
+  internal("F.packed", DType::kInt8, {d.k / 16, d.r, d.s * cp / 4, 16, 4});
+  internal("F.offset", DType::kInt32, {d.k});
+  internal("O.nhwc", out_type, {d.n, d.oh(), d.ow(), d.k});
+  params.push_back(BufferParam{"O", out_type, {d.n, d.k, d.oh(), d.ow()}, true});
+  return params;
+}
+
+// I.padded's index of pixel (p = n*OH + oh, column) at filter row r, byte 0.
+Expr PixelIndex(const QuantizedConvShape& d, const Expr& p, const Expr& column, const Expr& r) {
+  Expr n = Div(p, IntImm(d.oh())), y = Mod(p, IntImm(d.oh()));
+  Expr row = Add(Add(Mul(n, IntImm(d.hp())), Mul(y, IntImm(d.stride))), r);
+  return Mul(Add(Mul(row, IntImm(d.wp())), Mul(column, IntImm(d.stride))), IntImm(d.cp()));
+}
+
+// The loop over the outer axis (pixel rows p or channel blocks kb) around `body`,
+// the other axis inside it, per loop_order.
+struct BlockAxes {
+  LoopSpec outer, inner;
+};
+BlockAxes AxesOf(const QuantizedConvShape& d, int64_t channel_block, bool pixels_outer) {
+  const LoopSpec pixels{"p", d.n * d.oh()}, channels{"kb", d.k / channel_block};
+  return pixels_outer ? BlockAxes{pixels, channels} : BlockAxes{channels, pixels};
 }
 
 }  // namespace
@@ -131,25 +165,15 @@ absl::StatusOr<LoweredFunc> QuantizedConv2dAmxKernel(const QuantizedConvShape& d
   const std::string order = config.Str("loop_order");
   if (order != "pk" && order != "kp") return absl::InvalidArgumentError("int8 convolution: loop_order is pk or kp");
   const bool parallel = config.Int("parallel") == 1;
-  const int64_t cp = d.cp(), oh = d.oh(), ow = d.ow(), panel_bytes = d.r * d.s * cp * 16;
-  const DType out_type = QuantizedOutputType(d);
+  if (!HasAmx(target)) {
+    return absl::InvalidArgumentError("int8 convolution: engine amx needs a target with AMX (amx-tile, amx-int8); " +
+                                      target.ToString() + " has none");
+  }
+  const int64_t cp = d.cp(), ow = d.ow(), panel_bytes = d.r * d.s * cp * 16;
 
   LoweredFunc func;
   func.name = name;
-  func.params = {BufferParam{"I", DType::kUInt8, {d.n, d.c, d.h, d.w}, false},
-                 BufferParam{"F", DType::kInt8, {d.k, d.c, d.r, d.s}, false}};
-  for (BufferParam& p : QuantizedEpilogueParams(d, d.k)) func.params.push_back(std::move(p));
-  auto internal = [&func](std::string buffer, DType type, std::vector<int64_t> shape) {
-    BufferParam p{std::move(buffer), type, std::move(shape), false};
-    p.is_internal = true;
-    func.params.push_back(std::move(p));
-  };
-  internal("I.padded", DType::kUInt8, {d.n, d.hp(), d.wp(), cp});
-  internal("F.packed", DType::kInt8, {d.k / 16, d.r, d.s * cp / 4, 16, 4});
-  internal("F.offset", DType::kInt32, {d.k});
-  internal("O.nhwc", out_type, {d.n, oh, ow, d.k});
-  func.params.push_back(BufferParam{"O", out_type, {d.n, d.k, oh, ow}, true});
-
+  func.params = ConvParams(d);
   // Pixel row p (= n*OH + oh), channel block kb: `rows` outputs from column ow0, the
   // sums over R filter rows of S*Cp bytes each, then their write-back.
   Expr p = Var("p"), kb = Var("kb");
@@ -158,10 +182,7 @@ absl::StatusOr<LoweredFunc> QuantizedConv2dAmxKernel(const QuantizedConvShape& d
     o.configured = true;
     o.a = "I.padded";
     o.b = "F.packed";
-    Expr n = Div(p, IntImm(oh)), y = Mod(p, IntImm(oh));
-    o.a_index = Mul(Add(Mul(Add(Mul(n, IntImm(d.hp())), Mul(y, IntImm(d.stride))), IntImm(d.wp())),
-                        Mul(ow0, IntImm(d.stride))),
-                    IntImm(cp));
+    o.a_index = PixelIndex(d, p, ow0, IntImm(0));
     o.a_stride = d.stride * cp;
     o.segments = d.r;
     o.a_segment_stride = d.wp() * cp;
@@ -182,9 +203,8 @@ absl::StatusOr<LoweredFunc> QuantizedConv2dAmxKernel(const QuantizedConvShape& d
   // One outer iteration: every full block of its inner loop on one tile configuration
   // (ldtilecfg serialises the tile unit: a few hundred cycles), then the rows' shorter
   // last blocks on another.
-  const bool pixels_outer = order == "pk";
-  const LoopSpec pixels{"p", d.n * oh}, channels{"kb", d.k / block_cols};
-  const LoopSpec& inner = pixels_outer ? channels : pixels;
+  const BlockAxes axes = AxesOf(d, block_cols, order == "pk");
+  const LoopSpec& inner = axes.inner;
   const int64_t full = ow / block_rows, tail = ow % block_rows;
   std::vector<Stmt> steps;
   if (full > 0) {
@@ -197,7 +217,7 @@ absl::StatusOr<LoweredFunc> QuantizedConv2dAmxKernel(const QuantizedConvShape& d
     steps.push_back(For(inner.var, IntImm(inner.extent), inner.extent, ForKind::kSerial,
                         block(IntImm(full * block_rows), tail)));
   }
-  const LoopSpec& outer = pixels_outer ? pixels : channels;
+  const LoopSpec& outer = axes.outer;
   func.body = For(outer.var, IntImm(outer.extent), outer.extent, parallel ? ForKind::kParallel : ForKind::kSerial,
                   Block(steps));
   func.prepack = Prepack(d);
@@ -205,13 +225,108 @@ absl::StatusOr<LoweredFunc> QuantizedConv2dAmxKernel(const QuantizedConvShape& d
   return func;
 }
 
-ConfigSpace QuantizedConv2dTemplate::Space(const TuningTask& task, const Target&) const {
+absl::StatusOr<LoweredFunc> QuantizedConv2dVnniKernel(const QuantizedConvShape& d, const Config& config,
+                                                      const Target& target, const std::string& name) {
+  RETURN_IF_ERROR(CheckConv(d, target));
+  const int64_t ow_reg = config.Int("ow_reg"), lanes = config.Int("vec_lanes"), vecs = config.Int("oc_vecs");
+  if (ow_reg < 1 || ow_reg > 16) return absl::InvalidArgumentError("int8 convolution: ow_reg is 1..16");
+  if (lanes != 4 && lanes != 8 && lanes != 16) {
+    return absl::InvalidArgumentError("int8 convolution: vec_lanes is 4, 8 or 16");
+  }
+  const int64_t block = lanes * vecs;
+  if (vecs < 1 || d.k % block != 0) {
+    return absl::InvalidArgumentError("int8 convolution: vec_lanes x oc_vecs = " + std::to_string(block) +
+                                      " must divide K = " + std::to_string(d.k));
+  }
+  const std::string order = config.Str("loop_order");
+  if (order != "pk" && order != "kp") return absl::InvalidArgumentError("int8 convolution: loop_order is pk or kp");
+  const bool parallel = config.Int("parallel") == 1;
+  const int64_t ow = d.ow(), groups = d.s * d.cp() / 4;
+
+  LoweredFunc func;
+  func.name = name;
+  func.params = ConvParams(d);
+  // A register tile of `pixels` output pixels from column ow0 x vecs vectors of lanes
+  // output channels, in row p and channel block kb: each step broadcasts one input
+  // word (four channels) per pixel and multiplies it into each vector of four-byte
+  // weight words (Dot4: vpdpbusd where the target has it).
+  Expr p = Var("p"), kb = Var("kb");
+  auto tile = [&](const Expr& ow0, int64_t pixels) {
+    Expr i = Var("t.i"), v = Var("t.v"), l = Var("t.l"), r = Var("t.r"), g = Var("t.g");
+    auto over_tile = [&](Stmt body) {
+      return For("t.i", IntImm(pixels), pixels, ForKind::kUnrolled,
+                 For("t.v", IntImm(vecs), vecs, ForKind::kUnrolled,
+                     For("t.l", IntImm(lanes), lanes, ForKind::kVectorized, std::move(body))));
+    };
+    Expr acc_index = Add(Mul(Add(Mul(i, IntImm(vecs)), v), IntImm(lanes)), l);
+    Expr first = Add(Mul(kb, IntImm(block)), Mul(v, IntImm(lanes)));  // the vector's first channel
+    Expr channel = Add(first, l);
+    // F.packed [K/16][R][G][16][4]: the vector's lanes are one run of a 16-channel panel.
+    Expr weights = Add(Mul(Add(Mul(Add(Mul(Div(first, IntImm(16)), IntImm(d.r)), r), IntImm(groups)), g), IntImm(64)),
+                       Mul(Add(Mod(first, IntImm(16)), l), IntImm(4)));
+    Expr image = Add(PixelIndex(d, p, Add(ow0, i), r), Mul(g, IntImm(4)));
+    Stmt zero = over_tile(Store("acc", acc_index, Cast(DType::kInt32, IntImm(0))));
+    Stmt step = over_tile(Store("acc", acc_index,
+                                Dot4(Load("acc", DType::kInt32, acc_index), Load("I.padded", DType::kUInt8, image),
+                                     Load("F.packed", DType::kInt8, weights))));
+    Stmt reduce = For("t.r", IntImm(d.r), d.r, ForKind::kSerial, For("t.g", IntImm(groups), groups, ForKind::kSerial, step));
+    Stmt write = over_tile(Store("O.nhwc", Add(Mul(Add(Add(Mul(p, IntImm(ow)), ow0), i), IntImm(d.k)), channel),
+                                 QuantizedWriteBack(d, Load("acc", DType::kInt32, acc_index), channel, "F.offset")));
+    return Allocate("acc", DType::kInt32, pixels * vecs * lanes, Block({zero, reduce, write}));
+  };
+  const BlockAxes axes = AxesOf(d, block, order == "pk");
+  const int64_t full = ow / ow_reg, tail = ow % ow_reg;
+  std::vector<Stmt> tiles;
+  if (full > 0) tiles.push_back(For("ob", IntImm(full), full, ForKind::kSerial, tile(Mul(Var("ob"), IntImm(ow_reg)), ow_reg)));
+  if (tail > 0) tiles.push_back(tile(IntImm(full * ow_reg), tail));
+  Stmt inner = For(axes.inner.var, IntImm(axes.inner.extent), axes.inner.extent, ForKind::kSerial, Block(tiles));
+  func.body = For(axes.outer.var, IntImm(axes.outer.extent), axes.outer.extent,
+                  parallel ? ForKind::kParallel : ForKind::kSerial, inner);
+  func.prepack = Prepack(d);
+  func.unpack = Unpack(d);
+  return func;
+}
+
+namespace {
+
+// The VNNI kernel's register budget: the tile's accumulators, one weight vector per
+// column of vectors, one broadcast input word.
+bool FitsRegisters(int64_t ow_reg, int64_t vecs, const Target& target) {
+  return ow_reg * vecs + vecs + 1 <= target.VectorRegisters();
+}
+
+}  // namespace
+
+ConfigSpace QuantizedConv2dTemplate::Space(const TuningTask& task, const Target& target) const {
   const QuantizedConvShape d = QuantizedConvShapeOf(task);
+  if (!HasAmx(target)) {
+    std::vector<nlohmann::json> ow_regs, lanes;
+    for (int64_t r : {1, 2, 4, 6, 7, 8, 12, 14})
+      if (r <= d.ow()) ow_regs.push_back(r);
+    for (int64_t l : {4, 8, 16})
+      if (l <= target.MaxF32Lanes()) lanes.push_back(l);
+    std::vector<Knob> knobs = {
+        {"engine", {"vnni"}, "vector dot products (vpdpbusd where the CPU has it; amx where it has AMX)"},
+        {"ow_reg", ow_regs, "output pixels of one row in the register tile"},
+        {"vec_lanes", lanes, "int32 output channels per vector"},
+        {"oc_vecs", {1, 2, 3, 4}, "vectors of output channels in the register tile"},
+        {"loop_order", {"pk", "kp"}, "pixel rows outer (pk) or output-channel blocks outer (kp)"},
+        {"parallel", {0, 1}, "run the outer loop on the runtime thread pool"},
+    };
+    const int64_t k = d.k;
+    return ConfigSpace(std::move(knobs), [k, target](const Config& c) {
+      if (k % (c.Int("vec_lanes") * c.Int("oc_vecs")) != 0)
+        return absl::InvalidArgumentError("vec_lanes x oc_vecs must divide K");
+      if (!FitsRegisters(c.Int("ow_reg"), c.Int("oc_vecs"), target))
+        return absl::InvalidArgumentError("the register tile needs more vector registers than the target has");
+      return absl::OkStatus();
+    });
+  }
   std::vector<nlohmann::json> rows, cols = {16};
   for (int64_t r : QuantizedConvBlockRows(d.ow())) rows.push_back(r);
   if (d.k % 32 == 0) cols.push_back(32);
   std::vector<Knob> knobs = {
-      {"engine", {"amx"}, "the matrix unit (AMX tiles); the only kernel so far"},
+      {"engine", {"amx"}, "the matrix unit (AMX tiles); vnni where the target has none"},
       {"block_rows", rows, "output pixels of one row per block (one or two tiles of up to 16)"},
       {"block_cols", cols, "output channels per block: one or two 16-channel tiles"},
       {"loop_order", {"pk", "kp"}, "pixel rows outer (pk) or output-channel blocks outer (kp)"},
@@ -220,7 +335,11 @@ ConfigSpace QuantizedConv2dTemplate::Space(const TuningTask& task, const Target&
   return ConfigSpace(std::move(knobs), [](const Config&) { return absl::OkStatus(); });
 }
 
-Config QuantizedConv2dTemplate::Naive(const TuningTask& task, const Target&) const {
+Config QuantizedConv2dTemplate::Naive(const TuningTask& task, const Target& target) const {
+  if (!HasAmx(target)) {
+    return Config(nlohmann::json{{"engine", "vnni"}, {"ow_reg", 1}, {"vec_lanes", 4}, {"oc_vecs", 1},
+                                 {"loop_order", "pk"}, {"parallel", 0}});
+  }
   return Config(nlohmann::json{{"engine", "amx"},
                                {"block_rows", std::min<int64_t>(16, QuantizedConvShapeOf(task).ow())},
                                {"block_cols", 16},
@@ -232,13 +351,31 @@ std::vector<Config> QuantizedConv2dTemplate::Heuristics(const TuningTask& task, 
   // Rows that split the output row evenly and are the longest first (each B tile used
   // for more rows, no short last block), two channel tiles, pixel rows on every thread.
   const QuantizedConvShape d = QuantizedConvShapeOf(task);
+  const ConfigSpace space = Space(task, target);
+  std::vector<Config> out;
+  if (!HasAmx(target)) {
+    // The widest vectors; per count of channel vectors, the longest pixel run that
+    // fits the registers, one that divides the row first.
+    const int64_t lanes = std::min<int64_t>(16, target.MaxF32Lanes());
+    for (int64_t vecs : {2, 4, 1, 3}) {
+      std::vector<int64_t> fits;
+      for (int64_t r : {14, 12, 8, 7, 6, 4, 2, 1})
+        if (r <= d.ow() && FitsRegisters(r, vecs, target)) fits.push_back(r);
+      std::stable_sort(fits.begin(), fits.end(),
+                       [&](int64_t a, int64_t b) { return (d.ow() % a == 0) > (d.ow() % b == 0); });
+      for (size_t i = 0; i < std::min<size_t>(2, fits.size()); ++i) {
+        Config c(nlohmann::json{{"engine", "vnni"}, {"ow_reg", fits[i]}, {"vec_lanes", lanes}, {"oc_vecs", vecs},
+                                {"loop_order", "pk"}, {"parallel", target.num_threads > 1 ? 1 : 0}});
+        if (space.Check(c).ok() && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+      }
+    }
+    return out;
+  }
   std::vector<int64_t> rows = QuantizedConvBlockRows(d.ow());
   std::stable_sort(rows.begin(), rows.end(), [&](int64_t a, int64_t b) {
     const bool a_even = d.ow() % a == 0, b_even = d.ow() % b == 0;
     return a_even != b_even ? a_even : a > b;
   });
-  const ConfigSpace space = Space(task, target);
-  std::vector<Config> out;
   for (const char* order : {"pk", "kp"}) {
     for (int64_t r : rows) {
       for (int64_t c : {32, 16}) {
@@ -254,7 +391,9 @@ std::vector<Config> QuantizedConv2dTemplate::Heuristics(const TuningTask& task, 
 absl::StatusOr<ir::LoweredFunc> QuantizedConv2dTemplate::Instantiate(const TuningTask& task, const Target& target,
                                                                      const Config& config) const {
   RETURN_IF_ERROR(SpaceOf(*this, task, target)->Check(config));
-  return QuantizedConv2dAmxKernel(QuantizedConvShapeOf(task), config, target, KernelSymbol(task, *this, config));
+  const std::string symbol = KernelSymbol(task, *this, config);
+  if (config.Str("engine") == "amx") return QuantizedConv2dAmxKernel(QuantizedConvShapeOf(task), config, target, symbol);
+  return QuantizedConv2dVnniKernel(QuantizedConvShapeOf(task), config, target, symbol);
 }
 
 }  // namespace tuneforge

@@ -58,9 +58,18 @@ QuantizedConvShape QuantizedConvShapeOf(const TuningTask& task);
 absl::StatusOr<ir::LoweredFunc> QuantizedConv2dAmxKernel(const QuantizedConvShape& shape, const Config& config,
                                                          const Target& target, const std::string& name);
 
-// The template of qconv2d tasks. Only the AMX kernel exists so far: on a target
-// without AMX every config is refused with that reason (docs/int8.md, "Order of the
-// parts").
+// The same convolution on vector units: a register tile of ow_reg output pixels of one
+// row x oc_vecs vectors of vec_lanes output channels, summed over the filter rows and
+// the S*Cp/4 four-byte words of each (one broadcast input word per pixel times one
+// weight vector per column: Dot4, i.e. vpdpbusd on AVX-512 VNNI and AVX-VNNI, the
+// exact widening multiply-adds elsewhere), then the same write-back; loop_order and
+// parallel as for the AMX kernel. Same layouts and entry point. Needs K % 16 == 0 and
+// vec_lanes x oc_vecs dividing K.
+absl::StatusOr<ir::LoweredFunc> QuantizedConv2dVnniKernel(const QuantizedConvShape& shape, const Config& config,
+                                                          const Target& target, const std::string& name);
+
+// The template of qconv2d tasks: on a target with AMX the AMX kernel's space (engine
+// amx), elsewhere the vector kernel's (engine vnni).
 class QuantizedConv2dTemplate : public Template {
  public:
   std::string name() const override { return "qconv2d_cpu"; }

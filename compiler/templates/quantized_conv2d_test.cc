@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "compiler/codegen/build.h"
 #include "compiler/ir/interpreter.h"
 #include "compiler/reference/reference.h"
@@ -97,6 +100,16 @@ TEST(QuantizedConv2dTemplateTest, BlockRowsSplitRowsEvenly) {
   EXPECT_EQ(d.cp(), 32);
 }
 
+// The host without AMX (the vector kernel's target), and without VNNI too.
+Target WithoutAmx(Target t, bool vnni = true) {
+  std::vector<std::string> kept;
+  for (absl::string_view f : absl::StrSplit(t.features, ',')) {
+    if (!absl::StartsWith(f, "+amx") && !(!vnni && absl::StrContains(f, "vnni"))) kept.emplace_back(f);
+  }
+  t.features = absl::StrJoin(kept, ",") + ",-amx-tile,-amx-int8" + (vnni ? "" : ",-avx512vnni,-avxvnni");
+  return t;
+}
+
 // Inputs as the agent makes them, the kernel's buffers in entry order: interpreted,
 // or built and run (prepack, kernel, unpack). Returns the output.
 absl::StatusOr<HostBuffer> RunKernel(const ir::LoweredFunc& func, const std::vector<HostBuffer>& inputs,
@@ -148,13 +161,20 @@ absl::StatusOr<HostBuffer> RunKernel(const ir::LoweredFunc& func, const std::vec
 
 // Tasks of every output kind, strides 1 and 2, padded and not, a 7x7 filter over 3
 // channels (padded to 64 per filter row), rows that split evenly and rows with a short
-// last block: the naive config, the heuristics' first, and random points, equal to
-// the reference exactly. Interpreted always; built and run where the host has AMX, and
-// refused with the reason where it has not.
+// last block, on both kernels: the AMX kernel's space (for a target with AMX) and the
+// vector kernel's (without AMX). The naive config, the heuristics' first, and random
+// points equal the reference exactly: interpreted (the naive and first heuristic
+// config), and built and run where the host can (AMX only on an AMX host; the vector
+// kernel with vpdpbusd where the host has it, and without it).
 TEST(QuantizedConv2dTemplateTest, KernelsEqualTheReferenceExactly) {
   const Target host = Host(2);
-  const Target amx = AmxTarget();
   std::mt19937_64 rng(17);
+  struct Engine {
+    Target target;                 // the space and the kernel's
+    std::vector<Target> run_on;    // built for and run on
+  };
+  std::vector<Engine> engines = {{AmxTarget(), {}}, {WithoutAmx(host), {WithoutAmx(host), WithoutAmx(host, false)}}};
+  if (HasAmx(host)) engines[0].run_on = {host};
   for (const char* text : {"qconv2d N=1 C=64 H=9 W=20 K=32 R=3 S=3 stride=1 pad=1 a_zero=128 dtype=u8s8s32",
                            "qconv2d N=2 C=32 H=8 W=11 K=48 R=3 S=3 stride=2 pad=1 a_zero=3 bias=1 per_channel=1 "
                            "out_zero=120 dtype=u8s8u8",
@@ -171,34 +191,37 @@ TEST(QuantizedConv2dTemplateTest, KernelsEqualTheReferenceExactly) {
       std::set<uint8_t> values(want->As<uint8_t>(), want->As<uint8_t>() + want->elements());
       EXPECT_GT(values.size(), 64u);
     }
-    const ConfigSpace space = (*tmpl)->Space(task, amx);
-    std::vector<Config> configs = {(*tmpl)->Naive(task, amx)};
-    const std::vector<Config> heuristics = (*tmpl)->Heuristics(task, amx);
-    ASSERT_FALSE(heuristics.empty());
-    configs.push_back(heuristics.front());
-    for (int i = 0; i < 3; ++i) configs.push_back(*space.Sample(rng));
-    for (size_t i = 0; i < configs.size(); ++i) {
-      const Config& config = configs[i];
-      SCOPED_TRACE(config.ToJson());
-      ASSERT_TRUE(space.Check(config).ok()) << space.Check(config);
-      absl::StatusOr<ir::LoweredFunc> func = (*tmpl)->Instantiate(task, amx, config);
-      ASSERT_TRUE(func.ok()) << func.status();
-      if (i < 2) {  // the interpreter is slow: the naive and the first heuristic config
-        absl::StatusOr<HostBuffer> got = RunKernel(*func, inputs, want->type(), want->elements(), nullptr);
-        ASSERT_TRUE(got.ok()) << got.status();
-        EXPECT_EQ(runtime::FirstMismatch(want->type(), got->data(), want->data(), want->elements(), 0, 0), -1);
-      }
-      if (HasAmx(host)) {
-        absl::StatusOr<HostBuffer> got = RunKernel(*func, inputs, want->type(), want->elements(), &host);
-        ASSERT_TRUE(got.ok()) << got.status();
-        EXPECT_EQ(runtime::FirstMismatch(want->type(), got->data(), want->data(), want->elements(), 0, 0), -1);
+    for (const Engine& engine : engines) {
+      const ConfigSpace space = (*tmpl)->Space(task, engine.target);
+      std::vector<Config> configs = {(*tmpl)->Naive(task, engine.target)};
+      const std::vector<Config> heuristics = (*tmpl)->Heuristics(task, engine.target);
+      ASSERT_FALSE(heuristics.empty());
+      configs.push_back(heuristics.front());
+      for (int i = 0; i < 3; ++i) configs.push_back(*space.Sample(rng));
+      for (size_t i = 0; i < configs.size(); ++i) {
+        const Config& config = configs[i];
+        SCOPED_TRACE(config.ToJson());
+        ASSERT_TRUE(space.Check(config).ok()) << space.Check(config);
+        absl::StatusOr<ir::LoweredFunc> func = (*tmpl)->Instantiate(task, engine.target, config);
+        ASSERT_TRUE(func.ok()) << func.status();
+        if (i < 2) {  // the interpreter is slow: the naive and the first heuristic config
+          absl::StatusOr<HostBuffer> got = RunKernel(*func, inputs, want->type(), want->elements(), nullptr);
+          ASSERT_TRUE(got.ok()) << got.status();
+          EXPECT_EQ(runtime::FirstMismatch(want->type(), got->data(), want->data(), want->elements(), 0, 0), -1);
+        }
+        for (const Target& target : engine.run_on) {
+          SCOPED_TRACE(target.features.substr(target.features.size() - 40));
+          absl::StatusOr<HostBuffer> got = RunKernel(*func, inputs, want->type(), want->elements(), &target);
+          ASSERT_TRUE(got.ok()) << got.status();
+          EXPECT_EQ(runtime::FirstMismatch(want->type(), got->data(), want->data(), want->elements(), 0, 0), -1);
+        }
       }
     }
-    if (!HasAmx(host)) {
-      absl::StatusOr<ir::LoweredFunc> refused = (*tmpl)->Instantiate(task, host, configs.front());
-      ASSERT_FALSE(refused.ok());
-      EXPECT_NE(std::string(refused.status().message()).find("has no AMX"), std::string::npos) << refused.status();
-    }
+    // The AMX kernel is refused for a target without AMX, with the reason.
+    absl::StatusOr<ir::LoweredFunc> refused = QuantizedConv2dAmxKernel(
+        QuantizedConvShapeOf(task), (*tmpl)->Naive(task, AmxTarget()), WithoutAmx(host), "q");
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(std::string(refused.status().message()).find("has none"), std::string::npos) << refused.status();
   }
 }
 
