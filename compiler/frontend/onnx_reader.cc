@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "compiler/frontend/qdq.h"
 #include "compiler/support/files.h"
 #include "compiler/support/status.h"
 
@@ -154,6 +155,7 @@ absl::StatusOr<OnnxModel> ParseOnnxModel(const std::string& bytes, const std::st
       model.had_external_data = true;
     }
   }
+  RETURN_IF_ERROR(RewriteQdq(&model));
   return model;
 }
 

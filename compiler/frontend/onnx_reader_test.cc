@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <cstring>
 #include <string>
+#include <vector>
 
 namespace tuneforge::frontend {
 namespace {
@@ -258,6 +260,114 @@ TEST_F(OnnxReaderTest, ExternalDataMustStayBesideTheModelAndInRange) {
   std::filesystem::remove(dir_ + "/link.weights");
   std::filesystem::create_symlink("mlp_external.weights", dir_ + "/link.weights");
   EXPECT_EQ(Error(Edited("mlp_external.onnx", set_entry("location", "link.weights"))), "");
+}
+
+
+namespace qdq {
+
+onnx::TensorProto Scalar(const std::string& name, int32_t type, double v) {
+  onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(type);
+  if (type == onnx::TensorProto::FLOAT) t.add_float_data(static_cast<float>(v));
+  else t.add_int32_data(static_cast<int32_t>(v));
+  return t;
+}
+
+onnx::NodeProto Node(const std::string& op, std::vector<std::string> in, const std::string& out) {
+  onnx::NodeProto n;
+  n.set_name(out + "." + op);
+  n.set_op_type(op);
+  for (const std::string& i : in) n.add_input(i);
+  n.add_output(out);
+  return n;
+}
+
+// The MLP's input through a QuantizeLinear/DequantizeLinear pair (uint8, scale 0.25,
+// zero 3) before its MatMul, whose weights are int8 dequantized per column (axis 1).
+void QuantizeTheMlp(onnx::ModelProto* m) {
+  onnx::GraphProto* g = m->mutable_graph();
+  *g->add_initializer() = Scalar("s", onnx::TensorProto::FLOAT, 0.25);
+  *g->add_initializer() = Scalar("z", onnx::TensorProto::UINT8, 3);
+  onnx::TensorProto w;  // 16 x 32 int8, value (i + j) % 7 - 3
+  w.set_name("w1.q");
+  w.set_data_type(onnx::TensorProto::INT8);
+  w.add_dims(16), w.add_dims(32);
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 32; ++j) w.add_int32_data((i + j) % 7 - 3);
+  *g->add_initializer() = w;
+  onnx::TensorProto ws;
+  ws.set_name("w1.s");
+  ws.set_data_type(onnx::TensorProto::FLOAT);
+  ws.add_dims(32);
+  for (int j = 0; j < 32; ++j) ws.add_float_data(0.5f + 0.5f * static_cast<float>(j));
+  *g->add_initializer() = ws;
+  onnx::NodeProto dqw = Node("DequantizeLinear", {"w1.q", "w1.s"}, "w1.f");
+  onnx::AttributeProto* axis = dqw.add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(1);
+  std::vector<onnx::NodeProto> nodes = {Node("QuantizeLinear", {"x", "s", "z"}, "x.q"),
+                                        Node("DequantizeLinear", {"x.q", "s", "z"}, "x.f"), dqw};
+  for (const onnx::NodeProto& n : g->node()) nodes.push_back(n);
+  nodes[3].set_input(0, "x.f");
+  nodes[3].set_input(1, "w1.f");
+  g->clear_node();
+  for (const onnx::NodeProto& n : nodes) *g->add_node() = n;
+}
+
+}  // namespace qdq
+
+// A QDQ model reads as float operators: the pair becomes the round trip (Div, Round,
+// Add, Clip to uint8's range, Sub, Mul), the int8 weights a float initializer of
+// (q - 0) * scale[column], and the model passes the support check.
+TEST_F(OnnxReaderTest, QdqPairsAndDequantizedWeightsBecomeFloatOperators) {
+  const std::string path = Edited("mlp.onnx", qdq::QuantizeTheMlp);
+  EXPECT_EQ(Error(path), "");
+  absl::StatusOr<OnnxModel> model = ReadOnnxModel(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<std::string> ops;
+  for (const onnx::NodeProto& n : model->proto.graph().node()) ops.push_back(n.op_type());
+  EXPECT_EQ(ops, (std::vector<std::string>{"Div", "Round", "Add", "Clip", "Sub", "Mul", "MatMul", "Add", "Relu",
+                                           "Gemm", "Softmax"}));
+  EXPECT_EQ(model->proto.graph().node(6).input(0), "x.f");
+  const onnx::TensorProto* w = nullptr;
+  for (const onnx::TensorProto& t : model->proto.graph().initializer()) {
+    EXPECT_NE(t.data_type(), onnx::TensorProto::INT8) << t.name();
+    if (t.name() == "w1.f") w = &t;
+  }
+  ASSERT_NE(w, nullptr);
+  ASSERT_EQ(w->raw_data().size(), 16u * 32 * 4);
+  float v = 0;
+  std::memcpy(&v, w->raw_data().data() + (5 * 32 + 9) * 4, 4);  // (5 + 9) % 7 - 3 = -3, scale 5
+  EXPECT_EQ(v, -3.0f * 5.0f);
+}
+
+TEST_F(OnnxReaderTest, QdqFormsThatAreNotPairsAreRefusedNamingTheNode) {
+  // The quantized input read by a Relu, not a DequantizeLinear.
+  EXPECT_THAT(Error(Edited("mlp.onnx",
+                           [](onnx::ModelProto* m) {
+                             qdq::QuantizeTheMlp(m);
+                             m->mutable_graph()->mutable_node(1)->set_op_type("Relu");
+                             m->mutable_graph()->mutable_node(1)->clear_input();
+                             m->mutable_graph()->mutable_node(1)->add_input("x.q");
+                           })),
+              HasSubstr("(#0, QuantizeLinear) feeds node 'x.f.DequantizeLinear' (Relu), not a DequantizeLinear"));
+  // A DequantizeLinear of the run-time input itself.
+  EXPECT_THAT(Error(Edited("mlp.onnx",
+                           [](onnx::ModelProto* m) {
+                             qdq::QuantizeTheMlp(m);
+                             m->mutable_graph()->mutable_node(1)->set_input(0, "x");
+                           })),
+              HasSubstr("reads 'x', which is neither a constant nor the output of a QuantizeLinear"));
+  // The pair with another zero point on the way back.
+  EXPECT_THAT(Error(Edited("mlp.onnx",
+                           [](onnx::ModelProto* m) {
+                             qdq::QuantizeTheMlp(m);
+                             *m->mutable_graph()->add_initializer() = qdq::Scalar("z2", onnx::TensorProto::UINT8, 4);
+                             m->mutable_graph()->mutable_node(1)->set_input(2, "z2");
+                           })),
+              HasSubstr("dequantizes with another scale or zero point"));
 }
 
 }  // namespace

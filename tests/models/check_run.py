@@ -7,7 +7,10 @@ whose values are near 1e-3, with 10% errors). Exit status 0 when all match, 1
 otherwise.
 
   check_run.py TUNEFORGE MODEL.onnx WORKDIR [--threads N] [--seed S] [--db F]
-               [--deploy EXAMPLE.c] [--dim NAME=N,...]
+               [--deploy EXAMPLE.c] [--dim NAME=N,...] [--quantized]
+
+--quantized: a quantized model's outputs that a DequantizeLinear makes must be within
+one quantization step of onnxruntime's (issue 67's bound) instead.
 
 --dim binds symbolic input dimensions (batch_size, sequence, ...) for both sides:
 tuneforge gets the flag, onnxruntime inputs of the bound shapes.
@@ -24,6 +27,7 @@ import sys
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 import onnxruntime as ort
 
 RTOL = 1e-3
@@ -41,6 +45,8 @@ def main():
     p.add_argument("--db", default="")
     p.add_argument("--deploy", default="")
     p.add_argument("--dim", action="append", default=[])
+    p.add_argument("--quantized", action="store_true",
+                   help="outputs of DequantizeLinear within one quantization step (see compare)")
     a = p.parse_args()
     dims = {}
     for item in a.dim:
@@ -81,7 +87,8 @@ def main():
         return 1
     ok = True
     outputs = {name: np.load(os.path.join(a.workdir, "out", name.replace("/", "_") + ".npy")) for name in names}
-    ok = compare(outputs, names, expected, "tuneforge model run") and ok
+    steps = quantization_steps(model) if a.quantized else None
+    ok = compare(outputs, names, expected, "tuneforge model run", steps) and ok
     if a.deploy:
         ok = check_library(a, names, expected, feeds, outputs) and ok
     print("PASS" if ok else "FAIL")
@@ -158,7 +165,23 @@ def check_library(a, names, expected, feeds, executor_outputs):
     return ok
 
 
-def compare(outputs, names, expected, what):
+def quantization_steps(model):
+    """Per graph output made by a DequantizeLinear of constant scales: the largest
+    scale, one quantization step of that output."""
+    scales = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    steps = {}
+    for node in model.graph.node:
+        if node.op_type == "DequantizeLinear" and len(node.input) > 1 and node.input[1] in scales:
+            steps[node.output[0]] = float(np.max(scales[node.input[1]]))
+    return {v.name: steps[v.name] for v in model.graph.output if v.name in steps}
+
+
+def compare(outputs, names, expected, what, steps=None):
+    """The bounds above; with `steps` (--quantized), an output that a
+    DequantizeLinear makes must instead be within one quantization step of
+    onnxruntime's in every element: onnxruntime's integer kernels and a float32
+    computation of the same quantized model round a value lying within float32 error
+    of a half differently (onnxruntime's own optimized and unoptimized runs differ so)."""
     ok = True
     print(f"{what} vs onnxruntime:")
     for name, want in zip(names, expected):
@@ -166,6 +189,18 @@ def compare(outputs, names, expected, what):
         if got.shape != want.shape:
             print(f"FAIL {name}: shape {got.shape}, onnxruntime {want.shape}")
             ok = False
+            continue
+        if steps and name in steps:
+            err = np.abs(got.astype(np.float64) - want.astype(np.float64)) / steps[name]
+            worst = float(err.max()) if err.size else 0.0
+            off = int(np.count_nonzero(err > 0.5))
+            print(f"{name}: shape {list(want.shape)}, quantization step {steps[name]:.4g}: {off} of {err.size} "
+                  f"elements one step off, at most {worst:.4f} steps")
+            if worst > 1.0 + 1e-4 or not np.all(np.isfinite(got)):
+                i = int(np.argmax(err))
+                print(f"FAIL {name}: element {i}: {got.flat[i]!r} vs onnxruntime {want.flat[i]!r} "
+                      f"({worst:.3g} quantization steps apart; at most 1)")
+                ok = False
             continue
         err = np.abs(got.astype(np.float64) - want.astype(np.float64))
         bound = ATOL + RTOL * np.abs(want.astype(np.float64))

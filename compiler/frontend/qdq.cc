@@ -1,0 +1,312 @@
+// QDQ models rewritten into float operators at read time (qdq.h).
+#include "compiler/frontend/qdq.h"
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/support/status.h"
+
+namespace tuneforge::frontend {
+namespace {
+
+using onnx::TensorProto;
+
+// The numbers of an initializer of the types a quantized model's constants have.
+absl::StatusOr<std::vector<double>> Numbers(const TensorProto& t) {
+  int64_t count = 1;
+  for (int64_t d : t.dims()) count *= d;
+  std::vector<double> out;
+  out.reserve(static_cast<size_t>(count));
+  const std::string& raw = t.raw_data();
+  auto from_raw = [&](auto sample) -> absl::Status {
+    using T = decltype(sample);
+    if (raw.size() != static_cast<size_t>(count) * sizeof(T)) {
+      return absl::InvalidArgumentError(absl::StrCat("initializer '", t.name(), "' has ", raw.size(),
+                                                     " bytes for ", count, " elements"));
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      T v;
+      std::memcpy(&v, raw.data() + i * sizeof(T), sizeof(T));
+      out.push_back(static_cast<double>(v));
+    }
+    return absl::OkStatus();
+  };
+  switch (t.data_type()) {
+    case TensorProto::FLOAT:
+      if (!raw.empty()) RETURN_IF_ERROR(from_raw(float{}));
+      for (float v : t.float_data()) out.push_back(v);
+      break;
+    case TensorProto::UINT8:
+      if (!raw.empty()) RETURN_IF_ERROR(from_raw(uint8_t{}));
+      for (int32_t v : t.int32_data()) out.push_back(static_cast<uint8_t>(v));
+      break;
+    case TensorProto::INT8:
+      if (!raw.empty()) RETURN_IF_ERROR(from_raw(int8_t{}));
+      for (int32_t v : t.int32_data()) out.push_back(static_cast<int8_t>(v));
+      break;
+    case TensorProto::INT32:
+      if (!raw.empty()) RETURN_IF_ERROR(from_raw(int32_t{}));
+      for (int32_t v : t.int32_data()) out.push_back(v);
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("initializer '", t.name(), "' is ", TensorProto::DataType_Name(
+                                                               static_cast<TensorProto::DataType>(t.data_type())),
+                       "; a quantized model's constants are float32, uint8, int8 or int32"));
+  }
+  if (static_cast<int64_t>(out.size()) != count) {
+    return absl::InvalidArgumentError(absl::StrCat("initializer '", t.name(), "' has ", out.size(),
+                                                   " values for ", count, " elements"));
+  }
+  return out;
+}
+
+TensorProto FloatTensor(const std::string& name, const std::vector<int64_t>& dims, const std::vector<double>& values) {
+  TensorProto t;
+  t.set_name(name);
+  t.set_data_type(TensorProto::FLOAT);
+  for (int64_t d : dims) t.add_dims(d);
+  std::string raw(values.size() * sizeof(float), '\0');
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float v = static_cast<float>(values[i]);
+    std::memcpy(raw.data() + i * sizeof(float), &v, sizeof(float));
+  }
+  t.set_raw_data(std::move(raw));
+  return t;
+}
+
+class Rewriter {
+ public:
+  explicit Rewriter(OnnxModel* model) : model_(model), graph_(model->proto.mutable_graph()) {
+    for (int i = 0; i < graph_->initializer_size(); ++i) initializers_[graph_->initializer(i).name()] = i;
+  }
+
+  absl::Status Run() {
+    bool any = false;
+    for (const onnx::NodeProto& n : graph_->node())
+      any |= n.op_type() == "QuantizeLinear" || n.op_type() == "DequantizeLinear";
+    if (!any) return absl::OkStatus();
+    for (int i = 0; i < graph_->node_size(); ++i) {
+      for (const std::string& in : graph_->node(i).input()) consumers_[in].push_back(i);
+    }
+    std::set<std::string> outputs;
+    for (const onnx::ValueInfoProto& v : graph_->output()) outputs.insert(v.name());
+
+    std::vector<onnx::NodeProto> kept;
+    std::set<int> dropped;  // DequantizeLinears that a QuantizeLinear's rewrite replaced
+    for (int i = 0; i < graph_->node_size(); ++i) {
+      const onnx::NodeProto& n = graph_->node(i);
+      if (dropped.count(i)) continue;
+      if (n.op_type() == "DequantizeLinear") {
+        if (!initializers_.count(n.input(0))) {
+          return Error(n, i, "reads '" + n.input(0) + "', which is neither a constant nor the output of a "
+                             "QuantizeLinear whose outputs all feed matching DequantizeLinears");
+        }
+        RETURN_IF_ERROR(DequantizeConstant(n, i));
+        continue;
+      }
+      if (n.op_type() != "QuantizeLinear") {
+        kept.push_back(n);
+        continue;
+      }
+      // Every consumer a DequantizeLinear with the same scale and zero point.
+      ASSIGN_OR_RETURN(const Quantization q, QuantizationOf(n, i));
+      if (q.scale.size() != 1) return Error(n, i, "has per-axis scales on a run-time value (activations are per tensor)");
+      if (q.low < -128) return Error(n, i, "quantizes to int32, not supported");
+      if (outputs.count(n.output(0))) return Error(n, i, "makes graph output '" + n.output(0) + "' (uint8/int8 outputs)");
+      std::vector<int> pairs;
+      for (int c : consumers_[n.output(0)]) {
+        const onnx::NodeProto& d = graph_->node(c);
+        if (d.op_type() != "DequantizeLinear" || d.input(0) != n.output(0)) {
+          return Error(n, i, "feeds node '" + d.name() + "' (" + d.op_type() +
+                                 "), not a DequantizeLinear: only QuantizeLinear/DequantizeLinear pairs are supported");
+        }
+        ASSIGN_OR_RETURN(const Quantization dq, QuantizationOf(d, c));
+        if (dq.scale != q.scale || dq.zero != q.zero || dq.low != q.low) {
+          return Error(d, c, "dequantizes with another scale or zero point than the QuantizeLinear before it");
+        }
+        pairs.push_back(c);
+      }
+      if (pairs.empty()) continue;  // feeds nothing: dead
+      // The round trip, once, into the first DequantizeLinear's output; the others'
+      // readers read that.
+      const std::string out = graph_->node(pairs.front()).output(0);
+      for (onnx::NodeProto& step : RoundTrip(n, q, out)) kept.push_back(std::move(step));
+      for (int c : pairs) {
+        dropped.insert(c);
+        if (graph_->node(c).output(0) != out) renamed_[graph_->node(c).output(0)] = out;
+      }
+    }
+    graph_->clear_node();
+    for (onnx::NodeProto& n : kept) {
+      for (std::string& in : *n.mutable_input()) {
+        auto it = renamed_.find(in);
+        if (it != renamed_.end()) in = it->second;
+      }
+      *graph_->add_node() = std::move(n);
+    }
+    for (onnx::ValueInfoProto& v : *graph_->mutable_output()) {
+      auto it = renamed_.find(v.name());
+      if (it != renamed_.end()) {
+        // Another DequantizeLinear of the same pair named this output: copy the value.
+        onnx::NodeProto* copy = graph_->add_node();
+        copy->set_name(v.name() + ".qdq_copy");
+        copy->set_op_type("Identity");
+        copy->add_input(it->second);
+        copy->add_output(v.name());
+      }
+    }
+    // Shapes recorded for the integer tensors that are gone.
+    google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> infos;
+    for (onnx::ValueInfoProto& v : *graph_->mutable_value_info()) {
+      const int32_t type = v.type().tensor_type().elem_type();
+      if (type != TensorProto::UINT8 && type != TensorProto::INT8 && type != TensorProto::INT32) infos.Add(std::move(v));
+    }
+    graph_->mutable_value_info()->Swap(&infos);
+    // The integer constants nothing reads any more, and the float ones made here.
+    std::set<std::string> read;
+    for (const onnx::NodeProto& n : graph_->node())
+      for (const std::string& in : n.input()) read.insert(in);
+    google::protobuf::RepeatedPtrField<TensorProto> initializers;
+    for (TensorProto& t : *graph_->mutable_initializer()) {
+      if (read.count(t.name()) || t.data_type() == TensorProto::FLOAT || t.data_type() == TensorProto::INT64) {
+        initializers.Add(std::move(t));
+      }
+    }
+    for (TensorProto& t : added_) initializers.Add(std::move(t));
+    graph_->mutable_initializer()->Swap(&initializers);
+    return absl::OkStatus();
+  }
+
+ private:
+  struct Quantization {
+    std::vector<double> scale, zero;
+    double low = 0, high = 255;  // the zero point type's range
+  };
+
+  absl::Status Error(const onnx::NodeProto& n, int index, const std::string& what) const {
+    return absl::InvalidArgumentError(absl::StrCat(model_->path, ": node '", n.name().empty() ? "(unnamed)" : n.name(),
+                                                   "' (#", index, ", ", n.op_type(), ") ", what));
+  }
+
+  const TensorProto* Initializer(const std::string& name) const {
+    auto it = initializers_.find(name);
+    return it == initializers_.end() ? nullptr : &graph_->initializer(it->second);
+  }
+
+  // Scale, zero point and range of a QuantizeLinear or DequantizeLinear node.
+  absl::StatusOr<Quantization> QuantizationOf(const onnx::NodeProto& n, int index) const {
+    for (const onnx::AttributeProto& a : n.attribute()) {
+      if (a.name() != "axis") return Error(n, index, "has attribute '" + a.name() + "' (float8/int4 forms), not supported");
+    }
+    Quantization q;
+    const TensorProto* scale = n.input_size() > 1 ? Initializer(n.input(1)) : nullptr;
+    if (!scale) return Error(n, index, "has a scale that is not an initializer");
+    if (scale->data_type() != TensorProto::FLOAT) return Error(n, index, "has a scale that is not float32");
+    ASSIGN_OR_RETURN(q.scale, Numbers(*scale));
+    q.zero.assign(q.scale.size(), 0.0);
+    if (n.input_size() > 2 && !n.input(2).empty()) {
+      const TensorProto* zero = Initializer(n.input(2));
+      if (!zero) return Error(n, index, "has a zero point that is not an initializer");
+      if (zero->data_type() == TensorProto::INT8) {
+        q.low = -128, q.high = 127;
+      } else if (zero->data_type() == TensorProto::INT32) {
+        q.low = -2147483648.0, q.high = 2147483647.0;
+      } else if (zero->data_type() != TensorProto::UINT8) {
+        return Error(n, index, "has a zero point of a type other than uint8, int8 and int32");
+      }
+      ASSIGN_OR_RETURN(q.zero, Numbers(*zero));
+      if (q.zero.size() != q.scale.size()) return Error(n, index, "has scales and zero points of different sizes");
+    }
+    return q;
+  }
+
+  // DequantizeLinear of a constant: a float initializer under the node's output name.
+  absl::Status DequantizeConstant(const onnx::NodeProto& n, int index) {
+    ASSIGN_OR_RETURN(Quantization q, QuantizationOf(n, index));
+    const TensorProto& data = *Initializer(n.input(0));
+    ASSIGN_OR_RETURN(const std::vector<double> values, Numbers(data));
+    if (data.data_type() == TensorProto::INT32 && q.low == 0) q.low = -2147483648.0;  // biases: no zero point
+    std::vector<int64_t> dims(data.dims().begin(), data.dims().end());
+    int64_t axis = 1;
+    for (const onnx::AttributeProto& a : n.attribute())
+      if (a.name() == "axis") axis = a.i();
+    const int64_t rank = static_cast<int64_t>(dims.size());
+    if (axis < 0) axis += rank;
+    int64_t inner = 1, channels = static_cast<int64_t>(q.scale.size());
+    if (channels > 1) {
+      if (axis < 0 || axis >= rank || dims[static_cast<size_t>(axis)] != channels) {
+        return Error(n, index, absl::StrCat("has ", channels, " scales for axis ", axis, " of a rank-", rank, " tensor"));
+      }
+      for (int64_t d = axis + 1; d < rank; ++d) inner *= dims[static_cast<size_t>(d)];
+    }
+    std::vector<double> out(values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      const size_t c = channels > 1 ? static_cast<size_t>((static_cast<int64_t>(i) / inner) % channels) : 0;
+      // In float32 as the operator's definition computes it: (x - zero) * scale.
+      out[i] = static_cast<float>(static_cast<float>(values[i] - q.zero[c]) * static_cast<float>(q.scale[c]));
+    }
+    added_.push_back(FloatTensor(n.output(0), dims, out));
+    return absl::OkStatus();
+  }
+
+  // (clamp(round(x / s) + z, low, high) - z) * s into `out`, as float operators.
+  std::vector<onnx::NodeProto> RoundTrip(const onnx::NodeProto& q_node, const Quantization& q, const std::string& out) {
+    const std::string base = out + ".qdq";
+    auto constant = [&](const std::string& what, double v) {
+      added_.push_back(FloatTensor(base + "." + what, {}, {v}));
+      return base + "." + what;
+    };
+    const std::string scale = constant("scale", q.scale[0]), zero = constant("zero", q.zero[0]);
+    std::vector<onnx::NodeProto> nodes;
+    auto step = [&](const std::string& op, std::vector<std::string> inputs, const std::string& output) {
+      onnx::NodeProto n;
+      n.set_name(base + "." + op);
+      n.set_op_type(op);
+      for (std::string& in : inputs) n.add_input(std::move(in));
+      n.add_output(output);
+      nodes.push_back(std::move(n));
+      return output;
+    };
+    std::string t = step("Div", {q_node.input(0), scale}, base + ".scaled");
+    t = step("Round", {t}, base + ".rounded");
+    t = step("Add", {t, zero}, base + ".shifted");
+    if (model_->opset >= 11) {
+      t = step("Clip", {t, constant("low", q.low), constant("high", q.high)}, base + ".clipped");
+    } else {
+      t = step("Clip", {t}, base + ".clipped");
+      onnx::AttributeProto* low = nodes.back().add_attribute();
+      low->set_name("min");
+      low->set_type(onnx::AttributeProto::FLOAT);
+      low->set_f(static_cast<float>(q.low));
+      onnx::AttributeProto* high = nodes.back().add_attribute();
+      high->set_name("max");
+      high->set_type(onnx::AttributeProto::FLOAT);
+      high->set_f(static_cast<float>(q.high));
+    }
+    t = step("Sub", {t, zero}, base + ".centered");
+    step("Mul", {t, scale}, out);
+    return nodes;
+  }
+
+  OnnxModel* model_;
+  onnx::GraphProto* graph_;
+  std::map<std::string, int> initializers_;
+  std::map<std::string, std::vector<int>> consumers_;
+  std::map<std::string, std::string> renamed_;
+  std::vector<TensorProto> added_;
+};
+
+}  // namespace
+
+absl::Status RewriteQdq(OnnxModel* model) {
+  Rewriter rewriter(model);
+  return rewriter.Run();
+}
+
+}  // namespace tuneforge::frontend

@@ -1,0 +1,37 @@
+// Quantized ONNX models in the QDQ form (QuantizeLinear/DequantizeLinear around float
+// operators, what onnxruntime's quantize_static writes by default; docs/int8.md),
+// rewritten at read time into float operators the importer already runs:
+//
+//   DequantizeLinear(constant q, constant scale[, constant zero][, axis])
+//       -> a float32 initializer (q - zero) * scale, per tensor or per `axis` channel
+//          (the weights and the int32 biases);
+//   QuantizeLinear(x, s, z) whose outputs all feed DequantizeLinear(., s, z)
+//       -> (clamp(round(x / s) + z, lo, hi) - z) * s as Div, Round, Add, Clip, Sub, Mul
+//          (the activations: the same rounding half to even and saturation to the zero
+//          point's type, uint8 0..255 or int8 -128..127, in float32).
+//
+// So a QDQ model runs in float32 with its quantization steps kept exactly: outputs
+// agree with onnxruntime's integer kernels to within a quantization step where a
+// float32 sum rounds on the other side of a half. This is the first step of quantized
+// import; fusing the patterns into int8 tasks (qconv2d, qmatmul) is the next.
+//
+// Refused with the node named: a QuantizeLinear feeding anything but matching
+// DequantizeLinears (or a graph output), per-axis activation scales, a
+// DequantizeLinear of a run-time value that no QuantizeLinear made, scales or zero
+// points that are not initializers, zero points of types other than uint8 and int8
+// (int32 for biases), the float8/int4 forms (saturate, block_size, output_dtype).
+// The QOperator form (QLinearConv, ...) and the dynamic form (MatMulInteger, ...) are
+// left alone: the importer refuses their operators by name.
+#pragma once
+
+#include "absl/status/status.h"
+#include "compiler/frontend/onnx_reader.h"
+
+namespace tuneforge::frontend {
+
+// Rewrites `model`'s QDQ pairs and constant dequantizations in place (see above); a
+// model without QuantizeLinear and DequantizeLinear is left unchanged. Errors name the
+// file and the node.
+absl::Status RewriteQdq(OnnxModel* model);
+
+}  // namespace tuneforge::frontend
