@@ -26,8 +26,8 @@ class DnnlConvImpl : public DnnlConv {
   DnnlConvImpl(const TuningTask& task, const void* input, const void* filter, void* output, bool winograd,
                const float* scale)
       : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
-    const bool depthwise = task.op() == "depthwise_conv2d";
-    const bool quantized = task.op() == "qconv2d";
+    const bool depthwise = task.op() == "depthwise_conv2d" || task.op() == "qdepthwise_conv2d";
+    const bool quantized = task.op() == "qconv2d" || task.op() == "qdepthwise_conv2d";
     const std::string out = quantized ? task.QuantizedOutput() : "";
     const dt src_type = quantized ? dt::u8 : dt::f32, wei_type = quantized ? dt::s8 : dt::f32;
     const dt dst_type = !quantized ? dt::f32 : out == "s32" ? dt::s32 : out == "f32" ? dt::f32 : dt::u8;
@@ -37,7 +37,7 @@ class DnnlConvImpl : public DnnlConv {
                       pad = task.Param("pad"), oh = task.ConvOutH(), ow = task.ConvOutW();
     memory::dims src_dims = {n, c, h, w}, dst_dims = {n, k, oh, ow};
     // Grouped (depthwise: C groups of one channel): goihw, G x K/G x C/G x R x S.
-    const memory::dim groups = depthwise ? c : quantized ? 1 : task.Param("groups");
+    const memory::dim groups = depthwise ? c : quantized ? 1 : task.Param("groups");  // qconv2d: groups 1
     memory::dims wei_dims =
         groups > 1 ? memory::dims{groups, k / groups, c / groups, r, s} : memory::dims{k, c, r, s};
     memory::dims strides = {stride, stride}, padding = {pad, pad};
@@ -126,7 +126,8 @@ absl::StatusOr<std::unique_ptr<DnnlConv>> MakeDnnlConv(const TuningTask& task, c
 absl::StatusOr<std::unique_ptr<DnnlConv>> MakeDnnlQuantizedConv(const TuningTask& task, const uint8_t* input,
                                                                 const int8_t* filter, const float* scale,
                                                                 void* output, int threads) {
-  if (task.op() != "qconv2d") return absl::InvalidArgumentError("oneDNN int8 convolution only for qconv2d");
+  if (task.op() != "qconv2d" && task.op() != "qdepthwise_conv2d")
+    return absl::InvalidArgumentError("oneDNN int8 convolution only for qconv2d and qdepthwise_conv2d");
   if (task.Param("bias") == 1) {
     return absl::UnimplementedError("oneDNN's int8 convolution adds the bias after scaling; qconv2d adds it before");
   }

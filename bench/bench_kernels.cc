@@ -87,7 +87,8 @@ constexpr const char* kBenchKernelsUsage =
     "             oneDNN), depthwise (MobileNet-V2 depthwise layers vs oneDNN), int8 (qmatmul\n"
     "             vs oneDNN's int8 matmul, and float32 matmuls of the same shapes for the\n"
     "             int8/float32 ratio), int8conv (qconv2d, ResNet layers, vs oneDNN's int8\n"
-    "             convolution, and float32 conv2d of the same shapes), smoke (tiny, for tests)\n"
+    "             convolution, and float32 conv2d of the same shapes), int8depthwise (the\n"
+    "             depthwise layers in int8 vs oneDNN's), smoke (tiny, for tests)\n"
     "  --task     benchmark this one task instead of a suite\n"
     "  --target   the target to tune and build for, e.g. \"-mcpu=x86-64-v3\n"
     "             -mattr=+avx,+avx2,+fma\" (AVX2 only); the host's triple (default: host)\n"
@@ -178,6 +179,22 @@ const std::vector<Suite>& Suites() {
       // MobileNet-V2's 3x3 depthwise layers (the stride-2 one reads 112^2, writes 56^2).
       {"depthwise",
        {"depthwise_conv2d N=1 C=32 H=112 W=112 R=3 S=3 stride=1 pad=1",
+        "depthwise_conv2d N=1 C=96 H=112 W=112 R=3 S=3 stride=2 pad=1",
+        "depthwise_conv2d N=1 C=144 H=56 W=56 R=3 S=3 stride=1 pad=1",
+        "depthwise_conv2d N=1 C=192 H=28 W=28 R=3 S=3 stride=1 pad=1",
+        "depthwise_conv2d N=1 C=576 H=14 W=14 R=3 S=3 stride=1 pad=1"},
+       16,
+       40},
+      // The same layers in int8 (u8 activations with zero point 128, per-channel
+      // requantized u8 out, as a QDQ MobileNetV2 has them) against oneDNN's int8
+      // depthwise convolution, and the float32 ones for the int8/float32 ratio.
+      {"int8depthwise",
+       {"qdepthwise_conv2d N=1 C=32 H=112 W=112 R=3 S=3 stride=1 pad=1 a_zero=128 per_channel=1 dtype=u8s8u8",
+        "qdepthwise_conv2d N=1 C=96 H=112 W=112 R=3 S=3 stride=2 pad=1 a_zero=128 per_channel=1 dtype=u8s8u8",
+        "qdepthwise_conv2d N=1 C=144 H=56 W=56 R=3 S=3 stride=1 pad=1 a_zero=128 per_channel=1 dtype=u8s8u8",
+        "qdepthwise_conv2d N=1 C=192 H=28 W=28 R=3 S=3 stride=1 pad=1 a_zero=128 per_channel=1 dtype=u8s8u8",
+        "qdepthwise_conv2d N=1 C=576 H=14 W=14 R=3 S=3 stride=1 pad=1 a_zero=128 per_channel=1 dtype=u8s8u8",
+        "depthwise_conv2d N=1 C=32 H=112 W=112 R=3 S=3 stride=1 pad=1",
         "depthwise_conv2d N=1 C=96 H=112 W=112 R=3 S=3 stride=2 pad=1",
         "depthwise_conv2d N=1 C=144 H=56 W=56 R=3 S=3 stride=1 pad=1",
         "depthwise_conv2d N=1 C=192 H=28 W=28 R=3 S=3 stride=1 pad=1",
@@ -471,7 +488,7 @@ absl::StatusOr<std::vector<Vendor>> VendorRuns(const TuningTask& task, CaseData&
     out.push_back(std::move(v));
     return out;
   }
-  if (task.op() == "qconv2d") {
+  if (task.op() == "qconv2d" || task.op() == "qdepthwise_conv2d") {
     const float* scale = task.QuantizedOutput() == "s32" ? nullptr : data.inputs.back().data.get();
     ASSIGN_OR_RETURN(std::shared_ptr<DnnlConv> conv,
                      MakeDnnlQuantizedConv(task, static_cast<const uint8_t*>(data.inputs[0].raw()),
@@ -815,7 +832,8 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
       winner_module->Run(winner_buffers);
     };
     result.untimed = "none: tuneforge packs W in every timed run, as OpenBLAS does inside sgemm";
-  } else if (task.op() == "conv2d" || task.op() == "depthwise_conv2d" || task.op() == "qconv2d") {
+  } else if (task.op() == "conv2d" || task.op() == "depthwise_conv2d" || task.op() == "qconv2d" ||
+             task.op() == "qdepthwise_conv2d") {
     result.untimed = "both sides: input padding+blocking, filter blocking, output unblocking "
                      "(tuneforge prepack/unpack, oneDNN reorders)";
   }
@@ -855,8 +873,8 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
   }
   // OpenBLAS on its best core type when that is not what it loaded with here.
   const std::string core = forced_core.empty() ? BestOpenBlasCore() : forced_core;
-  if (task.op() != "conv2d" && task.op() != "depthwise_conv2d" && task.op() != "qmatmul" && task.op() != "qconv2d" &&
-      (!forced_core.empty() || core != Blas().corename())) {
+  const bool blas_case = task.op() == "matmul" || task.op() == "batch_matmul" || task.op() == "dense";
+  if (blas_case && (!forced_core.empty() || core != Blas().corename())) {
     quiet();
     ASSIGN_OR_RETURN(double g, OpenBlasInChild(task, threads, min_sample_s, core));
     const std::string name = "openblas " + core + " (child process)";
@@ -963,8 +981,8 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
     tasks.push_back(std::move(task));
   }
   if (flags.Has("openblas-only")) {
-    if (tasks.size() != 1 || threads.size() != 1 || tasks[0].op() == "conv2d" ||
-        tasks[0].op() == "depthwise_conv2d" || tasks[0].op() == "qmatmul" || tasks[0].op() == "qconv2d") {
+    const std::string& op = tasks.empty() ? std::string() : tasks[0].op();
+    if (tasks.size() != 1 || threads.size() != 1 || (op != "matmul" && op != "batch_matmul" && op != "dense")) {
       return absl::InvalidArgumentError("--openblas-only takes one GEMM --task and one --threads value");
     }
     return OpenBlasOnly(tasks[0], threads[0], static_cast<double>(min_ms) / 1e3);
@@ -1028,15 +1046,17 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
   std::map<int, std::vector<double>> int8_ratios;
   // The float32 task of an int8 task's shape: matmul for qmatmul, conv2d for qconv2d.
   auto float_twin = [](const TuningTask& q) {
-    const bool conv = q.op() == "qconv2d";
+    const std::string op = q.op() == "qconv2d" ? "conv2d" : q.op() == "qdepthwise_conv2d" ? "depthwise_conv2d" : "matmul";
+    const std::vector<const char*> names =
+        op == "conv2d"             ? std::vector<const char*>{"N", "C", "H", "W", "K", "R", "S", "stride", "pad"}
+        : op == "depthwise_conv2d" ? std::vector<const char*>{"N", "C", "H", "W", "R", "S", "stride", "pad"}
+                                   : std::vector<const char*>{"M", "N", "K"};
     std::vector<std::pair<std::string, int64_t>> params;
-    for (const char* p : conv ? std::vector<const char*>{"N", "C", "H", "W", "K", "R", "S", "stride", "pad"}
-                              : std::vector<const char*>{"M", "N", "K"})
-      params.emplace_back(p, q.Param(p));
-    return MakeTask(conv ? "conv2d" : "matmul", params, "float32")->CanonicalText();
+    for (const char* p : names) params.emplace_back(p, q.Param(p));
+    return MakeTask(op, params, "float32")->CanonicalText();
   };
   for (const CaseResult& q : results) {
-    if (q.op != "qmatmul" && q.op != "qconv2d") continue;
+    if (q.op != "qmatmul" && q.op != "qconv2d" && q.op != "qdepthwise_conv2d") continue;
     const std::string twin = float_twin(*ParseTask(q.task_text));
     for (const CaseResult& f : results) {
       if (f.task_text != twin || f.threads != q.threads) continue;

@@ -107,11 +107,14 @@ std::string OpDoc(const TuningTask& task) {
            "// * F[C][R][S]; float32, NCHW. The blocked layouts the kernel computes in are made\n"
            "// (and the output unblocked) inside every call, in scratch buffers";
   }
-  if (op == "qmatmul" || op == "qconv2d") {
-    const bool conv = op == "qconv2d";
+  if (op == "qmatmul" || op == "qconv2d" || op == "qdepthwise_conv2d") {
+    const bool conv = op != "qmatmul", depthwise = op == "qdepthwise_conv2d";
     const std::string zero = std::to_string(task.Param("a_zero"));
     std::string doc =
-        conv ? "acc[N][K][OH][OW] = sum over c, r, s of (I[N][C][H][W] - " + zero +
+        depthwise ? "acc[N][C][OH][OW] = sum over r, s of (I[N][C][H][W] - " + zero + ") * F[C][R][S]" +
+                        (task.Param("bias") ? " + bias[C]" : "") + "\n// in int32 (padded by pad with " + zero +
+                        ", stride); I uint8 NCHW, F int8.\n// O = "
+        : conv ? "acc[N][K][OH][OW] = sum over c, r, s of (I[N][C][H][W] - " + zero +
                    ") * F[K][C][R][S]" + (task.Param("bias") ? " + bias[K]" : "") +
                    "\n// in int32 (padded by pad with " + zero + ", stride); I uint8 NCHW, F int8 OIHW.\n// O = "
              : "acc[M][N] = sum over k of (A[M][K] - " + zero + ") * B[K][N]" +

@@ -12,7 +12,7 @@
 namespace tuneforge {
 
 Tolerance ToleranceFor(const TuningTask& task) {
-  if (task.op() == "qmatmul" || task.op() == "qconv2d") return {0, 0};
+  if (task.op() == "qmatmul" || task.op() == "qconv2d" || task.op() == "qdepthwise_conv2d") return {0, 0};
   // batch_matmul: each matrix is a matmul of the same K.
   if (task.op() == "matmul" || task.op() == "batch_matmul" || task.op() == "dense")
     return {4e-6 * task.Param("K") + 1e-5, 1e-4};
@@ -38,16 +38,17 @@ std::vector<InputSpec> InputSpecs(const TuningTask& task) {
   } else if (task.op() == "conv2d" || task.op() == "depthwise_conv2d") {
     // I (NCHW), then F (OIHW, I = C/G; depthwise: C x R x S).
     sizes = {task.Param("N") * task.Param("C") * task.Param("H") * task.Param("W"), task.ConvFilterElements()};
-  } else if (task.op() == "qmatmul" || task.op() == "qconv2d") {
+  } else if (task.op() == "qmatmul" || task.op() == "qconv2d" || task.op() == "qdepthwise_conv2d") {
     // A (I), B (F), [bias], [scale]: `k` products per output, `n` output channels.
     using runtime::ElementType;
-    const bool conv = task.op() == "qconv2d";
-    const int64_t n = conv ? task.Param("K") : task.Param("N");
-    const int64_t k = conv ? task.Param("C") * task.Param("R") * task.Param("S") : task.Param("K");
+    const bool matmul = task.op() == "qmatmul", depthwise = task.op() == "qdepthwise_conv2d";
+    const int64_t n = matmul ? task.Param("N") : depthwise ? task.Param("C") : task.Param("K");
+    const int64_t rs = matmul ? 1 : task.Param("R") * task.Param("S");
+    const int64_t k = matmul ? task.Param("K") : depthwise ? rs : task.Param("C") * rs;
     const int64_t a_elements =
-        conv ? task.Param("N") * task.Param("C") * task.Param("H") * task.Param("W") : task.Param("M") * k;
+        matmul ? task.Param("M") * k : task.Param("N") * task.Param("C") * task.Param("H") * task.Param("W");
     std::vector<InputSpec> specs = {{a_elements, runtime::DefaultFill(ElementType::kUInt8)},
-                                    {k * n, runtime::DefaultFill(ElementType::kInt8)}};
+                                    {matmul ? k * n : task.ConvFilterElements(), runtime::DefaultFill(ElementType::kInt8)}};
     if (task.Param("bias")) specs.push_back({n, runtime::DefaultFill(ElementType::kInt32)});
     if (task.QuantizedOutput() != "s32") {
       // A sum of K products of about +-74 x +-74 has a spread of about 5500 sqrt(K).
@@ -63,7 +64,8 @@ std::vector<InputSpec> InputSpecs(const TuningTask& task) {
 }
 
 runtime::ElementType OutputType(const TuningTask& task) {
-  if (task.op() != "qmatmul" && task.op() != "qconv2d") return runtime::ElementType::kFloat32;
+  if (task.op() != "qmatmul" && task.op() != "qconv2d" && task.op() != "qdepthwise_conv2d")
+    return runtime::ElementType::kFloat32;
   const std::string out = task.QuantizedOutput();
   return out == "s32" ? runtime::ElementType::kInt32
          : out == "u8" ? runtime::ElementType::kUInt8
@@ -194,11 +196,13 @@ absl::StatusOr<HostBuffer> QuantizedMatmul(const TuningTask& t, const std::vecto
   return c;
 }
 
-// qconv2d: direct convolution in int64, NCHW / OIHW; a padded position holds a_zero,
-// so it adds nothing.
+// qconv2d and qdepthwise_conv2d: direct convolution in int64, NCHW / OIHW (depthwise:
+// C x R x S, output channel k reads input channel k only); a padded position holds
+// a_zero, so it adds nothing.
 absl::StatusOr<HostBuffer> QuantizedConv2d(const TuningTask& t, const std::vector<HostBuffer>& in) {
+  const bool depthwise = t.op() == "qdepthwise_conv2d";
   const int64_t n = t.Param("N"), c = t.Param("C"), h = t.Param("H"), w = t.Param("W");
-  const int64_t k = t.Param("K"), r = t.Param("R"), s = t.Param("S");
+  const int64_t k = depthwise ? c : t.Param("K"), r = t.Param("R"), s = t.Param("S");
   const int64_t stride = t.Param("stride"), pad = t.Param("pad"), a_zero = t.Param("a_zero");
   const int64_t oh = t.ConvOutH(), ow = t.ConvOutW();
   HostBuffer out(OutputType(t), n * k * oh * ow);
@@ -210,7 +214,8 @@ absl::StatusOr<HostBuffer> QuantizedConv2d(const TuningTask& t, const std::vecto
       for (int64_t y = 0; y < oh; ++y) {
         for (int64_t x = 0; x < ow; ++x) {
           int64_t sum = 0;
-          for (int64_t ci = 0; ci < c; ++ci) {
+          for (int64_t ci = depthwise ? ko : 0; ci < (depthwise ? ko + 1 : c); ++ci) {
+            const int64_t f0 = depthwise ? ko * r * s : (ko * c + ci) * r * s;
             for (int64_t ry = 0; ry < r; ++ry) {
               const int64_t iy = y * stride + ry - pad;
               if (iy < 0 || iy >= h) continue;
@@ -218,7 +223,7 @@ absl::StatusOr<HostBuffer> QuantizedConv2d(const TuningTask& t, const std::vecto
                 const int64_t ix = x * stride + sx - pad;
                 if (ix < 0 || ix >= w) continue;
                 sum += (static_cast<int64_t>(image[((b * c + ci) * h + iy) * w + ix]) - a_zero) *
-                       filter[((ko * c + ci) * r + ry) * s + sx];
+                       filter[f0 + ry * s + sx];
               }
             }
           }
@@ -311,7 +316,7 @@ absl::StatusOr<std::vector<float>> ReferenceOutput(const TuningTask& task,
 
 absl::StatusOr<HostBuffer> TypedReferenceOutput(const TuningTask& task, const std::vector<HostBuffer>& inputs) {
   if (task.op() == "qmatmul") return QuantizedMatmul(task, inputs);
-  if (task.op() == "qconv2d") return QuantizedConv2d(task, inputs);
+  if (task.op() == "qconv2d" || task.op() == "qdepthwise_conv2d") return QuantizedConv2d(task, inputs);
   std::vector<std::vector<float>> floats;
   for (const HostBuffer& b : inputs) {
     if (b.type() != runtime::ElementType::kFloat32)

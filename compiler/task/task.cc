@@ -58,6 +58,19 @@ const std::vector<OpInfo>& KnownOps() {
         {"out_zero", {0, 255}}},
        {{"a_zero", 0}, {"bias", 0}, {"per_channel", 0}, {"out_zero", 0}},
        {"u8s8s32", "u8s8f32", "u8s8u8"}},
+      {"qdepthwise_conv2d",
+       {"N", "C", "H", "W", "R", "S", "stride", "pad", "a_zero", "bias", "per_channel", "out_zero"},
+       "int8 depthwise convolution acc[N,C,OH,OW] = sum_r,s (I[N,C,H,W] - a_zero) * F[C,R,S] "
+       "(+ bias[C]), NCHW, I uint8 padded with a_zero, F int8 (zero point 0), channel multiplier 1; "
+       "dtype and scales as qconv2d's",
+       {{"pad", {0, 64}},
+        {"stride", {1, 64}},
+        {"a_zero", {0, 255}},
+        {"bias", {0, 1}},
+        {"per_channel", {0, 1}},
+        {"out_zero", {0, 255}}},
+       {{"a_zero", 0}, {"bias", 0}, {"per_channel", 0}, {"out_zero", 0}},
+       {"u8s8s32", "u8s8f32", "u8s8u8"}},
   };
   return ops;
 }
@@ -119,7 +132,7 @@ int64_t TuningTask::ConvOutW() const {
 
 int64_t TuningTask::ConvFilterElements() const {
   const int64_t rs = Param("R") * Param("S");
-  if (op_ == "depthwise_conv2d") return Param("C") * rs;
+  if (op_ == "depthwise_conv2d" || op_ == "qdepthwise_conv2d") return Param("C") * rs;
   if (op_ == "qconv2d") return Param("K") * Param("C") * rs;
   return Param("K") * (Param("C") / Param("groups")) * rs;
 }
@@ -139,7 +152,8 @@ double TuningTask::Flops() const {
     return 2.0 * Param("N") * Param("C") * ConvOutH() * ConvOutW() * Param("R") * Param("S");
   // Integer multiply-adds, counted as float's are: int8 GOP/s compare with GFLOP/s.
   if (op_ == "qmatmul") return 2.0 * Param("M") * Param("N") * Param("K");
-  if (op_ == "qconv2d") return 2.0 * Param("N") * ConvOutH() * ConvOutW() * ConvFilterElements();
+  if (op_ == "qconv2d" || op_ == "qdepthwise_conv2d")
+    return 2.0 * Param("N") * ConvOutH() * ConvOutW() * ConvFilterElements();
   TF_CHECK(false, "no flop count for op ", op_);
 }
 
@@ -172,8 +186,8 @@ int64_t TuningTask::BufferBytes() const {
     const int64_t scale = out == "s32" ? 0 : 4 * (Param("per_channel") ? n : 1);
     return m * k + k * n + 4 * Param("bias") * n + scale + (out == "u8" ? 1 : 4) * m * n;
   }
-  if (op_ == "qconv2d") {
-    const int64_t k = Param("K"), outputs = Param("N") * k * ConvOutH() * ConvOutW();
+  if (op_ == "qconv2d" || op_ == "qdepthwise_conv2d") {
+    const int64_t k = op_ == "qconv2d" ? Param("K") : Param("C"), outputs = Param("N") * k * ConvOutH() * ConvOutW();
     const std::string out = QuantizedOutput();
     const int64_t scale = out == "s32" ? 0 : 4 * (Param("per_channel") ? k : 1);
     return Param("N") * Param("C") * Param("H") * Param("W") + ConvFilterElements() + 4 * Param("bias") * k +
@@ -183,7 +197,7 @@ int64_t TuningTask::BufferBytes() const {
 }
 
 std::string TuningTask::QuantizedOutput() const {
-  TF_CHECK(op_ == "qmatmul" || op_ == "qconv2d", "task ", op_, " is not quantized");
+  TF_CHECK(op_ == "qmatmul" || op_ == "qconv2d" || op_ == "qdepthwise_conv2d", "task ", op_, " is not quantized");
   return dtype_.substr(4);  // u8s8 + s32|f32|u8
 }
 
@@ -240,7 +254,7 @@ absl::StatusOr<TuningTask> MakeTask(const std::string& op,
     }
     task.params_.emplace_back(p, it->second);
   }
-  if (op == "conv2d" || op == "depthwise_conv2d" || op == "qconv2d") {
+  if (op == "conv2d" || op == "depthwise_conv2d" || op == "qconv2d" || op == "qdepthwise_conv2d") {
     const int64_t pad = task.Param("pad");
     if (op == "conv2d") {
       const int64_t groups = task.Param("groups");
@@ -260,7 +274,7 @@ absl::StatusOr<TuningTask> MakeTask(const std::string& op,
       return absl::InvalidArgumentError("filter sizes R and S must be at most 64");
     // Four-factor products may overflow int64: estimate in double first.
     double n = static_cast<double>(task.Param("N")), c = static_cast<double>(task.Param("C"));
-    double k = op == "depthwise_conv2d" ? 1.0 : static_cast<double>(task.Param("K"));
+    double k = op == "depthwise_conv2d" || op == "qdepthwise_conv2d" ? 1.0 : static_cast<double>(task.Param("K"));
     double hw = static_cast<double>(task.Param("H") + 2 * pad) * static_cast<double>(task.Param("W") + 2 * pad);
     double rs = static_cast<double>(task.Param("R") * task.Param("S"));
     if (4.0 * (n * c * hw * (1.0 + k) + k * c * rs) > static_cast<double>(kMaxTaskBytes)) {
@@ -268,20 +282,25 @@ absl::StatusOr<TuningTask> MakeTask(const std::string& op,
                                         std::to_string(kMaxTaskBytes >> 20) + " MiB of buffers");
     }
   }
-  if (op == "qmatmul" || op == "qconv2d") {
+  if (op == "qmatmul" || op == "qconv2d" || op == "qdepthwise_conv2d") {
     // The products summed into one output: at most 32768 of 255 x 128 stay inside
-    // int32 with the zero-point correction.
+    // int32 with the zero-point correction (R*S of a depthwise one is at most 4096).
     const bool conv = op == "qconv2d";
-    const int64_t k = conv ? task.Param("C") * task.Param("R") * task.Param("S") : task.Param("K");
-    const std::string what = conv ? "qconv2d: C*R*S=" : "qmatmul: K=";
+    const int64_t k = conv ? task.Param("C") * task.Param("R") * task.Param("S")
+                           : op == "qmatmul" ? task.Param("K") : task.Param("R") * task.Param("S");
+    const std::string what = conv ? "qconv2d: C*R*S=" : op == "qmatmul" ? "qmatmul: K=" : "qdepthwise_conv2d: R*S=";
     // The matmul kernel reduces groups of four k (one 32-bit word of bytes).
-    if (!conv && k % 4 != 0) {
+    if (op == "qmatmul" && k % 4 != 0) {
       return absl::InvalidArgumentError(what + std::to_string(k) +
                                         " must be a multiple of 4 (pad the reduction with zeros)");
     }
     if (k > 32768) {
       return absl::InvalidArgumentError(what + std::to_string(k) +
                                         " is above 32768, where int32 sums of uint8 x int8 products may overflow");
+    }
+    if (op == "qdepthwise_conv2d" && task.Param("C") % 4 != 0) {
+      return absl::InvalidArgumentError("qdepthwise_conv2d: C=" + std::to_string(task.Param("C")) +
+                                        " must be a multiple of 4 (the kernel's channel vectors)");
     }
     const std::string out = task.QuantizedOutput();
     if (out == "s32" && (task.Param("per_channel") != 0 || task.Param("out_zero") != 0)) {

@@ -12,6 +12,7 @@
 namespace tuneforge {
 
 int64_t QuantizedConvShape::cp() const {
+  if (depthwise) return c;
   int64_t channels = (c + 3) / 4 * 4;
   while (s * channels % 64 != 0) channels += 4;
   return channels;
@@ -21,7 +22,9 @@ QuantizedConvShape QuantizedConvShapeOf(const TuningTask& task) {
   QuantizedConvShape shape;
   static_cast<QuantizedEpilogue&>(shape) = QuantizedEpilogueOf(task);
   shape.n = task.Param("N"), shape.c = task.Param("C"), shape.h = task.Param("H"), shape.w = task.Param("W");
-  shape.k = task.Param("K"), shape.r = task.Param("R"), shape.s = task.Param("S");
+  shape.depthwise = task.op() == "qdepthwise_conv2d";
+  shape.k = shape.depthwise ? shape.c : task.Param("K");
+  shape.r = task.Param("R"), shape.s = task.Param("S");
   shape.stride = task.Param("stride"), shape.pad = task.Param("pad");
   return shape;
 }
@@ -394,6 +397,149 @@ absl::StatusOr<ir::LoweredFunc> QuantizedConv2dTemplate::Instantiate(const Tunin
   const std::string symbol = KernelSymbol(task, *this, config);
   if (config.Str("engine") == "amx") return QuantizedConv2dAmxKernel(QuantizedConvShapeOf(task), config, target, symbol);
   return QuantizedConv2dVnniKernel(QuantizedConvShapeOf(task), config, target, symbol);
+}
+
+namespace {
+
+// F -> F.packed [R][S][C] int32, and the offsets over each channel's R*S taps.
+Stmt DepthwisePrepack(const QuantizedConvShape& d) {
+  Expr c = Var("f.c"), r = Var("f.r"), s = Var("f.s");
+  std::vector<Stmt> parts = {
+      PadInput(d),
+      Loops({{"f.c", d.c}, {"f.r", d.r}, {"f.s", d.s}},
+            Store("F.packed", Flat({r, s, c}, {d.r, d.s, d.c}), Load("F", DType::kInt8, Flat({c, r, s}, {d.c, d.r, d.s}))))};
+  if (HasChannelOffsets(d)) {
+    const int64_t taps = d.r * d.s;
+    parts.push_back(QuantizedChannelOffsets(
+        d, d.c, taps, "F", [taps](Expr j, Expr t) { return Add(Mul(j, IntImm(taps)), t); }, "F.offset"));
+  }
+  return Block(parts);
+}
+
+bool DepthwiseFits(int64_t ow_reg, int64_t vecs, const Target& target) {
+  // Accumulators, the tap's weight vectors, one widened input vector.
+  return ow_reg * vecs + vecs + 1 <= target.VectorRegisters();
+}
+
+}  // namespace
+
+absl::StatusOr<LoweredFunc> QuantizedDepthwiseKernel(const QuantizedConvShape& d, const Config& config,
+                                                     const Target& target, const std::string& name) {
+  RETURN_IF_ERROR(CheckQuantizedEpilogue(d, "int8 depthwise convolution"));
+  if (!d.depthwise || d.k != d.c) return absl::InvalidArgumentError("int8 depthwise convolution: not a depthwise shape");
+  const int64_t ow_reg = config.Int("ow_reg"), lanes = config.Int("vec_lanes"), vecs = config.Int("ch_vecs");
+  if (ow_reg < 1 || ow_reg > 16) return absl::InvalidArgumentError("int8 depthwise convolution: ow_reg is 1..16");
+  const int64_t block = lanes * vecs;
+  if ((lanes != 4 && lanes != 8 && lanes != 16) || vecs < 1 || d.c % block != 0) {
+    return absl::InvalidArgumentError("int8 depthwise convolution: vec_lanes (4, 8 or 16) x ch_vecs = " +
+                                      std::to_string(block) + " must divide C = " + std::to_string(d.c));
+  }
+  (void)target;
+  const bool parallel = config.Int("parallel") == 1;
+  const int64_t ow = d.ow();
+  LoweredFunc func;
+  func.name = name;
+  func.params = {BufferParam{"I", DType::kUInt8, {d.n, d.c, d.h, d.w}, false},
+                 BufferParam{"F", DType::kInt8, {d.c, d.r, d.s}, false}};
+  for (BufferParam& p : QuantizedEpilogueParams(d, d.c)) func.params.push_back(std::move(p));
+  auto internal = [&func](std::string buffer, DType type, std::vector<int64_t> shape) {
+    BufferParam p{std::move(buffer), type, std::move(shape), false};
+    p.is_internal = true;
+    func.params.push_back(std::move(p));
+  };
+  const DType out_type = QuantizedOutputType(d);
+  internal("I.padded", DType::kUInt8, {d.n, d.hp(), d.wp(), d.c});
+  internal("F.packed", DType::kInt8, {d.r, d.s, d.c});
+  internal("F.offset", DType::kInt32, {d.c});
+  internal("O.nhwc", out_type, {d.n, d.oh(), ow, d.c});
+  func.params.push_back(BufferParam{"O", out_type, {d.n, d.c, d.oh(), ow}, true});
+
+  Expr p = Var("p"), cb = Var("cb");
+  auto tile = [&](const Expr& ow0, int64_t pixels) {
+    Expr i = Var("t.i"), v = Var("t.v"), l = Var("t.l"), r = Var("t.r"), s = Var("t.s");
+    auto over_tile = [&](Stmt body) {
+      return For("t.i", IntImm(pixels), pixels, ForKind::kUnrolled,
+                 For("t.v", IntImm(vecs), vecs, ForKind::kUnrolled,
+                     For("t.l", IntImm(lanes), lanes, ForKind::kVectorized, std::move(body))));
+    };
+    Expr acc_index = Add(Mul(Add(Mul(i, IntImm(vecs)), v), IntImm(lanes)), l);
+    Expr channel = Add(Add(Mul(cb, IntImm(block)), Mul(v, IntImm(lanes))), l);
+    // Pixel (row p, column ow0 + i) at tap (r, s), channel `channel`.
+    Expr column = Add(Mul(Add(ow0, i), IntImm(d.stride)), s);
+    Expr image = Add(PixelIndex(d, p, IntImm(0), r), Add(Mul(column, IntImm(d.c)), channel));
+    Expr weight = Add(Mul(Add(Mul(r, IntImm(d.s)), s), IntImm(d.c)), channel);
+    Stmt zero = over_tile(Store("acc", acc_index, Cast(DType::kInt32, IntImm(0))));
+    Stmt step = over_tile(Store("acc", acc_index,
+                                Add(Load("acc", DType::kInt32, acc_index),
+                                    Mul(Cast(DType::kInt32, Load("I.padded", DType::kUInt8, image)),
+                                        Cast(DType::kInt32, Load("F.packed", DType::kInt8, weight))))));
+    Stmt taps = For("t.r", IntImm(d.r), d.r, ForKind::kSerial, For("t.s", IntImm(d.s), d.s, ForKind::kSerial, step));
+    Stmt write = over_tile(Store("O.nhwc", Add(Mul(Add(Add(Mul(p, IntImm(ow)), ow0), i), IntImm(d.c)), channel),
+                                 QuantizedWriteBack(d, Load("acc", DType::kInt32, acc_index), channel, "F.offset")));
+    return Allocate("acc", DType::kInt32, pixels * vecs * lanes, Block({zero, taps, write}));
+  };
+  const int64_t full = ow / ow_reg, tail = ow % ow_reg;
+  std::vector<Stmt> tiles;
+  if (full > 0) tiles.push_back(For("ob", IntImm(full), full, ForKind::kSerial, tile(Mul(Var("ob"), IntImm(ow_reg)), ow_reg)));
+  if (tail > 0) tiles.push_back(tile(IntImm(full * ow_reg), tail));
+  Stmt channels = For("cb", IntImm(d.c / block), d.c / block, ForKind::kSerial, Block(tiles));
+  func.body = For("p", IntImm(d.n * d.oh()), d.n * d.oh(), parallel ? ForKind::kParallel : ForKind::kSerial, channels);
+  func.prepack = DepthwisePrepack(d);
+  func.unpack = Unpack(d);
+  return func;
+}
+
+ConfigSpace QuantizedDepthwiseTemplate::Space(const TuningTask& task, const Target& target) const {
+  const QuantizedConvShape d = QuantizedConvShapeOf(task);
+  std::vector<nlohmann::json> ow_regs, lanes;
+  for (int64_t r : {1, 2, 4, 7, 8, 14}) if (r <= d.ow()) ow_regs.push_back(r);
+  for (int64_t l : {4, 8, 16}) if (l <= target.MaxF32Lanes() && d.c % l == 0) lanes.push_back(l);
+  if (lanes.empty()) lanes.push_back(4);  // refused by the check below with the reason
+  std::vector<Knob> knobs = {
+      {"ow_reg", ow_regs, "output pixels of one row in the register tile"},
+      {"vec_lanes", lanes, "int32 channels per vector"},
+      {"ch_vecs", {1, 2, 4}, "vectors of channels in the register tile"},
+      {"parallel", {0, 1}, "run the pixel-row loop on the runtime thread pool"},
+  };
+  const int64_t c = d.c;
+  return ConfigSpace(std::move(knobs), [c, target](const Config& config) {
+    if (c % (config.Int("vec_lanes") * config.Int("ch_vecs")) != 0)
+      return absl::InvalidArgumentError("vec_lanes x ch_vecs must divide C");
+    if (!DepthwiseFits(config.Int("ow_reg"), config.Int("ch_vecs"), target))
+      return absl::InvalidArgumentError("the register tile needs more vector registers than the target has");
+    return absl::OkStatus();
+  });
+}
+
+Config QuantizedDepthwiseTemplate::Naive(const TuningTask&, const Target&) const {
+  return Config(nlohmann::json{{"ow_reg", 1}, {"vec_lanes", 4}, {"ch_vecs", 1}, {"parallel", 0}});
+}
+
+std::vector<Config> QuantizedDepthwiseTemplate::Heuristics(const TuningTask& task, const Target& target) const {
+  // The widest vectors that divide C; the longest pixel runs that fit, dividing the
+  // row first; every thread on pixel rows.
+  const QuantizedConvShape d = QuantizedConvShapeOf(task);
+  const ConfigSpace space = Space(task, target);
+  std::vector<Config> out;
+  for (int64_t lanes : {16, 8, 4}) {
+    if (lanes > target.MaxF32Lanes() || d.c % lanes != 0) continue;
+    for (int64_t vecs : {1, 2, 4}) {
+      for (int64_t r : {14, 8, 7, 4, 2, 1}) {
+        Config c(nlohmann::json{{"ow_reg", r}, {"vec_lanes", lanes}, {"ch_vecs", vecs},
+                                {"parallel", target.num_threads > 1 ? 1 : 0}});
+        if (r <= d.ow() && d.ow() % r == 0 && space.Check(c).ok() && out.size() < 6) out.push_back(c);
+      }
+    }
+    break;
+  }
+  if (out.empty()) out.push_back(Naive(task, target));
+  return out;
+}
+
+absl::StatusOr<ir::LoweredFunc> QuantizedDepthwiseTemplate::Instantiate(const TuningTask& task, const Target& target,
+                                                                        const Config& config) const {
+  RETURN_IF_ERROR(SpaceOf(*this, task, target)->Check(config));
+  return QuantizedDepthwiseKernel(QuantizedConvShapeOf(task), config, target, KernelSymbol(task, *this, config));
 }
 
 }  // namespace tuneforge

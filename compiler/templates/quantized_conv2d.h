@@ -39,12 +39,13 @@ namespace tuneforge {
 
 struct QuantizedConvShape : QuantizedEpilogue {
   int64_t n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0, stride = 1, pad = 0;
+  bool depthwise = false;  // qdepthwise_conv2d: k == c, output channel k reads channel k
   int64_t oh() const { return (h + 2 * pad - r) / stride + 1; }
   int64_t ow() const { return (w + 2 * pad - s) / stride + 1; }
   int64_t hp() const { return h + 2 * pad; }
   int64_t wp() const { return w + 2 * pad; }
   // The input channels as laid out in I.padded: the least multiple of 4 at or above C
-  // whose filter row, S x Cp bytes, is a multiple of 64.
+  // whose filter row, S x Cp bytes, is a multiple of 64 (depthwise: C).
   int64_t cp() const;
 };
 
@@ -73,6 +74,28 @@ absl::StatusOr<ir::LoweredFunc> QuantizedConv2dVnniKernel(const QuantizedConvSha
 class QuantizedConv2dTemplate : public Template {
  public:
   std::string name() const override { return "qconv2d_cpu"; }
+  int version() const override { return 1; }
+  bool HasPrepack() const override { return true; }
+  ConfigSpace Space(const TuningTask& task, const Target& target) const override;
+  Config Naive(const TuningTask& task, const Target& target) const override;
+  std::vector<Config> Heuristics(const TuningTask& task, const Target& target) const override;
+  absl::StatusOr<ir::LoweredFunc> Instantiate(const TuningTask& task, const Target& target,
+                                              const Config& config) const override;
+};
+
+// The int8 depthwise convolution (qdepthwise_conv2d), on vector units: the same
+// NHWC padded input (Cp = C), the weights widened to int32 at prepack, F.packed
+// [R][S][C]; a register tile of ow_reg output pixels of one row x ch_vecs vectors of
+// vec_lanes channels, each tap one zero-extended input vector (vpmovzxbd) times the
+// tap's weight vector added in int32; the int8 epilogue in the write-back. Knobs:
+// ow_reg, vec_lanes (dividing C), ch_vecs, parallel (over pixel rows). Entry point: I,
+// F, [bias], [scale], I.padded, F.packed, F.offset, O.nhwc (internal), O.
+absl::StatusOr<ir::LoweredFunc> QuantizedDepthwiseKernel(const QuantizedConvShape& shape, const Config& config,
+                                                         const Target& target, const std::string& name);
+
+class QuantizedDepthwiseTemplate : public Template {
+ public:
+  std::string name() const override { return "qdepthwise_conv2d_cpu"; }
   int version() const override { return 1; }
   bool HasPrepack() const override { return true; }
   ConfigSpace Space(const TuningTask& task, const Target& target) const override;

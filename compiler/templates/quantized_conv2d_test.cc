@@ -243,5 +243,55 @@ TEST(QuantizedConv2dTemplateTest, UnsupportedShapesAndConfigsAreRefused) {
   EXPECT_NE(std::string(func.status().message()).find("divides K = 48"), std::string::npos);
 }
 
+// The depthwise reference equals the float32 depthwise convolution's of the shifted
+// input, and its kernels (naive, first heuristic, random configs) equal it exactly:
+// interpreted, and built for the host (vpmovzxbd + vpmulld where it has them).
+TEST(QuantizedDepthwiseTest, ReferenceAndKernelsAreExact) {
+  {
+    const TuningTask q = *ParseTask("qdepthwise_conv2d N=2 C=8 H=7 W=6 R=3 S=3 stride=2 pad=1 a_zero=97 dtype=u8s8s32");
+    const TuningTask f = *ParseTask("depthwise_conv2d N=2 C=8 H=7 W=6 R=3 S=3 stride=2 pad=1");
+    const std::vector<HostBuffer> inputs = MakeTypedInputs(q, 5);
+    std::vector<float> image, filter;
+    for (int64_t i = 0; i < inputs[0].elements(); ++i) image.push_back(inputs[0].As<uint8_t>()[i] - 97.0f);
+    for (int64_t i = 0; i < inputs[1].elements(); ++i) filter.push_back(inputs[1].As<int8_t>()[i]);
+    absl::StatusOr<HostBuffer> got = TypedReferenceOutput(q, inputs);
+    absl::StatusOr<std::vector<float>> want = ReferenceOutput(f, {image, filter});
+    ASSERT_TRUE(got.ok() && want.ok());
+    for (int64_t i = 0; i < got->elements(); ++i) ASSERT_EQ(got->As<int32_t>()[i], (*want)[i]) << i;
+  }
+  const Target host = Host(2);
+  std::mt19937_64 rng(29);
+  for (const char* text : {"qdepthwise_conv2d N=1 C=32 H=12 W=13 R=3 S=3 stride=1 pad=1 a_zero=128 per_channel=1 "
+                           "out_zero=100 dtype=u8s8u8",
+                           "qdepthwise_conv2d N=2 C=48 H=9 W=9 R=3 S=3 stride=2 pad=1 a_zero=5 bias=1 dtype=u8s8s32",
+                           "qdepthwise_conv2d N=1 C=12 H=7 W=7 R=5 S=5 stride=1 pad=2 a_zero=250 dtype=u8s8f32"}) {
+    SCOPED_TRACE(text);
+    const TuningTask task = *ParseTask(text);
+    absl::StatusOr<const Template*> tmpl = FindTemplate(task);
+    ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+    const std::vector<HostBuffer> inputs = MakeTypedInputs(task, 31);
+    absl::StatusOr<HostBuffer> want = TypedReferenceOutput(task, inputs);
+    ASSERT_TRUE(want.ok()) << want.status();
+    const ConfigSpace space = (*tmpl)->Space(task, host);
+    std::vector<Config> configs = {(*tmpl)->Naive(task, host), (*tmpl)->Heuristics(task, host).front()};
+    for (int i = 0; i < 3; ++i) configs.push_back(*space.Sample(rng));
+    for (size_t i = 0; i < configs.size(); ++i) {
+      SCOPED_TRACE(configs[i].ToJson());
+      ASSERT_TRUE(space.Check(configs[i]).ok()) << space.Check(configs[i]);
+      absl::StatusOr<ir::LoweredFunc> func = (*tmpl)->Instantiate(task, host, configs[i]);
+      ASSERT_TRUE(func.ok()) << func.status();
+      std::vector<const Target*> runs = {&host};
+      if (i < 2) runs.insert(runs.begin(), nullptr);  // interpreted too
+      for (const Target* target : runs) {
+        absl::StatusOr<HostBuffer> got = RunKernel(*func, inputs, want->type(), want->elements(), target);
+        ASSERT_TRUE(got.ok()) << got.status();
+        EXPECT_EQ(runtime::FirstMismatch(want->type(), got->data(), want->data(), want->elements(), 0, 0), -1)
+            << (target ? "built" : "interpreted");
+      }
+    }
+  }
+  EXPECT_FALSE(ParseTask("qdepthwise_conv2d N=1 C=6 H=7 W=7 R=3 S=3 stride=1 pad=1 dtype=u8s8s32").ok());
+}
+
 }  // namespace
 }  // namespace tuneforge

@@ -24,6 +24,8 @@ absl::StatusOr<const Template*> FindTemplate(const TuningTask& task) {
   if (task.op() == "qmatmul") return qmatmul;
   static const QuantizedConv2dTemplate* qconv2d = new QuantizedConv2dTemplate();
   if (task.op() == "qconv2d") return qconv2d;
+  static const QuantizedDepthwiseTemplate* qdepthwise = new QuantizedDepthwiseTemplate();
+  if (task.op() == "qdepthwise_conv2d") return qdepthwise;
   return absl::NotFoundError("no template for op " + task.op());
 }
 
