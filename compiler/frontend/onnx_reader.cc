@@ -138,12 +138,11 @@ absl::StatusOr<OnnxModel> ParseOnnxModel(const std::string& bytes, const std::st
     return Bad(path, absl::StrCat("IR version ", model.proto.ir_version(), " is not supported (",
                                   kMinIrVersion, "..", kMaxIrVersion, ")"));
   }
+  // Other domains' operator sets may be imported (onnxruntime's tools list several
+  // whether or not a node uses them); a node of another domain is refused by
+  // CheckSupported.
   for (const onnx::OperatorSetIdProto& set : model.proto.opset_import()) {
-    if (!IsDefaultDomain(set.domain())) {
-      return Bad(path, absl::StrCat("operator set '", set.domain(),
-                                    "' is not supported (only the default ONNX operators)"));
-    }
-    model.opset = set.version();
+    if (IsDefaultDomain(set.domain())) model.opset = set.version();
   }
   if (model.opset < kMinOpset || model.opset > kMaxOpset) {
     return Bad(path, absl::StrCat("opset ", model.opset, " is not supported (", kMinOpset, "..",
@@ -412,11 +411,18 @@ constexpr int64_t kMaxInputElements = int64_t{1} << 34;
 absl::Status CheckSupported(const OnnxModel& model) {
   const onnx::GraphProto& graph = model.proto.graph();
   const std::vector<std::string>& ops = SupportedOnnxOperators();
+  // QuantizeLinear/DequantizeLinear left after reading (RewriteQdq takes the QDQ form
+  // only when every other operator is supported): the other operators are named first.
+  int quantize = -1;
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnx::NodeProto& node = graph.node(i);
     if (!IsDefaultDomain(node.domain())) {
       return Bad(model.path, absl::StrCat(NodeLabel(node, i), ": operator domain '", node.domain(),
                                           "' is not supported"));
+    }
+    if (node.op_type() == "QuantizeLinear" || node.op_type() == "DequantizeLinear") {
+      if (quantize < 0) quantize = i;
+      continue;
     }
     if (!std::binary_search(ops.begin(), ops.end(), node.op_type())) {
       return Bad(model.path, absl::StrCat(NodeLabel(node, i), ": operator '", node.op_type(),
@@ -433,6 +439,12 @@ absl::Status CheckSupported(const OnnxModel& model) {
                                               : absl::StrCat(" (supported: ", absl::StrJoin(known, ", "), ")")));
       }
     }
+  }
+  if (quantize >= 0) {
+    return Bad(model.path, absl::StrCat(NodeLabel(graph.node(quantize), quantize), ": operator '",
+                                        graph.node(quantize).op_type(),
+                                        "' is supported only in the QDQ form (QuantizeLinear/DequantizeLinear "
+                                        "pairs around supported operators; docs/int8.md)"));
   }
   for (const onnx::TensorProto& tensor : graph.initializer()) {
     RETURN_IF_ERROR(

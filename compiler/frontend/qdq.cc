@@ -1,6 +1,7 @@
 // QDQ models rewritten into float operators at read time (qdq.h).
 #include "compiler/frontend/qdq.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -88,8 +89,17 @@ class Rewriter {
 
   absl::Status Run() {
     bool any = false;
-    for (const onnx::NodeProto& n : graph_->node())
-      any |= n.op_type() == "QuantizeLinear" || n.op_type() == "DequantizeLinear";
+    const std::vector<std::string>& supported = SupportedOnnxOperators();
+    for (const onnx::NodeProto& n : graph_->node()) {
+      const bool qdq = n.op_type() == "QuantizeLinear" || n.op_type() == "DequantizeLinear";
+      any |= qdq;
+      // Operators the importer does not run (QLinearConv, MatMulInteger, another
+      // domain's): left as they are, so that CheckSupported names them.
+      if (!qdq && (!(n.domain().empty() || n.domain() == "ai.onnx") ||
+                   !std::binary_search(supported.begin(), supported.end(), n.op_type()))) {
+        return absl::OkStatus();
+      }
+    }
     if (!any) return absl::OkStatus();
     for (int i = 0; i < graph_->node_size(); ++i) {
       for (const std::string& in : graph_->node(i).input()) consumers_[in].push_back(i);

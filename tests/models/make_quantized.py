@@ -12,8 +12,10 @@ int8 work, docs/int8.md), and checks each against its float model in onnxruntime
   bert_layer.dyn.onnx   one BERT-base encoder layer, dynamic: DynamicQuantizeLinear and
                         MatMulInteger for the dense layers, int8 weights
 
-Static models are calibrated (MinMax) on seeded random inputs, so the files are the
-same on every machine with the same pinned onnxruntime. The float models must be in
+Each float model first goes through onnxruntime's quant_pre_process (shape inference
+and graph optimization: BatchNormalization folded into the Conv before it), as
+onnxruntime's guide has it. Static models are calibrated (MinMax) on seeded random
+inputs, so the files are the same on every machine with the same pinned onnxruntime. The float models must be in
 OUT_DIR already (make_models.py OUT_DIR) except ResNet-50, which is made here.
 
   make_quantized.py OUT_DIR [--size 224] [--models resnet18,...]
@@ -29,6 +31,7 @@ import onnx.version_converter
 import onnxruntime as ort
 from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic,
                                       quantize_static)
+from onnxruntime.quantization.shape_inference import quant_pre_process
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_zoo  # noqa: E402
@@ -51,10 +54,14 @@ class RandomInputs(CalibrationDataReader):
 
 
 def quantize(source, target, form, calibration):
+    # onnxruntime's guide first runs its pre-processing (shape inference, and its graph
+    # optimizations, which fold each BatchNormalization into the Conv before it).
+    prepared = os.path.abspath("prepared.onnx")
+    quant_pre_process(source, prepared, skip_symbolic_shape=form != "dynamic")
     if form == "dynamic":
-        quantize_dynamic(source, target, weight_type=QuantType.QInt8)
+        quantize_dynamic(prepared, target, weight_type=QuantType.QInt8)
         return
-    quantize_static(source, target, RandomInputs(source, calibration, seed=7),
+    quantize_static(prepared, target, RandomInputs(prepared, calibration, seed=7),
                     quant_format=QuantFormat.QDQ if form == "qdq" else QuantFormat.QOperator,
                     per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
 
