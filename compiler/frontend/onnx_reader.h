@@ -25,11 +25,26 @@ inline constexpr int64_t kMaxIrVersion = 14;  // ONNX 1.23
 inline constexpr int64_t kMinOpset = 7;
 inline constexpr int64_t kMaxOpset = 28;      // ONNX 1.23
 
+// What the QDQ rewrite (qdq.h) took out of a quantized model, by tensor name, for
+// running its layers on int8 kernels: the quantization of each round trip's output
+// (its values are exactly scale x (q - zero) for an integer q in low..high), and the
+// per-channel scales of each dequantized constant along `axis` (its int8 values are
+// round(value / scale), exactly).
+struct QuantizedTensor {
+  double scale = 0, zero = 0, low = 0, high = 0;
+};
+struct QuantizedConstant {
+  std::vector<double> scales;  // one (per tensor) or one per index of `axis`
+  int64_t axis = 0;
+};
+
 struct OnnxModel {
   std::string path;
   onnx::ModelProto proto;  // external data already loaded into raw_data
   int64_t opset = 0;       // version of the default operator set
   bool had_external_data = false;  // some weights were in other files (now in `proto`)
+  std::map<std::string, QuantizedTensor> quantized_tensors;
+  std::map<std::string, QuantizedConstant> quantized_constants;
 };
 
 // Reads `path`. Errors (each naming the file, and the node, operator or tensor where

@@ -2,6 +2,7 @@
 #include "compiler/frontend/qdq.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -19,8 +20,13 @@ using onnx::TensorProto;
 
 // The numbers of an initializer of the types a quantized model's constants have.
 absl::StatusOr<std::vector<double>> Numbers(const TensorProto& t) {
+  constexpr int64_t kMaxElements = int64_t{1} << 31;
   int64_t count = 1;
-  for (int64_t d : t.dims()) count *= d;
+  for (int64_t d : t.dims()) {
+    if (d < 0 || __builtin_mul_overflow(count, d, &count) || count > kMaxElements) {
+      return absl::InvalidArgumentError(absl::StrCat("initializer '", t.name(), "' has a bad shape"));
+    }
+  }
   std::vector<double> out;
   out.reserve(static_cast<size_t>(count));
   const std::string& raw = t.raw_data();
@@ -101,6 +107,13 @@ class Rewriter {
       }
     }
     if (!any) return absl::OkStatus();
+    for (int i = 0; i < graph_->node_size(); ++i) {
+      const onnx::NodeProto& n = graph_->node(i);
+      if ((n.op_type() == "QuantizeLinear" || n.op_type() == "DequantizeLinear") &&
+          (n.input_size() < 2 || n.input_size() > 3 || n.output_size() != 1 || n.input(0).empty())) {
+        return Error(n, i, "needs an input, a scale, an optional zero point and one output");
+      }
+    }
     for (int i = 0; i < graph_->node_size(); ++i) {
       for (const std::string& in : graph_->node(i).input()) consumers_[in].push_back(i);
     }
@@ -219,6 +232,10 @@ class Rewriter {
     if (!scale) return Error(n, index, "has a scale that is not an initializer");
     if (scale->data_type() != TensorProto::FLOAT) return Error(n, index, "has a scale that is not float32");
     ASSIGN_OR_RETURN(q.scale, Numbers(*scale));
+    if (q.scale.empty()) return Error(n, index, "has no scale values");
+    for (double v : q.scale) {
+      if (!(v > 0) || !std::isfinite(v)) return Error(n, index, "has a scale that is not a positive finite number");
+    }
     q.zero.assign(q.scale.size(), 0.0);
     if (n.input_size() > 2 && !n.input(2).empty()) {
       const TensorProto* zero = Initializer(n.input(2));
@@ -262,6 +279,7 @@ class Rewriter {
       out[i] = static_cast<float>(static_cast<float>(values[i] - q.zero[c]) * static_cast<float>(q.scale[c]));
     }
     added_.push_back(FloatTensor(n.output(0), dims, out));
+    model_->quantized_constants[n.output(0)] = QuantizedConstant{q.scale, channels > 1 ? axis : 0};
     return absl::OkStatus();
   }
 
@@ -301,6 +319,7 @@ class Rewriter {
     }
     t = step("Sub", {t, zero}, base + ".centered");
     step("Mul", {t, scale}, out);
+    model_->quantized_tensors[out] = QuantizedTensor{q.scale[0], q.zero[0], q.low, q.high};
     return nodes;
   }
 

@@ -10,10 +10,10 @@
 //          (the activations: the same rounding half to even and saturation to the zero
 //          point's type, uint8 0..255 or int8 -128..127, in float32).
 //
-// So a QDQ model runs in float32 with its quantization steps kept exactly: outputs
-// agree with onnxruntime's integer kernels to within a quantization step where a
-// float32 sum rounds on the other side of a half. This is the first step of quantized
-// import; fusing the patterns into int8 tasks (qconv2d, qmatmul) is the next.
+// So a QDQ model means in float32 what it means quantized. The rewrite records what it
+// took out (OnnxModel::quantized_tensors and quantized_constants), so that task
+// extraction can run the quantized convolutions on the int8 kernels (graph/tasks.h,
+// TaskUse::quantized; docs/int8.md).
 //
 // Refused with the node named: a QuantizeLinear feeding anything but matching
 // DequantizeLinears (or a graph output), per-axis activation scales, a

@@ -30,6 +30,7 @@
 #include "compiler/support/clock.h"
 #include "compiler/support/hash.h"
 #include "compiler/templates/conv2d_template.h"
+#include "compiler/templates/quantized_conv2d.h"
 #include "compiler/templates/dense_template.h"
 #include "compiler/templates/matmul_template.h"
 #include "compiler/support/status.h"
@@ -539,6 +540,63 @@ bool ConcatIntoViews(const Graph& g, const Node& n, const std::vector<bool>& is_
   return true;
 }
 
+// A quantized layer of a QDQ model (TaskUse::quantized, docs/int8.md): the int8
+// kernel with float32 input, weights, bias and output, its requantization multipliers
+// (in_scale x wscale[k] / out_scale) and the weights' scales computed here. Its input
+// quantization and output dequantization ride on its layout passes, which join the
+// kernel's body (SplitLayoutTransforms); the weights are packed once, at load.
+absl::StatusOr<PlannedStep> PlanQuantizedConv(const Graph& g, const TaskUse& use, const TuningTask& task,
+                                              const Config& config, const Target& target, bool tuned) {
+  ASSIGN_OR_RETURN(ir::LoweredFunc func,
+                   InstantiateQuantizedConvInModel(task, target, config, use.in_scale, use.out_scale));
+  const Tensor& weight = g.tensors[static_cast<size_t>(use.weight)];
+  auto found = g.quantized_constants.find(weight.name);
+  if (found == g.quantized_constants.end()) return absl::InternalError("no weight scales for " + weight.name);
+  const int64_t k = weight.shape[0];
+  std::vector<float> wscale(static_cast<size_t>(k)), multiplier(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) {
+    const double s = found->second.scales.size() == 1 ? found->second.scales[0]
+                                                       : found->second.scales[static_cast<size_t>(j)];
+    wscale[static_cast<size_t>(j)] = static_cast<float>(s);
+    multiplier[static_cast<size_t>(j)] = static_cast<float>(use.in_scale * s / use.out_scale);
+  }
+  PlannedStep step;
+  step.func = std::move(func);
+  step.use = &use;
+  step.source = absl::StrCat(tuned ? "tuned " : "default ", task.CanonicalText());
+  for (const ir::BufferParam& p : step.func.params) {
+    step.owned_data.emplace_back();
+    step.owned_elements.push_back(0);
+    int t = -1;
+    if (p.is_internal) {
+      step.owned_elements.back() = p.NumElements();
+    } else if (p.is_output) {
+      t = use.output;
+    } else if (p.name == "I") {
+      t = use.data;
+    } else if (p.name == "F") {
+      t = use.weight;
+    } else if (p.name == "bias") {
+      t = use.bias;
+    } else if (p.name == "scale" || p.name == "wscale") {
+      step.owned_data.back() = p.name == "scale" ? multiplier : wscale;
+      step.owned_elements.back() = k;
+    } else {
+      return absl::InternalError("quantized conv: unexpected parameter " + p.name);
+    }
+    if (t >= 0 && g.tensors[static_cast<size_t>(t)].NumElements() != p.NumElements()) {
+      return absl::InternalError(absl::StrCat("quantized conv: parameter ", p.name, " has ", p.NumElements(),
+                                              " elements, tensor ", g.tensors[static_cast<size_t>(t)].name, " ",
+                                              g.tensors[static_cast<size_t>(t)].NumElements()));
+    }
+    step.tensors.push_back(t);
+  }
+  step.borrow.assign(step.func.params.size(), {-1, ""});
+  SplitLayoutTransforms(g, &step);
+  step.func.name += "_" + HashHex(ir::ToString(step.func)).substr(0, 8);
+  return step;
+}
+
 // The template kernel of one task occurrence, its parameters bound.
 absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, const TaskUse& use,
                                      const std::vector<int>* chain, const Target& target,
@@ -554,6 +612,7 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
     std::vector<Config> heuristics = tmpl->Heuristics(task, target);
     config = heuristics.empty() ? tmpl->Naive(task, target) : heuristics.front();
   }
+  if (use.quantized) return PlanQuantizedConv(g, use, task, *config, target, *tuned);
   const auto* conv_template = dynamic_cast<const Conv2dTemplate*>(tmpl);
   const bool streams_weights =
       conv_template && task.op() == "conv2d" && options.prefetch_weight_bytes > 0 &&
@@ -1365,7 +1424,10 @@ FusionPlan PlanFusion(const Graph& g, const TaskTable& table) {
   std::map<const TaskUse*, ConvPrologue>& prologue = f.prologue;
   std::set<int>& shuffles = f.shuffles;
   for (const TaskUse& use : table.uses) {
-    if (g.nodes[static_cast<size_t>(use.anchor)].op != "Conv" || sole_producer(use.data, use.anchor) < 0) continue;
+    if (g.nodes[static_cast<size_t>(use.anchor)].op != "Conv" || use.quantized ||
+        sole_producer(use.data, use.anchor) < 0) {
+      continue;
+    }
     auto chain = std::find_if(chain_ending_at.begin(), chain_ending_at.end(), [&](const auto& c) {
       return g.nodes[static_cast<size_t>(c.first)].outputs[0] == use.data;
     });

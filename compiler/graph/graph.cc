@@ -272,6 +272,8 @@ class Importer {
   absl::StatusOr<Graph> Run() {
     const onnx::GraphProto& g = model_.proto.graph();
     graph_.opset = model_.opset;
+    graph_.quantized_tensors = model_.quantized_tensors;
+    graph_.quantized_constants = model_.quantized_constants;
     for (const onnx::TensorProto& p : g.initializer()) {
       ASSIGN_OR_RETURN(Tensor t, FromProto(p));
       Add(std::move(t));

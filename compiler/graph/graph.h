@@ -72,6 +72,9 @@ struct Graph {
   std::vector<int> inputs;     // the model's run-time inputs
   std::vector<int> outputs;
   int64_t opset = 0;           // the model's default operator set
+  // A quantized (QDQ) model's quantization, by tensor name (frontend::OnnxModel).
+  std::map<std::string, frontend::QuantizedTensor> quantized_tensors;
+  std::map<std::string, frontend::QuantizedConstant> quantized_constants;
   int Find(const std::string& name) const;  // -1 when absent
 };
 

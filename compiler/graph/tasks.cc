@@ -228,6 +228,10 @@ class Extractor {
     use.data = n.inputs[0];
     use.weight = n.inputs[1];
     if (n.inputs.size() > 2 && n.inputs[2] >= 0) use.bias = n.inputs[2];
+    if (group == 1 || depthwise) {
+      ASSIGN_OR_RETURN(bool quantized, QuantizedConv(node, depthwise, use));
+      if (quantized) return absl::OkStatus();
+    }
     std::string epilogue = use.bias >= 0 ? "bias" : "";
     int tail = node;
     if (int add = SoleConsumer(node, "Add"); add >= 0) {
@@ -279,6 +283,61 @@ class Extractor {
                                  " S=", w.shape[3], " stride=", strides[0], " pad=", pads[0],
                                  group > 1 ? absl::StrCat(" groups=", group) : "");
     return AddTask(text, nodes, epilogue, use);
+  }
+
+  // A Conv of a QDQ model (docs/int8.md): its input a uint8 round trip's output, its
+  // weights dequantized int8 (per output channel, or per tensor), and its output read
+  // only by the round trip Div -> Round -> Add -> Clip -> Sub -> Mul that the QDQ
+  // rewrite made of the QuantizeLinear after it (uint8). Then the int8 task covers
+  // the conv and that round trip; true when it did.
+  absl::StatusOr<bool> QuantizedConv(int node, bool depthwise, TaskUse use) {
+    const Node& n = g_.nodes[static_cast<size_t>(node)];
+    const Tensor& x = T(n.inputs[0]);
+    const Tensor& w = T(n.inputs[1]);
+    auto in = g_.quantized_tensors.find(x.name);
+    auto weights = g_.quantized_constants.find(w.name);
+    if (in == g_.quantized_tensors.end() || weights == g_.quantized_constants.end()) return false;
+    const frontend::QuantizedTensor& qx = in->second;
+    const int64_t k = w.shape[0];
+    // A layer of few input channels (an image's 3) would read 64-byte filter rows of
+    // mostly padding on the AMX kernel: it stays a float32 conv.
+    if (!depthwise && x.shape[1] * w.shape[3] < 32) return false;
+    if (qx.low != 0 || qx.high != 255 || weights->second.axis != 0 ||
+        (weights->second.scales.size() != 1 && static_cast<int64_t>(weights->second.scales.size()) != k) ||
+        (depthwise ? x.shape[1] % 4 != 0 : k % 16 != 0) || (use.bias >= 0 && !T(use.bias).constant)) {
+      return false;
+    }
+    std::vector<int> nodes = {node};
+    int tail = node;
+    for (const char* op : {"Div", "Round", "Add", "Clip", "Sub", "Mul"}) {
+      tail = SoleConsumer(tail, op);
+      if (tail < 0) return false;
+      nodes.push_back(tail);
+    }
+    const Tensor& y = T(g_.nodes[static_cast<size_t>(tail)].outputs[0]);
+    auto out = g_.quantized_tensors.find(y.name);
+    if (out == g_.quantized_tensors.end() || out->second.low != 0 || out->second.high != 255) return false;
+    // The chain must be the round trip of exactly that quantization: its Div by the
+    // output's scale (the rewrite's constant).
+    const Node& div = g_.nodes[static_cast<size_t>(nodes[1])];
+    const Tensor& divisor = T(div.inputs[1]);
+    if (div.inputs[0] != n.outputs[0] || !divisor.constant || divisor.f32.size() != 1 ||
+        divisor.f32[0] != static_cast<float>(out->second.scale)) {
+      return false;
+    }
+    const std::vector<int64_t> pads = n.Ints("pads", {0, 0, 0, 0});
+    const std::vector<int64_t> strides = n.Ints("strides", {1, 1});
+    const std::string common =
+        absl::StrCat(" H=", x.shape[2], " W=", x.shape[3], " R=", w.shape[2], " S=", w.shape[3], " stride=", strides[0],
+                     " pad=", pads[0], " a_zero=", static_cast<int64_t>(qx.zero), " bias=", use.bias >= 0 ? 1 : 0,
+                     " per_channel=1 out_zero=", static_cast<int64_t>(out->second.zero), " dtype=u8s8u8");
+    const std::string text = depthwise ? absl::StrCat("qdepthwise_conv2d N=", x.shape[0], " C=", x.shape[1], common)
+                                       : absl::StrCat("qconv2d N=", x.shape[0], " C=", x.shape[1], " K=", k, common);
+    use.quantized = true;
+    use.in_scale = qx.scale;
+    use.out_scale = out->second.scale;
+    RETURN_IF_ERROR(AddTask(text, nodes, "", use));
+    return true;
   }
 
   static std::string NonAnchorReason(const std::string& op) {

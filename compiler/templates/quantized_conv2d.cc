@@ -2,6 +2,7 @@
 #include "compiler/templates/quantized_conv2d.h"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,21 +46,59 @@ namespace {
 
 using namespace ir;  // NOLINT: the expression builders read like math here.
 
-// I -> I.padded [N, Hp, Wp, Cp]: a_zero everywhere (border and extra channels), then
-// the image. Written in full every time: in a model the buffer may be shared.
+// I -> I.padded [N, Hp, Wp, Cp]: the border's pixels (every channel) a_zero, then the
+// image. The extra channels of the interior (Cp > C) are never written: their
+// weights are zero, so any byte there adds nothing. Written every time: in a model
+// the buffer's memory is shared with other steps between runs.
 Stmt PadInput(const QuantizedConvShape& d) {
   const int64_t cp = d.cp();
   const std::vector<int64_t> dims = {d.n, d.hp(), d.wp(), cp};
-  Stmt fill = Loops({{"p.n", d.n}, {"p.h", d.hp()}, {"p.w", d.wp()}, {"p.c", cp}},
-                    Store("I.padded", Flat({Var("p.n"), Var("p.h"), Var("p.w"), Var("p.c")}, dims),
-                          Cast(DType::kUInt8, IntImm(d.a_zero))));
-  Stmt copy = Loops({{"i.n", d.n}, {"i.c", d.c}, {"i.h", d.h}, {"i.w", d.w}},
-                    Store("I.padded",
-                          Flat({Var("i.n"), Add(Var("i.h"), IntImm(d.pad)), Add(Var("i.w"), IntImm(d.pad)), Var("i.c")},
-                               dims),
-                          Load("I", DType::kUInt8, Flat({Var("i.n"), Var("i.c"), Var("i.h"), Var("i.w")},
-                                                        {d.n, d.c, d.h, d.w}))));
-  return Block({fill, copy});
+  std::vector<Stmt> parts;
+  auto border = [&](int64_t h0, int64_t rows, int64_t w0, int64_t cols) {
+    if (rows <= 0 || cols <= 0) return;
+    parts.push_back(Loops({{"p.n", d.n}, {"p.h", rows}, {"p.w", cols}, {"p.c", cp}},
+                          Store("I.padded",
+                                Flat({Var("p.n"), Add(Var("p.h"), IntImm(h0)), Add(Var("p.w"), IntImm(w0)), Var("p.c")},
+                                     dims),
+                                Cast(DType::kUInt8, IntImm(d.a_zero)))));
+  };
+  border(0, d.pad, 0, d.wp());
+  border(d.pad + d.h, d.pad, 0, d.wp());
+  border(d.pad, d.h, 0, d.pad);
+  border(d.pad, d.h, d.pad + d.w, d.pad);
+  const Expr at = Flat({Var("i.n"), Var("i.c"), Var("i.h"), Var("i.w")}, {d.n, d.c, d.h, d.w});
+  // Inside a model: the float32 values in_scale x (q - a_zero) back to q, exactly
+  // (times the reciprocal: within an ulp of q - a_zero, which round() removes).
+  const Expr value =
+      d.float_boundary
+          ? Cast(DType::kUInt8, Add(Call("round", Mul(Load("I", DType::kFloat32, at), FloatImm(1.0 / d.in_scale))),
+                                    FloatImm(static_cast<double>(d.a_zero))))
+          : Load("I", DType::kUInt8, at);
+  // Pixels outer, channels inner: each pixel's channels are one run of bytes.
+  parts.push_back(Loops({{"i.n", d.n}, {"i.h", d.h}, {"i.w", d.w}, {"i.c", d.c}},
+                        Store("I.padded",
+                              Flat({Var("i.n"), Add(Var("i.h"), IntImm(d.pad)), Add(Var("i.w"), IntImm(d.pad)),
+                                    Var("i.c")},
+                                   dims),
+                              value)));
+  return Block(parts);
+}
+
+// Filter element `index` of output channel `k` as an int8 value: the input itself, or
+// inside a model round(F / wscale[k]) of the dequantized float32 weights.
+Expr FilterValue(const QuantizedConvShape& d, const Expr& index, const Expr& k) {
+  if (!d.float_boundary) return Load("F", DType::kInt8, index);
+  return Cast(DType::kInt8, Call("round", Div(Load("F", DType::kFloat32, index), Load("wscale", DType::kFloat32, k))));
+}
+
+// Inside a model, the int32 bias of channel j from the dequantized float32 one.
+std::function<Expr(Expr)> BiasValue(const QuantizedConvShape& d) {
+  if (!d.float_boundary) return nullptr;
+  const double in_scale = d.in_scale;
+  return [in_scale](Expr j) {
+    return Cast(DType::kInt32, Call("round", Div(Load("bias", DType::kFloat32, j),
+                                                 Mul(FloatImm(in_scale), Load("wscale", DType::kFloat32, j)))));
+  };
 }
 
 // F -> F.packed [K/16][R][S*Cp/4][16][4]: byte x = s*Cp + c of filter row r for output
@@ -78,17 +117,26 @@ Stmt PackFilter(const QuantizedConvShape& d) {
                         Store("F.packed",
                               Flat({Div(k, IntImm(16)), r, Div(x, IntImm(4)), Mod(k, IntImm(16)), Mod(x, IntImm(4))},
                                    dims),
-                              Load("F", DType::kInt8, Flat({k, c, r, s}, {d.k, d.c, d.r, d.s})))));
+                              FilterValue(d, Flat({k, c, r, s}, {d.k, d.c, d.r, d.s}), k))));
   return Block(parts);
 }
 
 Stmt Prepack(const QuantizedConvShape& d) {
   std::vector<Stmt> parts = {PadInput(d), PackFilter(d)};
   if (HasChannelOffsets(d)) {
-    const int64_t reduction = d.c * d.r * d.s;
+    // The filter sums from F.packed (the int8 values, whatever F's type): reduction
+    // index t = (c, r, s) sits at byte s*Cp + c of filter row r.
+    const int64_t reduction = d.c * d.r * d.s, rs = d.r * d.s, cp = d.cp();
+    const std::vector<int64_t> dims = {d.k / 16, d.r, d.s * cp / 4, 16, 4};
+    const int64_t r_count = d.r, s_count = d.s;
     parts.push_back(QuantizedChannelOffsets(
-        d, d.k, reduction, "F", [reduction](Expr j, Expr t) { return Add(Mul(j, IntImm(reduction)), t); },
-        "F.offset"));
+        d, d.k, reduction, "F.packed",
+        [=](Expr j, Expr t) {
+          Expr c = Div(t, IntImm(rs)), r = Mod(Div(t, IntImm(s_count)), IntImm(r_count)), s = Mod(t, IntImm(s_count));
+          Expr x = Add(Mul(s, IntImm(cp)), c);
+          return Flat({Div(j, IntImm(16)), r, Div(x, IntImm(4)), Mod(j, IntImm(16)), Mod(x, IntImm(4))}, dims);
+        },
+        "F.offset", BiasValue(d)));
   }
   return Block(parts);
 }
@@ -96,10 +144,12 @@ Stmt Prepack(const QuantizedConvShape& d) {
 // O.nhwc -> O (NCHW).
 Stmt Unpack(const QuantizedConvShape& d) {
   const DType type = QuantizedOutputType(d);
+  Expr value = Load("O.nhwc", type, Flat({Var("u.n"), Var("u.h"), Var("u.w"), Var("u.k")}, {d.n, d.oh(), d.ow(), d.k}));
+  if (d.float_boundary) {  // out_scale x (q - out_zero), as the model's round trip computes it
+    value = Mul(Sub(Cast(DType::kFloat32, value), FloatImm(static_cast<double>(d.out_zero))), FloatImm(d.out_scale));
+  }
   return Loops({{"u.n", d.n}, {"u.k", d.k}, {"u.h", d.oh()}, {"u.w", d.ow()}},
-               Store("O", Flat({Var("u.n"), Var("u.k"), Var("u.h"), Var("u.w")}, {d.n, d.k, d.oh(), d.ow()}),
-                     Load("O.nhwc", type,
-                          Flat({Var("u.n"), Var("u.h"), Var("u.w"), Var("u.k")}, {d.n, d.oh(), d.ow(), d.k}))));
+               Store("O", Flat({Var("u.n"), Var("u.k"), Var("u.h"), Var("u.w")}, {d.n, d.k, d.oh(), d.ow()}), value));
 }
 
 absl::Status CheckConv(const QuantizedConvShape& d, const Target& target) {
@@ -119,20 +169,31 @@ bool HasAmx(const Target& target) { return target.HasFeature("amx-int8") && targ
 
 // The parameters both kernels take, in entry order.
 std::vector<BufferParam> ConvParams(const QuantizedConvShape& d) {
-  const DType out_type = QuantizedOutputType(d);
+  const DType out_type = d.float_boundary ? DType::kFloat32 : QuantizedOutputType(d);
   const int64_t cp = d.cp();
-  std::vector<BufferParam> params = {BufferParam{"I", DType::kUInt8, {d.n, d.c, d.h, d.w}, false},
-                                     BufferParam{"F", DType::kInt8, {d.k, d.c, d.r, d.s}, false}};
-  for (BufferParam& p : QuantizedEpilogueParams(d, d.k)) params.push_back(std::move(p));
+  const bool f32 = d.float_boundary;
+  std::vector<BufferParam> params = {
+      BufferParam{"I", f32 ? DType::kFloat32 : DType::kUInt8, {d.n, d.c, d.h, d.w}, false},
+      BufferParam{"F", f32 ? DType::kFloat32 : DType::kInt8,
+                  d.depthwise ? std::vector<int64_t>{d.c, d.r, d.s} : std::vector<int64_t>{d.k, d.c, d.r, d.s}, false}};
+  for (BufferParam& p : QuantizedEpilogueParams(d, d.k)) {
+    if (f32 && p.name == "bias") p.dtype = DType::kFloat32;
+    params.push_back(std::move(p));
+  }
+  if (f32) params.push_back(BufferParam{"wscale", DType::kFloat32, {d.k}, false});
   auto internal = [&params](std::string buffer, DType type, std::vector<int64_t> shape) {
     BufferParam p{std::move(buffer), type, std::move(shape), false};
     p.is_internal = true;
     params.push_back(std::move(p));
   };
   internal("I.padded", DType::kUInt8, {d.n, d.hp(), d.wp(), cp});
-  internal("F.packed", DType::kInt8, {d.k / 16, d.r, d.s * cp / 4, 16, 4});
+  if (d.depthwise) {
+    internal("F.packed", DType::kInt8, {d.r, d.s, d.c});
+  } else {
+    internal("F.packed", DType::kInt8, {d.k / 16, d.r, d.s * cp / 4, 16, 4});
+  }
   internal("F.offset", DType::kInt32, {d.k});
-  internal("O.nhwc", out_type, {d.n, d.oh(), d.ow(), d.k});
+  internal("O.nhwc", QuantizedOutputType(d), {d.n, d.oh(), d.ow(), d.k});
   params.push_back(BufferParam{"O", out_type, {d.n, d.k, d.oh(), d.ow()}, true});
   return params;
 }
@@ -407,11 +468,13 @@ Stmt DepthwisePrepack(const QuantizedConvShape& d) {
   std::vector<Stmt> parts = {
       PadInput(d),
       Loops({{"f.c", d.c}, {"f.r", d.r}, {"f.s", d.s}},
-            Store("F.packed", Flat({r, s, c}, {d.r, d.s, d.c}), Load("F", DType::kInt8, Flat({c, r, s}, {d.c, d.r, d.s}))))};
+            Store("F.packed", Flat({r, s, c}, {d.r, d.s, d.c}), FilterValue(d, Flat({c, r, s}, {d.c, d.r, d.s}), c)))};
   if (HasChannelOffsets(d)) {
-    const int64_t taps = d.r * d.s;
+    // The tap sums from F.packed [R][S][C] (the int8 values): tap t of channel j.
+    const int64_t taps = d.r * d.s, channels = d.c;
     parts.push_back(QuantizedChannelOffsets(
-        d, d.c, taps, "F", [taps](Expr j, Expr t) { return Add(Mul(j, IntImm(taps)), t); }, "F.offset"));
+        d, d.c, taps, "F.packed", [channels](Expr j, Expr t) { return Add(Mul(t, IntImm(channels)), j); },
+        "F.offset", BiasValue(d)));
   }
   return Block(parts);
 }
@@ -439,20 +502,7 @@ absl::StatusOr<LoweredFunc> QuantizedDepthwiseKernel(const QuantizedConvShape& d
   const int64_t ow = d.ow();
   LoweredFunc func;
   func.name = name;
-  func.params = {BufferParam{"I", DType::kUInt8, {d.n, d.c, d.h, d.w}, false},
-                 BufferParam{"F", DType::kInt8, {d.c, d.r, d.s}, false}};
-  for (BufferParam& p : QuantizedEpilogueParams(d, d.c)) func.params.push_back(std::move(p));
-  auto internal = [&func](std::string buffer, DType type, std::vector<int64_t> shape) {
-    BufferParam p{std::move(buffer), type, std::move(shape), false};
-    p.is_internal = true;
-    func.params.push_back(std::move(p));
-  };
-  const DType out_type = QuantizedOutputType(d);
-  internal("I.padded", DType::kUInt8, {d.n, d.hp(), d.wp(), d.c});
-  internal("F.packed", DType::kInt8, {d.r, d.s, d.c});
-  internal("F.offset", DType::kInt32, {d.c});
-  internal("O.nhwc", out_type, {d.n, d.oh(), ow, d.c});
-  func.params.push_back(BufferParam{"O", out_type, {d.n, d.c, d.oh(), ow}, true});
+  func.params = ConvParams(d);
 
   Expr p = Var("p"), cb = Var("cb");
   auto tile = [&](const Expr& ow0, int64_t pixels) {
@@ -540,6 +590,22 @@ absl::StatusOr<ir::LoweredFunc> QuantizedDepthwiseTemplate::Instantiate(const Tu
                                                                         const Config& config) const {
   RETURN_IF_ERROR(SpaceOf(*this, task, target)->Check(config));
   return QuantizedDepthwiseKernel(QuantizedConvShapeOf(task), config, target, KernelSymbol(task, *this, config));
+}
+
+absl::StatusOr<ir::LoweredFunc> InstantiateQuantizedConvInModel(const TuningTask& task, const Target& target,
+                                                                const Config& config, double in_scale,
+                                                                double out_scale) {
+  ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
+  RETURN_IF_ERROR(SpaceOf(*tmpl, task, target)->Check(config));
+  if (!(in_scale > 0) || !(out_scale > 0)) return absl::InvalidArgumentError("int8 convolution: scales must be positive");
+  QuantizedConvShape d = QuantizedConvShapeOf(task);
+  d.float_boundary = true;
+  d.in_scale = in_scale;
+  d.out_scale = out_scale;
+  const std::string symbol = KernelSymbol(task, *tmpl, config) + "_f32io";
+  if (d.depthwise) return QuantizedDepthwiseKernel(d, config, target, symbol);
+  if (config.Str("engine") == "amx") return QuantizedConv2dAmxKernel(d, config, target, symbol);
+  return QuantizedConv2dVnniKernel(d, config, target, symbol);
 }
 
 }  // namespace tuneforge

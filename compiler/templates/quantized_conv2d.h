@@ -40,6 +40,14 @@ namespace tuneforge {
 struct QuantizedConvShape : QuantizedEpilogue {
   int64_t n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0, stride = 1, pad = 0;
   bool depthwise = false;  // qdepthwise_conv2d: k == c, output channel k reads channel k
+  // Inside a model (docs/int8.md): I, F, bias and O are float32. I holds in_scale x
+  // (q - a_zero) for integers q, F the dequantized weights wscale[k] x q, bias the
+  // dequantized int32 bias (in_scale x wscale[k] x q); the kernel recovers the
+  // integers exactly on the way in (round(I / in_scale) + a_zero, round(F / wscale),
+  // round(bias / (in_scale x wscale))) and writes O = out_scale x (q - out_zero).
+  // Parameter `wscale` (float32 [K]) follows `scale`.
+  bool float_boundary = false;
+  double in_scale = 0, out_scale = 0;
   int64_t oh() const { return (h + 2 * pad - r) / stride + 1; }
   int64_t ow() const { return (w + 2 * pad - s) / stride + 1; }
   int64_t hp() const { return h + 2 * pad; }
@@ -104,6 +112,12 @@ class QuantizedDepthwiseTemplate : public Template {
   absl::StatusOr<ir::LoweredFunc> Instantiate(const TuningTask& task, const Target& target,
                                               const Config& config) const override;
 };
+
+// The kernel of a qconv2d or qdepthwise_conv2d task and `config` with the float
+// boundary above (in_scale, out_scale): what a quantized layer of a model runs.
+absl::StatusOr<ir::LoweredFunc> InstantiateQuantizedConvInModel(const TuningTask& task, const Target& target,
+                                                                const Config& config, double in_scale,
+                                                                double out_scale);
 
 // block_rows values worth trying for `ow` output pixels per row: 16 and 32 (capped at
 // ow), and the even splits of a row into blocks of at most 16 and 32 (56 -> 14, 28),

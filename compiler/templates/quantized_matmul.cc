@@ -56,14 +56,15 @@ std::vector<ir::BufferParam> QuantizedEpilogueParams(const QuantizedEpilogue& e,
 ir::Stmt QuantizedChannelOffsets(const QuantizedEpilogue& e, int64_t channels, int64_t reduction,
                                  const std::string& weights,
                                  const std::function<ir::Expr(ir::Expr j, ir::Expr t)>& weight_index,
-                                 const std::string& offsets) {
+                                 const std::string& offsets,
+                                 const std::function<ir::Expr(ir::Expr j)>& bias_value) {
   using namespace ir;  // NOLINT
   Expr j = Var("s.j"), t = Var("s.t");
   Stmt zero = Store(offsets, j, Cast(DType::kInt32, IntImm(0)));
   Stmt add = Store(offsets, j,
                    Add(Load(offsets, DType::kInt32, j), Cast(DType::kInt32, Load(weights, DType::kInt8, weight_index(j, t)))));
   Expr offset = Mul(Load(offsets, DType::kInt32, j), Cast(DType::kInt32, IntImm(-e.a_zero)));
-  if (e.bias) offset = Add(offset, Load("bias", DType::kInt32, j));
+  if (e.bias) offset = Add(offset, bias_value ? bias_value(j) : Load("bias", DType::kInt32, j));
   return For("s.j", IntImm(channels), channels, ForKind::kSerial,
              Block({zero, For("s.t", IntImm(reduction), reduction, ForKind::kSerial, add), Store(offsets, j, offset)}));
 }

@@ -64,10 +64,12 @@ inline bool HasChannelOffsets(const QuantizedEpilogue& e) { return e.a_zero != 0
 // offsets[j] = bias[j] - a_zero * (sum over t < reduction of weights[weight_index(j,
 // t)]) for j < channels: the zero-point correction and the bias in one int32 per
 // output channel, computed at prepack (serial: once per set of weights).
+// `bias_value`: the bias of channel j where it is not the int32 input `bias`.
 ir::Stmt QuantizedChannelOffsets(const QuantizedEpilogue& e, int64_t channels, int64_t reduction,
                                  const std::string& weights,
                                  const std::function<ir::Expr(ir::Expr j, ir::Expr t)>& weight_index,
-                                 const std::string& offsets);
+                                 const std::string& offsets,
+                                 const std::function<ir::Expr(ir::Expr j)>& bias_value = nullptr);
 // What the write-back stores for the int32 sum `acc` of output channel `channel`:
 // acc + offsets[channel] (when HasChannelOffsets), then for f32 f32(acc) * scale, for
 // u8 rounded (halves to even), the zero point added and saturated, all in float32 as
