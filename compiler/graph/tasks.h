@@ -40,8 +40,7 @@ struct TaskUse {
   // A 1x1 convolution computed as a (batch) matmul on NCHW (ExtractTasks: Conv):
   // A = its weights [G, K/G, C/G], B = its input [G, C/G, H*W], C = its output.
   bool conv_as_gemm = false;
-  // A quantized layer of a QDQ model (docs/int8.md): a qconv2d / qdepthwise_conv2d
-  // task whose kernel reads `data`, a quantization round trip's float32 output of
+  // A quantized layer of a QDQ model (docs/int8.md): a qconv2d task whose kernel reads `data`, a quantization round trip's float32 output of
   // scale in_scale, and writes `output`, the round trip after the conv (scale
   // out_scale), which it absorbs; the weights' scales are the graph's
   // quantized_constants of `weight`.

@@ -48,6 +48,7 @@ struct QuantizedConvShape : QuantizedEpilogue {
   // Parameter `wscale` (float32 [K]) follows `scale`.
   bool float_boundary = false;
   double in_scale = 0, out_scale = 0;
+  int64_t io_lanes = 1;  // vector width of the float boundary's conversions (1: scalar)
   int64_t oh() const { return (h + 2 * pad - r) / stride + 1; }
   int64_t ow() const { return (w + 2 * pad - s) / stride + 1; }
   int64_t hp() const { return h + 2 * pad; }
