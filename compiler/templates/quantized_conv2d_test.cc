@@ -293,5 +293,69 @@ TEST(QuantizedDepthwiseTest, ReferenceAndKernelsAreExact) {
   EXPECT_FALSE(ParseTask("qdepthwise_conv2d N=1 C=6 H=7 W=7 R=3 S=3 stride=1 pad=1 dtype=u8s8s32").ok());
 }
 
+// Inside a model (InstantiateQuantizedConvInModel): fed the float32 values a QDQ model
+// holds (in_scale x (q - a_zero), wscale[k] x q_w, in_scale x wscale[k] x q_bias), the
+// kernel writes out_scale x (q_out - out_zero) for exactly the q_out the standalone
+// kernel's reference gives with multipliers in_scale x wscale[k] / out_scale:
+// interpreted, and built for the host.
+TEST(QuantizedConv2dTemplateTest, FloatBoundaryRecoversTheIntegersExactly) {
+  const Target host = Host(2);
+  for (const char* text : {"qconv2d N=1 C=32 H=9 W=11 K=32 R=3 S=3 stride=1 pad=1 a_zero=5 bias=1 per_channel=1 "
+                           "out_zero=100 dtype=u8s8u8",
+                           "qdepthwise_conv2d N=1 C=16 H=10 W=9 R=3 S=3 stride=2 pad=1 a_zero=130 bias=1 per_channel=1 "
+                           "out_zero=7 dtype=u8s8u8"}) {
+    SCOPED_TRACE(text);
+    const TuningTask task = *ParseTask(text);
+    const bool depthwise = task.op() == "qdepthwise_conv2d";
+    const int64_t k = depthwise ? task.Param("C") : task.Param("K");
+    const double in_scale = 0.037, out_scale = 0.21;
+    std::vector<HostBuffer> q = MakeTypedInputs(task, 41);  // I u8, F s8, bias s32, scale f32
+    std::vector<float> wscale(static_cast<size_t>(k));
+    for (int64_t j = 0; j < k; ++j) {
+      wscale[static_cast<size_t>(j)] = 0.004f * static_cast<float>(1 + j % 5);
+      q[3].As<float>()[j] = static_cast<float>(in_scale * wscale[static_cast<size_t>(j)] / out_scale);
+    }
+    absl::StatusOr<HostBuffer> want_q = TypedReferenceOutput(task, q);
+    ASSERT_TRUE(want_q.ok()) << want_q.status();
+    HostBuffer want(runtime::ElementType::kFloat32, want_q->elements());
+    std::set<uint8_t> distinct;
+    for (int64_t i = 0; i < want.elements(); ++i) {
+      distinct.insert(want_q->As<uint8_t>()[i]);
+      want.As<float>()[i] = (static_cast<float>(want_q->As<uint8_t>()[i]) - static_cast<float>(task.Param("out_zero"))) *
+                            static_cast<float>(out_scale);
+    }
+    EXPECT_GT(distinct.size(), 20u);
+    // The float32 inputs a QDQ model holds, as its DequantizeLinears compute them.
+    const int64_t per_channel = q[1].elements() / k;
+    std::vector<HostBuffer> f;
+    f.push_back(HostBuffer(runtime::ElementType::kFloat32, q[0].elements()));
+    for (int64_t i = 0; i < q[0].elements(); ++i) {
+      f[0].As<float>()[i] = static_cast<float>(q[0].As<uint8_t>()[i] - task.Param("a_zero")) * static_cast<float>(in_scale);
+    }
+    f.push_back(HostBuffer(runtime::ElementType::kFloat32, q[1].elements()));
+    for (int64_t i = 0; i < q[1].elements(); ++i) {
+      f[1].As<float>()[i] = static_cast<float>(q[1].As<int8_t>()[i]) * wscale[static_cast<size_t>(i / per_channel)];
+    }
+    f.push_back(HostBuffer(runtime::ElementType::kFloat32, k));
+    for (int64_t j = 0; j < k; ++j) {
+      f[2].As<float>()[j] = static_cast<float>(q[2].As<int32_t>()[j]) *
+                            static_cast<float>(in_scale * wscale[static_cast<size_t>(j)]);
+    }
+    f.push_back(q[3]);
+    f.push_back(HostBuffer::FromFloats(wscale));
+    absl::StatusOr<const Template*> tmpl = FindTemplate(task);
+    ASSERT_TRUE(tmpl.ok());
+    absl::StatusOr<ir::LoweredFunc> func =
+        InstantiateQuantizedConvInModel(task, host, (*tmpl)->Heuristics(task, host).front(), in_scale, out_scale);
+    ASSERT_TRUE(func.ok()) << func.status();
+    for (const Target* target : {static_cast<const Target*>(nullptr), &host}) {
+      absl::StatusOr<HostBuffer> got = RunKernel(*func, f, runtime::ElementType::kFloat32, want.elements(), target);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(runtime::FirstMismatch(want.type(), got->data(), want.data(), want.elements(), 0, 0), -1)
+          << (target ? "built" : "interpreted");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tuneforge
