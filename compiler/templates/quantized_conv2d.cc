@@ -99,7 +99,14 @@ Stmt PadInput(const QuantizedConvShape& d) {
   // threads (the outer loop runs in parallel in a model) write rows of their own.
   // (Rows of floats as vectors, channels outer, took 3x longer: threads writing
   // neighbouring bytes of one cache line.)
-  parts.push_back(Loops({{"i.n", d.n}, {"i.h", d.h}, {"i.w", d.w}, {"i.c", d.c}}, store(Var("i.w"))));
+  if (d.float_boundary && d.io_lanes > 1) {  // every inference in a model: channels as vectors
+    parts.push_back(Loops({{"i.n", d.n}, {"i.h", d.h}, {"i.w", d.w}},
+                          VectorRows("i.c", d.c, d.io_lanes, [&](const Expr& c) {
+                            return Substitute(store(Var("i.w")), {{"i.c", c}});
+                          })));
+  } else {
+    parts.push_back(Loops({{"i.n", d.n}, {"i.h", d.h}, {"i.w", d.w}, {"i.c", d.c}}, store(Var("i.w"))));
+  }
   return Block(parts);
 }
 
