@@ -420,6 +420,11 @@ std::string BestOpenBlasCore() {
   return Blas().corename();
 }
 
+// The float32 GEMM family, which OpenBLAS computes (sgemm) and is timed against.
+bool OpenBlasHasIt(const TuningTask& task) {
+  return task.op() == "matmul" || task.op() == "batch_matmul" || task.op() == "dense";
+}
+
 // OpenBLAS forced onto `core` (OPENBLAS_CORETYPE, read when the library loads), in a
 // child process of this binary (`bench kernels --openblas-only`): its GFLOP/s.
 absl::StatusOr<double> OpenBlasInChild(const TuningTask& task, int threads, double min_sample_s,
@@ -873,8 +878,7 @@ absl::StatusOr<CaseResult> RunCase(const TuningTask& task, CaseData& data, int t
   }
   // OpenBLAS on its best core type when that is not what it loaded with here.
   const std::string core = forced_core.empty() ? BestOpenBlasCore() : forced_core;
-  const bool blas_case = task.op() == "matmul" || task.op() == "batch_matmul" || task.op() == "dense";
-  if (blas_case && (!forced_core.empty() || core != Blas().corename())) {
+  if (OpenBlasHasIt(task) && (!forced_core.empty() || core != Blas().corename())) {
     quiet();
     ASSIGN_OR_RETURN(double g, OpenBlasInChild(task, threads, min_sample_s, core));
     const std::string name = "openblas " + core + " (child process)";
@@ -981,8 +985,7 @@ absl::StatusOr<int> BenchKernelsCommand(const std::vector<std::string>& args) {
     tasks.push_back(std::move(task));
   }
   if (flags.Has("openblas-only")) {
-    const std::string& op = tasks.empty() ? std::string() : tasks[0].op();
-    if (tasks.size() != 1 || threads.size() != 1 || (op != "matmul" && op != "batch_matmul" && op != "dense")) {
+    if (tasks.size() != 1 || threads.size() != 1 || !OpenBlasHasIt(tasks[0])) {
       return absl::InvalidArgumentError("--openblas-only takes one GEMM --task and one --threads value");
     }
     return OpenBlasOnly(tasks[0], threads[0], static_cast<double>(min_ms) / 1e3);

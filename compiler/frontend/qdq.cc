@@ -255,10 +255,9 @@ class Rewriter {
 
   // DequantizeLinear of a constant: a float initializer under the node's output name.
   absl::Status DequantizeConstant(const onnx::NodeProto& n, int index) {
-    ASSIGN_OR_RETURN(Quantization q, QuantizationOf(n, index));
+    ASSIGN_OR_RETURN(const Quantization q, QuantizationOf(n, index));
     const TensorProto& data = *Initializer(n.input(0));
     ASSIGN_OR_RETURN(const std::vector<double> values, Numbers(data));
-    if (data.data_type() == TensorProto::INT32 && q.low == 0) q.low = -2147483648.0;  // biases: no zero point
     std::vector<int64_t> dims(data.dims().begin(), data.dims().end());
     int64_t axis = 1;
     for (const onnx::AttributeProto& a : n.attribute())

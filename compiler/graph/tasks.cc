@@ -232,7 +232,7 @@ class Extractor {
     // kernel is faster than the int8 one (BENCHMARKS.md), and with the conversions
     // around it MobileNetV2 took 8.8 ms instead of 6.9 (docs/int8.md).
     if (group == 1) {
-      ASSIGN_OR_RETURN(bool quantized, QuantizedConv(node, depthwise, use));
+      ASSIGN_OR_RETURN(bool quantized, QuantizedConv(node, use));
       if (quantized) return absl::OkStatus();
     }
     std::string epilogue = use.bias >= 0 ? "bias" : "";
@@ -292,8 +292,9 @@ class Extractor {
   // weights dequantized int8 (per output channel, or per tensor), and its output read
   // only by the round trip Div -> Round -> Add -> Clip -> Sub -> Mul that the QDQ
   // rewrite made of the QuantizeLinear after it (uint8). Then the int8 task covers
-  // the conv and that round trip; true when it did.
-  absl::StatusOr<bool> QuantizedConv(int node, bool depthwise, TaskUse use) {
+  // the conv and that round trip; true when it did. Groups 1 only (depthwise layers
+  // stay float32, see Conv).
+  absl::StatusOr<bool> QuantizedConv(int node, TaskUse use) {
     const Node& n = g_.nodes[static_cast<size_t>(node)];
     const Tensor& x = T(n.inputs[0]);
     const Tensor& w = T(n.inputs[1]);
@@ -304,10 +305,10 @@ class Extractor {
     const int64_t k = w.shape[0];
     // A layer of few input channels (an image's 3) would read 64-byte filter rows of
     // mostly padding on the AMX kernel: it stays a float32 conv.
-    if (!depthwise && x.shape[1] * w.shape[3] < 32) return false;
+    if (x.shape[1] * w.shape[3] < 32) return false;
     if (qx.low != 0 || qx.high != 255 || weights->second.axis != 0 ||
         (weights->second.scales.size() != 1 && static_cast<int64_t>(weights->second.scales.size()) != k) ||
-        (depthwise ? x.shape[1] % 4 != 0 : k % 16 != 0) || (use.bias >= 0 && !T(use.bias).constant)) {
+        k % 16 != 0 || (use.bias >= 0 && !T(use.bias).constant)) {
       return false;
     }
     std::vector<int> nodes = {node};
@@ -330,12 +331,11 @@ class Extractor {
     }
     const std::vector<int64_t> pads = n.Ints("pads", {0, 0, 0, 0});
     const std::vector<int64_t> strides = n.Ints("strides", {1, 1});
-    const std::string common =
-        absl::StrCat(" H=", x.shape[2], " W=", x.shape[3], " R=", w.shape[2], " S=", w.shape[3], " stride=", strides[0],
-                     " pad=", pads[0], " a_zero=", static_cast<int64_t>(qx.zero), " bias=", use.bias >= 0 ? 1 : 0,
+    const std::string text =
+        absl::StrCat("qconv2d N=", x.shape[0], " C=", x.shape[1], " H=", x.shape[2], " W=", x.shape[3], " K=", k,
+                     " R=", w.shape[2], " S=", w.shape[3], " stride=", strides[0], " pad=", pads[0],
+                     " a_zero=", static_cast<int64_t>(qx.zero), " bias=", use.bias >= 0 ? 1 : 0,
                      " per_channel=1 out_zero=", static_cast<int64_t>(out->second.zero), " dtype=u8s8u8");
-    const std::string text = depthwise ? absl::StrCat("qdepthwise_conv2d N=", x.shape[0], " C=", x.shape[1], common)
-                                       : absl::StrCat("qconv2d N=", x.shape[0], " C=", x.shape[1], " K=", k, common);
     use.quantized = true;
     use.in_scale = qx.scale;
     use.out_scale = out->second.scale;

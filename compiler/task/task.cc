@@ -13,6 +13,25 @@
 
 namespace tuneforge {
 
+namespace {
+
+// The int8 ops' own parameters (zero points, bias, scale kind), their ranges, defaults
+// and output kinds: the same for qmatmul, qconv2d and qdepthwise_conv2d.
+// (Functions, not namespace-scope constants: KnownOps may run during another file's
+// static initialisation.)
+using Ranges = std::map<std::string, std::pair<int64_t, int64_t>>;
+Ranges QuantizedRanges(bool conv) {
+  Ranges r = {{"a_zero", {0, 255}}, {"bias", {0, 1}}, {"per_channel", {0, 1}}, {"out_zero", {0, 255}}};
+  if (conv) r.insert({{"pad", {0, 64}}, {"stride", {1, 64}}});
+  return r;
+}
+std::map<std::string, int64_t> QuantizedDefaults() {
+  return {{"a_zero", 0}, {"bias", 0}, {"per_channel", 0}, {"out_zero", 0}};
+}
+std::vector<std::string> QuantizedDtypes() { return {"u8s8s32", "u8s8f32", "u8s8u8"}; }
+
+}  // namespace
+
 const std::vector<OpInfo>& KnownOps() {
   static const std::vector<OpInfo> ops = {
       {"matmul", {"M", "N", "K"}, "C[M,N] = A[M,K] * B[K,N], row-major", {}, {}},
@@ -40,9 +59,7 @@ const std::vector<OpInfo>& KnownOps() {
        "outputs acc, u8s8f32 acc * scale, u8s8u8 round(acc * scale) + out_zero saturated to "
        "uint8; scale float32, one (per_channel=0) or one per column (per_channel=1); "
        "K a multiple of 4, at most 32768",
-       {{"a_zero", {0, 255}}, {"bias", {0, 1}}, {"per_channel", {0, 1}}, {"out_zero", {0, 255}}},
-       {{"a_zero", 0}, {"bias", 0}, {"per_channel", 0}, {"out_zero", 0}},
-       {"u8s8s32", "u8s8f32", "u8s8u8"}},
+       QuantizedRanges(false), QuantizedDefaults(), QuantizedDtypes()},
       {"qconv2d",
        {"N", "C", "H", "W", "K", "R", "S", "stride", "pad", "a_zero", "bias", "per_channel", "out_zero"},
        "int8 convolution acc[N,K,OH,OW] = sum_c,r,s (I[N,C,H,W] - a_zero) * F[K,C,R,S] (+ bias[K]), "
@@ -50,27 +67,13 @@ const std::vector<OpInfo>& KnownOps() {
        "weights, zero point 0), groups 1, dilation 1, accumulated in int32; dtype as qmatmul's "
        "(s32 acc, f32 acc * scale, u8 round(acc * scale) + out_zero saturated), scale per tensor "
        "or per output channel; C*R*S at most 32768",
-       {{"pad", {0, 64}},
-        {"stride", {1, 64}},
-        {"a_zero", {0, 255}},
-        {"bias", {0, 1}},
-        {"per_channel", {0, 1}},
-        {"out_zero", {0, 255}}},
-       {{"a_zero", 0}, {"bias", 0}, {"per_channel", 0}, {"out_zero", 0}},
-       {"u8s8s32", "u8s8f32", "u8s8u8"}},
+       QuantizedRanges(true), QuantizedDefaults(), QuantizedDtypes()},
       {"qdepthwise_conv2d",
        {"N", "C", "H", "W", "R", "S", "stride", "pad", "a_zero", "bias", "per_channel", "out_zero"},
        "int8 depthwise convolution acc[N,C,OH,OW] = sum_r,s (I[N,C,H,W] - a_zero) * F[C,R,S] "
        "(+ bias[C]), NCHW, I uint8 padded with a_zero, F int8 (zero point 0), channel multiplier 1; "
        "dtype and scales as qconv2d's",
-       {{"pad", {0, 64}},
-        {"stride", {1, 64}},
-        {"a_zero", {0, 255}},
-        {"bias", {0, 1}},
-        {"per_channel", {0, 1}},
-        {"out_zero", {0, 255}}},
-       {{"a_zero", 0}, {"bias", 0}, {"per_channel", 0}, {"out_zero", 0}},
-       {"u8s8s32", "u8s8f32", "u8s8u8"}},
+       QuantizedRanges(true), QuantizedDefaults(), QuantizedDtypes()},
   };
   return ops;
 }

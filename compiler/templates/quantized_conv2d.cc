@@ -247,6 +247,24 @@ BlockAxes AxesOf(const QuantizedConvShape& d, int64_t channel_block, bool pixels
   return pixels_outer ? BlockAxes{pixels, channels} : BlockAxes{channels, pixels};
 }
 
+// `body` inside a register tile's loops: `pixels` output pixels (t.i, unrolled) x
+// `vecs` channel vectors (t.v, unrolled) x `lanes` channels (t.l, one vector).
+Stmt OverTile(int64_t pixels, int64_t vecs, int64_t lanes, Stmt body) {
+  return For("t.i", IntImm(pixels), pixels, ForKind::kUnrolled,
+             For("t.v", IntImm(vecs), vecs, ForKind::kUnrolled,
+                 For("t.l", IntImm(lanes), lanes, ForKind::kVectorized, std::move(body))));
+}
+
+// The register tiles of one output row of `ow` pixels: tiles of `ow_reg` from each
+// column ob * ow_reg, then a shorter last one.
+Stmt RowOfTiles(int64_t ow, int64_t ow_reg, const std::function<Stmt(const Expr& ow0, int64_t pixels)>& tile) {
+  const int64_t full = ow / ow_reg, tail = ow % ow_reg;
+  std::vector<Stmt> tiles;
+  if (full > 0) tiles.push_back(For("ob", IntImm(full), full, ForKind::kSerial, tile(Mul(Var("ob"), IntImm(ow_reg)), ow_reg)));
+  if (tail > 0) tiles.push_back(tile(IntImm(full * ow_reg), tail));
+  return Block(tiles);
+}
+
 }  // namespace
 
 absl::StatusOr<LoweredFunc> QuantizedConv2dAmxKernel(const QuantizedConvShape& d, const Config& config,
@@ -349,11 +367,7 @@ absl::StatusOr<LoweredFunc> QuantizedConv2dVnniKernel(const QuantizedConvShape& 
   Expr p = Var("p"), kb = Var("kb");
   auto tile = [&](const Expr& ow0, int64_t pixels) {
     Expr i = Var("t.i"), v = Var("t.v"), l = Var("t.l"), r = Var("t.r"), g = Var("t.g");
-    auto over_tile = [&](Stmt body) {
-      return For("t.i", IntImm(pixels), pixels, ForKind::kUnrolled,
-                 For("t.v", IntImm(vecs), vecs, ForKind::kUnrolled,
-                     For("t.l", IntImm(lanes), lanes, ForKind::kVectorized, std::move(body))));
-    };
+    auto over_tile = [&](Stmt body) { return OverTile(pixels, vecs, lanes, std::move(body)); };
     Expr acc_index = Add(Mul(Add(Mul(i, IntImm(vecs)), v), IntImm(lanes)), l);
     Expr first = Add(Mul(kb, IntImm(block)), Mul(v, IntImm(lanes)));  // the vector's first channel
     Expr channel = Add(first, l);
@@ -371,11 +385,8 @@ absl::StatusOr<LoweredFunc> QuantizedConv2dVnniKernel(const QuantizedConvShape& 
     return Allocate("acc", DType::kInt32, pixels * vecs * lanes, Block({zero, reduce, write}));
   };
   const BlockAxes axes = AxesOf(d, block, order == "pk");
-  const int64_t full = ow / ow_reg, tail = ow % ow_reg;
-  std::vector<Stmt> tiles;
-  if (full > 0) tiles.push_back(For("ob", IntImm(full), full, ForKind::kSerial, tile(Mul(Var("ob"), IntImm(ow_reg)), ow_reg)));
-  if (tail > 0) tiles.push_back(tile(IntImm(full * ow_reg), tail));
-  Stmt inner = For(axes.inner.var, IntImm(axes.inner.extent), axes.inner.extent, ForKind::kSerial, Block(tiles));
+  Stmt inner = For(axes.inner.var, IntImm(axes.inner.extent), axes.inner.extent, ForKind::kSerial,
+                   RowOfTiles(ow, ow_reg, tile));
   func.body = For(axes.outer.var, IntImm(axes.outer.extent), axes.outer.extent,
                   parallel ? ForKind::kParallel : ForKind::kSerial, inner);
   func.prepack = Prepack(d);
@@ -519,7 +530,7 @@ bool DepthwiseFits(int64_t ow_reg, int64_t vecs, const Target& target) {
 }  // namespace
 
 absl::StatusOr<LoweredFunc> QuantizedDepthwiseKernel(const QuantizedConvShape& d, const Config& config,
-                                                     const Target& target, const std::string& name) {
+                                                     const Target&, const std::string& name) {
   RETURN_IF_ERROR(CheckQuantizedEpilogue(d, "int8 depthwise convolution"));
   if (!d.depthwise || d.k != d.c) return absl::InvalidArgumentError("int8 depthwise convolution: not a depthwise shape");
   const int64_t ow_reg = config.Int("ow_reg"), lanes = config.Int("vec_lanes"), vecs = config.Int("ch_vecs");
@@ -529,7 +540,6 @@ absl::StatusOr<LoweredFunc> QuantizedDepthwiseKernel(const QuantizedConvShape& d
     return absl::InvalidArgumentError("int8 depthwise convolution: vec_lanes (4, 8 or 16) x ch_vecs = " +
                                       std::to_string(block) + " must divide C = " + std::to_string(d.c));
   }
-  (void)target;
   const bool parallel = config.Int("parallel") == 1;
   const int64_t ow = d.ow();
   LoweredFunc func;
@@ -539,11 +549,7 @@ absl::StatusOr<LoweredFunc> QuantizedDepthwiseKernel(const QuantizedConvShape& d
   Expr p = Var("p"), cb = Var("cb");
   auto tile = [&](const Expr& ow0, int64_t pixels) {
     Expr i = Var("t.i"), v = Var("t.v"), l = Var("t.l"), r = Var("t.r"), s = Var("t.s");
-    auto over_tile = [&](Stmt body) {
-      return For("t.i", IntImm(pixels), pixels, ForKind::kUnrolled,
-                 For("t.v", IntImm(vecs), vecs, ForKind::kUnrolled,
-                     For("t.l", IntImm(lanes), lanes, ForKind::kVectorized, std::move(body))));
-    };
+    auto over_tile = [&](Stmt body) { return OverTile(pixels, vecs, lanes, std::move(body)); };
     Expr acc_index = Add(Mul(Add(Mul(i, IntImm(vecs)), v), IntImm(lanes)), l);
     Expr channel = Add(Add(Mul(cb, IntImm(block)), Mul(v, IntImm(lanes))), l);
     // Pixel (row p, column ow0 + i) at tap (r, s), channel `channel`.
@@ -560,11 +566,7 @@ absl::StatusOr<LoweredFunc> QuantizedDepthwiseKernel(const QuantizedConvShape& d
                                  QuantizedWriteBack(d, Load("acc", DType::kInt32, acc_index), channel, "F.offset")));
     return Allocate("acc", DType::kInt32, pixels * vecs * lanes, Block({zero, taps, write}));
   };
-  const int64_t full = ow / ow_reg, tail = ow % ow_reg;
-  std::vector<Stmt> tiles;
-  if (full > 0) tiles.push_back(For("ob", IntImm(full), full, ForKind::kSerial, tile(Mul(Var("ob"), IntImm(ow_reg)), ow_reg)));
-  if (tail > 0) tiles.push_back(tile(IntImm(full * ow_reg), tail));
-  Stmt channels = For("cb", IntImm(d.c / block), d.c / block, ForKind::kSerial, Block(tiles));
+  Stmt channels = For("cb", IntImm(d.c / block), d.c / block, ForKind::kSerial, RowOfTiles(ow, ow_reg, tile));
   func.body = For("p", IntImm(d.n * d.oh()), d.n * d.oh(), parallel ? ForKind::kParallel : ForKind::kSerial, channels);
   func.prepack = DepthwisePrepack(d);
   func.unpack = Unpack(d);
