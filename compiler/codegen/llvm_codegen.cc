@@ -192,7 +192,7 @@ class ModuleEmitter {
   void EmitStore(const ir::Stmt& s);
   void EmitPrefetch(const ir::Stmt& s);
   void EmitMatrixDot(const ir::Stmt& s);
-  void EmitTileConfig(int64_t rows, int64_t cols);
+  void EmitTileConfig(int64_t rows, int64_t cols, int64_t step_groups);
   void EmitAmxPermission();
   void EmitIfThenElse(const ir::Stmt& s);
   void EmitAllocate(const ir::Stmt& s);
@@ -401,7 +401,7 @@ void ModuleEmitter::EmitStmt(const ir::Stmt& s) {
         Fail("tile_config needs AMX (amx-tile and amx-int8), which target " + target_.ToString() + " does not have");
         return;
       }
-      EmitTileConfig(s->matrix->rows, s->matrix->cols);
+      EmitTileConfig(s->matrix->rows, s->matrix->cols, s->matrix->groups);
       return;
     case ir::StmtKind::kBlock:
       for (const ir::Stmt& child : s->stmts) EmitStmt(child);
@@ -706,8 +706,8 @@ void ModuleEmitter::EmitAmxPermission() {
 // c, each up to 16 rows x 16 int32), A's row tiles 4-5 (rows x 64 bytes), B's panels 6-7
 // (16 groups x 64 bytes). The statement loads its own tile configuration (the tile
 // state belongs to the thread: each parallel worker configures its own) and walks the
-// reduction 64 bytes of k at a time, over all segments in one loop: 2 + 2 tile loads
-// and up to 4 tdpbusd per step.
+// reduction 64 bytes of k at a time (a segment shorter than 64 bytes: all of it), over
+// all segments in one loop: 2 + 2 tile loads and up to 4 tdpbusd per step.
 void ModuleEmitter::EmitMatrixDot(const ir::Stmt& s) {
   const ir::MatrixDotOperands& m = *s->matrix;
   if (!dot_.amx) {
@@ -730,7 +730,8 @@ void ModuleEmitter::EmitMatrixDot(const ir::Stmt& s) {
   llvm::Value* a_ptr = Address(*a, EmitScalarIndex(m.a_index));
   llvm::Value* b_ptr = Address(*b, EmitScalarIndex(m.b_index));
   if (!status_.ok()) return;
-  if (!m.configured) EmitTileConfig(m.rows, m.cols);
+  const int64_t step_groups = ir::StepGroups(m.groups), step_bytes = 4 * step_groups;
+  if (!m.configured) EmitTileConfig(m.rows, m.cols, step_groups);
   const int64_t row_tiles = m.rows > 16 ? 2 : 1, col_tiles = m.cols / 16;
   const int64_t acc_row_bytes = 4 * m.cols;
   auto acc_tile = [&](int64_t r, int64_t c) {
@@ -746,7 +747,7 @@ void ModuleEmitter::EmitMatrixDot(const ir::Stmt& s) {
       }
     }
   }
-  // for (step = 0; step < groups / 16; ++step): 64 bytes of k.
+  // for (step = 0; step < segments * groups / step_groups; ++step): step_bytes of k.
   llvm::BasicBlock* preheader = b_.GetInsertBlock();
   llvm::BasicBlock* loop = llvm::BasicBlock::Create(ctx_, "amx.k", scope_.fn);
   llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx_, "amx.k.end", scope_.fn);
@@ -754,12 +755,12 @@ void ModuleEmitter::EmitMatrixDot(const ir::Stmt& s) {
   b_.SetInsertPoint(loop);
   llvm::PHINode* step = b_.CreatePHI(i64_, 2, "amx.step");
   step->addIncoming(b_.getInt64(0), preheader);
-  // Step `step` reads A's 64 bytes at segment step / per_segment, column step % per_segment.
-  const int64_t per_segment = m.groups / 16;
-  llvm::Value* a_step = b_.CreateMul(step, b_.getInt64(64));
+  // Step `step` reads A's step_bytes at segment step / per_segment, column step % per_segment.
+  const int64_t per_segment = m.groups / step_groups;
+  llvm::Value* a_step = b_.CreateMul(step, b_.getInt64(step_bytes));
   if (m.segments > 1) {
     a_step = b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(step, b_.getInt64(per_segment)), b_.getInt64(m.a_segment_stride)),
-                          b_.CreateMul(b_.CreateURem(step, b_.getInt64(per_segment)), b_.getInt64(64)));
+                          b_.CreateMul(b_.CreateURem(step, b_.getInt64(per_segment)), b_.getInt64(step_bytes)));
   }
   for (int64_t r = 0; r < row_tiles; ++r) {
     llvm::Value* offset = b_.CreateAdd(b_.getInt64(r * 16 * m.a_stride), a_step);
@@ -767,7 +768,8 @@ void ModuleEmitter::EmitMatrixDot(const ir::Stmt& s) {
                        {b_.getInt8(4 + r), b_.CreateInBoundsGEP(i8_, a_ptr, offset), b_.getInt64(m.a_stride)});
   }
   for (int64_t c = 0; c < col_tiles; ++c) {
-    llvm::Value* offset = b_.CreateAdd(b_.getInt64(c * m.b_panel_stride), b_.CreateMul(step, b_.getInt64(16 * 64)));
+    llvm::Value* offset =
+        b_.CreateAdd(b_.getInt64(c * m.b_panel_stride), b_.CreateMul(step, b_.getInt64(step_groups * 64)));
     b_.CreateIntrinsic(llvm::Intrinsic::x86_tileloadd64, {},
                        {b_.getInt8(6 + c), b_.CreateInBoundsGEP(i8_, b_ptr, offset), b_.getInt64(64)});
   }
@@ -789,10 +791,12 @@ void ModuleEmitter::EmitMatrixDot(const ir::Stmt& s) {
   }
 }
 
-// The tile configuration of a rows x cols MatrixDot: palette 1, then bytes per row
-// (u16) and rows (u8) per tile: accumulators 2r + c, A's row tiles 4 + r, B's panels
-// 6 + c. ldtilecfg costs a few hundred cycles and serialises the tile unit.
-void ModuleEmitter::EmitTileConfig(int64_t rows, int64_t cols) {
+// The tile configuration of a rows x cols MatrixDot reducing step_groups x 4 bytes of
+// k per step: palette 1, then bytes per row (u16) and rows (u8) per tile: accumulators
+// 2r + c, A's row tiles 4 + r (step_groups x 4 bytes per row), B's panels 6 + c
+// (step_groups rows of 64 bytes). ldtilecfg costs a few hundred cycles and serialises
+// the tile unit.
+void ModuleEmitter::EmitTileConfig(int64_t rows, int64_t cols, int64_t step_groups) {
   const int64_t row_tiles = rows > 16 ? 2 : 1, col_tiles = cols / 16;
   auto rows_of = [&](int64_t r) { return r == 0 ? std::min<int64_t>(rows, 16) : rows - 16; };
   auto* config = llvm::cast<llvm::AllocaInst>(EntryAlloca(llvm::ArrayType::get(i8_, 64), "amx.config"));
@@ -806,9 +810,9 @@ void ModuleEmitter::EmitTileConfig(int64_t rows, int64_t cols) {
   b_.CreateStore(b_.getInt8(1), config);
   for (int64_t r = 0; r < row_tiles; ++r) {
     for (int64_t c = 0; c < col_tiles; ++c) set_tile(2 * r + c, rows_of(r), 64);
-    set_tile(4 + r, rows_of(r), 64);
+    set_tile(4 + r, rows_of(r), 4 * step_groups);
   }
-  for (int64_t c = 0; c < col_tiles; ++c) set_tile(6 + c, 16, 64);
+  for (int64_t c = 0; c < col_tiles; ++c) set_tile(6 + c, step_groups, 64);
   b_.CreateIntrinsic(llvm::Intrinsic::x86_ldtilecfg, {}, {config});
 }
 

@@ -228,11 +228,12 @@ class Extractor {
     use.data = n.inputs[0];
     use.weight = n.inputs[1];
     if (n.inputs.size() > 2 && n.inputs[2] >= 0) use.bias = n.inputs[2];
-    // Depthwise layers stay float32 on the dequantized values: the float32 depthwise
-    // kernel is faster than the int8 one (BENCHMARKS.md), and with the conversions
-    // around it MobileNetV2 took 8.8 ms instead of 6.9 (docs/int8.md).
-    if (group == 1) {
-      ASSIGN_OR_RETURN(bool quantized, QuantizedConv(node, use));
+    // Depthwise layers too, though the float32 depthwise kernel is faster than the
+    // int8 one: a float32 layer rounds an output that lies within an ulp of a
+    // half-step boundary either way, and a deep network amplifies each such flip
+    // (docs/int8.md, "Accuracy").
+    if (group == 1 || depthwise) {
+      ASSIGN_OR_RETURN(bool quantized, QuantizedConv(node, use, depthwise));
       if (quantized) return absl::OkStatus();
     }
     std::string epilogue = use.bias >= 0 ? "bias" : "";
@@ -292,9 +293,9 @@ class Extractor {
   // weights dequantized int8 (per output channel, or per tensor), and its output read
   // only by the round trip Div -> Round -> Add -> Clip -> Sub -> Mul that the QDQ
   // rewrite made of the QuantizeLinear after it (uint8). Then the int8 task covers
-  // the conv and that round trip; true when it did. Groups 1 only (depthwise layers
-  // stay float32, see Conv).
-  absl::StatusOr<bool> QuantizedConv(int node, TaskUse use) {
+  // the conv and that round trip; true when it did. Groups 1, or depthwise
+  // (qdepthwise_conv2d: channels a multiple of 4).
+  absl::StatusOr<bool> QuantizedConv(int node, TaskUse use, bool depthwise) {
     const Node& n = g_.nodes[static_cast<size_t>(node)];
     const Tensor& x = T(n.inputs[0]);
     const Tensor& w = T(n.inputs[1]);
@@ -303,12 +304,9 @@ class Extractor {
     if (in == g_.quantized_tensors.end() || weights == g_.quantized_constants.end()) return false;
     const frontend::QuantizedTensor& qx = in->second;
     const int64_t k = w.shape[0];
-    // A layer of few input channels (an image's 3) would read 64-byte filter rows of
-    // mostly padding on the AMX kernel: it stays a float32 conv.
-    if (x.shape[1] * w.shape[3] < 32) return false;
     if (qx.low != 0 || qx.high != 255 || weights->second.axis != 0 ||
         (weights->second.scales.size() != 1 && static_cast<int64_t>(weights->second.scales.size()) != k) ||
-        k % 16 != 0 || (use.bias >= 0 && !T(use.bias).constant)) {
+        (depthwise ? k % 4 != 0 : k % 16 != 0) || (use.bias >= 0 && !T(use.bias).constant)) {
       return false;
     }
     std::vector<int> nodes = {node};
@@ -332,7 +330,8 @@ class Extractor {
     const std::vector<int64_t> pads = n.Ints("pads", {0, 0, 0, 0});
     const std::vector<int64_t> strides = n.Ints("strides", {1, 1});
     const std::string text =
-        absl::StrCat("qconv2d N=", x.shape[0], " C=", x.shape[1], " H=", x.shape[2], " W=", x.shape[3], " K=", k,
+        absl::StrCat(depthwise ? "qdepthwise_conv2d" : "qconv2d", " N=", x.shape[0], " C=", x.shape[1],
+                     " H=", x.shape[2], " W=", x.shape[3], depthwise ? "" : absl::StrCat(" K=", k),
                      " R=", w.shape[2], " S=", w.shape[3], " stride=", strides[0], " pad=", pads[0],
                      " a_zero=", static_cast<int64_t>(qx.zero), " bias=", use.bias >= 0 ? 1 : 0,
                      " per_channel=1 out_zero=", static_cast<int64_t>(out->second.zero), " dtype=u8s8u8");

@@ -89,7 +89,7 @@ class Interpreter {
       case StmtKind::kMatrixDot:
         return ExecMatrixDot(s);
       case StmtKind::kTileConfig:
-        tile_config_ = std::make_pair(s->matrix->rows, s->matrix->cols);
+        tile_config_ = TileShape{s->matrix->rows, s->matrix->cols, s->matrix->groups};
         return absl::OkStatus();
       case StmtKind::kPrefetch:  // a hint: nothing to compute, and any index is allowed
         return floats_->count(s->buffer) || ints_->count(s->buffer)
@@ -146,12 +146,10 @@ class Interpreter {
         return absl::InternalError("matrix_dot: " + *name + " must be a " + DTypeName(type) + " buffer");
       }
     }
-    const std::pair<int64_t, int64_t> shape(m.rows, m.cols);
+    const TileShape shape{m.rows, m.cols, StepGroups(m.groups)};
     if (m.configured && tile_config_ != shape) {
-      return absl::InternalError("matrix_dot " + std::to_string(m.rows) + "x" + std::to_string(m.cols) +
-                                 " (configured) runs on tiles " +
-                                 (tile_config_ ? "configured for " + std::to_string(tile_config_->first) + "x" +
-                                                     std::to_string(tile_config_->second)
+      return absl::InternalError("matrix_dot " + shape.ToString() + " (configured) runs on tiles " +
+                                 (tile_config_ ? "configured for " + tile_config_->ToString()
                                                : std::string("nothing configured")));
     }
     tile_config_ = shape;
@@ -298,8 +296,18 @@ class Interpreter {
   std::map<std::string, DType> int_types_;
   std::map<std::string, int64_t> vars_;
   absl::Status error_;
-  // The shape (rows, cols) the tile registers are configured for, if any.
-  std::optional<std::pair<int64_t, int64_t>> tile_config_;
+  // The shape the tile registers are configured for, if any: rows x cols x groups
+  // of four k per step.
+  struct TileShape {
+    int64_t rows, cols, step_groups;
+    bool operator!=(const TileShape& o) const {
+      return rows != o.rows || cols != o.cols || step_groups != o.step_groups;
+    }
+    std::string ToString() const {
+      return std::to_string(rows) + "x" + std::to_string(cols) + "x" + std::to_string(4 * step_groups);
+    }
+  };
+  std::optional<TileShape> tile_config_;
 };
 
 }  // namespace

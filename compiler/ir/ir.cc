@@ -337,7 +337,8 @@ Stmt MatrixDot(const std::string& acc, Expr acc_index, MatrixDotOperands operand
   const MatrixDotOperands& m = operands;
   TF_CHECK(m.rows >= 1 && m.rows <= 32, "MatrixDot: rows ", m.rows, " outside 1..32");
   TF_CHECK(m.cols == 16 || m.cols == 32, "MatrixDot: cols ", m.cols, " is not 16 or 32");
-  TF_CHECK(m.groups > 0 && m.groups % 16 == 0, "MatrixDot: groups ", m.groups, " is not a positive multiple of 16");
+  TF_CHECK(m.groups > 0 && (m.groups < 16 || m.groups % 16 == 0), "MatrixDot: groups ", m.groups,
+           " is neither 1..15 nor a multiple of 16");
   TF_CHECK(m.a_stride > 0, "MatrixDot: a_stride ", m.a_stride, " is not positive");
   TF_CHECK(m.segments >= 1, "MatrixDot: segments ", m.segments, " is not positive");
   TF_CHECK(m.cols == 16 || m.b_panel_stride >= 64 * m.groups * m.segments, "MatrixDot: b_panel_stride ",
@@ -352,12 +353,14 @@ Stmt MatrixDot(const std::string& acc, Expr acc_index, MatrixDotOperands operand
   return node;
 }
 
-Stmt TileConfig(int64_t rows, int64_t cols) {
+Stmt TileConfig(int64_t rows, int64_t cols, int64_t step_groups) {
   TF_CHECK(rows >= 1 && rows <= 32, "TileConfig: rows ", rows, " outside 1..32");
   TF_CHECK(cols == 16 || cols == 32, "TileConfig: cols ", cols, " is not 16 or 32");
+  TF_CHECK(step_groups >= 1 && step_groups <= 16, "TileConfig: step_groups ", step_groups, " outside 1..16");
   MatrixDotOperands shape;
   shape.rows = rows;
   shape.cols = cols;
+  shape.groups = step_groups;
   auto node = std::make_shared<StmtNode>();
   node->kind = StmtKind::kTileConfig;
   node->matrix = std::make_shared<const MatrixDotOperands>(std::move(shape));

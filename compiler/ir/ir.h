@@ -157,7 +157,8 @@ using Stmt = std::shared_ptr<const StmtNode>;
 // a_segment_stride bytes apart (a convolution's filter rows: the next input row),
 // B's groups contiguous across them. `accumulate`: add to acc's values, else
 // overwrite them.
-// The tile registers must be configured for the block's shape (rows, cols) on the
+// The tile registers must be configured for the block's shape (rows, cols, and the
+// groups of one reduction step: StepGroups(groups)) on the
 // thread that runs it: a MatrixDot does that itself (an ldtilecfg: a few hundred
 // cycles, serialising) unless `configured`, which says an earlier kTileConfig
 // statement of the same shape did, on this thread: in the same iteration of any
@@ -169,11 +170,17 @@ struct MatrixDotOperands {
   int64_t a_stride = 0, b_panel_stride = 0;
   int64_t rows = 0;    // 1..32: up to two tiles of 16 rows
   int64_t cols = 0;    // 16 or 32: one or two tiles of 16 int32 columns
-  int64_t groups = 0;  // groups of four k per segment, a positive multiple of 16 (64 bytes per tile row)
+  // Groups of four k per segment: a positive multiple of 16 (64-byte tile rows), or
+  // 1..15 (one shorter tile row per segment: a convolution with few input channels).
+  int64_t groups = 0;
   int64_t segments = 1, a_segment_stride = 0;
   bool accumulate = false;
   bool configured = false;
 };
+
+// The groups of four k one tile step reduces: 16 (a 64-byte tile row), or all of a
+// shorter segment's.
+inline int64_t StepGroups(int64_t groups) { return groups < 16 ? groups : 16; }
 
 struct StmtNode {
   StmtKind kind;
@@ -200,7 +207,7 @@ struct StmtNode {
   // kBlock: run in order.
   std::vector<Stmt> stmts;
   // kMatrixDot: acc is `buffer` from `index`; the rest is here. kTileConfig: the
-  // shape (rows, cols) the tiles are configured for.
+  // shape (rows, cols, groups per step) the tiles are configured for.
   std::shared_ptr<const MatrixDotOperands> matrix;
 };
 
@@ -213,8 +220,9 @@ Stmt Allocate(const std::string& buffer, DType dtype, int64_t size, Stmt body,
               MemoryScope scope = MemoryScope::kLocal);
 // TF_CHECKs the shape limits of MatrixDotOperands.
 Stmt MatrixDot(const std::string& acc, Expr acc_index, MatrixDotOperands operands);
-// Configures the tile registers for MatrixDot blocks of rows x cols (see above).
-Stmt TileConfig(int64_t rows, int64_t cols);
+// Configures the tile registers for MatrixDot blocks of rows x cols reducing
+// step_groups groups of four k per tile step (see above).
+Stmt TileConfig(int64_t rows, int64_t cols, int64_t step_groups = 16);
 
 // A kernel argument. Arguments are global buffers of float32 or of a quantized
 // integer type (u8, s8, s32), in entry-point order.

@@ -105,7 +105,7 @@ void PrintStmt(std::ostream& os, const Stmt& s, int indent) {
       return;
     }
     case StmtKind::kTileConfig:
-      os << pad << "tile_config " << s->matrix->rows << "x" << s->matrix->cols << "\n";
+      os << pad << "tile_config " << s->matrix->rows << "x" << s->matrix->cols << "x" << 4 * s->matrix->groups << "\n";
       return;
     case StmtKind::kBlock:
       for (const Stmt& c : s->stmts) PrintStmt(os, c, indent);

@@ -15,6 +15,7 @@ namespace tuneforge {
 int64_t QuantizedConvShape::cp() const {
   if (depthwise) return c;
   int64_t channels = (c + 3) / 4 * 4;
+  if (s * channels < 64) return channels;  // one shorter tile row per filter row
   while (s * channels % 64 != 0) channels += 4;
   return channels;
 }
@@ -283,7 +284,7 @@ absl::StatusOr<LoweredFunc> QuantizedConv2dAmxKernel(const QuantizedConvShape& d
     return absl::InvalidArgumentError("int8 convolution: engine amx needs a target with AMX (amx-tile, amx-int8); " +
                                       target.ToString() + " has none");
   }
-  const int64_t cp = d.cp(), ow = d.ow(), panel_bytes = d.r * d.s * cp * 16;
+  const int64_t cp = d.cp(), ow = d.ow(), panel_bytes = d.r * d.s * cp * 16, o_groups = d.s * cp / 4;
 
   LoweredFunc func;
   func.name = name;
@@ -300,7 +301,7 @@ absl::StatusOr<LoweredFunc> QuantizedConv2dAmxKernel(const QuantizedConvShape& d
     o.a_stride = d.stride * cp;
     o.segments = d.r;
     o.a_segment_stride = d.wp() * cp;
-    o.groups = d.s * cp / 4;
+    o.groups = o_groups;
     o.b_index = Mul(kb, IntImm(block_cols / 16 * panel_bytes));
     o.b_panel_stride = panel_bytes;
     o.rows = rows;
@@ -323,11 +324,11 @@ absl::StatusOr<LoweredFunc> QuantizedConv2dAmxKernel(const QuantizedConvShape& d
   std::vector<Stmt> steps;
   if (full > 0) {
     Stmt blocks = For("ob", IntImm(full), full, ForKind::kSerial, block(Mul(Var("ob"), IntImm(block_rows)), block_rows));
-    steps.push_back(TileConfig(block_rows, block_cols));
+    steps.push_back(TileConfig(block_rows, block_cols, StepGroups(o_groups)));
     steps.push_back(For(inner.var, IntImm(inner.extent), inner.extent, ForKind::kSerial, blocks));
   }
   if (tail > 0) {
-    steps.push_back(TileConfig(tail, block_cols));
+    steps.push_back(TileConfig(tail, block_cols, StepGroups(o_groups)));
     steps.push_back(For(inner.var, IntImm(inner.extent), inner.extent, ForKind::kSerial,
                         block(IntImm(full * block_rows), tail)));
   }

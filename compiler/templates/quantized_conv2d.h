@@ -8,7 +8,8 @@
 // Computed on the CPU's matrix unit (AMX) as an implicit GEMM, without im2col: the
 // activations are laid out NHWC with the border in place (I.padded [N, H+2pad,
 // W+2pad, Cp], Cp = C rounded up so that one filter row's bytes, S x Cp, fill whole
-// 64-byte tile rows; the extra channels have zero weights). Then the S x Cp bytes a
+// 64-byte tile rows, or one shorter row when there are few channels; the extra
+// channels have zero weights). Then the S x Cp bytes a
 // filter row reads for output pixel ow start at input column ow*stride and are
 // contiguous, and the next pixel's start stride x Cp bytes later: one tile row per
 // output pixel, read straight from the image with that row stride (neighbouring rows
@@ -53,8 +54,10 @@ struct QuantizedConvShape : QuantizedEpilogue {
   int64_t ow() const { return (w + 2 * pad - s) / stride + 1; }
   int64_t hp() const { return h + 2 * pad; }
   int64_t wp() const { return w + 2 * pad; }
-  // The input channels as laid out in I.padded: the least multiple of 4 at or above C
-  // whose filter row, S x Cp bytes, is a multiple of 64 (depthwise: C).
+  // The input channels as laid out in I.padded: C rounded up to a multiple of 4 when a
+  // filter row of those, S x Cp bytes, is shorter than a 64-byte tile row (the 3
+  // channels of an image: one shorter row per filter row), else the least multiple of
+  // 4 at or above C whose filter row is a multiple of 64 (depthwise: C).
   int64_t cp() const;
 };
 

@@ -93,11 +93,15 @@ TEST(QuantizedConv2dTemplateTest, BlockRowsSplitRowsEvenly) {
   d.s = 3, d.c = 64;
   EXPECT_EQ(d.cp(), 64);
   d.c = 3, d.s = 7;
-  EXPECT_EQ(d.cp(), 64);  // 7 x Cp must be a multiple of 64
+  EXPECT_EQ(d.cp(), 4);  // 28 bytes: one shorter tile row per filter row
+  d.c = 12, d.s = 7;
+  EXPECT_EQ(d.cp(), 64);  // 84 bytes: 7 x Cp must be a multiple of 64
   d.c = 20, d.s = 1;
-  EXPECT_EQ(d.cp(), 64);
+  EXPECT_EQ(d.cp(), 20);
   d.c = 30, d.s = 2;
   EXPECT_EQ(d.cp(), 32);
+  d.c = 36, d.s = 2;
+  EXPECT_EQ(d.cp(), 64);
 }
 
 // The host without AMX (the vector kernel's target), and without VNNI too.
@@ -160,7 +164,7 @@ absl::StatusOr<HostBuffer> RunKernel(const ir::LoweredFunc& func, const std::vec
 }
 
 // Tasks of every output kind, strides 1 and 2, padded and not, a 7x7 filter over 3
-// channels (padded to 64 per filter row), rows that split evenly and rows with a short
+// channels (padded to 4: filter rows of 28 bytes, shorter than a tile row), rows that split evenly and rows with a short
 // last block, on both kernels: the AMX kernel's space (for a target with AMX) and the
 // vector kernel's (without AMX). The naive config, the heuristics' first, and random
 // points equal the reference exactly: interpreted (the naive and first heuristic
@@ -302,6 +306,8 @@ TEST(QuantizedConv2dTemplateTest, FloatBoundaryRecoversTheIntegersExactly) {
   const Target host = Host(2);
   for (const char* text : {"qconv2d N=1 C=32 H=9 W=11 K=32 R=3 S=3 stride=1 pad=1 a_zero=5 bias=1 per_channel=1 "
                            "out_zero=100 dtype=u8s8u8",
+                           "qconv2d N=1 C=3 H=20 W=19 K=32 R=7 S=7 stride=2 pad=3 a_zero=120 bias=1 per_channel=1 "
+                           "out_zero=90 dtype=u8s8u8",
                            "qdepthwise_conv2d N=1 C=16 H=10 W=9 R=3 S=3 stride=2 pad=1 a_zero=130 bias=1 per_channel=1 "
                            "out_zero=7 dtype=u8s8u8"}) {
     SCOPED_TRACE(text);
