@@ -240,10 +240,11 @@ absl::StatusOr<int> Run(const std::string& path, const std::map<std::string, std
   std::printf("model:    %s on %s, %d threads\n", path.c_str(), target.cpu.c_str(), target.num_threads);
   std::printf("compiled: %zu kernels in %.2f s; tasks: %d tuned (db), %d default schedule; "
               "%d conv inputs (%d written by the producing kernel) and %d residuals handed over blocked; "
-              "%d elementwise chains or channel shuffles computed in a conv's input copy\n",
+              "%d elementwise chains or channel shuffles computed in a conv's input copy; "
+              "%d int8 outputs handed over as uint8\n",
               exec->kernels().size(), exec->compile_seconds(), exec->tuned_tasks(), exec->default_tasks(),
               exec->cancelled_layout_pairs(), exec->direct_writes(), exec->blocked_residuals(),
-              exec->fused_prologues());
+              exec->fused_prologues(), exec->quantized_handovers());
   std::printf("memory:   %.1f KiB planned for intermediate tensors and transient buffers (%.1f KiB without the "
               "plan), %.1f KiB scratch of the kernels' own\n",
               exec->arena_bytes() / 1024.0, (exec->unplanned_bytes() + exec->transient_bytes()) / 1024.0,

@@ -263,7 +263,7 @@ struct Executor::Impl {
   double compile_seconds = 0;
   // The largest thread shortfall a run met (runtime: the system refused workers).
   int shortfall_asked = 0, shortfall_got = 0;
-  int tuned = 0, defaults = 0, cancelled_pairs = 0, blocked_residuals = 0, direct_writes = 0,
+  int tuned = 0, defaults = 0, cancelled_pairs = 0, blocked_residuals = 0, direct_writes = 0, quantized_handovers = 0,
       fused_prologues = 0;
 
   // Where a tensor lives (kernels take non-const pointers; they never write constants).
@@ -292,6 +292,7 @@ int Executor::default_tasks() const { return impl_->defaults; }
 int Executor::cancelled_layout_pairs() const { return impl_->cancelled_pairs; }
 int Executor::blocked_residuals() const { return impl_->blocked_residuals; }
 int Executor::direct_writes() const { return impl_->direct_writes; }
+int Executor::quantized_handovers() const { return impl_->quantized_handovers; }
 int Executor::fused_prologues() const { return impl_->fused_prologues; }
 
 namespace {
@@ -545,10 +546,13 @@ bool ConcatIntoViews(const Graph& g, const Node& n, const std::vector<bool>& is_
 // (in_scale x wscale[k] / out_scale) and the weights' scales computed here. Its input
 // quantization and output dequantization ride on its layout passes, which join the
 // kernel's body (SplitLayoutTransforms); the weights are packed once, at load.
+// With `into`, its output goes straight into step `into_owner`'s padded input
+// (HandOverQuantizedOutputs).
 absl::StatusOr<PlannedStep> PlanQuantizedConv(const Graph& g, const TaskUse& use, const TuningTask& task,
-                                              const Config& config, const Target& target, bool tuned) {
+                                              const Config& config, const Target& target, const std::string& source,
+                                              const QuantizedHandOver* into = nullptr, int into_owner = -1) {
   ASSIGN_OR_RETURN(ir::LoweredFunc func,
-                   InstantiateQuantizedConvInModel(task, target, config, use.in_scale, use.out_scale));
+                   InstantiateQuantizedConvInModel(task, target, config, use.in_scale, use.out_scale, into));
   const Tensor& weight = g.tensors[static_cast<size_t>(use.weight)];
   auto found = g.quantized_constants.find(weight.name);
   if (found == g.quantized_constants.end()) return absl::InternalError("no weight scales for " + weight.name);
@@ -563,12 +567,17 @@ absl::StatusOr<PlannedStep> PlanQuantizedConv(const Graph& g, const TaskUse& use
   PlannedStep step;
   step.func = std::move(func);
   step.use = &use;
-  step.source = absl::StrCat(tuned ? "tuned " : "default ", task.CanonicalText());
+  step.source = source;
+  step.task = task;
+  step.config = config;
+  step.borrow.assign(step.func.params.size(), {-1, ""});
   for (const ir::BufferParam& p : step.func.params) {
     step.owned_data.emplace_back();
     step.owned_elements.push_back(0);
     int t = -1;
-    if (p.is_internal) {
+    if (into && p.name == into->buffer) {
+      step.borrow[step.tensors.size()] = {into_owner, "I.padded"};
+    } else if (p.is_internal) {
       step.owned_elements.back() = p.NumElements();
     } else if (p.is_output) {
       t = use.output;
@@ -591,7 +600,6 @@ absl::StatusOr<PlannedStep> PlanQuantizedConv(const Graph& g, const TaskUse& use
     }
     step.tensors.push_back(t);
   }
-  step.borrow.assign(step.func.params.size(), {-1, ""});
   SplitLayoutTransforms(g, &step);
   step.func.name += "_" + HashHex(ir::ToString(step.func)).substr(0, 8);
   return step;
@@ -612,7 +620,10 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
     std::vector<Config> heuristics = tmpl->Heuristics(task, target);
     config = heuristics.empty() ? tmpl->Naive(task, target) : heuristics.front();
   }
-  if (use.quantized) return PlanQuantizedConv(g, use, task, *config, target, *tuned);
+  if (use.quantized) {
+    return PlanQuantizedConv(g, use, task, *config, target,
+                             absl::StrCat(*tuned ? "tuned " : "default ", task.CanonicalText()));
+  }
   const auto* conv_template = dynamic_cast<const Conv2dTemplate*>(tmpl);
   const bool streams_weights =
       conv_template && task.op() == "conv2d" && options.prefetch_weight_bytes > 0 &&
@@ -1154,6 +1165,66 @@ absl::StatusOr<int> PropagateBlockedLayouts(const Graph& g, const Target& target
   return removed;
 }
 
+// uint8 tensors between int8 layers (docs/int8.md). When a quantized layer's output
+// (a QDQ model's tensor after its quantization round trip) is read only by another
+// quantized layer, as its input, the producer writes its uint8 results straight into
+// the reader's padded NHWC input: no dequantization into a float32 NCHW tensor, no
+// quantization back (the reader keeps writing its border). Both sides agree on the
+// quantization (the same tensor's scale and zero point). Returns the number of
+// tensors so handed over.
+absl::StatusOr<int> HandOverQuantizedOutputs(const Graph& g, const Target& target,
+                                             const std::vector<std::vector<int>>& consumers,
+                                             const std::vector<bool>& is_output, std::vector<PlannedStep>* planned) {
+  std::vector<PlannedStep>& steps = *planned;
+  std::map<int, std::vector<std::pair<size_t, size_t>>> bound;  // tensor -> (step, parameter)
+  for (size_t s = 0; s < steps.size(); ++s) {
+    for (size_t i = 0; i < steps[s].tensors.size(); ++i) {
+      if (steps[s].tensors[i] >= 0) bound[steps[s].tensors[i]].push_back({s, i});
+    }
+  }
+  auto quantized = [](const PlannedStep& p) { return p.use && p.use->quantized && p.task && p.config; };
+  // The pairs first, then every producer re-instantiated, then every reader's input
+  // pass removed (a layer is often both: the middle one of three).
+  struct Pair {
+    size_t a, b;
+    QuantizedHandOver into;
+  };
+  std::vector<Pair> pairs;
+  for (size_t a = 0; a < steps.size(); ++a) {
+    const PlannedStep& A = steps[a];
+    const size_t o = ParamIndex(A.func, "O");
+    if (!quantized(A) || o >= A.func.params.size()) continue;
+    const int t = A.tensors[o];
+    if (t < 0 || is_output[static_cast<size_t>(t)] || bound[t].size() != 2) continue;
+    bool views = false;
+    for (int c : consumers[static_cast<size_t>(t)]) views |= IsAliasOp(g.nodes[static_cast<size_t>(c)].op);
+    const auto [b, i] = bound[t][0].first == a ? bound[t][1] : bound[t][0];
+    if (views || b <= a) continue;
+    const PlannedStep& B = steps[b];
+    const size_t padded = ParamIndex(B.func, "I.padded");
+    if (!quantized(B) || B.func.params[i].name != "I" || padded >= B.func.params.size() ||
+        B.func.params[i].shape != A.func.params[o].shape || CountTopLevel(B.func.body, "I") != 1 ||
+        B.use->in_scale != A.use->out_scale || B.task->Param("a_zero") != A.task->Param("out_zero")) {
+      continue;
+    }
+    const std::vector<int64_t>& ps = B.func.params[padded].shape;  // N, Hp, Wp, Cp
+    pairs.push_back({a, b, QuantizedHandOver{"next.I.padded", (ps[1] - B.func.params[i].shape[2]) / 2, ps[3]}});
+  }
+  for (const Pair& p : pairs) {
+    const PlannedStep& A = steps[p.a];
+    ASSIGN_OR_RETURN(PlannedStep replanned, PlanQuantizedConv(g, *A.use, *A.task, *A.config, target, A.source, &p.into,
+                                                              static_cast<int>(p.b)));
+    steps[p.a] = std::move(replanned);
+  }
+  for (const Pair& p : pairs) {
+    PlannedStep& B = steps[p.b];
+    B.func.body = ir::Block(WithoutTopLevel(B.func.body, "I"));
+    EraseParam(&B, ParamIndex(B.func, "I"));
+    Rename(&B.func);
+  }
+  return static_cast<int>(pairs.size());
+}
+
 // Concatenations handed over blocked. A channel Concat whose parts are views of its
 // output (ConcatIntoViews), each part written by a convolution's step and read by
 // nothing else, and whose output only convolutions read, as their input (a fire
@@ -1560,6 +1631,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
   ASSIGN_OR_RETURN(impl->cancelled_pairs, PropagateBlockedLayouts(g, target, consumers, is_output, &planned,
                                                                   &impl->blocked_residuals, &impl->direct_writes));
   impl->cancelled_pairs += HandOverConcats(g, consumers, is_output, impl->root, &planned);
+  ASSIGN_OR_RETURN(impl->quantized_handovers, HandOverQuantizedOutputs(g, target, consumers, is_output, &planned));
 
   const ArenaPlan plan = PlanArena(g, impl->root, planned);
   impl->offset = plan.tensor_offset;

@@ -145,6 +145,9 @@ class Executor {
   // BatchNorm and ReLU) while copying their input into the blocked layout: the
   // chain's output is never written.
   int fused_prologues() const;
+  // int8 layers that write their uint8 output straight into the next int8 layer's
+  // padded input (no float32 tensor between them).
+  int quantized_handovers() const;
   // The model as data (see ExportedModel). Call before any Run: kernels may write
   // their scratch buffers, which the blob would then carry along.
   absl::StatusOr<ExportedModel> Export() const;

@@ -662,6 +662,45 @@ TEST(ExecutorTest, WinogradLayersKeepResNet18sOutput) {
   }
 }
 
+// A QDQ MobileNetV2 (tests/models/make_quantized.py): its int8 layers hand their
+// uint8 outputs to the next int8 layer (expand -> depthwise -> project in every
+// block: 34), and on random configs of those layers, with the arena poisoned, the
+// output equals the default schedules' exactly (integer layers; the float32 steps
+// between them keep their default schedules).
+TEST(ExecutorTest, QuantizedLayersHandOverUint8AndKeepTheOutput) {
+  absl::StatusOr<frontend::OnnxModel> model =
+      frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/mobilenetv2.qdq.onnx");
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<Graph> g = ImportOnnx(*model);
+  ASSERT_TRUE(g.ok()) << g.status();
+  Target target = TestTarget();
+  target.num_threads = 2;
+  absl::StatusOr<std::unique_ptr<Executor>> reference = Executor::Create(*g, target);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  EXPECT_EQ((*reference)->quantized_handovers(), 34);
+  const std::vector<float> x = Random((*reference)->inputs()[0].NumElements(), 12, -1, 1);
+  std::vector<float> expected(static_cast<size_t>((*reference)->outputs()[0].NumElements()));
+  ASSERT_TRUE((*reference)->Run({x.data()}, {expected.data()}).ok());
+  std::mt19937_64 rng(5);
+  ExecutorOptions options;
+  options.poison_arena = true;
+  int sampled = 0;
+  options.schedule = [&](const TuningTask& task, const Template& tmpl) -> absl::StatusOr<std::optional<Config>> {
+    if (task.op() != "qconv2d" && task.op() != "qdepthwise_conv2d") return std::optional<Config>();
+    absl::StatusOr<Config> c = tmpl.Space(task, target).Sample(rng);
+    if (!c.ok()) return c.status();
+    ++sampled;
+    return std::optional<Config>(*c);
+  };
+  absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(*g, target, options);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_GT(sampled, 40);
+  EXPECT_EQ((*e)->quantized_handovers(), 34);
+  std::vector<float> y(expected.size());
+  ASSERT_TRUE((*e)->Run({x.data()}, {y.data()}).ok());
+  EXPECT_EQ(y, expected);
+}
+
 TEST(ExecutorTest, DenseLayersAbsorbTheElementwiseChainAfterThem) {
   absl::StatusOr<frontend::OnnxModel> model =
       frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/bert_layer.onnx");

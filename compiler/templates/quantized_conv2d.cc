@@ -185,6 +185,19 @@ Stmt Unpack(const QuantizedConvShape& d) {
   return Loops({{"u.n", d.n}, {"u.k", d.k}, {"u.h", d.oh()}, {"u.w", d.ow()}}, store(Var("u.w")));
 }
 
+// Where the kernel writes output pixel (p = n*OH + oh, column) channel `channel`:
+// O.nhwc, or the next layer's padded input (QuantizedConvShape::into).
+Stmt StoreOutput(const QuantizedConvShape& d, const Expr& p, const Expr& column, const Expr& channel, Expr value) {
+  if (d.into.empty()) {
+    return Store("O.nhwc", Add(Mul(Add(Mul(p, IntImm(d.ow())), column), IntImm(d.k)), channel), std::move(value));
+  }
+  const int64_t hp = d.oh() + 2 * d.into_pad, wp = d.ow() + 2 * d.into_pad;
+  Expr n = Div(p, IntImm(d.oh())), y = Mod(p, IntImm(d.oh()));
+  Expr row = Add(Add(Mul(n, IntImm(hp)), y), IntImm(d.into_pad));
+  return Store(d.into, Add(Mul(Add(Mul(row, IntImm(wp)), Add(column, IntImm(d.into_pad))), IntImm(d.into_cp)), channel),
+               std::move(value));
+}
+
 absl::Status CheckConv(const QuantizedConvShape& d, const Target& target) {
   RETURN_IF_ERROR(CheckQuantizedEpilogue(d, "int8 convolution"));
   if (d.n < 1 || d.c < 1 || d.h < 1 || d.w < 1 || d.k < 1 || d.r < 1 || d.s < 1 || d.stride < 1 || d.pad < 0 ||
@@ -226,6 +239,11 @@ std::vector<BufferParam> ConvParams(const QuantizedConvShape& d) {
     internal("F.packed", DType::kInt8, {d.k / 16, d.r, d.s * cp / 4, 16, 4});
   }
   internal("F.offset", DType::kInt32, {d.k});
+  if (!d.into.empty()) {
+    params.push_back(BufferParam{d.into, DType::kUInt8, {d.n, d.oh() + 2 * d.into_pad, d.ow() + 2 * d.into_pad, d.into_cp},
+                                 false});
+    return params;
+  }
   internal("O.nhwc", QuantizedOutputType(d), {d.n, d.oh(), d.ow(), d.k});
   params.push_back(BufferParam{"O", out_type, {d.n, d.k, d.oh(), d.ow()}, true});
   return params;
@@ -308,9 +326,9 @@ absl::StatusOr<LoweredFunc> QuantizedConv2dAmxKernel(const QuantizedConvShape& d
     o.cols = block_cols;
     Expr i = Var("w.r"), j = Var("w.c");
     Expr channel = Add(Mul(kb, IntImm(block_cols)), j);
-    Stmt store = Store("O.nhwc", Add(Mul(Add(Add(Mul(p, IntImm(ow)), ow0), i), IntImm(d.k)), channel),
-                       QuantizedWriteBack(d, Load("acc", DType::kInt32, Add(Mul(i, IntImm(block_cols)), j)), channel,
-                                          "F.offset"));
+    Stmt store = StoreOutput(d, p, Add(ow0, i), channel,
+                             QuantizedWriteBack(d, Load("acc", DType::kInt32, Add(Mul(i, IntImm(block_cols)), j)),
+                                                channel, "F.offset"));
     Stmt write = For("w.r", IntImm(rows), rows, ForKind::kSerial,
                      For("w.c", IntImm(block_cols), block_cols, ForKind::kVectorized, store));
     return Allocate("acc", DType::kInt32, rows * block_cols, Block({MatrixDot("acc", IntImm(0), o), write}));
@@ -336,7 +354,7 @@ absl::StatusOr<LoweredFunc> QuantizedConv2dAmxKernel(const QuantizedConvShape& d
   func.body = For(outer.var, IntImm(outer.extent), outer.extent, parallel ? ForKind::kParallel : ForKind::kSerial,
                   Block(steps));
   func.prepack = Prepack(d);
-  func.unpack = Unpack(d);
+  if (d.into.empty()) func.unpack = Unpack(d);
   return func;
 }
 
@@ -381,8 +399,8 @@ absl::StatusOr<LoweredFunc> QuantizedConv2dVnniKernel(const QuantizedConvShape& 
                                 Dot4(Load("acc", DType::kInt32, acc_index), Load("I.padded", DType::kUInt8, image),
                                      Load("F.packed", DType::kInt8, weights))));
     Stmt reduce = For("t.r", IntImm(d.r), d.r, ForKind::kSerial, For("t.g", IntImm(groups), groups, ForKind::kSerial, step));
-    Stmt write = over_tile(Store("O.nhwc", Add(Mul(Add(Add(Mul(p, IntImm(ow)), ow0), i), IntImm(d.k)), channel),
-                                 QuantizedWriteBack(d, Load("acc", DType::kInt32, acc_index), channel, "F.offset")));
+    Stmt write = over_tile(StoreOutput(d, p, Add(ow0, i), channel,
+                                       QuantizedWriteBack(d, Load("acc", DType::kInt32, acc_index), channel, "F.offset")));
     return Allocate("acc", DType::kInt32, pixels * vecs * lanes, Block({zero, reduce, write}));
   };
   const BlockAxes axes = AxesOf(d, block, order == "pk");
@@ -391,7 +409,7 @@ absl::StatusOr<LoweredFunc> QuantizedConv2dVnniKernel(const QuantizedConvShape& 
   func.body = For(axes.outer.var, IntImm(axes.outer.extent), axes.outer.extent,
                   parallel ? ForKind::kParallel : ForKind::kSerial, inner);
   func.prepack = Prepack(d);
-  func.unpack = Unpack(d);
+  if (d.into.empty()) func.unpack = Unpack(d);
   return func;
 }
 
@@ -563,14 +581,14 @@ absl::StatusOr<LoweredFunc> QuantizedDepthwiseKernel(const QuantizedConvShape& d
                                     Mul(Cast(DType::kInt32, Load("I.padded", DType::kUInt8, image)),
                                         Cast(DType::kInt32, Load("F.packed", DType::kInt8, weight))))));
     Stmt taps = For("t.r", IntImm(d.r), d.r, ForKind::kSerial, For("t.s", IntImm(d.s), d.s, ForKind::kSerial, step));
-    Stmt write = over_tile(Store("O.nhwc", Add(Mul(Add(Add(Mul(p, IntImm(ow)), ow0), i), IntImm(d.c)), channel),
-                                 QuantizedWriteBack(d, Load("acc", DType::kInt32, acc_index), channel, "F.offset")));
+    Stmt write = over_tile(StoreOutput(d, p, Add(ow0, i), channel,
+                                       QuantizedWriteBack(d, Load("acc", DType::kInt32, acc_index), channel, "F.offset")));
     return Allocate("acc", DType::kInt32, pixels * vecs * lanes, Block({zero, taps, write}));
   };
   Stmt channels = For("cb", IntImm(d.c / block), d.c / block, ForKind::kSerial, RowOfTiles(ow, ow_reg, tile));
   func.body = For("p", IntImm(d.n * d.oh()), d.n * d.oh(), parallel ? ForKind::kParallel : ForKind::kSerial, channels);
   func.prepack = DepthwisePrepack(d);
-  func.unpack = Unpack(d);
+  if (d.into.empty()) func.unpack = Unpack(d);
   return func;
 }
 
@@ -629,7 +647,7 @@ absl::StatusOr<ir::LoweredFunc> QuantizedDepthwiseTemplate::Instantiate(const Tu
 
 absl::StatusOr<ir::LoweredFunc> InstantiateQuantizedConvInModel(const TuningTask& task, const Target& target,
                                                                 const Config& config, double in_scale,
-                                                                double out_scale) {
+                                                                double out_scale, const QuantizedHandOver* into) {
   ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
   RETURN_IF_ERROR(SpaceOf(*tmpl, task, target)->Check(config));
   if (!(in_scale > 0) || !(out_scale > 0)) return absl::InvalidArgumentError("int8 convolution: scales must be positive");
@@ -638,7 +656,13 @@ absl::StatusOr<ir::LoweredFunc> InstantiateQuantizedConvInModel(const TuningTask
   d.io_lanes = target.MaxF32Lanes();
   d.in_scale = in_scale;
   d.out_scale = out_scale;
-  const std::string symbol = KernelSymbol(task, *tmpl, config) + "_f32io";
+  if (into) {
+    if (d.out != QuantizedOutput::kU8 || into->buffer.empty() || into->pad < 0 || into->cp < d.k) {
+      return absl::InvalidArgumentError("int8 convolution: bad hand-over to " + into->buffer);
+    }
+    d.into = into->buffer, d.into_pad = into->pad, d.into_cp = into->cp;
+  }
+  const std::string symbol = KernelSymbol(task, *tmpl, config) + (into ? "_f32in" : "_f32io");
   if (d.depthwise) return QuantizedDepthwiseKernel(d, config, target, symbol);
   if (config.Str("engine") == "amx") return QuantizedConv2dAmxKernel(d, config, target, symbol);
   return QuantizedConv2dVnniKernel(d, config, target, symbol);

@@ -50,6 +50,12 @@ struct QuantizedConvShape : QuantizedEpilogue {
   bool float_boundary = false;
   double in_scale = 0, out_scale = 0;
   int64_t io_lanes = 1;  // vector width of the float boundary's conversions (1: scalar)
+  // Inside a model, the output handed to the next int8 layer (docs/int8.md): the
+  // kernel writes its uint8 results straight into that layer's padded input, buffer
+  // `into` [N, OH + 2 into_pad, OW + 2 into_pad, into_cp] (border and channels past K
+  // left alone), instead of O.nhwc; no O, no unpack. Empty: none.
+  std::string into;
+  int64_t into_pad = 0, into_cp = 0;
   int64_t oh() const { return (h + 2 * pad - r) / stride + 1; }
   int64_t ow() const { return (w + 2 * pad - s) / stride + 1; }
   int64_t hp() const { return h + 2 * pad; }
@@ -119,9 +125,15 @@ class QuantizedDepthwiseTemplate : public Template {
 
 // The kernel of a qconv2d or qdepthwise_conv2d task and `config` with the float
 // boundary above (in_scale, out_scale): what a quantized layer of a model runs.
+// `into` (optional): the output handed over, see QuantizedConvShape::into.
+struct QuantizedHandOver {
+  std::string buffer;
+  int64_t pad = 0, cp = 0;
+};
 absl::StatusOr<ir::LoweredFunc> InstantiateQuantizedConvInModel(const TuningTask& task, const Target& target,
                                                                 const Config& config, double in_scale,
-                                                                double out_scale);
+                                                                double out_scale,
+                                                                const QuantizedHandOver* into = nullptr);
 
 // block_rows values worth trying for `ow` output pixels per row: 16 and 32 (capped at
 // ow), and the even splits of a row into blocks of at most 16 and 32 (56 -> 14, 28),

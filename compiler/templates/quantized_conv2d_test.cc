@@ -116,15 +116,18 @@ Target WithoutAmx(Target t, bool vnni = true) {
 
 // Inputs as the agent makes them, the kernel's buffers in entry order: interpreted,
 // or built and run (prepack, kernel, unpack). Returns the output.
+// `out_name`: the parameter read as the output (a hand-over buffer; "O" by default).
 absl::StatusOr<HostBuffer> RunKernel(const ir::LoweredFunc& func, const std::vector<HostBuffer>& inputs,
-                               runtime::ElementType out_type, int64_t out_elements, const Target* built_for) {
+                                     runtime::ElementType out_type, int64_t out_elements, const Target* built_for,
+                                     const std::string& out_name = "O") {
+  auto is_out = [&](const ir::BufferParam& p) { return out_name == "O" ? p.is_output : p.name == out_name; };
   if (!built_for) {
     ir::FloatBuffers floats;
     ir::IntBuffers ints;
     size_t next = 0;
     for (const ir::BufferParam& p : func.params) {
       const bool is_float = p.dtype == ir::DType::kFloat32;
-      if (p.is_output || p.is_internal) {
+      if (is_out(p) || p.is_internal) {
         if (is_float) floats[p.name].assign(p.NumElements(), 0.0f);
         else ints[p.name].assign(p.NumElements(), 0);
         continue;
@@ -138,9 +141,9 @@ absl::StatusOr<HostBuffer> RunKernel(const ir::LoweredFunc& func, const std::vec
     RETURN_IF_ERROR(ir::Interpret(func, &floats, &ints));
     HostBuffer out(out_type, out_elements);
     for (int64_t i = 0; i < out_elements; ++i) {
-      if (out_type == runtime::ElementType::kFloat32) out.As<float>()[i] = floats["O"][i];
-      else if (out_type == runtime::ElementType::kUInt8) out.As<uint8_t>()[i] = static_cast<uint8_t>(ints["O"][i]);
-      else out.As<int32_t>()[i] = static_cast<int32_t>(ints["O"][i]);
+      if (out_type == runtime::ElementType::kFloat32) out.As<float>()[i] = floats[out_name][i];
+      else if (out_type == runtime::ElementType::kUInt8) out.As<uint8_t>()[i] = static_cast<uint8_t>(ints[out_name][i]);
+      else out.As<int32_t>()[i] = static_cast<int32_t>(ints[out_name][i]);
     }
     return out;
   }
@@ -154,7 +157,7 @@ absl::StatusOr<HostBuffer> RunKernel(const ir::LoweredFunc& func, const std::vec
   std::vector<void*> buffers;
   size_t next = 0;
   for (const ir::BufferParam& p : func.params) {
-    if (p.is_output) buffers.push_back(out.data());
+    if (is_out(p)) buffers.push_back(out.data());
     else if (p.is_internal) buffers.push_back(internal.emplace_back(ElementTypeOf(p), p.NumElements()).data());
     else buffers.push_back(const_cast<void*>(inputs.at(next++).data()));
   }
@@ -359,6 +362,35 @@ TEST(QuantizedConv2dTemplateTest, FloatBoundaryRecoversTheIntegersExactly) {
       ASSERT_TRUE(got.ok()) << got.status();
       EXPECT_EQ(runtime::FirstMismatch(want.type(), got->data(), want.data(), want.elements(), 0, 0), -1)
           << (target ? "built" : "interpreted");
+    }
+    // Handed over: the uint8 results written into the next layer's padded input
+    // (border 2, 4 channels past K), each at its place; nothing else written.
+    const int64_t n = task.Param("N"), oh = want_q->elements() / (n * k), pad = 2, cp = k + 4;
+    const QuantizedConvShape shape = QuantizedConvShapeOf(task);
+    ASSERT_EQ(shape.oh() * shape.ow(), oh);
+    const int64_t hp = shape.oh() + 2 * pad, wp = shape.ow() + 2 * pad;
+    const QuantizedHandOver into{"next", pad, cp};
+    absl::StatusOr<ir::LoweredFunc> handing =
+        InstantiateQuantizedConvInModel(task, host, (*tmpl)->Heuristics(task, host).front(), in_scale, out_scale, &into);
+    ASSERT_TRUE(handing.ok()) << handing.status();
+    EXPECT_FALSE(handing->unpack);
+    for (const ir::BufferParam& p : handing->params) EXPECT_NE(p.name, "O");
+    for (const Target* target : {static_cast<const Target*>(nullptr), &host}) {
+      absl::StatusOr<HostBuffer> got =
+          RunKernel(*handing, f, runtime::ElementType::kUInt8, n * hp * wp * cp, target, "next");
+      ASSERT_TRUE(got.ok()) << got.status();
+      int64_t mismatches = 0;
+      for (int64_t b = 0; b < n; ++b) {
+        for (int64_t j = 0; j < k; ++j) {
+          for (int64_t y = 0; y < shape.oh(); ++y) {
+            for (int64_t x = 0; x < shape.ow(); ++x) {
+              const uint8_t expect = want_q->As<uint8_t>()[((b * k + j) * shape.oh() + y) * shape.ow() + x];
+              mismatches += got->As<uint8_t>()[((b * hp + y + pad) * wp + x + pad) * cp + j] != expect;
+            }
+          }
+        }
+      }
+      EXPECT_EQ(mismatches, 0) << (target ? "built" : "interpreted");
     }
   }
 }

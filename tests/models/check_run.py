@@ -90,7 +90,7 @@ def main():
     steps = quantization_steps(model) if a.quantized else None
     ok = compare(outputs, names, expected, "tuneforge model run", steps) and ok
     if a.deploy:
-        ok = check_library(a, names, expected, feeds, outputs) and ok
+        ok = check_library(a, names, expected, feeds, outputs, steps) and ok
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
@@ -124,7 +124,7 @@ def run_logged(cmd, what):
     return True
 
 
-def check_library(a, names, expected, feeds, executor_outputs):
+def check_library(a, names, expected, feeds, executor_outputs, steps=None):
     lib = os.path.join(a.workdir, "lib")
     deploy = [a.tuneforge, "deploy", "--model", a.model, "--out", lib]
     if a.threads:
@@ -152,7 +152,7 @@ def check_library(a, names, expected, feeds, executor_outputs):
     got = {}
     for i, (name, want) in enumerate(zip(names, expected)):
         got[name] = np.fromfile(os.path.join(out, f"output{i}.bin"), dtype=np.float32).reshape(want.shape)
-    ok = compare(got, names, expected, "the deployed library")
+    ok = compare(got, names, expected, "the deployed library", steps)
     for name in names:
         diff = np.abs(got[name].astype(np.float64) - executor_outputs[name].astype(np.float64))
         bound = 1e-6 * (1 + np.abs(executor_outputs[name].astype(np.float64)))
