@@ -664,7 +664,7 @@ TEST(ExecutorTest, WinogradLayersKeepResNet18sOutput) {
 
 // A QDQ MobileNetV2 (tests/models/make_quantized.py): its int8 layers hand their
 // uint8 outputs to the next int8 layer (expand -> depthwise -> project in every
-// block: 34), and on random configs of those layers, with the arena poisoned, the
+// block: 36), and on random configs of those layers, with the arena poisoned, the
 // output equals the default schedules' exactly (integer layers; the float32 steps
 // between them keep their default schedules).
 TEST(ExecutorTest, QuantizedLayersHandOverUint8AndKeepTheOutput) {
@@ -677,7 +677,7 @@ TEST(ExecutorTest, QuantizedLayersHandOverUint8AndKeepTheOutput) {
   target.num_threads = 2;
   absl::StatusOr<std::unique_ptr<Executor>> reference = Executor::Create(*g, target);
   ASSERT_TRUE(reference.ok()) << reference.status();
-  EXPECT_EQ((*reference)->quantized_handovers(), 34);
+  EXPECT_EQ((*reference)->quantized_handovers(), 36);
   const std::vector<float> x = Random((*reference)->inputs()[0].NumElements(), 12, -1, 1);
   std::vector<float> expected(static_cast<size_t>((*reference)->outputs()[0].NumElements()));
   ASSERT_TRUE((*reference)->Run({x.data()}, {expected.data()}).ok());
@@ -695,7 +695,7 @@ TEST(ExecutorTest, QuantizedLayersHandOverUint8AndKeepTheOutput) {
   absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(*g, target, options);
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_GT(sampled, 40);
-  EXPECT_EQ((*e)->quantized_handovers(), 34);
+  EXPECT_EQ((*e)->quantized_handovers(), 36);
   std::vector<float> y(expected.size());
   ASSERT_TRUE((*e)->Run({x.data()}, {y.data()}).ok());
   EXPECT_EQ(y, expected);

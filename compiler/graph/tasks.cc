@@ -294,7 +294,7 @@ class Extractor {
   // only by the round trip Div -> Round -> Add -> Clip -> Sub -> Mul that the QDQ
   // rewrite made of the QuantizeLinear after it (uint8). Then the int8 task covers
   // the conv and that round trip; true when it did. Groups 1, or depthwise
-  // (qdepthwise_conv2d: channels a multiple of 4).
+  // (qdepthwise_conv2d); output channels a multiple of 4 (the vector kernels').
   absl::StatusOr<bool> QuantizedConv(int node, TaskUse use, bool depthwise) {
     const Node& n = g_.nodes[static_cast<size_t>(node)];
     const Tensor& x = T(n.inputs[0]);
@@ -306,7 +306,7 @@ class Extractor {
     const int64_t k = w.shape[0];
     if (qx.low != 0 || qx.high != 255 || weights->second.axis != 0 ||
         (weights->second.scales.size() != 1 && static_cast<int64_t>(weights->second.scales.size()) != k) ||
-        (depthwise ? k % 4 != 0 : k % 16 != 0) || (use.bias >= 0 && !T(use.bias).constant)) {
+        k % 4 != 0 || (use.bias >= 0 && !T(use.bias).constant)) {
       return false;
     }
     std::vector<int> nodes = {node};

@@ -128,14 +128,15 @@ std::function<Expr(Expr)> BiasValue(const QuantizedConvShape& d) {
   };
 }
 
-// F -> F.packed [K/16][R][S*Cp/4][16][4]: byte x = s*Cp + c of filter row r for output
-// channel k sits at group x/4, lane k%16, byte x%4; the extra channels' bytes are 0.
+// F -> F.packed [Kp/16][R][S*Cp/4][16][4]: byte x = s*Cp + c of filter row r for output
+// channel k sits at group x/4, lane k%16, byte x%4; the extra channels' bytes (input
+// channels past C, output channels past K) are 0.
 Stmt PackFilter(const QuantizedConvShape& d) {
   const int64_t cp = d.cp(), row_groups = d.s * cp / 4;
-  const std::vector<int64_t> dims = {d.k / 16, d.r, row_groups, 16, 4};
+  const std::vector<int64_t> dims = {d.kp() / 16, d.r, row_groups, 16, 4};
   std::vector<Stmt> parts;
-  if (cp != d.c) {
-    parts.push_back(Loops({{"z.x", d.k * d.r * d.s * cp}},
+  if (cp != d.c || d.kp() != d.k) {
+    parts.push_back(Loops({{"z.x", d.kp() * d.r * d.s * cp}},
                           Store("F.packed", Var("z.x"), Cast(DType::kInt8, IntImm(0)))));
   }
   Expr k = Var("f.k"), c = Var("f.c"), r = Var("f.r"), s = Var("f.s");
@@ -154,7 +155,7 @@ Stmt Prepack(const QuantizedConvShape& d) {
     // The filter sums from F.packed (the int8 values, whatever F's type): reduction
     // index t = (c, r, s) sits at byte s*Cp + c of filter row r.
     const int64_t reduction = d.c * d.r * d.s, rs = d.r * d.s, cp = d.cp();
-    const std::vector<int64_t> dims = {d.k / 16, d.r, d.s * cp / 4, 16, 4};
+    const std::vector<int64_t> dims = {d.kp() / 16, d.r, d.s * cp / 4, 16, 4};
     const int64_t r_count = d.r, s_count = d.s;
     parts.push_back(QuantizedChannelOffsets(
         d, d.k, reduction, "F.packed",
@@ -204,10 +205,6 @@ absl::Status CheckConv(const QuantizedConvShape& d, const Target& target) {
       d.oh() < 1 || d.ow() < 1) {
     return absl::InvalidArgumentError("int8 convolution: bad shape");
   }
-  if (d.k % 16 != 0) {
-    return absl::InvalidArgumentError("int8 convolution: K = " + std::to_string(d.k) +
-                                      " output channels must be a multiple of 16 (the weights' panels)");
-  }
   return absl::OkStatus();
 }
 
@@ -236,7 +233,7 @@ std::vector<BufferParam> ConvParams(const QuantizedConvShape& d) {
   if (d.depthwise) {
     internal("F.packed", DType::kInt8, {d.r, d.s, d.c});
   } else {
-    internal("F.packed", DType::kInt8, {d.k / 16, d.r, d.s * cp / 4, 16, 4});
+    internal("F.packed", DType::kInt8, {d.kp() / 16, d.r, d.s * cp / 4, 16, 4});
   }
   internal("F.offset", DType::kInt32, {d.k});
   if (!d.into.empty()) {
@@ -262,7 +259,7 @@ struct BlockAxes {
   LoopSpec outer, inner;
 };
 BlockAxes AxesOf(const QuantizedConvShape& d, int64_t channel_block, bool pixels_outer) {
-  const LoopSpec pixels{"p", d.n * d.oh()}, channels{"kb", d.k / channel_block};
+  const LoopSpec pixels{"p", d.n * d.oh()}, channels{"kb", (d.k + channel_block - 1) / channel_block};
   return pixels_outer ? BlockAxes{pixels, channels} : BlockAxes{channels, pixels};
 }
 
@@ -291,9 +288,9 @@ absl::StatusOr<LoweredFunc> QuantizedConv2dAmxKernel(const QuantizedConvShape& d
   RETURN_IF_ERROR(CheckConv(d, target));
   const int64_t block_rows = config.Int("block_rows"), block_cols = config.Int("block_cols");
   if (block_rows < 1 || block_rows > 32) return absl::InvalidArgumentError("int8 convolution: block_rows is 1..32");
-  if ((block_cols != 16 && block_cols != 32) || d.k % block_cols != 0) {
+  if ((block_cols != 16 && block_cols != 32) || d.kp() % block_cols != 0) {
     return absl::InvalidArgumentError("int8 convolution: block_cols is 16 or 32 and divides K = " +
-                                      std::to_string(d.k));
+                                      std::to_string(d.k) + " rounded up to 16");
   }
   const std::string order = config.Str("loop_order");
   if (order != "pk" && order != "kp") return absl::InvalidArgumentError("int8 convolution: loop_order is pk or kp");
@@ -329,8 +326,16 @@ absl::StatusOr<LoweredFunc> QuantizedConv2dAmxKernel(const QuantizedConvShape& d
     Stmt store = StoreOutput(d, p, Add(ow0, i), channel,
                              QuantizedWriteBack(d, Load("acc", DType::kInt32, Add(Mul(i, IntImm(block_cols)), j)),
                                                 channel, "F.offset"));
-    Stmt write = For("w.r", IntImm(rows), rows, ForKind::kSerial,
-                     For("w.c", IntImm(block_cols), block_cols, ForKind::kVectorized, store));
+    auto write_cols = [&](int64_t cols) {
+      const bool vector = cols >= 4 && (cols & (cols - 1)) == 0;
+      return For("w.r", IntImm(rows), rows, ForKind::kSerial,
+                 For("w.c", IntImm(cols), cols, vector ? ForKind::kVectorized : ForKind::kSerial, store));
+    };
+    // The last channel block of a K that is not a multiple of block_cols: its first
+    // K % block_cols channels only.
+    const int64_t full_blocks = d.k / block_cols, rest = d.k % block_cols;
+    Stmt write = rest == 0 ? write_cols(block_cols)
+                           : IfThenElse(LT(kb, IntImm(full_blocks)), write_cols(block_cols), write_cols(rest));
     return Allocate("acc", DType::kInt32, rows * block_cols, Block({MatrixDot("acc", IntImm(0), o), write}));
   };
   // One outer iteration: every full block of its inner loop on one tile configuration
@@ -450,7 +455,7 @@ ConfigSpace QuantizedConv2dTemplate::Space(const TuningTask& task, const Target&
   }
   std::vector<nlohmann::json> rows, cols = {16};
   for (int64_t r : QuantizedConvBlockRows(d.ow())) rows.push_back(r);
-  if (d.k % 32 == 0) cols.push_back(32);
+  if (d.kp() % 32 == 0) cols.push_back(32);
   std::vector<Knob> knobs = {
       {"engine", {"amx"}, "the matrix unit (AMX tiles); vnni where the target has none"},
       {"block_rows", rows, "output pixels of one row per block (one or two tiles of up to 16)"},
@@ -482,7 +487,8 @@ std::vector<Config> QuantizedConv2dTemplate::Heuristics(const TuningTask& task, 
   if (!HasAmx(target)) {
     // The widest vectors; per count of channel vectors, the longest pixel run that
     // fits the registers, one that divides the row first.
-    const int64_t lanes = std::min<int64_t>(16, target.MaxF32Lanes());
+    int64_t lanes = std::min<int64_t>(16, target.MaxF32Lanes());
+    while (lanes > 4 && d.k % lanes != 0) lanes /= 2;  // the widest vectors that divide K
     for (int64_t vecs : {2, 4, 1, 3}) {
       std::vector<int64_t> fits;
       for (int64_t r : {14, 12, 8, 7, 6, 4, 2, 1})

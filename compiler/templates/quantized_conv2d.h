@@ -65,15 +65,19 @@ struct QuantizedConvShape : QuantizedEpilogue {
   // channels of an image: one shorter row per filter row), else the least multiple of
   // 4 at or above C whose filter row is a multiple of 64 (depthwise: C).
   int64_t cp() const;
+  // The output channels as packed: K rounded up to whole 16-channel panels (the extra
+  // channels' weights are zero and their results never written; depthwise: C).
+  int64_t kp() const { return depthwise ? k : (k + 15) / 16 * 16; }
 };
 
 QuantizedConvShape QuantizedConvShapeOf(const TuningTask& task);
 
 // The AMX kernel. Knobs: block_rows (output pixels per block along a row, 1..32: up
 // to two 16-row tiles; a row's last block may be shorter), block_cols (16 or 32 output
-// channels, dividing K), loop_order (pk: pixel rows outer; kp: channel blocks outer),
-// parallel (the outer loop on the thread pool). Needs a target with amx-tile and
-// amx-int8 and K % 16 == 0; errors name what is missing.
+// channels, dividing K rounded up to 16: a last block past K computes on zero weights
+// and writes its first K % block_cols channels only), loop_order (pk: pixel rows
+// outer; kp: channel blocks outer), parallel (the outer loop on the thread pool).
+// Needs a target with amx-tile and amx-int8; errors name what is missing.
 absl::StatusOr<ir::LoweredFunc> QuantizedConv2dAmxKernel(const QuantizedConvShape& shape, const Config& config,
                                                          const Target& target, const std::string& name);
 
@@ -82,8 +86,8 @@ absl::StatusOr<ir::LoweredFunc> QuantizedConv2dAmxKernel(const QuantizedConvShap
 // the S*Cp/4 four-byte words of each (one broadcast input word per pixel times one
 // weight vector per column: Dot4, i.e. vpdpbusd on AVX-512 VNNI and AVX-VNNI, the
 // exact widening multiply-adds elsewhere), then the same write-back; loop_order and
-// parallel as for the AMX kernel. Same layouts and entry point. Needs K % 16 == 0 and
-// vec_lanes x oc_vecs dividing K.
+// parallel as for the AMX kernel. Same layouts and entry point. Needs vec_lanes x
+// oc_vecs dividing K.
 absl::StatusOr<ir::LoweredFunc> QuantizedConv2dVnniKernel(const QuantizedConvShape& shape, const Config& config,
                                                           const Target& target, const std::string& name);
 
