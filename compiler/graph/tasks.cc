@@ -137,6 +137,18 @@ class Extractor {
       // An inference layer: constant weights -> dense (weights transposed at load
       // for Gemm's transB), bias and relu absorbed when they follow.
       const bool tb = n.op == "Gemm" && n.Int("transB", 0) != 0;
+      if (tb && a.shape.size() == 2 && a.shape[0] == 1) {
+        // A quantized classifier: the 1x1 int8 convolution of a 1x1 image.
+        TaskUse q;
+        q.data = n.inputs[0];
+        q.weight = n.inputs[1];
+        const bool has_c = n.inputs.size() > 2 && n.inputs[2] >= 0;
+        if (has_c) q.bias = n.inputs[2];
+        if (!has_c || T(n.inputs[2]).shape == std::vector<int64_t>{b.shape[0]}) {
+          ASSIGN_OR_RETURN(bool quantized, QuantizedConv(node, q, false, /*gemm=*/true));
+          if (quantized) return absl::OkStatus();
+        }
+      }
       const int64_t k = tb ? b.shape[1] : b.shape[0];
       const int64_t nn = tb ? b.shape[0] : b.shape[1];
       const int64_t m = a.NumElements() / k;
@@ -295,10 +307,15 @@ class Extractor {
   // rewrite made of the QuantizeLinear after it (uint8). Then the int8 task covers
   // the conv and that round trip; true when it did. Groups 1, or depthwise
   // (qdepthwise_conv2d); output channels a multiple of 4 (the vector kernels').
-  absl::StatusOr<bool> QuantizedConv(int node, TaskUse use, bool depthwise) {
+  // A Gemm (transB, one row, bias or none) is the 1x1 convolution of a 1x1 image
+  // (a classifier): `gemm`.
+  absl::StatusOr<bool> QuantizedConv(int node, TaskUse use, bool depthwise, bool gemm = false) {
     const Node& n = g_.nodes[static_cast<size_t>(node)];
     const Tensor& x = T(n.inputs[0]);
     const Tensor& w = T(n.inputs[1]);
+    // The convolution's input N, C, H, W and filter R, S (a Gemm's: [1, K] x [N, K]^T).
+    const std::vector<int64_t> xs = gemm ? std::vector<int64_t>{1, x.shape[1], 1, 1} : x.shape;
+    const std::vector<int64_t> ws = gemm ? std::vector<int64_t>{w.shape[0], w.shape[1], 1, 1} : w.shape;
     auto in = g_.quantized_tensors.find(x.name);
     auto weights = g_.quantized_constants.find(w.name);
     if (in == g_.quantized_tensors.end() || weights == g_.quantized_constants.end()) return false;
@@ -327,12 +344,12 @@ class Extractor {
         divisor.f32[0] != static_cast<float>(out->second.scale)) {
       return false;
     }
-    const std::vector<int64_t> pads = n.Ints("pads", {0, 0, 0, 0});
-    const std::vector<int64_t> strides = n.Ints("strides", {1, 1});
+    const std::vector<int64_t> pads = gemm ? std::vector<int64_t>{0, 0, 0, 0} : n.Ints("pads", {0, 0, 0, 0});
+    const std::vector<int64_t> strides = gemm ? std::vector<int64_t>{1, 1} : n.Ints("strides", {1, 1});
     const std::string text =
-        absl::StrCat(depthwise ? "qdepthwise_conv2d" : "qconv2d", " N=", x.shape[0], " C=", x.shape[1],
-                     " H=", x.shape[2], " W=", x.shape[3], depthwise ? "" : absl::StrCat(" K=", k),
-                     " R=", w.shape[2], " S=", w.shape[3], " stride=", strides[0], " pad=", pads[0],
+        absl::StrCat(depthwise ? "qdepthwise_conv2d" : "qconv2d", " N=", xs[0], " C=", xs[1],
+                     " H=", xs[2], " W=", xs[3], depthwise ? "" : absl::StrCat(" K=", k),
+                     " R=", ws[2], " S=", ws[3], " stride=", strides[0], " pad=", pads[0],
                      " a_zero=", static_cast<int64_t>(qx.zero), " bias=", use.bias >= 0 ? 1 : 0,
                      " per_channel=1 out_zero=", static_cast<int64_t>(out->second.zero), " dtype=u8s8u8");
     use.quantized = true;

@@ -100,7 +100,11 @@ Stmt PadInput(const QuantizedConvShape& d) {
   // threads (the outer loop runs in parallel in a model) write rows of their own.
   // (Rows of floats as vectors, channels outer, took 3x longer: threads writing
   // neighbouring bytes of one cache line.)
-  if (d.float_boundary && d.io_lanes > 1) {  // every inference in a model: channels as vectors
+  if (d.float_boundary && d.io_lanes > 1 && d.c < d.io_lanes) {
+    // Fewer channels than a vector (an image's 3): each row's pixels as vectors, the
+    // channels of a row in turn; still a row per thread.
+    parts.push_back(Loops({{"i.n", d.n}, {"i.h", d.h}, {"i.c", d.c}}, VectorRows("i.w", d.w, d.io_lanes, store)));
+  } else if (d.float_boundary && d.io_lanes > 1) {  // every inference in a model: channels as vectors
     parts.push_back(Loops({{"i.n", d.n}, {"i.h", d.h}, {"i.w", d.w}},
                           VectorRows("i.c", d.c, d.io_lanes, [&](const Expr& c) {
                             return Substitute(store(Var("i.w")), {{"i.c", c}});
@@ -508,7 +512,10 @@ std::vector<Config> QuantizedConv2dTemplate::Heuristics(const TuningTask& task, 
     const bool a_even = d.ow() % a == 0, b_even = d.ow() % b == 0;
     return a_even != b_even ? a_even : a > b;
   });
-  for (const char* order : {"pk", "kp"}) {
+  // Channel blocks outer first when there are fewer pixel rows than threads (a 1x1
+  // image: a classifier).
+  const bool few_rows = d.n * d.oh() < std::max(2, target.num_threads);
+  for (const char* order : few_rows ? std::vector<const char*>{"kp", "pk"} : std::vector<const char*>{"pk", "kp"}) {
     for (int64_t r : rows) {
       for (int64_t c : {32, 16}) {
         Config config(nlohmann::json{{"engine", "amx"}, {"block_rows", r}, {"block_cols", c}, {"loop_order", order},
