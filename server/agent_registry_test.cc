@@ -479,5 +479,16 @@ TEST_F(RegistryTest, InputTheServerCannotBoundIsNotMeasured) {
       << results[0].error_message;
 }
 
+// int8 kernels run far above the float32 FMA peak (AMX: 32x): their results are
+// bounded by kInt8PlausibleFactor times it, float32 ones by the peak itself.
+TEST(PlausibleFloorTest, Int8TasksMayRunFasterThanTheFloatPeak) {
+  const TuningTask f = *ParseTask("conv2d N=1 C=64 H=56 W=56 K=64 R=3 S=3 stride=1 pad=1 dtype=float32");
+  const TuningTask q = *ParseTask("qconv2d N=1 C=64 H=56 W=56 K=64 R=3 S=3 stride=1 pad=1 dtype=u8s8u8");
+  EXPECT_FALSE(f.IsQuantized());
+  EXPECT_TRUE(q.IsQuantized());
+  EXPECT_DOUBLE_EQ(PlausibleFloorSeconds(f, 2e9, 1000), 2e-3);
+  EXPECT_DOUBLE_EQ(PlausibleFloorSeconds(q, 2e9, 1000), 2e-3 / Target::kInt8PlausibleFactor);
+}
+
 }  // namespace
 }  // namespace tuneforge

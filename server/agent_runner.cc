@@ -118,7 +118,12 @@ absl::StatusOr<double> AgentRunner::MinPlausibleSeconds(const MeasureInput& in) 
   if (!bound_parsed_.ok()) return bound_parsed_.status();
   ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(*bound_parsed_));
   ASSIGN_OR_RETURN(Config config, Config::FromJson(in.config_json));
-  return (*tmpl).Flops(*bound_parsed_, config) / (peak_gflops_ * 1e9);
+  return PlausibleFloorSeconds(*bound_parsed_, (*tmpl).Flops(*bound_parsed_, config), peak_gflops_);
+}
+
+double PlausibleFloorSeconds(const TuningTask& task, double flops, double peak_gflops) {
+  const double peak = task.IsQuantized() ? peak_gflops * Target::kInt8PlausibleFactor : peak_gflops;
+  return flops / (peak * 1e9);
 }
 
 std::vector<MeasureResult> AgentRunner::Measure(const std::vector<MeasureInput>& inputs) {

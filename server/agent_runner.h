@@ -55,6 +55,11 @@ class AgentRunner : public Runner {
   absl::StatusOr<TuningTask> bound_parsed_ = absl::UnknownError("no task yet");
 };
 
+// The fastest a correct run of `flops` operations of `task` can take when the
+// target's float32 plausible peak is `peak_gflops` (Target::PlausiblePeakGflops); int8
+// tasks run up to Target::kInt8PlausibleFactor times faster.
+double PlausibleFloorSeconds(const TuningTask& task, double flops, double peak_gflops);
+
 MeasureResult FromProto(const v1::MeasureResult& r);
 // The wire form of one measurement (artifact, inputs' seed, expected output, options).
 v1::MeasureRequest MeasureRequestFor(const MeasureInput& in, const std::string& request_id);

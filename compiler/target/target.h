@@ -28,6 +28,10 @@ struct Target {
   // measurement faster than
   // this is a lie, not a record (the server rejects it).
   double PlausiblePeakGflops() const;
+  // int8 tasks (qmatmul, qconv2d, ...) count their multiply-adds the same way and run
+  // up to this many times faster: AMX's tdpbusd does 1024 per cycle and core, 32x the
+  // float32 FMA peak's (vpdpbusd 4x).
+  static constexpr double kInt8PlausibleFactor = 32;
   bool HasFeature(const std::string& name) const;  // name without '+', e.g. "avx512f"
   // Canonical key, stable across runs: triple, cpu, thread count, device key and a
   // hash of the feature string.

@@ -200,7 +200,7 @@ int64_t TuningTask::BufferBytes() const {
 }
 
 std::string TuningTask::QuantizedOutput() const {
-  TF_CHECK(op_ == "qmatmul" || op_ == "qconv2d" || op_ == "qdepthwise_conv2d", "task ", op_, " is not quantized");
+  TF_CHECK(IsQuantized(), "task ", op_, " is not quantized");
   return dtype_.substr(4);  // u8s8 + s32|f32|u8
 }
 

@@ -53,7 +53,9 @@ class TuningTask {
   std::string WorkloadKey() const;  // "<op>-" + hash of the canonical text
   double Flops() const;             // arithmetic operations of one run (int8: multiply-adds x 2)
   int64_t BufferBytes() const;      // inputs + output
-  // qmatmul, qconv2d: the output's element type ("s32", "f32", "u8": the dtype's last part).
+  // qmatmul, qconv2d, qdepthwise_conv2d: int8 tasks.
+  bool IsQuantized() const { return op_ == "qmatmul" || op_ == "qconv2d" || op_ == "qdepthwise_conv2d"; }
+  // The output's element type of an int8 task ("s32", "f32", "u8": the dtype's last part).
   std::string QuantizedOutput() const;
   // conv2d / depthwise_conv2d: output height and width.
   int64_t ConvOutH() const;
