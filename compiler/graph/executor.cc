@@ -551,8 +551,10 @@ bool ConcatIntoViews(const Graph& g, const Node& n, const std::vector<bool>& is_
 absl::StatusOr<PlannedStep> PlanQuantizedConv(const Graph& g, const TaskUse& use, const TuningTask& task,
                                               const Config& config, const Target& target, const std::string& source,
                                               const QuantizedHandOver* into = nullptr, int into_owner = -1) {
+  const QuantizedResidual residual{use.activation == "relu", use.sum_scale, use.sum_zero};
   ASSIGN_OR_RETURN(ir::LoweredFunc func,
-                   InstantiateQuantizedConvInModel(task, target, config, use.in_scale, use.out_scale, into));
+                   InstantiateQuantizedConvInModel(task, target, config, use.in_scale, use.out_scale, into,
+                                                   use.residual >= 0 ? &residual : nullptr));
   const Tensor& weight = g.tensors[static_cast<size_t>(use.weight)];
   auto found = g.quantized_constants.find(weight.name);
   if (found == g.quantized_constants.end()) return absl::InternalError("no weight scales for " + weight.name);
@@ -587,6 +589,8 @@ absl::StatusOr<PlannedStep> PlanQuantizedConv(const Graph& g, const TaskUse& use
       t = use.weight;
     } else if (p.name == "bias") {
       t = use.bias;
+    } else if (p.name == "R") {
+      t = use.residual;
     } else if (p.name == "scale" || p.name == "wscale") {
       step.owned_data.back() = p.name == "scale" ? multiplier : wscale;
       step.owned_elements.back() = k;
@@ -1193,7 +1197,7 @@ absl::StatusOr<int> HandOverQuantizedOutputs(const Graph& g, const Target& targe
   for (size_t a = 0; a < steps.size(); ++a) {
     const PlannedStep& A = steps[a];
     const size_t o = ParamIndex(A.func, "O");
-    if (!quantized(A) || o >= A.func.params.size()) continue;
+    if (!quantized(A) || o >= A.func.params.size() || A.use->residual >= 0) continue;
     const int t = A.tensors[o];
     if (t < 0 || is_output[static_cast<size_t>(t)] || bound[t].size() != 2) continue;
     bool views = false;

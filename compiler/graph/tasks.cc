@@ -2,6 +2,8 @@
 #include "compiler/graph/tasks.h"
 
 #include <map>
+#include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "compiler/support/status.h"
@@ -307,6 +309,34 @@ class Extractor {
   // rewrite made of the QuantizeLinear after it (uint8). Then the int8 task covers
   // the conv and that round trip; true when it did. Groups 1, or depthwise
   // (qdepthwise_conv2d); output channels a multiple of 4 (the vector kernels').
+  // The quantization round trip that alone reads `node`'s output: the QDQ rewrite's
+  // Div -> Round -> Add -> Clip -> Sub -> Mul of a uint8 QuantizeLinear (its Div by
+  // exactly the quantization's scale); nullopt when it is not one.
+  struct RoundTrip {
+    std::vector<int> nodes;
+    frontend::QuantizedTensor q;
+  };
+  std::optional<RoundTrip> RoundTripAfter(int node) const {
+    RoundTrip rt;
+    int tail = node;
+    for (const char* op : {"Div", "Round", "Add", "Clip", "Sub", "Mul"}) {
+      tail = SoleConsumer(tail, op);
+      if (tail < 0) return std::nullopt;
+      rt.nodes.push_back(tail);
+    }
+    const Tensor& y = T(g_.nodes[static_cast<size_t>(tail)].outputs[0]);
+    auto out = g_.quantized_tensors.find(y.name);
+    if (out == g_.quantized_tensors.end() || out->second.low != 0 || out->second.high != 255) return std::nullopt;
+    const Node& div = g_.nodes[static_cast<size_t>(rt.nodes[0])];
+    const Tensor& divisor = T(div.inputs[1]);
+    if (div.inputs[0] != g_.nodes[static_cast<size_t>(node)].outputs[0] || !divisor.constant ||
+        divisor.f32.size() != 1 || divisor.f32[0] != static_cast<float>(out->second.scale)) {
+      return std::nullopt;
+    }
+    rt.q = out->second;
+    return rt;
+  }
+
   // A Gemm (transB, one row, bias or none) is the 1x1 convolution of a 1x1 image
   // (a classifier): `gemm`.
   absl::StatusOr<bool> QuantizedConv(int node, TaskUse use, bool depthwise, bool gemm = false) {
@@ -326,23 +356,31 @@ class Extractor {
         k % 4 != 0 || (use.bias >= 0 && !T(use.bias).constant)) {
       return false;
     }
+    std::optional<RoundTrip> out = RoundTripAfter(node);
+    if (!out) return false;
     std::vector<int> nodes = {node};
-    int tail = node;
-    for (const char* op : {"Div", "Round", "Add", "Clip", "Sub", "Mul"}) {
-      tail = SoleConsumer(tail, op);
-      if (tail < 0) return false;
-      nodes.push_back(tail);
-    }
-    const Tensor& y = T(g_.nodes[static_cast<size_t>(tail)].outputs[0]);
-    auto out = g_.quantized_tensors.find(y.name);
-    if (out == g_.quantized_tensors.end() || out->second.low != 0 || out->second.high != 255) return false;
-    // The chain must be the round trip of exactly that quantization: its Div by the
-    // output's scale (the rewrite's constant).
-    const Node& div = g_.nodes[static_cast<size_t>(nodes[1])];
-    const Tensor& divisor = T(div.inputs[1]);
-    if (div.inputs[0] != n.outputs[0] || !divisor.constant || divisor.f32.size() != 1 ||
-        divisor.f32[0] != static_cast<float>(out->second.scale)) {
-      return false;
+    nodes.insert(nodes.end(), out->nodes.begin(), out->nodes.end());
+    // A residual Add of another activation after it (ResNet's blocks), a Relu, and
+    // the round trip of the sum: computed on the way out (docs/int8.md).
+    if (!gemm) {
+      const int conv_out = g_.nodes[static_cast<size_t>(out->nodes.back())].outputs[0];
+      if (int add = SoleConsumer(out->nodes.back(), "Add"); add >= 0) {
+        const Node& a = g_.nodes[static_cast<size_t>(add)];
+        const int other = a.inputs[0] == conv_out ? a.inputs[1] : a.inputs[0];
+        int last = add;
+        const int relu = SoleConsumer(add, "Relu");
+        if (relu >= 0) last = relu;
+        std::optional<RoundTrip> sum = RoundTripAfter(last);
+        if (other != conv_out && !T(other).constant && T(other).shape == T(conv_out).shape && sum) {
+          nodes.push_back(add);
+          if (relu >= 0) nodes.push_back(relu);
+          nodes.insert(nodes.end(), sum->nodes.begin(), sum->nodes.end());
+          use.residual = other;
+          use.activation = relu >= 0 ? "relu" : "";
+          use.sum_scale = sum->q.scale;
+          use.sum_zero = static_cast<int64_t>(sum->q.zero);
+        }
+      }
     }
     const std::vector<int64_t> pads = gemm ? std::vector<int64_t>{0, 0, 0, 0} : n.Ints("pads", {0, 0, 0, 0});
     const std::vector<int64_t> strides = gemm ? std::vector<int64_t>{1, 1} : n.Ints("strides", {1, 1});
@@ -351,10 +389,10 @@ class Extractor {
                      " H=", xs[2], " W=", xs[3], depthwise ? "" : absl::StrCat(" K=", k),
                      " R=", ws[2], " S=", ws[3], " stride=", strides[0], " pad=", pads[0],
                      " a_zero=", static_cast<int64_t>(qx.zero), " bias=", use.bias >= 0 ? 1 : 0,
-                     " per_channel=1 out_zero=", static_cast<int64_t>(out->second.zero), " dtype=u8s8u8");
+                     " per_channel=1 out_zero=", static_cast<int64_t>(out->q.zero), " dtype=u8s8u8");
     use.quantized = true;
     use.in_scale = qx.scale;
-    use.out_scale = out->second.scale;
+    use.out_scale = out->q.scale;
     RETURN_IF_ERROR(AddTask(text, nodes, "", use));
     return true;
   }

@@ -46,6 +46,10 @@ struct TaskUse {
   // quantized_constants of `weight`.
   bool quantized = false;
   double in_scale = 0, out_scale = 0;
+  // ... and when it absorbs a residual Add after that round trip (`residual`; Relu:
+  // activation "relu") and the round trip of the sum: that quantization.
+  double sum_scale = 0;
+  int64_t sum_zero = 0;
   int anchor_output = -1;  // what the anchor alone computes
   int output = -1;         // what the last absorbed node writes
 };

@@ -177,13 +177,17 @@ Stmt Prepack(const QuantizedConvShape& d) {
 Stmt Unpack(const QuantizedConvShape& d) {
   const DType type = QuantizedOutputType(d);
   Expr value = Load("O.nhwc", type, Flat({Var("u.n"), Var("u.h"), Var("u.w"), Var("u.k")}, {d.n, d.oh(), d.ow(), d.k}));
+  const Expr at = Flat({Var("u.n"), Var("u.k"), Var("u.h"), Var("u.w")}, {d.n, d.k, d.oh(), d.ow()});
   if (d.float_boundary) {  // out_scale x (q - out_zero), as the model's round trip computes it
     value = Mul(Sub(Cast(DType::kFloat32, value), FloatImm(static_cast<double>(d.out_zero))), FloatImm(d.out_scale));
   }
-  auto store = [&](const Expr& w) {
-    return Store("O", Flat({Var("u.n"), Var("u.k"), Var("u.h"), w}, {d.n, d.k, d.oh(), d.ow()}),
-                 Substitute(value, {{"u.w", w}}));
-  };
+  if (d.residual) {  // + R, relu, and the sum's round trip, as the model's operators compute them
+    value = Add(value, Load("R", DType::kFloat32, at));
+    if (d.residual_relu) value = Max(value, FloatImm(0));
+    const Expr zero = FloatImm(static_cast<double>(d.sum_zero)), scale = FloatImm(d.sum_scale);
+    value = Mul(Sub(Min(Max(Add(Call("round", Div(value, scale)), zero), FloatImm(0)), FloatImm(255)), zero), scale);
+  }
+  auto store = [&](const Expr& w) { return Store("O", Substitute(at, {{"u.w", w}}), Substitute(value, {{"u.w", w}})); };
   if (d.float_boundary && d.io_lanes > 1) {  // every inference: rows of floats as vectors
     return Loops({{"u.n", d.n}, {"u.k", d.k}, {"u.h", d.oh()}}, VectorRows("u.w", d.ow(), d.io_lanes, store));
   }
@@ -228,6 +232,7 @@ std::vector<BufferParam> ConvParams(const QuantizedConvShape& d) {
     params.push_back(std::move(p));
   }
   if (f32) params.push_back(BufferParam{"wscale", DType::kFloat32, {d.k}, false});
+  if (d.residual) params.push_back(BufferParam{"R", DType::kFloat32, {d.n, d.k, d.oh(), d.ow()}, false});
   auto internal = [&params](std::string buffer, DType type, std::vector<int64_t> shape) {
     BufferParam p{std::move(buffer), type, std::move(shape), false};
     p.is_internal = true;
@@ -660,7 +665,8 @@ absl::StatusOr<ir::LoweredFunc> QuantizedDepthwiseTemplate::Instantiate(const Tu
 
 absl::StatusOr<ir::LoweredFunc> InstantiateQuantizedConvInModel(const TuningTask& task, const Target& target,
                                                                 const Config& config, double in_scale,
-                                                                double out_scale, const QuantizedHandOver* into) {
+                                                                double out_scale, const QuantizedHandOver* into,
+                                                                const QuantizedResidual* residual) {
   ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
   RETURN_IF_ERROR(SpaceOf(*tmpl, task, target)->Check(config));
   if (!(in_scale > 0) || !(out_scale > 0)) return absl::InvalidArgumentError("int8 convolution: scales must be positive");
@@ -674,6 +680,14 @@ absl::StatusOr<ir::LoweredFunc> InstantiateQuantizedConvInModel(const TuningTask
       return absl::InvalidArgumentError("int8 convolution: bad hand-over to " + into->buffer);
     }
     d.into = into->buffer, d.into_pad = into->pad, d.into_cp = into->cp;
+  }
+  if (residual) {
+    if (into || d.out != QuantizedOutput::kU8 || !(residual->sum_scale > 0) || residual->sum_zero < 0 ||
+        residual->sum_zero > 255) {
+      return absl::InvalidArgumentError("int8 convolution: bad residual epilogue");
+    }
+    d.residual = true, d.residual_relu = residual->relu;
+    d.sum_scale = residual->sum_scale, d.sum_zero = residual->sum_zero;
   }
   const std::string symbol = KernelSymbol(task, *tmpl, config) + (into ? "_f32in" : "_f32io");
   if (d.depthwise) return QuantizedDepthwiseKernel(d, config, target, symbol);

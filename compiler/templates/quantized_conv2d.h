@@ -56,6 +56,12 @@ struct QuantizedConvShape : QuantizedEpilogue {
   // left alone), instead of O.nhwc; no O, no unpack. Empty: none.
   std::string into;
   int64_t into_pad = 0, into_cp = 0;
+  // Inside a model, a residual Add after the output's round trip (parameter `R`,
+  // float32 NCHW like O, after wscale), a Relu (`residual_relu`), and the round trip of
+  // the sum, quantized with sum_scale and sum_zero: O = rt(relu(O + R)) on the way out.
+  bool residual = false, residual_relu = false;
+  double sum_scale = 0;
+  int64_t sum_zero = 0;
   int64_t oh() const { return (h + 2 * pad - r) / stride + 1; }
   int64_t ow() const { return (w + 2 * pad - s) / stride + 1; }
   int64_t hp() const { return h + 2 * pad; }
@@ -130,14 +136,22 @@ class QuantizedDepthwiseTemplate : public Template {
 // The kernel of a qconv2d or qdepthwise_conv2d task and `config` with the float
 // boundary above (in_scale, out_scale): what a quantized layer of a model runs.
 // `into` (optional): the output handed over, see QuantizedConvShape::into.
+// `residual` (optional): the residual Add computed on the way out, see
+// QuantizedConvShape::residual (not with `into`).
 struct QuantizedHandOver {
   std::string buffer;
   int64_t pad = 0, cp = 0;
 };
+struct QuantizedResidual {
+  bool relu = false;
+  double sum_scale = 0;
+  int64_t sum_zero = 0;
+};
 absl::StatusOr<ir::LoweredFunc> InstantiateQuantizedConvInModel(const TuningTask& task, const Target& target,
                                                                 const Config& config, double in_scale,
                                                                 double out_scale,
-                                                                const QuantizedHandOver* into = nullptr);
+                                                                const QuantizedHandOver* into = nullptr,
+                                                                const QuantizedResidual* residual = nullptr);
 
 // block_rows values worth trying for `ow` output pixels per row: 16 and 32 (capped at
 // ow), and the even splits of a row into blocks of at most 16 and 32 (56 -> 14, 28),
