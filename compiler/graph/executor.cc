@@ -352,7 +352,13 @@ void SplitLayoutTransforms(const Graph& g, PlannedStep* step) {
     }
   }
   each.push_back(f.body);
-  if (f.unpack) each.push_back(ParallelOuter(f.unpack));
+  if (f.unpack) {  // each phase of it (a block's statements) in parallel in turn
+    if (f.unpack->kind == ir::StmtKind::kBlock) {
+      for (const ir::Stmt& s : f.unpack->stmts) each.push_back(ParallelOuter(s));
+    } else {
+      each.push_back(ParallelOuter(f.unpack));
+    }
+  }
   f.body = ir::Block(each);
   f.unpack = nullptr;
   f.prepack = once.empty() ? nullptr : ir::Block(once);
@@ -552,9 +558,15 @@ absl::StatusOr<PlannedStep> PlanQuantizedConv(const Graph& g, const TaskUse& use
                                               const Config& config, const Target& target, const std::string& source,
                                               const QuantizedHandOver* into = nullptr, int into_owner = -1) {
   const QuantizedResidual residual{use.activation == "relu", use.sum_scale, use.sum_zero};
+  std::optional<QuantizedMaxPool> pool;
+  if (use.pool) {
+    const TaskUse::QuantizedPool& p = *use.pool;
+    pool = QuantizedMaxPool{p.k_h, p.k_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.scale, p.zero};
+  }
   ASSIGN_OR_RETURN(ir::LoweredFunc func,
                    InstantiateQuantizedConvInModel(task, target, config, use.in_scale, use.out_scale, into,
-                                                   use.residual >= 0 ? &residual : nullptr));
+                                                   use.residual >= 0 ? &residual : nullptr,
+                                                   pool ? &*pool : nullptr));
   const Tensor& weight = g.tensors[static_cast<size_t>(use.weight)];
   auto found = g.quantized_constants.find(weight.name);
   if (found == g.quantized_constants.end()) return absl::InternalError("no weight scales for " + weight.name);
@@ -1197,7 +1209,7 @@ absl::StatusOr<int> HandOverQuantizedOutputs(const Graph& g, const Target& targe
   for (size_t a = 0; a < steps.size(); ++a) {
     const PlannedStep& A = steps[a];
     const size_t o = ParamIndex(A.func, "O");
-    if (!quantized(A) || o >= A.func.params.size() || A.use->residual >= 0) continue;
+    if (!quantized(A) || o >= A.func.params.size() || A.use->residual >= 0 || A.use->pool) continue;
     const int t = A.tensors[o];
     if (t < 0 || is_output[static_cast<size_t>(t)] || bound[t].size() != 2) continue;
     bool views = false;

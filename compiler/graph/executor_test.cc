@@ -664,28 +664,27 @@ TEST(ExecutorTest, WinogradLayersKeepResNet18sOutput) {
   }
 }
 
-// A QDQ MobileNetV2 (tests/models/make_quantized.py): its int8 layers hand their
-// uint8 outputs to the next int8 layer (expand -> depthwise -> project in every
-// block: 36), the residual Adds run inside the projections before them, and on
-// random configs of those layers, with the arena poisoned, the
-// output equals the default schedules' exactly (integer layers; the float32 steps
-// between them keep their default schedules).
-TEST(ExecutorTest, QuantizedLayersHandOverUint8AndKeepTheOutput) {
-  absl::StatusOr<frontend::OnnxModel> model =
-      frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/mobilenetv2.qdq.onnx");
-  ASSERT_TRUE(model.ok()) << model.status();
+// A QDQ model (tests/models/make_quantized.py) on the default schedules, and on
+// random configs of its int8 layers with the arena poisoned: the outputs are equal
+// exactly (integer layers; the float32 steps between them keep their defaults).
+// Returns the default executor's steps; `handovers` is checked on both.
+std::vector<std::string> CheckQuantizedModelOnRandomConfigs(const std::string& file, int handovers,
+                                                            int min_sampled) {
+  absl::StatusOr<frontend::OnnxModel> model = frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/" + file);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return {};
   absl::StatusOr<Graph> g = ImportOnnx(*model);
-  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(g.ok()) << g.status();
+  if (!g.ok()) return {};
   Target target = TestTarget();
   target.num_threads = 2;
   absl::StatusOr<std::unique_ptr<Executor>> reference = Executor::Create(*g, target);
-  ASSERT_TRUE(reference.ok()) << reference.status();
-  EXPECT_EQ((*reference)->quantized_handovers(), 36);
-  // The residual Adds (and their round trips) run in the projections' write-back.
-  for (const std::string& step : (*reference)->steps()) EXPECT_THAT(step, Not(StartsWith("Add"))) << step;
+  EXPECT_TRUE(reference.ok()) << reference.status();
+  if (!reference.ok()) return {};
+  EXPECT_EQ((*reference)->quantized_handovers(), handovers);
   const std::vector<float> x = Random((*reference)->inputs()[0].NumElements(), 12, -1, 1);
   std::vector<float> expected(static_cast<size_t>((*reference)->outputs()[0].NumElements()));
-  ASSERT_TRUE((*reference)->Run({x.data()}, {expected.data()}).ok());
+  EXPECT_TRUE((*reference)->Run({x.data()}, {expected.data()}).ok());
   std::mt19937_64 rng(5);
   ExecutorOptions options;
   options.poison_arena = true;
@@ -698,12 +697,35 @@ TEST(ExecutorTest, QuantizedLayersHandOverUint8AndKeepTheOutput) {
     return std::optional<Config>(*c);
   };
   absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(*g, target, options);
-  ASSERT_TRUE(e.ok()) << e.status();
-  EXPECT_GT(sampled, 40);
-  EXPECT_EQ((*e)->quantized_handovers(), 36);
+  EXPECT_TRUE(e.ok()) << e.status();
+  if (!e.ok()) return {};
+  EXPECT_GE(sampled, min_sampled);
+  EXPECT_EQ((*e)->quantized_handovers(), handovers);
   std::vector<float> y(expected.size());
-  ASSERT_TRUE((*e)->Run({x.data()}, {y.data()}).ok());
+  EXPECT_TRUE((*e)->Run({x.data()}, {y.data()}).ok());
   EXPECT_EQ(y, expected);
+  return (*reference)->steps();
+}
+
+// MobileNetV2: the int8 layers hand their uint8 outputs to the next int8 layer
+// (expand -> depthwise -> project in every block: 36); the residual Adds (and their
+// round trips) run in the projections' write-back.
+TEST(ExecutorTest, QuantizedLayersHandOverUint8AndKeepTheOutput) {
+  const std::vector<std::string> steps = CheckQuantizedModelOnRandomConfigs("mobilenetv2.qdq.onnx", 36, 40);
+  ASSERT_FALSE(steps.empty());
+  for (const std::string& step : steps) EXPECT_THAT(step, Not(StartsWith("Add"))) << step;
+}
+
+// ResNet-18: the stem's max-pool (and its round trip) runs in the first conv's way
+// out, every residual Add in its block's second conv; the two convs of each block
+// hand over uint8 (8).
+TEST(ExecutorTest, QuantizedStemPoolsAndResidualsRunInTheConvs) {
+  const std::vector<std::string> steps = CheckQuantizedModelOnRandomConfigs("resnet18.qdq.onnx", 8, 15);
+  ASSERT_FALSE(steps.empty());
+  for (const std::string& step : steps) {
+    EXPECT_THAT(step, Not(StartsWith("Add"))) << step;
+    EXPECT_THAT(step, Not(StartsWith("MaxPool"))) << step;
+  }
 }
 
 TEST(ExecutorTest, DenseLayersAbsorbTheElementwiseChainAfterThem) {

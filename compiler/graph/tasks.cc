@@ -381,6 +381,31 @@ class Extractor {
           use.sum_zero = static_cast<int64_t>(sum->q.zero);
         }
       }
+      // Or a MaxPool (2-D, no dilation, symmetric pads, every window holding a
+      // position inside the image) and its round trip: pooled on the way out.
+      if (use.residual < 0) {
+        if (int mp = SoleConsumer(out->nodes.back(), "MaxPool"); mp >= 0) {
+          const Node& pool = g_.nodes[static_cast<size_t>(mp)];
+          const std::vector<int64_t> pk = pool.Ints("kernel_shape");
+          const std::vector<int64_t> st = pool.Ints("strides", {1, 1});
+          const std::vector<int64_t> pp = pool.Ints("pads", {0, 0, 0, 0});
+          const std::vector<int64_t>& in_shape = T(pool.inputs[0]).shape;
+          const std::vector<int64_t>& out_shape = T(pool.outputs[0]).shape;
+          std::optional<RoundTrip> pooled = RoundTripAfter(mp);
+          const bool plain = pool.outputs.size() == 1 && pk.size() == 2 && st.size() == 2 && pp.size() == 4 &&
+                             pool.Ints("dilations", {1, 1}) == std::vector<int64_t>{1, 1} && pp[0] == pp[2] &&
+                             pp[1] == pp[3] && pool.Int("storage_order", 0) == 0 && pool.Int("ceil_mode", 0) == 0 &&
+                             (!pool.attrs.count("auto_pad") || pool.attrs.at("auto_pad").text == "NOTSET") &&
+                             in_shape.size() == 4 && out_shape.size() == 4;
+          if (plain && pooled && pp[0] < pk[0] && pp[1] < pk[1] &&
+              (out_shape[2] - 1) * st[0] - pp[0] < in_shape[2] && (out_shape[3] - 1) * st[1] - pp[1] < in_shape[3]) {
+            nodes.push_back(mp);
+            nodes.insert(nodes.end(), pooled->nodes.begin(), pooled->nodes.end());
+            use.pool = TaskUse::QuantizedPool{pk[0], pk[1], st[0], st[1], pp[0], pp[1], pooled->q.scale,
+                                              static_cast<int64_t>(pooled->q.zero)};
+          }
+        }
+      }
     }
     const std::vector<int64_t> pads = gemm ? std::vector<int64_t>{0, 0, 0, 0} : n.Ints("pads", {0, 0, 0, 0});
     const std::vector<int64_t> strides = gemm ? std::vector<int64_t>{1, 1} : n.Ints("strides", {1, 1});

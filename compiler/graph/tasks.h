@@ -4,6 +4,7 @@
 // is listed as a leftover with the reason, never dropped silently.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,14 @@ struct TaskUse {
   // activation "relu") and the round trip of the sum: that quantization.
   double sum_scale = 0;
   int64_t sum_zero = 0;
+  // ... or a MaxPool after that round trip and the round trip of the pooled values
+  // (ResNet's stem): the pool's window and that quantization.
+  struct QuantizedPool {
+    int64_t k_h = 0, k_w = 0, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+    double scale = 0;
+    int64_t zero = 0;
+  };
+  std::optional<QuantizedPool> pool;
   int anchor_output = -1;  // what the anchor alone computes
   int output = -1;         // what the last absorbed node writes
 };

@@ -173,25 +173,59 @@ Stmt Prepack(const QuantizedConvShape& d) {
   return Block(parts);
 }
 
-// O.nhwc -> O (NCHW).
+// The round trip of `value` through the uint8 quantization (scale, zero), as the
+// model's Div, Round, Add, Clip, Sub, Mul compute it.
+Expr RoundTrip(const Expr& value, double scale, int64_t zero) {
+  const Expr z = FloatImm(static_cast<double>(zero)), s = FloatImm(scale);
+  return Mul(Sub(Min(Max(Add(Call("round", Div(value, s)), z), FloatImm(0)), FloatImm(255)), z), s);
+}
+
+// O.nhwc -> O (NCHW). With a max-pool, first O.nhwc -> P.nhwc [N, PH, PW, K], each
+// pixel's channels as vectors (the window's max of the integers: dequantization is
+// increasing), then P.nhwc -> O.
 Stmt Unpack(const QuantizedConvShape& d) {
   const DType type = QuantizedOutputType(d);
-  Expr value = Load("O.nhwc", type, Flat({Var("u.n"), Var("u.h"), Var("u.w"), Var("u.k")}, {d.n, d.oh(), d.ow(), d.k}));
-  const Expr at = Flat({Var("u.n"), Var("u.k"), Var("u.h"), Var("u.w")}, {d.n, d.k, d.oh(), d.ow()});
+  std::vector<Stmt> parts;
+  std::string from = "O.nhwc";
+  if (d.pool) {
+    const QuantizedMaxPool& mp = *d.pool;
+    auto clamped = [](Expr x, int64_t extent) { return Min(Max(x, IntImm(0)), IntImm(extent - 1)); };
+    Expr value;
+    for (int64_t i = 0; i < mp.k_h; ++i) {
+      for (int64_t j = 0; j < mp.k_w; ++j) {
+        Expr y = clamped(Add(Mul(Var("q.h"), IntImm(mp.stride_h)), IntImm(i - mp.pad_h)), d.oh());
+        Expr x = clamped(Add(Mul(Var("q.w"), IntImm(mp.stride_w)), IntImm(j - mp.pad_w)), d.ow());
+        Expr q = Cast(DType::kInt32, Load("O.nhwc", type, Flat({Var("q.n"), y, x, Var("q.k")}, {d.n, d.oh(), d.ow(), d.k})));
+        value = value ? Max(value, q) : q;
+      }
+    }
+    auto store = [&](const Expr& k) {
+      return Store("P.nhwc", Flat({Var("q.n"), Var("q.h"), Var("q.w"), k}, {d.n, d.out_h(), d.out_w(), d.k}),
+                   Cast(type, Substitute(value, {{"q.k", k}})));
+    };
+    parts.push_back(Loops({{"q.n", d.n}, {"q.h", d.out_h()}, {"q.w", d.out_w()}},
+                          VectorRows("q.k", d.k, std::max<int64_t>(1, d.io_lanes), store)));
+    from = "P.nhwc";
+  }
+  Expr value = Load(from, type, Flat({Var("u.n"), Var("u.h"), Var("u.w"), Var("u.k")}, {d.n, d.out_h(), d.out_w(), d.k}));
+  const Expr at = Flat({Var("u.n"), Var("u.k"), Var("u.h"), Var("u.w")}, {d.n, d.k, d.out_h(), d.out_w()});
   if (d.float_boundary) {  // out_scale x (q - out_zero), as the model's round trip computes it
     value = Mul(Sub(Cast(DType::kFloat32, value), FloatImm(static_cast<double>(d.out_zero))), FloatImm(d.out_scale));
   }
   if (d.residual) {  // + R, relu, and the sum's round trip, as the model's operators compute them
     value = Add(value, Load("R", DType::kFloat32, at));
     if (d.residual_relu) value = Max(value, FloatImm(0));
-    const Expr zero = FloatImm(static_cast<double>(d.sum_zero)), scale = FloatImm(d.sum_scale);
-    value = Mul(Sub(Min(Max(Add(Call("round", Div(value, scale)), zero), FloatImm(0)), FloatImm(255)), zero), scale);
+    value = RoundTrip(value, d.sum_scale, d.sum_zero);
   }
+  if (d.pool) value = RoundTrip(value, d.pool->scale, d.pool->zero);  // the pooled values'
   auto store = [&](const Expr& w) { return Store("O", Substitute(at, {{"u.w", w}}), Substitute(value, {{"u.w", w}})); };
   if (d.float_boundary && d.io_lanes > 1) {  // every inference: rows of floats as vectors
-    return Loops({{"u.n", d.n}, {"u.k", d.k}, {"u.h", d.oh()}}, VectorRows("u.w", d.ow(), d.io_lanes, store));
+    parts.push_back(
+        Loops({{"u.n", d.n}, {"u.k", d.k}, {"u.h", d.out_h()}}, VectorRows("u.w", d.out_w(), d.io_lanes, store)));
+  } else {
+    parts.push_back(Loops({{"u.n", d.n}, {"u.k", d.k}, {"u.h", d.out_h()}, {"u.w", d.out_w()}}, store(Var("u.w"))));
   }
-  return Loops({{"u.n", d.n}, {"u.k", d.k}, {"u.h", d.oh()}, {"u.w", d.ow()}}, store(Var("u.w")));
+  return Block(parts);
 }
 
 // Where the kernel writes output pixel (p = n*OH + oh, column) channel `channel`:
@@ -251,7 +285,8 @@ std::vector<BufferParam> ConvParams(const QuantizedConvShape& d) {
     return params;
   }
   internal("O.nhwc", QuantizedOutputType(d), {d.n, d.oh(), d.ow(), d.k});
-  params.push_back(BufferParam{"O", out_type, {d.n, d.k, d.oh(), d.ow()}, true});
+  if (d.pool) internal("P.nhwc", QuantizedOutputType(d), {d.n, d.out_h(), d.out_w(), d.k});
+  params.push_back(BufferParam{"O", out_type, {d.n, d.k, d.out_h(), d.out_w()}, true});
   return params;
 }
 
@@ -666,7 +701,8 @@ absl::StatusOr<ir::LoweredFunc> QuantizedDepthwiseTemplate::Instantiate(const Tu
 absl::StatusOr<ir::LoweredFunc> InstantiateQuantizedConvInModel(const TuningTask& task, const Target& target,
                                                                 const Config& config, double in_scale,
                                                                 double out_scale, const QuantizedHandOver* into,
-                                                                const QuantizedResidual* residual) {
+                                                                const QuantizedResidual* residual,
+                                                                const QuantizedMaxPool* pool) {
   ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
   RETURN_IF_ERROR(SpaceOf(*tmpl, task, target)->Check(config));
   if (!(in_scale > 0) || !(out_scale > 0)) return absl::InvalidArgumentError("int8 convolution: scales must be positive");
@@ -688,6 +724,18 @@ absl::StatusOr<ir::LoweredFunc> InstantiateQuantizedConvInModel(const TuningTask
     }
     d.residual = true, d.residual_relu = residual->relu;
     d.sum_scale = residual->sum_scale, d.sum_zero = residual->sum_zero;
+  }
+  if (pool) {
+    if (into || residual || d.depthwise || d.out != QuantizedOutput::kU8 || !(pool->scale > 0) || pool->zero < 0 ||
+        pool->zero > 255 || pool->k_h < 1 || pool->k_w < 1 || pool->stride_h < 1 || pool->stride_w < 1 ||
+        pool->pad_h < 0 || pool->pad_w < 0 || pool->pad_h >= pool->k_h || pool->pad_w >= pool->k_w) {
+      return absl::InvalidArgumentError("int8 convolution: bad max-pool epilogue");
+    }
+    d.pool = *pool;
+    if (d.out_h() < 1 || d.out_w() < 1 || (d.out_h() - 1) * pool->stride_h - pool->pad_h >= d.oh() ||
+        (d.out_w() - 1) * pool->stride_w - pool->pad_w >= d.ow()) {
+      return absl::InvalidArgumentError("int8 convolution: a max-pool window holds no output position");
+    }
   }
   const std::string symbol = KernelSymbol(task, *tmpl, config) + (into ? "_f32in" : "_f32io");
   if (d.depthwise) return QuantizedDepthwiseKernel(d, config, target, symbol);

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,13 @@
 #include "compiler/templates/template.h"
 
 namespace tuneforge {
+
+// A max-pool after an int8 layer's output inside a model (see QuantizedConvShape::pool).
+struct QuantizedMaxPool {
+  int64_t k_h = 0, k_w = 0, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  double scale = 0;  // the pooled values' quantization (their round trip)
+  int64_t zero = 0;
+};
 
 struct QuantizedConvShape : QuantizedEpilogue {
   int64_t n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0, stride = 1, pad = 0;
@@ -62,6 +70,13 @@ struct QuantizedConvShape : QuantizedEpilogue {
   bool residual = false, residual_relu = false;
   double sum_scale = 0;
   int64_t sum_zero = 0;
+  // Inside a model, a max-pool after the output's round trip (ResNet's stem) and the
+  // round trip of the pooled values: O is the pooled output [N, K, PH, PW] (each window
+  // must hold a position inside the output; positions outside are clamped to the
+  // nearest inside, which leaves a max unchanged).
+  std::optional<QuantizedMaxPool> pool;
+  int64_t out_h() const { return pool ? (oh() + 2 * pool->pad_h - pool->k_h) / pool->stride_h + 1 : oh(); }
+  int64_t out_w() const { return pool ? (ow() + 2 * pool->pad_w - pool->k_w) / pool->stride_w + 1 : ow(); }
   int64_t oh() const { return (h + 2 * pad - r) / stride + 1; }
   int64_t ow() const { return (w + 2 * pad - s) / stride + 1; }
   int64_t hp() const { return h + 2 * pad; }
@@ -137,7 +152,8 @@ class QuantizedDepthwiseTemplate : public Template {
 // boundary above (in_scale, out_scale): what a quantized layer of a model runs.
 // `into` (optional): the output handed over, see QuantizedConvShape::into.
 // `residual` (optional): the residual Add computed on the way out, see
-// QuantizedConvShape::residual (not with `into`).
+// QuantizedConvShape::residual; `pool` (optional) the max-pool, see
+// QuantizedConvShape::pool (neither with `into`, not both).
 struct QuantizedHandOver {
   std::string buffer;
   int64_t pad = 0, cp = 0;
@@ -151,7 +167,8 @@ absl::StatusOr<ir::LoweredFunc> InstantiateQuantizedConvInModel(const TuningTask
                                                                 const Config& config, double in_scale,
                                                                 double out_scale,
                                                                 const QuantizedHandOver* into = nullptr,
-                                                                const QuantizedResidual* residual = nullptr);
+                                                                const QuantizedResidual* residual = nullptr,
+                                                                const QuantizedMaxPool* pool = nullptr);
 
 // block_rows values worth trying for `ow` output pixels per row: 16 and 32 (capped at
 // ow), and the even splits of a row into blocks of at most 16 and 32 (56 -> 14, 28),
