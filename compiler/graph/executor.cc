@@ -554,10 +554,29 @@ bool ConcatIntoViews(const Graph& g, const Node& n, const std::vector<bool>& is_
 // kernel's body (SplitLayoutTransforms); the weights are packed once, at load.
 // With `into`, its output goes straight into step `into_owner`'s padded input
 // (HandOverQuantizedOutputs).
+// How a quantized step's output and residual reach other steps (HandOverQuantizedOutputs):
+// its output into step `into_owner`'s padded input; its residual read from step
+// `residual_owner`'s padded input (quantized as `residual_scale`, `residual_zero`).
+struct QuantizedLinks {
+  std::optional<QuantizedHandOver> into;
+  int into_owner = -1;
+  int residual_owner = -1;
+  int64_t residual_pad = 0, residual_cp = 0, residual_zero = 0;
+  double residual_scale = 0;
+};
+
 absl::StatusOr<PlannedStep> PlanQuantizedConv(const Graph& g, const TaskUse& use, const TuningTask& task,
                                               const Config& config, const Target& target, const std::string& source,
-                                              const QuantizedHandOver* into = nullptr, int into_owner = -1) {
-  const QuantizedResidual residual{use.activation == "relu", use.sum_scale, use.sum_zero};
+                                              const QuantizedLinks& links = {}) {
+  QuantizedResidual residual;
+  residual.relu = use.activation == "relu";
+  residual.sum_scale = use.sum_scale, residual.sum_zero = use.sum_zero;
+  if (links.residual_owner >= 0) {
+    residual.from = "res.I.padded";
+    residual.from_pad = links.residual_pad, residual.from_cp = links.residual_cp;
+    residual.from_scale = links.residual_scale, residual.from_zero = links.residual_zero;
+  }
+  const QuantizedHandOver* into = links.into ? &*links.into : nullptr;
   std::optional<QuantizedMaxPool> pool;
   if (use.pool) {
     const TaskUse::QuantizedPool& p = *use.pool;
@@ -590,7 +609,9 @@ absl::StatusOr<PlannedStep> PlanQuantizedConv(const Graph& g, const TaskUse& use
     step.owned_elements.push_back(0);
     int t = -1;
     if (into && p.name == into->buffer) {
-      step.borrow[step.tensors.size()] = {into_owner, "I.padded"};
+      step.borrow[step.tensors.size()] = {links.into_owner, "I.padded"};
+    } else if (links.residual_owner >= 0 && p.name == residual.from) {
+      step.borrow[step.tensors.size()] = {links.residual_owner, "I.padded"};
     } else if (p.is_internal) {
       step.owned_elements.back() = p.NumElements();
     } else if (p.is_output) {
@@ -1182,12 +1203,14 @@ absl::StatusOr<int> PropagateBlockedLayouts(const Graph& g, const Target& target
 }
 
 // uint8 tensors between int8 layers (docs/int8.md). When a quantized layer's output
-// (a QDQ model's tensor after its quantization round trip) is read only by another
-// quantized layer, as its input, the producer writes its uint8 results straight into
-// the reader's padded NHWC input: no dequantization into a float32 NCHW tensor, no
-// quantization back (the reader keeps writing its border). Both sides agree on the
-// quantization (the same tensor's scale and zero point). Returns the number of
-// tensors so handed over.
+// (a QDQ model's tensor after its quantization round trip) is read by another
+// quantized layer as its input, and by nothing else but possibly a third quantized
+// layer's residual, the producer writes its uint8 results straight into the reader's
+// padded NHWC input (from its kernel's write-back, or from its way out when it adds a
+// residual itself), and the residual reader dequantizes them from there: no float32
+// NCHW tensor, no quantization back (the reader keeps writing its border). All agree
+// on the quantization (the same tensor's scale and zero point; checked). Returns the
+// number of tensors so handed over.
 absl::StatusOr<int> HandOverQuantizedOutputs(const Graph& g, const Target& target,
                                              const std::vector<std::vector<int>>& consumers,
                                              const std::vector<bool>& is_output, std::vector<PlannedStep>* planned) {
@@ -1199,46 +1222,65 @@ absl::StatusOr<int> HandOverQuantizedOutputs(const Graph& g, const Target& targe
     }
   }
   auto quantized = [](const PlannedStep& p) { return p.use && p.use->quantized && p.task && p.config; };
-  // The pairs first, then every producer re-instantiated, then every reader's input
-  // pass removed (a layer is often both: the middle one of three).
-  struct Pair {
-    size_t a, b;
-    QuantizedHandOver into;
-  };
-  std::vector<Pair> pairs;
+  // The links first, then every step involved re-instantiated once with all of its
+  // links, then every reader's input pass removed (a layer is often producer and
+  // reader both).
+  std::map<size_t, QuantizedLinks> links;
+  std::vector<size_t> readers;
   for (size_t a = 0; a < steps.size(); ++a) {
     const PlannedStep& A = steps[a];
     const size_t o = ParamIndex(A.func, "O");
-    if (!quantized(A) || o >= A.func.params.size() || A.use->residual >= 0 || A.use->pool) continue;
+    if (!quantized(A) || o >= A.func.params.size() || A.use->pool) continue;
     const int t = A.tensors[o];
-    if (t < 0 || is_output[static_cast<size_t>(t)] || bound[t].size() != 2) continue;
+    if (t < 0 || is_output[static_cast<size_t>(t)]) continue;
     bool views = false;
     for (int c : consumers[static_cast<size_t>(t)]) views |= IsAliasOp(g.nodes[static_cast<size_t>(c)].op);
-    const auto [b, i] = bound[t][0].first == a ? bound[t][1] : bound[t][0];
-    if (views || b <= a) continue;
-    const PlannedStep& B = steps[b];
-    const size_t padded = ParamIndex(B.func, "I.padded");
-    if (!quantized(B) || B.func.params[i].name != "I" || padded >= B.func.params.size() ||
-        B.func.params[i].shape != A.func.params[o].shape || CountTopLevel(B.func.body, "I") != 1 ||
-        B.use->in_scale != A.use->out_scale || B.task->Param("a_zero") != A.task->Param("out_zero")) {
-      continue;
+    if (views) continue;
+    // The quantization of what A writes: its output's, or its sum's.
+    const bool sums = A.use->residual >= 0;
+    const double scale = sums ? A.use->sum_scale : A.use->out_scale;
+    const int64_t zero = sums ? A.use->sum_zero : A.task->Param("out_zero");
+    std::optional<std::pair<size_t, size_t>> input, residual;
+    bool other = false;
+    for (const auto& [s, i] : bound[t]) {
+      if (s == a && i == o) continue;
+      const PlannedStep& P = steps[s];
+      const std::string& name = P.func.params[i].name;
+      if (s > a && quantized(P) && name == "I" && !input && ParamIndex(P.func, "I.padded") < P.func.params.size() &&
+          P.func.params[i].shape == A.func.params[o].shape && CountTopLevel(P.func.body, "I") == 1 &&
+          P.use->in_scale == scale && P.task->Param("a_zero") == zero) {
+        input = {s, i};
+      } else if (s > a && quantized(P) && name == "R" && !residual && P.use->residual == t) {
+        residual = {s, i};
+      } else {
+        other = true;
+      }
     }
-    const std::vector<int64_t>& ps = B.func.params[padded].shape;  // N, Hp, Wp, Cp
-    pairs.push_back({a, b, QuantizedHandOver{"next.I.padded", (ps[1] - B.func.params[i].shape[2]) / 2, ps[3]}});
+    if (other || !input) continue;
+    const PlannedStep& B = steps[input->first];
+    const std::vector<int64_t>& ps = B.func.params[ParamIndex(B.func, "I.padded")].shape;  // N, Hp, Wp, Cp
+    const int64_t pad = (ps[1] - B.func.params[input->second].shape[2]) / 2;
+    links[a].into = QuantizedHandOver{"next.I.padded", pad, ps[3]};
+    links[a].into_owner = static_cast<int>(input->first);
+    if (residual) {
+      QuantizedLinks& c = links[residual->first];
+      c.residual_owner = static_cast<int>(input->first);
+      c.residual_pad = pad, c.residual_cp = ps[3], c.residual_zero = zero, c.residual_scale = scale;
+    }
+    readers.push_back(input->first);
   }
-  for (const Pair& p : pairs) {
-    const PlannedStep& A = steps[p.a];
-    ASSIGN_OR_RETURN(PlannedStep replanned, PlanQuantizedConv(g, *A.use, *A.task, *A.config, target, A.source, &p.into,
-                                                              static_cast<int>(p.b)));
-    steps[p.a] = std::move(replanned);
+  for (const auto& [s, l] : links) {
+    const PlannedStep& P = steps[s];
+    ASSIGN_OR_RETURN(PlannedStep replanned, PlanQuantizedConv(g, *P.use, *P.task, *P.config, target, P.source, l));
+    steps[s] = std::move(replanned);
   }
-  for (const Pair& p : pairs) {
-    PlannedStep& B = steps[p.b];
+  for (size_t b : readers) {
+    PlannedStep& B = steps[b];
     B.func.body = ir::Block(WithoutTopLevel(B.func.body, "I"));
     EraseParam(&B, ParamIndex(B.func, "I"));
     Rename(&B.func);
   }
-  return static_cast<int>(pairs.size());
+  return static_cast<int>(readers.size());
 }
 
 // Concatenations handed over blocked. A channel Concat whose parts are views of its

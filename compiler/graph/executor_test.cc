@@ -708,19 +708,21 @@ std::vector<std::string> CheckQuantizedModelOnRandomConfigs(const std::string& f
 }
 
 // MobileNetV2: the int8 layers hand their uint8 outputs to the next int8 layer
-// (expand -> depthwise -> project in every block: 36); the residual Adds (and their
-// round trips) run in the projections' write-back.
+// (expand -> depthwise -> project in every block: 36; and 15 block outputs, each to
+// the next block's expand, whose residual, if any, reads it from there); the residual
+// Adds (and their round trips) run in the projections' way out.
 TEST(ExecutorTest, QuantizedLayersHandOverUint8AndKeepTheOutput) {
-  const std::vector<std::string> steps = CheckQuantizedModelOnRandomConfigs("mobilenetv2.qdq.onnx", 36, 40);
+  const std::vector<std::string> steps = CheckQuantizedModelOnRandomConfigs("mobilenetv2.qdq.onnx", 51, 40);
   ASSERT_FALSE(steps.empty());
   for (const std::string& step : steps) EXPECT_THAT(step, Not(StartsWith("Add"))) << step;
 }
 
 // ResNet-18: the stem's max-pool (and its round trip) runs in the first conv's way
 // out, every residual Add in its block's second conv; the two convs of each block
-// hand over uint8 (8).
+// hand over uint8 (8), and so do the 4 block outputs read by the next block's first
+// conv and, as its residual, its second (not those a downsampling conv reads too).
 TEST(ExecutorTest, QuantizedStemPoolsAndResidualsRunInTheConvs) {
-  const std::vector<std::string> steps = CheckQuantizedModelOnRandomConfigs("resnet18.qdq.onnx", 8, 15);
+  const std::vector<std::string> steps = CheckQuantizedModelOnRandomConfigs("resnet18.qdq.onnx", 12, 15);
   ASSERT_FALSE(steps.empty());
   for (const std::string& step : steps) {
     EXPECT_THAT(step, Not(StartsWith("Add"))) << step;

@@ -213,8 +213,34 @@ Stmt Unpack(const QuantizedConvShape& d) {
     value = Mul(Sub(Cast(DType::kFloat32, value), FloatImm(static_cast<double>(d.out_zero))), FloatImm(d.out_scale));
   }
   if (d.residual) {  // + R, relu, and the sum's round trip, as the model's operators compute them
-    value = Add(value, Load("R", DType::kFloat32, at));
+    Expr r = Load("R", DType::kFloat32, at);
+    if (!d.residual_from.empty()) {
+      const int64_t hp = d.oh() + 2 * d.residual_pad, wp = d.ow() + 2 * d.residual_pad;
+      Expr index = Flat({Var("u.n"), Add(Var("u.h"), IntImm(d.residual_pad)), Add(Var("u.w"), IntImm(d.residual_pad)),
+                         Var("u.k")},
+                        {d.n, hp, wp, d.residual_cp});
+      r = Mul(Sub(Cast(DType::kFloat32, Load(d.residual_from, DType::kUInt8, index)),
+                  FloatImm(static_cast<double>(d.residual_zero))),
+              FloatImm(d.residual_scale));
+    }
+    value = Add(value, r);
     if (d.residual_relu) value = Max(value, FloatImm(0));
+    if (!d.into.empty()) {
+      // The sum's integers into the next layer's padded input, each pixel's channels
+      // as vectors.
+      const Expr z = FloatImm(static_cast<double>(d.sum_zero));
+      const Expr q = Cast(DType::kUInt8, Min(Max(Add(Call("round", Div(value, FloatImm(d.sum_scale))), z), FloatImm(0)),
+                                             FloatImm(255)));
+      const int64_t hp = d.oh() + 2 * d.into_pad, wp = d.ow() + 2 * d.into_pad;
+      auto store = [&](const Expr& k) {
+        Expr index = Flat({Var("u.n"), Add(Var("u.h"), IntImm(d.into_pad)), Add(Var("u.w"), IntImm(d.into_pad)), k},
+                          {d.n, hp, wp, d.into_cp});
+        return Store(d.into, index, Substitute(q, {{"u.k", k}}));
+      };
+      parts.push_back(Loops({{"u.n", d.n}, {"u.h", d.oh()}, {"u.w", d.ow()}},
+                            VectorRows("u.k", d.k, std::max<int64_t>(1, d.io_lanes), store)));
+      return Block(parts);
+    }
     value = RoundTrip(value, d.sum_scale, d.sum_zero);
   }
   if (d.pool) value = RoundTrip(value, d.pool->scale, d.pool->zero);  // the pooled values'
@@ -231,7 +257,7 @@ Stmt Unpack(const QuantizedConvShape& d) {
 // Where the kernel writes output pixel (p = n*OH + oh, column) channel `channel`:
 // O.nhwc, or the next layer's padded input (QuantizedConvShape::into).
 Stmt StoreOutput(const QuantizedConvShape& d, const Expr& p, const Expr& column, const Expr& channel, Expr value) {
-  if (d.into.empty()) {
+  if (!d.KernelWritesInto()) {
     return Store("O.nhwc", Add(Mul(Add(Mul(p, IntImm(d.ow())), column), IntImm(d.k)), channel), std::move(value));
   }
   const int64_t hp = d.oh() + 2 * d.into_pad, wp = d.ow() + 2 * d.into_pad;
@@ -266,7 +292,14 @@ std::vector<BufferParam> ConvParams(const QuantizedConvShape& d) {
     params.push_back(std::move(p));
   }
   if (f32) params.push_back(BufferParam{"wscale", DType::kFloat32, {d.k}, false});
-  if (d.residual) params.push_back(BufferParam{"R", DType::kFloat32, {d.n, d.k, d.oh(), d.ow()}, false});
+  if (d.residual && d.residual_from.empty()) {
+    params.push_back(BufferParam{"R", DType::kFloat32, {d.n, d.k, d.oh(), d.ow()}, false});
+  }
+  if (!d.residual_from.empty()) {
+    params.push_back(BufferParam{d.residual_from, DType::kUInt8,
+                                 {d.n, d.oh() + 2 * d.residual_pad, d.ow() + 2 * d.residual_pad, d.residual_cp},
+                                 false});
+  }
   auto internal = [&params](std::string buffer, DType type, std::vector<int64_t> shape) {
     BufferParam p{std::move(buffer), type, std::move(shape), false};
     p.is_internal = true;
@@ -280,6 +313,7 @@ std::vector<BufferParam> ConvParams(const QuantizedConvShape& d) {
   }
   internal("F.offset", DType::kInt32, {d.k});
   if (!d.into.empty()) {
+    if (!d.KernelWritesInto()) internal("O.nhwc", QuantizedOutputType(d), {d.n, d.oh(), d.ow(), d.k});
     params.push_back(BufferParam{d.into, DType::kUInt8, {d.n, d.oh() + 2 * d.into_pad, d.ow() + 2 * d.into_pad, d.into_cp},
                                  false});
     return params;
@@ -403,7 +437,7 @@ absl::StatusOr<LoweredFunc> QuantizedConv2dAmxKernel(const QuantizedConvShape& d
   func.body = For(outer.var, IntImm(outer.extent), outer.extent, parallel ? ForKind::kParallel : ForKind::kSerial,
                   Block(steps));
   func.prepack = Prepack(d);
-  if (d.into.empty()) func.unpack = Unpack(d);
+  if (!d.KernelWritesInto()) func.unpack = Unpack(d);
   return func;
 }
 
@@ -458,7 +492,7 @@ absl::StatusOr<LoweredFunc> QuantizedConv2dVnniKernel(const QuantizedConvShape& 
   func.body = For(axes.outer.var, IntImm(axes.outer.extent), axes.outer.extent,
                   parallel ? ForKind::kParallel : ForKind::kSerial, inner);
   func.prepack = Prepack(d);
-  if (d.into.empty()) func.unpack = Unpack(d);
+  if (!d.KernelWritesInto()) func.unpack = Unpack(d);
   return func;
 }
 
@@ -641,7 +675,7 @@ absl::StatusOr<LoweredFunc> QuantizedDepthwiseKernel(const QuantizedConvShape& d
   Stmt channels = For("cb", IntImm(d.c / block), d.c / block, ForKind::kSerial, RowOfTiles(ow, ow_reg, tile));
   func.body = For("p", IntImm(d.n * d.oh()), d.n * d.oh(), parallel ? ForKind::kParallel : ForKind::kSerial, channels);
   func.prepack = DepthwisePrepack(d);
-  if (d.into.empty()) func.unpack = Unpack(d);
+  if (!d.KernelWritesInto()) func.unpack = Unpack(d);
   return func;
 }
 
@@ -718,12 +752,16 @@ absl::StatusOr<ir::LoweredFunc> InstantiateQuantizedConvInModel(const TuningTask
     d.into = into->buffer, d.into_pad = into->pad, d.into_cp = into->cp;
   }
   if (residual) {
-    if (into || d.out != QuantizedOutput::kU8 || !(residual->sum_scale > 0) || residual->sum_zero < 0 ||
-        residual->sum_zero > 255) {
+    if (d.out != QuantizedOutput::kU8 || !(residual->sum_scale > 0) || residual->sum_zero < 0 ||
+        residual->sum_zero > 255 ||
+        (!residual->from.empty() && (!(residual->from_scale > 0) || residual->from_zero < 0 ||
+                                     residual->from_zero > 255 || residual->from_pad < 0 || residual->from_cp < d.k))) {
       return absl::InvalidArgumentError("int8 convolution: bad residual epilogue");
     }
     d.residual = true, d.residual_relu = residual->relu;
     d.sum_scale = residual->sum_scale, d.sum_zero = residual->sum_zero;
+    d.residual_from = residual->from, d.residual_pad = residual->from_pad, d.residual_cp = residual->from_cp;
+    d.residual_scale = residual->from_scale, d.residual_zero = residual->from_zero;
   }
   if (pool) {
     if (into || residual || d.depthwise || d.out != QuantizedOutput::kU8 || !(pool->scale > 0) || pool->zero < 0 ||

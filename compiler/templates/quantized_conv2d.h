@@ -70,6 +70,16 @@ struct QuantizedConvShape : QuantizedEpilogue {
   bool residual = false, residual_relu = false;
   double sum_scale = 0;
   int64_t sum_zero = 0;
+  // ... the residual read from another layer's padded uint8 input instead of R:
+  // buffer `residual_from` [N, OH + 2 residual_pad, OW + 2 residual_pad, residual_cp],
+  // dequantized with residual_scale, residual_zero (the values R would hold). With a
+  // residual, `into` receives the sum's integers from the way out (the kernel itself
+  // writes O.nhwc as usual).
+  std::string residual_from;
+  int64_t residual_pad = 0, residual_cp = 0, residual_zero = 0;
+  double residual_scale = 0;
+  // Whether the kernel's write-back itself stores into `into`.
+  bool KernelWritesInto() const { return !into.empty() && !residual; }
   // Inside a model, a max-pool after the output's round trip (ResNet's stem) and the
   // round trip of the pooled values: O is the pooled output [N, K, PH, PW] (each window
   // must hold a position inside the output; positions outside are clamped to the
@@ -153,7 +163,7 @@ class QuantizedDepthwiseTemplate : public Template {
 // `into` (optional): the output handed over, see QuantizedConvShape::into.
 // `residual` (optional): the residual Add computed on the way out, see
 // QuantizedConvShape::residual; `pool` (optional) the max-pool, see
-// QuantizedConvShape::pool (neither with `into`, not both).
+// QuantizedConvShape::pool (not with `into` or `residual`).
 struct QuantizedHandOver {
   std::string buffer;
   int64_t pad = 0, cp = 0;
@@ -162,6 +172,10 @@ struct QuantizedResidual {
   bool relu = false;
   double sum_scale = 0;
   int64_t sum_zero = 0;
+  // Non-empty: read from that padded uint8 buffer (QuantizedConvShape::residual_from).
+  std::string from;
+  int64_t from_pad = 0, from_cp = 0, from_zero = 0;
+  double from_scale = 0;
 };
 absl::StatusOr<ir::LoweredFunc> InstantiateQuantizedConvInModel(const TuningTask& task, const Target& target,
                                                                 const Config& config, double in_scale,
