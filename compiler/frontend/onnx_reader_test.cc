@@ -323,6 +323,39 @@ void QuantizeTheMlp(onnx::ModelProto* m) {
   for (const onnx::NodeProto& n : nodes) *g->add_node() = n;
 }
 
+// The MLP's first MatMul quantized dynamically, as onnxruntime's quantize_dynamic
+// writes it: DynamicQuantizeLinear(x), MatMulInteger with int8 weights (zero point
+// 0), Cast to float, times x's scale x the weights' scale.
+void QuantizeTheMlpDynamically(onnx::ModelProto* m) {
+  onnx::GraphProto* g = m->mutable_graph();
+  onnx::TensorProto w;  // 16 x 32 int8, value (i + j) % 7 - 3
+  w.set_name("w1.q");
+  w.set_data_type(onnx::TensorProto::INT8);
+  w.add_dims(16), w.add_dims(32);
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 32; ++j) w.add_int32_data((i + j) % 7 - 3);
+  *g->add_initializer() = w;
+  *g->add_initializer() = Scalar("w1.z", onnx::TensorProto::INT8, 0);
+  *g->add_initializer() = Scalar("w1.s", onnx::TensorProto::FLOAT, 0.5);
+  const onnx::NodeProto matmul = g->node(0);
+  onnx::NodeProto dql;
+  dql.set_name("x.dql");
+  dql.set_op_type("DynamicQuantizeLinear");
+  dql.add_input("x");
+  for (const char* out : {"x.q", "x.s", "x.z"}) dql.add_output(out);
+  onnx::NodeProto cast = Node("Cast", {"mm.i"}, "mm.f");
+  onnx::AttributeProto* to = cast.add_attribute();
+  to->set_name("to");
+  to->set_type(onnx::AttributeProto::INT);
+  to->set_i(onnx::TensorProto::FLOAT);
+  std::vector<onnx::NodeProto> nodes = {dql, Node("MatMulInteger", {"x.q", "w1.q", "x.z", "w1.z"}, "mm.i"), cast,
+                                        Node("Mul", {"x.s", "w1.s"}, "s.prod"),
+                                        Node("Mul", {"mm.f", "s.prod"}, matmul.output(0))};
+  for (int i = 1; i < g->node_size(); ++i) nodes.push_back(g->node(i));
+  g->clear_node();
+  for (const onnx::NodeProto& n : nodes) *g->add_node() = n;
+}
+
 }  // namespace qdq
 
 // A QDQ model reads as float operators: the pair becomes the round trip (Div, Round,
@@ -348,6 +381,38 @@ TEST_F(OnnxReaderTest, QdqPairsAndDequantizedWeightsBecomeFloatOperators) {
   float v = 0;
   std::memcpy(&v, w->raw_data().data() + (5 * 32 + 9) * 4, 4);  // (5 + 9) % 7 - 3 = -3, scale 5
   EXPECT_EQ(v, -3.0f * 5.0f);
+}
+
+// The dynamic form reads as float operators: DynamicQuantizeLinear as the reductions
+// and the rounding its definition computes, MatMulInteger as a MatMul of (x_q - x_z)
+// by the weights as float (q - w_z); no integer initializer remains. Weights computed
+// at run time are refused.
+TEST_F(OnnxReaderTest, DynamicQuantizationBecomesFloatOperators) {
+  const std::string path = Edited("mlp.onnx", qdq::QuantizeTheMlpDynamically);
+  EXPECT_EQ(Error(path), "");
+  absl::StatusOr<OnnxModel> model = ReadOnnxModel(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<std::string> ops;
+  for (const onnx::NodeProto& n : model->proto.graph().node()) ops.push_back(n.op_type());
+  EXPECT_EQ(std::vector<std::string>(ops.begin(), ops.begin() + 2), (std::vector<std::string>{"ReduceMax", "ReduceMin"}));
+  EXPECT_THAT(ops, ::testing::Contains("Where"));  // scale 1 for an all-zero input
+  EXPECT_THAT(ops, ::testing::Not(::testing::Contains("MatMulInteger")));
+  EXPECT_THAT(ops, ::testing::Not(::testing::Contains("DynamicQuantizeLinear")));
+  const onnx::TensorProto* w = nullptr;
+  for (const onnx::TensorProto& t : model->proto.graph().initializer()) {
+    EXPECT_NE(t.data_type(), onnx::TensorProto::INT8) << t.name();
+    if (t.name() == "mm.i.MatMulInteger.mmi.b") w = &t;
+  }
+  ASSERT_NE(w, nullptr);
+  float v = 0;
+  std::memcpy(&v, w->raw_data().data() + (5 * 32 + 9) * 4, 4);  // (5 + 9) % 7 - 3 = -3
+  EXPECT_EQ(v, -3.0f);
+  EXPECT_THAT(Error(Edited("mlp.onnx",
+                           [](onnx::ModelProto* m) {
+                             qdq::QuantizeTheMlpDynamically(m);
+                             m->mutable_graph()->mutable_node(1)->set_input(1, "x.q");
+                           })),
+              HasSubstr("(#1, MatMulInteger) has a B that is not a 2-D int8 or uint8 initializer"));
 }
 
 TEST_F(OnnxReaderTest, QdqFormsThatAreNotPairsAreRefusedNamingTheNode) {

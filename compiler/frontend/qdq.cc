@@ -97,7 +97,8 @@ class Rewriter {
     bool any = false;
     const std::vector<std::string>& supported = SupportedOnnxOperators();
     for (const onnx::NodeProto& n : graph_->node()) {
-      const bool qdq = n.op_type() == "QuantizeLinear" || n.op_type() == "DequantizeLinear";
+      const bool qdq = n.op_type() == "QuantizeLinear" || n.op_type() == "DequantizeLinear" ||
+                       n.op_type() == "DynamicQuantizeLinear" || n.op_type() == "MatMulInteger";
       any |= qdq;
       // Operators the importer does not run (QLinearConv, MatMulInteger, another
       // domain's): left as they are, so that CheckSupported names them.
@@ -125,6 +126,16 @@ class Rewriter {
     for (int i = 0; i < graph_->node_size(); ++i) {
       const onnx::NodeProto& n = graph_->node(i);
       if (dropped.count(i)) continue;
+      if (n.op_type() == "DynamicQuantizeLinear") {
+        ASSIGN_OR_RETURN(std::vector<onnx::NodeProto> steps, DynamicQuantize(n, i));
+        for (onnx::NodeProto& step : steps) kept.push_back(std::move(step));
+        continue;
+      }
+      if (n.op_type() == "MatMulInteger") {
+        ASSIGN_OR_RETURN(std::vector<onnx::NodeProto> steps, MatMulInteger(n, i));
+        for (onnx::NodeProto& step : steps) kept.push_back(std::move(step));
+        continue;
+      }
       if (n.op_type() == "DequantizeLinear") {
         if (!initializers_.count(n.input(0))) {
           return Error(n, i, "reads '" + n.input(0) + "', which is neither a constant nor the output of a "
@@ -322,8 +333,118 @@ class Rewriter {
     return nodes;
   }
 
+  // A node of the rewrite: `op` over `inputs` into `output`, named after it.
+  static onnx::NodeProto Step(const std::string& op, std::vector<std::string> inputs, const std::string& output) {
+    onnx::NodeProto n;
+    n.set_name(output + "." + op);
+    n.set_op_type(op);
+    for (std::string& in : inputs) n.add_input(std::move(in));
+    n.add_output(output);
+    return n;
+  }
+
+  // DynamicQuantizeLinear(x) -> y, y_scale, y_zero_point (uint8) as float operators,
+  // the operator's definition: y_scale = (max(0, max x) - min(0, min x)) / 255 (1 when
+  // that range is 0: x is all zeros, as onnxruntime does), y_zero_point =
+  // clamp(round(-min(0, min x) / y_scale), 0, 255), y = clamp(round(x / y_scale) +
+  // y_zero_point, 0, 255); the integers held as float32.
+  absl::StatusOr<std::vector<onnx::NodeProto>> DynamicQuantize(const onnx::NodeProto& n, int index) {
+    if (n.input_size() != 1 || n.output_size() < 1 || n.output_size() > 3 || n.input(0).empty()) {
+      return Error(n, index, "needs one input and up to three outputs");
+    }
+    if (n.attribute_size() > 0) return Error(n, index, "has attributes; DynamicQuantizeLinear takes none");
+    const std::string base = (n.name().empty() ? n.output(0) : n.name()) + ".dql";
+    auto constant = [&](const std::string& what, double v) {
+      added_.push_back(FloatTensor(base + "." + what, {}, {v}));
+      return base + "." + what;
+    };
+    const std::string zero = constant("zero", 0), qmax = constant("qmax", 255), one = constant("one", 1);
+    auto out = [&](int i, const std::string& fallback) {
+      return i < n.output_size() && !n.output(i).empty() ? n.output(i) : base + "." + fallback;
+    };
+    const std::string y = out(0, "y"), scale = out(1, "scale"), zp = out(2, "zero_point");
+    std::vector<onnx::NodeProto> nodes;
+    nodes.push_back(Step("ReduceMax", {n.input(0)}, base + ".max"));
+    nodes.push_back(Step("ReduceMin", {n.input(0)}, base + ".min"));
+    for (int i : {0, 1}) {
+      onnx::AttributeProto* keep = nodes[static_cast<size_t>(i)].add_attribute();
+      keep->set_name("keepdims");
+      keep->set_type(onnx::AttributeProto::INT);
+      keep->set_i(0);
+    }
+    nodes.push_back(Step("Max", {base + ".max", zero}, base + ".hi"));
+    nodes.push_back(Step("Min", {base + ".min", zero}, base + ".lo"));
+    nodes.push_back(Step("Sub", {base + ".hi", base + ".lo"}, base + ".range"));
+    nodes.push_back(Step("Div", {base + ".range", qmax}, base + ".step"));
+    nodes.push_back(Step("Equal", {base + ".range", zero}, base + ".flat"));
+    nodes.push_back(Step("Where", {base + ".flat", one, base + ".step"}, scale));
+    nodes.push_back(Step("Sub", {zero, base + ".lo"}, base + ".neg_lo"));
+    nodes.push_back(Step("Div", {base + ".neg_lo", scale}, base + ".zp_real"));
+    nodes.push_back(Step("Round", {base + ".zp_real"}, base + ".zp_rounded"));
+    nodes.push_back(Step("Clip", {base + ".zp_rounded", zero, qmax}, zp));
+    nodes.push_back(Step("Div", {n.input(0), scale}, base + ".scaled"));
+    nodes.push_back(Step("Round", {base + ".scaled"}, base + ".rounded"));
+    nodes.push_back(Step("Add", {base + ".rounded", zp}, base + ".shifted"));
+    nodes.push_back(Step("Clip", {base + ".shifted", zero, qmax}, y));
+    return nodes;
+  }
+
+  // MatMulInteger(A, B, a_zero_point, b_zero_point) with B and its zero point
+  // constants: MatMul(A - a_zero_point, float(B - b_zero_point)) in float32 (A holds
+  // integers as float32, a DynamicQuantizeLinear's rewrite). Exact while the sums stay
+  // below 2^24; beyond, within float32's rounding of them.
+  absl::StatusOr<std::vector<onnx::NodeProto>> MatMulInteger(const onnx::NodeProto& n, int index) {
+    if (n.input_size() < 2 || n.input_size() > 4 || n.output_size() != 1 || n.input(0).empty() || n.input(1).empty()) {
+      return Error(n, index, "needs A, B, optional zero points and one output");
+    }
+    const TensorProto* b = Initializer(n.input(1));
+    if (!b || (b->data_type() != TensorProto::INT8 && b->data_type() != TensorProto::UINT8) || b->dims_size() != 2) {
+      return Error(n, index, "has a B that is not a 2-D int8 or uint8 initializer (weights computed at run time)");
+    }
+    ASSIGN_OR_RETURN(const std::vector<double> values, Numbers(*b));
+    const int64_t k = b->dims(0), cols = b->dims(1);
+    std::vector<double> b_zero(static_cast<size_t>(cols), 0.0);
+    if (n.input_size() > 3 && !n.input(3).empty()) {
+      const TensorProto* z = Initializer(n.input(3));
+      if (!z || z->data_type() != b->data_type()) return Error(n, index, "has a b_zero_point that is not a constant of B's type");
+      ASSIGN_OR_RETURN(const std::vector<double> zs, Numbers(*z));
+      if (zs.size() == 1) {
+        b_zero.assign(static_cast<size_t>(cols), zs[0]);
+      } else if (static_cast<int64_t>(zs.size()) == cols) {
+        b_zero = zs;
+      } else {
+        return Error(n, index, "has a b_zero_point that is neither a scalar nor one per column");
+      }
+    }
+    std::vector<double> centered(values.size());
+    for (size_t i = 0; i < values.size(); ++i) centered[i] = values[i] - b_zero[i % static_cast<size_t>(cols)];
+    const std::string base = (n.name().empty() ? n.output(0) : n.name()) + ".mmi";
+    added_.push_back(FloatTensor(base + ".b", {k, cols}, centered));
+    std::vector<onnx::NodeProto> nodes;
+    std::string a = n.input(0);
+    if (n.input_size() > 2 && !n.input(2).empty()) {
+      const TensorProto* z = Initializer(n.input(2));
+      if (z && z->data_type() != TensorProto::UINT8 && z->data_type() != TensorProto::INT8) {
+        return Error(n, index, "has an a_zero_point that is not uint8 or int8");
+      }
+      std::string zero = n.input(2);
+      if (z) {  // a constant zero point: as a float one
+        ASSIGN_OR_RETURN(const std::vector<double> zs, Numbers(*z));
+        if (zs.size() != 1) return Error(n, index, "has a per-row a_zero_point (not supported)");
+        added_.push_back(FloatTensor(base + ".a_zero", {}, zs));
+        zero = base + ".a_zero";
+      }
+      nodes.push_back(Step("Sub", {a, zero}, base + ".a"));
+      a = base + ".a";
+    }
+    nodes.push_back(Step("MatMul", {a, base + ".b"}, n.output(0)));
+    integer_outputs_.insert(n.output(0));
+    return nodes;
+  }
+
   OnnxModel* model_;
   onnx::GraphProto* graph_;
+  std::set<std::string> integer_outputs_;  // MatMulInteger outputs, now float32
   std::map<std::string, int> initializers_;
   std::map<std::string, std::vector<int>> consumers_;
   std::map<std::string, std::string> renamed_;

@@ -10,6 +10,13 @@
 //          (the activations: the same rounding half to even and saturation to the zero
 //          point's type, uint8 0..255 or int8 -128..127, in float32).
 //
+//   DynamicQuantizeLinear(x) -> the reductions and rounding its definition computes
+//       (scale = (max(0, max x) - min(0, min x)) / 255, or 1 when that is 0; zero point
+//       and values rounded half to even, saturated to uint8), the integers in float32;
+//   MatMulInteger(A, constant B, a_zero, constant b_zero)
+//       -> MatMul(A - a_zero, float(B - b_zero)) (the dynamic form onnxruntime's
+//          quantize_dynamic writes; exact while the sums stay below 2^24).
+//
 // So a QDQ model means in float32 what it means quantized. The rewrite records what it
 // took out (OnnxModel::quantized_tensors and quantized_constants), so that task
 // extraction can run the quantized convolutions on the int8 kernels (graph/tasks.h,
@@ -20,8 +27,9 @@
 // DequantizeLinear of a run-time value that no QuantizeLinear made, scales or zero
 // points that are not initializers, zero points of types other than uint8 and int8
 // (int32 for biases), the float8/int4 forms (saturate, block_size, output_dtype).
-// The QOperator form (QLinearConv, ...) and the dynamic form (MatMulInteger, ...) are
-// left alone: the importer refuses their operators by name.
+// MatMulInteger with weights computed at run time is refused. The QOperator form
+// (QLinearConv, ...) and ConvInteger are left alone: the importer refuses their
+// operators by name.
 #pragma once
 
 #include "absl/status/status.h"
