@@ -173,11 +173,16 @@ Stmt Prepack(const QuantizedConvShape& d) {
   return Block(parts);
 }
 
-// The round trip of `value` through the uint8 quantization (scale, zero), as the
-// model's Div, Round, Add, Clip, Sub, Mul compute it.
+// `value` quantized to uint8 (scale, zero), as a float32 whole number: the model's
+// Div, Round, Add, Clip.
+Expr QuantizeU8(const Expr& value, double scale, int64_t zero) {
+  return Min(Max(Add(Call("round", Div(value, FloatImm(scale))), FloatImm(static_cast<double>(zero))), FloatImm(0)),
+             FloatImm(255));
+}
+
+// The round trip of `value` through that quantization: then Sub, Mul.
 Expr RoundTrip(const Expr& value, double scale, int64_t zero) {
-  const Expr z = FloatImm(static_cast<double>(zero)), s = FloatImm(scale);
-  return Mul(Sub(Min(Max(Add(Call("round", Div(value, s)), z), FloatImm(0)), FloatImm(255)), z), s);
+  return Mul(Sub(QuantizeU8(value, scale, zero), FloatImm(static_cast<double>(zero))), FloatImm(scale));
 }
 
 // O.nhwc -> O (NCHW). With a max-pool, first O.nhwc -> P.nhwc [N, PH, PW, K], each
@@ -228,9 +233,7 @@ Stmt Unpack(const QuantizedConvShape& d) {
     if (!d.into.empty()) {
       // The sum's integers into the next layer's padded input, each pixel's channels
       // as vectors.
-      const Expr z = FloatImm(static_cast<double>(d.sum_zero));
-      const Expr q = Cast(DType::kUInt8, Min(Max(Add(Call("round", Div(value, FloatImm(d.sum_scale))), z), FloatImm(0)),
-                                             FloatImm(255)));
+      const Expr q = Cast(DType::kUInt8, QuantizeU8(value, d.sum_scale, d.sum_zero));
       const int64_t hp = d.oh() + 2 * d.into_pad, wp = d.ow() + 2 * d.into_pad;
       auto store = [&](const Expr& k) {
         Expr index = Flat({Var("u.n"), Add(Var("u.h"), IntImm(d.into_pad)), Add(Var("u.w"), IntImm(d.into_pad)), k},
