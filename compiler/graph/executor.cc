@@ -1227,6 +1227,7 @@ absl::StatusOr<int> HandOverQuantizedOutputs(const Graph& g, const Target& targe
   // reader both).
   std::map<size_t, QuantizedLinks> links;
   std::vector<size_t> readers;
+  std::vector<std::pair<size_t, size_t>> twins;  // (second reader, the reader whose buffer it reads)
   for (size_t a = 0; a < steps.size(); ++a) {
     const PlannedStep& A = steps[a];
     const size_t o = ParamIndex(A.func, "O");
@@ -1240,16 +1241,25 @@ absl::StatusOr<int> HandOverQuantizedOutputs(const Graph& g, const Target& targe
     const bool sums = A.use->residual >= 0;
     const double scale = sums ? A.use->sum_scale : A.use->out_scale;
     const int64_t zero = sums ? A.use->sum_zero : A.task->Param("out_zero");
-    std::optional<std::pair<size_t, size_t>> input, residual;
+    std::optional<std::pair<size_t, size_t>> input, twin, residual;
     bool other = false;
     for (const auto& [s, i] : bound[t]) {
       if (s == a && i == o) continue;
       const PlannedStep& P = steps[s];
       const std::string& name = P.func.params[i].name;
-      if (s > a && quantized(P) && name == "I" && !input && ParamIndex(P.func, "I.padded") < P.func.params.size() &&
-          P.func.params[i].shape == A.func.params[o].shape && CountTopLevel(P.func.body, "I") == 1 &&
-          P.use->in_scale == scale && P.task->Param("a_zero") == zero) {
+      const bool reads_it = s > a && quantized(P) && name == "I" &&
+                            ParamIndex(P.func, "I.padded") < P.func.params.size() &&
+                            P.func.params[i].shape == A.func.params[o].shape && CountTopLevel(P.func.body, "I") == 1 &&
+                            P.use->in_scale == scale && P.task->Param("a_zero") == zero;
+      if (reads_it && !input) {
         input = {s, i};
+      } else if (reads_it && !twin &&
+                 P.func.params[ParamIndex(P.func, "I.padded")].shape ==
+                     steps[input->first].func.params[ParamIndex(steps[input->first].func, "I.padded")].shape) {
+        // A second reader of the same padded layout (a ResNet block output read by the
+        // next block's first conv and its downsampling conv, both 1x1 unpadded): it
+        // reads the first reader's buffer.
+        twin = {s, i};
       } else if (s > a && quantized(P) && name == "R" && !residual && P.use->residual == t) {
         residual = {s, i};
       } else {
@@ -1268,6 +1278,7 @@ absl::StatusOr<int> HandOverQuantizedOutputs(const Graph& g, const Target& targe
       c.residual_pad = pad, c.residual_cp = ps[3], c.residual_zero = zero, c.residual_scale = scale;
     }
     readers.push_back(input->first);
+    if (twin) twins.push_back({twin->first, input->first});
   }
   for (const auto& [s, l] : links) {
     const PlannedStep& P = steps[s];
@@ -1278,6 +1289,13 @@ absl::StatusOr<int> HandOverQuantizedOutputs(const Graph& g, const Target& targe
     PlannedStep& B = steps[b];
     B.func.body = ir::Block(WithoutTopLevel(B.func.body, "I"));
     EraseParam(&B, ParamIndex(B.func, "I"));
+    Rename(&B.func);
+  }
+  for (const auto& [b, owner] : twins) {  // its border is the owner's too: same zero point, same pad
+    PlannedStep& B = steps[b];
+    B.func.body = ir::Block(WithoutTopLevel(B.func.body, "I"));
+    EraseParam(&B, ParamIndex(B.func, "I"));
+    B.borrow[ParamIndex(B.func, "I.padded")] = {static_cast<int>(owner), "I.padded"};
     Rename(&B.func);
   }
   return static_cast<int>(readers.size());

@@ -730,6 +730,13 @@ TEST(ExecutorTest, QuantizedStemPoolsAndResidualsRunInTheConvs) {
   }
 }
 
+// ResNet-50: besides the 44 tensors with one int8 reader (and a residual one), the 3
+// block outputs before a downsampling block are read by two 1x1 convs of the same
+// padded layout: handed to the first, the second reads its buffer (47).
+TEST(ExecutorTest, QuantizedTwinReadersShareOneBuffer) {
+  EXPECT_FALSE(CheckQuantizedModelOnRandomConfigs("resnet50.qdq.onnx", 47, 20).empty());
+}
+
 TEST(ExecutorTest, DenseLayersAbsorbTheElementwiseChainAfterThem) {
   absl::StatusOr<frontend::OnnxModel> model =
       frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/bert_layer.onnx");
