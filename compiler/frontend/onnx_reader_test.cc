@@ -290,19 +290,24 @@ onnx::NodeProto Node(const std::string& op, std::vector<std::string> in, const s
   return n;
 }
 
+// The MLP's first weights as int8 "w1.q": 16 x 32, value (i + j) % 7 - 3.
+onnx::TensorProto MlpInt8Weights() {
+  onnx::TensorProto w;
+  w.set_name("w1.q");
+  w.set_data_type(onnx::TensorProto::INT8);
+  w.add_dims(16), w.add_dims(32);
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 32; ++j) w.add_int32_data((i + j) % 7 - 3);
+  return w;
+}
+
 // The MLP's input through a QuantizeLinear/DequantizeLinear pair (uint8, scale 0.25,
 // zero 3) before its MatMul, whose weights are int8 dequantized per column (axis 1).
 void QuantizeTheMlp(onnx::ModelProto* m) {
   onnx::GraphProto* g = m->mutable_graph();
   *g->add_initializer() = Scalar("s", onnx::TensorProto::FLOAT, 0.25);
   *g->add_initializer() = Scalar("z", onnx::TensorProto::UINT8, 3);
-  onnx::TensorProto w;  // 16 x 32 int8, value (i + j) % 7 - 3
-  w.set_name("w1.q");
-  w.set_data_type(onnx::TensorProto::INT8);
-  w.add_dims(16), w.add_dims(32);
-  for (int i = 0; i < 16; ++i)
-    for (int j = 0; j < 32; ++j) w.add_int32_data((i + j) % 7 - 3);
-  *g->add_initializer() = w;
+  *g->add_initializer() = MlpInt8Weights();
   onnx::TensorProto ws;
   ws.set_name("w1.s");
   ws.set_data_type(onnx::TensorProto::FLOAT);
@@ -328,13 +333,7 @@ void QuantizeTheMlp(onnx::ModelProto* m) {
 // 0), Cast to float, times x's scale x the weights' scale.
 void QuantizeTheMlpDynamically(onnx::ModelProto* m) {
   onnx::GraphProto* g = m->mutable_graph();
-  onnx::TensorProto w;  // 16 x 32 int8, value (i + j) % 7 - 3
-  w.set_name("w1.q");
-  w.set_data_type(onnx::TensorProto::INT8);
-  w.add_dims(16), w.add_dims(32);
-  for (int i = 0; i < 16; ++i)
-    for (int j = 0; j < 32; ++j) w.add_int32_data((i + j) % 7 - 3);
-  *g->add_initializer() = w;
+  *g->add_initializer() = MlpInt8Weights();
   *g->add_initializer() = Scalar("w1.z", onnx::TensorProto::INT8, 0);
   *g->add_initializer() = Scalar("w1.s", onnx::TensorProto::FLOAT, 0.5);
   const onnx::NodeProto matmul = g->node(0);

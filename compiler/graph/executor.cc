@@ -1089,6 +1089,17 @@ absl::StatusOr<std::optional<ir::Stmt>> WriteBackInto(const Graph& g, const Targ
   return std::optional<ir::Stmt>(func.body);
 }
 
+// Where each graph tensor is bound: tensor -> (step, parameter) of every use.
+std::map<int, std::vector<std::pair<size_t, size_t>>> BoundParams(const std::vector<PlannedStep>& steps) {
+  std::map<int, std::vector<std::pair<size_t, size_t>>> bound;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    for (size_t i = 0; i < steps[s].tensors.size(); ++i) {
+      if (steps[s].tensors[i] >= 0) bound[steps[s].tensors[i]].push_back({s, i});
+    }
+  }
+  return bound;
+}
+
 // One convolution's output handed over in the blocked layout.
 struct HandOver {
   size_t producer = 0;
@@ -1111,12 +1122,7 @@ absl::StatusOr<int> PropagateBlockedLayouts(const Graph& g, const Target& target
                                             const std::vector<bool>& is_output, std::vector<PlannedStep>* planned,
                                             int* residual_reads, int* direct_writes) {
   std::vector<PlannedStep>& steps = *planned;
-  std::map<int, std::vector<std::pair<size_t, size_t>>> bound;  // tensor -> (step, parameter)
-  for (size_t s = 0; s < steps.size(); ++s) {
-    for (size_t i = 0; i < steps[s].tensors.size(); ++i) {
-      if (steps[s].tensors[i] >= 0) bound[steps[s].tensors[i]].push_back({s, i});
-    }
-  }
+  std::map<int, std::vector<std::pair<size_t, size_t>>> bound = BoundParams(steps);
   // A conv step whose only use of its input is the copy into its blocked input (and
   // no prologue: its copy computes a chain from the tensor).
   auto blocks_its_input = [](const PlannedStep& p) {
@@ -1215,12 +1221,7 @@ absl::StatusOr<int> HandOverQuantizedOutputs(const Graph& g, const Target& targe
                                              const std::vector<std::vector<int>>& consumers,
                                              const std::vector<bool>& is_output, std::vector<PlannedStep>* planned) {
   std::vector<PlannedStep>& steps = *planned;
-  std::map<int, std::vector<std::pair<size_t, size_t>>> bound;  // tensor -> (step, parameter)
-  for (size_t s = 0; s < steps.size(); ++s) {
-    for (size_t i = 0; i < steps[s].tensors.size(); ++i) {
-      if (steps[s].tensors[i] >= 0) bound[steps[s].tensors[i]].push_back({s, i});
-    }
-  }
+  std::map<int, std::vector<std::pair<size_t, size_t>>> bound = BoundParams(steps);
   auto quantized = [](const PlannedStep& p) { return p.use && p.use->quantized && p.task && p.config; };
   // The links first, then every step involved re-instantiated once with all of its
   // links, then every reader's input pass removed (a layer is often producer and
