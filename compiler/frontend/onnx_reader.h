@@ -37,6 +37,14 @@ struct QuantizedConstant {
   std::vector<double> scales;  // one (per tensor) or one per index of `axis`
   int64_t axis = 0;
 };
+// A MatMulInteger of the dynamic form whose A is a DynamicQuantizeLinear's output (its
+// a_zero_point that node's zero point) and whose B is an int8 constant of zero point
+// 0, by the name of the rewrite's MatMul output: the float32 tensor the
+// DynamicQuantizeLinear quantized and the name of that node's scale output, so that
+// the layer can run on an int8 kernel that quantizes its input itself.
+struct DynamicMatmul {
+  std::string source, scale;
+};
 
 struct OnnxModel {
   std::string path;
@@ -45,6 +53,7 @@ struct OnnxModel {
   bool had_external_data = false;  // some weights were in other files (now in `proto`)
   std::map<std::string, QuantizedTensor> quantized_tensors;
   std::map<std::string, QuantizedConstant> quantized_constants;
+  std::map<std::string, DynamicMatmul> dynamic_matmuls;
 };
 
 // Reads `path`. Errors (each naming the file, and the node, operator or tensor where

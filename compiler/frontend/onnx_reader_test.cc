@@ -406,6 +406,19 @@ TEST_F(OnnxReaderTest, DynamicQuantizationBecomesFloatOperators) {
   float v = 0;
   std::memcpy(&v, w->raw_data().data() + (5 * 32 + 9) * 4, 4);  // (5 + 9) % 7 - 3 = -3
   EXPECT_EQ(v, -3.0f);
+  // Recorded for the int8 kernel (tasks.cc): what was quantized, and its scale.
+  ASSERT_EQ(model->dynamic_matmuls.size(), 1u);
+  EXPECT_EQ(model->dynamic_matmuls.at("mm.i").source, "x");
+  EXPECT_EQ(model->dynamic_matmuls.at("mm.i").scale, "x.s");
+  // Not with weights of another zero point (their centred values leave int8's range).
+  absl::StatusOr<OnnxModel> shifted = ReadOnnxModel(Edited("mlp.onnx", [](onnx::ModelProto* m) {
+    qdq::QuantizeTheMlpDynamically(m);
+    for (onnx::TensorProto& t : *m->mutable_graph()->mutable_initializer()) {
+      if (t.name() == "w1.z") t = qdq::Scalar("w1.z", onnx::TensorProto::INT8, 3);
+    }
+  }));
+  ASSERT_TRUE(shifted.ok()) << shifted.status();
+  EXPECT_TRUE(shifted->dynamic_matmuls.empty());
   EXPECT_THAT(Error(Edited("mlp.onnx",
                            [](onnx::ModelProto* m) {
                              qdq::QuantizeTheMlpDynamically(m);

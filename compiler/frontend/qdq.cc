@@ -386,6 +386,7 @@ class Rewriter {
     nodes.push_back(Step("Round", {base + ".scaled"}, base + ".rounded"));
     nodes.push_back(Step("Add", {base + ".rounded", zp}, base + ".shifted"));
     nodes.push_back(Step("Clip", {base + ".shifted", zero, qmax}, y));
+    dynamic_[y] = Dynamic{n.input(0), scale, zp};
     return nodes;
   }
 
@@ -439,9 +440,22 @@ class Rewriter {
     }
     nodes.push_back(Step("MatMul", {a, base + ".b"}, n.output(0)));
     integer_outputs_.insert(n.output(0));
+    // A of a DynamicQuantizeLinear with its zero point, B int8 with zero point 0: an
+    // int8 kernel can compute the layer (tasks.cc).
+    auto dq = dynamic_.find(n.input(0));
+    if (dq != dynamic_.end() && n.input_size() > 2 && n.input(2) == dq->second.zero &&
+        b->data_type() == TensorProto::INT8 &&
+        std::all_of(b_zero.begin(), b_zero.end(), [](double z) { return z == 0; })) {
+      model_->dynamic_matmuls[n.output(0)] = DynamicMatmul{dq->second.source, dq->second.scale};
+    }
     return nodes;
   }
 
+  // A DynamicQuantizeLinear's outputs, by the name of its quantized output.
+  struct Dynamic {
+    std::string source, scale, zero;
+  };
+  std::map<std::string, Dynamic> dynamic_;
   OnnxModel* model_;
   onnx::GraphProto* graph_;
   std::set<std::string> integer_outputs_;  // MatMulInteger outputs, now float32

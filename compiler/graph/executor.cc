@@ -264,7 +264,7 @@ struct Executor::Impl {
   // The largest thread shortfall a run met (runtime: the system refused workers).
   int shortfall_asked = 0, shortfall_got = 0;
   int tuned = 0, defaults = 0, cancelled_pairs = 0, blocked_residuals = 0, direct_writes = 0, quantized_handovers = 0,
-      fused_prologues = 0;
+      dropped_steps = 0, fused_prologues = 0;
 
   // Where a tensor lives (kernels take non-const pointers; they never write constants).
   float* Pointer(int tensor) const {
@@ -293,6 +293,7 @@ int Executor::cancelled_layout_pairs() const { return impl_->cancelled_pairs; }
 int Executor::blocked_residuals() const { return impl_->blocked_residuals; }
 int Executor::direct_writes() const { return impl_->direct_writes; }
 int Executor::quantized_handovers() const { return impl_->quantized_handovers; }
+int Executor::dropped_steps() const { return impl_->dropped_steps; }
 int Executor::fused_prologues() const { return impl_->fused_prologues; }
 
 namespace {
@@ -642,6 +643,89 @@ absl::StatusOr<PlannedStep> PlanQuantizedConv(const Graph& g, const TaskUse& use
   return step;
 }
 
+// A dynamically quantized MatMul (TaskUse::dynamic, docs/int8.md): the int8 kernel
+// that quantizes its float32 input itself every call; its weights converted, packed
+// and summed once, at load.
+absl::StatusOr<PlannedStep> PlanDynamicQuantizedMatmul(const Graph& g, const TaskUse& use, const TuningTask& task,
+                                                       const Config& config, const Target& target,
+                                                       const std::string& source) {
+  ASSIGN_OR_RETURN(ir::LoweredFunc func,
+                   InstantiateDynamicQuantizedMatmulInModel(task, target, config, use.bias >= 0));
+  const Tensor& ws = g.tensors[static_cast<size_t>(use.wscale)];
+  const int64_t n = task.Param("N");
+  std::vector<float> wscale(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) wscale[static_cast<size_t>(j)] = ws.f32[ws.f32.size() == 1 ? 0 : static_cast<size_t>(j)];
+  PlannedStep step;
+  step.func = std::move(func);
+  step.use = &use;
+  step.source = source;
+  step.task = task;
+  step.config = config;
+  for (const ir::BufferParam& p : step.func.params) {
+    step.owned_data.emplace_back();
+    step.owned_elements.push_back(0);
+    int t = -1;
+    if (p.is_internal) {
+      step.owned_elements.back() = p.NumElements();
+    } else if (p.is_output) {
+      t = use.output;
+    } else if (p.name == "X") {
+      t = use.data;
+    } else if (p.name == "F") {
+      t = use.weight;
+    } else if (p.name == "bias") {
+      t = use.bias;
+    } else if (p.name == "wscale") {
+      step.owned_data.back() = wscale;
+      step.owned_elements.back() = n;
+    } else {
+      return absl::InternalError("dynamic int8 matmul: unexpected parameter " + p.name);
+    }
+    if (t >= 0 && g.tensors[static_cast<size_t>(t)].NumElements() != p.NumElements()) {
+      return absl::InternalError(absl::StrCat("dynamic int8 matmul: parameter ", p.name, " has ", p.NumElements(),
+                                              " elements, tensor ", g.tensors[static_cast<size_t>(t)].name, " ",
+                                              g.tensors[static_cast<size_t>(t)].NumElements()));
+    }
+    step.tensors.push_back(t);
+  }
+  SplitLayoutTransforms(g, &step);
+  step.func.name += "_" + HashHex(ir::ToString(step.func)).substr(0, 8);
+  return step;
+}
+
+// Node kernels whose results no step and no graph output reads: a dynamic
+// quantization's nodes once the MatMuls reading it quantize their input themselves
+// (TaskUse::dynamic). Storage is judged by its root (views read their root's).
+// Returns how many steps were dropped.
+int DropUnreadSteps(const Graph& g, const std::vector<int>& root, std::vector<PlannedStep>* planned) {
+  std::vector<bool> read(g.tensors.size(), false);
+  for (int t : g.outputs) read[static_cast<size_t>(root[static_cast<size_t>(t)])] = true;
+  std::vector<bool> keep(planned->size(), true);
+  for (size_t s = planned->size(); s-- > 0;) {
+    const PlannedStep& p = (*planned)[s];
+    bool live = p.use != nullptr;
+    for (size_t i = 0; i < p.func.params.size() && !live; ++i) {
+      const int t = p.tensors[i];
+      live = p.func.params[i].is_output && (t < 0 || read[static_cast<size_t>(root[static_cast<size_t>(t)])]);
+    }
+    if (!live) {
+      keep[s] = false;
+      continue;
+    }
+    for (size_t i = 0; i < p.func.params.size(); ++i) {
+      const int t = p.tensors[i];
+      if (!p.func.params[i].is_output && t >= 0) read[static_cast<size_t>(root[static_cast<size_t>(t)])] = true;
+    }
+  }
+  std::vector<PlannedStep> kept;
+  for (size_t s = 0; s < planned->size(); ++s) {
+    if (keep[s]) kept.push_back(std::move((*planned)[s]));
+  }
+  const int dropped = static_cast<int>(planned->size() - kept.size());
+  *planned = std::move(kept);
+  return dropped;
+}
+
 // The template kernel of one task occurrence, its parameters bound.
 absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, const TaskUse& use,
                                      const std::vector<int>* chain, const Target& target,
@@ -656,6 +740,10 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
   if (!config) {
     std::vector<Config> heuristics = tmpl->Heuristics(task, target);
     config = heuristics.empty() ? tmpl->Naive(task, target) : heuristics.front();
+  }
+  if (use.dynamic) {
+    return PlanDynamicQuantizedMatmul(g, use, task, *config, target,
+                                      absl::StrCat(*tuned ? "tuned " : "default ", task.CanonicalText()));
   }
   if (use.quantized) {
     return PlanQuantizedConv(g, use, task, *config, target,
@@ -1703,6 +1791,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     planned.back().node = node;
   }
 
+  impl->dropped_steps = DropUnreadSteps(g, impl->root, &planned);
   FuseMaxPools(g, consumers, is_output, &planned);
   for (PlannedStep& p : planned) p.borrow.resize(p.func.params.size(), {-1, ""});
   ASSIGN_OR_RETURN(impl->cancelled_pairs, PropagateBlockedLayouts(g, target, consumers, is_output, &planned,

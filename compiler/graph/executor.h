@@ -148,6 +148,9 @@ class Executor {
   // int8 layers that write their uint8 output straight into the next int8 layer's
   // padded input (no float32 tensor between them).
   int quantized_handovers() const;
+  // Node kernels left out because nothing reads their results any more (a dynamic
+  // quantization whose MatMuls quantize their input themselves).
+  int dropped_steps() const;
   // The model as data (see ExportedModel). Call before any Run: kernels may write
   // their scratch buffers, which the blob would then carry along.
   absl::StatusOr<ExportedModel> Export() const;

@@ -737,6 +737,67 @@ TEST(ExecutorTest, QuantizedTwinReadersShareOneBuffer) {
   EXPECT_FALSE(CheckQuantizedModelOnRandomConfigs("resnet50.qdq.onnx", 47, 20).empty());
 }
 
+// The dynamically quantized BERT layer (DynamicQuantizeLinear + MatMulInteger): its six
+// MatMuls run on the int8 kernel, each quantizing its float32 input itself, on random
+// configs of that kernel with the arena poisoned; the DynamicQuantizeLinears' own
+// steps are gone. Against the float32 rewrite of the same definition (the int8 path
+// taken away): equal up to float32's rounding of the integer sums (a rounding flip
+// in a later quantization moves a value by at most one step of it).
+TEST(ExecutorTest, DynamicallyQuantizedMatmulsRunOnTheInt8Kernel) {
+  absl::StatusOr<frontend::OnnxModel> model =
+      frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/bert_layer.dyn.onnx");
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<Graph> g = ImportOnnx(*model);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->dynamic_matmuls.size(), 6u);
+  Target target = TestTarget();
+  target.num_threads = 2;
+  Graph float_path = *g;
+  float_path.dynamic_matmuls.clear();
+  absl::StatusOr<std::unique_ptr<Executor>> reference = Executor::Create(float_path, target);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  EXPECT_EQ((*reference)->dropped_steps(), 0);
+  std::mt19937_64 rng(7);
+  ExecutorOptions options;
+  options.poison_arena = true;
+  int sampled = 0;
+  options.schedule = [&](const TuningTask& task, const Template& tmpl) -> absl::StatusOr<std::optional<Config>> {
+    if (task.op() != "qmatmul") return std::optional<Config>();
+    absl::StatusOr<Config> c = tmpl.Space(task, target).Sample(rng);
+    if (!c.ok()) return c.status();
+    ++sampled;
+    return std::optional<Config>(*c);
+  };
+  absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(*g, target, options);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(sampled, 6);
+  EXPECT_GT((*e)->dropped_steps(), 0);
+  int qmatmuls = 0;
+  for (const std::string& step : (*e)->steps()) {
+    qmatmuls += step.find("qmatmul") != std::string::npos;
+    for (const char* gone : {"ReduceMax", "ReduceMin", "Round", "Where", "Clip", "MatMul"}) {
+      EXPECT_THAT(step, Not(StartsWith(gone))) << step;
+    }
+  }
+  EXPECT_EQ(qmatmuls, 6);
+  const std::vector<float> x = Random((*e)->inputs()[0].NumElements(), 21, -2, 2);
+  std::vector<float> want(static_cast<size_t>((*e)->outputs()[0].NumElements())), got(want.size());
+  ASSERT_TRUE((*reference)->Run({x.data()}, {want.data()}).ok());
+  for (int run = 0; run < 2; ++run) {
+    ASSERT_TRUE((*e)->Run({x.data()}, {got.data()}).ok());
+    double worst = 0, sum = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << i;
+      worst = std::max(worst, static_cast<double>(std::fabs(got[i] - want[i])));
+      sum += (got[i] - want[i]) * (got[i] - want[i]);
+    }
+    EXPECT_LT(worst, 0.02);
+    EXPECT_LT(std::sqrt(sum / static_cast<double>(got.size())), 1e-3);
+    std::printf("dynamic int8 vs float32 rewrite: max |diff| %.3g, rms %.3g\n", worst,
+                std::sqrt(sum / static_cast<double>(got.size())));
+  }
+}
+
 TEST(ExecutorTest, DenseLayersAbsorbTheElementwiseChainAfterThem) {
   absl::StatusOr<frontend::OnnxModel> model =
       frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/bert_layer.onnx");

@@ -274,6 +274,7 @@ class Importer {
     graph_.opset = model_.opset;
     graph_.quantized_tensors = model_.quantized_tensors;
     graph_.quantized_constants = model_.quantized_constants;
+    graph_.dynamic_matmuls = model_.dynamic_matmuls;
     for (const onnx::TensorProto& p : g.initializer()) {
       ASSIGN_OR_RETURN(Tensor t, FromProto(p));
       Add(std::move(t));

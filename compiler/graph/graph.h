@@ -75,6 +75,7 @@ struct Graph {
   // A quantized (QDQ) model's quantization, by tensor name (frontend::OnnxModel).
   std::map<std::string, frontend::QuantizedTensor> quantized_tensors;
   std::map<std::string, frontend::QuantizedConstant> quantized_constants;
+  std::map<std::string, frontend::DynamicMatmul> dynamic_matmuls;
   int Find(const std::string& name) const;  // -1 when absent
 };
 

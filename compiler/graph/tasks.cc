@@ -1,6 +1,7 @@
 // Task extraction: the graph's conv/matmul/dense anchors and their fused epilogues.
 #include "compiler/graph/tasks.h"
 
+#include <cmath>
 #include <map>
 #include <optional>
 #include <vector>
@@ -136,6 +137,10 @@ class Extractor {
       return absl::OkStatus();
     }
     if (b.constant && b.shape.size() == 2) {
+      if (n.op == "MatMul") {
+        ASSIGN_OR_RETURN(bool dynamic, DynamicQuantizedMatmul(node));
+        if (dynamic) return absl::OkStatus();
+      }
       // An inference layer: constant weights -> dense (weights transposed at load
       // for Gemm's transB), bias and relu absorbed when they follow.
       const bool tb = n.op == "Gemm" && n.Int("transB", 0) != 0;
@@ -301,6 +306,74 @@ class Extractor {
                                  " S=", w.shape[3], " stride=", strides[0], " pad=", pads[0],
                                  group > 1 ? absl::StrCat(" groups=", group) : "");
     return AddTask(text, nodes, epilogue, use);
+  }
+
+  // The node that writes tensor `t`; -1 for a constant or a graph input.
+  int Producer(int t) const {
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      for (int o : g_.nodes[i].outputs)
+        if (o == t) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
+  // A MatMul of the dynamic form (frontend::DynamicMatmul) followed by what
+  // onnxruntime's quantize_dynamic writes after its MatMulInteger: a Cast to float32
+  // and a Mul by (the DynamicQuantizeLinear's scale x the weights' constant scales),
+  // then a bias Add when one follows. Then one qmatmul task covers them (TaskUse::
+  // dynamic); its kernel is tuned as the static qmatmul with a_zero = 128 (the kernel
+  // loops do not depend on the zero point). False when the pattern differs: the
+  // float32 rewrite then runs as it stands.
+  absl::StatusOr<bool> DynamicQuantizedMatmul(int node) {
+    const Node& n = g_.nodes[static_cast<size_t>(node)];
+    auto found = g_.dynamic_matmuls.find(T(n.outputs[0]).name);
+    if (found == g_.dynamic_matmuls.end()) return false;
+    const int source = g_.Find(found->second.source), scale = g_.Find(found->second.scale);
+    const Tensor& b = T(n.inputs[1]);
+    if (source < 0 || scale < 0 || T(source).constant || b.dtype != DType::kFloat32) return false;
+    const int64_t k = b.shape[0], cols = b.shape[1];
+    const Tensor& x = T(source);
+    if (x.shape.empty() || x.shape.back() != k || k % 4 != 0 || x.NumElements() / k != T(n.inputs[0]).NumElements() / k) {
+      return false;
+    }
+    for (float v : b.f32) {
+      if (v != std::nearbyint(v) || v < -128 || v > 127) return false;
+    }
+    const int cast = SoleConsumer(node, "Cast");
+    if (cast < 0 || g_.nodes[static_cast<size_t>(cast)].Int("to", 0) != 1) return false;
+    const int mul = SoleConsumer(cast, "Mul");
+    if (mul < 0) return false;
+    const Node& m = g_.nodes[static_cast<size_t>(mul)];
+    const int cast_out = g_.nodes[static_cast<size_t>(cast)].outputs[0];
+    const int factor = m.inputs[0] == cast_out ? m.inputs[1] : m.inputs[0];
+    const int scales = Producer(factor);
+    if (factor == cast_out || scales < 0) return false;
+    const Node& sm = g_.nodes[static_cast<size_t>(scales)];
+    if (sm.op != "Mul" || sm.inputs.size() != 2 || (sm.inputs[0] != scale && sm.inputs[1] != scale)) return false;
+    const int wscale = sm.inputs[0] == scale ? sm.inputs[1] : sm.inputs[0];
+    const Tensor& ws = T(wscale);
+    if (!ws.constant || ws.dtype != DType::kFloat32 || (ws.NumElements() != 1 && ws.NumElements() != cols) ||
+        (ws.NumElements() > 1 && ws.shape.back() != cols) || T(factor).NumElements() != ws.NumElements()) {
+      return false;
+    }
+    for (float v : ws.f32) {
+      if (!(v > 0) || !std::isfinite(v)) return false;
+    }
+    TaskUse use;
+    use.dynamic = true;
+    use.data = source;
+    use.weight = n.inputs[1];
+    use.wscale = wscale;
+    std::vector<int> nodes = {node, cast, mul};
+    if (int add = SoleConsumer(mul, "Add"); add >= 0 && IsBiasAdd(add, cols, m.outputs[0])) {
+      const Node& a = g_.nodes[static_cast<size_t>(add)];
+      use.bias = a.inputs[0] == m.outputs[0] ? a.inputs[1] : a.inputs[0];
+      nodes.push_back(add);
+    }
+    RETURN_IF_ERROR(AddTask(absl::StrCat("qmatmul M=", x.NumElements() / k, " N=", cols, " K=", k,
+                                         " a_zero=128 bias=0 per_channel=1 out_zero=0 dtype=u8s8f32"),
+                            nodes, "", use));
+    return true;
   }
 
   // A Conv of a QDQ model (docs/int8.md): its input a uint8 round trip's output, its

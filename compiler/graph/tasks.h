@@ -59,6 +59,14 @@ struct TaskUse {
     int64_t zero = 0;
   };
   std::optional<QuantizedPool> pool;
+  // A dynamically quantized MatMul (frontend::DynamicMatmul, docs/int8.md): a qmatmul
+  // task whose kernel quantizes `data` (the float32 tensor the DynamicQuantizeLinear
+  // read) itself at run time, multiplies by the int8 `weight` (integers held as
+  // float32, [K, N]) and writes float32 acc x (input scale x wscale[j]) (+ bias[j]):
+  // the rewrite's MatMul, Cast and Mul by the scales, and the bias Add after them.
+  // `wscale`: the weights' scales, a constant of 1 or N elements.
+  bool dynamic = false;
+  int wscale = -1;
   int anchor_output = -1;  // what the anchor alone computes
   int output = -1;         // what the last absorbed node writes
 };

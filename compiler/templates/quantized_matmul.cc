@@ -2,6 +2,8 @@
 #include "compiler/templates/quantized_matmul.h"
 
 #include <algorithm>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -44,6 +46,12 @@ ir::DType QuantizedOutputType(const QuantizedEpilogue& e) {
 
 std::vector<ir::BufferParam> QuantizedEpilogueParams(const QuantizedEpilogue& e, int64_t channels) {
   std::vector<ir::BufferParam> params;
+  if (e.dynamic) {
+    if (e.bias) params.push_back(ir::BufferParam{"bias", ir::DType::kFloat32, {channels}, false});
+    params.push_back(ir::BufferParam{"scale", ir::DType::kFloat32, {channels}, false});
+    params.push_back(ir::BufferParam{"A.offset", ir::DType::kInt32, {channels}, false});
+    return params;
+  }
   if (e.bias) params.push_back(ir::BufferParam{"bias", ir::DType::kInt32, {channels}, false});
   if (e.out != QuantizedOutput::kS32) {
     params.push_back(ir::BufferParam{
@@ -72,6 +80,11 @@ ir::Stmt QuantizedChannelOffsets(const QuantizedEpilogue& e, int64_t channels, i
 ir::Expr QuantizedWriteBack(const QuantizedEpilogue& e, ir::Expr acc, const ir::Expr& channel,
                             const std::string& offsets) {
   using namespace ir;  // NOLINT
+  if (e.dynamic) {
+    Expr out = Mul(Cast(DType::kFloat32, Add(acc, Load("A.offset", DType::kInt32, channel))),
+                   Load("scale", DType::kFloat32, channel));
+    return e.bias ? Add(out, Load("bias", DType::kFloat32, channel)) : out;
+  }
   if (HasChannelOffsets(e)) acc = Add(acc, Load(offsets, DType::kInt32, channel));
   if (e.out == QuantizedOutput::kS32) return acc;
   const bool per_channel = e.scale == QuantizedScale::kPerChannel;
@@ -277,6 +290,128 @@ absl::StatusOr<LoweredFunc> QuantizedMatmulAmxKernel(const QuantizedMatmulShape&
   body = For(outer.var, IntImm(outer_blocks), outer_blocks, parallel ? ForKind::kParallel : ForKind::kSerial, body);
   func.body = body;
   func.prepack = Prepack(shape, 16);
+  return func;
+}
+
+absl::StatusOr<LoweredFunc> InstantiateDynamicQuantizedMatmulInModel(const TuningTask& task, const Target& target,
+                                                                   const Config& config, bool bias) {
+  ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
+  RETURN_IF_ERROR(SpaceOf(*tmpl, task, target)->Check(config));
+  QuantizedMatmulShape shape = QuantizedMatmulShapeOf(task);
+  if (shape.out != QuantizedOutput::kF32 || shape.scale != QuantizedScale::kPerChannel || shape.bias) {
+    return absl::InvalidArgumentError("dynamic int8 matmul: the task must be dtype=u8s8f32 per_channel=1 bias=0");
+  }
+  shape.a_zero = 0;
+  shape.bias = bias;
+  shape.dynamic = true;
+  ASSIGN_OR_RETURN(LoweredFunc kernel,
+                   QuantizedMatmulKernel(shape, config, target, KernelSymbol(task, *tmpl, config) + "_dyn"));
+  const int64_t m = shape.m, n = shape.n, k = shape.k;
+  constexpr int64_t kLanes = 16;
+  LoweredFunc func;
+  func.name = kernel.name;
+  func.params.push_back(BufferParam{"X", DType::kFloat32, {m, k}, false});
+  func.params.push_back(BufferParam{"F", DType::kFloat32, {k, n}, false});
+  if (bias) func.params.push_back(BufferParam{"bias", DType::kFloat32, {n}, false});
+  func.params.push_back(BufferParam{"wscale", DType::kFloat32, {n}, false});
+  for (BufferParam p : kernel.params) {
+    if (p.name == "bias") continue;
+    p.is_internal = !p.is_output;
+    func.params.push_back(std::move(p));
+  }
+  BufferParam part{"q.part", DType::kFloat32, {m, 2}, false};  // each row's max and min
+  part.is_internal = true;
+  BufferParam value{"q.value", DType::kFloat32, {2}, false};  // scale, zero point
+  value.is_internal = true;
+  func.params.insert(func.params.end() - 1, part);
+  func.params.insert(func.params.end() - 1, value);
+
+  const float inf = std::numeric_limits<float>::infinity();
+  const Expr row = Var("d.i");
+  auto x_at = [&](const Expr& c) { return Load("X", DType::kFloat32, Add(Mul(row, IntImm(k)), c)); };
+  // body(index, lane) for index in [0, extent): kLanes at a time (lane the vector's
+  // lane), then the rest one by one (lane 0).
+  auto lanes = [&](const std::string& var, int64_t extent, const std::function<Stmt(Expr, Expr)>& body) {
+    std::vector<Stmt> s;
+    if (extent / kLanes > 0) {
+      s.push_back(For(var + "o", IntImm(extent / kLanes), extent / kLanes, ForKind::kSerial,
+                      For(var, IntImm(kLanes), kLanes, ForKind::kVectorized,
+                          body(Add(Mul(Var(var + "o"), IntImm(kLanes)), Var(var)), Var(var)))));
+    }
+    if (extent % kLanes != 0) {
+      s.push_back(For(var + "t", IntImm(extent % kLanes), extent % kLanes, ForKind::kSerial,
+                      body(Add(IntImm(extent / kLanes * kLanes), Var(var + "t")), IntImm(0))));
+    }
+    return Block(s);
+  };
+  std::vector<Stmt> body;
+  {  // Each row's maximum and minimum, in kLanes partial lanes.
+    auto hi = [](const Expr& l) { return Load("d.hi", DType::kFloat32, l); };
+    auto lo = [](const Expr& l) { return Load("d.lo", DType::kFloat32, l); };
+    const Expr lane = Var("d.l");
+    std::vector<Stmt> s;
+    s.push_back(For("d.l", IntImm(kLanes), kLanes, ForKind::kVectorized,
+                    Block({Store("d.hi", lane, FloatImm(-inf)), Store("d.lo", lane, FloatImm(inf))})));
+    s.push_back(lanes("d.c", k, [&](const Expr& c, const Expr& l) {
+      return Block({Store("d.hi", l, Max(hi(l), x_at(c))), Store("d.lo", l, Min(lo(l), x_at(c)))});
+    }));
+    for (int64_t l = 1; l < kLanes; ++l) {
+      s.push_back(Store("d.hi", IntImm(0), Max(hi(IntImm(0)), hi(IntImm(l)))));
+      s.push_back(Store("d.lo", IntImm(0), Min(lo(IntImm(0)), lo(IntImm(l)))));
+    }
+    s.push_back(Store("q.part", Mul(row, IntImm(2)), hi(IntImm(0))));
+    s.push_back(Store("q.part", Add(Mul(row, IntImm(2)), IntImm(1)), lo(IntImm(0))));
+    body.push_back(For("d.i", IntImm(m), m, ForKind::kParallel,
+                       Allocate("d.hi", DType::kFloat32, kLanes, Allocate("d.lo", DType::kFloat32, kLanes, Block(s)))));
+  }
+  {  // The scale and the zero point, as DynamicQuantizeLinear defines them.
+    auto v = [](int64_t i) { return Load("q.value", DType::kFloat32, IntImm(i)); };
+    const Expr r = Var("d.r");
+    std::vector<Stmt> s;
+    s.push_back(Store("q.value", IntImm(0), FloatImm(0)));
+    s.push_back(Store("q.value", IntImm(1), FloatImm(0)));
+    s.push_back(For("d.r", IntImm(m), m, ForKind::kSerial,
+                    Block({Store("q.value", IntImm(0), Max(v(0), Load("q.part", DType::kFloat32, Mul(r, IntImm(2))))),
+                           Store("q.value", IntImm(1),
+                                 Min(v(1), Load("q.part", DType::kFloat32, Add(Mul(r, IntImm(2)), IntImm(1)))))})));
+    // value[0] = range = max - min (both clamped through 0 above); value[1] = min.
+    s.push_back(Store("q.value", IntImm(0), Sub(v(0), v(1))));
+    s.push_back(Store("q.value", IntImm(0),
+                      Select(EQ(v(0), FloatImm(0)), FloatImm(1), Div(v(0), FloatImm(255)))));
+    s.push_back(Store("q.value", IntImm(1),
+                      Min(Max(Call("round", Div(Sub(FloatImm(0), v(1)), v(0))), FloatImm(0)), FloatImm(255))));
+    body.push_back(Block(s));
+  }
+  {  // X to uint8, rows in parallel.
+    const Expr scale = Load("q.value", DType::kFloat32, IntImm(0)), zero = Load("q.value", DType::kFloat32, IntImm(1));
+    body.push_back(For("d.i", IntImm(m), m, ForKind::kParallel, lanes("d.c", k, [&](const Expr& c, const Expr&) {
+      return Store("A", Add(Mul(row, IntImm(k)), c),
+                   Cast(DType::kUInt8, Min(Max(Add(Call("round", Div(x_at(c), scale)), zero), FloatImm(0)),
+                                           FloatImm(255))));
+    })));
+    // The write-back's per-column vectors.
+    body.push_back(lanes("d.j", n, [&](const Expr& j, const Expr&) {
+      return Block({Store("scale", j, Mul(scale, Load("wscale", DType::kFloat32, j))),
+                    Store("A.offset", j,
+                          Mul(Cast(DType::kInt32, Sub(FloatImm(0), zero)), Load("B.offset", DType::kInt32, j)))});
+    }));
+  }
+  body.push_back(kernel.body);
+  func.body = Block(body);
+  // At load: F to int8 (its values are integers), packed, and its column sums.
+  const Expr kk = Var("f.k"), jj = Var("f.j");
+  Stmt convert = For("f.k", IntImm(k), k, ForKind::kSerial,
+                     For("f.j", IntImm(n), n, ForKind::kSerial,
+                         Store("B", Add(Mul(kk, IntImm(n)), jj),
+                               Cast(DType::kInt8, Call("round", Load("F", DType::kFloat32, Add(Mul(kk, IntImm(n)), jj)))))));
+  Stmt sums = For(
+      "f.j", IntImm(n), n, ForKind::kSerial,
+      Block({Store("B.offset", jj, Cast(DType::kInt32, IntImm(0))),
+             For("f.k", IntImm(k), k, ForKind::kSerial,
+                 Store("B.offset", jj,
+                       Add(Load("B.offset", DType::kInt32, jj),
+                           Cast(DType::kInt32, Load("B", DType::kInt8, Add(Mul(kk, IntImm(n)), jj))))))}));
+  func.prepack = Block({convert, kernel.prepack, sums});
   return func;
 }
 

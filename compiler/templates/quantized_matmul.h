@@ -43,6 +43,12 @@ struct QuantizedEpilogue {
   QuantizedScale scale = QuantizedScale::kPerTensor;  // f32 and u8 outputs
   int64_t out_zero = 0;  // u8 output: its zero point, 0..255
   bool bias = false;     // an s32 bias per output channel, added before scaling
+  // Inside a model, a dynamically quantized layer (InstantiateDynamicQuantizedMatmul
+  // InModel): the activations' scale and zero point are run-time values. The write-
+  // back computes f32(acc + A.offset[j]) x scale[j] (+ bias[j], float32) from per-call
+  // vectors (A.offset[j] = -zero point x column sum j, scale[j] = activation scale x
+  // weight scale j); a_zero is 0, the output f32, and the bias float32.
+  bool dynamic = false;
 };
 
 struct QuantizedMatmulShape : QuantizedEpilogue {
@@ -60,7 +66,7 @@ ir::DType QuantizedOutputType(const QuantizedEpilogue& e);
 // one per channel].
 std::vector<ir::BufferParam> QuantizedEpilogueParams(const QuantizedEpilogue& e, int64_t channels);
 // Whether the write-back adds a per-channel offset (a zero-point correction or a bias).
-inline bool HasChannelOffsets(const QuantizedEpilogue& e) { return e.a_zero != 0 || e.bias; }
+inline bool HasChannelOffsets(const QuantizedEpilogue& e) { return !e.dynamic && (e.a_zero != 0 || e.bias); }
 // offsets[j] = bias[j] - a_zero * (sum over t < reduction of weights[weight_index(j,
 // t)]) for j < channels: the zero-point correction and the bias in one int32 per
 // output channel, computed at prepack (serial: once per set of weights).
@@ -117,6 +123,19 @@ class QuantizedMatmulTemplate : public Template {
   absl::StatusOr<ir::LoweredFunc> Instantiate(const TuningTask& task, const Target& target,
                                               const Config& config) const override;
 };
+
+// A dynamically quantized MatMul inside a model (docs/int8.md): the qmatmul task's
+// kernel (config as for the task) with float32 in and out, what onnxruntime's
+// DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul (scales) [-> Add bias]
+// computes. Each call: the minimum and maximum of X (rows in parallel), the scale
+// (max(0, max) - min(0, min)) / 255 (1 when that is 0) and the zero point
+// round(-min(0, min) / scale) clamped to 0..255, X quantized to uint8 (round half to
+// even, saturated), the per-column vectors of the write-back (QuantizedEpilogue::
+// dynamic), then the GEMM. At load (prepack): the weights F (float32 [K, N] holding
+// int8 integers) to int8, packed, and their column sums. Entry point: X [M, K], F,
+// [bias f32 [N]], wscale f32 [N] (the weights' scales), internals, C f32 [M, N].
+absl::StatusOr<ir::LoweredFunc> InstantiateDynamicQuantizedMatmulInModel(const TuningTask& task, const Target& target,
+                                                                         const Config& config, bool bias);
 
 // The kernel shape of a qmatmul task.
 QuantizedMatmulShape QuantizedMatmulShapeOf(const TuningTask& task);

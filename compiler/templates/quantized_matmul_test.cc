@@ -336,5 +336,136 @@ TEST(QuantizedMatmulTemplateTest, TasksTuneOverTheGemmSpaceAndMatchTheReference)
   EXPECT_FALSE((*FindTemplate(u8))->Instantiate(u8, target, Config(v)).ok());
 }
 
+// A dynamically quantized MatMul inside a model: X quantized as DynamicQuantizeLinear
+// defines it (its scale and zero point computed in float32 from X's range), the int8
+// product, then acc x (scale x wscale[j]) + bias[j] in float32.
+struct DynamicCase {
+  int64_t m = 0, n = 0, k = 0;
+  std::vector<float> x, f, wscale, bias;  // f: int8 integers as float32, [K, N]
+  float scale = 0, zero = 0;              // what the kernel must compute
+  std::vector<float> Expected() {
+    float hi = 0, lo = 0;
+    for (float v : x) hi = std::max(hi, v), lo = std::min(lo, v);
+    const float range = hi - lo;
+    scale = range == 0 ? 1.0f : range / 255.0f;
+    zero = std::clamp(std::nearbyint((0.0f - lo) / scale), 0.0f, 255.0f);
+    std::vector<float> c(static_cast<size_t>(m * n));
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t acc = 0;
+        for (int64_t t = 0; t < k; ++t) {
+          const float q = std::clamp(std::nearbyint(x[i * k + t] / scale) + zero, 0.0f, 255.0f);
+          acc += static_cast<int64_t>(q - zero) * static_cast<int64_t>(f[t * n + j]);
+        }
+        c[i * n + j] = static_cast<float>(acc) * (scale * wscale[j]) + (bias.empty() ? 0.0f : bias[j]);
+      }
+    }
+    return c;
+  }
+};
+
+DynamicCase MakeDynamicCase(int64_t m, int64_t n, int64_t k, bool bias, uint32_t seed, float low, float high) {
+  DynamicCase c{m, n, k, {}, {}, {}, {}, 0, 0};
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> value(low, high);
+  std::uniform_int_distribution<int> weight(-128, 127);
+  for (int64_t i = 0; i < m * k; ++i) c.x.push_back(low == high ? low : value(rng));
+  for (int64_t i = 0; i < k * n; ++i) c.f.push_back(static_cast<float>(i < n ? -128 : weight(rng)));
+  for (int64_t j = 0; j < n; ++j) c.wscale.push_back(0.002f + 0.0001f * static_cast<float>(j % 5));
+  if (bias) {
+    for (int64_t j = 0; j < n; ++j) c.bias.push_back(value(rng));
+  }
+  return c;
+}
+
+// Within float32 rounding of the last multiply-add (the built kernel may fuse it).
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 2e-6 * (1 + std::fabs(want[i]))) << "at " << i;
+  }
+}
+
+TEST(QuantizedMatmulTest, DynamicModelFormQuantizesItsInputAsDynamicQuantizeLinear) {
+  Target plain = Host(2);  // no VNNI and no AMX: the widening multiply-adds
+  for (const std::string f : {"avx512vnni", "avxvnni", "amx-int8", "amx-tile"}) {
+    for (size_t at; (at = plain.features.find("+" + f)) != std::string::npos;) plain.features[at] = '-';
+  }
+  struct Shape {
+    int64_t m, n, k;
+    bool bias;
+    float low, high;
+  };
+  // K % 16 != 0 (a tail per row), a range all above zero (min clamped to 0), one
+  // all below, all zeros (scale 1), and one the AMX kernel takes where the host has it.
+  for (const Shape& sh : {Shape{9, 32, 40, true, -1.5f, 3.0f}, Shape{5, 16, 20, false, 0.25f, 2.0f},
+                          Shape{3, 16, 8, true, -4.0f, -0.5f}, Shape{4, 16, 16, true, 0.0f, 0.0f},
+                          Shape{20, 48, 128, true, -2.0f, 2.5f}}) {
+    DynamicCase c = MakeDynamicCase(sh.m, sh.n, sh.k, sh.bias, static_cast<uint32_t>(sh.m * 7 + sh.k), sh.low, sh.high);
+    const std::vector<float> want = c.Expected();
+    const TuningTask task = *ParseTask("qmatmul M=" + std::to_string(sh.m) + " N=" + std::to_string(sh.n) +
+                                       " K=" + std::to_string(sh.k) +
+                                       " a_zero=128 bias=0 per_channel=1 out_zero=0 dtype=u8s8f32");
+    for (const Target& target : {Host(2), plain}) {
+      const Template* tmpl = *FindTemplate(task);
+      const Config config = tmpl->Heuristics(task, target).front();
+      SCOPED_TRACE(task.CanonicalText() + " " + config.ToJson() + " on " + target.features.substr(0, 30));
+      absl::StatusOr<ir::LoweredFunc> func = InstantiateDynamicQuantizedMatmulInModel(task, target, config, sh.bias);
+      ASSERT_TRUE(func.ok()) << func.status();
+      // Interpreted (prepack, then the body).
+      ir::IntBuffers ints;
+      ir::FloatBuffers floats;
+      for (const ir::BufferParam& p : func->params) {
+        if (p.dtype == ir::DType::kFloat32) {
+          floats[p.name] = std::vector<float>(p.NumElements(), -7.0f);
+        } else {
+          ints[p.name] = std::vector<int64_t>(p.NumElements(), 3);
+        }
+      }
+      floats["X"] = c.x, floats["F"] = c.f, floats["wscale"] = c.wscale;
+      if (sh.bias) floats["bias"] = c.bias;
+      absl::Status st = ir::Interpret(*func, &floats, &ints);
+      ASSERT_TRUE(st.ok()) << st;
+      EXPECT_EQ(floats["q.value"], (std::vector<float>{c.scale, c.zero}));
+      ExpectClose(floats["C"], want);
+      // Built and run.
+      absl::StatusOr<Artifact> artifact = BuildArtifact(*func, target);
+      ASSERT_TRUE(artifact.ok()) << artifact.status();
+      std::string error;
+      auto module = runtime::LoadedModule::Load(artifact->shared_object, artifact->entry_symbol, &error);
+      ASSERT_NE(module, nullptr) << error;
+      std::vector<float> out(static_cast<size_t>(sh.m * sh.n), -1.0f), value(2, -1.0f);
+      std::list<std::vector<char>> scratch;
+      std::vector<void*> buffers;
+      for (const ir::BufferParam& p : func->params) {
+        if (p.name == "X") {
+          buffers.push_back(c.x.data());
+        } else if (p.name == "F") {
+          buffers.push_back(c.f.data());
+        } else if (p.name == "bias") {
+          buffers.push_back(c.bias.data());
+        } else if (p.name == "wscale") {
+          buffers.push_back(c.wscale.data());
+        } else if (p.name == "C") {
+          buffers.push_back(out.data());
+        } else if (p.name == "q.value") {
+          buffers.push_back(value.data());
+        } else {
+          scratch.emplace_back(p.NumElements() * ir::DTypeBytes(p.dtype), '\x55');
+          buffers.push_back(scratch.back().data());
+        }
+      }
+      ASSERT_EQ(module->Prepack(buffers.data()), 0);
+      ASSERT_EQ(module->Run(buffers.data()), 0);
+      EXPECT_EQ(value, (std::vector<float>{c.scale, c.zero}));
+      ExpectClose(out, want);
+    }
+  }
+  // The task must be the f32, per-column form.
+  const TuningTask u8 = *ParseTask("qmatmul M=4 N=16 K=16 a_zero=128 per_channel=1 out_zero=3 dtype=u8s8u8");
+  const Template* tmpl = *FindTemplate(u8);
+  EXPECT_FALSE(InstantiateDynamicQuantizedMatmulInModel(u8, Host(2), tmpl->Naive(u8, Host(2)), false).ok());
+}
+
 }  // namespace
 }  // namespace tuneforge
