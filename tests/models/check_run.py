@@ -102,7 +102,7 @@ def main():
                  for name, want, got in zip(names, expected, original.run(names, feeds))}
     ok = compare(outputs, names, expected, "tuneforge model run", steps, noise) and ok
     if a.deploy:
-        ok = check_library(a, names, expected, feeds, outputs, steps) and ok
+        ok = check_library(a, names, expected, feeds, outputs, steps, noise) and ok
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
@@ -136,7 +136,7 @@ def run_logged(cmd, what):
     return True
 
 
-def check_library(a, names, expected, feeds, executor_outputs, steps=None):
+def check_library(a, names, expected, feeds, executor_outputs, steps=None, noise=None):
     lib = os.path.join(a.workdir, "lib")
     deploy = [a.tuneforge, "deploy", "--model", a.model, "--out", lib]
     if a.threads:
@@ -164,7 +164,7 @@ def check_library(a, names, expected, feeds, executor_outputs, steps=None):
     got = {}
     for i, (name, want) in enumerate(zip(names, expected)):
         got[name] = np.fromfile(os.path.join(out, f"output{i}.bin"), dtype=np.float32).reshape(want.shape)
-    ok = compare(got, names, expected, "the deployed library", steps)
+    ok = compare(got, names, expected, "the deployed library", steps, noise)
     for name in names:
         diff = np.abs(got[name].astype(np.float64) - executor_outputs[name].astype(np.float64))
         bound = 1e-6 * (1 + np.abs(executor_outputs[name].astype(np.float64)))
