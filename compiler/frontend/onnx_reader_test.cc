@@ -355,6 +355,35 @@ void QuantizeTheMlpDynamically(onnx::ModelProto* m) {
   for (const onnx::NodeProto& n : nodes) *g->add_node() = n;
 }
 
+// The MLP's first MatMul in the QOperator form: QuantizeLinear(x) (uint8, scale 0.25,
+// zero 3), QLinearMatMul by the int8 weights (per column), its uint8 output (scale
+// 0.5, zero 128) dequantized for the Add after it.
+void QuantizeTheMlpQOperator(onnx::ModelProto* m) {
+  onnx::GraphProto* g = m->mutable_graph();
+  *g->add_initializer() = Scalar("s", onnx::TensorProto::FLOAT, 0.25);
+  *g->add_initializer() = Scalar("z", onnx::TensorProto::UINT8, 3);
+  *g->add_initializer() = Scalar("hs", onnx::TensorProto::FLOAT, 0.5);
+  *g->add_initializer() = Scalar("hz", onnx::TensorProto::UINT8, 128);
+  *g->add_initializer() = MlpInt8Weights();
+  onnx::TensorProto ws, wz;
+  ws.set_name("w1.s");
+  ws.set_data_type(onnx::TensorProto::FLOAT);
+  ws.add_dims(32);
+  wz.set_name("w1.z");
+  wz.set_data_type(onnx::TensorProto::INT8);
+  wz.add_dims(32);
+  for (int j = 0; j < 32; ++j) ws.add_float_data(0.5f + 0.5f * static_cast<float>(j)), wz.add_int32_data(0);
+  *g->add_initializer() = ws;
+  *g->add_initializer() = wz;
+  std::vector<onnx::NodeProto> nodes = {
+      Node("QuantizeLinear", {"x", "s", "z"}, "x.q"),
+      Node("QLinearMatMul", {"x.q", "s", "z", "w1.q", "w1.s", "w1.z", "hs", "hz"}, "h0.q"),
+      Node("DequantizeLinear", {"h0.q", "hs", "hz"}, g->node(0).output(0))};
+  for (int i = 1; i < g->node_size(); ++i) nodes.push_back(g->node(i));
+  g->clear_node();
+  for (const onnx::NodeProto& n : nodes) *g->add_node() = n;
+}
+
 }  // namespace qdq
 
 // A QDQ model reads as float operators: the pair becomes the round trip (Div, Round,
@@ -425,6 +454,32 @@ TEST_F(OnnxReaderTest, DynamicQuantizationBecomesFloatOperators) {
                              m->mutable_graph()->mutable_node(1)->set_input(1, "x.q");
                            })),
               HasSubstr("(#1, MatMulInteger) has a B that is not a 2-D int8 or uint8 initializer"));
+}
+
+// The QOperator form expands into the QDQ form, which reads as float operators: the
+// input's round trip, the MatMul of the dequantized weights, the output's round trip.
+// An operator other than the QLinear ones, DequantizeLinear and those that move values
+// reading an integer tensor is refused, named.
+TEST_F(OnnxReaderTest, QOperatorFormBecomesTheQdqForm) {
+  const std::string path = Edited("mlp.onnx", qdq::QuantizeTheMlpQOperator);
+  EXPECT_EQ(Error(path), "");
+  absl::StatusOr<OnnxModel> model = ReadOnnxModel(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<std::string> ops;
+  for (const onnx::NodeProto& n : model->proto.graph().node()) ops.push_back(n.op_type());
+  EXPECT_EQ(ops, (std::vector<std::string>{"Div", "Round", "Add", "Clip", "Sub", "Mul", "MatMul", "Div", "Round", "Add",
+                                           "Clip", "Sub", "Mul", "Add", "Relu", "Gemm", "Softmax"}));
+  EXPECT_EQ(model->quantized_tensors.size(), 2u);
+  EXPECT_EQ(model->quantized_tensors.begin()->second.scale + std::next(model->quantized_tensors.begin())->second.scale,
+            0.75);
+  EXPECT_THAT(Error(Edited("mlp.onnx",
+                           [](onnx::ModelProto* m) {
+                             qdq::QuantizeTheMlpQOperator(m);
+                             m->mutable_graph()->mutable_node(2)->set_op_type("Relu");
+                             m->mutable_graph()->mutable_node(2)->mutable_input()->RemoveLast();
+                             m->mutable_graph()->mutable_node(2)->mutable_input()->RemoveLast();
+                           })),
+              HasSubstr("(#2, Relu) reads the quantized tensor 'h0.q'"));
 }
 
 TEST_F(OnnxReaderTest, QdqFormsThatAreNotPairsAreRefusedNamingTheNode) {

@@ -94,11 +94,13 @@ class Rewriter {
   }
 
   absl::Status Run() {
+    RETURN_IF_ERROR(ExpandQOperators());
     bool any = false;
     const std::vector<std::string>& supported = SupportedOnnxOperators();
     for (const onnx::NodeProto& n : graph_->node()) {
       const bool qdq = n.op_type() == "QuantizeLinear" || n.op_type() == "DequantizeLinear" ||
-                       n.op_type() == "DynamicQuantizeLinear" || n.op_type() == "MatMulInteger";
+                       n.op_type() == "DynamicQuantizeLinear" || n.op_type() == "MatMulInteger" ||
+                       n.op_type() == "ConvInteger";
       any |= qdq;
       // Operators the importer does not run (QLinearConv, MatMulInteger, another
       // domain's): left as they are, so that CheckSupported names them.
@@ -128,6 +130,11 @@ class Rewriter {
       if (dropped.count(i)) continue;
       if (n.op_type() == "DynamicQuantizeLinear") {
         ASSIGN_OR_RETURN(std::vector<onnx::NodeProto> steps, DynamicQuantize(n, i));
+        for (onnx::NodeProto& step : steps) kept.push_back(std::move(step));
+        continue;
+      }
+      if (n.op_type() == "ConvInteger") {
+        ASSIGN_OR_RETURN(std::vector<onnx::NodeProto> steps, ConvInteger(n, i));
         for (onnx::NodeProto& step : steps) kept.push_back(std::move(step));
         continue;
       }
@@ -343,6 +350,189 @@ class Rewriter {
     return n;
   }
 
+  // A new float32 initializer `name` of `values` ([] or [n]).
+  void AddInitializer(const std::string& name, const std::vector<double>& values) {
+    *graph_->add_initializer() =
+        FloatTensor(name, values.size() == 1 ? std::vector<int64_t>{} : std::vector<int64_t>{static_cast<int64_t>(values.size())},
+                    values);
+    initializers_[name] = graph_->initializer_size() - 1;
+  }
+
+  // The QOperator form expanded into the QDQ form, which the rewrite below takes as it
+  // takes quantize_static's QDQ models: QLinearConv, QLinearMatMul and com.microsoft's
+  // QLinearAdd, QLinearGlobalAveragePool and QGemm become DequantizeLinear of each
+  // integer input (weights along their output channels), the float operator (int32
+  // biases dequantized with input scale x weight scales, as the operators define
+  // them), and QuantizeLinear of the output with its scale and zero point. Operators
+  // that only move or select values (MaxPool, Flatten, Reshape, Transpose, Squeeze,
+  // Unsqueeze, Identity) reading an integer tensor run on its dequantized values and
+  // quantize their output the same way (exact: they move values, never make new ones).
+  // Any other operator reading an integer tensor is refused, named.
+  absl::Status ExpandQOperators() {
+    struct Quant {
+      std::string scale, zero;
+    };
+    std::map<std::string, Quant> quant;        // integer tensors -> their quantization
+    std::map<std::string, std::string> dq;     // (tensor|scale|zero|axis) -> its DequantizeLinear's output
+    std::vector<onnx::NodeProto> out;
+    bool changed = false;
+    auto node = [](const std::string& op, std::vector<std::string> inputs, const std::string& output) {
+      onnx::NodeProto n;
+      n.set_name(output + "." + op);
+      n.set_op_type(op);
+      for (std::string& in : inputs) n.add_input(std::move(in));
+      n.add_output(output);
+      return n;
+    };
+    auto int_attr = [](onnx::NodeProto* n, const std::string& name, int64_t v) {
+      onnx::AttributeProto* a = n->add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(v);
+    };
+    auto dequantize = [&](const std::string& t, const std::string& scale, const std::string& zero, int64_t axis) {
+      const std::string key = absl::StrCat(t, "|", scale, "|", zero, "|", axis);
+      auto it = dq.find(key);
+      if (it != dq.end()) return it->second;
+      const std::string name = absl::StrCat(t, ".qop", dq.size(), ".f");
+      onnx::NodeProto d = node("DequantizeLinear", zero.empty() ? std::vector<std::string>{t, scale}
+                                                                : std::vector<std::string>{t, scale, zero},
+                               name);
+      if (axis >= 0) int_attr(&d, "axis", axis);
+      out.push_back(std::move(d));
+      dq[key] = name;
+      return name;
+    };
+    auto quantize = [&](const std::string& f, const std::string& scale, const std::string& zero,
+                        const std::string& output) {
+      out.push_back(node("QuantizeLinear", zero.empty() ? std::vector<std::string>{f, scale}
+                                                        : std::vector<std::string>{f, scale, zero},
+                         output));
+      quant[output] = Quant{scale, zero};
+    };
+    // The scale of an int32 bias: input scale x weight scale(s), in float32.
+    auto bias_scale = [&](const onnx::NodeProto& n, int index, const std::string& in_scale,
+                          const std::string& w_scale, const std::string& name) -> absl::StatusOr<std::string> {
+      const TensorProto* a = Initializer(in_scale);
+      const TensorProto* b = Initializer(w_scale);
+      if (!a || !b) return Error(n, index, "has scales that are not initializers");
+      ASSIGN_OR_RETURN(const std::vector<double> av, Numbers(*a));
+      ASSIGN_OR_RETURN(std::vector<double> bv, Numbers(*b));
+      if (av.size() != 1 || bv.empty()) return Error(n, index, "has an input scale that is not one value");
+      for (double& v : bv) v = static_cast<float>(static_cast<float>(av[0]) * static_cast<float>(v));
+      AddInitializer(name, bv);
+      return name;
+    };
+    auto arg = [](const onnx::NodeProto& n, int k) { return k < n.input_size() ? n.input(k) : std::string(); };
+    // Only a model with QOperator nodes: a QDQ model is the rewrite's as it stands.
+    bool qoperator = false;
+    for (const onnx::NodeProto& n : graph_->node()) {
+      const bool standard = n.domain().empty() || n.domain() == "ai.onnx";
+      qoperator |= (standard && (n.op_type() == "QLinearConv" || n.op_type() == "QLinearMatMul")) ||
+                   (n.domain() == "com.microsoft" &&
+                    (n.op_type() == "QLinearAdd" || n.op_type() == "QLinearGlobalAveragePool" || n.op_type() == "QGemm"));
+    }
+    if (!qoperator) return absl::OkStatus();
+    for (int i = 0; i < graph_->node_size(); ++i) {
+      const onnx::NodeProto& n = graph_->node(i);
+      const std::string& op = n.op_type();
+      const bool standard = n.domain().empty() || n.domain() == "ai.onnx";
+      const bool microsoft = n.domain() == "com.microsoft";
+      const std::string y = n.output_size() > 0 ? n.output(0) : "";
+      const std::string f = y + ".qop.y";
+      if (standard && (op == "QLinearConv" || op == "QLinearMatMul")) {
+        if (n.input_size() < 8 || n.output_size() != 1) return Error(n, i, "needs 8 inputs (9 with a bias) and one output");
+        const std::string x = dequantize(n.input(0), n.input(1), n.input(2), -1);
+        const bool conv = op == "QLinearConv";
+        const std::string w = dequantize(n.input(3), n.input(4), n.input(5), conv ? 0 : -1);
+        std::vector<std::string> inputs = {x, w};
+        if (conv && !arg(n, 8).empty()) {
+          ASSIGN_OR_RETURN(const std::string s, bias_scale(n, i, n.input(1), n.input(4), y + ".qop.bias_scale"));
+          inputs.push_back(dequantize(n.input(8), s, "", 0));
+        }
+        onnx::NodeProto fl = node(conv ? "Conv" : "MatMul", inputs, f);
+        for (const onnx::AttributeProto& a : n.attribute()) *fl.add_attribute() = a;
+        out.push_back(std::move(fl));
+        quantize(f, n.input(6), n.input(7), y);
+        changed = true;
+        continue;
+      }
+      if (microsoft && op == "QLinearAdd") {
+        if (n.input_size() < 7 || n.output_size() != 1) return Error(n, i, "needs 7 or 8 inputs and one output");
+        out.push_back(node("Add", {dequantize(n.input(0), n.input(1), n.input(2), -1),
+                                   dequantize(n.input(3), n.input(4), n.input(5), -1)},
+                           f));
+        quantize(f, n.input(6), arg(n, 7), y);
+        changed = true;
+        continue;
+      }
+      if (microsoft && op == "QLinearGlobalAveragePool") {
+        if (n.input_size() < 4 || n.output_size() != 1) return Error(n, i, "needs 4 or 5 inputs and one output");
+        for (const onnx::AttributeProto& a : n.attribute()) {
+          if (a.name() == "channels_last" && a.i() != 0) return Error(n, i, "has channels_last = 1 (NHWC), not supported");
+        }
+        out.push_back(node("GlobalAveragePool", {dequantize(n.input(0), n.input(1), n.input(2), -1)}, f));
+        quantize(f, n.input(3), arg(n, 4), y);
+        changed = true;
+        continue;
+      }
+      if (microsoft && op == "QGemm") {
+        if (n.input_size() < 6 || n.output_size() != 1) return Error(n, i, "needs A, B, their scales and zero points");
+        int64_t trans_b = 0;
+        onnx::NodeProto gemm = node("Gemm", {}, arg(n, 7).empty() ? y : f);
+        for (const onnx::AttributeProto& a : n.attribute()) {
+          if (a.name() == "transB") trans_b = a.i();
+          if (a.name() != "alpha" && a.name() != "transA" && a.name() != "transB") {
+            return Error(n, i, "has attribute '" + a.name() + "', not supported");
+          }
+          *gemm.add_attribute() = a;
+        }
+        gemm.add_input(dequantize(n.input(0), n.input(1), n.input(2), -1));
+        gemm.add_input(dequantize(n.input(3), n.input(4), n.input(5), trans_b ? 0 : 1));
+        if (!arg(n, 6).empty()) {
+          ASSIGN_OR_RETURN(const std::string s, bias_scale(n, i, n.input(1), n.input(4), y + ".qop.bias_scale"));
+          gemm.add_input(dequantize(n.input(6), s, "", 0));
+        }
+        out.push_back(std::move(gemm));
+        if (!arg(n, 7).empty()) quantize(f, n.input(7), arg(n, 8), y);
+        changed = true;
+        continue;
+      }
+      // Operators that move values, on an integer tensor.
+      static const std::set<std::string> kMovers = {"MaxPool", "Flatten", "Reshape", "Transpose",
+                                                    "Squeeze", "Unsqueeze", "Identity"};
+      auto q = n.input_size() > 0 ? quant.find(n.input(0)) : quant.end();
+      if (standard && kMovers.count(op) && q != quant.end()) {
+        if (n.output_size() != 1) return Error(n, i, "on an integer tensor has more than one output (MaxPool's indices)");
+        const Quant qt = q->second;
+        onnx::NodeProto moved = n;
+        moved.set_input(0, dequantize(n.input(0), qt.scale, qt.zero, -1));
+        moved.set_output(0, f);
+        out.push_back(std::move(moved));
+        quantize(f, qt.scale, qt.zero, y);
+        changed = true;
+        continue;
+      }
+      if (standard && op == "QuantizeLinear" && n.input_size() > 1 && n.output_size() == 1) {
+        quant[y] = Quant{n.input(1), arg(n, 2)};
+      } else if (op != "DequantizeLinear") {
+        for (const std::string& in : n.input()) {
+          if (quant.count(in)) {
+            return Error(n, i, "reads the quantized tensor '" + in + "': of the QOperator form, only QLinearConv, "
+                               "QLinearMatMul, QLinearAdd, QLinearGlobalAveragePool, QGemm, DequantizeLinear and "
+                               "operators that move values (MaxPool, Flatten, Reshape, Transpose, Squeeze, "
+                               "Unsqueeze, Identity) are supported");
+          }
+        }
+      }
+      out.push_back(n);
+    }
+    if (!changed) return absl::OkStatus();
+    graph_->clear_node();
+    for (onnx::NodeProto& n : out) *graph_->add_node() = std::move(n);
+    return absl::OkStatus();
+  }
+
   // DynamicQuantizeLinear(x) -> y, y_scale, y_zero_point (uint8) as float operators,
   // the operator's definition: y_scale = (max(0, max x) - min(0, min x)) / 255 (1 when
   // that range is 0: x is all zeros, as onnxruntime does), y_zero_point =
@@ -456,6 +646,64 @@ class Rewriter {
     std::string source, scale, zero;
   };
   std::map<std::string, Dynamic> dynamic_;
+  // ConvInteger(x, constant w, x_zero_point, constant w_zero_point): Conv(x - x_zero_point,
+  // float(w - w_zero_point[k])) in float32 with the node's attributes; padding adds
+  // zeros to the centred input, i.e. the zero point to the integer one. Exact while
+  // the sums stay below 2^24, as for MatMulInteger.
+  absl::StatusOr<std::vector<onnx::NodeProto>> ConvInteger(const onnx::NodeProto& n, int index) {
+    if (n.input_size() < 2 || n.input_size() > 4 || n.output_size() != 1 || n.input(0).empty() || n.input(1).empty()) {
+      return Error(n, index, "needs x, w, optional zero points and one output");
+    }
+    const TensorProto* w = Initializer(n.input(1));
+    if (!w || (w->data_type() != TensorProto::INT8 && w->data_type() != TensorProto::UINT8) || w->dims_size() < 3) {
+      return Error(n, index, "has a w that is not an int8 or uint8 initializer of rank 3 or more (weights computed at run time)");
+    }
+    ASSIGN_OR_RETURN(const std::vector<double> values, Numbers(*w));
+    const int64_t k = w->dims(0);
+    const int64_t per_channel = static_cast<int64_t>(values.size()) / k;
+    std::vector<double> w_zero(static_cast<size_t>(k), 0.0);
+    if (n.input_size() > 3 && !n.input(3).empty()) {
+      const TensorProto* z = Initializer(n.input(3));
+      if (!z || z->data_type() != w->data_type()) return Error(n, index, "has a w_zero_point that is not a constant of w's type");
+      ASSIGN_OR_RETURN(const std::vector<double> zs, Numbers(*z));
+      if (zs.size() == 1) {
+        w_zero.assign(static_cast<size_t>(k), zs[0]);
+      } else if (static_cast<int64_t>(zs.size()) == k) {
+        w_zero = zs;
+      } else {
+        return Error(n, index, "has a w_zero_point that is neither a scalar nor one per output channel");
+      }
+    }
+    std::vector<double> centered(values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      centered[i] = values[i] - w_zero[i / static_cast<size_t>(per_channel)];
+    }
+    const std::string base = (n.name().empty() ? n.output(0) : n.name()) + ".convi";
+    added_.push_back(FloatTensor(base + ".w", std::vector<int64_t>(w->dims().begin(), w->dims().end()), centered));
+    std::vector<onnx::NodeProto> nodes;
+    std::string x = n.input(0);
+    if (n.input_size() > 2 && !n.input(2).empty()) {
+      const TensorProto* z = Initializer(n.input(2));
+      if (z && z->data_type() != TensorProto::UINT8 && z->data_type() != TensorProto::INT8) {
+        return Error(n, index, "has an x_zero_point that is not uint8 or int8");
+      }
+      std::string zero = n.input(2);
+      if (z) {
+        ASSIGN_OR_RETURN(const std::vector<double> zs, Numbers(*z));
+        if (zs.size() != 1) return Error(n, index, "has a per-channel x_zero_point (not supported)");
+        added_.push_back(FloatTensor(base + ".x_zero", {}, zs));
+        zero = base + ".x_zero";
+      }
+      nodes.push_back(Step("Sub", {x, zero}, base + ".x"));
+      x = base + ".x";
+    }
+    onnx::NodeProto conv = Step("Conv", {x, base + ".w"}, n.output(0));
+    for (const onnx::AttributeProto& a : n.attribute()) *conv.add_attribute() = a;
+    nodes.push_back(std::move(conv));
+    integer_outputs_.insert(n.output(0));
+    return nodes;
+  }
+
   OnnxModel* model_;
   onnx::GraphProto* graph_;
   std::set<std::string> integer_outputs_;  // MatMulInteger outputs, now float32

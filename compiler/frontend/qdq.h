@@ -27,9 +27,15 @@
 // DequantizeLinear of a run-time value that no QuantizeLinear made, scales or zero
 // points that are not initializers, zero points of types other than uint8 and int8
 // (int32 for biases), the float8/int4 forms (saturate, block_size, output_dtype).
-// MatMulInteger with weights computed at run time is refused. The QOperator form
-// (QLinearConv, ...) and ConvInteger are left alone: the importer refuses their
-// operators by name.
+// MatMulInteger with weights computed at run time is refused.
+//
+// The QOperator form (QLinearConv, QLinearMatMul, com.microsoft's QLinearAdd,
+// QLinearGlobalAveragePool and QGemm; MaxPool, Flatten, Reshape, Transpose, Squeeze,
+// Unsqueeze and Identity on their integer tensors) is first expanded into the QDQ
+// form: DequantizeLinear of each integer input, the float operator, QuantizeLinear of
+// the output (docs/int8.md). Another operator reading an integer tensor is refused,
+// named. ConvInteger(x, constant w, x_zero, constant w_zero) -> Conv(x - x_zero,
+// float(w - w_zero)), as MatMulInteger.
 #pragma once
 
 #include "absl/status/status.h"

@@ -721,12 +721,17 @@ TEST(ExecutorTest, QuantizedLayersHandOverUint8AndKeepTheOutput) {
 // out, every residual Add in its block's second conv; the two convs of each block
 // hand over uint8 (8), and so do the 4 block outputs read by the next block's first
 // conv and, as its residual, its second (not those a downsampling conv reads too).
+// The same model in the QOperator form (QLinearConv, QLinearAdd, MaxPool on uint8,
+// QGemm: expanded into the QDQ form at read time) runs the same way.
 TEST(ExecutorTest, QuantizedStemPoolsAndResidualsRunInTheConvs) {
-  const std::vector<std::string> steps = CheckQuantizedModelOnRandomConfigs("resnet18.qdq.onnx", 12, 15);
-  ASSERT_FALSE(steps.empty());
-  for (const std::string& step : steps) {
-    EXPECT_THAT(step, Not(StartsWith("Add"))) << step;
-    EXPECT_THAT(step, Not(StartsWith("MaxPool"))) << step;
+  for (const char* file : {"resnet18.qdq.onnx", "resnet18.qop.onnx"}) {
+    SCOPED_TRACE(file);
+    const std::vector<std::string> steps = CheckQuantizedModelOnRandomConfigs(file, 12, 15);
+    ASSERT_FALSE(steps.empty());
+    for (const std::string& step : steps) {
+      EXPECT_THAT(step, Not(StartsWith("Add"))) << step;
+      EXPECT_THAT(step, Not(StartsWith("MaxPool"))) << step;
+    }
   }
 }
 

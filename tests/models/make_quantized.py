@@ -8,7 +8,8 @@ int8 work, docs/int8.md), and checks each against its float model in onnxruntime
   mobilenetv2.qdq.onnx  MobileNetV2, static QDQ, the same settings
   resnet50.qdq.onnx     ResNet-50 v1 (make_zoo.py at --size), static QDQ
   resnet18.qop.onnx     ResNet-18, static QOperator form (QLinearConv, QLinearAdd,
-                        QLinearGlobalAveragePool, ...)
+                        QLinearGlobalAveragePool, QGemm, MaxPool on uint8)
+  mobilenetv2.qop.onnx  MobileNetV2, static QOperator form (depthwise QLinearConv too)
   bert_layer.dyn.onnx   one BERT-base encoder layer, dynamic: DynamicQuantizeLinear and
                         MatMulInteger for the dense layers, int8 weights
 
@@ -87,6 +88,7 @@ MODELS = {
     "mobilenetv2.qdq": ("mobilenetv2.onnx", "qdq", ["QuantizeLinear", "DequantizeLinear", "Conv"]),
     "resnet50.qdq": ("resnet50v1.onnx", "qdq", ["QuantizeLinear", "DequantizeLinear", "Conv"]),
     "resnet18.qop": ("resnet18.onnx", "qop", ["QLinearConv", "QLinearAdd", "QuantizeLinear"]),
+    "mobilenetv2.qop": ("mobilenetv2.onnx", "qop", ["QLinearConv", "QLinearAdd", "QuantizeLinear"]),
     "bert_layer.dyn": ("bert_layer.onnx", "dynamic", ["DynamicQuantizeLinear", "MatMulInteger"]),
 }
 
