@@ -145,5 +145,85 @@ TEST(DeviceKernelTest, EveryTemplateIsCorrectOnX86_64V3HostAarch64AndRiscv64) {
   EXPECT_EQ(checked, 4 * (2 + 2 + 2 + 3 + 2 + 2));
 }
 
+// The int8 kernels (uint8, int8 and int32 buffers: the runner's byte buffers and exact
+// check) on the same devices, and on an aarch64 core with i8mm, where Dot4 is usdot;
+// without it (and on riscv64, and x86-64-v3) the exact widening multiply-adds. Their
+// outputs must equal the reference bit for bit.
+void ExpectTypedCorrectOnDevice(const Device& device, const Target& target, const TuningTask& task,
+                                const Config& config, const std::string& dir) {
+  const Template* tmpl = *FindTemplate(task);
+  auto func = tmpl->Instantiate(task, target, config);
+  ASSERT_TRUE(func.ok()) << func.status();
+  auto artifact = BuildArtifact(*func, target);
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  ASSERT_TRUE(WriteFile(dir + "/k.so", artifact->shared_object).ok());
+  const std::vector<HostBuffer> inputs = MakeTypedInputs(task, 9);
+  auto expected = TypedReferenceOutput(task, inputs);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  std::vector<std::string> argv = device.launcher;
+  argv.insert(argv.end(), {std::string(TF_BIN_DIR) + "/tuneforge-runner-" + device.arch, dir + "/k.so", func->name,
+                           func->prepack ? func->name + "_prepack" : "-", func->unpack ? func->name + "_unpack" : "-",
+                           "2"});
+  size_t next = 0;
+  for (const ir::BufferParam& p : func->params) {
+    const std::string bytes = std::to_string(p.NumElements() * ir::DTypeBytes(p.dtype));
+    if (p.is_output) {
+      argv.push_back("outb:" + bytes + ":" + dir + "/out.bin");
+    } else if (p.is_internal) {
+      argv.push_back("tmpb:" + bytes);
+    } else {
+      ASSERT_LT(next, inputs.size());
+      const std::string path = dir + "/in" + std::to_string(next) + ".bin";
+      ASSERT_TRUE(WriteFile(path, inputs[next++].Bytes()).ok());
+      argv.push_back("inb:" + bytes + ":" + path);
+    }
+  }
+  ASSERT_TRUE(WriteFile(dir + "/expected.bin", expected->Bytes()).ok());
+  argv.push_back("checkb:" + std::to_string(expected->bytes()) + ":" + dir + "/expected.bin");
+  const std::string nonce = "0123456789abcdef0123\n";
+  auto status = RunAndWait(argv, dir + "/run.log", &nonce);
+  ASSERT_TRUE(status.ok()) << status.status();
+  auto log = ReadFile(dir + "/run.log");
+  ASSERT_TRUE(log.ok());
+  ASSERT_EQ(*status, 0) << device.arch << " " << task.CanonicalText() << " " << config.ToJson() << ": " << *log;
+  ASSERT_TRUE(log->find("ok nonce=0123456789abcdef0123 seconds=") != std::string::npos) << *log;
+  auto out = ReadFile(dir + "/out.bin");
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(*out, expected->Bytes()) << device.arch << " " << task.CanonicalText();
+}
+
+TEST(DeviceKernelTest, Int8KernelsAreExactOnX86_64V3HostAarch64WithAndWithoutI8mmAndRiscv64) {
+  auto dir = TempDir::Create("tuneforge-device-int8-test");
+  ASSERT_TRUE(dir.ok());
+  std::vector<Device> devices = Devices();
+  devices.push_back({"aarch64", "-mtriple=aarch64-unknown-linux-gnu -mcpu=neoverse-v1 -threads=1",
+                     {"qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", "-cpu", "max"}});
+  int checked = 0;
+  for (const Device& device : devices) {
+    auto target = ParseTarget(device.target, DetectHostTarget("test"));
+    ASSERT_TRUE(target.ok()) << target.status();
+    for (const char* text : {"qmatmul M=9 N=32 K=40 a_zero=131 bias=1 per_channel=1 out_zero=100 dtype=u8s8u8",
+                             "qmatmul M=8 N=16 K=64 bias=1 dtype=u8s8s32",
+                             "qconv2d N=1 C=16 H=6 W=6 K=32 R=3 S=3 stride=1 pad=1 a_zero=128 bias=1 per_channel=1 "
+                             "out_zero=3 dtype=u8s8u8",
+                             "qdepthwise_conv2d N=1 C=16 H=6 W=6 R=3 S=3 stride=1 pad=1 a_zero=7 per_channel=1 "
+                             "dtype=u8s8f32"}) {
+      auto task = ParseTask(text);
+      ASSERT_TRUE(task.ok()) << task.status();
+      const Template* tmpl = *FindTemplate(*task);
+      std::vector<Config> configs = {tmpl->Naive(*task, *target)};
+      std::vector<Config> heuristics = tmpl->Heuristics(*task, *target);
+      if (!heuristics.empty()) configs.push_back(heuristics[0]);
+      for (const Config& c : configs) {
+        SCOPED_TRACE(device.target + " " + task->CanonicalText() + " " + c.ToJson());
+        ExpectTypedCorrectOnDevice(device, *target, *task, c, dir->path());
+        if (HasFatalFailure()) return;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 5 * 4 * 2);
+}
+
 }  // namespace
 }  // namespace tuneforge

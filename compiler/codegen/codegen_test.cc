@@ -952,6 +952,29 @@ TEST(CodegenTest, DotProductInstructionFollowsTheTargetFeatures) {
     EXPECT_TRUE(codegen::CompileToObject(zmm, target, BuildOptions{}).ok()) << cpu;
     EXPECT_TRUE(codegen::CompileToObject(ymm, target, BuildOptions{}).ok()) << cpu;
   }
+  // aarch64: usdot (u8 x s8, 4 lanes per q register) where the core has i8mm, a
+  // 16-lane vector as four of them; the exact path on a core without it.
+  const ir::LoweredFunc q4 = QuantizedMatmul(2, 4, 8, DType::kUInt8, DType::kInt8, ForKind::kVectorized);
+  auto arm = [](const ir::LoweredFunc& f, const std::string& cpu, const std::string& features) {
+    Target target = TestTarget(1);
+    target.triple = "aarch64-unknown-linux-gnu";
+    target.cpu = cpu;
+    target.features = features;
+    absl::StatusOr<std::string> text = codegen::CompileToLlvmIr(f, target, BuildOptions{});
+    EXPECT_TRUE(text.ok()) << cpu << " " << features << ": " << text.status();
+    EXPECT_TRUE(codegen::CompileToObject(f, target, BuildOptions{}).ok()) << cpu << " " << features;
+    return text.ok() ? *text : std::string();
+  };
+  EXPECT_NE(arm(q4, "neoverse-v1", "").find("llvm.aarch64.neon.usdot.v4i32.v16i8"), std::string::npos);
+  const std::string wide = arm(zmm, "neoverse-v1", "");
+  size_t calls = 0;
+  for (size_t at = wide.find("call <4 x i32> @llvm.aarch64.neon.usdot"); at != std::string::npos;
+       at = wide.find("call <4 x i32> @llvm.aarch64.neon.usdot", at + 1)) {
+    ++calls;
+  }
+  EXPECT_GE(calls, 4u);
+  EXPECT_EQ(arm(q4, "cortex-a76", "").find("usdot"), std::string::npos);
+  EXPECT_EQ(arm(q4, "neoverse-v1", "-i8mm").find("usdot"), std::string::npos);
 }
 
 // Float to integer casts round halves to even, saturate and map NaN to 0 in vectors

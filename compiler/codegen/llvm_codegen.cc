@@ -24,9 +24,9 @@
 //     accumulator tiles in registers.
 //   - Buffers hold float32 or a quantized integer type (u8, s8 -> i8; s32 -> i32).
 //     Dot4 (the int8 dot-product accumulate) becomes vpdpbusd where the target's
-//     features have it for the vector width (DotProductSupport, read from LLVM's
-//     subtarget: the intrinsic on a CPU without it aborts the backend), else exact
-//     widening multiplies and adds.
+//     features have it for the vector width, usdot on aarch64 with i8mm
+//     (DotProductSupport, read from LLVM's subtarget: the intrinsic on a CPU without
+//     it aborts the backend), else exact widening multiplies and adds.
 // Then CompileToObject runs the O3 pipeline with the loop and SLP vectorizers off
 // (the schedule alone decides vectorization; IEEE semantics, only fmuladd
 // contraction) and emits a PIC object. A few costly passes that gain nothing here
@@ -56,6 +56,7 @@
 #include "llvm/IR/GlobalVariable.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
+#include "llvm/IR/IntrinsicsAArch64.h"
 #include "llvm/IR/IntrinsicsX86.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -106,6 +107,7 @@ struct DotProductSupport {
   bool vnni512 = false;  // AVX-512 VNNI: vpdpbusd on zmm
   bool vnni256 = false;  // AVX-512 VNNI + VL, or AVX-VNNI: vpdpbusd on ymm (and xmm)
   bool amx = false;      // AMX-TILE + AMX-INT8: tdpbusd on tile registers (MatrixDot)
+  bool usdot = false;    // aarch64 with FEAT_I8MM: usdot, u8 x s8 into 4 x i32 per q register
 };
 
 bool ContainsMatrixDot(const ir::Stmt& s) {
@@ -1344,10 +1346,40 @@ llvm::Value* ModuleEmitter::EmitDot4(const ir::Expr& e) {
   return DotGeneric(acc, a_words, a_signed, b_words, b_signed);
 }
 
-// vpdpbusd through its LLVM intrinsic, or null when the target lacks it for this width.
+// vpdpbusd through its LLVM intrinsic (or aarch64's usdot, 4 lanes at a time), or null
+// when the target lacks it for this width.
 llvm::Value* ModuleEmitter::DotInstruction(llvm::Value* acc, llvm::Value* u8_words,
                                            llvm::Value* s8_words) {
   const unsigned lanes = llvm::cast<llvm::FixedVectorType>(acc->getType())->getNumElements();
+  if (dot_.usdot && (lanes == 4 || lanes == 8 || lanes == 16)) {
+    // USDOT Vd.4S, Vn.16B (unsigned), Vm.16B (signed): one q register of each per 4
+    // lanes; a wider vector in 4-lane parts.
+    auto* v4 = llvm::FixedVectorType::get(i32_, 4);
+    auto* v16 = llvm::FixedVectorType::get(i8_, 16);
+    llvm::Function* fn = llvm::Intrinsic::getDeclaration(&module_, llvm::Intrinsic::aarch64_neon_usdot, {v4, v16});
+    auto part = [&](llvm::Value* v, unsigned p) {
+      llvm::SmallVector<int, 4> mask;
+      for (unsigned l = 0; l < 4; ++l) mask.push_back(static_cast<int>(4 * p + l));
+      return lanes == 4 ? v : b_.CreateShuffleVector(v, mask);
+    };
+    llvm::SmallVector<llvm::Value*, 4> parts;
+    for (unsigned p = 0; p < lanes / 4; ++p) {
+      parts.push_back(b_.CreateCall(fn, {part(acc, p), b_.CreateBitCast(part(u8_words, p), v16),
+                                         b_.CreateBitCast(part(s8_words, p), v16)}));
+    }
+    // Concatenated back, pairwise.
+    while (parts.size() > 1) {
+      llvm::SmallVector<llvm::Value*, 4> joined;
+      for (size_t i = 0; i < parts.size(); i += 2) {
+        const unsigned width = llvm::cast<llvm::FixedVectorType>(parts[i]->getType())->getNumElements();
+        llvm::SmallVector<int, 16> mask;
+        for (unsigned l = 0; l < 2 * width; ++l) mask.push_back(static_cast<int>(l));
+        joined.push_back(b_.CreateShuffleVector(parts[i], parts[i + 1], mask));
+      }
+      parts = joined;
+    }
+    return parts.front();
+  }
   llvm::Intrinsic::ID id;
   if (lanes == 16 && dot_.vnni512) {
     id = llvm::Intrinsic::x86_avx512_vpdpbusd_512;
@@ -1565,6 +1597,10 @@ absl::StatusOr<std::string> Compile(const ir::LoweredFunc& func, const Target& t
                     info->checkFeatures("+avxvnni");
       dot.amx = info->checkFeatures("+amx-tile,+amx-int8");
     }
+  } else if (TripleArchitecture(target.triple) == "aarch64") {
+    std::unique_ptr<llvm::MCSubtargetInfo> info(
+        llvm_target->createMCSubtargetInfo(target.triple, target.cpu, target.features));
+    if (info) dot.usdot = info->checkFeatures("+i8mm");
   }
   // Default TargetOptions: IEEE floats, fusion only where the IR says fmuladd.
   llvm::TargetOptions target_options;

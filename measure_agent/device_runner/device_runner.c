@@ -16,6 +16,11 @@
  *   optionally, a second input set (none of them kernel arguments):
  *     alt:N:PATH               after an in: buffer, its second input (N floats)
  *     altcheck:N:PATH          the expected output of the second set (read, removed)
+ *   Buffers of other element types (the int8 kernels' uint8, int8 and int32) in bytes:
+ *   inb:BYTES:PATH, outb:BYTES:PATH, tmpb:BYTES, altb:BYTES:PATH, and the exact checks
+ *   checkb:BYTES:PATH and altcheckb:BYTES:PATH (bit for bit; the output poisoned with
+ *   0xA5 bytes before every run). Either kind of check goes with either kind of output
+ *   of the same size in bytes.
  *   with which the runs alternate between the two sets (run 1 the first, run 2 the
  *   second, ...; the inputs refilled and the prepack re-run between runs, untimed), so
  *   a kernel that replays an output it computed before fails the check.
@@ -91,16 +96,16 @@ static int CompareDoubles(const void* a, const void* b) {
 }
 
 /* 64-byte aligned, shared with the child (MAP_SHARED before fork), zeroed. */
-static void* SharedFloats(long n) {
-  size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
+static void* SharedBytes(long n) {
+  size_t bytes = ((size_t)n + 63) / 64 * 64;
   void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   return p == MAP_FAILED ? NULL : p;
 }
 
-static int ReadFloats(const char* path, float* to, long n) {
+static int ReadBytes(const char* path, char* to, long n) {
   FILE* f = path ? fopen(path, "rb") : NULL;
   if (!f) return 0;
-  size_t got = fread(to, sizeof(float), (size_t)n, f);
+  size_t got = fread(to, 1, (size_t)n, f);
   fclose(f);
   return got == (size_t)n;
 }
@@ -117,9 +122,9 @@ static int ReadAll(int fd, void* to, size_t n) {
 }
 
 /* Whether any input buffer differs, bit for bit, from the copy it was filled from. */
-static int InputsChanged(float** copies, void** buffers, const long* sizes, int args) {
+static int InputsChanged(char** copies, void** buffers, const long* sizes, int args) {
   for (int i = 0; i < args; ++i) {
-    if (copies[i] && memcmp(copies[i], buffers[i], (size_t)sizes[i] * sizeof(float)) != 0) return 1;
+    if (copies[i] && memcmp(copies[i], buffers[i], (size_t)sizes[i]) != 0) return 1;
   }
   return 0;
 }
@@ -197,11 +202,12 @@ int main(int argc, char** argv) {
   const int count = argc - 6;
   void** buffers = calloc((size_t)count, sizeof(void*));
   const char** out_path = calloc((size_t)count, sizeof(char*));
-  long* sizes = calloc((size_t)count, sizeof(long));
+  long* sizes = calloc((size_t)count, sizeof(long)); /* in bytes */
   /* Private copies of the inputs, per input set. */
-  float** inputs[2] = {calloc((size_t)count, sizeof(float*)), calloc((size_t)count, sizeof(float*))};
-  float* expected[2] = {NULL, NULL};
-  long expected_n = 0;
+  char** inputs[2] = {calloc((size_t)count, sizeof(char*)), calloc((size_t)count, sizeof(char*))};
+  char* expected[2] = {NULL, NULL};
+  long expected_n = 0; /* bytes */
+  int exact = -1;      /* the checks: 1 bit for bit (checkb), 0 floats within the tolerance */
   double abs_tol = 0, rel_tol = 0;
   int output = -1, args = 0, last_input = -1;
   if (!buffers || !out_path || !sizes || !inputs[0] || !inputs[1]) return Fail("out of memory", NULL);
@@ -210,49 +216,56 @@ int main(int argc, char** argv) {
     char* kind = strtok(spec, ":");
     char* n_text = strtok(NULL, ":");
     long n = n_text ? atol(n_text) : 0;
-    if (!kind || n < 1) {
-      return Fail("bad buffer (in:N:PATH, out:N:PATH, tmp:N, check:N:ATOL:RTOL:PATH, alt:N:PATH or altcheck:N:PATH)",
+    if (!kind || n < 1 || n > (1L << 40)) {
+      return Fail("bad buffer (in:N:PATH, out:N:PATH, tmp:N, check:N:ATOL:RTOL:PATH, alt:N:PATH or altcheck:N:PATH; "
+                  "inb:, outb:, tmpb:, checkb:BYTES:PATH, altb:, altcheckb: in bytes)",
                   argv[6 + i]);
     }
+    /* A kind ending in 'b' counts bytes; the others floats. */
+    const size_t kind_length = strlen(kind);
+    const int in_bytes = kind_length > 1 && kind[kind_length - 1] == 'b';
+    if (in_bytes) kind[kind_length - 1] = '\0';
+    const long bytes = in_bytes ? n : n * (long)sizeof(float);
     if (strcmp(kind, "check") == 0 || strcmp(kind, "altcheck") == 0) {
       const int set = kind[0] == 'a';
-      const char* atol_text = set ? "0" : strtok(NULL, ":");
-      const char* rtol_text = set ? "0" : strtok(NULL, ":");
+      const char* atol_text = set || in_bytes ? "0" : strtok(NULL, ":");
+      const char* rtol_text = set || in_bytes ? "0" : strtok(NULL, ":");
       char* path = strtok(NULL, "");
       if (!atol_text || !rtol_text || !path || expected[set]) {
-        return Fail("bad check (one check:N:ATOL:RTOL:PATH, at most one altcheck:N:PATH)", NULL);
+        return Fail("bad check (one check:N:ATOL:RTOL:PATH or checkb:BYTES:PATH, at most one altcheck)", NULL);
       }
       if (!set) {
         abs_tol = atof(atol_text);
         rel_tol = atof(rtol_text);
-        expected_n = n;
-      } else if (n != expected_n) {
-        return Fail("altcheck: must follow check: with the same N", NULL);
+        expected_n = bytes;
+        exact = in_bytes;
+      } else if (bytes != expected_n || in_bytes != exact) {
+        return Fail("altcheck must follow a check of the same kind and size", NULL);
       }
-      expected[set] = malloc((size_t)n * sizeof(float));
-      if (!expected[set] || !ReadFloats(path, expected[set], n)) return Fail("cannot read the expected output", path);
+      expected[set] = malloc((size_t)bytes);
+      if (!expected[set] || !ReadBytes(path, expected[set], bytes)) return Fail("cannot read the expected output", path);
       unlink(path);
       continue;
     }
     if (strcmp(kind, "alt") == 0) {
       char* path = strtok(NULL, "");
-      if (last_input < 0 || inputs[1][last_input] || n != sizes[last_input]) {
-        return Fail("alt:N:PATH must follow an in: buffer of N floats", argv[6 + i]);
+      if (last_input < 0 || inputs[1][last_input] || bytes != sizes[last_input]) {
+        return Fail("alt:N:PATH must follow an in: buffer of the same size", argv[6 + i]);
       }
-      inputs[1][last_input] = malloc((size_t)n * sizeof(float));
-      if (!inputs[1][last_input] || !ReadFloats(path, inputs[1][last_input], n)) {
+      inputs[1][last_input] = malloc((size_t)bytes);
+      if (!inputs[1][last_input] || !ReadBytes(path, inputs[1][last_input], bytes)) {
         return Fail("cannot read input", path);
       }
       continue;
     }
     char* path = strtok(NULL, "");
-    sizes[args] = n;
-    buffers[args] = SharedFloats(n);
+    sizes[args] = bytes;
+    buffers[args] = SharedBytes(bytes);
     if (!buffers[args]) return Fail("out of memory for a buffer", n_text);
     if (strcmp(kind, "in") == 0) {
-      inputs[0][args] = malloc((size_t)n * sizeof(float));
-      if (!inputs[0][args] || !ReadFloats(path, inputs[0][args], n)) return Fail("cannot read input", path);
-      memcpy(buffers[args], inputs[0][args], (size_t)n * sizeof(float));
+      inputs[0][args] = malloc((size_t)bytes);
+      if (!inputs[0][args] || !ReadBytes(path, inputs[0][args], bytes)) return Fail("cannot read input", path);
+      memcpy(buffers[args], inputs[0][args], (size_t)bytes);
       last_input = args;
     } else if (strcmp(kind, "out") == 0) {
       if (!path || output >= 0) return Fail("one output buffer with a path", NULL);
@@ -282,10 +295,10 @@ int main(int argc, char** argv) {
   if (g_child == 0) {
     /* Nothing the verdict depends on stays in the child's copy of memory. */
     for (int set = 0; set < sets; ++set) {
-      memset(expected[set], 0, (size_t)expected_n * sizeof(float));
+      memset(expected[set], 0, (size_t)expected_n);
       free(expected[set]);
       for (int i = 0; i < args; ++i) {
-        if (inputs[set][i]) memset(inputs[set][i], 0, (size_t)sizes[i] * sizeof(float));
+        if (inputs[set][i]) memset(inputs[set][i], 0, (size_t)sizes[i]);
       }
     }
     memset(nonce, 0, sizeof nonce);
@@ -314,7 +327,7 @@ int main(int argc, char** argv) {
   }
   double* seconds = calloc((size_t)runs, sizeof(double));
   if (!seconds) return Fail("out of memory", NULL);
-  float* out = buffers[output];
+  char* out = buffers[output];
   int set = 0;
   for (int r = 0; r < runs; ++r) {
     if (r % sets != set) {
@@ -322,11 +335,15 @@ int main(int argc, char** argv) {
       if (InputsChanged(inputs[set], buffers, sizes, args)) return Fail("the kernel changed its input", NULL);
       set = r % sets;
       for (int i = 0; i < args; ++i) {
-        if (inputs[set][i]) memcpy(buffers[i], inputs[set][i], (size_t)sizes[i] * sizeof(float));
+        if (inputs[set][i]) memcpy(buffers[i], inputs[set][i], (size_t)sizes[i]);
       }
       if (Command(cmd[1], reply[0], 'P') != 0) return Fail("prepack failed", NULL);
     }
-    for (long i = 0; i < expected_n; ++i) out[i] = NAN;
+    if (exact) {
+      memset(out, 0xA5, (size_t)expected_n);
+    } else {
+      for (long i = 0; i < expected_n / (long)sizeof(float); ++i) ((float*)out)[i] = NAN;
+    }
     double t0 = Now();
     int status = Command(cmd[1], reply[0], 'R');
     double t = Now() - t0;
@@ -334,13 +351,25 @@ int main(int argc, char** argv) {
     if (status != 0) return Fail("kernel returned non-zero", NULL);
     if (Command(cmd[1], reply[0], 'U') != 0) return Fail("unpack failed", NULL);
     seconds[r] = t - (trip < t / 2 ? trip : t / 2);
-    const float* want = expected[set];
-    for (long i = 0; i < expected_n; ++i) {
-      double d = fabs((double)out[i] - (double)want[i]);
+    if (exact) {
+      for (long i = 0; i < expected_n; ++i) {
+        if (out[i] != expected[set][i]) {
+          char where[160];
+          snprintf(where, sizeof where, "byte %ld of run %d%s: %d vs %d", i, r + 1, set ? " (second input set)" : "",
+                   (unsigned char)out[i], (unsigned char)expected[set][i]);
+          return Fail("wrong answer", where);
+        }
+      }
+      continue;
+    }
+    const float* want = (const float*)expected[set];
+    const float* got = (const float*)out;
+    for (long i = 0; i < expected_n / (long)sizeof(float); ++i) {
+      double d = fabs((double)got[i] - (double)want[i]);
       if (!(d <= abs_tol + rel_tol * fabs((double)want[i]))) {
         char where[160];
         snprintf(where, sizeof where, "index %ld of run %d%s: %g vs %g", i, r + 1,
-                 set ? " (second input set)" : "", (double)out[i], (double)want[i]);
+                 set ? " (second input set)" : "", (double)got[i], (double)want[i]);
         return Fail("wrong answer", where);
       }
     }
@@ -358,7 +387,7 @@ int main(int argc, char** argv) {
     return Fail("the kernel printed (a kernel prints nothing)", said);
   }
   FILE* f = fopen(out_path[output], "wb");
-  if (!f || fwrite(out, sizeof(float), (size_t)expected_n, f) != (size_t)expected_n) {
+  if (!f || fwrite(out, 1, (size_t)expected_n, f) != (size_t)expected_n) {
     return Fail("cannot write output", out_path[output]);
   }
   fclose(f);
