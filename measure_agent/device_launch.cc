@@ -28,9 +28,9 @@ void Fail(MeasureResult* result, tuneforge::v1::MeasureErrorKind kind, std::stri
   result->set_error_message(std::move(message));
 }
 
-bool WriteFloats(const std::string& path, const std::vector<float>& v) {
+bool WriteBytes(const std::string& path, const void* data, size_t bytes) {
   std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
   return static_cast<bool>(out);
 }
 
@@ -102,14 +102,14 @@ absl::Status CheckDeviceLaunch(const DeviceLaunch& device) {
 void MeasureOnDevice(const MeasureRequest& request, const DeviceLaunch& device, const std::string& dir,
                      int timeout_ms, MeasureResult* result) {
   const std::string kernel = dir + "/kernel.so", output = dir + "/output.bin";
+  // Every buffer goes to the runner in bytes (inb:, outb:, tmpb:); the output is
+  // checked as floats within the request's tolerance when it is float32, else bit for
+  // bit (checkb:: the int8 kernels' integer outputs).
+  runtime::ElementType output_type = runtime::ElementType::kFloat32;
   for (const auto& b : request.buffers()) {
-    // The device runner's buffers, files and check are float32 (docs/int8.md).
-    if (ElementTypeOf(b) != runtime::ElementType::kFloat32) {
-      return Fail(result, tuneforge::v1::RUNTIME_ERROR,
-                  absl::StrCat("buffer ", b.name(), " is ", runtime::ElementTypeName(ElementTypeOf(b)),
-                               ": measurements on a device take float32 buffers only"));
-    }
+    if (b.role() == tuneforge::v1::OUTPUT) output_type = ElementTypeOf(b);
   }
+  const bool exact = output_type != runtime::ElementType::kFloat32;
   if (!WriteFile(kernel, request.artifact()).ok()) {
     return Fail(result, tuneforge::v1::RUNTIME_ERROR, "cannot write the kernel for the device");
   }
@@ -134,37 +134,44 @@ void MeasureOnDevice(const MeasureRequest& request, const DeviceLaunch& device, 
   const std::string expected_path = dir + "/expected.bin", alternate_path = dir + "/expected.alt.bin";
   const bool two_sets = !request.alternate_expected_output().empty();
   {
-    const std::vector<float> values = runtime::FloatsFromBytes(request.expected_output());
-    if (!WriteFloats(expected_path, values)) {
+    const std::string& want = request.expected_output();
+    if (!WriteBytes(expected_path, want.data(), want.size())) {
       return Fail(result, tuneforge::v1::RUNTIME_ERROR, "cannot write the expected output");
     }
     char tolerance[64];
     std::snprintf(tolerance, sizeof tolerance, "%.9g:%.9g", request.atol(), request.rtol());
-    argv.push_back(absl::StrCat("check:", values.size(), ":", tolerance, ":", on_device(expected_path)));
+    argv.push_back(exact ? absl::StrCat("checkb:", want.size(), ":", on_device(expected_path))
+                         : absl::StrCat("check:", want.size() / sizeof(float), ":", tolerance, ":",
+                                        on_device(expected_path)));
     if (two_sets) {
-      if (!WriteFloats(alternate_path, runtime::FloatsFromBytes(request.alternate_expected_output()))) {
+      const std::string& alt = request.alternate_expected_output();
+      if (alt.size() != want.size() || !WriteBytes(alternate_path, alt.data(), alt.size())) {
         return Fail(result, tuneforge::v1::RUNTIME_ERROR, "cannot write the expected output");
       }
-      argv.push_back(absl::StrCat("altcheck:", values.size(), ":", on_device(alternate_path)));
+      argv.push_back(exact ? absl::StrCat("altcheckb:", alt.size(), ":", on_device(alternate_path))
+                           : absl::StrCat("altcheck:", alt.size() / sizeof(float), ":", on_device(alternate_path)));
     }
   }
   for (int i = 0; i < request.buffers_size(); ++i) {
     const auto& b = request.buffers(i);
-    const std::string n = std::to_string(b.num_elements());
+    const int64_t bytes = b.num_elements() * runtime::ElementBytes(ElementTypeOf(b));
+    const std::string n = std::to_string(bytes);
     if (b.role() == tuneforge::v1::OUTPUT) {
       output_elements = b.num_elements();
-      argv.push_back("out:" + n + ":" + output_on_device);
+      argv.push_back("outb:" + n + ":" + output_on_device);
     } else if (b.role() == tuneforge::v1::INTERNAL) {
-      argv.push_back("tmp:" + n);
+      argv.push_back("tmpb:" + n);
     } else {
       // The inputs the server computed the expected outputs from.
       for (int set = 0; set < (two_sets ? 2 : 1); ++set) {
-        std::vector<float> data(static_cast<size_t>(b.num_elements()));
+        std::vector<char> data(static_cast<size_t>(bytes));
         runtime::FillBuffer(set == 0 ? request.seed() : request.alternate_seed(), i, FillOf(b), data.data(),
                             b.num_elements());
         const std::string path = absl::StrCat(dir, "/input", i, set == 0 ? "" : ".alt", ".bin");
-        if (!WriteFloats(path, data)) return Fail(result, tuneforge::v1::RUNTIME_ERROR, "cannot write input " + path);
-        argv.push_back(absl::StrCat(set == 0 ? "in:" : "alt:", n, ":", on_device(path)));
+        if (!WriteBytes(path, data.data(), data.size())) {
+          return Fail(result, tuneforge::v1::RUNTIME_ERROR, "cannot write input " + path);
+        }
+        argv.push_back(absl::StrCat(set == 0 ? "inb:" : "altb:", n, ":", on_device(path)));
       }
     }
   }
@@ -227,21 +234,23 @@ void MeasureOnDevice(const MeasureRequest& request, const DeviceLaunch& device, 
                                "): ", LastLine(ReadFile(copy_log).value_or(""))));
     }
   }
-  std::vector<float> out(static_cast<size_t>(output_elements), 0.0f);
-  std::ifstream in(output, std::ios::binary);
-  in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size() * sizeof(float)));
-  if (!in) return Fail(result, tuneforge::v1::RUNTIME_ERROR, "the device runner wrote no output");
   // The runner wrote the output of its last run, which used the second input set when
   // the run count was even.
   const std::string& last_expected = two_sets && runs % 2 == 0 ? request.alternate_expected_output()
                                                                 : request.expected_output();
-  const std::vector<float> want = runtime::FloatsFromBytes(last_expected);
-  const float* expected = want.data();
-  const int64_t bad = runtime::FirstMismatch(out.data(), expected, output_elements, request.atol(), request.rtol());
+  std::vector<char> out(last_expected.size(), 0);
+  std::ifstream in(output, std::ios::binary);
+  in.read(out.data(), static_cast<std::streamsize>(out.size()));
+  if (!in || static_cast<int64_t>(out.size()) != output_elements * runtime::ElementBytes(output_type)) {
+    return Fail(result, tuneforge::v1::RUNTIME_ERROR, "the device runner wrote no output of the expected size");
+  }
+  const int64_t bad = runtime::FirstMismatch(output_type, out.data(), last_expected.data(), output_elements,
+                                             request.atol(), request.rtol());
   if (bad >= 0) {
     return Fail(result, tuneforge::v1::WRONG_ANSWER,
-                absl::StrCat("wrong answer on the device at index ", bad, ": ", out[static_cast<size_t>(bad)],
-                             " vs ", expected[bad]));
+                absl::StrCat("wrong answer on the device at index ", bad, ": ",
+                             runtime::ElementAt(output_type, out.data(), bad), " vs ",
+                             runtime::ElementAt(output_type, last_expected.data(), bad)));
   }
   result->clear_costs();
   result->add_costs(cost);

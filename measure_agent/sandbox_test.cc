@@ -531,6 +531,29 @@ TEST_F(DeviceLaunchTest, DeviceKernelsCannotForgeTheirTimeOrSkipTheirWork) {
   EXPECT_EQ(replay.costs_size(), 0);
 }
 
+// Integer buffers through the device runner (its byte buffers and exact check), as the
+// int8 kernels' measurements on a board take them: measured, and an output one off in
+// one element is a wrong answer, as is a kernel that writes nothing.
+TEST_F(DeviceLaunchTest, IntegerBuffersGoToTheDeviceAsBytesAndAreCheckedExactly) {
+  options_.device.runner = HOST_RUNNER_PATH;
+  MeasureResult good = Run(MakeIntegerKernelRequest(ADD_KERNEL_PATH, "add_u8_s8_kernel", "d8"));
+  ASSERT_EQ(good.error(), tuneforge::v1::NONE) << good.error_message();
+  ASSERT_EQ(good.costs_size(), 1);
+  EXPECT_GT(good.costs(0), 0);
+
+  MeasureRequest off = MakeIntegerKernelRequest(ADD_KERNEL_PATH, "add_u8_s8_kernel", "d9");
+  std::string bytes = off.expected_output();
+  ++bytes[4 * 100];
+  off.set_expected_output(bytes);
+  MeasureResult mismatch = Run(off);
+  EXPECT_EQ(mismatch.error(), tuneforge::v1::WRONG_ANSWER) << mismatch.error_message();
+  EXPECT_THAT(mismatch.error_message(), HasSubstr("byte 400 of run 1"));
+
+  MeasureResult noop = Run(MakeIntegerKernelRequest(BAD_KERNELS_PATH, "noop_kernel", "d10"));
+  EXPECT_EQ(noop.error(), tuneforge::v1::WRONG_ANSWER) << noop.error_message();
+  EXPECT_EQ(noop.costs_size(), 0);
+}
+
 // A device that does not share the agent's files: a copy to it that fails or hangs is
 // a measurement error naming the file, never a speed.
 TEST_F(DeviceLaunchTest, CopyFailuresAreErrors) {
