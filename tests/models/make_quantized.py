@@ -12,6 +12,9 @@ int8 work, docs/int8.md), and checks each against its float model in onnxruntime
   mobilenetv2.qop.onnx  MobileNetV2, static QOperator form (depthwise QLinearConv too)
   bert_layer.dyn.onnx   one BERT-base encoder layer, dynamic: DynamicQuantizeLinear and
                         MatMulInteger for the dense layers, int8 weights
+  resblock.dyn.onnx     the residual block of make_models.py, dynamic: ConvInteger
+                        (padded, and a depthwise one), uint8 weights (onnxruntime's
+                        ConvInteger takes no int8 ones)
 
 Each float model first goes through onnxruntime's quant_pre_process (shape inference
 and graph optimization: BatchNormalization folded into the Conv before it), as
@@ -58,9 +61,10 @@ def quantize(source, target, form, calibration):
     # onnxruntime's guide first runs its pre-processing (shape inference, and its graph
     # optimizations, which fold each BatchNormalization into the Conv before it).
     prepared = os.path.abspath("prepared.onnx")
-    quant_pre_process(source, prepared, skip_symbolic_shape=form != "dynamic")
-    if form == "dynamic":
-        quantize_dynamic(prepared, target, weight_type=QuantType.QInt8)
+    quant_pre_process(source, prepared, skip_symbolic_shape=not form.startswith("dynamic"))
+    if form.startswith("dynamic"):
+        # onnxruntime runs ConvInteger with uint8 weights only ("dynamic-u8").
+        quantize_dynamic(prepared, target, weight_type=QuantType.QUInt8 if form == "dynamic-u8" else QuantType.QInt8)
         return
     quantize_static(prepared, target, RandomInputs(prepared, calibration, seed=7),
                     quant_format=QuantFormat.QDQ if form == "qdq" else QuantFormat.QOperator,
@@ -90,6 +94,7 @@ MODELS = {
     "resnet18.qop": ("resnet18.onnx", "qop", ["QLinearConv", "QLinearAdd", "QuantizeLinear"]),
     "mobilenetv2.qop": ("mobilenetv2.onnx", "qop", ["QLinearConv", "QLinearAdd", "QuantizeLinear"]),
     "bert_layer.dyn": ("bert_layer.onnx", "dynamic", ["DynamicQuantizeLinear", "MatMulInteger"]),
+    "resblock.dyn": ("resblock.onnx", "dynamic-u8", ["DynamicQuantizeLinear", "ConvInteger"]),
 }
 
 
