@@ -803,6 +803,56 @@ TEST(ExecutorTest, DynamicallyQuantizedMatmulsRunOnTheInt8Kernel) {
   }
 }
 
+// On an AVX2-only CPU (x86-64-v3, as Zen 3: no AMX, no VNNI) the int8 layers take the
+// vector kernels with the exact widening multiply-adds (natively here): ResNet-18's
+// QDQ layers give this machine's (AMX) outputs within one step of the output's
+// quantization (the float32 steps between int8 layers, the average pool, sum in
+// another order with 8 lanes), the dynamic BERT layer its outputs within the bound
+// its test against the float32 rewrite has.
+TEST(ExecutorTest, QuantizedModelsKeepTheirOutputsOnAnAvx2OnlyCpu) {
+  absl::StatusOr<Target> v3 = ParseTarget("-mcpu=x86-64-v3 -mattr=+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+movbe -threads=2",
+                                          TestTarget());
+  ASSERT_TRUE(v3.ok()) << v3.status();
+  ASSERT_FALSE(v3->HasFeature("amx-int8"));
+  ASSERT_FALSE(v3->HasFeature("avx512vnni"));
+  Target host = TestTarget();
+  host.num_threads = 2;
+  for (const char* file : {"resnet18.qdq.onnx", "bert_layer.dyn.onnx"}) {
+    SCOPED_TRACE(file);
+    absl::StatusOr<frontend::OnnxModel> model = frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/" + file);
+    ASSERT_TRUE(model.ok()) << model.status();
+    absl::StatusOr<Graph> g = ImportOnnx(*model);
+    ASSERT_TRUE(g.ok()) << g.status();
+    absl::StatusOr<std::unique_ptr<Executor>> a = Executor::Create(*g, host);
+    ASSERT_TRUE(a.ok()) << a.status();
+    absl::StatusOr<std::unique_ptr<Executor>> b = Executor::Create(*g, *v3);
+    ASSERT_TRUE(b.ok()) << b.status();
+    int int8 = 0;
+    for (const std::string& step : (*b)->steps()) int8 += step.find(" dtype=u8s8") != std::string::npos;
+    EXPECT_GE(int8, 6);
+    const std::vector<float> x = Random((*a)->inputs()[0].NumElements(), 31, -1, 1);
+    std::vector<float> want(static_cast<size_t>((*a)->outputs()[0].NumElements())), got(want.size());
+    ASSERT_TRUE((*a)->Run({x.data()}, {want.data()}).ok());
+    ASSERT_TRUE((*b)->Run({x.data()}, {got.data()}).ok());
+    double worst = 0, sum = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << i;
+      worst = std::max(worst, static_cast<double>(std::fabs(got[i] - want[i])));
+      sum += (got[i] - want[i]) * (got[i] - want[i]);
+    }
+    const double rms = std::sqrt(sum / static_cast<double>(got.size()));
+    std::printf("%s: x86-64-v3 vs this CPU: max |diff| %.3g, rms %.3g\n", file, worst, rms);
+    if (std::string(file) == "resnet18.qdq.onnx") {
+      auto q = g->quantized_tensors.find(g->tensors[static_cast<size_t>(g->outputs[0])].name);
+      ASSERT_NE(q, g->quantized_tensors.end());
+      EXPECT_LE(worst, q->second.scale * 1.001);
+    } else {
+      EXPECT_LT(worst, 0.02);
+      EXPECT_LT(rms, 1e-3);
+    }
+  }
+}
+
 TEST(ExecutorTest, DenseLayersAbsorbTheElementwiseChainAfterThem) {
   absl::StatusOr<frontend::OnnxModel> model =
       frontend::ReadOnnxModel(std::string(TF_TEST_MODELS_DIR) + "/bert_layer.onnx");
