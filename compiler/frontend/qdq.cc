@@ -585,60 +585,103 @@ class Rewriter {
   // integers as float32, a DynamicQuantizeLinear's rewrite). Exact while the sums stay
   // below 2^24; beyond, within float32's rounding of them.
   absl::StatusOr<std::vector<onnx::NodeProto>> MatMulInteger(const onnx::NodeProto& n, int index) {
+    ASSIGN_OR_RETURN(IntegerProductRewrite r, IntegerProduct(n, index, /*conv=*/false));
+    // A of a DynamicQuantizeLinear with its zero point, B int8 with zero point 0: an
+    // int8 kernel can compute the layer (tasks.cc).
+    auto dq = dynamic_.find(n.input(0));
+    if (dq != dynamic_.end() && n.input_size() > 2 && n.input(2) == dq->second.zero && r.int8_weights &&
+        r.zero_weight_zero_point) {
+      model_->dynamic_matmuls[n.output(0)] = DynamicMatmul{dq->second.source, dq->second.scale};
+    }
+    return std::move(r.nodes);
+  }
+
+  // ConvInteger(x, constant w, x_zero_point, constant w_zero_point): Conv(x - x_zero_point,
+  // float(w - w_zero_point[k])) in float32 with the node's attributes; padding adds
+  // zeros to the centred input, i.e. the zero point to the integer one. Exact while
+  // the sums stay below 2^24, as for MatMulInteger.
+  absl::StatusOr<std::vector<onnx::NodeProto>> ConvInteger(const onnx::NodeProto& n, int index) {
+    ASSIGN_OR_RETURN(IntegerProductRewrite r, IntegerProduct(n, index, /*conv=*/true));
+    return std::move(r.nodes);
+  }
+
+  struct IntegerProductRewrite {
+    std::vector<onnx::NodeProto> nodes;
+    bool int8_weights = false, zero_weight_zero_point = false;
+  };
+  // MatMulInteger (`conv` false: B [K, N], zero points per column) or ConvInteger
+  // (`conv`: w [K, C, ...], zero points per output channel) as the float32 product of
+  // the zero-point-centred integers.
+  absl::StatusOr<IntegerProductRewrite> IntegerProduct(const onnx::NodeProto& n, int index, bool conv) {
+    const std::string a_name = conv ? "x" : "A", b_name = conv ? "w" : "B";
+    const std::string a_zero_name = conv ? "x_zero_point" : "a_zero_point", b_zero_name = conv ? "w_zero_point" : "b_zero_point";
     if (n.input_size() < 2 || n.input_size() > 4 || n.output_size() != 1 || n.input(0).empty() || n.input(1).empty()) {
-      return Error(n, index, "needs A, B, optional zero points and one output");
+      return Error(n, index, "needs " + a_name + ", " + b_name + ", optional zero points and one output");
     }
     const TensorProto* b = Initializer(n.input(1));
-    if (!b || (b->data_type() != TensorProto::INT8 && b->data_type() != TensorProto::UINT8) || b->dims_size() != 2) {
-      return Error(n, index, "has a B that is not a 2-D int8 or uint8 initializer (weights computed at run time)");
+    if (!b || (b->data_type() != TensorProto::INT8 && b->data_type() != TensorProto::UINT8) ||
+        (conv ? b->dims_size() < 3 : b->dims_size() != 2)) {
+      return Error(n, index, "has a " + b_name + " that is not " +
+                                 (conv ? "an int8 or uint8 initializer of rank 3 or more" : "a 2-D int8 or uint8 initializer") +
+                                 " (weights computed at run time)");
     }
     ASSIGN_OR_RETURN(const std::vector<double> values, Numbers(*b));
-    const int64_t k = b->dims(0), cols = b->dims(1);
-    std::vector<double> b_zero(static_cast<size_t>(cols), 0.0);
+    // Zero points per output channel: w's first dimension, B's columns.
+    const int64_t channels = conv ? b->dims(0) : b->dims(1);
+    const int64_t per_channel = static_cast<int64_t>(values.size()) / channels;
+    auto channel_of = [&](size_t i) {
+      return conv ? i / static_cast<size_t>(per_channel) : i % static_cast<size_t>(channels);
+    };
+    std::vector<double> b_zero(static_cast<size_t>(channels), 0.0);
     if (n.input_size() > 3 && !n.input(3).empty()) {
       const TensorProto* z = Initializer(n.input(3));
-      if (!z || z->data_type() != b->data_type()) return Error(n, index, "has a b_zero_point that is not a constant of B's type");
+      if (!z || z->data_type() != b->data_type()) {
+        return Error(n, index, "has a " + b_zero_name + " that is not a constant of " + b_name + "'s type");
+      }
       ASSIGN_OR_RETURN(const std::vector<double> zs, Numbers(*z));
       if (zs.size() == 1) {
-        b_zero.assign(static_cast<size_t>(cols), zs[0]);
-      } else if (static_cast<int64_t>(zs.size()) == cols) {
+        b_zero.assign(static_cast<size_t>(channels), zs[0]);
+      } else if (static_cast<int64_t>(zs.size()) == channels) {
         b_zero = zs;
       } else {
-        return Error(n, index, "has a b_zero_point that is neither a scalar nor one per column");
+        return Error(n, index, "has a " + b_zero_name + " that is neither a scalar nor one per " +
+                                   (conv ? "output channel" : "column"));
       }
     }
     std::vector<double> centered(values.size());
-    for (size_t i = 0; i < values.size(); ++i) centered[i] = values[i] - b_zero[i % static_cast<size_t>(cols)];
-    const std::string base = (n.name().empty() ? n.output(0) : n.name()) + ".mmi";
-    added_.push_back(FloatTensor(base + ".b", {k, cols}, centered));
-    std::vector<onnx::NodeProto> nodes;
+    for (size_t i = 0; i < values.size(); ++i) centered[i] = values[i] - b_zero[channel_of(i)];
+    const std::string base = (n.name().empty() ? n.output(0) : n.name()) + (conv ? ".convi" : ".mmi");
+    const std::string weights = base + (conv ? ".w" : ".b");
+    added_.push_back(FloatTensor(weights, std::vector<int64_t>(b->dims().begin(), b->dims().end()), centered));
+    IntegerProductRewrite r;
+    r.int8_weights = b->data_type() == TensorProto::INT8;
+    r.zero_weight_zero_point = std::all_of(b_zero.begin(), b_zero.end(), [](double z) { return z == 0; });
     std::string a = n.input(0);
     if (n.input_size() > 2 && !n.input(2).empty()) {
       const TensorProto* z = Initializer(n.input(2));
       if (z && z->data_type() != TensorProto::UINT8 && z->data_type() != TensorProto::INT8) {
-        return Error(n, index, "has an a_zero_point that is not uint8 or int8");
+        return Error(n, index, "has an " + a_zero_name + " that is not uint8 or int8");
       }
       std::string zero = n.input(2);
       if (z) {  // a constant zero point: as a float one
         ASSIGN_OR_RETURN(const std::vector<double> zs, Numbers(*z));
-        if (zs.size() != 1) return Error(n, index, "has a per-row a_zero_point (not supported)");
-        added_.push_back(FloatTensor(base + ".a_zero", {}, zs));
-        zero = base + ".a_zero";
+        if (zs.size() != 1) {
+          return Error(n, index, std::string("has a ") + (conv ? "per-channel " : "per-row ") + a_zero_name +
+                                     " (not supported)");
+        }
+        added_.push_back(FloatTensor(base + "." + (conv ? "x" : "a") + "_zero", {}, zs));
+        zero = base + "." + (conv ? "x" : "a") + "_zero";
       }
-      nodes.push_back(Step("Sub", {a, zero}, base + ".a"));
-      a = base + ".a";
+      r.nodes.push_back(Step("Sub", {a, zero}, base + (conv ? ".x" : ".a")));
+      a = base + (conv ? ".x" : ".a");
     }
-    nodes.push_back(Step("MatMul", {a, base + ".b"}, n.output(0)));
+    onnx::NodeProto product = Step(conv ? "Conv" : "MatMul", {a, weights}, n.output(0));
+    if (conv) {
+      for (const onnx::AttributeProto& attr : n.attribute()) *product.add_attribute() = attr;
+    }
+    r.nodes.push_back(std::move(product));
     integer_outputs_.insert(n.output(0));
-    // A of a DynamicQuantizeLinear with its zero point, B int8 with zero point 0: an
-    // int8 kernel can compute the layer (tasks.cc).
-    auto dq = dynamic_.find(n.input(0));
-    if (dq != dynamic_.end() && n.input_size() > 2 && n.input(2) == dq->second.zero &&
-        b->data_type() == TensorProto::INT8 &&
-        std::all_of(b_zero.begin(), b_zero.end(), [](double z) { return z == 0; })) {
-      model_->dynamic_matmuls[n.output(0)] = DynamicMatmul{dq->second.source, dq->second.scale};
-    }
-    return nodes;
+    return r;
   }
 
   // A DynamicQuantizeLinear's outputs, by the name of its quantized output.
@@ -646,63 +689,6 @@ class Rewriter {
     std::string source, scale, zero;
   };
   std::map<std::string, Dynamic> dynamic_;
-  // ConvInteger(x, constant w, x_zero_point, constant w_zero_point): Conv(x - x_zero_point,
-  // float(w - w_zero_point[k])) in float32 with the node's attributes; padding adds
-  // zeros to the centred input, i.e. the zero point to the integer one. Exact while
-  // the sums stay below 2^24, as for MatMulInteger.
-  absl::StatusOr<std::vector<onnx::NodeProto>> ConvInteger(const onnx::NodeProto& n, int index) {
-    if (n.input_size() < 2 || n.input_size() > 4 || n.output_size() != 1 || n.input(0).empty() || n.input(1).empty()) {
-      return Error(n, index, "needs x, w, optional zero points and one output");
-    }
-    const TensorProto* w = Initializer(n.input(1));
-    if (!w || (w->data_type() != TensorProto::INT8 && w->data_type() != TensorProto::UINT8) || w->dims_size() < 3) {
-      return Error(n, index, "has a w that is not an int8 or uint8 initializer of rank 3 or more (weights computed at run time)");
-    }
-    ASSIGN_OR_RETURN(const std::vector<double> values, Numbers(*w));
-    const int64_t k = w->dims(0);
-    const int64_t per_channel = static_cast<int64_t>(values.size()) / k;
-    std::vector<double> w_zero(static_cast<size_t>(k), 0.0);
-    if (n.input_size() > 3 && !n.input(3).empty()) {
-      const TensorProto* z = Initializer(n.input(3));
-      if (!z || z->data_type() != w->data_type()) return Error(n, index, "has a w_zero_point that is not a constant of w's type");
-      ASSIGN_OR_RETURN(const std::vector<double> zs, Numbers(*z));
-      if (zs.size() == 1) {
-        w_zero.assign(static_cast<size_t>(k), zs[0]);
-      } else if (static_cast<int64_t>(zs.size()) == k) {
-        w_zero = zs;
-      } else {
-        return Error(n, index, "has a w_zero_point that is neither a scalar nor one per output channel");
-      }
-    }
-    std::vector<double> centered(values.size());
-    for (size_t i = 0; i < values.size(); ++i) {
-      centered[i] = values[i] - w_zero[i / static_cast<size_t>(per_channel)];
-    }
-    const std::string base = (n.name().empty() ? n.output(0) : n.name()) + ".convi";
-    added_.push_back(FloatTensor(base + ".w", std::vector<int64_t>(w->dims().begin(), w->dims().end()), centered));
-    std::vector<onnx::NodeProto> nodes;
-    std::string x = n.input(0);
-    if (n.input_size() > 2 && !n.input(2).empty()) {
-      const TensorProto* z = Initializer(n.input(2));
-      if (z && z->data_type() != TensorProto::UINT8 && z->data_type() != TensorProto::INT8) {
-        return Error(n, index, "has an x_zero_point that is not uint8 or int8");
-      }
-      std::string zero = n.input(2);
-      if (z) {
-        ASSIGN_OR_RETURN(const std::vector<double> zs, Numbers(*z));
-        if (zs.size() != 1) return Error(n, index, "has a per-channel x_zero_point (not supported)");
-        added_.push_back(FloatTensor(base + ".x_zero", {}, zs));
-        zero = base + ".x_zero";
-      }
-      nodes.push_back(Step("Sub", {x, zero}, base + ".x"));
-      x = base + ".x";
-    }
-    onnx::NodeProto conv = Step("Conv", {x, base + ".w"}, n.output(0));
-    for (const onnx::AttributeProto& a : n.attribute()) *conv.add_attribute() = a;
-    nodes.push_back(std::move(conv));
-    integer_outputs_.insert(n.output(0));
-    return nodes;
-  }
 
   OnnxModel* model_;
   onnx::GraphProto* graph_;

@@ -548,6 +548,51 @@ bool ConcatIntoViews(const Graph& g, const Node& n, const std::vector<bool>& is_
   return true;
 }
 
+// What one parameter of a quantized step binds to (BindQuantizedStep): a graph tensor,
+// constant data the step owns, or another step's buffer; none of them: memory the step
+// owns, for an internal parameter.
+struct ParamBinding {
+  int tensor = -1;
+  std::vector<float> data;
+  std::pair<int, std::string> borrow = {-1, ""};
+};
+
+// The step of an int8 task's kernel `func`, each parameter bound by `bind`, then its
+// layout passes split (SplitLayoutTransforms) and its name made unique to its body.
+// `what` names the kernel in errors.
+absl::StatusOr<PlannedStep> BindQuantizedStep(const Graph& g, const TaskUse& use, const TuningTask& task,
+                                              const Config& config, const std::string& source, ir::LoweredFunc func,
+                                              const std::string& what,
+                                              const std::function<ParamBinding(const ir::BufferParam&)>& bind) {
+  PlannedStep step;
+  step.func = std::move(func);
+  step.use = &use;
+  step.source = source;
+  step.task = task;
+  step.config = config;
+  for (const ir::BufferParam& p : step.func.params) {
+    ParamBinding b = bind(p);
+    step.borrow.push_back(b.borrow);
+    step.owned_elements.push_back(b.borrow.first >= 0 || b.tensor >= 0 ? 0
+                                  : !b.data.empty()                    ? static_cast<int64_t>(b.data.size())
+                                                                       : p.NumElements());
+    if (b.borrow.first < 0 && b.tensor < 0 && b.data.empty() && !p.is_internal) {
+      return absl::InternalError(what + ": unexpected parameter " + p.name);
+    }
+    step.owned_data.push_back(std::move(b.data));
+    const int t = b.tensor;
+    if (t >= 0 && g.tensors[static_cast<size_t>(t)].NumElements() != p.NumElements()) {
+      return absl::InternalError(absl::StrCat(what, ": parameter ", p.name, " has ", p.NumElements(),
+                                              " elements, tensor ", g.tensors[static_cast<size_t>(t)].name, " ",
+                                              g.tensors[static_cast<size_t>(t)].NumElements()));
+    }
+    step.tensors.push_back(t);
+  }
+  SplitLayoutTransforms(g, &step);
+  step.func.name += "_" + HashHex(ir::ToString(step.func)).substr(0, 8);
+  return step;
+}
+
 // A quantized layer of a QDQ model (TaskUse::quantized, docs/int8.md): the int8
 // kernel with float32 input, weights, bias and output, its requantization multipliers
 // (in_scale x wscale[k] / out_scale) and the weights' scales computed here. Its input
@@ -598,49 +643,30 @@ absl::StatusOr<PlannedStep> PlanQuantizedConv(const Graph& g, const TaskUse& use
     wscale[static_cast<size_t>(j)] = static_cast<float>(s);
     multiplier[static_cast<size_t>(j)] = static_cast<float>(use.in_scale * s / use.out_scale);
   }
-  PlannedStep step;
-  step.func = std::move(func);
-  step.use = &use;
-  step.source = source;
-  step.task = task;
-  step.config = config;
-  step.borrow.assign(step.func.params.size(), {-1, ""});
-  for (const ir::BufferParam& p : step.func.params) {
-    step.owned_data.emplace_back();
-    step.owned_elements.push_back(0);
-    int t = -1;
-    if (into && p.name == into->buffer) {
-      step.borrow[step.tensors.size()] = {links.into_owner, "I.padded"};
-    } else if (links.residual_owner >= 0 && p.name == residual.from) {
-      step.borrow[step.tensors.size()] = {links.residual_owner, "I.padded"};
-    } else if (p.is_internal) {
-      step.owned_elements.back() = p.NumElements();
-    } else if (p.is_output) {
-      t = use.output;
-    } else if (p.name == "I") {
-      t = use.data;
-    } else if (p.name == "F") {
-      t = use.weight;
-    } else if (p.name == "bias") {
-      t = use.bias;
-    } else if (p.name == "R") {
-      t = use.residual;
-    } else if (p.name == "scale" || p.name == "wscale") {
-      step.owned_data.back() = p.name == "scale" ? multiplier : wscale;
-      step.owned_elements.back() = k;
-    } else {
-      return absl::InternalError("quantized conv: unexpected parameter " + p.name);
-    }
-    if (t >= 0 && g.tensors[static_cast<size_t>(t)].NumElements() != p.NumElements()) {
-      return absl::InternalError(absl::StrCat("quantized conv: parameter ", p.name, " has ", p.NumElements(),
-                                              " elements, tensor ", g.tensors[static_cast<size_t>(t)].name, " ",
-                                              g.tensors[static_cast<size_t>(t)].NumElements()));
-    }
-    step.tensors.push_back(t);
-  }
-  SplitLayoutTransforms(g, &step);
-  step.func.name += "_" + HashHex(ir::ToString(step.func)).substr(0, 8);
-  return step;
+  return BindQuantizedStep(
+      g, use, task, config, source, std::move(func), "quantized conv",
+      [&](const ir::BufferParam& p) {
+        ParamBinding b;
+        if (into && p.name == into->buffer) {
+          b.borrow = {links.into_owner, "I.padded"};
+        } else if (links.residual_owner >= 0 && p.name == residual.from) {
+          b.borrow = {links.residual_owner, "I.padded"};
+        } else if (p.is_internal) {
+        } else if (p.is_output) {
+          b.tensor = use.output;
+        } else if (p.name == "I") {
+          b.tensor = use.data;
+        } else if (p.name == "F") {
+          b.tensor = use.weight;
+        } else if (p.name == "bias") {
+          b.tensor = use.bias;
+        } else if (p.name == "R") {
+          b.tensor = use.residual;
+        } else if (p.name == "scale" || p.name == "wscale") {
+          b.data = p.name == "scale" ? multiplier : wscale;
+        }
+        return b;
+      });
 }
 
 // A dynamically quantized MatMul (TaskUse::dynamic, docs/int8.md): the int8 kernel
@@ -655,42 +681,23 @@ absl::StatusOr<PlannedStep> PlanDynamicQuantizedMatmul(const Graph& g, const Tas
   const int64_t n = task.Param("N");
   std::vector<float> wscale(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j) wscale[static_cast<size_t>(j)] = ws.f32[ws.f32.size() == 1 ? 0 : static_cast<size_t>(j)];
-  PlannedStep step;
-  step.func = std::move(func);
-  step.use = &use;
-  step.source = source;
-  step.task = task;
-  step.config = config;
-  for (const ir::BufferParam& p : step.func.params) {
-    step.owned_data.emplace_back();
-    step.owned_elements.push_back(0);
-    int t = -1;
-    if (p.is_internal) {
-      step.owned_elements.back() = p.NumElements();
-    } else if (p.is_output) {
-      t = use.output;
-    } else if (p.name == "X") {
-      t = use.data;
-    } else if (p.name == "F") {
-      t = use.weight;
-    } else if (p.name == "bias") {
-      t = use.bias;
-    } else if (p.name == "wscale") {
-      step.owned_data.back() = wscale;
-      step.owned_elements.back() = n;
-    } else {
-      return absl::InternalError("dynamic int8 matmul: unexpected parameter " + p.name);
-    }
-    if (t >= 0 && g.tensors[static_cast<size_t>(t)].NumElements() != p.NumElements()) {
-      return absl::InternalError(absl::StrCat("dynamic int8 matmul: parameter ", p.name, " has ", p.NumElements(),
-                                              " elements, tensor ", g.tensors[static_cast<size_t>(t)].name, " ",
-                                              g.tensors[static_cast<size_t>(t)].NumElements()));
-    }
-    step.tensors.push_back(t);
-  }
-  SplitLayoutTransforms(g, &step);
-  step.func.name += "_" + HashHex(ir::ToString(step.func)).substr(0, 8);
-  return step;
+  return BindQuantizedStep(g, use, task, config, source, std::move(func), "dynamic int8 matmul",
+                           [&](const ir::BufferParam& p) {
+                             ParamBinding b;
+                             if (p.is_internal) {
+                             } else if (p.is_output) {
+                               b.tensor = use.output;
+                             } else if (p.name == "X") {
+                               b.tensor = use.data;
+                             } else if (p.name == "F") {
+                               b.tensor = use.weight;
+                             } else if (p.name == "bias") {
+                               b.tensor = use.bias;
+                             } else if (p.name == "wscale") {
+                               b.data = wscale;
+                             }
+                             return b;
+                           });
 }
 
 // Node kernels whose results no step and no graph output reads: a dynamic
