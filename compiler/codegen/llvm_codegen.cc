@@ -1255,7 +1255,7 @@ llvm::Value* ModuleEmitter::EmitCast(const ir::Expr& e) {
     // s8 bounds are exact floats; the upper bound of s32 (int64) is not, so values at
     // or above 2^31 (2^63) select the maximum instead of converting.
     // An operand that is round(...) or round(...) plus or minus a whole number (a
-    // requantization's zero point) is rounded already. To uint8, NaN goes to 0 through
+    // requantization's zero point) is rounded already (on x86, below). To uint8, NaN goes to 0 through
     // the lower bound itself: select(r > 0, r, 0) is one vmaxps, NaN comparing false
     // (the u8 write-back of an int8 kernel: 3 instructions of 11 fewer per vector).
     llvm::Type* f = x->getType();
@@ -1270,7 +1270,10 @@ llvm::Value* ModuleEmitter::EmitCast(const ir::Expr& e) {
         ((operand->kind == ir::ExprKind::kAdd || operand->kind == ir::ExprKind::kSub) && operand->operands.size() == 2 &&
          ((rounded(operand->operands[0]) && whole(operand->operands[1])) ||
           (operand->kind == ir::ExprKind::kAdd && whole(operand->operands[0]) && rounded(operand->operands[1]))));
-    llvm::Value* r = integral ? x : b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, x);
+    // (x86 only: a riscv64 qconv2d built without the rounding crashed under qemu with
+    // LLVM 19, not understood yet; device_kernel_test.)
+    const bool skip_rounding = integral && TripleArchitecture(target_.triple) == "x86_64";
+    llvm::Value* r = skip_rounding ? x : b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, x);
     const bool narrow = to == ir::DType::kUInt8 || to == ir::DType::kInt8;
     const double lo = to == ir::DType::kUInt8 ? 0.0
                       : to == ir::DType::kInt8 ? -128.0
