@@ -669,14 +669,71 @@ absl::StatusOr<PlannedStep> PlanQuantizedConv(const Graph& g, const TaskUse& use
       });
 }
 
+// The elementwise chain a dense or dynamically quantized layer absorbs (PlanFusion),
+// as its write-back computes it: the chain's other inputs as parameters "epi.t<id>"
+// (their ids into `chain_inputs`), loaded at the element's broadcast index, and the
+// chain's value from the layer's at row i (over its leading dimensions), column j. An
+// error building the value lands in `error`.
+struct ChainEpilogue {
+  std::vector<ir::BufferParam> inputs;
+  std::function<ir::Expr(ir::Expr value, ir::Expr i, ir::Expr j)> fn;
+};
+ChainEpilogue ChainEpilogueOf(const Graph& g, const TaskUse& use, const std::vector<int>& chain,
+                              std::vector<int>* chain_inputs, absl::Status* error) {
+  ChainEpilogue extra;
+  for (int t : ChainInputs(g, chain)) {
+    if (t == use.output) continue;
+    chain_inputs->push_back(t);
+    extra.inputs.push_back(ir::BufferParam{absl::StrCat("epi.t", t), ir::DType::kFloat32,
+                                           g.tensors[static_cast<size_t>(t)].shape, false});
+  }
+  extra.fn = [&g, &use, &chain, error](ir::Expr value, ir::Expr i, ir::Expr j) {
+    const std::vector<int64_t>& shape = g.tensors[static_cast<size_t>(use.output)].shape;
+    absl::StatusOr<ir::Expr> e = ChainValue(g, chain, [&](int t) -> ir::Expr {
+      if (t == use.output) return value;
+      // t broadcast to the layer's shape [..., N]: row i spans the leading dims.
+      const std::vector<int64_t>& ts = g.tensors[static_cast<size_t>(t)].shape;
+      const size_t r = shape.size(), lead = r - ts.size();
+      std::vector<ir::Expr> idx = ir::Unflatten(i, std::vector<int64_t>(shape.begin(), shape.end() - 1));
+      idx.push_back(j);
+      ir::Expr index = ir::IntImm(0);
+      int64_t stride = 1;
+      for (size_t d = r; d-- > 0;) {
+        if (d >= lead && ts[d - lead] != 1) {
+          index = ir::Add(index, ir::Mul(idx[d], ir::IntImm(stride)));
+          stride *= ts[d - lead];
+        }
+      }
+      return ir::Load(absl::StrCat("epi.t", t), ir::DType::kFloat32, index);
+    });
+    if (!e.ok()) {
+      *error = e.status();
+      return value;
+    }
+    return *e;
+  };
+  return extra;
+}
+
 // A dynamically quantized MatMul (TaskUse::dynamic, docs/int8.md): the int8 kernel
 // that quantizes its float32 input itself every call; its weights converted, packed
 // and summed once, at load.
-absl::StatusOr<PlannedStep> PlanDynamicQuantizedMatmul(const Graph& g, const TaskUse& use, const TuningTask& task,
+// With `chain` (PlanFusion), the elementwise chain after it in its write-back.
+absl::StatusOr<PlannedStep> PlanDynamicQuantizedMatmul(const Graph& g, const TaskUse& use,
+                                                       const std::vector<int>* chain, const TuningTask& task,
                                                        const Config& config, const Target& target,
                                                        const std::string& source) {
-  ASSIGN_OR_RETURN(ir::LoweredFunc func,
-                   InstantiateDynamicQuantizedMatmulInModel(task, target, config, use.bias >= 0));
+  std::vector<int> chain_inputs;
+  absl::Status chain_error;
+  std::optional<QuantizedMatmulChain> epilogue;
+  if (chain) {
+    ChainEpilogue e = ChainEpilogueOf(g, use, *chain, &chain_inputs, &chain_error);
+    epilogue = QuantizedMatmulChain{e.inputs, e.fn};
+  }
+  ASSIGN_OR_RETURN(ir::LoweredFunc func, InstantiateDynamicQuantizedMatmulInModel(task, target, config, use.bias >= 0,
+                                                                                   epilogue ? &*epilogue : nullptr));
+  RETURN_IF_ERROR(chain_error);
+  const int output = chain ? g.nodes[static_cast<size_t>(chain->back())].outputs[0] : use.output;
   const Tensor& ws = g.tensors[static_cast<size_t>(use.wscale)];
   const int64_t n = task.Param("N");
   std::vector<float> wscale(static_cast<size_t>(n));
@@ -686,7 +743,9 @@ absl::StatusOr<PlannedStep> PlanDynamicQuantizedMatmul(const Graph& g, const Tas
                              ParamBinding b;
                              if (p.is_internal) {
                              } else if (p.is_output) {
-                               b.tensor = use.output;
+                               b.tensor = output;
+                             } else if (p.name.rfind("epi.t", 0) == 0) {
+                               b.tensor = std::stoi(p.name.substr(5));
                              } else if (p.name == "X") {
                                b.tensor = use.data;
                              } else if (p.name == "F") {
@@ -749,7 +808,7 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
     config = heuristics.empty() ? tmpl->Naive(task, target) : heuristics.front();
   }
   if (use.dynamic) {
-    return PlanDynamicQuantizedMatmul(g, use, task, *config, target,
+    return PlanDynamicQuantizedMatmul(g, use, chain, task, *config, target,
                                       absl::StrCat(*tuned ? "tuned " : "default ", task.CanonicalText()));
   }
   if (use.quantized) {
@@ -768,38 +827,8 @@ absl::StatusOr<PlannedStep> PlanTask(const Graph& g, const TaskTable& table, con
   if (chain) {
     const auto* dense = dynamic_cast<const DenseTemplate*>(tmpl);
     if (!dense) return absl::InternalError("only dense absorbs an elementwise chain");
-    const std::vector<int64_t>& shape = g.tensors[static_cast<size_t>(use.output)].shape;
-    DenseEpilogue extra;
-    for (int t : ChainInputs(g, *chain)) {
-      if (t == use.output) continue;
-      chain_inputs.push_back(t);
-      extra.inputs.push_back(ir::BufferParam{absl::StrCat("epi.t", t), ir::DType::kFloat32,
-                                             g.tensors[static_cast<size_t>(t)].shape, false});
-    }
-    extra.fn = [&](ir::Expr value, ir::Expr i, ir::Expr j) {
-      absl::StatusOr<ir::Expr> e = ChainValue(g, *chain, [&](int t) -> ir::Expr {
-        if (t == use.output) return value;
-        // t broadcast to the layer's shape [..., N]: row i spans the leading dims.
-        const std::vector<int64_t>& ts = g.tensors[static_cast<size_t>(t)].shape;
-        const size_t r = shape.size(), lead = r - ts.size();
-        std::vector<ir::Expr> idx = ir::Unflatten(i, std::vector<int64_t>(shape.begin(), shape.end() - 1));
-        idx.push_back(j);
-        ir::Expr index = ir::IntImm(0);
-        int64_t stride = 1;
-        for (size_t d = r; d-- > 0;) {
-          if (d >= lead && ts[d - lead] != 1) {
-            index = ir::Add(index, ir::Mul(idx[d], ir::IntImm(stride)));
-            stride *= ts[d - lead];
-          }
-        }
-        return ir::Load(absl::StrCat("epi.t", t), ir::DType::kFloat32, index);
-      });
-      if (!e.ok()) {
-        chain_error = e.status();
-        return value;
-      }
-      return *e;
-    };
+    ChainEpilogue chain_epilogue = ChainEpilogueOf(g, use, *chain, &chain_inputs, &chain_error);
+    DenseEpilogue extra{chain_epilogue.inputs, chain_epilogue.fn};
     func = dense->InstantiateWithEpilogue(task, target, *config, extra);
     RETURN_IF_ERROR(chain_error);
   } else if (use.conv_as_gemm) {
@@ -1626,13 +1655,13 @@ FusionPlan PlanFusion(const Graph& g, const TaskTable& table) {
     chain_ending_at[chain.back()] = chain;
   }
 
-  // A dense layer whose output only an elementwise chain reads absorbs the chain
-  // (it then runs where the chain ends).
+  // A dense layer (or a dynamically quantized MatMul) whose output only an
+  // elementwise chain reads absorbs the chain (it then runs where the chain ends).
   std::map<const TaskUse*, std::vector<int>>& absorbed = f.absorbed;
   for (const TaskUse& use : table.uses) {
     const std::string& op = table.tasks[static_cast<size_t>(use.task)].op;
     const size_t t = static_cast<size_t>(use.output);
-    if (op != "dense" || is_output[t] || consumers[t].empty()) continue;
+    if ((op != "dense" && !(op == "qmatmul" && use.dynamic)) || is_output[t] || consumers[t].empty()) continue;
     auto chain = std::find_if(chain_ending_at.begin(), chain_ending_at.end(), [&](const auto& c) {
       return std::find(c.second.begin(), c.second.end(), consumers[t][0]) != c.second.end();
     });

@@ -745,7 +745,7 @@ TEST(ExecutorTest, QuantizedTwinReadersShareOneBuffer) {
 // The dynamically quantized BERT layer (DynamicQuantizeLinear + MatMulInteger): its six
 // MatMuls run on the int8 kernel, each quantizing its float32 input itself, on random
 // configs of that kernel with the arena poisoned; the DynamicQuantizeLinears' own
-// steps are gone. Against the float32 rewrite of the same definition (the int8 path
+// steps are gone, and the FFN's Gelu runs in its first layer's write-back. Against the float32 rewrite of the same definition (the int8 path
 // taken away): equal up to float32's rounding of the integer sums (a rounding flip
 // in a later quantization moves a value by at most one step of it).
 TEST(ExecutorTest, DynamicallyQuantizedMatmulsRunOnTheInt8Kernel) {
@@ -785,6 +785,10 @@ TEST(ExecutorTest, DynamicallyQuantizedMatmulsRunOnTheInt8Kernel) {
     }
   }
   EXPECT_EQ(qmatmuls, 6);
+  // The FFN's first layer computes Gelu (Div, Erf, Add, Mul, Mul) in its write-back.
+  EXPECT_THAT((*e)->steps(), ::testing::Contains(HasSubstr("qmatmul M=128 N=3072 K=768 a_zero=128 per_channel=1 "
+                                                           "dtype=u8s8f32+Div+Erf+Add+Mul+Mul")));
+  for (const std::string& step : (*e)->steps()) EXPECT_THAT(step, Not(StartsWith("Div+Erf"))) << step;
   const std::vector<float> x = Random((*e)->inputs()[0].NumElements(), 21, -2, 2);
   std::vector<float> want(static_cast<size_t>((*e)->outputs()[0].NumElements())), got(want.size());
   ASSERT_TRUE((*reference)->Run({x.data()}, {want.data()}).ok());

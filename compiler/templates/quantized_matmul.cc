@@ -78,12 +78,13 @@ ir::Stmt QuantizedChannelOffsets(const QuantizedEpilogue& e, int64_t channels, i
 }
 
 ir::Expr QuantizedWriteBack(const QuantizedEpilogue& e, ir::Expr acc, const ir::Expr& channel,
-                            const std::string& offsets) {
+                            const std::string& offsets, const ir::Expr& row) {
   using namespace ir;  // NOLINT
   if (e.dynamic) {
     Expr out = Mul(Cast(DType::kFloat32, Add(acc, Load("A.offset", DType::kInt32, channel))),
                    Load("scale", DType::kFloat32, channel));
-    return e.bias ? Add(out, Load("bias", DType::kFloat32, channel)) : out;
+    if (e.bias) out = Add(out, Load("bias", DType::kFloat32, channel));
+    return e.then && row ? e.then(out, row, channel) : out;
   }
   if (HasChannelOffsets(e)) acc = Add(acc, Load(offsets, DType::kInt32, channel));
   if (e.out == QuantizedOutput::kS32) return acc;
@@ -189,7 +190,7 @@ absl::StatusOr<LoweredFunc> QuantizedMatmulKernel(const QuantizedMatmulShape& sh
                    Load("B.packed", DType::kInt8,
                         Add(Add(Mul(jp, IntImm(k * panel)), Mul(q, IntImm(4 * panel))), Mul(jr, IntImm(4)))));
   const bool scaled = shape.out != QuantizedOutput::kS32;
-  const Expr out = QuantizedWriteBack(shape, ReducedValue(DType::kInt32), j, "B.offset");
+  const Expr out = QuantizedWriteBack(shape, ReducedValue(DType::kInt32), j, "B.offset", i);
   if (HasChannelOffsets(shape) || scaled) def.epilogue = out;
 
   Schedule s(std::move(def));
@@ -240,7 +241,8 @@ absl::StatusOr<LoweredFunc> QuantizedMatmulAmxKernel(const QuantizedMatmulShape&
     Expr r = Var("w.r"), c = Var("w.c");
     Expr j = Add(col0, c);
     Stmt store = Store("C", Add(Mul(Add(row0, r), IntImm(n)), j),
-                       QuantizedWriteBack(shape, Load("acc", DType::kInt32, Add(Mul(r, IntImm(cols)), c)), j, "B.offset"));
+                       QuantizedWriteBack(shape, Load("acc", DType::kInt32, Add(Mul(r, IntImm(cols)), c)), j, "B.offset",
+                                          Add(row0, r)));
     Stmt write =
         For("w.r", IntImm(rows), rows, ForKind::kSerial, For("w.c", IntImm(cols), cols, ForKind::kVectorized, store));
     return Block({MatrixDot("acc", IntImm(0), o), write});
@@ -294,7 +296,8 @@ absl::StatusOr<LoweredFunc> QuantizedMatmulAmxKernel(const QuantizedMatmulShape&
 }
 
 absl::StatusOr<LoweredFunc> InstantiateDynamicQuantizedMatmulInModel(const TuningTask& task, const Target& target,
-                                                                   const Config& config, bool bias) {
+                                                                   const Config& config, bool bias,
+                                                                   const QuantizedMatmulChain* chain) {
   ASSIGN_OR_RETURN(const Template* tmpl, FindTemplate(task));
   RETURN_IF_ERROR(SpaceOf(*tmpl, task, target)->Check(config));
   QuantizedMatmulShape shape = QuantizedMatmulShapeOf(task);
@@ -304,6 +307,7 @@ absl::StatusOr<LoweredFunc> InstantiateDynamicQuantizedMatmulInModel(const Tunin
   shape.a_zero = 0;
   shape.bias = bias;
   shape.dynamic = true;
+  if (chain) shape.then = chain->fn;
   ASSIGN_OR_RETURN(LoweredFunc kernel,
                    QuantizedMatmulKernel(shape, config, target, KernelSymbol(task, *tmpl, config) + "_dyn"));
   const int64_t m = shape.m, n = shape.n, k = shape.k;
@@ -314,6 +318,7 @@ absl::StatusOr<LoweredFunc> InstantiateDynamicQuantizedMatmulInModel(const Tunin
   func.params.push_back(BufferParam{"F", DType::kFloat32, {k, n}, false});
   if (bias) func.params.push_back(BufferParam{"bias", DType::kFloat32, {n}, false});
   func.params.push_back(BufferParam{"wscale", DType::kFloat32, {n}, false});
+  if (chain) func.params.insert(func.params.end(), chain->inputs.begin(), chain->inputs.end());
   for (BufferParam p : kernel.params) {
     if (p.name == "bias") continue;
     p.is_internal = !p.is_output;

@@ -49,6 +49,17 @@ struct QuantizedEpilogue {
   // vectors (A.offset[j] = -zero point x column sum j, scale[j] = activation scale x
   // weight scale j); a_zero is 0, the output f32, and the bias float32.
   bool dynamic = false;
+  // Dynamic only: an elementwise chain after the layer (a model's Gelu) applied to the
+  // written value at row i, column j (QuantizedMatmulChain); null: none.
+  std::function<ir::Expr(ir::Expr value, ir::Expr i, ir::Expr j)> then;
+};
+
+// An elementwise chain after a dynamically quantized MatMul, computed in its write-back
+// as dense computes the chain after it: the chain's other inputs (parameters of the
+// kernel) and its value from the layer's value at row i, column j.
+struct QuantizedMatmulChain {
+  std::vector<ir::BufferParam> inputs;
+  std::function<ir::Expr(ir::Expr value, ir::Expr i, ir::Expr j)> fn;
 };
 
 struct QuantizedMatmulShape : QuantizedEpilogue {
@@ -80,8 +91,9 @@ ir::Stmt QuantizedChannelOffsets(const QuantizedEpilogue& e, int64_t channels, i
 // acc + offsets[channel] (when HasChannelOffsets), then for f32 f32(acc) * scale, for
 // u8 rounded (halves to even), the zero point added and saturated, all in float32 as
 // onnxruntime does (no int32 sum that could wrap).
+// `row`: the output's row, for a dynamic layer's chain (QuantizedEpilogue::then).
 ir::Expr QuantizedWriteBack(const QuantizedEpilogue& e, ir::Expr acc, const ir::Expr& channel,
-                            const std::string& offsets);
+                            const std::string& offsets, const ir::Expr& row = ir::Expr());
 
 // `config` holds the GEMM knobs (matmul's names: tile_i_reg, vec_lanes, tile_j_vecs,
 // tile_i_blocks, tile_j_blocks, tile_k, unroll_k, loop_order, parallel, accumulate);
@@ -133,9 +145,12 @@ class QuantizedMatmulTemplate : public Template {
 // even, saturated), the per-column vectors of the write-back (QuantizedEpilogue::
 // dynamic), then the GEMM. At load (prepack): the weights F (float32 [K, N] holding
 // int8 integers) to int8, packed, and their column sums. Entry point: X [M, K], F,
-// [bias f32 [N]], wscale f32 [N] (the weights' scales), internals, C f32 [M, N].
+// [bias f32 [N]], wscale f32 [N] (the weights' scales), [the chain's inputs],
+// internals, C f32 [M, N]. `chain` (optional): an elementwise chain computed in the
+// write-back, C then holding its result.
 absl::StatusOr<ir::LoweredFunc> InstantiateDynamicQuantizedMatmulInModel(const TuningTask& task, const Target& target,
-                                                                         const Config& config, bool bias);
+                                                                         const Config& config, bool bias,
+                                                                         const QuantizedMatmulChain* chain = nullptr);
 
 // The kernel shape of a qmatmul task.
 QuantizedMatmulShape QuantizedMatmulShapeOf(const TuningTask& task);
