@@ -376,14 +376,6 @@ class Rewriter {
     std::map<std::string, std::string> dq;     // (tensor|scale|zero|axis) -> its DequantizeLinear's output
     std::vector<onnx::NodeProto> out;
     bool changed = false;
-    auto node = [](const std::string& op, std::vector<std::string> inputs, const std::string& output) {
-      onnx::NodeProto n;
-      n.set_name(output + "." + op);
-      n.set_op_type(op);
-      for (std::string& in : inputs) n.add_input(std::move(in));
-      n.add_output(output);
-      return n;
-    };
     auto int_attr = [](onnx::NodeProto* n, const std::string& name, int64_t v) {
       onnx::AttributeProto* a = n->add_attribute();
       a->set_name(name);
@@ -395,7 +387,7 @@ class Rewriter {
       auto it = dq.find(key);
       if (it != dq.end()) return it->second;
       const std::string name = absl::StrCat(t, ".qop", dq.size(), ".f");
-      onnx::NodeProto d = node("DequantizeLinear", zero.empty() ? std::vector<std::string>{t, scale}
+      onnx::NodeProto d = Step("DequantizeLinear", zero.empty() ? std::vector<std::string>{t, scale}
                                                                 : std::vector<std::string>{t, scale, zero},
                                name);
       if (axis >= 0) int_attr(&d, "axis", axis);
@@ -405,7 +397,7 @@ class Rewriter {
     };
     auto quantize = [&](const std::string& f, const std::string& scale, const std::string& zero,
                         const std::string& output) {
-      out.push_back(node("QuantizeLinear", zero.empty() ? std::vector<std::string>{f, scale}
+      out.push_back(Step("QuantizeLinear", zero.empty() ? std::vector<std::string>{f, scale}
                                                         : std::vector<std::string>{f, scale, zero},
                          output));
       quant[output] = Quant{scale, zero};
@@ -450,7 +442,7 @@ class Rewriter {
           ASSIGN_OR_RETURN(const std::string s, bias_scale(n, i, n.input(1), n.input(4), y + ".qop.bias_scale"));
           inputs.push_back(dequantize(n.input(8), s, "", 0));
         }
-        onnx::NodeProto fl = node(conv ? "Conv" : "MatMul", inputs, f);
+        onnx::NodeProto fl = Step(conv ? "Conv" : "MatMul", inputs, f);
         for (const onnx::AttributeProto& a : n.attribute()) *fl.add_attribute() = a;
         out.push_back(std::move(fl));
         quantize(f, n.input(6), n.input(7), y);
@@ -459,7 +451,7 @@ class Rewriter {
       }
       if (microsoft && op == "QLinearAdd") {
         if (n.input_size() < 7 || n.output_size() != 1) return Error(n, i, "needs 7 or 8 inputs and one output");
-        out.push_back(node("Add", {dequantize(n.input(0), n.input(1), n.input(2), -1),
+        out.push_back(Step("Add", {dequantize(n.input(0), n.input(1), n.input(2), -1),
                                    dequantize(n.input(3), n.input(4), n.input(5), -1)},
                            f));
         quantize(f, n.input(6), arg(n, 7), y);
@@ -471,7 +463,7 @@ class Rewriter {
         for (const onnx::AttributeProto& a : n.attribute()) {
           if (a.name() == "channels_last" && a.i() != 0) return Error(n, i, "has channels_last = 1 (NHWC), not supported");
         }
-        out.push_back(node("GlobalAveragePool", {dequantize(n.input(0), n.input(1), n.input(2), -1)}, f));
+        out.push_back(Step("GlobalAveragePool", {dequantize(n.input(0), n.input(1), n.input(2), -1)}, f));
         quantize(f, n.input(3), arg(n, 4), y);
         changed = true;
         continue;
@@ -479,7 +471,7 @@ class Rewriter {
       if (microsoft && op == "QGemm") {
         if (n.input_size() < 6 || n.output_size() != 1) return Error(n, i, "needs A, B, their scales and zero points");
         int64_t trans_b = 0;
-        onnx::NodeProto gemm = node("Gemm", {}, arg(n, 7).empty() ? y : f);
+        onnx::NodeProto gemm = Step("Gemm", {}, arg(n, 7).empty() ? y : f);
         for (const onnx::AttributeProto& a : n.attribute()) {
           if (a.name() == "transB") trans_b = a.i();
           if (a.name() != "alpha" && a.name() != "transA" && a.name() != "transB") {
