@@ -53,24 +53,53 @@ std::vector<float> ReadFloats(const std::string& path, size_t n) {
   return v;
 }
 
+// `config` of `task` built for the device into dir/k.so: its function in *func.
+void BuildForDevice(const Target& target, const TuningTask& task, const Config& config, const std::string& dir,
+                    ir::LoweredFunc* func) {
+  auto made = (*FindTemplate(task))->Instantiate(task, target, config);
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto artifact = BuildArtifact(*made, target);
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  ASSERT_TRUE(WriteFile(dir + "/k.so", artifact->shared_object).ok());
+  *func = std::move(*made);
+}
+
+// The launcher and the runner's leading arguments: dir/k.so's entry points, `runs`.
+std::vector<std::string> RunnerCommand(const Device& device, const ir::LoweredFunc& func, const std::string& dir,
+                                       int runs) {
+  std::vector<std::string> argv = device.launcher;
+  argv.insert(argv.end(), {std::string(TF_BIN_DIR) + "/tuneforge-runner-" + device.arch, dir + "/k.so", func.name,
+                           func.prepack ? func.name + "_prepack" : "-", func.unpack ? func.name + "_unpack" : "-",
+                           std::to_string(runs)});
+  return argv;
+}
+
+// Runs `argv` with the nonce on stdin: it must exit 0 and print the runner's ok line
+// (a launcher may print its own before it). `what` names the case.
+void ExpectRunnerOk(const std::vector<std::string>& argv, const std::string& dir, const std::string& what) {
+  const std::string nonce = "0123456789abcdef0123\n";
+  auto status = RunAndWait(argv, dir + "/run.log", &nonce);
+  ASSERT_TRUE(status.ok()) << status.status();
+  auto log = ReadFile(dir + "/run.log");
+  ASSERT_TRUE(log.ok());
+  ASSERT_EQ(*status, 0) << what << ": " << *log;
+  ASSERT_TRUE(log->rfind("ok nonce=0123456789abcdef0123 seconds=", 0) == 0 ||
+              log->find("\nok nonce=0123456789abcdef0123 seconds=") != std::string::npos)
+      << *log;
+}
+
 // Builds `config` for the device, runs it there three times and compares the output.
 void ExpectCorrectOnDevice(const Device& device, const Target& target, const TuningTask& task, const Config& config,
                            const std::string& dir) {
-  const Template* tmpl = *FindTemplate(task);
-  auto func = tmpl->Instantiate(task, target, config);
-  ASSERT_TRUE(func.ok()) << func.status();
-  auto artifact = BuildArtifact(*func, target);
-  ASSERT_TRUE(artifact.ok()) << artifact.status();
-  ASSERT_TRUE(WriteFile(dir + "/k.so", artifact->shared_object).ok());
+  ir::LoweredFunc func;
+  BuildForDevice(target, task, config, dir, &func);
+  if (::testing::Test::HasFatalFailure()) return;
   const std::vector<std::vector<float>> inputs = MakeInputs(task, 5);
   auto expected = ReferenceOutput(task, inputs);
   ASSERT_TRUE(expected.ok());
-  std::vector<std::string> argv = device.launcher;
-  argv.insert(argv.end(), {std::string(TF_BIN_DIR) + "/tuneforge-runner-" + device.arch, dir + "/k.so", func->name,
-                           func->prepack ? func->name + "_prepack" : "-", func->unpack ? func->name + "_unpack" : "-",
-                           "3"});
+  std::vector<std::string> argv = RunnerCommand(device, func, dir, 3);
   size_t next = 0;
-  for (const ir::BufferParam& p : func->params) {
+  for (const ir::BufferParam& p : func.params) {
     const std::string n = std::to_string(p.NumElements());
     if (p.is_output) {
       argv.push_back("out:" + n + ":" + dir + "/out.bin");
@@ -91,16 +120,8 @@ void ExpectCorrectOnDevice(const Device& device, const Target& target, const Tun
     argv.push_back(check + dir + "/expected.bin");
   }
   std::remove((dir + "/out.bin").c_str());
-  const std::string nonce = "0123456789abcdef0123\n";
-  auto status = RunAndWait(argv, dir + "/run.log", &nonce);
-  ASSERT_TRUE(status.ok()) << status.status();
-  auto log = ReadFile(dir + "/run.log");
-  ASSERT_TRUE(log.ok());
-  ASSERT_EQ(*status, 0) << device.arch << " " << task.CanonicalText() << " " << config.ToJson() << ": " << *log;
-  // The runner's one line (a launcher may print its own before it).
-  ASSERT_TRUE(log->rfind("ok nonce=0123456789abcdef0123 seconds=", 0) == 0 ||
-              log->find("\nok nonce=0123456789abcdef0123 seconds=") != std::string::npos)
-      << *log;
+  ExpectRunnerOk(argv, dir, device.arch + " " + task.CanonicalText() + " " + config.ToJson());
+  if (::testing::Test::HasFatalFailure()) return;
   const std::vector<float> out = ReadFloats(dir + "/out.bin", expected->size());
   const Tolerance tol = ToleranceFor(task);
   for (size_t i = 0; i < out.size(); ++i) {
@@ -137,7 +158,7 @@ TEST(DeviceKernelTest, EveryTemplateIsCorrectOnX86_64V3HostAarch64AndRiscv64) {
       }
       for (const Config& c : configs) {
         ExpectCorrectOnDevice(device, *target, *task, c, dir->path());
-        if (HasFatalFailure()) return;
+        if (::testing::Test::HasFatalFailure()) return;
         ++checked;
       }
     }
@@ -151,21 +172,15 @@ TEST(DeviceKernelTest, EveryTemplateIsCorrectOnX86_64V3HostAarch64AndRiscv64) {
 // outputs must equal the reference bit for bit.
 void ExpectTypedCorrectOnDevice(const Device& device, const Target& target, const TuningTask& task,
                                 const Config& config, const std::string& dir) {
-  const Template* tmpl = *FindTemplate(task);
-  auto func = tmpl->Instantiate(task, target, config);
-  ASSERT_TRUE(func.ok()) << func.status();
-  auto artifact = BuildArtifact(*func, target);
-  ASSERT_TRUE(artifact.ok()) << artifact.status();
-  ASSERT_TRUE(WriteFile(dir + "/k.so", artifact->shared_object).ok());
+  ir::LoweredFunc func;
+  BuildForDevice(target, task, config, dir, &func);
+  if (::testing::Test::HasFatalFailure()) return;
   const std::vector<HostBuffer> inputs = MakeTypedInputs(task, 9);
   auto expected = TypedReferenceOutput(task, inputs);
   ASSERT_TRUE(expected.ok()) << expected.status();
-  std::vector<std::string> argv = device.launcher;
-  argv.insert(argv.end(), {std::string(TF_BIN_DIR) + "/tuneforge-runner-" + device.arch, dir + "/k.so", func->name,
-                           func->prepack ? func->name + "_prepack" : "-", func->unpack ? func->name + "_unpack" : "-",
-                           "2"});
+  std::vector<std::string> argv = RunnerCommand(device, func, dir, 2);
   size_t next = 0;
-  for (const ir::BufferParam& p : func->params) {
+  for (const ir::BufferParam& p : func.params) {
     const std::string bytes = std::to_string(p.NumElements() * ir::DTypeBytes(p.dtype));
     if (p.is_output) {
       argv.push_back("outb:" + bytes + ":" + dir + "/out.bin");
@@ -180,13 +195,8 @@ void ExpectTypedCorrectOnDevice(const Device& device, const Target& target, cons
   }
   ASSERT_TRUE(WriteFile(dir + "/expected.bin", expected->Bytes()).ok());
   argv.push_back("checkb:" + std::to_string(expected->bytes()) + ":" + dir + "/expected.bin");
-  const std::string nonce = "0123456789abcdef0123\n";
-  auto status = RunAndWait(argv, dir + "/run.log", &nonce);
-  ASSERT_TRUE(status.ok()) << status.status();
-  auto log = ReadFile(dir + "/run.log");
-  ASSERT_TRUE(log.ok());
-  ASSERT_EQ(*status, 0) << device.arch << " " << task.CanonicalText() << " " << config.ToJson() << ": " << *log;
-  ASSERT_TRUE(log->find("ok nonce=0123456789abcdef0123 seconds=") != std::string::npos) << *log;
+  ExpectRunnerOk(argv, dir, device.arch + " " + task.CanonicalText() + " " + config.ToJson());
+  if (::testing::Test::HasFatalFailure()) return;
   auto out = ReadFile(dir + "/out.bin");
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(*out, expected->Bytes()) << device.arch << " " << task.CanonicalText();
@@ -217,7 +227,7 @@ TEST(DeviceKernelTest, Int8KernelsAreExactOnX86_64V3HostAarch64WithAndWithoutI8m
       for (const Config& c : configs) {
         SCOPED_TRACE(device.target + " " + task->CanonicalText() + " " + c.ToJson());
         ExpectTypedCorrectOnDevice(device, *target, *task, c, dir->path());
-        if (HasFatalFailure()) return;
+        if (::testing::Test::HasFatalFailure()) return;
         ++checked;
       }
     }
